@@ -1,0 +1,1367 @@
+"""Tests for dataset_client, against scripted local servers on 127.0.0.1.
+
+Run with ``python -m unittest -v`` (or pytest). Standard library only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import gzip
+import hashlib
+import http.server
+import io
+import json
+import os
+import pickle
+import select
+import socket
+import socketserver
+import ssl
+import struct
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse as urllib_parse
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+import dataset_client as dc
+from dataset_client import DatasetClient, ServiceError
+
+HERE = Path(__file__).resolve().parent
+CA_FILE = str(HERE / "tests_data" / "ca.pem")
+SERVER_CERT = str(HERE / "tests_data" / "server.pem")
+KEY = "sk-test-0123456789-SECRET"
+
+Respond = Callable[["Handler"], None]
+
+
+# ---------------------------------------------------------------------------
+# The fixture: a server that answers what each test scripts and records what it got
+# ---------------------------------------------------------------------------
+
+
+class Recorded:
+    def __init__(self, method: str, path: str, headers: http.client.HTTPMessage, body: bytes, connection: int):
+        self.method, self.path, self.headers, self.body, self.connection = method, path, headers, body, connection
+
+    def json(self) -> object:
+        return json.loads(self.body.decode("utf-8"))
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 10  # an idle kept-alive connection ends by itself
+    server: ScriptedServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.lock:
+            self.server.connections += 1
+            self.connection_number = self.server.connections
+
+    def finish(self) -> None:
+        super().finish()
+        with self.server.lock:
+            self.server.closed_connections += 1
+
+    def handle_one(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        recorded = Recorded(self.command, self.path, self.headers, body, self.connection_number)
+        with self.server.lock:
+            self.server.requests.append(recorded)
+            respond = self.server.script.pop(0) if self.server.script else self.server.default
+        if respond is None:
+            self.server.errors.append(f"no scripted response for {self.command} {self.path}")
+            reply(500, b"no scripted response")(self)
+        else:
+            respond(self)
+
+    do_GET = do_POST = do_PUT = do_HEAD = handle_one
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):
+            pass
+        except ssl.SSLError:
+            self.server.tls_failures += 1
+        except Exception as exc:  # fail the test, not the thread
+            self.server.errors.append(repr(exc))
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class ScriptedServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.tls = tls
+        self.lock = threading.Lock()
+        self.script: list[Respond] = []
+        self.default: Respond | None = None
+        self.requests: list[Recorded] = []
+        self.errors: list[str] = []
+        self.connections = 0
+        self.closed_connections = 0
+        self.tls_failures = 0
+        self.stop = threading.Event()
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # TLS handshakes refused by the client end up here
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.server_port}"
+
+
+def reply(
+    status: int = 200,
+    body: bytes | object = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    content_type: str = "application/json",
+) -> Respond:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+
+    def respond(handler: Handler) -> None:
+        handler.send_response(status)
+        all_headers = {"Content-Type": content_type, "Content-Length": str(len(data)), **(headers or {})}
+        for name, value in all_headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(data)
+
+    return respond
+
+
+def cut(body: bytes, after: int, headers: dict[str, str] | None = None, status: int = 200) -> Respond:
+    """Announce the whole body, send ``after`` bytes of it, then close."""
+
+    def respond(handler: Handler) -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(body[:after])
+        handler.wfile.flush()
+        handler.close_connection = True
+
+    return respond
+
+
+def hang(handler: Handler) -> None:
+    """Answer nothing until the test ends."""
+    handler.server.stop.wait(10)
+    handler.close_connection = True
+
+
+def drop(handler: Handler) -> None:
+    """Close the connection without answering."""
+    handler.close_connection = True
+
+
+def reset(handler: Handler) -> None:
+    """Abort the connection with a TCP RST."""
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    handler.close_connection = True
+
+
+def serve_file(
+    data: bytes, *, etag: str | None = '"v1"', ranges: bool = True, cuts: list[int] | None = None
+) -> Respond:
+    """A static file with Range support; each number in ``cuts`` ends one response early at that offset."""
+    pending_cuts = list(cuts or [])
+
+    def respond(handler: Handler) -> None:
+        start = 0
+        range_header = handler.headers.get("Range")
+        if_range = handler.headers.get("If-Range")
+        if ranges and range_header and (if_range is None or if_range == etag):
+            start = int(range_header.split("=")[1].rstrip("-"))
+        end = pending_cuts.pop(0) if pending_cuts and pending_cuts[0] > start else len(data)
+        handler.send_response(206 if start else 200)
+        handler.send_header("Content-Length", str(len(data) - start))
+        if start:
+            handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        if etag:
+            handler.send_header("ETag", etag)
+        if ranges:
+            handler.send_header("Accept-Ranges", "bytes")
+        handler.end_headers()
+        handler.wfile.write(data[start:end])
+        with handler.server.lock:
+            handler.server.bytes_served = getattr(handler.server, "bytes_served", 0) + end - start
+        if end < len(data):
+            handler.close_connection = True
+
+    return respond
+
+
+class ServerTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        # This machine sets proxy variables: the tests choose their own environment.
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        env["NO_PROXY"] = "127.0.0.1,localhost"
+        patcher = mock.patch.dict(os.environ, env, clear=True)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.server = self.start_server()
+
+    def start_server(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
+        server = ScriptedServer(tls)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            server.stop.set()
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+            self.assertEqual(server.errors, [], "the server thread failed")
+
+        self.addCleanup(stop)
+        return server
+
+    def client(self, base_url: str | None = None, api_key: str | None = KEY, **options: object) -> DatasetClient:
+        options.setdefault("timeout", 5)
+        options.setdefault("backoff_factor", 0.001)
+        client = DatasetClient(base_url or self.server.url + "/api/v1", api_key, **options)  # type: ignore[arg-type]
+        self.addCleanup(client.close)  # cleanups run last-in first-out: before the server stops
+        return client
+
+    def script(self, *responses: Respond) -> None:
+        self.server.script.extend(responses)
+
+    @property
+    def requests(self) -> list[Recorded]:
+        return self.server.requests
+
+    def tmp(self) -> Path:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        return Path(directory.name)
+
+
+# ---------------------------------------------------------------------------
+# Construction and arguments
+# ---------------------------------------------------------------------------
+
+
+class ConstructionTests(ServerTestCase):
+    def test_base_url_prefix_is_kept_with_or_without_trailing_slash(self) -> None:
+        for base in ("/api/v1", "/api/v1/"):
+            self.script(reply(body=[]))
+            self.client(self.server.url + base).list_datasets()
+            self.assertEqual(self.requests[-1].path, "/api/v1/datasets")
+
+    def test_base_url_without_a_path(self) -> None:
+        self.script(reply(body=[]))
+        self.client(self.server.url).list_datasets()
+        self.assertEqual(self.requests[-1].path, "/datasets")
+
+    def test_bad_base_urls_are_refused(self) -> None:
+        for base in (
+            "ftp://h/api",
+            "file:///etc/passwd",
+            "http://",
+            "h:8000/api",
+            "http://h/api?x=1",
+            "http://h/api#frag",
+            "http://user:pw@h/api",
+            "http://h:port/api",
+            "http://h/a pi",
+            "http://h/api\r\nX: y",
+            "",
+        ):
+            with self.subTest(base=base), self.assertRaisesRegex(ValueError, "base_url"):
+                DatasetClient(base)
+        with self.assertRaisesRegex(TypeError, "base_url must be a str"):
+            DatasetClient(b"http://h/")  # type: ignore[arg-type]
+
+    def test_bad_timeouts_are_refused(self) -> None:
+        for value in (0, -1, float("nan"), float("inf")):
+            with self.subTest(value=value), self.assertRaisesRegex(ValueError, "timeout"):
+                DatasetClient("http://h", timeout=value)
+        for value in ("3", True, [1]):
+            with self.subTest(value=value), self.assertRaisesRegex(TypeError, "timeout"):
+                DatasetClient("http://h", timeout=value)  # type: ignore[arg-type]
+        DatasetClient("http://h", timeout=None).close()
+        DatasetClient("http://h", timeout=2).close()
+
+    def test_bad_options_are_refused(self) -> None:
+        with self.assertRaisesRegex(ValueError, "max_retries"):
+            DatasetClient("http://h", max_retries=-1)
+        with self.assertRaisesRegex(TypeError, "max_retries"):
+            DatasetClient("http://h", max_retries=1.5)  # type: ignore[arg-type]
+        with self.assertRaisesRegex(TypeError, "ssl_context"):
+            DatasetClient("https://h", ssl_context="ca.pem")  # type: ignore[arg-type]
+        with self.assertRaisesRegex(ValueError, "user_agent"):
+            DatasetClient("http://h", user_agent="x\r\nEvil: 1")
+        with self.assertRaisesRegex(TypeError, "headers must be a mapping"):
+            DatasetClient("http://h", headers=[("A", "b")])  # type: ignore[arg-type]
+        with self.assertRaisesRegex(ValueError, "not a valid header name"):
+            DatasetClient("http://h", headers={"Bad Name": "x"})
+        with self.assertRaisesRegex(ValueError, r"headers\['X-Key'\] contains a control character"):
+            DatasetClient("http://h", headers={"X-Key": "secret\nInjected: 1"})
+
+    def test_bad_api_keys_are_refused_without_showing_them(self) -> None:
+        for key, error in (
+            ("abc\r\nX-Evil: 1", ValueError),
+            ("abc\n", ValueError),
+            ("", ValueError),
+            ("  ", ValueError),
+            ("clé-secrète", ValueError),
+            (12345, TypeError),
+        ):
+            with self.subTest(key=key):
+                with self.assertRaises(error) as caught:
+                    DatasetClient("http://h", api_key=key)  # type: ignore[arg-type]
+                self.assertIn("api_key", str(caught.exception))
+                if isinstance(key, str) and key.strip():
+                    self.assertNotIn(key.strip(), str(caught.exception))
+
+    def test_repr_never_shows_the_key(self) -> None:
+        client = self.client()
+        self.assertNotIn(KEY, repr(client))
+        self.assertIn("/api/v1", repr(client))
+        client.close()
+        self.assertIn("closed", repr(client))
+
+    def test_public_names(self) -> None:
+        self.assertIsInstance(dc.__version__, str)
+        for name in dc.__all__:
+            self.assertTrue(hasattr(dc, name), name)
+        self.assertTrue(issubclass(ServiceError, RuntimeError))
+
+
+# ---------------------------------------------------------------------------
+# On the wire
+# ---------------------------------------------------------------------------
+
+
+class WireTests(ServerTestCase):
+    def test_list_datasets_request_and_headers(self) -> None:
+        self.script(reply(body=[{"name": "daily_bars"}]))
+        result = self.client().list_datasets()
+        self.assertEqual(result, [{"name": "daily_bars"}])
+        (request,) = self.requests
+        self.assertEqual((request.method, request.path, request.body), ("GET", "/api/v1/datasets", b""))
+        self.assertEqual(request.headers["Accept"], "application/json")
+        self.assertEqual(request.headers["Accept-Encoding"], "gzip")
+        self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
+        self.assertRegex(request.headers["User-Agent"], r"^dataset-client/\d+\.\d+\.\d+ Python/3\.\d+\.\d+$")
+        self.assertEqual(request.headers["User-Agent"], f"dataset-client/{dc.__version__} Python/{_python_version()}")
+        self.assertIsNone(request.headers["Content-Type"])
+        self.assertIsNone(request.headers["Content-Length"])
+
+    def test_no_key_means_no_authorization_header(self) -> None:
+        self.script(reply(body=[]))
+        self.client(api_key=None).list_datasets()
+        self.assertNotIn("Authorization", self.requests[0].headers)
+
+    def test_query_posts_utf8_json(self) -> None:
+        self.script(reply(body={"rows": [[1]]}))
+        sql = "SELECT 'café ☕' AS name"
+        self.assertEqual(self.client().query(sql), {"rows": [[1]]})
+        (request,) = self.requests
+        self.assertEqual((request.method, request.path), ("POST", "/api/v1/query"))
+        self.assertEqual(request.headers["Content-Type"], "application/json")
+        self.assertEqual(json.loads(request.body.decode("utf-8")), {"sql": sql})
+        self.assertIn("café ☕".encode(), request.body)
+        self.assertEqual(int(request.headers["Content-Length"]), len(request.body))
+
+    def test_create_export_body_and_idempotency_key(self) -> None:
+        self.script(reply(201, {"id": "e1"}), reply(201, {"id": "e2"}))
+        client = self.client()
+        result = client.create_export(
+            "daily_bars", symbols="AAPL", start_date=datetime.date(2024, 1, 1), end_date="2024-03-31"
+        )
+        self.assertEqual(result, {"id": "e1"})
+        client.create_export(
+            "trades",
+            symbols=(s for s in ["AAPL", "MSFT"]),
+            start_date=datetime.datetime(2024, 1, 1, 9, 30),
+            end_date=datetime.datetime(2024, 1, 2, 16, 0),
+            format="csv",
+        )
+        first, second = self.requests
+        self.assertEqual((first.method, first.path), ("POST", "/api/v1/exports"))
+        self.assertEqual(
+            first.json(),
+            {
+                "dataset": "daily_bars",
+                "symbols": ["AAPL"],
+                "start_date": "2024-01-01",
+                "end_date": "2024-03-31",
+                "format": "parquet",
+            },
+        )
+        self.assertEqual(
+            second.json(),
+            {
+                "dataset": "trades",
+                "symbols": ["AAPL", "MSFT"],
+                "start_date": "2024-01-01T09:30:00",
+                "end_date": "2024-01-02T16:00:00",
+                "format": "csv",
+            },
+        )
+        keys = [uuid.UUID(r.headers["Idempotency-Key"]) for r in self.requests]
+        self.assertNotEqual(keys[0], keys[1])
+
+    def test_bad_input_sends_nothing(self) -> None:
+        client = self.client()
+        day = datetime.date(2024, 1, 1)
+        cases: list[tuple[Callable[[], object], type[Exception], str]] = [
+            (lambda: client.query(""), ValueError, "sql"),
+            (lambda: client.query("   "), ValueError, "sql"),
+            (lambda: client.query(b"SELECT 1"), TypeError, "sql"),  # type: ignore[arg-type]
+            (lambda: client.query(None), TypeError, "sql"),  # type: ignore[arg-type]
+            (lambda: client.query("SELECT '\ud800'"), ValueError, "Unicode"),
+            (lambda: client.create_export("", symbols="A", start_date=day, end_date=day), ValueError, "dataset"),
+            (lambda: client.create_export("d", symbols=[], start_date=day, end_date=day), ValueError, "symbols"),
+            (lambda: client.create_export("d", symbols=[""], start_date=day, end_date=day), ValueError, "symbols"),
+            (lambda: client.create_export("d", symbols=[1], start_date=day, end_date=day), TypeError, "symbols"),  # type: ignore[list-item]
+            (lambda: client.create_export("d", symbols=5, start_date=day, end_date=day), TypeError, "symbols"),  # type: ignore[arg-type]
+            (lambda: client.create_export("d", symbols="A", start_date=5, end_date=day), TypeError, "start_date"),  # type: ignore[arg-type]
+            (lambda: client.create_export("d", symbols="A", start_date=day, end_date=""), ValueError, "end_date"),
+            (
+                lambda: client.create_export("d", symbols="A", start_date=day, end_date=day, format=""),
+                ValueError,
+                "format",
+            ),
+            (
+                lambda: client.create_export(
+                    "d", symbols="A", start_date=datetime.date(2024, 2, 1), end_date=datetime.date(2024, 1, 1)
+                ),
+                ValueError,
+                "start_date 2024-02-01 is after end_date 2024-01-01",
+            ),
+            (lambda: client.download("ftp://h/file", io.BytesIO()), ValueError, "download_url"),
+            (lambda: client.download("file:///etc/passwd", io.BytesIO()), ValueError, "download_url"),
+            (lambda: client.download("data:text/plain,hi", io.BytesIO()), ValueError, "download_url"),
+            (lambda: client.download("", io.BytesIO()), ValueError, "download_url"),
+            (lambda: client.download("files/a\r\nb", io.BytesIO()), ValueError, "download_url"),
+            (lambda: client.download("files/a", io.StringIO()), TypeError, "destination"),
+            (lambda: client.download("files/a", 42), TypeError, "destination"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", io.BytesIO(), sha256="abc"), ValueError, "sha256"),
+            (lambda: client.download("files/a", io.BytesIO(), progress=3), TypeError, "progress"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", str(self.tmp())), ValueError, "destination is a directory"),
+        ]
+        for call, error, text in cases:
+            with self.subTest(text=text), self.assertRaisesRegex(error, text):
+                call()
+        self.assertEqual(self.requests, [])
+        self.assertEqual(self.server.connections, 0)
+
+    def test_extra_headers_and_user_agent(self) -> None:
+        self.script(reply(body=[]))
+        self.client(api_key=None, headers={"X-API-Key": "k2"}, user_agent="my-app/2").list_datasets()
+        headers = self.requests[0].headers
+        self.assertEqual(headers["X-API-Key"], "k2")
+        self.assertEqual(headers["User-Agent"], "my-app/2")
+        self.assertNotIn("Authorization", headers)
+
+    def test_extra_headers_override_defaults_whatever_their_case(self) -> None:
+        self.script(reply(body=[]))
+        self.client(headers={"authorization": "Token t", "accept": "application/vnd.x+json"}).list_datasets()
+        headers = self.requests[0].headers
+        self.assertEqual(headers.get_all("Authorization"), ["Token t"])
+        self.assertEqual(headers.get_all("Accept"), ["application/vnd.x+json"])
+
+    def test_gzip_response_is_decoded(self) -> None:
+        payload = {"rows": list(range(1000))}
+        self.script(reply(body=gzip.compress(json.dumps(payload).encode()), headers={"Content-Encoding": "gzip"}))
+        self.assertEqual(self.client().list_datasets(), payload)
+
+    def test_empty_body_and_204_give_none(self) -> None:
+        self.script(reply(200, b""), reply(204, b""))
+        client = self.client()
+        self.assertIsNone(client.list_datasets())
+        self.assertIsNone(client.list_datasets())
+
+    def test_any_2xx_is_success(self) -> None:
+        self.script(reply(202, {"status": "queued"}))
+        self.assertEqual(self.client().query("SELECT 1"), {"status": "queued"})
+
+    def test_non_json_success_body(self) -> None:
+        self.script(reply(200, b"<html>proxy login</html>", content_type="text/html"))
+        with self.assertRaises(dc.InvalidResponseError) as caught:
+            self.client().list_datasets()
+        message = str(caught.exception)
+        for part in (self.server.url + "/api/v1/datasets", "200", "text/html", "<html>proxy login"):
+            self.assertIn(part, message)
+        self.assertIsInstance(caught.exception, ValueError)
+        self.assertIsInstance(caught.exception, dc.DatasetClientError)
+        self.assertIsInstance(caught.exception.__cause__, json.JSONDecodeError)
+
+    def test_large_result_is_decoded_and_gc_state_restored(self) -> None:
+        rows = [[i, f"name-{i}", i * 0.5] for i in range(40_000)]
+        self.script(reply(body={"rows": rows}), reply(body={"rows": rows}))
+        client = self.client()
+        self.assertTrue(gc.isenabled())
+        self.assertEqual(client.query("SELECT *")["rows"], rows)
+        self.assertTrue(gc.isenabled())
+        gc.disable()
+        try:
+            client.query("SELECT *")
+            self.assertFalse(gc.isenabled(), "a caller's disabled collector stays disabled")
+        finally:
+            gc.enable()
+
+
+def _python_version() -> str:
+    import sys
+
+    return "{}.{}.{}".format(*sys.version_info[:3])
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+class ErrorTests(ServerTestCase):
+    def test_service_error_fields_and_message(self) -> None:
+        body = {"error": {"message": "no such dataset", "code": "not_found"}}
+        self.script(reply(404, body, {"X-Request-Id": "req-42"}))
+        with self.assertRaises(ServiceError) as caught:
+            self.client().list_datasets()
+        error = caught.exception
+        url = self.server.url + "/api/v1/datasets"
+        self.assertEqual(str(error), f"404 Not Found: GET {url}: no such dataset")
+        self.assertEqual((error.status, error.reason, error.method, error.url), (404, "Not Found", "GET", url))
+        self.assertEqual(error.payload, body)
+        self.assertEqual(json.loads(error.body), body)
+        self.assertEqual(error.message, "no such dataset")
+        self.assertEqual(error.request_id, "req-42")
+        self.assertIsNone(error.retry_after)
+        self.assertEqual(error.headers["Content-Type"], "application/json")
+        self.assertIsInstance(error, RuntimeError)
+        self.assertIsInstance(error, dc.DatasetClientError)
+        self.assertEqual(error.attempts, 1)
+
+    def test_service_error_without_json(self) -> None:
+        self.script(reply(400, b"bad things", {"Request-Id": "r-7"}, content_type="text/plain"))
+        with self.assertRaises(ServiceError) as caught:
+            self.client().query("SELECT")
+        error = caught.exception
+        self.assertEqual(str(error), f"400 Bad Request: POST {self.server.url}/api/v1/query")
+        self.assertEqual(
+            (error.body, error.payload, error.message, error.request_id), ("bad things", None, None, "r-7")
+        )
+
+    def test_service_messages_under_common_names(self) -> None:
+        for payload, message in (
+            ({"message": "m1"}, "m1"),
+            ({"detail": "m2"}, "m2"),
+            ({"error": "m3"}, "m3"),
+            ({"error_description": "m4"}, "m4"),
+            ({"detail": [{"loc": "x"}]}, None),
+            (["not", "a", "dict"], None),
+        ):
+            self.script(reply(422, payload))
+            with self.subTest(payload=payload), self.assertRaises(ServiceError) as caught:
+                self.client().query("SELECT 1")
+            self.assertEqual(caught.exception.message, message)
+
+    def test_error_body_is_bounded(self) -> None:
+        self.script(reply(500, b"x" * 1_000_000, content_type="text/plain"), reply(body=[]))
+        client = self.client()
+        with self.assertRaises(ServiceError) as caught:
+            client.query("SELECT 1")
+        self.assertLessEqual(len(caught.exception.body), 64 * 1024)
+        self.assertEqual(client.list_datasets(), [])  # the half-read connection was not reused
+        self.assertEqual(self.server.connections, 2)
+
+    def test_unknown_status_without_reason(self) -> None:
+        def respond(handler: Handler) -> None:
+            handler.wfile.write(b"HTTP/1.1 599 \r\nContent-Length: 0\r\n\r\n")
+
+        self.script(respond)
+        with self.assertRaises(ServiceError) as caught:
+            self.client(max_retries=0).list_datasets()
+        self.assertEqual(caught.exception.status, 599)
+
+    def test_timeout(self) -> None:
+        self.script(hang)
+        client = self.client(timeout=0.2, max_retries=0)
+        with self.assertRaises(dc.RequestTimeoutError) as caught:
+            client.list_datasets()
+        self.assertIsInstance(caught.exception, TimeoutError)
+        self.assertIn(self.server.url + "/api/v1/datasets", str(caught.exception))
+
+    def test_connection_refused(self) -> None:
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            port = unused.getsockname()[1]
+        client = self.client(f"http://127.0.0.1:{port}/api", max_retries=0)
+        with self.assertRaises(dc.NetworkError) as caught:
+            client.list_datasets()
+        self.assertIsInstance(caught.exception, ConnectionError)
+        self.assertIn(f"http://127.0.0.1:{port}/api/datasets", str(caught.exception))
+        self.assertIsInstance(caught.exception.__cause__, ConnectionRefusedError)
+
+    def test_short_body(self) -> None:
+        body = json.dumps({"rows": list(range(100))}).encode()
+        self.script(cut(body, 10))
+        with self.assertRaises(dc.IncompleteResponseError) as caught:
+            self.client(max_retries=0).list_datasets()
+        error = caught.exception
+        self.assertIsInstance(error, ConnectionError)
+        self.assertEqual((error.expected, error.received), (len(body), 10))
+        self.assertIn(f"after 10 of {len(body)} bytes", str(error))
+        self.assertIn("/api/v1/datasets", str(error))
+
+    def test_reset_and_early_close(self) -> None:
+        for fault in (reset, drop):
+            self.script(fault)
+            with self.subTest(fault=fault.__name__), self.assertRaises(dc.NetworkError) as caught:
+                self.client(max_retries=0).list_datasets()
+            self.assertIsInstance(caught.exception, ConnectionError)
+            self.assertIn("/api/v1/datasets", str(caught.exception))
+
+    def test_closed_client(self) -> None:
+        self.script(reply(body=[]))
+        with self.client() as client:
+            client.list_datasets()
+        for call in (
+            client.list_datasets,
+            lambda: client.query("SELECT 1"),
+            lambda: client.download("files/a", io.BytesIO()),
+        ):
+            with self.assertRaisesRegex(dc.ClientClosedError, "closed"):
+                call()
+        client.close()  # idempotent
+        self.assertIsInstance(dc.ClientClosedError("x"), RuntimeError)
+        self.assertEqual(len(self.requests), 1)
+
+    def test_exceptions_pickle_with_their_fields_and_cause(self) -> None:
+        self.script(reply(503, {"message": "busy"}, {"Retry-After": "1"}), reply(503, {"message": "busy"}))
+        client = self.client(max_retries=1)
+        client._sleep = lambda seconds: None
+        with self.assertRaises(ServiceError) as caught:
+            client.list_datasets()
+        copy = pickle.loads(pickle.dumps(caught.exception))
+        self.assertEqual(str(copy), str(caught.exception))
+        self.assertEqual(
+            (copy.status, copy.message, copy.attempts, copy.payload), (503, "busy", 2, {"message": "busy"})
+        )
+        self.script(cut(b"0123456789", 3))
+        with self.assertRaises(dc.IncompleteResponseError) as caught_short:
+            self.client(max_retries=0).list_datasets()
+        copy_short = pickle.loads(pickle.dumps(caught_short.exception))
+        self.assertEqual(
+            (copy_short.expected, copy_short.received, copy_short.url), (10, 3, caught_short.exception.url)
+        )
+        self.assertIsInstance(copy_short.__cause__, type(caught_short.exception.__cause__))
+        for error in (
+            dc.RequestTimeoutError("t", url="u"),
+            dc.ChecksumMismatchError("c", url="u", expected="a", actual="b"),
+            dc.ClientClosedError("closed"),
+        ):
+            self.assertEqual(vars(pickle.loads(pickle.dumps(error))), vars(error))
+
+    def test_key_never_leaks_into_errors_or_logs(self) -> None:
+        self.script(reply(503, {"message": "busy"}), reply(401, {"message": "bad key"}))
+        client = self.client()
+        with self.assertLogs("dataset_client", level="DEBUG") as logs, self.assertRaises(ServiceError) as caught:
+            client.list_datasets()
+        error = caught.exception
+        for text in (str(error), repr(error), error.body, *logs.output, repr(vars(error)), repr(client)):
+            self.assertNotIn(KEY, text)
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("retrying GET", logs.output[0])
+
+
+# ---------------------------------------------------------------------------
+# Redirects
+# ---------------------------------------------------------------------------
+
+
+class RedirectTests(ServerTestCase):
+    def test_same_origin_redirect_keeps_credentials(self) -> None:
+        self.script(reply(302, b"", {"Location": "/api/v2/datasets"}), reply(body=["d"]))
+        self.assertEqual(self.client(headers={"X-Tenant": "t1"}).list_datasets(), ["d"])
+        second = self.requests[1]
+        self.assertEqual(second.path, "/api/v2/datasets")
+        self.assertEqual(second.headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(second.headers["X-Tenant"], "t1")
+        self.assertEqual(self.server.connections, 1, "the redirect's connection was reused")
+
+    def test_credentials_never_follow_a_redirect_to_another_origin(self) -> None:
+        other = self.start_server()
+        other.script.append(reply(302, b"", {"Location": self.server.url + "/api/v1/back"}))
+        self.script(reply(307, b"", {"Location": other.url + "/elsewhere"}), reply(body={"ok": True}))
+        client = self.client(headers={"X-Tenant": "t1"})
+        self.assertEqual(client.query("SELECT 1"), {"ok": True})
+        (elsewhere,) = other.requests
+        self.assertEqual((elsewhere.method, elsewhere.path), ("POST", "/elsewhere"))
+        self.assertEqual(elsewhere.json(), {"sql": "SELECT 1"})
+        self.assertNotIn("Authorization", elsewhere.headers)
+        self.assertNotIn("X-Tenant", elsewhere.headers)
+        self.assertEqual(elsewhere.headers["Accept"], "application/json")
+        back = self.requests[1]
+        self.assertEqual(back.path, "/api/v1/back")
+        self.assertNotIn("Authorization", back.headers, "once it left the origin, the key stays off")
+
+    def test_method_on_each_redirect_status(self) -> None:
+        for status, method, has_body in ((301, "GET", False), (302, "GET", False), (303, "GET", False),
+                                          (307, "POST", True), (308, "POST", True)):  # fmt: skip
+            self.server.requests.clear()
+            self.script(reply(status, b"", {"Location": "/api/v1/next"}), reply(body={}))
+            with self.subTest(status=status):
+                self.client().query("SELECT 1")
+                self.assertEqual(self.requests[1].method, method)
+                self.assertEqual(bool(self.requests[1].body), has_body)
+                self.assertEqual("Content-Type" in self.requests[1].headers, has_body)
+
+    def test_redirect_to_other_schemes_is_refused(self) -> None:
+        for location in ("ftp://127.0.0.1/x", "file:///etc/passwd", "data:,x"):
+            self.script(reply(302, b"", {"Location": location}))
+            with self.subTest(location=location), self.assertRaisesRegex(dc.InvalidResponseError, "redirect"):
+                self.client().list_datasets()
+
+    def test_redirect_loop_stops(self) -> None:
+        self.server.default = reply(302, b"", {"Location": "/api/v1/datasets"})
+        with self.assertRaises(ServiceError) as caught:
+            self.client().list_datasets()
+        self.assertEqual(caught.exception.status, 302)
+        self.assertIn("redirects", str(caught.exception))
+        self.assertEqual(len(self.requests), 11)
+
+    def test_a_3xx_left_is_an_error(self) -> None:
+        self.script(reply(304, b""), reply(300, b"{}"))
+        client = self.client()
+        for status in (304, 300):
+            with self.assertRaises(ServiceError) as caught:
+                client.list_datasets()
+            self.assertEqual(caught.exception.status, status)
+
+
+# ---------------------------------------------------------------------------
+# Downloads
+# ---------------------------------------------------------------------------
+
+
+DATA = os.urandom(3 * 1024 * 1024 + 123)
+DATA_SHA = hashlib.sha256(DATA).hexdigest()
+
+
+class DownloadTests(ServerTestCase):
+    def assert_only(self, directory: Path, *names: str) -> None:
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), sorted(names), "a temporary file was left")
+
+    def test_download_to_a_path(self) -> None:
+        self.script(serve_file(DATA))
+        directory = self.tmp()
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/e1.csv", directory / "out.csv", sha256=DATA_SHA.upper(), progress=lambda d, t: seen.append((d, t))
+        )
+        self.assertEqual((directory / "out.csv").read_bytes(), DATA)
+        self.assert_only(directory, "out.csv")
+        (request,) = self.requests
+        self.assertEqual((request.method, request.path), ("GET", "/api/v1/files/e1.csv"))
+        self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(request.headers["Accept-Encoding"], "identity")
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen))
+        self.assertLessEqual(len(seen), len(DATA) // (256 * 1024) + 2, "chunks of at least 256 KiB")
+
+    def test_download_replaces_an_existing_file_and_keeps_umask_permissions(self) -> None:
+        self.script(serve_file(DATA))
+        target = self.tmp() / "out.bin"
+        target.write_bytes(b"old")
+        self.client().download("files/x", str(target))
+        self.assertEqual(target.read_bytes(), DATA)
+        umask = os.umask(0)
+        os.umask(umask)
+        self.assertEqual(target.stat().st_mode & 0o777, 0o666 & ~umask)
+
+    def test_relative_and_absolute_download_urls(self) -> None:
+        other = self.start_server()
+        other.script.append(serve_file(b"abc"))
+        self.script(serve_file(b"abc"), serve_file(b"abc"))
+        client = self.client(headers={"X-Tenant": "t"})
+        client.download("/files/root", io.BytesIO())
+        client.download(self.server.url + "/abs/x?sig=1", io.BytesIO())
+        client.download(other.url + "/bucket/x?X-Amz-Signature=abc", io.BytesIO())
+        self.assertEqual([r.path for r in self.requests], ["/files/root", "/abs/x?sig=1"])
+        self.assertEqual(self.requests[1].headers["Authorization"], f"Bearer {KEY}")
+        (presigned,) = other.requests
+        self.assertEqual(presigned.path, "/bucket/x?X-Amz-Signature=abc")
+        self.assertNotIn("Authorization", presigned.headers)
+        self.assertNotIn("X-Tenant", presigned.headers)
+
+    def test_credentials_are_dropped_when_a_download_redirects_away(self) -> None:
+        storage = self.start_server()
+        storage.script.append(serve_file(DATA))
+        self.script(reply(302, b"", {"Location": storage.url + "/bucket/e1?sig=x"}))
+        out = io.BytesIO()
+        self.client().download("files/e1", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}")
+        self.assertNotIn("Authorization", storage.requests[0].headers)
+
+    def test_download_to_a_file_object_at_its_position(self) -> None:
+        self.script(serve_file(b"payload"))
+        out = io.BytesIO(b"header:")
+        out.seek(0, io.SEEK_END)
+        self.client().download("files/x", out)
+        self.assertFalse(out.closed)
+        self.assertEqual(out.getvalue(), b"header:payload")
+
+    def test_short_body_leaves_nothing_and_keeps_the_old_file(self) -> None:
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
+        directory = self.tmp()
+        (directory / "out.bin").write_bytes(b"precious")
+        with self.assertRaises(dc.IncompleteResponseError) as caught:
+            self.client(max_retries=0).download("files/x", directory / "out.bin")
+        self.assertEqual((caught.exception.expected, caught.exception.received), (len(DATA), 1000))
+        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
+        self.assert_only(directory, "out.bin")
+
+    def test_checksum_mismatch_leaves_nothing(self) -> None:
+        self.script(serve_file(DATA))
+        directory = self.tmp()
+        (directory / "out.bin").write_bytes(b"precious")
+        wrong = "0" * 64
+        with self.assertRaises(dc.ChecksumMismatchError) as caught:
+            self.client().download("files/x", directory / "out.bin", sha256=wrong)
+        self.assertIn(wrong, str(caught.exception))
+        self.assertIn(DATA_SHA, str(caught.exception))
+        self.assertIsInstance(caught.exception, ValueError)
+        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
+        self.assert_only(directory, "out.bin")
+
+    def test_file_system_error_and_ctrl_c_leave_nothing(self) -> None:
+        directory = self.tmp()
+        (directory / "out.bin").write_bytes(b"precious")
+        client = self.client()
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc._AtomicFile, "write", side_effect=OSError(28, "No space left on device")), \
+                self.assertRaises(OSError) as caught:  # fmt: skip
+            client.download("files/x", directory / "out.bin")
+        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
+        self.assertEqual(caught.exception.errno, 28)
+
+        def interrupt(done: int, total: int | None) -> None:
+            if done > 1_000_000:
+                raise KeyboardInterrupt
+
+        self.script(serve_file(DATA))
+        with self.assertRaises(KeyboardInterrupt):
+            client.download("files/x", directory / "out.bin", progress=interrupt)
+        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
+        self.assert_only(directory, "out.bin")
+        self.assertEqual(len(self.requests), 2, "neither failure was retried")
+
+    def test_not_enough_space_fails_before_writing(self) -> None:
+        def huge(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(2**62))
+            handler.end_headers()
+            handler.wfile.write(b"x" * 1000)
+            handler.close_connection = True
+
+        self.script(huge)
+        directory = self.tmp()
+        with self.assertRaises(OSError) as caught:
+            self.client(max_retries=0).download("files/huge", directory / "huge.bin")
+        self.assertIn("not enough space", str(caught.exception))
+        self.assert_only(directory)
+
+    def test_missing_directory_fails_before_sending(self) -> None:
+        with self.assertRaises(FileNotFoundError):
+            self.client().download("files/x", self.tmp() / "missing" / "out.bin")
+        self.assertEqual(self.requests, [])
+
+    def test_concurrent_downloads_to_one_path_use_distinct_temporary_files(self) -> None:
+        target = str(self.tmp() / "out.bin")
+        with dc._AtomicFile(target) as first, dc._AtomicFile(target) as second:
+            self.assertNotEqual(first.path, second.path)
+            self.assertEqual(os.path.dirname(first.path), os.path.dirname(target))
+        self.assertFalse(os.path.exists(first.path) or os.path.exists(second.path))
+
+    def test_http_errors_on_download(self) -> None:
+        self.script(reply(404, {"message": "expired"}))
+        directory = self.tmp()
+        with self.assertRaises(ServiceError) as caught:
+            self.client().download("files/x", directory / "out.bin")
+        self.assertEqual(str(caught.exception), f"404 Not Found: GET {self.server.url}/api/v1/files/x: expired")
+        self.assert_only(directory)
+
+
+# ---------------------------------------------------------------------------
+# Connections, retries and resume
+# ---------------------------------------------------------------------------
+
+
+class ConnectionTests(ServerTestCase):
+    def test_many_calls_one_connection(self) -> None:
+        self.server.default = reply(body=[1])
+        client = self.client()
+        for _ in range(20):
+            client.list_datasets()
+            client.query("SELECT 1")
+        client.download("files/x", io.BytesIO())
+        self.assertEqual(len(self.requests), 41)
+        self.assertEqual(self.server.connections, 1)
+
+    def test_connection_closed_by_the_server_while_idle_is_replaced(self) -> None:
+        def reply_then_close(handler: Handler) -> None:
+            reply(body=[1])(handler)
+            handler.close_connection = True  # closes without saying so
+
+        self.script(reply_then_close, reply(body=[2]), reply(body=[3]))
+        client = self.client(max_retries=0)
+        self.assertEqual(client.list_datasets(), [1])
+        _wait_for(lambda: self.server.closed_connections == 1)
+        self.assertEqual(client.query("SELECT 1"), [2])  # a POST: it must not be sent on the dead one
+        self.assertEqual(client.list_datasets(), [3])
+        self.assertEqual(self.server.connections, 2)
+        self.assertEqual(len(self.requests), 3)
+
+    def test_stale_connection_is_retried_once_for_get(self) -> None:
+        self.script(reply(body=[1]), drop, reply(body=[2]))
+        client = self.client(max_retries=0)
+        self.assertEqual(client.list_datasets(), [1])
+        self.assertEqual(client.list_datasets(), [2])
+        self.assertEqual(self.server.connections, 2)
+
+    def test_connection_close_is_honoured(self) -> None:
+        self.server.default = reply(body=[], headers={"Connection": "close"})
+        client = self.client()
+        client.list_datasets()
+        client.list_datasets()
+        self.assertEqual(self.server.connections, 2)
+
+    def test_informational_responses_are_skipped(self) -> None:
+        def early_hints(handler: Handler) -> None:
+            handler.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
+            reply(body={"ok": 1})(handler)
+
+        self.script(early_hints, reply(body={"ok": 2}))
+        client = self.client()
+        self.assertEqual(client.list_datasets(), {"ok": 1})
+        self.assertEqual(client.list_datasets(), {"ok": 2})
+        self.assertEqual(self.server.connections, 2, "no reuse after a 1xx")
+
+    def test_threads_share_one_client(self) -> None:
+        def echo(handler: Handler) -> None:
+            reply(body={"path": handler.path})(handler)
+
+        self.server.default = echo
+        client = self.client()
+        results: list[bool] = []
+
+        def work(n: int) -> None:
+            for _ in range(15):
+                results.append(client.query(f"SELECT {n}") == {"path": "/api/v1/query"})
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        self.assertEqual(results, [True] * 90)
+        self.assertEqual(
+            sorted(r.json()["sql"] for r in self.requests), sorted(f"SELECT {n}" for n in range(6) for _ in range(15))
+        )
+        self.assertLessEqual(self.server.connections, 6)
+
+    def test_close_closes_the_connections(self) -> None:
+        self.server.default = reply(body=[])
+        client = self.client()
+        client.list_datasets()
+        self.assertEqual(self.server.closed_connections, 0)
+        client.close()
+        _wait_for(lambda: self.server.closed_connections == 1)
+
+
+class RetryTests(ServerTestCase):
+    def client_recording_sleeps(self, **options: object) -> tuple[DatasetClient, list[float]]:
+        client = self.client(**options)
+        sleeps: list[float] = []
+        client._sleep = sleeps.append
+        return client, sleeps
+
+    def test_get_retries_retryable_statuses(self) -> None:
+        for status in (429, 502, 503, 504):
+            self.server.requests.clear()
+            self.script(reply(status, {}), reply(body=["ok"]))
+            with self.subTest(status=status):
+                client, sleeps = self.client_recording_sleeps()
+                self.assertEqual(client.list_datasets(), ["ok"])
+                self.assertEqual(len(self.requests), 2)
+                self.assertEqual(len(sleeps), 1)
+
+    def test_get_does_not_retry_other_errors(self) -> None:
+        for status in (400, 401, 404, 500, 501):
+            self.server.requests.clear()
+            self.script(reply(status, {}))
+            with self.subTest(status=status), self.assertRaises(ServiceError):
+                self.client_recording_sleeps()[0].list_datasets()
+            self.assertEqual(len(self.requests), 1)
+
+    def test_posts_retry_only_what_was_not_acted_on(self) -> None:
+        for status, retried in ((429, True), (503, True), (502, False), (504, False), (500, False)):
+            self.server.requests.clear()
+            self.script(reply(status, {}), reply(body={"ok": True}))
+            with self.subTest(status=status):
+                client = self.client_recording_sleeps()[0]
+                if retried:
+                    self.assertEqual(client.query("SELECT 1"), {"ok": True})
+                else:
+                    with self.assertRaises(ServiceError):
+                        client.query("SELECT 1")
+                    self.server.script.clear()
+                self.assertEqual(len(self.requests), 2 if retried else 1)
+
+    def test_posts_are_not_retried_after_a_reset_or_timeout(self) -> None:
+        for fault in (reset, drop, hang):
+            self.server.requests.clear()
+            self.script(fault, reply(body={}))
+            with self.subTest(fault=fault.__name__), self.assertRaises(dc.DatasetClientError):
+                self.client_recording_sleeps(timeout=0.3)[0].query("SELECT 1")
+            self.server.script.clear()
+            self.assertEqual(len(self.requests), 1)
+
+    def test_get_retries_transport_failures(self) -> None:
+        self.script(reset, hang, cut(b'{"a": 1}', 3), reply(body={"a": 1}))
+        client, sleeps = self.client_recording_sleeps(timeout=0.3, max_retries=3)
+        self.assertEqual(client.list_datasets(), {"a": 1})
+        self.assertEqual(len(self.requests), 4)
+        self.assertEqual(len(sleeps), 3)
+
+    def test_failure_to_connect_is_retried_for_any_method(self) -> None:
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            port = unused.getsockname()[1]
+        client = self.client(f"http://127.0.0.1:{port}", max_retries=2)
+        client._sleep = lambda seconds: None
+        with self.assertRaises(dc.NetworkError) as caught:
+            client.query("SELECT 1")
+        self.assertEqual(caught.exception.attempts, 3)
+        self.assertIn("(after 3 attempts)", str(caught.exception))
+
+    def test_exhausted_retries_raise_the_last_failure(self) -> None:
+        self.script(reply(503, {"message": "a"}), reply(503, {"message": "b"}), reply(503, {"message": "c"}))
+        client, sleeps = self.client_recording_sleeps(max_retries=2, backoff_factor=1.0)
+        with self.assertRaises(ServiceError) as caught:
+            client.list_datasets()
+        self.assertEqual(
+            str(caught.exception),
+            f"503 Service Unavailable: GET {self.server.url}/api/v1/datasets: c (after 3 attempts)",
+        )
+        self.assertEqual(len(self.requests), 3)
+        # exponential back-off with jitter: in [d/2, d] for d = 1, 2
+        self.assertTrue(0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0, sleeps)
+
+    def test_max_retries_zero_disables_retries(self) -> None:
+        self.script(reply(503, {}), reply(body=[]))
+        with self.assertRaises(ServiceError):
+            self.client(max_retries=0).list_datasets()
+        self.assertEqual(len(self.requests), 1)
+        self.server.script.clear()
+
+    def test_retry_after(self) -> None:
+        when = email_date(time.time() + 30)
+        self.script(reply(429, {}, {"Retry-After": "7"}), reply(503, {}, {"Retry-After": when}), reply(body=[]))
+        client, sleeps = self.client_recording_sleeps(max_retries=3)
+        client.list_datasets()
+        self.assertEqual(sleeps[0], 7.0)
+        self.assertTrue(25 <= sleeps[1] <= 30, sleeps)
+
+    def test_retry_after_over_a_minute_is_not_waited_for(self) -> None:
+        self.script(reply(503, {}, {"Retry-After": "120"}), reply(body=[]))
+        client, sleeps = self.client_recording_sleeps()
+        with self.assertRaises(ServiceError) as caught:
+            client.list_datasets()
+        self.assertEqual(caught.exception.retry_after, 120.0)
+        self.assertEqual((sleeps, len(self.requests)), ([], 1))
+        self.server.script.clear()
+
+    def test_idempotency_key_is_kept_across_retries(self) -> None:
+        self.script(reply(503, {}), reply(429, {}), reply(201, {"id": "e1"}))
+        client = self.client_recording_sleeps(max_retries=2)[0]
+        self.assertEqual(
+            client.create_export("d", symbols="A", start_date="2024-01-01", end_date="2024-01-02"), {"id": "e1"}
+        )
+        keys = {r.headers["Idempotency-Key"] for r in self.requests}
+        self.assertEqual(len(self.requests), 3)
+        self.assertEqual(len(keys), 1)
+
+    def test_each_retry_is_logged(self) -> None:
+        self.script(reply(503, {}), reply(502, {}), reply(body=[]))
+        with self.assertLogs("dataset_client", level="INFO") as logs:
+            self.client_recording_sleeps()[0].list_datasets()
+        self.assertEqual(len(logs.records), 2)
+        self.assertIn("503 Service Unavailable", logs.output[0])
+        self.assertIn("/api/v1/datasets", logs.output[1])
+
+
+class ResumeTests(ServerTestCase):
+    def test_resume_after_cuts_at_several_offsets(self) -> None:
+        cuts = [1, 300_000, 1_048_576, 2_500_000]
+        self.server.default = serve_file(DATA, cuts=cuts)
+        out = self.tmp() / "out.bin"
+        self.client(max_retries=1).download("files/x", out, sha256=DATA_SHA)
+        self.assertEqual(out.read_bytes(), DATA)
+        ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+        self.assertEqual(ranges, [(None, None)] + [(f"bytes={c}-", '"v1"') for c in cuts])
+        self.assertEqual(self.server.bytes_served, len(DATA))  # type: ignore[attr-defined]
+
+    def test_resume_uses_last_modified_without_a_strong_etag(self) -> None:
+        modified = "Wed, 21 Oct 2026 07:28:00 GMT"
+
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers:
+                self.assertEqual(handler.headers["If-Range"], modified)
+                handler.send_response(206)
+                handler.send_header("Content-Range", f"bytes 100-{len(DATA) - 1}/{len(DATA)}")
+                handler.send_header("Content-Length", str(len(DATA) - 100))
+                handler.end_headers()
+                handler.wfile.write(DATA[100:])
+            else:
+                cut(DATA, 100, {"ETag": 'W/"weak"', "Last-Modified": modified})(handler)
+
+        self.server.default = respond
+        out = io.BytesIO()
+        self.client().download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+
+    def test_a_server_ignoring_range_starts_over(self) -> None:
+        self.server.default = serve_file(DATA, ranges=False, cuts=[2_000_000])
+        directory = self.tmp()
+        self.client().download("files/x", directory / "out.bin", sha256=DATA_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(self.requests[1].headers["Range"], "bytes=2000000-")
+        self.assertEqual(self.server.bytes_served, 2_000_000 + len(DATA))  # type: ignore[attr-defined]
+
+    def test_starting_over_rewinds_a_file_object(self) -> None:
+        self.server.default = serve_file(DATA, ranges=False, cuts=[1_500_000])
+        out = io.BytesIO(b"keep:")
+        out.seek(5)
+        self.client().download("files/x", out)
+        self.assertEqual(out.getvalue(), b"keep:" + DATA)
+
+    def test_no_validator_means_no_range(self) -> None:
+        self.server.default = serve_file(DATA, etag=None, cuts=[1_000_000])
+        out = io.BytesIO()
+        self.client().download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertIsNone(self.requests[1].headers["Range"])
+
+    def test_wrong_content_range_is_an_error(self) -> None:
+        def wrong_range(handler: Handler) -> None:
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 0-{len(DATA) - 1}/{len(DATA)}")
+            handler.send_header("Content-Length", str(len(DATA)))
+            handler.end_headers()
+            handler.wfile.write(DATA)
+
+        self.script(cut(DATA, 5000, {"ETag": '"v1"'}), wrong_range)
+        directory = self.tmp()
+        with self.assertRaisesRegex(dc.InvalidResponseError, "resume at byte 5000"):
+            self.client().download("files/x", directory / "out.bin")
+        self.assertEqual(list(directory.iterdir()), [])
+
+    def test_progress_resets_the_retry_count(self) -> None:
+        cuts = list(range(100_000, len(DATA), 400_000))
+        self.server.default = serve_file(DATA, cuts=cuts)
+        out = io.BytesIO()
+        self.client(max_retries=1).download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(len(self.requests), len(cuts) + 1)
+
+    def test_no_progress_exhausts_the_retries(self) -> None:
+        self.server.default = serve_file(DATA, ranges=False, cuts=[1000] * 10)
+        with self.assertRaises(dc.IncompleteResponseError) as caught:
+            self.client(max_retries=2).download("files/x", io.BytesIO())
+        self.assertEqual(caught.exception.attempts, 3)
+
+
+# ---------------------------------------------------------------------------
+# Proxies and TLS
+# ---------------------------------------------------------------------------
+
+
+class Proxy(socketserver.ThreadingTCPServer):
+    """A tiny forward proxy: absolute-form HTTP requests and CONNECT tunnels. Records request lines."""
+
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), ProxyHandler)
+        self.lines: list[str] = []
+        self.proxy_authorizations: list[str | None] = []
+
+
+class ProxyHandler(socketserver.StreamRequestHandler):
+    server: Proxy
+
+    def handle(self) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.request.recv(65536)
+            if not chunk:
+                return
+            head += chunk
+        header_block, _, rest = head.partition(b"\r\n\r\n")
+        lines = header_block.decode("latin-1").split("\r\n")
+        method, target, _version = lines[0].split(" ")
+        self.server.lines.append(lines[0])
+        auth = [line.split(":", 1)[1].strip() for line in lines[1:] if line.lower().startswith("proxy-authorization:")]
+        self.server.proxy_authorizations.append(auth[0] if auth else None)
+        if method == "CONNECT":
+            host, port = target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            parts = urllib_parse.urlsplit(target)
+            upstream = socket.create_connection((parts.hostname, parts.port or 80))
+            kept = [line for line in lines[1:] if not line.lower().startswith("proxy-")]
+            path = parts.path + ("?" + parts.query if parts.query else "")
+            upstream.sendall(
+                f"{method} {path} HTTP/1.1\r\n".encode() + "\r\n".join(kept).encode("latin-1") + b"\r\n\r\n" + rest
+            )
+        _relay(self.request, upstream)
+
+
+def _relay(a: socket.socket, b: socket.socket) -> None:
+    try:
+        sockets = [a, b]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select(sockets, [], [], 0.5)
+            for sock in readable:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                (b if sock is a else a).sendall(data)
+    except OSError:
+        pass
+    finally:
+        b.close()
+
+
+def server_tls_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(SERVER_CERT)
+    return context
+
+
+class ProxyAndTLSTests(ServerTestCase):
+    def start_proxy(self) -> Proxy:
+        proxy = Proxy()
+        thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            proxy.shutdown()
+            proxy.server_close()
+
+        self.addCleanup(stop)
+        return proxy
+
+    def test_http_proxy_and_no_proxy(self) -> None:
+        proxy = self.start_proxy()
+        os.environ["HTTP_PROXY"] = f"http://user:pa%40ss@127.0.0.1:{proxy.server_address[1]}"
+        os.environ["NO_PROXY"] = ""
+        self.script(reply(body=["via proxy"]), reply(body=["via proxy"]))
+        client = self.client()
+        self.assertEqual(client.list_datasets(), ["via proxy"])
+        self.assertEqual(client.list_datasets(), ["via proxy"])
+        self.assertEqual(proxy.lines[0], f"GET {self.server.url}/api/v1/datasets HTTP/1.1")
+        self.assertEqual(proxy.proxy_authorizations[0], "Basic dXNlcjpwYUBzcw==")  # user:pa@ss
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}")
+        self.assertNotIn("Proxy-Authorization", self.requests[0].headers)
+        os.environ["NO_PROXY"] = " localhost , 127.0.0.1 ,"  # stray whitespace and an empty entry
+        self.script(reply(body=["direct"]))
+        self.assertEqual(self.client().list_datasets(), ["direct"])
+        self.assertEqual(len(self.requests), 3)
+        self.assertEqual(len(proxy.lines), 1, "one kept-alive connection to the proxy, none for the bypass")
+
+    def test_empty_proxy_variables_are_ignored(self) -> None:
+        os.environ.update({"HTTP_PROXY": "", "HTTPS_PROXY": "", "NO_PROXY": ""})
+        self.script(reply(body=[]))
+        self.assertEqual(self.client().list_datasets(), [])
+
+    def test_tls_with_a_given_context(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tls": True})
+        context = ssl.create_default_context(cafile=CA_FILE)
+        client = self.client(tls.url + "/api", ssl_context=context)
+        self.assertEqual(client.list_datasets(), {"tls": True})
+        self.assertEqual(client.list_datasets(), {"tls": True})
+        self.assertEqual(tls.connections, 1)
+
+    def test_tls_with_ssl_cert_file(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tls": True})
+        os.environ["SSL_CERT_FILE"] = CA_FILE
+        self.assertEqual(self.client(tls.url + "/api").list_datasets(), {"tls": True})
+
+    def test_untrusted_certificate_is_refused_and_not_retried(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={})
+        os.environ.pop("SSL_CERT_FILE", None)
+        os.environ.pop("SSL_CERT_DIR", None)
+        system_only = ssl.create_default_context()  # the system's CAs: not the test CA
+        with self.assertRaisesRegex(dc.NetworkError, "certificate verification failed") as caught:
+            self.client(tls.url + "/api", ssl_context=system_only).list_datasets()
+        self.assertEqual(caught.exception.attempts, 1)
+        self.assertEqual(tls.requests, [])
+        _wait_for(lambda: tls.tls_failures == 1)
+
+    def test_https_through_a_connect_tunnel(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tunnel": True})
+        proxy = self.start_proxy()
+        os.environ["HTTPS_PROXY"] = f"http://127.0.0.1:{proxy.server_address[1]}"
+        os.environ["NO_PROXY"] = "example.invalid"
+        client = self.client(tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE))
+        self.assertEqual(client.list_datasets(), {"tunnel": True})
+        self.assertEqual(client.list_datasets(), {"tunnel": True})
+        self.assertEqual(proxy.lines, [f"CONNECT 127.0.0.1:{tls.server_port} HTTP/1.0"])
+        self.assertEqual(tls.requests[0].headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(tls.connections, 1)
+
+
+def email_date(timestamp: float) -> str:
+    import email.utils
+
+    return email.utils.formatdate(timestamp, usegmt=True)
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+if __name__ == "__main__":
+    unittest.main()
