@@ -791,8 +791,8 @@ def _transport_error(exc: BaseException, method: str, url: str, *, connecting: b
     if isinstance(exc, DatasetClientError):
         return exc
     error: NetworkError | RequestTimeoutError
-    where = "connecting" if connecting else "waiting for the response"
     if isinstance(exc, TimeoutError):
+        where = "connecting" if connecting else "waiting for data"
         error = RequestTimeoutError(f"{method} {url}: timed out {where}", url=url)
     elif isinstance(exc, http.client.IncompleteRead):
         received = len(exc.partial)
@@ -808,7 +808,8 @@ def _transport_error(exc: BaseException, method: str, url: str, *, connecting: b
         error._retryable = False
     else:
         detail = str(exc) or type(exc).__name__
-        error = NetworkError(f"{method} {url}: connection failed {where}: {detail}", url=url)
+        what = "could not connect" if connecting else "connection lost"
+        error = NetworkError(f"{method} {url}: {what}: {detail}", url=url)
     error._while_connecting = connecting
     return error
 
@@ -1313,3 +1314,150 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     if os.path.isdir(path):
         raise ValueError(f"destination is a directory: {path!r}")
     return path
+
+
+# ---------------------------------------------------------------------------
+# The command line: python -m dataset_client --help
+# ---------------------------------------------------------------------------
+
+EXIT_OK, EXIT_SERVICE_ERROR, EXIT_USAGE, EXIT_NETWORK_ERROR = 0, 1, 2, 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``dataset-client`` command; return its exit status.
+
+    JSON goes to stdout, one-line errors to stderr. Exit status: 0 ok, 1 service
+    error (or a failed download), 2 usage error, 3 network error. The key comes from
+    ``$DATASET_CLIENT_API_KEY`` only, never from the command line, where ``ps`` shows it.
+    """
+    import argparse  # the command line's imports stay off the library's import path
+
+    parser = argparse.ArgumentParser(
+        prog="dataset-client",
+        description="Query the dataset service, create exports and download them.",
+        epilog="The API key is read from $DATASET_CLIENT_API_KEY (never from the command line).",
+    )
+    parser.add_argument(
+        "--base-url",
+        default=os.environ.get("DATASET_CLIENT_BASE_URL"),
+        help="service address (default: $DATASET_CLIENT_BASE_URL)",
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each connect or read")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("datasets", help="list the datasets", description="List the datasets (JSON on stdout).")
+    query = commands.add_parser("query", help="run an SQL query", description="Run SQL; print the result as JSON.")
+    query.add_argument("sql", help="the SQL text, or - to read it from stdin")
+
+    def date(text: str) -> datetime.date:  # argparse names it in "invalid date value"
+        try:
+            return datetime.date.fromisoformat(text)
+        except ValueError:
+            return datetime.datetime.fromisoformat(text)
+
+    export = commands.add_parser("export", help="create an export", description="Create an export; print it as JSON.")
+    export.add_argument("dataset")
+    export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
+    export.add_argument("--start", required=True, type=date, help="first date, YYYY-MM-DD")
+    export.add_argument("--end", required=True, type=date, help="last date, YYYY-MM-DD")
+    export.add_argument("--format", default="parquet", help="file format (default: parquet)")
+    download = commands.add_parser(
+        "download", help="download a file", description="Download a file (an export's download_url) to DEST."
+    )
+    download.add_argument("url", help="the URL, absolute or relative to the base URL")
+    download.add_argument("destination", metavar="DEST", help="the file to write, or - for stdout")
+    download.add_argument("--sha256", help="the hex digest the file must have")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
+        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+
+    def fail(status: int, message: str) -> int:
+        print(f"dataset-client: error: {' '.join(message.split())}", file=sys.stderr)
+        return status
+
+    if not args.base_url:
+        return fail(EXIT_USAGE, "no service address: pass --base-url or set DATASET_CLIENT_BASE_URL")
+    try:
+        client = DatasetClient(args.base_url, os.environ.get("DATASET_CLIENT_API_KEY") or None, timeout=args.timeout)
+    except (TypeError, ValueError) as exc:
+        return fail(EXIT_USAGE, str(exc))
+    try:
+        with client:
+            if args.command == "download":
+                _cli_download(client, args.url, args.destination, args.sha256)
+                return EXIT_OK
+            if args.command == "datasets":
+                result = client.list_datasets()
+            elif args.command == "query":
+                result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
+            else:
+                symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
+                result = client.create_export(
+                    args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format
+                )
+            sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return EXIT_OK
+    except (NetworkError, RequestTimeoutError) as exc:
+        return fail(EXIT_NETWORK_ERROR, str(exc))
+    except DatasetClientError as exc:
+        return fail(EXIT_SERVICE_ERROR, str(exc))
+    except (TypeError, ValueError) as exc:  # arguments the client refused before sending
+        return fail(EXIT_USAGE, str(exc))
+    except BrokenPipeError:  # stdout closed early, as by `| head`
+        sys.stderr.close()
+        return EXIT_OK
+    except OSError as exc:
+        return fail(EXIT_SERVICE_ERROR, f"cannot write {args.destination}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        return fail(130, "interrupted")
+
+
+def _cli_download(client: DatasetClient, url: str, destination: str, sha256: str | None) -> None:
+    """Download with a progress bar on a terminal, else a one-line summary; both on stderr."""
+    started = time.monotonic()
+    shown = {"at": 0.0, "done": 0}
+    terminal = sys.stderr.isatty()
+
+    def progress(done: int, total: int | None) -> None:
+        shown["done"] = done
+        now = time.monotonic()
+        if terminal and (now - shown["at"] >= 0.2 or done == total):  # redraw at most 5 times a second
+            shown["at"] = now
+            sys.stderr.write("\r" + _progress_line(done, total, now - started) + "\033[K")
+            sys.stderr.flush()
+
+    if destination == "-":
+        client.download(url, sys.stdout.buffer, progress=progress, sha256=sha256)
+        sys.stdout.buffer.flush()
+    else:
+        client.download(url, destination, progress=progress, sha256=sha256)
+    elapsed = time.monotonic() - started
+    if terminal:
+        sys.stderr.write("\n")
+    rate = _size(shown["done"] / elapsed) + "/s" if elapsed > 0 else ""
+    where = "stdout" if destination == "-" else destination
+    print(f"downloaded {_size(shown['done'])} to {where} in {elapsed:.1f} s ({rate})", file=sys.stderr)
+
+
+def _progress_line(done: int, total: int | None, elapsed: float) -> str:
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if total:
+        left = f"{(total - done) / rate:.0f} s left" if rate else ""
+        bar = "#" * int(30 * done / total)
+        return f"[{bar:<30}] {done * 100 // total:3d}% {_size(done)} of {_size(total)}  {_size(rate)}/s  {left}"
+    return f"{_size(done)}  {_size(rate)}/s"
+
+
+def _size(count: float) -> str:
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    index = 0
+    while count >= 1024 and index < len(units) - 1:
+        count /= 1024
+        index += 1
+    return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

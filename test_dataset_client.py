@@ -5,11 +5,14 @@ Run with ``python -m unittest -v`` (or pytest). Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import gzip
 import hashlib
+import http.client
 import http.server
+import importlib.util
 import io
 import json
 import os
@@ -19,6 +22,8 @@ import socket
 import socketserver
 import ssl
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -528,8 +533,6 @@ class WireTests(ServerTestCase):
 
 
 def _python_version() -> str:
-    import sys
-
     return "{}.{}.{}".format(*sys.version_info[:3])
 
 
@@ -723,8 +726,13 @@ class RedirectTests(ServerTestCase):
         self.assertNotIn("Authorization", back.headers, "once it left the origin, the key stays off")
 
     def test_method_on_each_redirect_status(self) -> None:
-        for status, method, has_body in ((301, "GET", False), (302, "GET", False), (303, "GET", False),
-                                          (307, "POST", True), (308, "POST", True)):  # fmt: skip
+        for status, method, has_body in (
+            (301, "GET", False),
+            (302, "GET", False),
+            (303, "GET", False),
+            (307, "POST", True),
+            (308, "POST", True),
+        ):
             self.server.requests.clear()
             self.script(reply(status, b"", {"Location": "/api/v1/next"}), reply(body={}))
             with self.subTest(status=status):
@@ -857,8 +865,10 @@ class DownloadTests(ServerTestCase):
         (directory / "out.bin").write_bytes(b"precious")
         client = self.client()
         self.script(serve_file(DATA))
-        with mock.patch.object(dc._AtomicFile, "write", side_effect=OSError(28, "No space left on device")), \
-                self.assertRaises(OSError) as caught:  # fmt: skip
+        with (
+            mock.patch.object(dc._AtomicFile, "write", side_effect=OSError(28, "No space left on device")),
+            self.assertRaises(OSError) as caught,
+        ):
             client.download("files/x", directory / "out.bin")
         self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
         self.assertEqual(caught.exception.errno, 28)
@@ -1362,6 +1372,319 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------
+# The stand-in service and the command line
+# ---------------------------------------------------------------------------
+
+
+def _load_local_service() -> object:
+    spec = importlib.util.spec_from_file_location("local_service", HERE / "examples" / "local_service.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+local_service: object = _load_local_service()
+
+
+class StandInTestCase(ServerTestCase):
+    @classmethod
+    def setUpClass(cls) -> None:  # one service per class: building the sample takes a moment
+        running = local_service.running(api_key="stand-in-key")  # type: ignore[attr-defined]
+        cls.service = running.__enter__()
+        cls.addClassCleanup(running.__exit__, None, None, None)
+        cls.base_url: str = cls.service.base_url
+
+    def stand_in_client(self, api_key: str | None = "stand-in-key") -> DatasetClient:
+        return self.client(self.base_url, api_key)
+
+    def raw(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None):  # type: ignore[no-untyped-def]
+        connection = http.client.HTTPConnection("127.0.0.1", self.service.server_address[1], timeout=5)
+        self.addCleanup(connection.close)
+        connection.request(method, path, body, {"Authorization": "Bearer stand-in-key", **(headers or {})})
+        response = connection.getresponse()
+        return response, response.read()
+
+
+class StandInTests(StandInTestCase):
+    def test_datasets_and_queries(self) -> None:
+        client = self.stand_in_client()
+        datasets = {d["name"]: d for d in client.list_datasets()}
+        self.assertEqual(sorted(datasets), ["daily_bars", "trades"])
+        self.assertIn({"name": "close", "type": "REAL"}, datasets["daily_bars"]["columns"])
+        self.assertEqual(len(datasets["daily_bars"]["symbols"]), 12)
+        result = client.query("SELECT symbol, count(*) FROM daily_bars GROUP BY symbol ORDER BY symbol LIMIT 2")
+        self.assertEqual(result["columns"], ["symbol", "count(*)"])
+        self.assertEqual(result["rows"], [["AAPL", 522], ["AMZN", 522]])
+        self.assertEqual(result["row_count"], 2)
+        capped = client.query("SELECT * FROM trades")
+        self.assertEqual((capped["row_count"], capped["truncated"]), (10_000, True))
+
+    def test_deterministic_sample(self) -> None:
+        first = self.stand_in_client().query("SELECT sum(close), sum(volume) FROM daily_bars")
+        with local_service.running(api_key="k") as other, DatasetClient(other.base_url, "k") as client:  # type: ignore[attr-defined]
+            self.assertEqual(client.query("SELECT sum(close), sum(volume) FROM daily_bars"), first)
+
+    def test_writes_and_bad_sql_are_refused(self) -> None:
+        client = self.stand_in_client()
+        for sql, status in (
+            ("DELETE FROM daily_bars", 403),
+            ("DROP TABLE trades", 403),
+            ("INSERT INTO trades VALUES (1, 2, 3, 4, 5)", 403),
+            ("SELECT 1; DELETE FROM trades", 400),
+            ("SELEC nonsense", 400),
+        ):
+            with self.subTest(sql=sql), self.assertRaises(ServiceError) as caught:
+                client.query(sql)
+            self.assertEqual(caught.exception.status, status)
+            self.assertTrue(caught.exception.message)
+            self.assertTrue(caught.exception.request_id)
+        self.assertEqual(client.query("SELECT count(*) FROM trades")["rows"], [[50112]])
+
+    def test_wrong_or_missing_key(self) -> None:
+        for key in ("wrong-key", None):
+            with self.subTest(key=key), self.assertRaises(ServiceError) as caught:
+                self.stand_in_client(key).list_datasets()
+            self.assertEqual((caught.exception.status, caught.exception.message), (401, "missing or wrong API key"))
+
+    def test_export_and_download_with_checksum(self) -> None:
+        client = self.stand_in_client()
+        for file_format in ("csv", "jsonl"):
+            export = client.create_export(
+                "daily_bars",
+                symbols=["AAPL", "MSFT"],
+                start_date=datetime.date(2024, 1, 1),
+                end_date=datetime.date(2024, 3, 31),
+                format=file_format,
+            )
+            self.assertEqual((export["status"], export["format"], export["rows"]), ("ready", file_format, 130))
+            target = self.tmp() / f"bars.{file_format}"
+            client.download(export["download_url"], target, sha256=export["sha256"])
+            data = target.read_bytes()
+            self.assertEqual(hashlib.sha256(data).hexdigest(), export["sha256"])
+            self.assertEqual(len(data), export["size"])
+            lines = data.decode().splitlines()
+            self.assertEqual(len(lines), 130 + (file_format == "csv"))
+        self.assertEqual(json.loads(lines[0])["symbol"], "AAPL")
+
+    def test_export_validation(self) -> None:
+        client = self.stand_in_client()
+        day = "2024-01-02"
+        for call, status, text in (
+            (lambda: client.create_export("daily_bars", symbols="AAPL", start_date=day, end_date=day), 422, "csv"),
+            (
+                lambda: client.create_export("nope", symbols="AAPL", start_date=day, end_date=day, format="csv"),
+                404,
+                "nope",
+            ),
+            (
+                lambda: client.create_export("trades", symbols="ZZZ", start_date=day, end_date=day, format="csv"),
+                422,
+                "ZZZ",
+            ),
+            (
+                lambda: client.create_export("trades", symbols="V", start_date="x", end_date=day, format="csv"),
+                422,
+                "start_date",
+            ),
+            (
+                lambda: client.create_export("trades", symbols="V", start_date=day, end_date=day, format="xml"),
+                422,
+                "xml",
+            ),
+        ):
+            with self.subTest(text=text), self.assertRaises(ServiceError) as caught:
+                call()
+            self.assertEqual(caught.exception.status, status)
+            self.assertIn(text, str(caught.exception))
+
+    def test_idempotency_key_replays_the_export(self) -> None:
+        body = json.dumps(
+            {
+                "dataset": "trades",
+                "symbols": ["V"],
+                "start_date": "2024-01-02",
+                "end_date": "2024-01-02",
+                "format": "csv",
+            }
+        ).encode()
+        headers = {"Idempotency-Key": "k-1", "Content-Type": "application/json"}
+        first, first_body = self.raw("POST", "/exports", headers, body)
+        again, again_body = self.raw("POST", "/exports", headers, body)
+        self.assertEqual((first.status, again.status), (201, 200))
+        self.assertEqual(json.loads(first_body), json.loads(again_body))
+
+    def test_files_support_range_and_etag(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-05", format="csv"
+        )
+        path = urllib_parse.urlsplit(export["download_url"]).path
+        whole, data = self.raw("GET", path)
+        self.assertEqual((whole.status, whole.headers["Accept-Ranges"]), (200, "bytes"))
+        self.assertEqual(int(whole.headers["Content-Length"]), len(data))
+        etag = whole.headers["ETag"]
+        part, tail = self.raw("GET", path, {"Range": "bytes=100-", "If-Range": etag})
+        self.assertEqual(part.status, 206)
+        self.assertEqual(part.headers["Content-Range"], f"bytes 100-{len(data) - 1}/{len(data)}")
+        self.assertEqual(tail, data[100:])
+        stale, everything = self.raw("GET", path, {"Range": "bytes=100-", "If-Range": '"old"'})
+        self.assertEqual((stale.status, everything), (200, data))
+        beyond, _ = self.raw("GET", path, {"Range": f"bytes={len(data)}-"})
+        self.assertEqual(beyond.status, 416)
+
+    def test_large_listings_are_gzipped(self) -> None:
+        response, body = self.raw("GET", "/datasets", {"Accept-Encoding": "gzip"})
+        self.assertEqual(response.headers["Content-Encoding"], "gzip")
+        self.assertEqual(json.loads(gzip.decompress(body))[0]["name"], "daily_bars")
+
+    def test_demo_runs(self) -> None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = local_service.main(["--demo"])  # type: ignore[attr-defined]
+        self.assertEqual(status, 0)
+        self.assertIn("sha256 checked", out.getvalue())
+        self.assertIn("demo finished", out.getvalue())
+
+
+class CommandLineTests(StandInTestCase):
+    def run_main(self, *argv: str, stdin: str = "", key: str | None = "stand-in-key") -> tuple[int, str, str]:
+        environment = {"DATASET_CLIENT_BASE_URL": self.base_url}
+        if key is not None:
+            environment["DATASET_CLIENT_API_KEY"] = key
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, environment),
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def run_process(
+        self, *argv: str, key: str | None = "stand-in-key", base_url: str | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        environment["DATASET_CLIENT_BASE_URL"] = base_url if base_url is not None else self.base_url
+        if key is not None:
+            environment["DATASET_CLIENT_API_KEY"] = key
+        return subprocess.run(
+            [sys.executable, "-m", "dataset_client", *argv],
+            env=environment,
+            cwd=HERE,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+    def test_datasets_query_export(self) -> None:
+        status, out, err = self.run_main("datasets")
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual([d["name"] for d in json.loads(out)], ["daily_bars", "trades"])
+        self.assertIn('\n  {\n    "name"', out, "pretty-printed")
+        status, out, _ = self.run_main("query", "-", stdin="SELECT 40 + 2 AS answer")
+        self.assertEqual((status, json.loads(out)["rows"]), (0, [[42]]))
+        status, out, _ = self.run_main("query", "SELECT 'é' AS e")
+        self.assertEqual(json.loads(out)["rows"], [["é"]])
+        status, out, _ = self.run_main(
+            "export",
+            "daily_bars",
+            "--symbols",
+            "AAPL, MSFT",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-31",
+            "--format",
+            "csv",
+        )
+        export = json.loads(out)
+        self.assertEqual((status, export["symbols"], export["start_date"]), (0, ["AAPL", "MSFT"], "2024-01-01"))
+        target = self.tmp() / "out.csv"
+        status, out, err = self.run_main("download", export["download_url"], str(target), "--sha256", export["sha256"])
+        self.assertEqual((status, out), (0, ""))
+        self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
+        self.assertRegex(err, rf"^downloaded [\d.]+ KiB to {target} in [\d.]+ s \(.*/s\)\n$")
+
+    def test_progress_bar_on_a_terminal(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-01", end_date="2024-12-31", format="csv"
+        )
+
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        terminal = Terminal()
+        with mock.patch.object(sys, "stderr", terminal):
+            self.assertEqual(
+                dc._cli_download(self.stand_in_client(), export["download_url"], str(self.tmp() / "t.csv"), None), None
+            )
+        text = terminal.getvalue()
+        self.assertIn("\r[", text)
+        self.assertIn("100%", text)
+        self.assertIn(" s left", text)
+        self.assertEqual(
+            dc._progress_line(512 * 1024, 1024 * 1024, 1.0),
+            f"[{'#' * 15:<30}]  50% 512.0 KiB of 1.0 MiB  512.0 KiB/s  1 s left",
+        )
+        self.assertEqual(dc._progress_line(3 * 1024**3, None, 2.0), "3.0 GiB  1.5 GiB/s")
+
+    def test_help_for_every_command(self) -> None:
+        for argv in ([], ["datasets"], ["query"], ["export"], ["download"]):
+            with self.subTest(argv=argv):
+                status, out, _ = self.run_main(*argv, "--help")
+                self.assertEqual(status, 0)
+                self.assertIn("usage: dataset-client", out)
+
+    def test_usage_errors_send_nothing(self) -> None:
+        for argv in (
+            ["bogus"],
+            ["export", "daily_bars", "--symbols", "A", "--start", "2024-02-30", "--end", "2024-03-01"],
+            ["export", "daily_bars", "--symbols", "A", "--start", "2024-03-01", "--end", "2024-02-01"],
+            ["export", "daily_bars", "--symbols", ",", "--start", "2024-01-01", "--end", "2024-02-01"],
+            ["query", "  "],
+            ["--timeout", "0", "datasets"],
+            ["download", "ftp://host/file", "out"],
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err)
+
+    def test_exit_statuses_and_streams_of_the_process(self) -> None:
+        ok = self.run_process("datasets")
+        self.assertEqual((ok.returncode, ok.stderr), (0, b""))
+        self.assertEqual(json.loads(ok.stdout)[1]["name"], "trades")
+        secret = "sk-live-NEVER-PRINT-ME"
+        denied = self.run_process("datasets", key=secret)
+        self.assertEqual((denied.returncode, denied.stdout), (1, b""))
+        self.assertRegex(
+            denied.stderr.decode(),
+            r"^dataset-client: error: 401 Unauthorized: GET .*/datasets: missing or wrong API key\n$",
+        )
+        self.assertNotIn(secret.encode(), denied.stderr)
+        missing = self.run_process("datasets", base_url="")
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn(b"DATASET_CLIENT_BASE_URL", missing.stderr)
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            port = unused.getsockname()[1]
+        unreachable = self.run_process("--timeout", "2", "datasets", base_url=f"http://127.0.0.1:{port}", key=secret)
+        self.assertEqual((unreachable.returncode, unreachable.stdout), (3, b""))
+        self.assertEqual(unreachable.stderr.count(b"\n"), 1, "one line")
+        self.assertNotIn(secret.encode(), unreachable.stderr)
+
+    def test_download_to_stdout(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02", format="jsonl"
+        )
+        result = self.run_process("download", export["download_url"], "-")
+        self.assertEqual(result.returncode, 0)
+        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,460 @@
+"""A stand-in of the dataset service, standard library only, for trying the client offline.
+
+    python examples/local_service.py                  # serve on 127.0.0.1:8765, print the export lines
+    python examples/local_service.py --port 0         # any free port
+    python examples/local_service.py --demo           # start in the background, tour every operation, exit
+
+It serves deterministic sample data from an in-memory sqlite3 database:
+
+    GET  /datasets        the datasets, with their columns, symbols and date ranges
+    POST /query           {"sql": ...}: read-only SQL -> {"columns", "rows", "row_count", "truncated"}
+    POST /exports         {"dataset", "symbols", "start_date", "end_date", "format"} -> the export
+    GET  /files/NAME      an export's file, with Content-Length, ETag, Accept-Ranges and Range
+
+Every request needs ``Authorization: Bearer <key>``. Errors are JSON ``{"message": ...}``.
+Formats: csv and jsonl. Parquet gets a 422: writing it needs a third-party library, and
+this file, like the client, uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import datetime
+import gzip
+import hashlib
+import http.server
+import json
+import os
+import random
+import secrets
+import shutil
+import sqlite3
+import sys
+import tempfile
+import threading
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+SYMBOLS = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
+FIRST_DAY = datetime.date(2023, 1, 2)
+LAST_DAY = datetime.date(2024, 12, 31)
+MAX_QUERY_ROWS = 10_000
+FORMATS = ("csv", "jsonl")
+DATASETS = {
+    "daily_bars": {
+        "description": "Daily open, high, low, close and volume per symbol, on weekdays.",
+        "columns": {
+            "date": "TEXT",
+            "symbol": "TEXT",
+            "open": "REAL",
+            "high": "REAL",
+            "low": "REAL",
+            "close": "REAL",
+            "volume": "INTEGER",
+        },
+    },
+    "trades": {
+        "description": "Individual trades (a sample of eight a day per symbol).",
+        "columns": {"date": "TEXT", "time": "TEXT", "symbol": "TEXT", "price": "REAL", "size": "INTEGER"},
+    },
+}
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+class Service:
+    """The data and the operations, independent of HTTP."""
+
+    def __init__(self, api_key: str) -> None:
+        self.api_key = api_key
+        self.lock = threading.Lock()
+        self.database = sqlite3.connect(":memory:", check_same_thread=False)
+        self.files = tempfile.mkdtemp(prefix="dataset-service-")
+        self.exports: dict[str, dict[str, Any]] = {}
+        self.by_idempotency_key: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._load_sample_data()
+        self.database.execute("PRAGMA query_only = ON")
+
+    def close(self) -> None:
+        self.database.close()
+        shutil.rmtree(self.files, ignore_errors=True)
+
+    def _load_sample_data(self) -> None:
+        rng = random.Random(20240101)  # deterministic: the same data on every start
+        for name, spec in DATASETS.items():
+            columns = ", ".join(f"{column} {kind}" for column, kind in spec["columns"].items())
+            self.database.execute(f"CREATE TABLE {name} ({columns})")
+        days = [FIRST_DAY + datetime.timedelta(n) for n in range((LAST_DAY - FIRST_DAY).days + 1)]
+        weekdays = [day.isoformat() for day in days if day.weekday() < 5]
+        bars, trades = [], []
+        for symbol in SYMBOLS:
+            price = rng.uniform(20, 400)
+            for day in weekdays:
+                open_ = price
+                close = max(1.0, open_ * (1 + rng.gauss(0, 0.02)))
+                high = max(open_, close) * (1 + rng.random() * 0.01)
+                low = min(open_, close) * (1 - rng.random() * 0.01)
+                bars.append((day, symbol, round(open_, 2), round(high, 2), round(low, 2), round(close, 2),
+                             rng.randrange(100_000, 5_000_000)))  # fmt: skip
+                for seconds in sorted(rng.sample(range(9 * 3600 + 1800, 16 * 3600), 8)):
+                    at = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+                    trades.append((day, at, symbol, round(rng.uniform(low, high), 2), rng.randrange(1, 500)))
+                price = close
+        self.database.executemany("INSERT INTO daily_bars VALUES (?, ?, ?, ?, ?, ?, ?)", bars)
+        self.database.executemany("INSERT INTO trades VALUES (?, ?, ?, ?, ?)", trades)
+        self.database.commit()
+
+    def check_key(self, authorization: str | None) -> None:
+        expected = f"Bearer {self.api_key}"
+        if not authorization or not secrets.compare_digest(authorization.encode(), expected.encode()):
+            raise HTTPError(401, "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
+
+    def list_datasets(self) -> list[dict[str, Any]]:
+        listing = []
+        with self.lock:
+            for name, spec in DATASETS.items():
+                (rows,) = self.database.execute(f"SELECT count(*) FROM {name}").fetchone()
+                listing.append({
+                    "name": name,
+                    "description": spec["description"],
+                    "columns": [{"name": c, "type": t} for c, t in spec["columns"].items()],
+                    "symbols": list(SYMBOLS),
+                    "start_date": FIRST_DAY.isoformat(),
+                    "end_date": LAST_DAY.isoformat(),
+                    "rows": rows,
+                })  # fmt: skip
+        return listing
+
+    def query(self, body: Any) -> dict[str, Any]:
+        sql = body.get("sql") if isinstance(body, dict) else None
+        if not isinstance(sql, str) or not sql.strip():
+            raise HTTPError(422, 'the body must be {"sql": "<a SELECT statement>"}')
+        with self.lock:
+            self.database.set_authorizer(_read_only)
+            try:
+                cursor = self.database.execute(sql)
+                rows = cursor.fetchmany(MAX_QUERY_ROWS + 1)
+            except sqlite3.DatabaseError as exc:
+                status = 403 if "not authorized" in str(exc) or "readonly" in str(exc) else 400
+                raise HTTPError(status, f"query failed: {exc}") from None
+            except sqlite3.Warning as exc:  # e.g. more than one statement
+                raise HTTPError(400, f"query failed: {exc}") from None
+            finally:
+                self.database.set_authorizer(None)
+        columns = [column[0] for column in cursor.description or ()]
+        truncated = len(rows) > MAX_QUERY_ROWS
+        rows = rows[:MAX_QUERY_ROWS]
+        return {"columns": columns, "rows": [list(row) for row in rows], "row_count": len(rows), "truncated": truncated}
+
+    def create_export(self, body: Any, idempotency_key: str | None, base: str) -> tuple[int, dict[str, Any]]:
+        if idempotency_key and idempotency_key in self.by_idempotency_key:
+            previous_body, export = self.by_idempotency_key[idempotency_key]
+            if previous_body != json.dumps(body, sort_keys=True):
+                raise HTTPError(422, "this Idempotency-Key was used with a different request")
+            return 200, export
+        dataset, symbols, start, end, file_format = _check_export(body)
+        export_id = "exp_" + uuid.uuid4().hex[:12]
+        name = f"{export_id}.{file_format}"
+        path = os.path.join(self.files, name)
+        columns = list(DATASETS[dataset]["columns"])
+        marks = ", ".join("?" for _ in symbols)
+        sql = (f"SELECT {', '.join(columns)} FROM {dataset} WHERE symbol IN ({marks}) "
+               f"AND date BETWEEN ? AND ? ORDER BY date, symbol")  # fmt: skip
+        with self.lock:
+            rows = self.database.execute(sql, [*symbols, start.isoformat(), end.isoformat()]).fetchall()
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            if file_format == "csv":
+                writer = csv.writer(out)
+                writer.writerow(columns)
+                writer.writerows(rows)
+            else:
+                for row in rows:
+                    out.write(json.dumps(dict(zip(columns, row, strict=True))) + "\n")
+        with open(path, "rb") as written:
+            digest = hashlib.file_digest(written, "sha256").hexdigest()
+        export = {
+            "id": export_id,
+            "status": "ready",
+            "dataset": dataset,
+            "symbols": symbols,
+            "start_date": start.isoformat(),
+            "end_date": end.isoformat(),
+            "format": file_format,
+            "rows": len(rows),
+            "size": os.path.getsize(path),
+            "sha256": digest,
+            "download_url": f"{base}/files/{name}",
+        }
+        self.exports[name] = export
+        if idempotency_key:
+            self.by_idempotency_key[idempotency_key] = (json.dumps(body, sort_keys=True), export)
+        return 201, export
+
+    def file_path(self, name: str) -> str:
+        if name not in self.exports:
+            raise HTTPError(404, f"no such file: {name}")
+        return os.path.join(self.files, name)
+
+
+def _read_only(action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None) -> int:
+    """sqlite authorizer: reading and selecting only."""
+    allowed = (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE)
+    return sqlite3.SQLITE_OK if action in allowed else sqlite3.SQLITE_DENY
+
+
+def _check_export(body: Any) -> tuple[str, list[str], datetime.date, datetime.date, str]:
+    if not isinstance(body, dict):
+        raise HTTPError(422, "the body must be a JSON object")
+    dataset = body.get("dataset")
+    if dataset not in DATASETS:
+        raise HTTPError(404, f"no such dataset: {dataset!r} (try one of {', '.join(DATASETS)})")
+    symbols = body.get("symbols")
+    if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
+        raise HTTPError(422, "symbols must be a non-empty list of strings")
+    unknown = sorted(set(symbols) - set(SYMBOLS))
+    if unknown:
+        raise HTTPError(422, f"unknown symbols: {', '.join(unknown)}")
+    dates = []
+    for field in ("start_date", "end_date"):
+        try:
+            dates.append(datetime.date.fromisoformat(str(body.get(field))[:10]))
+        except ValueError:
+            raise HTTPError(422, f"{field} must be a date, YYYY-MM-DD") from None
+    if dates[0] > dates[1]:
+        raise HTTPError(422, "start_date is after end_date")
+    file_format = body.get("format", "parquet")
+    if file_format == "parquet":
+        raise HTTPError(422, "parquet is not available in this stand-in (standard library only): use csv or jsonl")
+    if file_format not in FORMATS:
+        raise HTTPError(422, f"unknown format {file_format!r}: use csv or jsonl")
+    return dataset, list(dict.fromkeys(symbols)), dates[0], dates[1], file_format
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "dataset-service/1"
+    wbufsize = 64 * 1024  # headers and a small body in one write
+    server: Server
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.verbose:
+            sys.stderr.write(f"{self.address_string()} {format % args}\n")
+
+    def _handle(self) -> None:
+        request_id = uuid.uuid4().hex[:16]
+        service = self.server.service
+        path = urllib.parse.urlsplit(self.path).path
+        try:
+            body = self._read_body()
+            service.check_key(self.headers.get("Authorization"))
+            if self.command == "GET" and path == "/datasets":
+                self._send_json(200, service.list_datasets(), request_id)
+            elif self.command == "POST" and path == "/query":
+                self._send_json(200, service.query(_parse_json(body)), request_id)
+            elif self.command == "POST" and path == "/exports":
+                host = self.headers.get("Host")
+                base = f"http://{host}" if host else self.server.base_url
+                status, export = service.create_export(_parse_json(body), self.headers.get("Idempotency-Key"), base)
+                self._send_json(status, export, request_id)
+            elif self.command == "GET" and path.startswith("/files/"):
+                self._send_file(service.file_path(path[len("/files/") :]), request_id)
+            else:
+                raise HTTPError(404, f"no such endpoint: {self.command} {path}")
+        except HTTPError as exc:
+            self._send_json(exc.status, {"message": exc.message}, request_id, exc.headers)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 1024 * 1024:
+            self.close_connection = True
+            raise HTTPError(413, "request body too large")
+        return self.rfile.read(length) if length else b""
+
+    def _send_json(self, status: int, payload: Any, request_id: str, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        gzipped = len(data) > 512 and "gzip" in self.headers.get("Accept-Encoding", "")
+        if gzipped:
+            data = gzip.compress(data, compresslevel=5)
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Request-Id", request_id)
+        if gzipped:
+            self.send_header("Content-Encoding", "gzip")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_file(self, path: str, request_id: str) -> None:
+        size = os.path.getsize(path)
+        etag = '"' + self.server.service.exports[os.path.basename(path)]["sha256"][:32] + '"'
+        start, end = 0, size - 1
+        partial = False
+        range_header = self.headers.get("Range")
+        if range_header and self.headers.get("If-Range") in (None, etag):
+            start, end, partial = _parse_range(range_header, size, etag)
+        self.send_response(206 if partial else 200)
+        self.send_header("Content-Type", "text/csv" if path.endswith(".csv") else "application/x-ndjson")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.send_header("ETag", etag)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("X-Request-Id", request_id)
+        if partial:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.end_headers()
+        with open(path, "rb") as source:
+            source.seek(start)
+            remaining = end - start + 1
+            while remaining > 0:
+                chunk = source.read(min(remaining, 1024 * 1024))
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                remaining -= len(chunk)
+        self.wfile.flush()
+
+
+def _parse_range(value: str, size: int, etag: str) -> tuple[int, int, bool]:
+    """One ``bytes=N-`` or ``bytes=N-M`` range (RFC 9110 14.2); anything else is served whole."""
+    unit, _, spec = value.partition("=")
+    first, _, last = spec.strip().partition("-")
+    if unit.strip() != "bytes" or "," in spec or not first.isdigit() or (last and not last.isdigit()):
+        return 0, size - 1, False
+    start, end = int(first), min(int(last) if last else size - 1, size - 1)
+    if start >= size or start > end:
+        raise HTTPError(416, f"range not satisfiable: {value}", {"Content-Range": f"bytes */{size}"})
+    return start, end, True
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null")
+    except ValueError:
+        raise HTTPError(400, "the body is not valid JSON") from None
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, host: str, port: int, api_key: str, *, verbose: bool = False) -> None:
+        self.service = Service(api_key)
+        self.verbose = verbose
+        super().__init__((host, port), Handler)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.service.close()
+
+
+@contextlib.contextmanager
+def running(host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> Iterator[Server]:
+    """Serve in a background thread for the duration of a ``with`` block."""
+    server = Server(host, port, api_key or secrets.token_urlsafe(24))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def demo() -> int:
+    """Start the service on a free port and walk the client through every operation."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from dataset_client import DatasetClient, ServiceError
+
+    for name in [name for name in os.environ if name.lower().endswith("_proxy")]:
+        del os.environ[name]  # the service is on loopback: never go through a proxy for it
+    with running() as server, DatasetClient(server.base_url, server.service.api_key) as client:
+        print(f"service: {server.base_url}\n")
+        print("client.list_datasets():")
+        for dataset in client.list_datasets():
+            print(f"  {dataset['name']}: {dataset['rows']} rows, {dataset['start_date']}..{dataset['end_date']}")
+        sql = "SELECT symbol, round(avg(close), 2) AS avg_close FROM daily_bars GROUP BY symbol ORDER BY 2 DESC LIMIT 3"
+        result = client.query(sql)
+        print(f"\nclient.query({sql!r}):\n  {result['columns']}")
+        for row in result["rows"]:
+            print(f"  {row}")
+        export = client.create_export(
+            "daily_bars", symbols=["AAPL", "MSFT"], start_date=datetime.date(2024, 1, 1),
+            end_date=datetime.date(2024, 3, 31), format="csv",
+        )  # fmt: skip
+        print(f"\nclient.create_export(...): {export['rows']} rows, {export['size']} bytes, {export['download_url']}")
+        with tempfile.TemporaryDirectory() as directory:
+            destination = os.path.join(directory, "bars.csv")
+            client.download(export["download_url"], destination, sha256=export["sha256"])
+            with open(destination, encoding="utf-8") as downloaded:
+                lines = downloaded.read().splitlines()
+            print(f"client.download(...): {len(lines) - 1} rows, sha256 checked; first lines:")
+            for line in lines[:3]:
+                print(f"  {line}")
+        print("\nWhat errors look like:")
+        for call in (
+            lambda: client.query("DELETE FROM daily_bars"),
+            lambda: client.create_export("daily_bars", symbols="AAPL", start_date="2024-01-01", end_date="2024-01-31"),
+            lambda: _list_with_key(server.base_url, "wrong-key"),
+        ):
+            try:
+                call()
+            except ServiceError as error:
+                print(f"  ServiceError: {error}")
+    print("\ndemo finished")
+    return 0
+
+
+def _list_with_key(base_url: str, api_key: str) -> Any:
+    from dataset_client import DatasetClient
+
+    with DatasetClient(base_url, api_key) as client:
+        return client.list_datasets()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A stand-in of the dataset service, for trying the client offline.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")
+    parser.add_argument("--api-key", help="the key clients must send (default: a random one, printed)")
+    parser.add_argument("--demo", action="store_true", help="start on a free port, tour every operation, exit")
+    parser.add_argument("--verbose", action="store_true", help="log each request on stderr")
+    args = parser.parse_args(argv)
+    if args.demo:
+        return demo()
+    server = Server(args.host, args.port, args.api_key or secrets.token_urlsafe(24), verbose=args.verbose)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"export DATASET_CLIENT_BASE_URL=http://{host}:{server.server_address[1]}")
+    print(f"export DATASET_CLIENT_API_KEY={server.service.api_key}", flush=True)
+    print("serving; Ctrl-C to stop", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
