@@ -87,7 +87,7 @@ __all__ = (
 
 __version__ = "1.0.0"
 
-DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
+_DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 _CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones, and memory stays flat
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for: the error is raised
@@ -260,7 +260,7 @@ class DatasetClient:
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
         if user_agent is None:
-            user_agent = DEFAULT_USER_AGENT
+            user_agent = _DEFAULT_USER_AGENT
         _check_header_value(user_agent, "user_agent")
         private = {} if api_key is None else {"Authorization": "Bearer " + _check_api_key(api_key)}
         private = _merge_headers(private, _check_headers(headers))
@@ -496,6 +496,13 @@ class DatasetClient:
                 self._receive(response, url, sink, state, progress, resuming=request_headers is not headers)
             finally:
                 response.close()
+            if state.total is not None and state.done < state.total:  # a resumed part without a length
+                raise IncompleteResponseError(
+                    f"GET {url}: got {state.done} of {state.total} bytes",
+                    url=url,
+                    expected=state.total,
+                    received=state.done,
+                )
 
         self._with_retries("GET", url, attempt, progress=lambda: state.done)
         if expected_digest is not None and state.digest is not None:
@@ -1100,11 +1107,13 @@ class _StreamSink:
         pass  # the caller's file: its space is the caller's business
 
     def write(self, data: memoryview) -> None:
-        while data:
-            written = self.stream.write(data)
-            if written is None or written >= len(data):  # buffered streams write everything
+        # A copy: the view is of a buffer the next read overwrites, and a stream may keep it.
+        remaining = memoryview(bytes(data))
+        while remaining:
+            written = self.stream.write(remaining)
+            if written is None or written >= len(remaining):  # buffered streams write everything
                 return
-            data = data[written:]
+            remaining = remaining[written:]
 
     def rewind(self) -> None:
         if self.start is None:
@@ -1219,6 +1228,8 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     for name, value in headers.items():
         if not isinstance(name, str) or not name or not _TOKEN_CHARACTERS.issuperset(name):
             raise ValueError(f"headers: {name!r} is not a valid header name")
+        if name.lower() in ("content-length", "transfer-encoding", "connection"):
+            raise ValueError(f"headers: {name} is set by the client itself")
         _check_header_value(value, f"headers[{name!r}]")
         checked[name] = value
     return checked
@@ -1321,7 +1332,7 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 # The command line: python -m dataset_client --help
 # ---------------------------------------------------------------------------
 
-EXIT_OK, EXIT_SERVICE_ERROR, EXIT_USAGE, EXIT_NETWORK_ERROR = 0, 1, 2, 3
+_EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1371,23 +1382,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
-        return exit.code if isinstance(exit.code, int) else EXIT_USAGE
+        return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
 
     def fail(status: int, message: str) -> int:
         print(f"dataset-client: error: {' '.join(message.split())}", file=sys.stderr)
         return status
 
     if not args.base_url:
-        return fail(EXIT_USAGE, "no service address: pass --base-url or set DATASET_CLIENT_BASE_URL")
+        return fail(_EXIT_USAGE, "no service address: pass --base-url or set DATASET_CLIENT_BASE_URL")
     try:
         client = DatasetClient(args.base_url, os.environ.get("DATASET_CLIENT_API_KEY") or None, timeout=args.timeout)
     except (TypeError, ValueError) as exc:
-        return fail(EXIT_USAGE, str(exc))
+        return fail(_EXIT_USAGE, str(exc))
     try:
         with client:
             if args.command == "download":
                 _cli_download(client, args.url, args.destination, args.sha256)
-                return EXIT_OK
+                return _EXIT_OK
             if args.command == "datasets":
                 result = client.list_datasets()
             elif args.command == "query":
@@ -1399,18 +1410,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
             sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
             sys.stdout.flush()
-            return EXIT_OK
+            return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
-        return fail(EXIT_NETWORK_ERROR, str(exc))
+        return fail(_EXIT_NETWORK_ERROR, str(exc))
     except DatasetClientError as exc:
-        return fail(EXIT_SERVICE_ERROR, str(exc))
+        return fail(_EXIT_SERVICE_ERROR, str(exc))
     except (TypeError, ValueError) as exc:  # arguments the client refused before sending
-        return fail(EXIT_USAGE, str(exc))
+        return fail(_EXIT_USAGE, str(exc))
     except BrokenPipeError:  # stdout closed early, as by `| head`
         sys.stderr.close()
-        return EXIT_OK
+        return _EXIT_OK
     except OSError as exc:
-        return fail(EXIT_SERVICE_ERROR, f"cannot write {args.destination}: {exc.strerror or exc}")
+        return fail(_EXIT_SERVICE_ERROR, f"cannot write {args.destination}: {exc.strerror or exc}")
     except KeyboardInterrupt:
         return fail(130, "interrupted")
 

@@ -323,6 +323,9 @@ class ConstructionTests(ServerTestCase):
             DatasetClient("http://h", headers=[("A", "b")])  # type: ignore[arg-type]
         with self.assertRaisesRegex(ValueError, "not a valid header name"):
             DatasetClient("http://h", headers={"Bad Name": "x"})
+        for name in ("Content-Length", "transfer-encoding", "Connection"):
+            with self.assertRaisesRegex(ValueError, "set by the client"):
+                DatasetClient("http://h", headers={name: "1"})
         with self.assertRaisesRegex(ValueError, r"headers\['X-Key'\] contains a control character"):
             DatasetClient("http://h", headers={"X-Key": "secret\nInjected: 1"})
 
@@ -1180,6 +1183,38 @@ class ResumeTests(ServerTestCase):
         self.client().download("files/x", out)
         self.assertEqual(out.getvalue(), DATA)
         self.assertIsNone(self.requests[1].headers["Range"])
+
+    def test_a_resumed_part_without_a_length_is_checked_against_the_total(self) -> None:
+        def chunked_206(handler: Handler) -> None:
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 1000-{len(DATA) - 1}/{len(DATA)}")
+            handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+            part = DATA[1000:2000]  # far less than promised, then a clean end of the chunked body
+            handler.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(part), part))
+
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}), chunked_206, serve_file(DATA))
+        out = io.BytesIO()
+        self.client(max_retries=3).download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(self.requests[2].headers["Range"], "bytes=2000-")
+
+    def test_a_file_object_gets_bytes_it_may_keep(self) -> None:
+        class Collector(io.RawIOBase):
+            def __init__(self) -> None:
+                self.chunks: list[object] = []
+
+            def writable(self) -> bool:
+                return True
+
+            def write(self, data: object) -> int:
+                self.chunks.append(data)  # kept, not copied
+                return len(data)  # type: ignore[arg-type]
+
+        self.script(serve_file(DATA))
+        collector = Collector()
+        self.client().download("files/x", collector)
+        self.assertEqual(b"".join(bytes(c) for c in collector.chunks), DATA)  # type: ignore[call-overload]
 
     def test_wrong_content_range_is_an_error(self) -> None:
         def wrong_range(handler: Handler) -> None:
