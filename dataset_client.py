@@ -95,6 +95,7 @@ _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error body kept in ServiceError.body
 _MAX_IDLE_PER_ORIGIN = 8
 _GC_PAUSE_THRESHOLD = 256 * 1024  # JSON bodies at least this large are decoded with gc paused
+_JSON_FIRST_BYTES = frozenset(b' \t\r\n{["-0123456789tfn')  # RFC 8259: what a JSON text starts with
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
@@ -696,7 +697,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 connection.close()
                 raise
             assert isinstance(response, _PooledResponse)
-            response = self._skip_informational(connection, response, method)
+            if response.status < 200:
+                response = self._skip_informational(connection, response, method)
             response._release = functools.partial(self._release, key, connection)
             response.url = request.full_url  # as urllib sets it
             return response
@@ -707,7 +709,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
     ) -> _PooledResponse:
         """Skip 1xx responses (http.client itself skips only 100 Continue)."""
         for _ in range(16):
-            if not 100 <= response.status < 200:
+            if response.status >= 200:
                 return response
             if response.status == 101 or connection.sock is None:
                 connection.close()
@@ -824,11 +826,12 @@ def _transport_error(exc: BaseException, method: str, url: str, *, connecting: b
 def _read_json(response: http.client.HTTPResponse, method: str) -> Any:
     url: str = response.url
     try:
-        raw = response.read()
+        data = response.read()
     except (OSError, http.client.HTTPException) as exc:
         raise _transport_error(exc, method, url) from exc
-    data = _decode_content(raw, response.headers.get("Content-Encoding"), url)
-    if not data.strip():
+    if data and data[0] not in _JSON_FIRST_BYTES:  # gzip (0x1f) and zlib ("x") bodies never start like JSON
+        data = _decode_content(data, response.headers.get("Content-Encoding"), url)
+    if not data or data.isspace():
         return None
     try:
         if len(data) < _GC_PAUSE_THRESHOLD:

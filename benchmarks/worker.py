@@ -121,8 +121,8 @@ def request_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Call
         def raw() -> Any:
             if method == "GET":
                 connection.request("GET", parts.path, headers=headers)
-            else:
-                connection.request("POST", parts.path, body, post_headers)
+            else:  # encoded per request, as every client does
+                connection.request("POST", parts.path, json.dumps(QUERY).encode(), post_headers)
             return json.loads(connection.getresponse().read())
 
         return raw, connection.close
