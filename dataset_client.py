@@ -632,14 +632,6 @@ class _PooledResponse(http.client.HTTPResponse):
             release(complete and self._reusable and not self.will_close)
 
 
-class _HTTPConnection(http.client.HTTPConnection):
-    response_class = _PooledResponse
-
-
-class _HTTPSConnection(http.client.HTTPSConnection):
-    response_class = _PooledResponse
-
-
 class _ConnectionPool(urllib.request.BaseHandler):
     """A urllib handler that keeps HTTP/1.1 connections alive and reuses them.
 
@@ -656,10 +648,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self.closed = False
 
     def http_open(self, request: urllib.request.Request) -> http.client.HTTPResponse:
-        return self._open(request, _HTTPConnection)
+        return self._open(request, secure=False)
 
     def https_open(self, request: urllib.request.Request) -> http.client.HTTPResponse:
-        return self._open(request, _HTTPSConnection)
+        return self._open(request, secure=True)
 
     def close(self) -> None:
         with self._lock:
@@ -669,9 +661,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             for connection in connections:
                 connection.close()
 
-    def _open(
-        self, request: urllib.request.Request, connection_class: type[http.client.HTTPConnection]
-    ) -> _PooledResponse:
+    def _open(self, request: urllib.request.Request, *, secure: bool) -> _PooledResponse:
         tunnel_host: str | None = getattr(request, "_tunnel_host", None)
         key = (request.type, request.host, tunnel_host)
         headers = request.headers
@@ -682,7 +672,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             headers["Proxy-Authorization"] = proxy_authorization
         method = request.get_method()
         for _ in range(2):
-            connection, reused = self._acquire(key, request, connection_class, proxy_authorization)
+            connection, reused = self._acquire(key, request, secure, proxy_authorization)
             try:
                 connection.request(method, request.selector, request.data, headers)
                 response = connection.getresponse()
@@ -733,7 +723,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self,
         key: _PoolKey,
         request: urllib.request.Request,
-        connection_class: type[http.client.HTTPConnection],
+        secure: bool,
         proxy_authorization: str | None,
     ) -> tuple[http.client.HTTPConnection, bool]:
         """Return an idle connection still open, else a new connected one; and whether it was reused."""
@@ -746,15 +736,16 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 if _is_still_open(candidate):
                     return candidate, True
                 candidate.close()
-            if connection_class is _HTTPSConnection and self._ssl_context is None:
+            if secure and self._ssl_context is None:
                 # Built once, lazily: loading the CA store costs milliseconds.
                 self._ssl_context = ssl.create_default_context()
-        if connection_class is _HTTPSConnection:
-            connection: http.client.HTTPConnection = _HTTPSConnection(
+        if secure:
+            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
                 request.host, timeout=request.timeout, context=self._ssl_context
             )
         else:
-            connection = _HTTPConnection(request.host, timeout=request.timeout)
+            connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
+        connection.response_class = _PooledResponse
         try:
             if key[2]:
                 tunnel_headers = {"Proxy-Authorization": proxy_authorization} if proxy_authorization else None
