@@ -41,15 +41,16 @@ MiB = 1024 * 1024
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs (under a minute)")
-    sections = ["import", "construct", "requests", "bigjson", "download", "resume"]
+    sections = ["import", "construct", "requests", "instructions", "bigjson", "download", "resume"]
     parser.add_argument("--only", action="append", choices=sections, help="run only this part (repeatable)")
     args = parser.parse_args()
     chosen = args.only or sections
     quick = args.quick
     settings = {
-        "runs": 3 if quick else 5,
-        "requests": 300 if quick else 2000,
-        "stock_requests": 100 if quick else 400,
+        "runs": 2 if quick else 5,
+        "import_runs": 6 if quick else 40,
+        "requests": 200 if quick else 2000,
+        "stock_requests": 50 if quick else 400,
         "json_mib": 4 if quick else 20,
         "file_mib": 64 if quick else 1024,
         "download_runs": 1 if quick else 3,
@@ -60,9 +61,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dataset-client-bench-") as work, nginx_world(work, settings) as world:
         lines = header(python, quick)
         parts: dict[str, Callable[[], list[str]]] = {
-            "import": lambda: bench_import(python, settings["runs"] * 8),
+            "import": lambda: bench_import(python, settings["import_runs"]),
             "construct": lambda: bench_construct(python, settings["runs"]),
             "requests": lambda: bench_requests(python, world, settings),
+            "instructions": lambda: bench_instructions(python, world, quick),
             "bigjson": lambda: bench_bigjson(python, world, settings),
             "download": lambda: bench_download(python, world, work, settings),
             "resume": lambda: bench_resume(python, work, settings),
@@ -417,6 +419,63 @@ def bench_requests(python: str, world: dict[str, str], settings: dict[str, int])
     return lines
 
 
+def bench_instructions(python: str, world: dict[str, str], quick: bool) -> list[str]:
+    """User-space instructions per kept-alive request (valgrind's callgrind): exact, whatever the machine's load."""
+    if not shutil.which("valgrind"):
+        return ["", "### 3b. Instructions per request: skipped (no valgrind)"]
+    counts = (50, 100) if quick else (200, 400)
+    lines = [
+        "",
+        "### 3b. User-space instructions per kept-alive request (callgrind)",
+        "",
+        f"Counted for {counts[0]} and {counts[1]} requests; the difference, divided by {counts[1] - counts[0]}, cancels start-up. "
+        "Unlike CPU time, this does not move with the machine's load; it leaves out the kernel's share.",
+        "",
+        "| request | http.client | dataset_client | ratio |",
+        "|---|---|---|---|",
+    ]
+    environment = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    environment["NO_PROXY"] = "127.0.0.1,localhost"
+    with tempfile.TemporaryDirectory() as scratch:
+        cases = [
+            ("http", "GET", "/datasets"),
+            ("http", "POST", "/query"),
+            ("https", "GET", "/datasets"),
+            ("https", "POST", "/query"),
+        ]
+        for scheme, method, path in cases[:1] if quick else cases:  # --quick: one case, to stay under a minute
+            cafile = world["cafile"] if scheme == "https" else "-"
+            per_request = {}
+            for variant in ("http.client", "dataset_client"):
+                totals = []
+                for count in counts:
+                    command = [
+                        "valgrind",
+                        "--tool=callgrind",
+                        f"--callgrind-out-file={scratch}/out",
+                        python,
+                        WORKER,
+                        "requests",
+                        variant,
+                        world[scheme] + path,
+                        method,
+                        str(count),
+                        cafile,
+                    ]
+                    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=900)
+                    found = [line for line in done.stderr.splitlines() if "Collected :" in line]
+                    if done.returncode != 0 or not found:
+                        raise SystemExit(f"callgrind failed:\n{done.stderr[-2000:]}")
+                    totals.append(int(found[-1].split(":")[-1]))
+                per_request[variant] = (totals[1] - totals[0]) / (counts[1] - counts[0])
+            ratio = per_request["dataset_client"] / per_request["http.client"]
+            lines.append(
+                f"| {scheme.upper()} {method} | {per_request['http.client']:,.0f} | {per_request['dataset_client']:,.0f} | {ratio:.2f}x |"
+            )
+    return lines
+
+
 def bench_bigjson(python: str, world: dict[str, str], settings: dict[str, int]) -> list[str]:
     variants = ["http.client", "dataset_client", "requests", "httpx"]
     size = int(world["json_bytes"]) / MiB
@@ -482,7 +541,7 @@ def bench_download(python: str, world: dict[str, str], work: str, settings: dict
                     os.sync()  # leave no writeback behind for the next variant (untimed)
                 return result
 
-            runs = settings["download_runs"] * (2 if target != "/dev/null" else 1)  # the page cache is noisy
+            runs = settings["download_runs"] * (2 if target != "/dev/null" and settings["download_runs"] > 1 else 1)
             result = interleaved(runs, variants, measure)
             reference = size / result["curl"]["wall"]
             for variant in variants:
