@@ -197,56 +197,14 @@ def make_certificates(work: str) -> str:
     with open(extensions, "w") as out:
         out.write("subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n")
 
-    def openssl(*arguments: str) -> None:
-        subprocess.run(["openssl", *arguments], check=True, capture_output=True, cwd=work)
+    def openssl(command: str, *arguments: str) -> None:
+        subprocess.run(["openssl", *command.split(), *arguments], check=True, capture_output=True, cwd=work)
 
+    key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+    openssl(f"req -x509 {key} -keyout ca.key -out ca.pem -days 2 -subj", "/CN=bench CA")
+    openssl(f"req {key} -keyout server.key -out server.csr -subj /CN=127.0.0.1")
     openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=bench CA",
-    )
-    openssl(
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    )
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        extensions,
+        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile", extensions
     )
     return os.path.join(work, "ca.pem")
 
