@@ -106,14 +106,17 @@ def request_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Call
         if url.endswith("/datasets"):
             return client.list_datasets, client.close
         return (lambda: client.query("SELECT 1")), client.close
-    if variant == "http.client":
+    if variant in ("http.client", "http.client-no-timeout"):
         import http.client
 
+        # With a timeout (as dataset_client always has, 30 s by default), CPython polls
+        # before each send and receive; a blocking socket does not.
+        timeout = None if variant == "http.client-no-timeout" else 30.0
         parts = urllib.parse.urlsplit(url)
         connection = (
-            http.client.HTTPSConnection(parts.hostname, parts.port, context=context)
+            http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
             if parts.scheme == "https"
-            else http.client.HTTPConnection(parts.hostname, parts.port)
+            else http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
         )
         headers = {**HEADERS, "Authorization": "Bearer key"}
         post_headers = {**headers, "Content-Type": "application/json"}
