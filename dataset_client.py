@@ -468,17 +468,9 @@ class DatasetClient:
 
     def _resolve_download_url(self, download_url: str) -> str:
         _check_text(download_url, "download_url")
-        if not _CONTROL_CHARACTERS.isdisjoint(download_url) or any(c.isspace() for c in download_url):
-            raise ValueError("download_url contains whitespace or a control character")
+        _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
         url = urllib.parse.urljoin(self._base_url + "/", download_url)  # RFC 3986 resolution
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https"):
-            raise ValueError(f"download_url must be an http or https URL, not {parts.scheme!r}")
-        if not parts.hostname:
-            raise ValueError("download_url has no host")
-        if "@" in parts.netloc:
-            raise ValueError("download_url must not contain a user:password part")
-        _check_port(parts, "download_url")
+        parts = _split_http_url(url, "download_url")
         return urllib.parse.urlunsplit(parts._replace(fragment=""))
 
     def _download(
@@ -788,8 +780,6 @@ def _is_still_open(connection: http.client.HTTPConnection) -> bool:
 
 def _transport_error(exc: BaseException, method: str, url: str, *, connecting: bool = False) -> DatasetClientError:
     """The public exception for a socket, TLS or HTTP protocol failure."""
-    if isinstance(exc, DatasetClientError):
-        return exc
     error: NetworkError | RequestTimeoutError
     if isinstance(exc, TimeoutError):
         where = "connecting" if connecting else "waiting for data"
@@ -1139,28 +1129,34 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     """Return base_url without a trailing slash, and its origin."""
     if not isinstance(base_url, str):
         raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
-    if not base_url or not _CONTROL_CHARACTERS.isdisjoint(base_url) or any(c.isspace() for c in base_url):
-        raise ValueError(f"base_url must be a URL without whitespace, got {base_url!r}")
-    parts = urllib.parse.urlsplit(base_url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https"):
-        raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
-    if "@" in parts.netloc:
-        raise ValueError("base_url must not contain a user:password part; pass api_key or headers instead")
-    if not parts.hostname:
-        raise ValueError(f"base_url has no host: {base_url!r}")
+    parts = _split_http_url(base_url, "base_url")
     if parts.query or parts.fragment or base_url.endswith(("?", "#")):
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
-    _check_port(parts, "base_url")
-    url = urllib.parse.urlunsplit((scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
     return url, _origin_of(url)
 
 
-def _check_port(parts: urllib.parse.SplitResult, argument: str) -> None:
+def _check_url_characters(url: str, argument: str) -> None:
+    # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
+    if not url or not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
+        raise ValueError(f"{argument} must be a URL without whitespace or control characters, got {url!r}")
+
+
+def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
+    """Split an http(s) URL with a host and no user:password, or raise ValueError naming ``argument``."""
+    _check_url_characters(url, argument)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"{argument} must be an http:// or https:// URL, not {parts.scheme or 'no scheme'!r}")
+    if "@" in parts.netloc:
+        raise ValueError(f"{argument} must not contain a user:password part (pass api_key or headers instead)")
+    if not parts.hostname:
+        raise ValueError(f"{argument} has no host: {url!r}")
     try:
         parts.port  # noqa: B018 -- the property validates the port
     except ValueError as exc:
         raise ValueError(f"{argument} has an invalid port: {exc}") from None
+    return parts._replace(scheme=parts.scheme.lower())
 
 
 def _check_timeout(timeout: float | None) -> float | None:

@@ -498,16 +498,21 @@ class WireTests(ServerTestCase):
         payload = {"rows": list(range(1000))}
         self.script(reply(body=gzip.compress(json.dumps(payload).encode()), headers={"Content-Encoding": "gzip"}))
         self.assertEqual(self.client().list_datasets(), payload)
+        self.assertEqual(self.requests[0].headers["Accept-Encoding"], "gzip")
 
     def test_empty_body_and_204_give_none(self) -> None:
         self.script(reply(200, b""), reply(204, b""))
         client = self.client()
         self.assertIsNone(client.list_datasets())
         self.assertIsNone(client.list_datasets())
+        self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/api/v1/datasets")] * 2)
+        self.assertEqual(self.server.connections, 1, "an empty body still leaves the connection reusable")
 
     def test_any_2xx_is_success(self) -> None:
         self.script(reply(202, {"status": "queued"}))
         self.assertEqual(self.client().query("SELECT 1"), {"status": "queued"})
+        self.assertEqual(len(self.requests), 1, "a 2xx is not retried")
+        self.assertEqual(self.requests[0].json(), {"sql": "SELECT 1"})
 
     def test_non_json_success_body(self) -> None:
         self.script(reply(200, b"<html>proxy login</html>", content_type="text/html"))
@@ -526,6 +531,7 @@ class WireTests(ServerTestCase):
         client = self.client()
         self.assertTrue(gc.isenabled())
         self.assertEqual(client.query("SELECT *")["rows"], rows)
+        self.assertEqual(self.requests[0].json(), {"sql": "SELECT *"})
         self.assertTrue(gc.isenabled())
         gc.disable()
         try:
@@ -1367,6 +1373,9 @@ class ProxyAndTLSTests(ServerTestCase):
         tls.default = reply(body={"tls": True})
         os.environ["SSL_CERT_FILE"] = CA_FILE
         self.assertEqual(self.client(tls.url + "/api").list_datasets(), {"tls": True})
+        (request,) = tls.requests
+        self.assertEqual((request.method, request.path), ("GET", "/api/datasets"))
+        self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
 
     def test_untrusted_certificate_is_refused_and_not_retried(self) -> None:
         tls = self.start_server(server_tls_context())
