@@ -69,11 +69,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.connections += 1
             self.connection_number = self.server.connections
 
-    def finish(self) -> None:
-        super().finish()
-        with self.server.lock:
-            self.server.closed_connections += 1
-
     def handle_one(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
@@ -128,6 +123,11 @@ class ScriptedServer(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # TLS handshakes refused by the client end up here
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        super().shutdown_request(request)  # counted once the socket is really closed, FIN sent
+        with self.lock:
+            self.closed_connections += 1
 
     @property
     def url(self) -> str:
@@ -210,9 +210,9 @@ def serve_file(
         if ranges:
             handler.send_header("Accept-Ranges", "bytes")
         handler.end_headers()
-        handler.wfile.write(data[start:end])
-        with handler.server.lock:
+        with handler.server.lock:  # counted before writing: the client may finish before this thread resumes
             handler.server.bytes_served = getattr(handler.server, "bytes_served", 0) + end - start
+        handler.wfile.write(data[start:end])
         if end < len(data):
             handler.close_connection = True
 

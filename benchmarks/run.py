@@ -550,6 +550,7 @@ def bench_resume(python: str, work: str, settings: dict[str, int]) -> list[str]:
             if start:
                 self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
             self.end_headers()
+            served[0] += end - start  # before writing: the client may finish before this thread resumes
             with open(path, "rb") as source:
                 source.seek(start)
                 remaining = end - start
@@ -557,7 +558,6 @@ def bench_resume(python: str, work: str, settings: dict[str, int]) -> list[str]:
                     chunk = source.read(min(remaining, MiB))
                     self.wfile.write(chunk)
                     remaining -= len(chunk)
-            served[0] += end - start
             if end < size:
                 self.close_connection = True
 
