@@ -19,9 +19,9 @@ and also from the built-in exception a caller would already catch::
     ├── RequestTimeoutError (TimeoutError)   connecting or waiting for data timed out
     ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
     │   └── IncompleteResponseError          the body was shorter than Content-Length
-    ├── InvalidResponseError (ValueError)    a 2xx body that is not JSON, a bad redirect or range
+    ├── InvalidResponseError (ValueError)    a body, redirect, range or framing the client refuses
     ├── ChecksumMismatchError (ValueError)   downloaded bytes do not match the given sha256
-    └── ClientClosedError (RuntimeError)     the client was used after close()
+    └── ClientClosedError (RuntimeError)     the client was used after (or closed during) a call
 
 Bad arguments raise plain ``TypeError``/``ValueError`` before anything is sent. A
 download that fails on the file system raises the ``OSError`` itself. The API key
@@ -32,7 +32,6 @@ Licence: MIT. Copyright (c) 2026 the dataset-client authors.
 
 from __future__ import annotations
 
-import base64
 import collections.abc
 import contextlib
 import datetime
@@ -41,13 +40,17 @@ import errno
 import functools
 import hashlib
 import http.client
+import itertools
 import json
+import math
 import os
 import random
 import re
 import select
 import shutil
+import socket
 import ssl
+import stat
 import sys
 import threading
 import time
@@ -57,19 +60,12 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
-    from collections.abc import Callable, Iterable, Mapping
-    from typing import Any, BinaryIO, Protocol, TypeVar
+    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from typing import Any, BinaryIO, TypeVar
 
     _T = TypeVar("_T")
     _PoolKey = tuple[str, str, str | None]
-
-    class _Sink(Protocol):
-        """Where downloaded bytes go: a temporary file (_AtomicFile) or the caller's (_StreamSink)."""
-
-        def reserve(self, size: int | None) -> None: ...  # before the first byte, with the expected size
-        def write(self, data: memoryview) -> None: ...
-        def rewind(self) -> None: ...  # forget what was written: the server started over
-        def commit(self) -> None: ...  # everything arrived and checked out
+    _Progress = Callable[[int, int | None], object]
 
 
 __all__ = (
@@ -85,17 +81,18 @@ __all__ = (
     "__version__",
 )
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 _CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones, and memory stays flat
+_MIN_PART_SIZE = _CHUNK_SIZE  # a parallel download's parts are at least this large
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for: the error is raised
 _MAX_BACKOFF = 30.0
-_ERROR_BODY_LIMIT = 64 * 1024  # bytes of an error body kept in ServiceError.body
+_ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
+_MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
 _MAX_IDLE_PER_ORIGIN = 8
 _GC_PAUSE_THRESHOLD = 256 * 1024  # JSON bodies at least this large are decoded with gc paused
-_JSON_FIRST_BYTES = frozenset(b' \t\r\n{["-0123456789tfn')  # RFC 8259: what a JSON text starts with
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
@@ -110,18 +107,22 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F
 
 
 class DatasetClientError(Exception):
-    """Base of every error the client raises about a request."""
+    """Base of every error the client raises about a request.
 
-    #: how many attempts were made before this error was raised
+    ``method`` and ``url`` name the request that failed (after redirects); ``attempts``
+    is how many attempts were made before the error was raised.
+    """
+
     attempts: int = 1
-    _while_connecting = False  # the request never left: safe to retry whatever the method
-    _retryable = True
+
+    def __init__(self, message: str = "", *, method: str = "", url: str = "") -> None:
+        super().__init__(message)
+        self.method = method
+        self.url = url
 
     def __str__(self) -> str:
         text = super().__str__()
-        if self.attempts > 1:
-            return f"{text} (after {self.attempts} attempts)"
-        return text
+        return f"{text} (after {self.attempts} attempts)" if self.attempts > 1 else text
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle the fields and the cause too, not only ``args``.
@@ -131,7 +132,8 @@ class DatasetClientError(Exception):
 def _rebuild_exception(
     cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], cause: BaseException | None
 ) -> DatasetClientError:
-    error = cls(*args)
+    error = cls.__new__(cls, *args)
+    error.args = args
     error.__dict__.update(state)
     error.__cause__ = cause
     return error
@@ -156,73 +158,69 @@ class ServiceError(DatasetClientError, RuntimeError):
         message: str | None = None,
         request_id: str | None = None,
         retry_after: float | None = None,
+        proxy: str | None = None,
     ) -> None:
-        super().__init__(status, reason, method, url)
+        text = f"{status} {reason}: {_request_name(method, url, proxy)}" + (f": {message}" if message else "")
+        super().__init__(text, method=method, url=url)
         self.status = status
         self.reason = reason
-        self.method = method
-        self.url = url
         self.headers = headers if headers is not None else http.client.HTTPMessage()
         self.body = body  # the start of the response body, as text
         self.payload = payload  # the body decoded as JSON, or None
         self.message = message  # the service's own message, when its JSON has one
         self.request_id = request_id  # from X-Request-Id, else Request-Id
         self.retry_after = retry_after  # seconds, from Retry-After
-
-    def __str__(self) -> str:
-        text = f"{self.status} {self.reason}: {self.method} {self.url}"
-        if self.message:
-            text = f"{text}: {self.message}"
-        if self.attempts > 1:
-            text = f"{text} (after {self.attempts} attempts)"
-        return text
+        self.proxy = proxy  # host:port of the proxy the request went through, if any
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting, or waiting for data, took longer than the client's ``timeout``."""
+    """Connecting, or waiting for data, took longer than the client's ``timeout``.
 
-    def __init__(self, message: str, *, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
+    ``connecting`` is true when the request was never sent.
+    """
+
+    def __init__(self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False) -> None:
+        super().__init__(message, method=method, url=url)
+        self.connecting = connecting
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed."""
+    """The connection failed: refused, reset, closed early, or TLS failed.
 
-    def __init__(self, message: str, *, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
+    ``connecting`` is true when the request was never sent (so it is safe to repeat).
+    """
+
+    def __init__(self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False) -> None:
+        super().__init__(message, method=method, url=url)
+        self.connecting = connecting
 
 
 class IncompleteResponseError(NetworkError):
     """The connection closed before the whole body (``Content-Length``) arrived."""
 
-    def __init__(self, message: str, *, url: str = "", expected: int | None = None, received: int = 0) -> None:
-        super().__init__(message, url=url)
+    def __init__(
+        self, message: str = "", *, method: str = "", url: str = "", expected: int | None = None, received: int = 0
+    ) -> None:
+        super().__init__(message, method=method, url=url)
         self.expected = expected
         self.received = received
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect or range."""
-
-    def __init__(self, message: str, *, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
+    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect, range or framing."""
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
     """The downloaded bytes do not have the sha256 digest the caller gave."""
 
-    def __init__(self, message: str, *, url: str = "", expected: str = "", actual: str = "") -> None:
-        super().__init__(message)
-        self.url = url
+    def __init__(self, message: str = "", *, url: str = "", expected: str = "", actual: str = "") -> None:
+        super().__init__(message, method="GET", url=url)
         self.expected = expected
         self.actual = actual
 
 
 class ClientClosedError(DatasetClientError, RuntimeError):
-    """The client was used after ``close()``."""
+    """The client was used after ``close()``, or closed while a call was running."""
 
 
 # ---------------------------------------------------------------------------
@@ -255,27 +253,27 @@ class DatasetClient:
         backoff_factor: float = 0.5,
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
-        self._timeout = _check_timeout(timeout)
-        self._max_retries = _check_count(max_retries, "max_retries")
-        self._backoff_factor = _check_backoff(backoff_factor)
+        self._timeout = None if timeout is None else float(_check_number(timeout, "timeout", positive=True))
+        self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
+        self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
-        if user_agent is None:
-            user_agent = _DEFAULT_USER_AGENT
+        user_agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
         _check_header_value(user_agent, "user_agent")
-        private = {} if api_key is None else {"Authorization": "Bearer " + _check_api_key(api_key)}
-        private = _merge_headers(private, _check_headers(headers))
-        # Credentials (the key and the extra headers) go only to base_url's origin.
-        public = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
-        self._service_headers = _merge_headers(public, private)
-        public = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
-        self._download_headers = (_merge_headers(public, private), public)
-        self._private_names = frozenset(name.lower() for name in private)
+        key = {} if api_key is None else {"Authorization": "Bearer " + _check_api_key(api_key)}
+        # Credentials (the key and the extra headers) go only to base_url's origin, in values
+        # whose repr is redacted so that no traceback with locals shows them.
+        self._credentials = {
+            name: _Secret(value) for name, value in _merge_headers(key, _check_headers(headers)).items()
+        }
+        self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
+        self._service_headers = _merge_headers(
+            {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}, self._credentials
+        )
         self._pool = _ConnectionPool(ssl_context)
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(_ProxyHandler())  # HTTP(S)_PROXY, NO_PROXY, read now
         self._opener.add_handler(self._pool)
-        self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
@@ -287,7 +285,7 @@ class DatasetClient:
         self.close()
 
     def close(self) -> None:
-        """Close every connection; the client cannot be used afterwards. Idempotent."""
+        """Close every connection, ending calls under way in other threads. Idempotent."""
         self._pool.close()
 
     def list_datasets(self) -> Any:
@@ -333,32 +331,44 @@ class DatasetClient:
         download_url: str,
         destination: str | os.PathLike[str] | BinaryIO,
         *,
-        progress: Callable[[int, int | None], object] | None = None,
+        progress: _Progress | None = None,
         sha256: str | None = None,
+        resume: bool = False,
+        connections: int = 1,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
         A relative URL is resolved against ``base_url``. A path is written through a
-        temporary file in the same directory, checked, then moved into place: on any
-        failure nothing is left and an existing file is untouched. A file object is
-        written at its position and left open. ``progress(done, total_or_None)`` is
-        called as bytes arrive; ``sha256`` is the hex digest the bytes must have. An
-        interrupted transfer is resumed with a Range request when the server allows.
+        temporary file beside it, checked, then moved into place: on failure nothing is
+        left and an existing file is untouched (a device or FIFO is written directly). A
+        file object is written at its position and left open. ``progress(done, total)``
+        is called as bytes arrive; ``sha256`` is the hex digest the bytes must have.
+        ``resume=True`` keeps a failed download's partial file and continues it next
+        time; ``connections`` is how many ranged requests may fetch one file at once.
         """
         url = self._resolve_download_url(download_url)
         expected_digest = _check_sha256(sha256)
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+        if not isinstance(resume, bool):
+            raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
+        connections = int(_check_number(connections, "connections", whole=True, positive=True))
         self._ensure_open()
-        if isinstance(destination, (str, os.PathLike)):
-            with _AtomicFile(_check_destination_path(destination)) as sink:
-                self._download(url, sink, progress, expected_digest)
-        elif _is_writable_binary(destination):
-            self._download(url, _StreamSink(destination), progress, expected_digest)
-        else:
-            raise TypeError(
-                f"destination must be a path or a binary file object open for writing, not {type(destination).__name__}"
-            )
+        if not isinstance(destination, (str, os.PathLike)):
+            if not _is_writable_binary(destination):
+                raise TypeError(
+                    "destination must be a path or a binary file object open for writing,"
+                    f" not {type(destination).__name__}"
+                )
+            return self._download(url, _StreamTarget(destination), progress, expected_digest, connections)
+        path = _check_destination_path(destination)
+        if not _is_regular_file(path):  # /dev/null, a FIFO, a device: written directly, as curl -o does
+            with open(path, "wb", buffering=0) as stream:
+                return self._download(url, _StreamTarget(stream), progress, expected_digest, connections)
+        with _FileTarget(os.path.realpath(path), resume) as target:  # through a symlink, the file it names
+            self._download(url, target, progress, expected_digest, connections)
+            target.commit()
+        return None
 
     # end of public API --------------------------------------------------------
 
@@ -368,59 +378,17 @@ class DatasetClient:
 
     def _call(self, method: str, path: str, payload: Any = None, extra_headers: dict[str, str] | None = None) -> Any:
         """The one request path of the service operations: send, retry, decode."""
-        self._ensure_open()
         url = self._base_url + path
         body = None if payload is None else _encode_json(payload)
         headers = self._service_headers if extra_headers is None else {**self._service_headers, **extra_headers}
 
         def attempt() -> Any:
-            response = self._open(method, url, body, headers, trusted=True)
-            try:
-                return _read_json(response, method)
-            finally:
-                response.close()
+            with self._send_handling_redirects(method, url, body, headers, trusted=True) as response:
+                return _read_json(response)
 
-        return self._with_retries(method, url, attempt)
+        return self._retrying(method, url, attempt)
 
-    def _open(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str], *, trusted: bool
-    ) -> http.client.HTTPResponse:
-        """Send one request, following redirects; return a 2xx response or raise.
-
-        ``trusted`` says whether ``headers`` may carry credentials: they are dropped
-        for good as soon as a redirect leaves base_url's origin.
-        """
-        for hop in range(_MAX_REDIRECTS + 1):
-            response = self._send(method, url, body, headers)
-            status = response.status
-            location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
-            if status < 300:
-                return response
-            if location is None or hop == _MAX_REDIRECTS:
-                raise _service_error(response, method, url, hop == _MAX_REDIRECTS and location is not None)
-            _discard_body(response)
-            url = _redirect_target(url, location)
-            if status == 303 or (status in (301, 302) and method == "POST"):
-                method, body = "GET", None  # as browsers, requests and httpx do
-            if trusted and _origin_of(url) != self._origin:
-                trusted = False
-                headers = {k: v for k, v in headers.items() if k.lower() not in self._private_names}
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _send(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> http.client.HTTPResponse:
-        request = urllib.request.Request(url, body, method=method)
-        # Set directly, not through add_header, which would re-case every name; a copy,
-        # since ProxyHandler adds Proxy-Authorization to it.
-        request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
-        try:
-            response: http.client.HTTPResponse = self._opener.open(request, timeout=self._timeout)
-        except _ConnectFailed as exc:
-            raise _transport_error(exc.cause, method, url, connecting=True) from exc.cause
-        except (OSError, http.client.HTTPException) as exc:
-            raise _transport_error(exc, method, url) from exc
-        return response
-
-    def _with_retries(
+    def _retrying(
         self, method: str, url: str, attempt: Callable[[], _T], progress: Callable[[], int] | None = None
     ) -> _T:
         """Run ``attempt`` until it succeeds, fails for good, or retries run out.
@@ -436,9 +404,10 @@ class DatasetClient:
             try:
                 return attempt()
             except DatasetClientError as error:
+                if self._pool.closed and not isinstance(error, ClientClosedError):
+                    raise ClientClosedError(f"the DatasetClient was closed during {method} {url}") from error
                 if progress is not None and progress() > last_progress:
-                    last_progress = progress()
-                    retries_left = self._max_retries
+                    last_progress, retries_left = progress(), self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if delay is None:
                     error.attempts = attempts
@@ -447,117 +416,152 @@ class DatasetClient:
                 _logger().warning(
                     "retrying %s %s in %.2f s (attempt %d failed: %s)", method, url, delay, attempts, error
                 )
-                self._sleep(delay)
+                time.sleep(delay)
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None when it is not retried."""
+        if error.method != method:
+            return None  # a redirect turned the POST into a GET: it was acted on, never send it again
         if isinstance(error, ServiceError):
             if error.status not in (_RETRY_STATUSES_GET if method == "GET" else _RETRY_STATUSES_POST):
                 return None
             if error.retry_after is not None:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
         elif isinstance(error, (NetworkError, RequestTimeoutError)):
-            if not error._retryable:
-                return None
-            if method != "GET" and not error._while_connecting:
+            if isinstance(error.__cause__, ssl.SSLCertVerificationError):
+                return None  # the same certificate again
+            if method != "GET" and not error.connecting:
                 return None  # a POST may have been acted on: only a failed connect is safe to repeat
         else:
             return None
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
         return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
 
+    def _send_handling_redirects(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], *, trusted: bool
+    ) -> _PooledResponse:
+        """Send one request, following redirects; return a 2xx response or raise.
+
+        ``trusted`` says whether ``headers`` may carry credentials: they are dropped
+        for good as soon as a redirect leaves base_url's origin.
+        """
+        hops = 0
+        while True:
+            response = self._send_single_request(method, url, body, headers)
+            status = response.status
+            location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
+            if status < 300:
+                return response
+            if location is None or hops == _MAX_REDIRECTS:
+                raise _service_error(response, too_many_redirects=location is not None)
+            _discard_body(response)
+            url = _redirect_target(method, url, location)
+            if status == 303 or (status in (301, 302) and method == "POST"):
+                method, body = "GET", None  # as browsers, requests and httpx do
+            if trusted and _origin_of(url) != self._origin:
+                trusted = False
+                private = {name.lower() for name in self._credentials}
+                headers = {name: value for name, value in headers.items() if name.lower() not in private}
+            hops += 1
+
+    def _send_single_request(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str]
+    ) -> _PooledResponse:
+        """One request through urllib's opener: its proxy rules, then the pool."""
+        request = urllib.request.Request(url, body, method=method)
+        # Set directly, not through add_header, which would re-case every name; a copy,
+        # since urllib's ProxyHandler adds Proxy-Authorization to it.
+        request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
+        started = time.monotonic()
+        response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
+        _logger().debug(
+            "%s %s: %d %s (%.0f ms)", method, url, response.status, response.reason, 1e3 * (time.monotonic() - started)
+        )
+        return response
+
     def _resolve_download_url(self, download_url: str) -> str:
         _check_text(download_url, "download_url")
         _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
         url = urllib.parse.urljoin(self._base_url + "/", download_url)  # RFC 3986 resolution
-        parts = _split_http_url(url, "download_url")
-        return urllib.parse.urlunsplit(parts._replace(fragment=""))
+        return urllib.parse.urlunsplit(_split_http_url(url, "download_url"))
 
     def _download(
-        self, url: str, sink: _Sink, progress: Callable[[int, int | None], object] | None, expected_digest: str | None
+        self,
+        url: str,
+        target: _FileTarget | _StreamTarget,
+        progress: _Progress | None,
+        digest: str | None,
+        connections: int,
     ) -> None:
         trusted = _origin_of(url) == self._origin
-        headers = self._download_headers[0] if trusted else self._download_headers[1]
-        state = _Transfer(want_digest=expected_digest is not None)
+        headers = _merge_headers(self._download_headers, self._credentials) if trusted else self._download_headers
+        transfer = _Transfer(url, target, headers, trusted, progress, digest is not None, connections)
+        try:
+            for _ in range(self._max_retries + 1):
+                try:
+                    return self._fetch_parts(transfer, digest)
+                except _FileChanged:
+                    transfer.restart()  # the file changed on the server: never splice two versions
+                    transfer.parts[0].taken = False
+            raise InvalidResponseError(
+                f"GET {url}: the file changed on the server during each of {self._max_retries + 1} tries",
+                method="GET",
+                url=url,
+            )
+        finally:
+            transfer.close()
+
+    def _fetch_parts(self, transfer: _Transfer, digest: str | None) -> None:
+        """Fetch what is missing: this thread, and up to ``connections - 1`` more once there are parts."""
+        threads: list[threading.Thread] = []
+
+        def work() -> None:
+            try:
+                while (part := transfer.next_part()) is not None:
+                    self._fetch_part(transfer, part)
+            except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
+                transfer.fail(exc)
+
+        def add_workers() -> None:
+            while len(threads) < min(transfer.connections, len(transfer.parts)) - 1:
+                threads.append(threading.Thread(target=work, name="dataset-client-part", daemon=True))
+                threads[-1].start()
+
+        transfer.add_workers = add_workers
+        add_workers()
+        try:
+            work()
+        finally:
+            for thread in threads:  # their reads end at once when a part failed
+                thread.join()
+        transfer.finish(digest)
+
+    def _fetch_part(self, transfer: _Transfer, part: _Part) -> None:
+        """Fetch one part, resuming it where it stopped when a response is cut."""
 
         def attempt() -> None:
-            request_headers = headers
-            if state.done and state.validator:
-                request_headers = {**headers, "Range": f"bytes={state.done}-", "If-Range": state.validator}
-            response = self._open("GET", url, None, request_headers, trusted=trusted)
-            try:
-                self._receive(response, url, sink, state, progress, resuming=request_headers is not headers)
-            finally:
-                response.close()
-            if state.total is not None and state.done < state.total:  # a resumed part without a length
-                raise IncompleteResponseError(
-                    f"GET {url}: got {state.done} of {state.total} bytes",
-                    url=url,
-                    expected=state.total,
-                    received=state.done,
-                )
+            transfer.check_running()
+            headers = transfer.request_headers(part)
+            response = self._send_handling_redirects("GET", transfer.url, None, headers, trusted=transfer.trusted)
+            with transfer.receiving(response), transfer.stopping_when_failed():
+                transfer.accept(response, part, ranged="Range" in headers)
+                shutil.copyfileobj(_BoundedReader(response, part.remaining), part, _CHUNK_SIZE)
+                if response.status == 206 and response.read(1):
+                    raise InvalidResponseError(
+                        f"GET {response.url}: the 206 body runs past its Content-Range", method="GET", url=response.url
+                    )
+            transfer.check_complete(part, response)
 
-        self._with_retries("GET", url, attempt, progress=lambda: state.done)
-        if expected_digest is not None and state.digest is not None:
-            actual = state.digest.hexdigest()
-            if actual != expected_digest:
-                raise ChecksumMismatchError(
-                    f"sha256 mismatch for {url}: expected {expected_digest}, got {actual}",
-                    url=url,
-                    expected=expected_digest,
-                    actual=actual,
-                )
-        sink.commit()
+        self._retrying("GET", transfer.url, attempt, progress=lambda: part.done)
 
-    def _receive(
-        self,
-        response: http.client.HTTPResponse,
-        url: str,
-        sink: _Sink,
-        state: _Transfer,
-        progress: Callable[[int, int | None], object] | None,
-        *,
-        resuming: bool,
-    ) -> None:
-        """Write one response's body to ``sink``, appending to a resumed transfer or starting over."""
-        length = response.length  # Content-Length of this response, None when absent
-        if response.status == 206 and resuming:
-            _check_content_range(response, url, state)
-        elif response.status == 206 or (response.status != 200 and resuming):
-            raise InvalidResponseError(f"GET {url}: unexpected {response.status} {response.reason}", url=url)
-        else:  # a 200 (or other 2xx): the whole file, from the first byte
-            if state.done:
-                sink.rewind()
-            state.start(length, response.headers)
-            sink.reserve(length)
-        buffer = bytearray(_CHUNK_SIZE)
-        view = memoryview(buffer)
-        received = 0
-        if progress is not None:
-            progress(state.done, state.total)
-        while True:
-            try:
-                count = response.readinto(buffer)
-            except (OSError, http.client.HTTPException) as exc:
-                raise _transport_error(exc, "GET", url) from exc
-            if not count:
-                break
-            chunk = view[:count]
-            sink.write(chunk)
-            if state.digest is not None:
-                state.digest.update(chunk)
-            received += count
-            state.done += count
-            if progress is not None:
-                progress(state.done, state.total)
-        # http.client returns a short body without complaint: check the count ourselves.
-        if length is not None and received < length:
-            raise IncompleteResponseError(
-                f"GET {url}: connection closed after {received} of {length} bytes",
-                url=url,
-                expected=length,
-                received=received,
-            )
+
+class _Secret(str):
+    """A header value that may carry a credential: its repr never shows it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'<redacted>'"
 
 
 # ---------------------------------------------------------------------------
@@ -577,42 +581,35 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         self._bypass: dict[str, bool] = {}
 
     def proxy_open(self, req: urllib.request.Request, proxy: str, type: str) -> http.client.HTTPResponse | None:
-        host = req.host
-        bypass = self._bypass.get(host)
+        bypass = self._bypass.get(req.host)
         if bypass is None:
-            bypass = self._bypass[host] = bool(host) and bool(urllib.request.proxy_bypass(host))
-        if bypass:
-            return None
-        # The rest as in urllib.request.ProxyHandler.proxy_open.
-        proxy_type, user, password, hostport = _parse_proxy(proxy)
-        if user and password:
-            credentials = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
-            req.add_header("Proxy-authorization", "Basic " + base64.b64encode(credentials.encode()).decode("ascii"))
-        proxy_type = proxy_type or type
-        req.set_proxy(urllib.parse.unquote(hostport), proxy_type)
-        if proxy_type == type or type == "https":
-            return None  # the connection handler takes it from here
-        response: http.client.HTTPResponse = self.parent.open(req, timeout=req.timeout)  # e.g. an https proxy
-        return response
-
-
-_parse_proxy: Callable[[str], tuple[str | None, str | None, str | None, str]]
-_parse_proxy = urllib.request._parse_proxy  # type: ignore[attr-defined]
-
-
-class _ConnectFailed(Exception):
-    """Raised by the pool when a new connection (TCP, proxy tunnel or TLS) fails."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(cause)
-        self.cause = cause
+            bypass = self._bypass[req.host] = bool(req.host) and bool(urllib.request.proxy_bypass(req.host))
+        return None if bypass else super().proxy_open(req, proxy, type)
 
 
 class _PooledResponse(http.client.HTTPResponse):
-    """An HTTPResponse that gives its connection back to the pool when closed."""
+    """An HTTPResponse that maps its own read errors and gives its connection back to the pool when closed."""
 
+    method = ""
+    proxy: str | None = None  # host:port of the proxy it came through
+    sock: socket.socket | None = None  # to shut down from another thread
     _release: Callable[[bool], None] | None = None
-    _reusable = True
+
+    def _read_status(self) -> tuple[str, int, str]:
+        # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way.
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not 100 <= status < 200:
+                return version, status, reason
+            if status == 101:  # nothing asked to switch protocols
+                raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
+            http.client.parse_headers(self.fp)
+
+    def read(self, amount: int | None = None) -> bytes:
+        try:
+            return super().read(amount)
+        except (OSError, http.client.HTTPException) as exc:
+            raise _transport_error(exc, self.method, self.url, proxy=self.proxy) from exc
 
     def close(self) -> None:
         # http.client drops ``fp`` once the body has been read to its end; a body
@@ -621,7 +618,11 @@ class _PooledResponse(http.client.HTTPResponse):
         super().close()
         release, self._release = self._release, None
         if release is not None:
-            release(complete and self._reusable and not self.will_close)
+            release(complete and not self.will_close)
+
+    def abort(self) -> None:
+        """End a read blocked in another thread now (not at its time-out)."""
+        _shut_down(self.sock)
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
@@ -630,132 +631,161 @@ class _ConnectionPool(urllib.request.BaseHandler):
     Stock urllib sends ``Connection: close`` and connects anew for every request.
     Connections here are kept per (scheme, host or proxy, tunnelled host), reused
     only once their response was read to the end, checked for a server-side close
-    before reuse, and closed by ``close()``. Safe to share between threads.
+    before reuse, never shared with a forked child, and ended by ``close()``, those
+    in use by other threads included. Safe to share between threads.
     """
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
-        self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
-        self._lock = threading.Lock()
         self.closed = False
+        self._start_afresh()
 
-    def http_open(self, request: urllib.request.Request) -> http.client.HTTPResponse:
-        return self._open(request, secure=False)
+    def _start_afresh(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
+        self._busy: dict[http.client.HTTPConnection, socket.socket] = {}  # in use, with their sockets
 
-    def https_open(self, request: urllib.request.Request) -> http.client.HTTPResponse:
-        return self._open(request, secure=True)
+    def _check_fork(self) -> None:
+        """In a forked child, let go of the parent's connections: never use them, never shut them down."""
+        if self._pid != os.getpid():
+            inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
+            self._start_afresh()  # a new lock too: the parent's may have been held at the fork
+            for connection in inherited:
+                connection.close()  # closes the child's copy of the descriptor; the parent's stays open
+
+    def http_open(self, request: urllib.request.Request) -> _PooledResponse:
+        return self.handle_request(request, secure=False)
+
+    def https_open(self, request: urllib.request.Request) -> _PooledResponse:
+        return self.handle_request(request, secure=True)
 
     def close(self) -> None:
+        self._check_fork()
         with self._lock:
             self.closed = True
-            idle, self._idle = self._idle, {}
-        for connections in idle.values():
-            for connection in connections:
-                connection.close()
+            idle = [connection for connections in self._idle.values() for connection in connections]
+            self._idle = {}
+            busy = list(self._busy.values())
+        for connection in idle:
+            connection.close()
+        for sock in busy:
+            _shut_down(sock)  # the thread using it gets an error now and lets it go
 
-    def _open(self, request: urllib.request.Request, *, secure: bool) -> _PooledResponse:
-        tunnel_host: str | None = getattr(request, "_tunnel_host", None)
-        key = (request.type, request.host, tunnel_host)
+    def handle_request(self, request: urllib.request.Request, *, secure: bool) -> _PooledResponse:
+        """Send ``request`` on a kept-alive connection (or a new one); return its response, headers read."""
+        method, url = request.get_method(), request.full_url
+        tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
+        proxy = request.host if tunnel or request.has_proxy() else None
+        if request.type not in ("http", "https"):  # urllib's ProxyHandler let a socks5:// proxy through
+            raise NetworkError(
+                f"{_request_name(method, url, proxy)}: only http:// proxies are supported", method=method, url=url
+            )
+        key = (request.type, request.host, tunnel)
         headers = request.headers
-        # ProxyHandler adds this for a proxy URL with user:password; through a CONNECT
-        # tunnel it belongs to the CONNECT request only, never to the origin.
+        # urllib's ProxyHandler adds this for a proxy URL with user:password; through a
+        # CONNECT tunnel it belongs to the CONNECT request only, never to the origin.
         proxy_authorization = headers.pop("Proxy-authorization", None)
-        if proxy_authorization and not tunnel_host:
+        if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
-        method = request.get_method()
-        for _ in range(2):
-            connection, reused = self._acquire(key, request, secure, proxy_authorization)
+        # Sent again on a new connection when a kept-alive one turns out dead (as Go's
+        # net/http does): a GET, or a POST that the service deduplicates by its key.
+        replayable = method == "GET" or "Idempotency-Key" in headers
+        connection = self._checkout(key)
+        while True:
+            reused = connection is not None
+            if connection is None:
+                connection = self._connect(key, request, secure, proxy_authorization, proxy)
             try:
                 connection.request(method, request.selector, request.data, headers)
                 response = connection.getresponse()
-            except (ConnectionError, http.client.BadStatusLine) as exc:
-                connection.close()
-                # A kept-alive connection the server closed just as we reused it: no
-                # response byte arrived, so an idempotent request is safe to send again.
-                if reused and method == "GET" and not isinstance(exc, http.client.LineTooLong):
+            except (OSError, http.client.HTTPException) as exc:
+                self._discard(connection)
+                if reused and replayable and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
+                    self._drop_idle(key)  # the other idle ones are as old: likely dead too
+                    connection = None
                     continue
-                raise
+                # Without its traceback: http.client's frames hold the request's header bytes.
+                raise _transport_error(exc, method, url, proxy=proxy) from exc.with_traceback(None)
             except BaseException:
-                connection.close()
+                self._discard(connection)
                 raise
             assert isinstance(response, _PooledResponse)
-            if response.status < 200:
-                response = self._skip_informational(connection, response, method)
+            response.method, response.url, response.proxy = method, url, proxy
+            response.sock = self._busy.get(connection)
             response._release = functools.partial(self._release, key, connection)
-            response.url = request.full_url  # as urllib sets it
+            _check_framing(response)
             return response
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    def _skip_informational(
-        self, connection: http.client.HTTPConnection, response: _PooledResponse, method: str
-    ) -> _PooledResponse:
-        """Skip 1xx responses (http.client itself skips only 100 Continue)."""
-        for _ in range(16):
-            if response.status >= 200:
-                return response
-            if response.status == 101 or connection.sock is None:
-                connection.close()
-                raise http.client.BadStatusLine(f"unexpected {response.status} {response.reason}")
-            # The next response may already sit in this response's read buffer: keep it.
-            reader, response.fp = response.fp, None  # type: ignore[assignment]  # as http.client does
-            response.close()
-            response = _PooledResponse(connection.sock, method=method)
-            response.fp.close()
-            response.fp = reader
-            response._reusable = False  # http.client's own state no longer matches the socket
-            try:
-                response.begin()
-            except BaseException:
-                connection.close()
-                raise
-        connection.close()
-        raise http.client.BadStatusLine("too many informational responses")
-
-    def _acquire(
-        self,
-        key: _PoolKey,
-        request: urllib.request.Request,
-        secure: bool,
-        proxy_authorization: str | None,
-    ) -> tuple[http.client.HTTPConnection, bool]:
-        """Return an idle connection still open, else a new connected one; and whether it was reused."""
+    def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
+        """An idle connection to ``key`` still open, or None."""
+        self._check_fork()
         with self._lock:
             if self.closed:
                 raise ClientClosedError("the DatasetClient is closed")
             idle = self._idle.get(key)
             while idle:
-                candidate = idle.pop()
-                if _is_still_open(candidate):
-                    return candidate, True
-                candidate.close()
-            if secure and self._ssl_context is None:
-                # Built once, lazily: loading the CA store costs milliseconds.
-                self._ssl_context = ssl.create_default_context()
+                connection = idle.pop()
+                if _is_still_open(connection):
+                    self._busy[connection] = connection.sock
+                    return connection
+                connection.close()
+        return None
+
+    def _connect(
+        self,
+        key: _PoolKey,
+        request: urllib.request.Request,
+        secure: bool,
+        proxy_authorization: str | None,
+        proxy: str | None,
+    ) -> http.client.HTTPConnection:
+        """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS."""
+        connection: http.client.HTTPConnection
         if secure:
-            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
-                request.host, timeout=request.timeout, context=self._ssl_context
-            )
+            with self._lock:
+                if self._ssl_context is None:  # built once, lazily: loading the CA store costs milliseconds
+                    self._ssl_context = ssl.create_default_context()
+            connection = http.client.HTTPSConnection(request.host, timeout=request.timeout, context=self._ssl_context)
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
         connection.response_class = _PooledResponse
+        if key[2]:
+            connection.set_tunnel(
+                key[2], headers={"Proxy-Authorization": proxy_authorization} if proxy_authorization else None
+            )
         try:
-            if key[2]:
-                tunnel_headers = {"Proxy-Authorization": proxy_authorization} if proxy_authorization else None
-                connection.set_tunnel(key[2], headers=tunnel_headers)
-            connection.connect()  # TCP (with TCP_NODELAY), CONNECT tunnel, TLS handshake
+            connection.connect()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            raise _ConnectFailed(exc) from exc
-        return connection, False
+            raise _transport_error(exc, request.get_method(), request.full_url, connecting=True, proxy=proxy) from exc
+        with self._lock:
+            if self.closed:  # close() came while connecting
+                connection.close()
+                raise ClientClosedError("the DatasetClient is closed")
+            self._busy[connection] = connection.sock
+        return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
-        if reusable and connection.sock is not None:
-            with self._lock:
-                idle = self._idle.setdefault(key, [])
-                if not self.closed and len(idle) < _MAX_IDLE_PER_ORIGIN:
-                    idle.append(connection)
-                    return
+        self._check_fork()
+        with self._lock:
+            self._busy.pop(connection, None)
+            idle = self._idle.setdefault(key, [])
+            if reusable and connection.sock is not None and not self.closed and len(idle) < _MAX_IDLE_PER_ORIGIN:
+                idle.append(connection)
+                return
         connection.close()
+
+    def _discard(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._busy.pop(connection, None)
+        connection.close()
+
+    def _drop_idle(self, key: _PoolKey) -> None:
+        with self._lock:
+            idle = self._idle.pop(key, [])
+        for connection in idle:
+            connection.close()
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -773,143 +803,171 @@ def _is_still_open(connection: http.client.HTTPConnection) -> bool:
         return False
 
 
+def _shut_down(sock: socket.socket | None) -> None:
+    """Shut a socket down so that a read or write blocked on it in another thread ends now."""
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: SSLSocket's drops its state
+
+
+def _check_framing(response: _PooledResponse) -> None:
+    """Refuse a body whose length is ambiguous: Content-Length values that differ or are not numbers (RFC 9112 6.3)."""
+    values = response.headers.get_all("Content-Length")
+    if values is None or response.chunked:
+        return
+    lengths = {value.strip() for field in values for value in field.split(",")}
+    if len(lengths) > 1 or not all(length.isascii() and length.isdigit() for length in lengths):
+        response.close()
+        raise InvalidResponseError(
+            f"{_request_name(response.method, response.url, response.proxy)}: ambiguous Content-Length"
+            f" {', '.join(sorted(lengths))}",
+            method=response.method,
+            url=response.url,
+        )
+
+
 # ---------------------------------------------------------------------------
 # Private helpers: responses and errors
 # ---------------------------------------------------------------------------
 
 
-def _transport_error(exc: BaseException, method: str, url: str, *, connecting: bool = False) -> DatasetClientError:
+def _request_name(method: str, url: str, proxy: str | None) -> str:
+    return f"{method} {url} via proxy {proxy} (NO_PROXY bypasses it)" if proxy else f"{method} {url}"
+
+
+def _transport_error(
+    exc: BaseException, method: str, url: str, *, connecting: bool = False, proxy: str | None = None
+) -> DatasetClientError:
     """The public exception for a socket, TLS or HTTP protocol failure."""
-    error: NetworkError | RequestTimeoutError
+    where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
-        where = "connecting" if connecting else "waiting for data"
-        error = RequestTimeoutError(f"{method} {url}: timed out {where}", url=url)
-    elif isinstance(exc, http.client.IncompleteRead):
+        return RequestTimeoutError(
+            f"{where}: timed out {'connecting' if connecting else 'waiting for data'}",
+            method=method,
+            url=url,
+            connecting=connecting,
+        )
+    if isinstance(exc, http.client.IncompleteRead):
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
-        error = IncompleteResponseError(
-            f"{method} {url}: connection closed after {received} of {expected if expected is not None else '?'} bytes",
+        return IncompleteResponseError(
+            f"{where}: connection closed after {received} of {expected if expected is not None else '?'} bytes",
+            method=method,
             url=url,
             expected=expected,
             received=received,
         )
-    elif isinstance(exc, ssl.SSLCertVerificationError):
-        error = NetworkError(f"{method} {url}: TLS certificate verification failed: {exc.verify_message}", url=url)
-        error._retryable = False
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        detail = f"TLS certificate verification failed: {exc.verify_message}"
     else:
-        detail = str(exc) or type(exc).__name__
-        what = "could not connect" if connecting else "connection lost"
-        error = NetworkError(f"{method} {url}: {what}: {detail}", url=url)
-    error._while_connecting = connecting
-    return error
+        detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
+    return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
 
 
-def _read_json(response: http.client.HTTPResponse, method: str) -> Any:
-    url: str = response.url
-    try:
-        data = response.read()
-    except (OSError, http.client.HTTPException) as exc:
-        raise _transport_error(exc, method, url) from exc
-    if data and data[0] not in _JSON_FIRST_BYTES:  # gzip (0x1f) and zlib ("x") bodies never start like JSON
-        data = _decode_content(data, response.headers.get("Content-Encoding"), url)
+def _read_json(response: _PooledResponse) -> Any:
+    data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
     try:
-        if len(data) < _GC_PAUSE_THRESHOLD:
-            return json.loads(data)
-        return _loads_with_gc_paused(data)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        return json.loads(data) if len(data) < _GC_PAUSE_THRESHOLD else _loads_with_gc_paused(data)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
         content_type = response.headers.get("Content-Type", "no content type")
         raise InvalidResponseError(
-            f"{method} {url}: {response.status} response is not JSON ({content_type}): {data[:200]!r}", url=url
+            f"{response.method} {response.url}: {response.status} response is not JSON ({content_type}):"
+            f" {bytes(data[:200])!r}",
+            method=response.method,
+            url=response.url,
         ) from exc
 
 
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-def _loads_with_gc_paused(data: bytes) -> Any:
+def _loads_with_gc_paused(data: bytes | bytearray) -> Any:
     """json.loads with the cyclic collector paused: it otherwise runs many times over a large result.
 
-    A process-wide count makes concurrent decodes safe: the first one in pauses the
-    collector, the last one out restores the state the first one found.
+    Concurrent decodes are safe: whoever found the collector enabled enables it again.
     """
-    global _gc_pauses, _gc_was_enabled
     import gc  # only large results come here
 
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         return json.loads(data)
     finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
+        if enabled:
+            gc.enable()
 
 
-def _decode_content(data: bytes, encoding: str | None, url: str) -> bytes:
-    """Undo a gzip (or deflate) Content-Encoding."""
-    encoding = (encoding or "identity").strip().lower()
+def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
+    """The body with its gzip Content-Encoding undone as it arrives, at most ``limit`` decoded bytes.
+
+    Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body); otherwise
+    it is an InvalidResponseError (a decompression bomb) before the memory is used.
+    """
+    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
     if encoding == "identity":
-        return data
+        return response.read(limit) if truncate else response.read()
+    where = _request_name(response.method, response.url, response.proxy)
     if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise InvalidResponseError(f"{url}: unsupported Content-Encoding {encoding!r}", url=url)
+        raise InvalidResponseError(
+            f"{where}: unsupported Content-Encoding {encoding!r}", method=response.method, url=response.url
+        )
+    decoded = bytearray()
+    decoder = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
     try:
-        if encoding == "deflate":
-            try:
-                return zlib.decompress(data)
-            except zlib.error:
-                return zlib.decompress(data, -zlib.MAX_WBITS)  # raw deflate, as some servers send
-        parts = []
-        while data:  # a gzip body may hold several members
-            decompressor = zlib.decompressobj(wbits=31)
-            parts.append(decompressor.decompress(data))
-            if not decompressor.eof:
-                raise zlib.error("truncated gzip data")
-            data = decompressor.unused_data
-        return b"".join(parts)
+        while data := response.read(_CHUNK_SIZE):
+            while data:
+                if decoder.eof:  # the previous gzip member ended: another follows (RFC 1952 2.2)
+                    decoder = zlib.decompressobj(wbits=47)
+                decoded += decoder.decompress(data, limit + 1 - len(decoded))
+                if len(decoded) > limit:
+                    if truncate:
+                        return decoded[:limit]
+                    raise InvalidResponseError(
+                        f"{where}: the {encoding} body inflates past {_size(limit)}: refused as a decompression bomb",
+                        method=response.method,
+                        url=response.url,
+                    )
+                data = decoder.unused_data if decoder.eof else decoder.unconsumed_tail
+        if not decoder.eof:
+            raise zlib.error("the compressed data ends early")
     except zlib.error as exc:
-        raise InvalidResponseError(f"{url}: cannot decode the {encoding} body: {exc}", url=url) from exc
+        if truncate:
+            return decoded
+        raise InvalidResponseError(
+            f"{where}: cannot decode the {encoding} body: {exc}", method=response.method, url=response.url
+        ) from exc
+    return decoded
 
 
-def _service_error(response: http.client.HTTPResponse, method: str, url: str, too_many_redirects: bool) -> ServiceError:
+def _service_error(response: _PooledResponse, *, too_many_redirects: bool = False) -> ServiceError:
     """Read (a bounded part of) an error response and build its ServiceError."""
     try:
-        raw = response.read(_ERROR_BODY_LIMIT)
-    except (OSError, http.client.HTTPException):
+        raw = _read_body(response, _ERROR_BODY_LIMIT, truncate=True)
+    except DatasetClientError:  # a broken error body: the status says enough
         raw = b""
     finally:
         response.close()
-    with contextlib.suppress(InvalidResponseError):  # keep the raw bytes then
-        raw = _decode_content(raw, response.headers.get("Content-Encoding"), url)
-    charset = response.headers.get_content_charset() or "utf-8"
     try:
-        body = raw[:_ERROR_BODY_LIMIT].decode(charset, errors="replace")
+        body = raw.decode(response.headers.get_content_charset() or "utf-8", errors="replace")
     except LookupError:
-        body = raw[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace")
+        body = raw.decode("utf-8", errors="replace")
     try:
         payload = json.loads(body) if body.strip() else None
-    except ValueError:
+    except (ValueError, RecursionError):
         payload = None
     message = f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else _message_of(payload)
     status = response.status
     return ServiceError(
         status,
         response.reason or _standard_reason(status),
-        method,
-        url,
+        response.method,
+        response.url,
         headers=response.headers,
         body=body,
         payload=payload,
         message=message,
         request_id=response.headers.get("X-Request-Id") or response.headers.get("Request-Id"),
         retry_after=_parse_retry_after(response.headers.get("Retry-After")),
+        proxy=response.proxy,
     )
 
 
@@ -942,32 +1000,33 @@ def _parse_retry_after(value: str | None) -> float | None:
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
-def _discard_body(response: http.client.HTTPResponse) -> None:
+def _discard_body(response: _PooledResponse) -> None:
     """Read a small body so its connection can be reused; a large one closes it."""
-    try:
+    with contextlib.suppress(DatasetClientError), response:
         response.read(_ERROR_BODY_LIMIT)
-    except (OSError, http.client.HTTPException):
-        pass
-    finally:
-        response.close()
 
 
-def _redirect_target(url: str, location: str) -> str:
-    """The absolute URL a redirect points to; only http and https are followed."""
-    # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
-    target = urllib.parse.urljoin(url, location.strip())
-    target = urllib.parse.quote(target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1")
-    parts = urllib.parse.urlsplit(target)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidResponseError(f"{url}: refusing to follow a redirect to {parts.scheme}: URL", url=url)
-    return urllib.parse.urlunsplit(parts._replace(fragment=""))
+def _redirect_target(method: str, url: str, location: str) -> str:
+    """The absolute URL a redirect points to: http or https, with a valid host and port."""
+    try:
+        # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
+        target = urllib.parse.quote(
+            urllib.parse.urljoin(url, location.strip()),
+            safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+            encoding="iso-8859-1",
+        )
+        return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
+    except ValueError as exc:  # UnicodeError included
+        raise InvalidResponseError(
+            f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
+        ) from None
 
 
 def _origin_of(url: str) -> tuple[str, str, int]:
@@ -976,27 +1035,27 @@ def _origin_of(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default_port
 
 
-def _check_content_range(response: http.client.HTTPResponse, url: str, state: _Transfer) -> None:
-    """A resumed transfer appends only when the 206 starts exactly where we stopped (RFC 9110 14.4)."""
-    value = response.headers.get("Content-Range", "")
-    match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value)
-    if (
-        match is None
-        or int(match[1]) != state.done
-        or (state.total is not None and match[3] != "*" and int(match[3]) != state.total)
-    ):
-        raise InvalidResponseError(
-            f"GET {url}: asked to resume at byte {state.done}, got Content-Range {value!r}", url=url
-        )
-
-
 def _logger() -> Any:
-    import logging  # only retries log: keep it off the import path
+    global _log
+    if _log is None:
+        import logging  # only retries and (at DEBUG) requests log: keep it off the import path
 
-    logger = logging.getLogger("dataset_client")
-    if not logger.handlers:
-        logger.addHandler(logging.NullHandler())
-    return logger
+        _log = logging.getLogger("dataset_client")
+        _log.addHandler(logging.NullHandler())
+    return _log
+
+
+_log: Any = None
+
+
+def _size(count: float) -> str:
+    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    index = 0
+    while count >= 1024 and index < len(units) - 1:
+        count /= 1024
+        index += 1
+    return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
 
 
 # ---------------------------------------------------------------------------
@@ -1004,81 +1063,474 @@ def _logger() -> Any:
 # ---------------------------------------------------------------------------
 
 
+class _FileChanged(Exception):
+    """A response came from another version of the file: the transfer starts over."""
+
+
+class _Cancelled(Exception):
+    """Another part of the transfer failed: this one stops."""
+
+
+class _Part:
+    """Bytes ``[start, end)`` of a download (``end`` None: up to an unknown length), ``done`` of them written.
+
+    It is also where ``shutil.copyfileobj`` writes the part's response body.
+    """
+
+    def __init__(self, transfer: _Transfer, start: int, end: int | None, done: int = 0) -> None:
+        self.transfer = transfer
+        self.start = start
+        self.end = end
+        self.done = done
+        self.taken = False  # a thread is fetching it
+
+    @property
+    def offset(self) -> int:
+        return self.start + self.done
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.end is None else self.end - self.offset
+
+    def write(self, data: bytes) -> None:
+        self.transfer.write(self, data)
+
+
+class _BoundedReader:
+    """A response body as ``shutil.copyfileobj`` reads it: at most ``size`` bytes (None: all of it)."""
+
+    def __init__(self, response: _PooledResponse, size: int | None) -> None:
+        self.response = response
+        self.size = size
+
+    def read(self, amount: int = _CHUNK_SIZE, /) -> bytes:
+        if self.size is None:
+            return self.response.read(amount)
+        data = self.response.read(min(amount, self.size)) if self.size > 0 else b""
+        self.size -= len(data)
+        return data
+
+
 class _Transfer:
-    """What a download has received so far, kept across retries."""
+    """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
 
-    def __init__(self, *, want_digest: bool) -> None:
+    Every part's bytes go through ``write``, which counts them, hands them to the hash,
+    records the progress on disk (resumable files) and calls ``progress``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        target: _FileTarget | _StreamTarget,
+        headers: dict[str, str],
+        trusted: bool,
+        progress: _Progress | None,
+        want_digest: bool,
+        connections: int,
+    ) -> None:
+        self.url = url
+        self.target = target
+        self.headers = headers
+        self.trusted = trusted
+        self.progress = progress
         self.want_digest = want_digest
-        self.done = 0
-        self.total: int | None = None
+        self.connections = connections if target.parallel else 1
+        self.lock = threading.Lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
-        self.digest: Any = hashlib.sha256() if want_digest else None
+        self.total: int | None = None
+        self.parts = [_Part(self, 0, None)]
+        self.error: BaseException | None = None
+        self.responses: set[_PooledResponse] = set()  # being read: ``fail`` ends them
+        self.add_workers: Callable[[], None] = lambda: None
+        self.digest: _Digest | None = None
+        if target.saved is not None and not self._resume(target.saved):
+            target.reset()  # a partial file of another URL: start it afresh
+        self._start_digest()
 
-    def start(self, total: int | None, headers: http.client.HTTPMessage) -> None:
-        self.done = 0
-        self.total = total
-        etag = headers.get("ETag")
-        self.validator = etag if etag and not etag.startswith("W/") else headers.get("Last-Modified")
-        self.digest = hashlib.sha256() if self.want_digest else None
+    @property
+    def done(self) -> int:
+        return sum(part.done for part in self.parts)
+
+    def _resume(self, saved: Any) -> bool:
+        """Take up a partial file left by an earlier run for this URL."""
+        try:
+            if saved["url"] != self.url or not saved["validator"]:
+                return False
+            size = self.target.size()
+            parts = [
+                _Part(self, int(start), end and int(end), max(0, min(int(done), size - int(start))))
+                for start, end, done in saved["parts"]
+            ]
+            self.validator, self.total, self.parts = (
+                str(saved["validator"]),
+                saved["total"] and int(saved["total"]),
+                parts,
+            )
+        except (KeyError, TypeError, ValueError):  # no state, or not ours
+            return False
+        self.target.keep = True  # what is on disk stays resumable, whatever happens in this run
+        _logger().info(
+            "resuming GET %s: %s of %s already downloaded", self.url, _size(self.done), _size(self.total or 0)
+        )
+        return True
+
+    def _start_digest(self) -> None:
+        if self.want_digest:
+            self.digest = _Digest(self.target.fd)
+            self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def _contiguous(self) -> int:
+        """How far from the first byte the file is complete."""
+        end = 0
+        for part in self.parts:
+            end = part.offset
+            if part.remaining != 0:
+                break
+        return end
+
+    def restart(self) -> None:
+        """Forget what was received: the server sent the file anew, or another version of it."""
+        first = self.parts[0]
+        first.start = first.done = 0
+        first.end = None
+        self.parts = [first]
+        self.validator = self.total = self.error = None
+        self.target.reset()
+        self.target.keep = False
+        if self.digest is not None:
+            self.digest.close()
+        self._start_digest()
+
+    def next_part(self) -> _Part | None:
+        with self.lock:
+            for part in self.parts:
+                if self.error is None and not part.taken and part.remaining != 0:
+                    part.taken = True
+                    return part
+        return None
+
+    def request_headers(self, part: _Part) -> dict[str, str]:
+        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+            return self.headers
+        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
+        if part.done:
+            _logger().info("resuming GET %s at byte %d", self.url, part.offset)
+        return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
+
+    def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
+        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew."""
+        if response.status == 206:
+            value = response.headers.get("Content-Range", "")
+            match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value)
+            total = int(match[3]) if match and match[3] != "*" else None
+            length = int(match[2]) + 1 - int(match[1]) if match else -1
+            if (
+                not ranged
+                or match is None
+                or int(match[1]) != part.offset
+                or (part.end is not None and int(match[2]) + 1 != part.end)
+                or (response.length is not None and response.length != length)
+            ):
+                raise InvalidResponseError(
+                    f"GET {response.url}: asked to resume at byte {part.offset}, got {response.status}"
+                    f" with Content-Range {value!r}",
+                    method="GET",
+                    url=response.url,
+                )
+            theirs = _validator(response.headers)
+            if (self.total is not None and total != self.total) or (theirs is not None and theirs != self.validator):
+                raise _FileChanged
+            if part.end is None:  # the total was not known before
+                self.total = part.end = total
+            return
+        if ranged and len(self.parts) > 1:
+            raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
+        if part.done:
+            self.restart()  # the whole file, from its first byte
+        self.validator = _validator(response.headers)
+        self.total = part.end = response.length
+        self.target.reserve(self.total)
+        accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
+        if self.total and self.connections > 1 and accepts_ranges and (self.validator or "").startswith('"'):
+            self._split(min(self.connections, self.total // _MIN_PART_SIZE))
+        with self.lock:
+            self._save()
+
+    def _split(self, count: int) -> None:
+        """Cut the file into ``count`` parts: the first one continues on the response under way."""
+        if count < 2 or self.total is None:
+            return
+        bounds = [self.total * index // count for index in range(count + 1)]
+        self.parts[0].end = bounds[1]
+        self.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.add_workers()
+
+    def write(self, part: _Part, data: bytes) -> None:
+        self.check_running()
+        self.target.write_at(part.offset, data)
+        with self.lock:
+            if self.error is not None:
+                raise _Cancelled
+            part.done += len(data)
+            if self.digest is not None:
+                if len(self.parts) == 1:
+                    self.digest.add(data)
+                else:
+                    self.digest.add_until(self._contiguous())
+            self._save()
+            if self.progress is not None:
+                self.progress(self.done, self.total)
+
+    def _save(self) -> None:
+        if self.validator is not None:
+            state = {"url": self.url, "validator": self.validator, "total": self.total}
+            self.target.save({**state, "parts": [[part.start, part.end, part.done] for part in self.parts]})
+
+    def check_complete(self, part: _Part, response: _PooledResponse) -> None:
+        if part.end is None:  # a body of unknown length ends where the connection closed
+            part.end = self.total = part.offset
+        elif part.remaining:
+            expected = part.end - part.start
+            raise IncompleteResponseError(
+                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
+                method="GET",
+                url=response.url,
+                expected=expected,
+                received=part.done,
+            )
+
+    def check_running(self) -> None:
+        if self.error is not None:
+            raise _Cancelled
+
+    @contextlib.contextmanager
+    def stopping_when_failed(self) -> Iterator[None]:
+        """A read ended by ``fail`` (another part failed) stops this part instead of being retried."""
+        try:
+            yield
+        except DatasetClientError:
+            self.check_running()
+            raise
+
+    @contextlib.contextmanager
+    def receiving(self, response: _PooledResponse) -> Iterator[None]:
+        with self.lock:
+            self.responses.add(response)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.responses.discard(response)
+            response.close()
+
+    def fail(self, error: BaseException) -> None:
+        """Record the first failure and end every part's read at once."""
+        with self.lock:
+            if self.error is None and not isinstance(error, _Cancelled):
+                self.error = error
+            responses = list(self.responses)
+        for response in responses:
+            response.abort()
+
+    def finish(self, expected_digest: str | None) -> None:
+        if self.error is not None:
+            raise self.error
+        if self.digest is not None and expected_digest is not None:
+            actual = self.digest.hexdigest()
+            if actual != expected_digest:
+                self.target.keep = False  # not resumable: those bytes are wrong
+                raise ChecksumMismatchError(
+                    f"sha256 mismatch for {self.url}: expected {expected_digest}, got {actual}",
+                    url=self.url,
+                    expected=expected_digest,
+                    actual=actual,
+                )
+
+    def close(self) -> None:
+        if self.digest is not None:
+            self.digest.close()
 
 
-class _AtomicFile:
-    """A unique temporary file beside the destination, moved over it by ``commit``."""
+def _validator(headers: http.client.HTTPMessage) -> str | None:
+    """What identifies this version of a file, for If-Range: a strong ETag, else Last-Modified."""
+    etag = headers.get("ETag")
+    return etag if etag and not etag.startswith("W/") else headers.get("Last-Modified")
 
-    def __init__(self, destination: str) -> None:
+
+class _Digest:
+    """The sha256 of a download in file order, computed by a thread of its own to overlap the network.
+
+    It is given a single stream's chunks as they arrive (``add``), or told how far the
+    file on disk is complete (``add_until``) and reads that back.
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        import queue
+
+        self.fd = fd
+        self._queue: queue.Queue[bytes | int | None] = queue.Queue(maxsize=16)  # 16 chunks at most
+        self._hash = hashlib.sha256()
+        self._position = 0  # hashed so far (in the thread)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
+        self._thread.start()
+
+    def add(self, data: bytes) -> None:
+        self._queue.put(data)
+
+    def add_until(self, end: int) -> None:
+        self._queue.put(end)
+
+    def hexdigest(self) -> str:
+        self.close()
+        if self._error is not None:
+            raise self._error
+        return self._hash.hexdigest()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                if isinstance(item, bytes):
+                    self._hash.update(item)
+                    self._position += len(item)
+                while isinstance(item, int) and self._position < item and self.fd is not None:
+                    data = os.pread(self.fd, min(_CHUNK_SIZE, item - self._position), self._position)
+                    if not data:
+                        raise OSError(errno.EIO, "the downloaded file is shorter than was written")
+                    self._hash.update(data)
+                    self._position += len(data)
+            except BaseException as exc:  # reported by hexdigest(); keep draining the queue
+                self._error = self._error or exc
+
+
+class _FileTarget:
+    """Where a download to a path goes: a file beside the destination, moved over it by ``commit``.
+
+    Without ``resume`` it has a unique name and never outlives the call. With it, it is
+    ``.NAME.part`` with its state in ``.NAME.part.json``, locked while in use (another
+    process downloading to NAME gets a file of its own), and kept when a failure can be
+    resumed.
+    """
+
+    parallel = hasattr(os, "pwrite")  # parts are written at their offsets
+
+    def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
-        self.directory = os.path.dirname(os.path.abspath(destination))
+        directory, name = os.path.split(destination)
+        self.directory = directory or "."
+        self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
         self.path = ""
-        self.file: Any = None
+        self.state_path: str | None = None
+        self.saved: Any = None  # the state an earlier run left
+        self.keep = False  # on failure: a resumable state is on disk
+        self.fd = self._open_resumable() if resume else -1
+        if self.fd < 0:
+            self.fd = self._open_unique()
 
-    def __enter__(self) -> _AtomicFile:
-        base = os.path.basename(self.destination)
+    def _open_resumable(self) -> int:
+        try:
+            import fcntl
+        except ImportError:  # no lock on this platform: a file of our own
+            return -1
+        path = self.stem + ".part"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another process is downloading to the same destination
+            os.close(fd)
+            return -1
+        self.path, self.state_path = path, self.stem + ".part.json"
+        with contextlib.suppress(OSError, ValueError), open(self.state_path, encoding="utf-8") as state:
+            self.saved = json.load(state)
+        if self.saved is None:
+            os.ftruncate(fd, 0)  # bytes without a state to say what they are
+        return fd
+
+    def _open_unique(self) -> int:
         for _ in range(100):
-            path = os.path.join(self.directory, f".{base}.{os.urandom(6).hex()}.part")
+            path = f"{self.stem}.{os.urandom(6).hex()}.part"
             try:  # O_EXCL: two downloads to one path never share a temporary file
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
             except FileExistsError:
                 continue
             self.path = path
-            self.file = open(fd, "wb", buffering=0)
-            return self
-        raise FileExistsError(f"cannot create a temporary file in {self.directory}")
+            return fd
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", self.directory)
 
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        if self.file is not None:  # not committed: a failure, Ctrl-C included
-            self.file.close()
-            self.file = None
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+    def __enter__(self) -> _FileTarget:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.fd >= 0:  # not committed: a failure, Ctrl-C included
+            if not self.keep:
+                for path in (self.path, self.state_path):
+                    with contextlib.suppress(OSError, TypeError):
+                        os.unlink(path)  # type: ignore[arg-type]
+            os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
+            self.fd = -1
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def reset(self) -> None:
+        os.ftruncate(self.fd, 0)
 
     def reserve(self, size: int | None) -> None:
-        if size is not None:
-            free = shutil.disk_usage(self.directory).free
-            if size > free:
-                raise OSError(
-                    errno.ENOSPC,
-                    f"not enough space for {size} bytes ({free} free) in {self.directory}",
-                    self.destination,
-                )
+        free = shutil.disk_usage(self.directory).free
+        if size is not None and size > free:
+            raise OSError(
+                errno.ENOSPC,
+                f"not enough space for {_size(size)} in {self.directory} ({_size(free)} free)",
+                self.destination,
+            )
 
-    def write(self, data: memoryview) -> None:
-        self.file.write(data)  # a raw FileIO writes everything on a blocking regular file
+    def write_at(self, offset: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self.parallel:
+                written = os.pwrite(self.fd, view, offset)
+            else:
+                os.lseek(self.fd, offset, os.SEEK_SET)
+                written = os.write(self.fd, view)
+            view, offset = view[written:], offset + written
 
-    def rewind(self) -> None:
-        self.file.seek(0)
-        self.file.truncate()
+    def save(self, state: dict[str, Any]) -> None:
+        """Record on disk what a later run needs to resume: after the bytes it counts were written."""
+        if self.state_path is not None:
+            with open(self.state_path + ".tmp", "w", encoding="utf-8") as file:
+                json.dump(state, file)
+            os.replace(self.state_path + ".tmp", self.state_path)
+            self.keep = True
 
     def commit(self) -> None:
-        # Flushed to the operating system (a raw FileIO holds nothing back), not fsync'ed:
-        # like curl and wget; a sync halves the speed. See "Decisions" in the README.
-        self.file.flush()
-        self.file.close()
-        self.file = None
-        os.replace(self.path, self.destination)
+        # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
+        # curl and wget; a sync halves the speed. See "Decisions" in the README.
+        try:
+            os.replace(self.path, self.destination)
+        except BaseException:
+            self.keep = False  # the temporary file goes all the same
+            raise
+        if self.state_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.state_path)
+        os.close(self.fd)
+        self.fd = -1
 
 
-class _StreamSink:
-    """A binary file object of the caller's, written at its position and left open."""
+class _StreamTarget:
+    """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
+
+    parallel = False
+    fd = None
+    saved = None
+    keep = False
 
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
@@ -1087,26 +1539,56 @@ class _StreamSink:
         except OSError:
             self.start = None
 
+    def size(self) -> int:
+        return 0
+
+    def reset(self) -> None:
+        if self.start is None:
+            raise InvalidResponseError("the server started the transfer over and the destination cannot seek back")
+        self.stream.seek(self.start)
+        with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
+            self.stream.truncate()
+
     def reserve(self, size: int | None) -> None:
         pass  # the caller's file: its space is the caller's business
 
-    def write(self, data: memoryview) -> None:
-        # A copy: the view is of a buffer the next read overwrites, and a stream may keep it.
-        remaining = memoryview(bytes(data))
-        while remaining:
-            written = self.stream.write(remaining)
-            if written is None or written >= len(remaining):  # buffered streams write everything
+    def write_at(self, offset: int, data: bytes) -> None:
+        while True:  # at the stream's position: a stream is only ever written in order
+            written = self.stream.write(data)
+            if written is None or written >= len(data):  # buffered streams write everything
                 return
-            remaining = remaining[written:]
+            if written <= 0:
+                raise OSError(errno.EIO, "the destination's write() made no progress")
+            data = data[written:]
 
-    def rewind(self) -> None:
-        if self.start is None:
-            raise InvalidResponseError("the server restarted the transfer and the destination cannot seek back")
-        self.stream.seek(self.start)
-        self.stream.truncate()
+    def save(self, state: dict[str, Any]) -> None:
+        pass
 
     def commit(self) -> None:
         self.stream.flush()
+
+
+def _hidden_stem(directory: str, name: str) -> str:
+    """``.NAME`` for the files beside NAME, shortened (with a hash) to leave room for a suffix within NAME_MAX."""
+    try:
+        limit = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    encoded = os.fsencode(name)
+    room = limit - 24  # the longest suffix: ".0123456789ab.part"
+    if len(encoded) < room:
+        return "." + name
+    digest = hashlib.sha256(encoded).hexdigest()[:16]
+    return "." + os.fsdecode(encoded[: room - 18]) + "~" + digest
+
+
+def _is_regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True  # it will be one
+    except OSError:
+        return True  # let creating the temporary file say what is wrong
 
 
 def _is_writable_binary(destination: object) -> bool:
@@ -1129,8 +1611,9 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     """Return base_url without a trailing slash, and its origin."""
     if not isinstance(base_url, str):
         raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
+    _check_url_characters(base_url, "base_url")
     parts = _split_http_url(base_url, "base_url")
-    if parts.query or parts.fragment or base_url.endswith(("?", "#")):
+    if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
     return url, _origin_of(url)
@@ -1143,9 +1626,11 @@ def _check_url_characters(url: str, argument: str) -> None:
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
-    """Split an http(s) URL with a host and no user:password, or raise ValueError naming ``argument``."""
-    _check_url_characters(url, argument)
-    parts = urllib.parse.urlsplit(url)
+    """Split an http(s) URL with a host and a valid port, no user:password, no fragment; else ValueError."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:  # a broken IPv6 literal
+        raise ValueError(f"{argument} is not a valid URL: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise ValueError(f"{argument} must be an http:// or https:// URL, not {parts.scheme or 'no scheme'!r}")
     if "@" in parts.netloc:
@@ -1154,35 +1639,19 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
         raise ValueError(f"{argument} has no host: {url!r}")
     try:
         parts.port  # noqa: B018 -- the property validates the port
-    except ValueError as exc:
-        raise ValueError(f"{argument} has an invalid port: {exc}") from None
-    return parts._replace(scheme=parts.scheme.lower())
+        urllib.parse.unquote(parts.hostname).encode("idna")  # the host as urllib's Request and getaddrinfo see it
+    except ValueError as exc:  # UnicodeError included
+        raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
+    return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
-def _check_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
-    if not 0 < timeout < float("inf"):  # also rejects NaN
-        raise ValueError(f"timeout must be a positive number of seconds (or None for no limit), got {timeout!r}")
-    return float(timeout)
-
-
-def _check_count(value: int, argument: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{argument} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{argument} must be 0 or more, got {value}")
+def _check_number(value: float, argument: str, *, whole: bool = False, positive: bool = False) -> float:
+    """A finite number (an int when ``whole``), above zero when ``positive``, else at least zero."""
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        raise TypeError(f"{argument} must be {'an int' if whole else 'a number'}, not {type(value).__name__}")
+    if not (value > 0 if positive else value >= 0) or not math.isfinite(value):
+        raise ValueError(f"{argument} must be {'above' if positive else 'at least'} 0 and finite, got {value!r}")
     return value
-
-
-def _check_backoff(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"backoff_factor must be a number, not {type(value).__name__}")
-    if not 0 <= value < float("inf"):
-        raise ValueError(f"backoff_factor must be 0 or more, got {value!r}")
-    return float(value)
 
 
 def _check_api_key(api_key: str) -> str:
@@ -1225,7 +1694,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-def _merge_headers(*layers: dict[str, str]) -> dict[str, str]:
+def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
     """Merge header dicts, later names replacing earlier ones whatever their case."""
     merged: dict[str, str] = {}
     for layer in layers:
@@ -1262,10 +1731,8 @@ def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
 
 
 def _format_date(value: datetime.date | str, argument: str) -> str:
-    if isinstance(value, datetime.datetime):
-        return value.isoformat()
     if isinstance(value, datetime.date):
-        return value.isoformat()  # YYYY-MM-DD
+        return value.isoformat()  # YYYY-MM-DD, or the datetime's own isoformat()
     if isinstance(value, str):
         _check_text(value, argument)
         return value
@@ -1302,7 +1769,7 @@ def _check_sha256(sha256: str | None) -> str | None:
     if not isinstance(sha256, str):
         raise TypeError(f"sha256 must be a hex str, not {type(sha256).__name__}")
     digest = sha256.strip().lower()
-    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+    if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
         raise ValueError(f"sha256 must be 64 hexadecimal digits, got {sha256!r}")
     return digest
 
@@ -1450,15 +1917,6 @@ def _progress_line(done: int, total: int | None, elapsed: float) -> str:
         bar = "#" * int(30 * done / total)
         return f"[{bar:<30}] {done * 100 // total:3d}% {_size(done)} of {_size(total)}  {_size(rate)}/s  {left}"
     return f"{_size(done)}  {_size(rate)}/s"
-
-
-def _size(count: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    index = 0
-    while count >= 1024 and index < len(units) - 1:
-        count /= 1024
-        index += 1
-    return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
 
 
 if __name__ == "__main__":

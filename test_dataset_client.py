@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
+import functools
 import gc
 import gzip
 import hashlib
@@ -18,19 +20,23 @@ import json
 import os
 import pickle
 import select
+import signal
 import socket
 import socketserver
 import ssl
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import traceback
 import unittest
 import urllib.parse as urllib_parse
 import uuid
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -61,21 +67,25 @@ class Recorded:
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 10  # an idle kept-alive connection ends by itself
+    disable_nagle_algorithm = True  # headers and body are two sends: no 40 ms delayed-ACK stall between them
     server: ScriptedServer
 
     def setup(self) -> None:
         super().setup()
+        self.handled = 0  # requests on this connection so far
         with self.server.lock:
             self.server.connections += 1
             self.connection_number = self.server.connections
 
     def handle_one(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        recorded = Recorded(self.command, self.path, self.headers, body, self.connection_number)
         with self.server.lock:
-            self.server.requests.append(recorded)
             respond = self.server.script.pop(0) if self.server.script else self.server.default
+        length = int(self.headers.get("Content-Length") or 0)
+        unread = getattr(respond, "before_body", False)  # it answers before the body arrives
+        self.body = body = self.rfile.read(length) if length and not unread else b""
+        self.handled += 1
+        with self.server.lock:
+            self.server.requests.append(Recorded(self.command, self.path, self.headers, body, self.connection_number))
         if respond is None:
             self.server.errors.append(f"no scripted response for {self.command} {self.path}")
             reply(500, b"no scripted response")(self)
@@ -231,7 +241,7 @@ class ServerTestCase(unittest.TestCase):
 
     def start_server(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
         server = ScriptedServer(tls)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         thread.start()
 
         def stop() -> None:
@@ -621,9 +631,7 @@ class ErrorTests(ServerTestCase):
         self.assertIn(self.server.url + "/api/v1/datasets", str(caught.exception))
 
     def test_connection_refused(self) -> None:
-        with socket.socket() as unused:
-            unused.bind(("127.0.0.1", 0))
-            port = unused.getsockname()[1]
+        port = free_port()
         client = self.client(f"http://127.0.0.1:{port}/api", max_retries=0)
         with self.assertRaises(dc.NetworkError) as caught:
             client.list_datasets()
@@ -667,10 +675,8 @@ class ErrorTests(ServerTestCase):
 
     def test_exceptions_pickle_with_their_fields_and_cause(self) -> None:
         self.script(reply(503, {"message": "busy"}, {"Retry-After": "1"}), reply(503, {"message": "busy"}))
-        client = self.client(max_retries=1)
-        client._sleep = lambda seconds: None
-        with self.assertRaises(ServiceError) as caught:
-            client.list_datasets()
+        with recorded_sleeps(), self.assertRaises(ServiceError) as caught:
+            self.client(max_retries=1).list_datasets()
         copy = pickle.loads(pickle.dumps(caught.exception))
         self.assertEqual(str(copy), str(caught.exception))
         self.assertEqual(
@@ -699,8 +705,10 @@ class ErrorTests(ServerTestCase):
         error = caught.exception
         for text in (str(error), repr(error), error.body, *logs.output, repr(vars(error)), repr(client)):
             self.assertNotIn(KEY, text)
-        self.assertEqual(len(logs.records), 1)
-        self.assertIn("retrying GET", logs.output[0])
+        retries = [record for record in logs.records if record.levelname == "WARNING"]
+        self.assertEqual(len(retries), 1)
+        self.assertIn("retrying GET", retries[0].getMessage())
+        self.assertEqual(len(logs.records), 3, "one retry, two requests at DEBUG")
 
 
 # ---------------------------------------------------------------------------
@@ -874,13 +882,10 @@ class DownloadTests(ServerTestCase):
         (directory / "out.bin").write_bytes(b"precious")
         client = self.client()
         self.script(serve_file(DATA))
-        with (
-            mock.patch.object(dc._AtomicFile, "write", side_effect=OSError(28, "No space left on device")),
-            self.assertRaises(OSError) as caught,
-        ):
+        with file_size_limit(1024 * 1024), self.assertRaises(OSError) as caught:
             client.download("files/x", directory / "out.bin")
         self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
-        self.assertEqual(caught.exception.errno, 28)
+        self.assertEqual(caught.exception.errno, errno.EFBIG)
 
         def interrupt(done: int, total: int | None) -> None:
             if done > 1_000_000:
@@ -913,12 +918,30 @@ class DownloadTests(ServerTestCase):
             self.client().download("files/x", self.tmp() / "missing" / "out.bin")
         self.assertEqual(self.requests, [])
 
-    def test_concurrent_downloads_to_one_path_use_distinct_temporary_files(self) -> None:
-        target = str(self.tmp() / "out.bin")
-        with dc._AtomicFile(target) as first, dc._AtomicFile(target) as second:
-            self.assertNotEqual(first.path, second.path)
-            self.assertEqual(os.path.dirname(first.path), os.path.dirname(target))
-        self.assertFalse(os.path.exists(first.path) or os.path.exists(second.path))
+    def test_two_downloads_to_one_path_at_once_use_temporary_files_of_their_own(self) -> None:
+        both_sent = threading.Barrier(3)  # the two requests and this test
+        looked = threading.Event()
+
+        def respond(handler: Handler) -> None:
+            both_sent.wait(5)
+            looked.wait(5)
+            serve_file(DATA)(handler)
+
+        self.server.default = respond
+        directory = self.tmp()
+        client = self.client()
+        threads = [threading.Thread(target=client.download, args=("files/x", directory / "out.bin")) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        both_sent.wait(5)
+        temporary = sorted(p.name for p in directory.iterdir())
+        looked.set()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual(len(temporary), 2)
+        self.assertTrue(all(name.startswith(".out.bin.") and name.endswith(".part") for name in temporary), temporary)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assert_only(directory, "out.bin")
 
     def test_http_errors_on_download(self) -> None:
         self.script(reply(404, {"message": "expired"}))
@@ -982,7 +1005,7 @@ class ConnectionTests(ServerTestCase):
         client = self.client()
         self.assertEqual(client.list_datasets(), {"ok": 1})
         self.assertEqual(client.list_datasets(), {"ok": 2})
-        self.assertEqual(self.server.connections, 2, "no reuse after a 1xx")
+        self.assertEqual(self.server.connections, 1, "a 1xx leaves the connection reusable")
 
     def test_threads_share_one_client(self) -> None:
         def echo(handler: Handler) -> None:
@@ -1016,20 +1039,362 @@ class ConnectionTests(ServerTestCase):
         _wait_for(lambda: self.server.closed_connections == 1)
 
 
-class RetryTests(ServerTestCase):
-    def client_recording_sleeps(self, **options: object) -> tuple[DatasetClient, list[float]]:
-        client = self.client(**options)
-        sleeps: list[float] = []
-        client._sleep = sleeps.append
-        return client, sleeps
+# ---------------------------------------------------------------------------
+# Nothing silently wrong: hostile servers, forked processes, odd destinations
+# ---------------------------------------------------------------------------
 
+
+def outcome_of(call: Callable[[], object]) -> object:
+    """What ``call`` returned, or the exception it raised."""
+    try:
+        return call()
+    except BaseException as exc:  # the test looks at it
+        return exc
+
+
+class HostileServerTests(ServerTestCase):
+    def test_any_number_of_dead_idle_connections_end_in_a_fresh_one(self) -> None:
+        # Three kept-alive connections a NAT dropped: they still poll as open, then reset on the next request.
+        together = threading.Barrier(3)
+
+        def respond(handler: Handler) -> None:
+            if handler.connection_number > 3:
+                reply(body=["fresh"])(handler)
+            elif handler.handled == 1:
+                together.wait(5)  # three calls at once: three connections in the pool afterwards
+                reply(body=["warm"])(handler)
+            else:
+                reset(handler)
+
+        self.server.default = respond
+        client = self.client(max_retries=0)
+        threads = [threading.Thread(target=client.list_datasets) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual(client.list_datasets(), ["fresh"])
+        self.assertEqual(client.query("SELECT 1"), ["fresh"], "a POST never meets the other dead ones")
+        self.assertEqual(self.server.connections, 4)
+        self.assertIn(self.requests[3].connection, (1, 2, 3))  # a dead one, reset
+        self.assertEqual([r.connection for r in self.requests[4:]], [4, 4])
+
+    def test_a_forked_child_never_uses_its_parents_connections(self) -> None:
+        def echo(handler: Handler) -> None:
+            reply(body={"sql": json.loads(handler.body)["sql"], "connection": handler.connection_number})(handler)
+
+        self.server.default = echo
+        client = self.client()
+        self.assertEqual(client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1})
+        reader, writer = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+            pid = os.fork()
+        if pid == 0:  # the child: report what it got and leave, never returning into the test runner
+            status = 1
+            try:
+                os.write(writer, json.dumps(client.query("SELECT 'child'")).encode())
+                client.close()
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(writer)
+        with os.fdopen(reader, "rb") as pipe:
+            child = json.loads(pipe.read() or b"null")
+        self.assertEqual(os.waitpid(pid, 0)[1], 0)
+        self.assertEqual(child, {"sql": "SELECT 'child'", "connection": 2}, "the child opened a connection of its own")
+        again = client.query("SELECT 'parent again'")
+        self.assertEqual(again, {"sql": "SELECT 'parent again'", "connection": 1}, "the child's close() left it alone")
+        self.assertEqual(self.server.connections, 2)
+
+    def test_close_from_another_thread_ends_a_call_under_way(self) -> None:
+        arrived = threading.Event()
+
+        def stall(handler: Handler) -> None:
+            arrived.set()
+            hang(handler)
+
+        self.script(stall)
+        client = self.client(timeout=30)
+        result: list[object] = []
+        thread = threading.Thread(target=lambda: result.append(outcome_of(client.list_datasets)))
+        thread.start()
+        self.assertTrue(arrived.wait(5))
+        client.close()
+        thread.join(10)
+        self.assertFalse(thread.is_alive(), "the call waited for its 30 s time-out")
+        self.assertIsInstance(result[0], dc.ClientClosedError)
+        self.assertIn("closed during GET", str(result[0]))
+        self.assertEqual(len(self.requests), 1, "not retried")
+
+    def test_close_from_another_thread_ends_a_download_and_leaves_nothing(self) -> None:
+        for resume in (False, True):
+            sent_some = threading.Event()
+
+            def half_then_stall(handler: Handler, sent_some: threading.Event = sent_some) -> None:
+                handler.send_response(200)
+                handler.send_header("Content-Length", str(len(DATA)))
+                handler.send_header("ETag", '"v1"')
+                handler.end_headers()
+                handler.wfile.write(DATA[:1_500_000])
+                sent_some.set()
+                hang(handler)
+
+            self.script(half_then_stall)
+            directory = self.tmp()
+            client = self.client(timeout=30)
+            seen = threading.Event()
+            result: list[object] = []
+            call = functools.partial(
+                client.download,
+                "files/x",
+                directory / "out.bin",
+                resume=resume,
+                progress=lambda d, t, s=seen: d and s.set(),
+            )
+            download = functools.partial(lambda call, result: result.append(outcome_of(call)), call, result)
+            thread = threading.Thread(target=download)
+            thread.start()
+            with self.subTest(resume=resume):
+                self.assertTrue(sent_some.wait(5) and seen.wait(5))
+                client.close()
+                thread.join(10)
+                self.assertFalse(thread.is_alive(), "the download waited for its time-out")
+                self.assertIsInstance(result[0], dc.ClientClosedError)
+                left = sorted(p.name for p in directory.iterdir())
+                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if resume else [])
+
+    def test_a_post_a_redirect_turned_into_a_get_is_never_sent_again(self) -> None:
+        for after_redirect in ("503", "refused"):
+            self.server.requests.clear()
+            target = "/api/v1/result" if after_redirect == "503" else f"http://127.0.0.1:{free_port()}/result"
+            self.script(reply(303, b"", {"Location": target}), reply(503, {"message": "busy"}), reply(body={}))
+            with self.subTest(after_redirect=after_redirect), recorded_sleeps() as sleeps:
+                with self.assertRaises(dc.DatasetClientError) as caught:
+                    self.client(max_retries=3).query("SELECT 1")
+                self.assertEqual([r.method for r in self.requests if r.method == "POST"], ["POST"])
+                self.assertEqual(caught.exception.method, "GET")
+                self.assertEqual((caught.exception.attempts, sleeps), (1, []))
+            self.server.script.clear()
+
+    def test_a_post_answered_307_then_503_is_retried(self) -> None:
+        # 307 keeps the POST and a 503 says it was not acted on: the whole call is safe to repeat.
+        self.script(reply(307, b"", {"Location": "/api/v1/q2"}), reply(503, {}))
+        self.script(reply(307, b"", {"Location": "/api/v1/q2"}), reply(body={"ok": True}))
+        with recorded_sleeps() as sleeps:
+            self.assertEqual(self.client().query("SELECT 1"), {"ok": True})
+        self.assertEqual(
+            [(r.method, r.path) for r in self.requests], [("POST", "/api/v1/query"), ("POST", "/api/v1/q2")] * 2
+        )
+        self.assertEqual(len(sleeps), 1)
+
+    def test_a_resumed_part_of_another_version_is_never_spliced_on(self) -> None:
+        old, new = DATA, bytes(reversed(DATA))
+
+        def other_version(handler: Handler) -> None:
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 1000-{len(new) - 1}/{len(new)}")
+            handler.send_header("Content-Length", str(len(new) - 1000))
+            handler.send_header("ETag", '"v2"')
+            handler.end_headers()
+            handler.wfile.write(new[1000:])
+
+        self.script(cut(old, 1000, {"ETag": '"v1"'}), other_version, serve_file(new, etag='"v2"'))
+        out = self.tmp() / "out.bin"
+        self.client().download("files/x", out)
+        self.assertEqual(out.read_bytes(), new, "started over: one version, whole")
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
+
+    def test_a_206_that_runs_past_its_content_range_is_refused(self) -> None:
+        def longer(handler: Handler, chunked: bool) -> None:
+            extra = b"x" * 5000
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 1000-{len(DATA) - 1}/{len(DATA)}")
+            handler.send_header("ETag", '"v1"')
+            if chunked:
+                handler.send_header("Transfer-Encoding", "chunked")
+                handler.end_headers()
+                for part in (DATA[1000:], extra):
+                    handler.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                handler.wfile.write(b"0\r\n\r\n")
+            else:
+                handler.send_header("Content-Length", str(len(DATA) - 1000 + len(extra)))
+                handler.end_headers()
+                handler.wfile.write(DATA[1000:] + extra)
+
+        for chunked in (False, True):
+            self.script(cut(DATA, 1000, {"ETag": '"v1"'}), functools.partial(longer, chunked=chunked))
+            directory = self.tmp()
+            with self.subTest(chunked=chunked), self.assertRaises(dc.InvalidResponseError) as caught:
+                self.client().download("files/x", directory / "out.bin")
+            self.assertRegex(str(caught.exception), "Content-Range|runs past")
+            self.assertEqual(list(directory.iterdir()), [])
+            self.server.script.clear()
+
+    def test_two_different_content_lengths_are_refused(self) -> None:
+        def ambiguous(handler: Handler) -> None:
+            handler.wfile.write(
+                b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Length: 200\r\nETag: "v1"\r\n\r\n' + DATA[:100]
+            )
+            handler.close_connection = True
+
+        self.server.default = ambiguous
+        directory = self.tmp()
+        with self.assertRaisesRegex(dc.InvalidResponseError, "ambiguous Content-Length 100, 200"):
+            self.client().download("files/x", directory / "out.bin")
+        self.assertEqual(list(directory.iterdir()), [])
+        with self.assertRaises(dc.InvalidResponseError):
+            self.client().list_datasets()
+        self.assertEqual(len(self.requests), 2, "not retried")
+
+    def test_a_decompression_bomb_is_refused_before_the_memory_is_used(self) -> None:
+        import resource
+
+        member = gzip.compress(b"\0" * (8 * 1024 * 1024), compresslevel=9)  # 8 KiB on the wire
+        bomb = member * 256  # a valid gzip body of 256 members: 2 MiB that inflate to 2 GiB
+        self.script(reply(body=bomb, headers={"Content-Encoding": "gzip"}))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with self.assertRaisesRegex(dc.InvalidResponseError, "decompression bomb"):
+            self.client().list_datasets()
+        grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        self.assertLess(grown_mib, 1024, "inflated far past the limit before refusing")
+
+    def test_an_error_body_is_kept_decoded_and_bounded_whatever_its_compressed_size(self) -> None:
+        message = {"message": "overloaded", "detail": os.urandom(300_000).hex()}
+        compressed = gzip.compress(json.dumps(message).encode())
+        self.assertGreater(len(compressed), 64 * 1024)
+        self.script(reply(500, compressed, {"Content-Encoding": "gzip"}))
+        with self.assertRaises(ServiceError) as caught:
+            self.client().list_datasets()
+        body = caught.exception.body
+        self.assertEqual(len(body), 64 * 1024)
+        self.assertTrue(body.startswith('{"message": "overloaded"'), body[:40])
+
+    def test_malformed_or_credentialed_redirects_are_invalid_responses(self) -> None:
+        for location in (
+            "http://127.0.0.1:99999/x",
+            "http://127.0.0.1:port/x",
+            "http://[::1/x",
+            "http://" + "a" * 64 + ".example/x",
+            "http://exa\x80mple.test/x",
+            "http://exa%80mple.test/x",
+            f"http://user:pw@127.0.0.1:{self.server.server_port}/x",
+        ):
+            self.server.requests.clear()
+            self.script(reply(302, b"", {"Location": location}))
+            with self.subTest(location=location), self.assertRaises(dc.InvalidResponseError) as caught:
+                self.client().list_datasets()
+            self.assertIn("redirect", str(caught.exception))
+            self.assertNotIn("pw@", str(caught.exception))
+            self.assertEqual(len(self.requests), 1, "neither followed nor retried")
+
+    def test_the_key_is_in_no_frames_locals(self) -> None:
+        # What pytest --showlocals, traceback's capture_locals and error reporters print.
+        big = "SELECT '" + "x" * 8_000_000 + "'"  # a body too large to send to a server that resets at once
+
+        def reset_unread(handler: Handler) -> None:
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            handler.close_connection = True
+
+        faults: list[tuple[Respond | None, Callable[[DatasetClient], object]]] = [
+            (reply(401, {"message": "bad key"}), lambda c: c.list_datasets()),
+            (hang, lambda c: c.list_datasets()),
+            (reply(200, b"not json", content_type="text/plain"), lambda c: c.query("SELECT 1")),
+            (reset, lambda c: c.query("SELECT 1")),
+            (cut(DATA, 1000), lambda c: c.download("files/x", io.BytesIO())),
+            (None, lambda c: c.query(big)),
+        ]
+        reset_unread.before_body = True  # type: ignore[attr-defined]
+        for fault, call in faults:
+            self.script(fault or reset_unread)
+            client = self.client(timeout=0.5, max_retries=0)
+            error = outcome_of(lambda: call(client))  # noqa: B023
+            with self.subTest(error=type(error).__name__):
+                self.assertIsInstance(error, dc.DatasetClientError)
+                assert isinstance(error, BaseException)
+                text = "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())
+                self.assertIn("Authorization", text)
+                self.assertNotIn(KEY, text)
+            self.server.script.clear()
+
+
+class DestinationTests(ServerTestCase):
+    def test_a_character_device_is_written_not_replaced(self) -> None:
+        if os.geteuid() != 0:
+            self.skipTest("making a device node needs root")
+        null = self.tmp() / "null"
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
+        self.script(serve_file(DATA))
+        self.client().download("files/x", null, sha256=DATA_SHA)
+        self.assertTrue(stat.S_ISCHR(null.stat().st_mode), "replaced by a regular file")
+        self.assertEqual(sorted(p.name for p in null.parent.iterdir()), ["null"])
+
+    def test_a_fifo_is_written_not_replaced(self) -> None:
+        fifo = self.tmp() / "pipe"
+        os.mkfifo(fifo)
+        received: list[bytes] = []
+        reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+        reader.start()
+        self.script(serve_file(DATA))
+        self.client().download("files/x", fifo)
+        reader.join(10)
+        self.assertEqual(received, [DATA])
+        self.assertTrue(stat.S_ISFIFO(fifo.stat().st_mode))
+        self.assertEqual(sorted(p.name for p in fifo.parent.iterdir()), ["pipe"])
+
+    def test_a_long_file_name_works(self) -> None:
+        name = "é" * 100 + "x" * 40 + ".csv"  # 244 bytes in UTF-8: legal, but not with a suffix added
+        for resume in (False, True):
+            self.script(cut(DATA, 500_000, {"ETag": '"v1"'}), serve_file(DATA))
+            directory = self.tmp()
+            with self.subTest(resume=resume):
+                self.client().download("files/x", directory / name, resume=resume, sha256=DATA_SHA)
+                self.assertEqual((directory / name).read_bytes(), DATA)
+                self.assertEqual([p.name for p in directory.iterdir()], [name])
+
+    def test_a_failing_final_move_leaves_nothing(self) -> None:
+        directory = self.tmp()
+        target = directory / "out.bin"
+
+        def block_the_destination(done: int, total: int | None) -> None:
+            if done == total:  # a directory takes the name just before the move
+                target.mkdir(exist_ok=True)
+                (target / "inside").write_bytes(b"")
+
+        self.script(serve_file(DATA))
+        with self.assertRaises(OSError) as caught:
+            self.client().download("files/x", target, progress=block_the_destination)
+        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.assertTrue(target.is_dir())
+
+    def test_a_stream_that_accepts_nothing_is_an_error_not_a_busy_loop(self) -> None:
+        class Stuck(io.RawIOBase):
+            calls = 0
+
+            def writable(self) -> bool:
+                return True
+
+            def write(self, data: object) -> int:
+                self.calls += 1
+                if self.calls > 1000:
+                    raise RuntimeError("busy loop")
+                return 0
+
+        self.script(serve_file(DATA))
+        stuck = Stuck()
+        with self.assertRaisesRegex(OSError, "no progress"):
+            self.client().download("files/x", stuck)
+        self.assertEqual(stuck.calls, 1)
+
+
+class RetryTests(ServerTestCase):
     def test_get_retries_retryable_statuses(self) -> None:
         for status in (429, 502, 503, 504):
             self.server.requests.clear()
             self.script(reply(status, {}), reply(body=["ok"]))
-            with self.subTest(status=status):
-                client, sleeps = self.client_recording_sleeps()
-                self.assertEqual(client.list_datasets(), ["ok"])
+            with self.subTest(status=status), recorded_sleeps() as sleeps:
+                self.assertEqual(self.client().list_datasets(), ["ok"])
                 self.assertEqual(len(self.requests), 2)
                 self.assertEqual(len(sleeps), 1)
 
@@ -1038,7 +1403,7 @@ class RetryTests(ServerTestCase):
             self.server.requests.clear()
             self.script(reply(status, {}))
             with self.subTest(status=status), self.assertRaises(ServiceError):
-                self.client_recording_sleeps()[0].list_datasets()
+                self.client().list_datasets()
             self.assertEqual(len(self.requests), 1)
 
     def test_posts_retry_only_what_was_not_acted_on(self) -> None:
@@ -1046,7 +1411,7 @@ class RetryTests(ServerTestCase):
             self.server.requests.clear()
             self.script(reply(status, {}), reply(body={"ok": True}))
             with self.subTest(status=status):
-                client = self.client_recording_sleeps()[0]
+                client = self.client()
                 if retried:
                     self.assertEqual(client.query("SELECT 1"), {"ok": True})
                 else:
@@ -1060,23 +1425,19 @@ class RetryTests(ServerTestCase):
             self.server.requests.clear()
             self.script(fault, reply(body={}))
             with self.subTest(fault=fault.__name__), self.assertRaises(dc.DatasetClientError):
-                self.client_recording_sleeps(timeout=0.3)[0].query("SELECT 1")
+                self.client(timeout=0.3).query("SELECT 1")
             self.server.script.clear()
             self.assertEqual(len(self.requests), 1)
 
     def test_get_retries_transport_failures(self) -> None:
         self.script(reset, hang, cut(b'{"a": 1}', 3), reply(body={"a": 1}))
-        client, sleeps = self.client_recording_sleeps(timeout=0.3, max_retries=3)
-        self.assertEqual(client.list_datasets(), {"a": 1})
+        with recorded_sleeps() as sleeps:
+            self.assertEqual(self.client(timeout=0.3, max_retries=3).list_datasets(), {"a": 1})
         self.assertEqual(len(self.requests), 4)
         self.assertEqual(len(sleeps), 3)
 
     def test_failure_to_connect_is_retried_for_any_method(self) -> None:
-        with socket.socket() as unused:
-            unused.bind(("127.0.0.1", 0))
-            port = unused.getsockname()[1]
-        client = self.client(f"http://127.0.0.1:{port}", max_retries=2)
-        client._sleep = lambda seconds: None
+        client = self.client(f"http://127.0.0.1:{free_port()}", max_retries=2)
         with self.assertRaises(dc.NetworkError) as caught:
             client.query("SELECT 1")
         self.assertEqual(caught.exception.attempts, 3)
@@ -1084,8 +1445,8 @@ class RetryTests(ServerTestCase):
 
     def test_exhausted_retries_raise_the_last_failure(self) -> None:
         self.script(reply(503, {"message": "a"}), reply(503, {"message": "b"}), reply(503, {"message": "c"}))
-        client, sleeps = self.client_recording_sleeps(max_retries=2, backoff_factor=1.0)
-        with self.assertRaises(ServiceError) as caught:
+        client = self.client(max_retries=2, backoff_factor=1.0)
+        with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
             client.list_datasets()
         self.assertEqual(
             str(caught.exception),
@@ -1105,23 +1466,22 @@ class RetryTests(ServerTestCase):
     def test_retry_after(self) -> None:
         when = email_date(time.time() + 30)
         self.script(reply(429, {}, {"Retry-After": "7"}), reply(503, {}, {"Retry-After": when}), reply(body=[]))
-        client, sleeps = self.client_recording_sleeps(max_retries=3)
-        client.list_datasets()
+        with recorded_sleeps() as sleeps:
+            self.client(max_retries=3).list_datasets()
         self.assertEqual(sleeps[0], 7.0)
         self.assertTrue(25 <= sleeps[1] <= 30, sleeps)
 
     def test_retry_after_over_a_minute_is_not_waited_for(self) -> None:
         self.script(reply(503, {}, {"Retry-After": "120"}), reply(body=[]))
-        client, sleeps = self.client_recording_sleeps()
-        with self.assertRaises(ServiceError) as caught:
-            client.list_datasets()
+        with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
+            self.client().list_datasets()
         self.assertEqual(caught.exception.retry_after, 120.0)
         self.assertEqual((sleeps, len(self.requests)), ([], 1))
         self.server.script.clear()
 
     def test_idempotency_key_is_kept_across_retries(self) -> None:
         self.script(reply(503, {}), reply(429, {}), reply(201, {"id": "e1"}))
-        client = self.client_recording_sleeps(max_retries=2)[0]
+        client = self.client(max_retries=2)
         self.assertEqual(
             client.create_export("d", symbols="A", start_date="2024-01-01", end_date="2024-01-02"), {"id": "e1"}
         )
@@ -1131,8 +1491,8 @@ class RetryTests(ServerTestCase):
 
     def test_each_retry_is_logged(self) -> None:
         self.script(reply(503, {}), reply(502, {}), reply(body=[]))
-        with self.assertLogs("dataset_client", level="INFO") as logs:
-            self.client_recording_sleeps()[0].list_datasets()
+        with self.assertLogs("dataset_client", level="WARNING") as logs:
+            self.client().list_datasets()
         self.assertEqual(len(logs.records), 2)
         self.assertIn("503 Service Unavailable", logs.output[0])
         self.assertIn("/api/v1/datasets", logs.output[1])
@@ -1408,6 +1768,36 @@ def email_date(timestamp: float) -> str:
     import email.utils
 
     return email.utils.formatdate(timestamp, usegmt=True)
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then let go): for connections that must be refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def file_size_limit(size: int) -> Iterator[None]:
+    """Writes past ``size`` bytes fail with EFBIG, as on a full disk: a real error from the file system."""
+    import resource
+
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel's signal ends the process
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+@contextlib.contextmanager
+def recorded_sleeps() -> Iterator[list[float]]:
+    """The client's waits between retries (it calls time.sleep), recorded instead of slept."""
+    sleeps: list[float] = []
+    with mock.patch("time.sleep", sleeps.append):
+        yield sleeps
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -1714,10 +2104,9 @@ class CommandLineTests(StandInTestCase):
         missing = self.run_process("datasets", base_url="")
         self.assertEqual(missing.returncode, 2)
         self.assertIn(b"DATASET_CLIENT_BASE_URL", missing.stderr)
-        with socket.socket() as unused:
-            unused.bind(("127.0.0.1", 0))
-            port = unused.getsockname()[1]
-        unreachable = self.run_process("--timeout", "2", "datasets", base_url=f"http://127.0.0.1:{port}", key=secret)
+        unreachable = self.run_process(
+            "--timeout", "2", "datasets", base_url=f"http://127.0.0.1:{free_port()}", key=secret
+        )
         self.assertEqual((unreachable.returncode, unreachable.stdout), (3, b""))
         self.assertEqual(unreachable.stderr.count(b"\n"), 1, "one line")
         self.assertNotIn(secret.encode(), unreachable.stderr)
