@@ -468,15 +468,16 @@ class DatasetClient:
         self, method: str, url: str, body: bytes | None, headers: dict[str, str]
     ) -> _PooledResponse:
         """One request through urllib's opener: its proxy rules, then the pool."""
-        request = urllib.request.Request(url, body, method=method)
+        # origin_req_host given: urllib otherwise works it out with urlparse, for cookies we do not use.
+        request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
         # Set directly, not through add_header, which would re-case every name; a copy,
         # since urllib's ProxyHandler adds Proxy-Authorization to it.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
         response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
-        _logger().debug(
-            "%s %s: %d %s (%.0f ms)", method, url, response.status, response.reason, 1e3 * (time.monotonic() - started)
-        )
+        if _logger().isEnabledFor(10):  # logging.DEBUG: one line a request, for -v
+            elapsed = 1e3 * (time.monotonic() - started)
+            _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, response.reason, elapsed)
         return response
 
     def _resolve_download_url(self, download_url: str) -> str:
@@ -591,6 +592,7 @@ class _PooledResponse(http.client.HTTPResponse):
     """An HTTPResponse that maps its own read errors and gives its connection back to the pool when closed."""
 
     method = ""
+    encoding = "identity"  # its Content-Encoding
     proxy: str | None = None  # host:port of the proxy it came through
     sock: socket.socket | None = None  # to shut down from another thread
     _release: Callable[[bool], None] | None = None
@@ -641,18 +643,17 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._start_afresh()
 
     def _start_afresh(self) -> None:
-        self._pid = os.getpid()
+        self._forks = _forks
         self._lock = threading.Lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
         self._busy: dict[http.client.HTTPConnection, socket.socket] = {}  # in use, with their sockets
 
-    def _check_fork(self) -> None:
-        """In a forked child, let go of the parent's connections: never use them, never shut them down."""
-        if self._pid != os.getpid():
-            inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
-            self._start_afresh()  # a new lock too: the parent's may have been held at the fork
-            for connection in inherited:
-                connection.close()  # closes the child's copy of the descriptor; the parent's stays open
+    def _leave_parents_connections(self) -> None:
+        """In a forked child: never use the parent's connections, never shut them down."""
+        inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
+        self._start_afresh()  # a new lock too: the parent's may have been held at the fork
+        for connection in inherited:
+            connection.close()  # closes the child's copy of the descriptor; the parent's stays open
 
     def http_open(self, request: urllib.request.Request) -> _PooledResponse:
         return self.handle_request(request, secure=False)
@@ -661,7 +662,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return self.handle_request(request, secure=True)
 
     def close(self) -> None:
-        self._check_fork()
+        if self._forks != _forks:  # a forked child
+            self._leave_parents_connections()
         with self._lock:
             self.closed = True
             idle = [connection for connections in self._idle.values() for connection in connections]
@@ -714,12 +716,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             response.method, response.url, response.proxy = method, url, proxy
             response.sock = self._busy.get(connection)
             response._release = functools.partial(self._release, key, connection)
-            _check_framing(response)
+            _read_framing(response)
             return response
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
         """An idle connection to ``key`` still open, or None."""
-        self._check_fork()
+        if self._forks != _forks:  # a forked child
+            self._leave_parents_connections()
         with self._lock:
             if self.closed:
                 raise ClientClosedError("the DatasetClient is closed")
@@ -767,7 +770,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
-        self._check_fork()
+        if self._forks != _forks:  # a forked child
+            self._leave_parents_connections()
         with self._lock:
             self._busy.pop(connection, None)
             idle = self._idle.setdefault(key, [])
@@ -786,6 +790,18 @@ class _ConnectionPool(urllib.request.BaseHandler):
             idle = self._idle.pop(key, [])
         for connection in idle:
             connection.close()
+
+
+_forks = 0  # how many times this process's ancestors forked to make it
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):  # cheaper than a getpid() per request; embedders call it too
+    os.register_at_fork(after_in_child=_count_fork)
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -810,20 +826,31 @@ def _shut_down(sock: socket.socket | None) -> None:
             socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: SSLSocket's drops its state
 
 
-def _check_framing(response: _PooledResponse) -> None:
-    """Refuse a body whose length is ambiguous: Content-Length values that differ or are not numbers (RFC 9112 6.3)."""
-    values = response.headers.get_all("Content-Length")
-    if values is None or response.chunked:
+def _read_framing(response: _PooledResponse) -> None:
+    """Note the Content-Encoding; refuse an ambiguous length: Content-Length values that differ or are not numbers.
+
+    RFC 9112 6.3: http.client would take the first one, or read to the connection's end.
+    """
+    lengths = []
+    for name, value in response.headers.raw_items():  # one pass, without the email policy's parsing
+        name = name.lower()
+        if name == "content-length":
+            lengths.append(value)
+        elif name == "content-encoding":
+            response.encoding = value.strip().lower()
+    if (len(lengths) == 1 and response.length is not None) or not lengths or response.chunked:
         return
-    lengths = {value.strip() for field in values for value in field.split(",")}
-    if len(lengths) > 1 or not all(length.isascii() and length.isdigit() for length in lengths):
-        response.close()
-        raise InvalidResponseError(
-            f"{_request_name(response.method, response.url, response.proxy)}: ambiguous Content-Length"
-            f" {', '.join(sorted(lengths))}",
-            method=response.method,
-            url=response.url,
-        )
+    values = {value.strip() for field in lengths for value in field.split(",")}
+    if len(values) == 1 and (value := values.pop()).isascii() and value.isdigit():  # "12, 12": a length
+        response.length = int(value)
+        return
+    response.close()
+    raise InvalidResponseError(
+        f"{_request_name(response.method, response.url, response.proxy)}: ambiguous Content-Length"
+        f" {', '.join(lengths)}",
+        method=response.method,
+        url=response.url,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -902,7 +929,7 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
     Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body); otherwise
     it is an InvalidResponseError (a decompression bomb) before the memory is used.
     """
-    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    encoding = response.encoding
     if encoding == "identity":
         return response.read(limit) if truncate else response.read()
     where = _request_name(response.method, response.url, response.proxy)

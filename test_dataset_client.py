@@ -38,6 +38,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import dataset_client as dc
@@ -49,6 +50,17 @@ SERVER_CERT = str(HERE / "tests_data" / "server.pem")
 KEY = "sk-test-0123456789-SECRET"
 
 Respond = Callable[["Handler"], None]
+
+
+def _load_local_service() -> object:
+    spec = importlib.util.spec_from_file_location("local_service", HERE / "examples" / "local_service.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+local_service: Any = _load_local_service()
 
 
 # ---------------------------------------------------------------------------
@@ -121,6 +133,7 @@ class ScriptedServer(http.server.ThreadingHTTPServer):
         self.requests: list[Recorded] = []
         self.errors: list[str] = []
         self.connections = 0
+        self.bytes_served = 0
         self.closed_connections = 0
         self.tls_failures = 0
         self.stop = threading.Event()
@@ -201,30 +214,15 @@ def reset(handler: Handler) -> None:
 def serve_file(
     data: bytes, *, etag: str | None = '"v1"', ranges: bool = True, cuts: list[int] | None = None
 ) -> Respond:
-    """A static file with Range support; each number in ``cuts`` ends one response early at that offset."""
-    pending_cuts = list(cuts or [])
+    """A static file with Range support (the stand-in's own code); each offset in ``cuts`` ends one response there."""
+    pending = list(cuts or [])
 
     def respond(handler: Handler) -> None:
-        start = 0
-        range_header = handler.headers.get("Range")
-        if_range = handler.headers.get("If-Range")
-        if ranges and range_header and (if_range is None or if_range == etag):
-            start = int(range_header.split("=")[1].rstrip("-"))
-        end = pending_cuts.pop(0) if pending_cuts and pending_cuts[0] > start else len(data)
-        handler.send_response(206 if start else 200)
-        handler.send_header("Content-Length", str(len(data) - start))
-        if start:
-            handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        if etag:
-            handler.send_header("ETag", etag)
-        if ranges:
-            handler.send_header("Accept-Ranges", "bytes")
-        handler.end_headers()
-        with handler.server.lock:  # counted before writing: the client may finish before this thread resumes
-            handler.server.bytes_served = getattr(handler.server, "bytes_served", 0) + end - start
-        handler.wfile.write(data[start:end])
-        if end < len(data):
-            handler.close_connection = True
+        def count(size: int) -> None:
+            with handler.server.lock:
+                handler.server.bytes_served += size
+
+        local_service.send_file(handler, io.BytesIO(data), len(data), etag, ranges=ranges, cuts=pending, sending=count)
 
     return respond
 
@@ -1247,6 +1245,25 @@ class HostileServerTests(ServerTestCase):
             self.client().list_datasets()
         self.assertEqual(len(self.requests), 2, "not retried")
 
+    def test_a_content_length_that_is_not_a_number_is_refused_and_a_repeated_one_is_taken(self) -> None:
+        def raw(length: str) -> Respond:
+            def respond(handler: Handler) -> None:
+                handler.wfile.write(f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n[1, 2]".encode("latin-1"))
+
+            return respond
+
+        client = self.client(max_retries=0)
+        for length in ("abc", "-6", "\u00b2", "6 6"):
+            self.script(raw(length))
+            with (
+                self.subTest(length=length),
+                self.assertRaisesRegex(dc.InvalidResponseError, "ambiguous Content-Length"),
+            ):
+                client.list_datasets()
+        self.script(raw("6, 6"), raw("6"))
+        self.assertEqual(client.list_datasets(), [1, 2], "read as 6 bytes, not until the connection closes")
+        self.assertEqual(client.list_datasets(), [1, 2])
+
     def test_a_decompression_bomb_is_refused_before_the_memory_is_used(self) -> None:
         import resource
 
@@ -1612,6 +1629,282 @@ class ResumeTests(ServerTestCase):
 
 
 # ---------------------------------------------------------------------------
+# Big downloads: resuming across runs, parallel ranged requests, the hash on its own thread
+# ---------------------------------------------------------------------------
+
+
+BIG = os.urandom(8 * 1024 * 1024 + 4321)
+BIG_SHA = hashlib.sha256(BIG).hexdigest()
+
+
+def saved_state(directory: Path, name: str = "out.bin") -> Any:
+    """The resumable state a download left beside ``name``, or None."""
+    try:
+        return json.loads((directory / f".{name}.part.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def first_bytes_then_stall(data: bytes, count: int, etag: str = '"v1"') -> Respond:
+    """Serve ``data`` (or the range asked for), but only its first ``count`` bytes, then send nothing more."""
+
+    def respond(handler: Handler) -> None:
+        span = local_service._requested_range(handler.headers.get("Range"), len(data))
+        start, end = span or (0, len(data))
+        handler.send_response(206 if span else 200)
+        handler.send_header("Content-Length", str(end - start))
+        handler.send_header("ETag", etag)
+        handler.send_header("Accept-Ranges", "bytes")
+        if span:
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        handler.end_headers()
+        handler.wfile.write(data[start : start + count])
+        hang(handler)
+
+    return respond
+
+
+class ResumeAcrossRunsTests(ServerTestCase):
+    def start_download_process(self, destination: Path, **options: object) -> subprocess.Popen[bytes]:
+        """``download(files/x, destination, resume=True, **options)`` in a process of its own."""
+        code = (
+            "import json, sys, dataset_client as dc\n"
+            "with dc.DatasetClient(sys.argv[1], sys.argv[2], timeout=30, max_retries=0) as client:\n"
+            "    client.download('files/x', sys.argv[3], resume=True, **json.loads(sys.argv[4]))\n"
+        )
+        arguments = [self.server.url + "/api/v1", KEY, str(destination), json.dumps(options)]
+        process = subprocess.Popen([sys.executable, "-c", code, *arguments], cwd=HERE, stderr=subprocess.PIPE)
+        self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
+        self.addCleanup(process.kill)
+        return process
+
+    def kill_when_saved(self, process: subprocess.Popen[bytes], directory: Path, done: Callable[[Any], bool]) -> Any:
+        _wait_for(lambda: (state := saved_state(directory)) is not None and done(state))
+        process.kill()  # SIGKILL: no clean-up of any kind
+        process.wait(10)
+        return saved_state(directory)
+
+    def test_a_killed_download_continues_where_it_stopped(self) -> None:
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        process = self.start_download_process(directory / "out.bin")
+        state = self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
+        self.assertEqual(state["url"], self.server.url + "/api/v1/files/x")
+        self.assertEqual((state["validator"], state["total"]), ('"v1"', len(DATA)))
+        kept = state["parts"][0][2]
+        self.assertEqual(kept, 1024 * 1024, "what reached the disk before the kill, a whole chunk")
+        self.assertEqual((directory / ".out.bin.part").stat().st_size, kept)
+
+        self.script(serve_file(DATA))
+        self.server.bytes_served = 0
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA, progress=lambda d, t: seen.append((d, t))
+        )
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.assertEqual(
+            (self.requests[-1].headers["Range"], self.requests[-1].headers["If-Range"]), (f"bytes={kept}-", '"v1"')
+        )
+        self.assertEqual(self.server.bytes_served, len(DATA) - kept)
+        self.assertEqual(seen[0], (kept, len(DATA)))
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+
+    def test_a_file_changed_on_the_server_between_runs_starts_over(self) -> None:
+        new = bytes(reversed(DATA))
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        process = self.start_download_process(directory / "out.bin")
+        self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
+        self.script(serve_file(new, etag='"v2"'))
+        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
+        self.assertEqual((directory / "out.bin").read_bytes(), new)
+        self.assertEqual(self.requests[-1].headers["If-Range"], '"v1"')
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_partial_file_of_another_url_is_not_continued(self) -> None:
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        process = self.start_download_process(directory / "out.bin")
+        self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
+        self.script(serve_file(DATA))
+        self.client().download("files/other", directory / "out.bin", resume=True)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertIsNone(self.requests[-1].headers["Range"])
+
+    def test_two_processes_to_one_destination_at_once(self) -> None:
+        both_sent = threading.Barrier(3)
+        looked = threading.Event()
+
+        def respond(handler: Handler) -> None:
+            both_sent.wait(10)
+            looked.wait(10)
+            serve_file(DATA)(handler)
+
+        self.server.default = respond
+        directory = self.tmp()
+        processes = [self.start_download_process(directory / "out.bin", sha256=DATA_SHA) for _ in range(2)]
+        both_sent.wait(10)
+        during = sorted(p.name for p in directory.iterdir())
+        looked.set()
+        for process in processes:
+            self.assertEqual(process.wait(30), 0, process.stderr.read() if process.stderr else b"")
+        self.assertEqual(len(during), 2)
+        self.assertIn(".out.bin.part", during, "one of them holds the resumable file")
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_failure_keeps_what_can_be_resumed_and_nothing_else(self) -> None:
+        directory = self.tmp()
+        cases: list[tuple[str, Respond, dict[str, Any], list[str]]] = [
+            (
+                "cut with a validator",
+                cut(DATA, 1_200_000, {"ETag": '"v1"'}),
+                {},
+                [".out.bin.part", ".out.bin.part.json"],
+            ),
+            ("cut without a validator", cut(DATA, 1_200_000), {}, []),
+            ("an error status", reply(404, {"message": "gone"}), {}, []),
+            ("a wrong digest", serve_file(DATA), {"sha256": "0" * 64}, []),
+        ]
+        for name, respond, options, left in cases:
+            self.script(respond)
+            with self.subTest(name), self.assertRaises(dc.DatasetClientError):
+                self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, **options)
+            self.assertEqual(sorted(p.name for p in directory.iterdir()), left)
+            for path in directory.iterdir():
+                path.unlink()
+
+
+class ParallelDownloadTests(ServerTestCase):
+    def test_parts_are_fetched_at_once_each_with_its_range_and_validator(self) -> None:
+        together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
+
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers:
+                together.wait(5)
+            serve_file(BIG)(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "big.bin"
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/big", out, connections=4, sha256=BIG_SHA, progress=lambda d, t: seen.append((d, t))
+        )
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
+        quarter = len(BIG) // 4
+        self.assertEqual(
+            sorted((r.headers["Range"] or "", r.headers["If-Range"] or "") for r in self.requests),
+            [
+                ("", ""),
+                (f"bytes={quarter}-{2 * quarter - 1}", '"v1"'),
+                (f"bytes={2 * quarter}-{len(BIG) * 3 // 4 - 1}", '"v1"'),
+                (f"bytes={len(BIG) * 3 // 4}-", '"v1"'),
+            ],
+        )
+        self.assertEqual(self.server.connections, 4)
+        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen), "progress never goes back")
+        self.assertEqual(seen[-1], (len(BIG), len(BIG)))
+        self.assertTrue(all(t == len(BIG) for _, t in seen[1:]))
+
+    def test_a_wrong_digest_over_parts_leaves_nothing(self) -> None:
+        for resume in (False, True):
+            self.server.default = serve_file(BIG)
+            directory = self.tmp()
+            with self.subTest(resume=resume), self.assertRaises(dc.ChecksumMismatchError) as caught:
+                self.client().download(
+                    "files/big", directory / "big.bin", connections=3, sha256="0" * 64, resume=resume
+                )
+            self.assertIn(BIG_SHA, str(caught.exception))
+            self.assertEqual(list(directory.iterdir()), [])
+
+    def test_a_part_cut_midway_is_resumed_alone(self) -> None:
+        cut_at = len(BIG) * 3 // 4 + 100_000  # inside the last part
+        whole, ranged = serve_file(BIG), serve_file(BIG, cuts=[cut_at])
+        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(handler)
+        out = self.tmp() / "big.bin"
+        self.client(max_retries=1).download("files/big", out, connections=4, sha256=BIG_SHA)
+        self.assertEqual(out.read_bytes(), BIG)
+        ranges = [r.headers["Range"] for r in self.requests]
+        self.assertEqual(len(ranges), 5)
+        self.assertEqual(ranges[-1], f"bytes={cut_at}-", "the cut part alone, from where it stopped")
+
+    def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
+        for etag, ranges in (('"v1"', False), ('W/"weak"', True), (None, True)):
+            self.server.requests.clear()
+            self.server.default = serve_file(BIG, etag=etag, ranges=ranges)
+            out = self.tmp() / "big.bin"
+            with self.subTest(etag=etag, ranges=ranges):
+                self.client().download("files/big", out, connections=4, sha256=BIG_SHA)
+                self.assertEqual(out.read_bytes(), BIG)
+                self.assertEqual(len(self.requests), 1)
+
+    def test_a_file_that_changes_during_the_download_starts_over_whole(self) -> None:
+        new = bytes(reversed(BIG))
+        versions = iter([serve_file(BIG)])  # the first answer is the old file; everything after, the new
+
+        def respond(handler: Handler) -> None:
+            next(versions, serve_file(new, etag='"v2"'))(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "big.bin"
+        self.client().download("files/big", out, connections=3, sha256=hashlib.sha256(new).hexdigest())
+        self.assertEqual(out.read_bytes(), new)
+        plain = [r for r in self.requests if r.headers["Range"] is None]
+        self.assertEqual(len(plain), 2, "started over with a whole request")
+
+    def test_a_part_of_another_version_or_range_is_never_spliced(self) -> None:
+        def wrong(kind: str) -> Respond:
+            def respond(handler: Handler) -> None:
+                if "Range" not in handler.headers:
+                    return serve_file(BIG)(handler)
+                start, end = local_service._requested_range(handler.headers["Range"], len(BIG))
+                if kind == "range":
+                    start += 1  # not the bytes asked for
+                handler.send_response(206)
+                handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
+                handler.send_header("Content-Length", str(end - start))
+                handler.send_header("ETag", '"v2"' if kind == "etag" else '"v1"')
+                handler.end_headers()
+                handler.wfile.write(BIG[start:end])
+
+            return respond
+
+        for kind, error in (("etag", "changed on the server"), ("range", "Content-Range")):
+            self.server.default = wrong(kind)
+            directory = self.tmp()
+            with self.subTest(kind), self.assertRaisesRegex(dc.InvalidResponseError, error):
+                self.client().download("files/big", directory / "big.bin", connections=3)
+            self.assertEqual(list(directory.iterdir()), [])
+
+    def test_each_parts_progress_is_kept_and_resumed(self) -> None:
+        self.server.default = first_bytes_then_stall(BIG, 1_300_000)
+        directory = self.tmp()
+        client = self.client(timeout=30)
+        worker = threading.Thread(
+            target=outcome_of,
+            args=(lambda: client.download("files/big", directory / "out.bin", connections=4, resume=True),),
+        )
+        worker.start()
+        _wait_for(lambda: (state := saved_state(directory)) is not None and all(p[2] for p in state["parts"]))
+        client.close()
+        worker.join(10)
+        state = saved_state(directory)
+        self.assertEqual(len(state["parts"]), 4)
+        # A whole chunk each, and what close() let through after it (the socket's last bytes).
+        self.assertTrue(all(1024 * 1024 <= done <= 1_300_000 for _, _, done in state["parts"]), state)
+
+        self.server.requests.clear()
+        self.server.default = serve_file(BIG)
+        self.client().download("files/big", directory / "out.bin", connections=4, resume=True, sha256=BIG_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
+        self.assertEqual(starts, [start + done for start, _, done in state["parts"]])
+
+
+# ---------------------------------------------------------------------------
 # Proxies and TLS
 # ---------------------------------------------------------------------------
 
@@ -1811,17 +2104,6 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
 # ---------------------------------------------------------------------------
 # The stand-in service and the command line
 # ---------------------------------------------------------------------------
-
-
-def _load_local_service() -> object:
-    spec = importlib.util.spec_from_file_location("local_service", HERE / "examples" / "local_service.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-local_service: object = _load_local_service()
 
 
 class StandInTestCase(ServerTestCase):

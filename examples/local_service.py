@@ -36,8 +36,8 @@ import tempfile
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 SYMBOLS = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
 FIRST_DAY = datetime.date(2023, 1, 2)
@@ -302,44 +302,88 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_file(self, path: str, request_id: str) -> None:
-        size = os.path.getsize(path)
         etag = '"' + self.server.service.exports[os.path.basename(path)]["sha256"][:32] + '"'
-        start, end = 0, size - 1
-        partial = False
-        range_header = self.headers.get("Range")
-        if range_header and self.headers.get("If-Range") in (None, etag):
-            start, end, partial = _parse_range(range_header, size, etag)
-        self.send_response(206 if partial else 200)
-        self.send_header("Content-Type", "text/csv" if path.endswith(".csv") else "application/x-ndjson")
-        self.send_header("Content-Length", str(end - start + 1))
-        self.send_header("ETag", etag)
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("X-Request-Id", request_id)
-        if partial:
-            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-        self.end_headers()
-        with open(path, "rb") as source:
-            source.seek(start)
-            remaining = end - start + 1
-            while remaining > 0:
-                chunk = source.read(min(remaining, 1024 * 1024))
-                if not chunk:
-                    break
-                self.wfile.write(chunk)
-                remaining -= len(chunk)
-        self.wfile.flush()
+        kind = {".csv": "text/csv", ".jsonl": "application/x-ndjson"}.get(os.path.splitext(path)[1])
+        with open(path, "rb") as file:
+            send_file(
+                self,
+                file,
+                os.fstat(file.fileno()).st_size,
+                etag,
+                content_type=kind,
+                headers={"X-Request-Id": request_id},
+            )
 
 
-def _parse_range(value: str, size: int, etag: str) -> tuple[int, int, bool]:
-    """One ``bytes=N-`` or ``bytes=N-M`` range (RFC 9110 14.2); anything else is served whole."""
-    unit, _, spec = value.partition("=")
-    first, _, last = spec.strip().partition("-")
-    if unit.strip() != "bytes" or "," in spec or not first.isdigit() or (last and not last.isdigit()):
-        return 0, size - 1, False
-    start, end = int(first), min(int(last) if last else size - 1, size - 1)
-    if start >= size or start > end:
-        raise HTTPError(416, f"range not satisfiable: {value}", {"Content-Range": f"bytes */{size}"})
-    return start, end, True
+_cuts_lock = threading.Lock()
+
+
+def send_file(
+    handler: http.server.BaseHTTPRequestHandler,
+    file: BinaryIO,
+    size: int,
+    etag: str | None,
+    *,
+    content_type: str | None = None,
+    headers: dict[str, str] | None = None,
+    ranges: bool = True,
+    cuts: list[int] | None = None,
+    sending: Callable[[int], None] | None = None,
+) -> None:
+    """Answer a GET for a file: 200, 206 for one byte range (Range and If-Range, RFC 9110 14), or 416.
+
+    Also used by the tests and the benchmarks. ``ranges=False`` ignores Range. Each offset in
+    ``cuts`` ends the one response that reaches it there, then closes the connection (a cut
+    transfer). ``sending`` is told how many body bytes go out, before they are sent.
+    """
+    span = _requested_range(handler.headers.get("Range"), size) if ranges else None
+    if span is not None and handler.headers.get("If-Range") not in (None, etag):
+        span = None  # another version: the whole file
+    if span == (size, size):
+        handler.send_response(416)
+        handler.send_header("Content-Range", f"bytes */{size}")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+        return
+    start, end = span or (0, size)
+    stop = end
+    with _cuts_lock:
+        reached = [cut for cut in cuts or () if start < cut < end]
+        if reached:
+            stop = reached[0]
+            cuts.remove(stop)  # type: ignore[union-attr]
+    handler.send_response(206 if span else 200)
+    extra = {"Content-Range": f"bytes {start}-{end - 1}/{size}"} if span else {}
+    extra |= {"ETag": etag} if etag else {}
+    extra |= {"Accept-Ranges": "bytes"} if ranges else {}
+    extra |= {"Content-Type": content_type} if content_type else {}
+    for name, value in {"Content-Length": str(end - start), **extra, **(headers or {})}.items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    if sending is not None:
+        sending(stop - start)  # before sending: the client may finish before this thread resumes
+    file.seek(start)
+    while start < stop:
+        chunk = file.read(min(stop - start, 1024 * 1024))
+        if not chunk:
+            break
+        handler.wfile.write(chunk)
+        start += len(chunk)
+    if stop < end:
+        handler.close_connection = True
+
+
+def _requested_range(value: str | None, size: int) -> tuple[int, int] | None:
+    """The bytes ``[start, end)`` one Range asks for, ``(size, size)`` when none can be served, or None."""
+    unit, _, spec = (value or "").partition("=")
+    first, dash, last = spec.strip().partition("-")
+    if unit.strip().lower() != "bytes" or "," in spec or not dash or not (first + last).isdigit():
+        return None  # absent, or not one plain range: the whole file (RFC 9110 14.2 allows it)
+    if not first:  # a suffix: the last N bytes
+        return (max(0, size - int(last)), size) if int(last) and size else (size, size)
+    if int(first) >= size or (last and int(last) < int(first)):
+        return size, size
+    return int(first), min(int(last) + 1 if last else size, size)
 
 
 def _parse_json(body: bytes) -> Any:
