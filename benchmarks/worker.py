@@ -4,11 +4,12 @@
     worker.py construct VARIANT COUNT
     worker.py requests VARIANT URL METHOD COUNT CAFILE
     worker.py bigjson VARIANT URL CAFILE
-    worker.py download VARIANT URL DESTINATION CAFILE
+    worker.py download VARIANT URL DESTINATION CAFILE SHA256 CONNECTIONS
 
 It runs under the benchmark's throwaway virtual environment (requests, httpx), with
-the repository on sys.path for dataset_client. Times are wall (perf_counter) and CPU
-(process time, or the children's for curl); memory is the peak RSS (ru_maxrss).
+the repository on sys.path for dataset_client (or $DATASET_CLIENT_FROM, the previous
+release). Times are wall (perf_counter) and CPU (process time, or the children's for
+curl and openssl); memory is the peak RSS (VmHWM).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.environ.get("DATASET_CLIENT_FROM") or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADERS = {"User-Agent": "bench/1", "Accept": "application/json", "Accept-Encoding": "gzip"}
 QUERY = {"sql": "SELECT 1"}
 CHUNK = 1024 * 1024
@@ -188,20 +189,13 @@ def measure_bigjson(variant: str, url: str, cafile: str) -> dict[str, float]:
     return result
 
 
-def measure_download(variant: str, url: str, destination: str, cafile: str) -> dict[str, float]:
+def measure_download(
+    variant: str, url: str, destination: str, cafile: str, sha256: str, connections: int
+) -> dict[str, float]:
     context = tls_context(cafile)
-    if variant == "curl":
-        command = ["curl", "-sS", "--fail", "-o", destination, url]
-        if cafile != "-":
-            command[1:1] = ["--cacert", cafile]
-        wall = time.perf_counter()
-        subprocess.run(command, check=True)
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return {
-            "wall": time.perf_counter() - wall,
-            "cpu": usage.ru_utime + usage.ru_stime,
-            "rss": usage.ru_maxrss / 1024,
-        }
+    digest = None if sha256 == "-" else sha256
+    if variant.startswith("curl"):
+        return run_commands(curl_commands(variant, url, destination, cafile), digest)
     wall, cpu = time.perf_counter(), time.process_time()
     if variant == "dataset_client":
         import urllib.parse
@@ -210,11 +204,11 @@ def measure_download(variant: str, url: str, destination: str, cafile: str) -> d
 
         parts = urllib.parse.urlsplit(url)
         with dataset_client.DatasetClient(f"{parts.scheme}://{parts.netloc}", ssl_context=context) as client:
-            if destination == "/dev/null":
+            if dataset_client.__version__ == "1.0.0":  # the previous release: it would replace /dev/null by a file
                 with open(destination, "wb") as sink:
-                    client.download(url, sink)
+                    client.download(url, sink, sha256=digest)
             else:
-                client.download(url, destination)
+                client.download(url, destination, sha256=digest, connections=connections)
     elif variant == "requests":
         import requests
 
@@ -236,6 +230,34 @@ def measure_download(variant: str, url: str, destination: str, cafile: str) -> d
     return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "rss": peak_rss_mib()}
 
 
+def curl_commands(variant: str, url: str, destination: str, cafile: str) -> list[list[str]]:
+    """curl, or what a careful user runs to check a digest: curl then openssl (piped when nothing is kept)."""
+    curl = ["curl", "-sS", "--fail", *(["--cacert", cafile] if cafile != "-" else []), url]
+    if variant == "curl":
+        return [[*curl, "-o", destination]]
+    if destination == "/dev/null":
+        return [curl, ["openssl", "dgst", "-sha256", "-r"]]
+    return [[*curl, "-o", destination], ["openssl", "dgst", "-sha256", "-r", destination]]
+
+
+def run_commands(commands: list[list[str]], digest: str | None) -> dict[str, float]:
+    """Run one command, two in turn, or (the first's output unused) two in a pipe; check the digest printed."""
+    wall = time.perf_counter()
+    if len(commands) == 2 and "-o" not in commands[0]:
+        first = subprocess.Popen(commands[0], stdout=subprocess.PIPE)
+        output = subprocess.run(commands[1], stdin=first.stdout, capture_output=True, check=True).stdout
+        first.stdout.close()  # type: ignore[union-attr]
+        if first.wait() != 0:
+            raise SystemExit("curl failed")
+    else:
+        output = b"".join(subprocess.run(command, check=True, capture_output=True).stdout for command in commands)
+    elapsed = time.perf_counter() - wall
+    if digest is not None and not output.decode().startswith(digest):
+        raise SystemExit(f"wrong digest: {output!r}")
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall": elapsed, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
+
+
 def main(argv: list[str]) -> None:
     kind, variant, *rest = argv
     if kind == "import":
@@ -247,7 +269,7 @@ def main(argv: list[str]) -> None:
     elif kind == "bigjson":
         result = measure_bigjson(variant, rest[0], rest[1])
     elif kind == "download":
-        result = measure_download(variant, rest[0], rest[1], rest[2])
+        result = measure_download(variant, rest[0], rest[1], rest[2], rest[3], int(rest[4]))
     elif kind == "bare":
         result = {"rss": peak_rss_mib()}
     else:
