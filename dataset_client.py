@@ -530,18 +530,30 @@ class DatasetClient:
 
         transfer.add_workers = add_workers
         add_workers()
+        work()
         try:
-            work()
-        finally:
             for thread in threads:  # their reads end at once when a part failed
                 thread.join()
+        except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
+            transfer.fail(exc)
+            for thread in threads:
+                thread.join()
+            raise
         transfer.finish(digest)
 
     def _fetch_part(self, transfer: _Transfer, part: _Part) -> None:
         """Fetch one part, resuming it where it stopped when a response is cut."""
+        attempts = 0
 
         def attempt() -> None:
+            nonlocal attempts
             transfer.check_running()
+            attempts += 1
+            if part.done and attempts > 1:
+                total = _size(transfer.total or 0)
+                _logger().info(
+                    "resuming at %s of %s after an interruption, GET %s", _size(part.offset), total, transfer.url
+                )
             headers = transfer.request_headers(part)
             response = self._send_handling_redirects("GET", transfer.url, None, headers, trusted=transfer.trusted)
             with transfer.receiving(response), transfer.stopping_when_failed():
@@ -1196,9 +1208,8 @@ class _Transfer:
         except (KeyError, TypeError, ValueError):  # no state, or not ours
             return False
         self.target.keep = True  # what is on disk stays resumable, whatever happens in this run
-        _logger().info(
-            "resuming GET %s: %s of %s already downloaded", self.url, _size(self.done), _size(self.total or 0)
-        )
+        total = _size(self.total or 0)
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), total, self.url)
         return True
 
     def _start_digest(self) -> None:
@@ -1242,8 +1253,6 @@ class _Transfer:
         if self.validator is None or (part.done == 0 and len(self.parts) == 1):
             return self.headers
         last = "" if part.end is None or part.end == self.total else str(part.end - 1)
-        if part.done:
-            _logger().info("resuming GET %s at byte %d", self.url, part.offset)
         return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
@@ -1284,6 +1293,8 @@ class _Transfer:
             self._split(min(self.connections, self.total // _MIN_PART_SIZE))
         with self.lock:
             self._save()
+            if self.progress is not None:
+                self.progress(self.done, self.total)  # the total is known now
 
     def _split(self, count: int) -> None:
         """Cut the file into ``count`` parts: the first one continues on the response under way."""
@@ -1687,7 +1698,7 @@ def _check_api_key(api_key: str) -> str:
         raise TypeError(f"api_key must be a str or None, not {type(api_key).__name__}")
     if not api_key.strip():
         raise ValueError("api_key must not be empty (pass None for no key)")
-    if not _CONTROL_CHARACTERS.isdisjoint(api_key) or "\t" in api_key or api_key != api_key.strip():
+    if not _CONTROL_CHARACTERS.isdisjoint(api_key) or any(character.isspace() for character in api_key):
         raise ValueError("api_key contains whitespace or a control character (CR, LF, ...)")
     if not api_key.isascii():
         raise ValueError("api_key must be ASCII")
@@ -1817,133 +1828,513 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 # ---------------------------------------------------------------------------
 
 _EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
+# The library's argument names, as the person at the terminal gave them.
+_CLI_NAMES = {
+    "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
+    "api_key": "DATASET_CLIENT_API_KEY",
+    "timeout": "--timeout",
+    "max_retries": "--retries",
+    "connections": "--connections",
+    "download_url": "URL",
+    "destination": "DEST",
+    "sha256": "--sha256",
+    "dataset": "DATASET",
+    "symbols": "--symbols",
+    "start_date": "--start",
+    "end_date": "--end",
+    "format": "--format",
+    "sql": "SQL",
+}
+_CLI_HELP = """\
+The key is read from $DATASET_CLIENT_API_KEY only (never from the command line,
+where ps shows it); --base-url defaults to $DATASET_CLIENT_BASE_URL. Options may
+come before or after the command.
+
+Results: a table when stdout is a terminal, else JSON (exactly what the service
+sent); --output csv|jsonl|table|json chooses. A result that is not a table (an
+export) is JSON whatever the option.
+
+Downloads: DEST is a file, an existing directory (the URL's file name inside it),
+or - for stdout; without DEST, the URL's file name in the current directory.
+Progress goes to stderr when it is a terminal, and a one-line summary always
+(unless -q).
+
+Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
+error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
+"""
+
+
+class _UsageError(Exception):
+    """A command line that cannot run as given: exit status 2."""
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C, so downloads clean up after themselves."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(signal_number)
+        self.signal_number = signal_number
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``dataset-client`` command; return its exit status.
-
-    JSON goes to stdout, one-line errors to stderr. Exit status: 0 ok, 1 service
-    error (or a failed download), 2 usage error, 3 network error. The key comes from
-    ``$DATASET_CLIENT_API_KEY`` only, never from the command line, where ``ps`` shows it.
-    """
+    """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
     import argparse  # the command line's imports stay off the library's import path
+    import logging
+    import signal
 
-    parser = argparse.ArgumentParser(
-        prog="dataset-client",
-        description="Query the dataset service, create exports and download them.",
-        epilog="The API key is read from $DATASET_CLIENT_API_KEY (never from the command line).",
-    )
-    parser.add_argument(
-        "--base-url",
-        default=os.environ.get("DATASET_CLIENT_BASE_URL"),
-        help="service address (default: $DATASET_CLIENT_BASE_URL)",
-    )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each connect or read")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("datasets", help="list the datasets", description="List the datasets (JSON on stdout).")
-    query = commands.add_parser("query", help="run an SQL query", description="Run SQL; print the result as JSON.")
-    query.add_argument("sql", help="the SQL text, or - to read it from stdin")
+    try:
+        args = _parse_arguments(argparse, argv)
+    except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
+        return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
+    stderr = _Stderr(quiet=args.quiet, verbose=args.verbose)
+    logger = _logger()
+    handler = logging.Handler()
+    handler.emit = stderr.log  # type: ignore[method-assign]
+    level = logger.level
+    logger.setLevel(10 if args.verbose else 20)  # DEBUG: each request; INFO: resumes, retries
+    logger.addHandler(handler)
 
-    def date(text: str) -> datetime.date:  # argparse names it in "invalid date value"
+    def stop(signal_number: int, frame: object) -> None:
+        raise _Stopped(signal_number)
+
+    previous = {}  # the signal handlers to put back (main() also runs inside other programs and tests)
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), stop)
+    try:
+        return _run_command(args, stderr)
+    except _Stopped as stopped:
+        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}")
+        return 128 + stopped.signal_number
+    except KeyboardInterrupt:
+        stderr.error("interrupted")
+        return 130
+    finally:
+        for number, action in previous.items():
+            signal.signal(number, action)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        stderr.close()
+
+
+def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
+    def seconds(text: str) -> float | None:
+        value = float(text)
+        if not value >= 0 or value == float("inf"):
+            raise ValueError(text)
+        return value or None  # 0: no limit
+
+    def count(least: int) -> Callable[[str], int]:
+        def check(text: str) -> int:
+            if int(text) < least:
+                raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+            return int(text)
+
+        check.__name__ = "number"  # argparse names it in "invalid number value"
+        return check
+
+    def date(text: str) -> datetime.date:
         try:
             return datetime.date.fromisoformat(text)
         except ValueError:
             return datetime.datetime.fromisoformat(text)
 
-    export = commands.add_parser("export", help="create an export", description="Create an export; print it as JSON.")
-    export.add_argument("dataset")
+    # Options shared by every command, accepted before or after it (as gh and aws do).
+    shared = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    shared.add_argument("--base-url", metavar="URL", help="service address (default: $DATASET_CLIENT_BASE_URL)")
+    shared.add_argument(
+        "--timeout",
+        metavar="S",
+        type=seconds,
+        help="seconds to wait for each connect or read; 0: no limit (default: 30)",
+    )
+    shared.add_argument("--retries", metavar="N", type=count(0), help="times a failed request is retried (default: 2)")
+    shared.add_argument(
+        "--output",
+        choices=("table", "json", "jsonl", "csv"),
+        help="how results are printed (default: table on a terminal, else json)",
+    )
+    loudness = shared.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true", help="a line on stderr per request, retry and resume")
+    loudness.add_argument("-q", "--quiet", action="store_true", help="errors only")
+    parser = argparse.ArgumentParser(
+        prog="dataset-client",
+        description="Query the dataset service, create exports and download them.",
+        epilog=_CLI_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[shared],
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str) -> Any:
+        return commands.add_parser(
+            name,
+            help=summary,
+            description=description,
+            parents=[shared],
+            epilog=_CLI_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    command("datasets", "list the datasets", "List the datasets.")
+    query = command("query", "run an SQL query", "Run a read-only SQL query and print its result.")
+    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
+    export = command(
+        "export",
+        "create an export (and download it)",
+        "Create an export; print it; with --download, also fetch its file.",
+    )
+    export.add_argument("dataset", metavar="DATASET")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     export.add_argument("--start", required=True, type=date, help="first date, YYYY-MM-DD")
     export.add_argument("--end", required=True, type=date, help="last date, YYYY-MM-DD")
-    export.add_argument("--format", default="parquet", help="file format (default: parquet)")
-    download = commands.add_parser(
-        "download", help="download a file", description="Download a file (an export's download_url) to DEST."
+    export.add_argument("--format", default="parquet", help="parquet (default), csv or jsonl")
+    export.add_argument(
+        "--download",
+        nargs="?",
+        const="",
+        metavar="DEST",
+        help="download the export's file too (default DEST: its name)",
     )
-    download.add_argument("url", help="the URL, absolute or relative to the base URL")
-    download.add_argument("destination", metavar="DEST", help="the file to write, or - for stdout")
-    download.add_argument("--sha256", help="the hex digest the file must have")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
-        return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
+    download = command("download", "download a file", "Download a file (an export's download_url), checked and atomic.")
+    download.add_argument("url", metavar="URL", help="the URL, absolute or relative to the base URL")
+    download.add_argument("destination", nargs="?", metavar="DEST", help="a file, a directory, or - for stdout")
+    download.add_argument("--sha256", metavar="HEX", help="the hex digest the file must have")
+    for parser_of_a_download in (export, download):
+        parser_of_a_download.add_argument(
+            "-c",
+            "--continue",
+            dest="resume",
+            action="store_true",
+            help="keep a partial file when interrupted, and continue it next time",
+        )
+        parser_of_a_download.add_argument(
+            "--connections",
+            metavar="N",
+            type=count(1),
+            default=1,
+            help="ranged requests at once for one file (default: 1)",
+        )
+    args = parser.parse_args(argv)
+    for name, default in (
+        ("base_url", None),
+        ("timeout", 30.0),
+        ("retries", 2),
+        ("output", None),
+        ("verbose", False),
+        ("quiet", False),
+    ):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    args.base_url = args.base_url or os.environ.get("DATASET_CLIENT_BASE_URL")
+    args.output = args.output or ("table" if sys.stdout.isatty() else "json")
+    return args
 
-    def fail(status: int, message: str) -> int:
-        print(f"dataset-client: error: {' '.join(message.split())}", file=sys.stderr)
-        return status
 
-    if not args.base_url:
-        return fail(_EXIT_USAGE, "no service address: pass --base-url or set DATASET_CLIENT_BASE_URL")
+def _run_command(args: Any, stderr: _Stderr) -> int:
+    """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
+    writing = "stdout"
     try:
-        client = DatasetClient(args.base_url, os.environ.get("DATASET_CLIENT_API_KEY") or None, timeout=args.timeout)
-    except (TypeError, ValueError) as exc:
-        return fail(_EXIT_USAGE, str(exc))
-    try:
-        with client:
-            if args.command == "download":
-                _cli_download(client, args.url, args.destination, args.sha256)
-                return _EXIT_OK
+        if not args.base_url:
+            raise _UsageError("no service address: pass --base-url or set DATASET_CLIENT_BASE_URL")
+        api_key = os.environ.get("DATASET_CLIENT_API_KEY") or None
+        with DatasetClient(args.base_url, api_key, timeout=args.timeout, max_retries=args.retries) as client:
             if args.command == "datasets":
                 result = client.list_datasets()
             elif args.command == "query":
                 result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
-            else:
+            elif args.command == "export":
                 symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
                 result = client.create_export(
                     args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format
                 )
-            sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+            else:
+                writing = _download_target(args.url, args.destination, args.resume)
+                _cli_download(client, args.url, writing, args, stderr, sha256=args.sha256)
+                return _EXIT_OK
+            _print_result(result, args.output, stderr)
+            if args.command == "export" and args.download is not None:
+                url, digest = _export_file(result)
+                writing = _download_target(url, args.download or None, args.resume)
+                _cli_download(client, url, writing, args, stderr, sha256=digest)
             return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
-        return fail(_EXIT_NETWORK_ERROR, str(exc))
+        return stderr.error(str(exc), _EXIT_NETWORK_ERROR)
     except DatasetClientError as exc:
-        return fail(_EXIT_SERVICE_ERROR, str(exc))
-    except (TypeError, ValueError) as exc:  # arguments the client refused before sending
-        return fail(_EXIT_USAGE, str(exc))
+        retry = exc.retry_after if isinstance(exc, ServiceError) else None
+        return stderr.error(f"{exc}{f'; try again in {_duration(retry)}' if retry else ''}", _EXIT_SERVICE_ERROR)
+    except (_UsageError, TypeError, ValueError) as exc:  # arguments refused before anything was sent
+        return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError:  # stdout closed early, as by `| head`
-        sys.stderr.close()
         return _EXIT_OK
     except OSError as exc:
-        return fail(_EXIT_SERVICE_ERROR, f"cannot write {args.destination}: {exc.strerror or exc}")
-    except KeyboardInterrupt:
-        return fail(130, "interrupted")
+        return stderr.error(f"cannot write {exc.filename or writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
 
 
-def _cli_download(client: DatasetClient, url: str, destination: str, sha256: str | None) -> None:
-    """Download with a progress bar on a terminal, else a one-line summary; both on stderr."""
-    started = time.monotonic()
-    shown = {"at": 0.0, "done": 0}
-    terminal = sys.stderr.isatty()
+def _in_cli_terms(message: str) -> str:
+    names = "|".join(_CLI_NAMES)
+    return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
 
-    def progress(done: int, total: int | None) -> None:
-        shown["done"] = done
-        now = time.monotonic()
-        if terminal and (now - shown["at"] >= 0.2 or done == total):  # redraw at most 5 times a second
-            shown["at"] = now
-            sys.stderr.write("\r" + _progress_line(done, total, now - started) + "\033[K")
-            sys.stderr.flush()
 
+def _export_file(export: Any) -> tuple[str, str | None]:
+    """The export's download_url and (when it has a usable one) its sha256."""
+    url = export.get("download_url") if isinstance(export, dict) else None
+    if not isinstance(url, str) or not url:
+        raise InvalidResponseError("the export has no download_url to download")
+    digest = export.get("sha256")
+    return url, digest if isinstance(digest, str) and len(digest) == 64 else None
+
+
+def _download_target(url: str, destination: str | None, resume: bool) -> str:
+    """Where a download goes: DEST, a file named after the URL (in DEST when it is a directory), or - (stdout)."""
     if destination == "-":
-        client.download(url, sys.stdout.buffer, progress=progress, sha256=sha256)
+        if resume:
+            raise _UsageError("-c needs a file to continue: not - (stdout)")
+        return "-"
+    if destination is not None and not os.path.isdir(destination):
+        return destination
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise _UsageError(f"cannot name a file after {url!r}: give DEST")
+    return os.path.join(destination or "", name)
+
+
+def _cli_download(
+    client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None
+) -> None:
+    """Download with a progress line on a terminal stderr; then a one-line summary."""
+    to_stdout = target == "-"
+    # No progress line over a file that is itself being written to the terminal.
+    progress = _ProgressLine(stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty()))
+    if to_stdout:
+        sys.stdout.flush()
+    try:
+        destination: Any = sys.stdout.buffer if to_stdout else target
+        client.download(
+            url, destination, progress=progress, sha256=sha256, resume=args.resume, connections=args.connections
+        )
+    finally:
+        progress.finish()
+    if to_stdout:
         sys.stdout.buffer.flush()
+    elapsed = max(time.monotonic() - progress.started, 1e-6)
+    rate = _size((progress.done - (progress.first or 0)) / elapsed)
+    checked = ", sha256 verified" if sha256 else ""
+    where = "stdout" if to_stdout else target
+    stderr.info(f"downloaded {where}: {_size(progress.done)} in {elapsed:.1f} s ({rate}/s){checked}")
+
+
+class _Stderr:
+    """The command's stderr: one-line messages and, on a terminal, one status line redrawn under them.
+
+    The status line is a download's progress, or (without -v) a retry under way: it is
+    never left behind, so that what stays on the screen is the messages.
+    """
+
+    def __init__(self, *, quiet: bool, verbose: bool) -> None:
+        self.stream = sys.stderr
+        self.quiet = quiet
+        self.verbose = verbose
+        try:
+            self.is_terminal = self.stream.isatty()
+        except (AttributeError, ValueError):
+            self.is_terminal = False
+        self.line: str | None = None  # the status line on the screen
+        self.lock = threading.Lock()  # a download's threads log too
+
+    def status(self, line: str | None) -> None:
+        """Draw the status line in place of the last one (None: clear it)."""
+        if self.is_terminal and not self.quiet:
+            with self.lock:
+                self.line = line and _fit(line, (_terminal_width(self.stream) or 80) - 1, False).rstrip()
+                self._write(f"\r{self.line or ''}\033[K")
+
+    def message(self, text: str, *, error: bool = False) -> None:
+        if self.quiet and not error:
+            return
+        with self.lock:
+            if error:
+                self.line = None  # an error ends what the status line said
+            clear = "\r\033[K" if self.is_terminal else ""
+            self._write(clear + text + "\n" + (self.line or ""))
+
+    def info(self, text: str) -> None:
+        self.message(text)
+
+    def warning(self, text: str) -> None:
+        self.message(f"dataset-client: warning: {text}")
+
+    def error(self, text: str, status: int = _EXIT_SERVICE_ERROR) -> int:
+        self.message(f"dataset-client: error: {' '.join(text.split())}", error=True)
+        return status
+
+    def log(self, record: Any) -> None:
+        """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
+        text = f"dataset-client: {record.getMessage()}"
+        if record.levelno >= 30 and not self.verbose:
+            self.status(text)  # a retry: said while it waits, gone once it is over
+        elif self.is_terminal:  # a notice, not an error: one row, its URL's end cut if need be
+            self.message(_fit(text, _terminal_width(self.stream) or 80, False).rstrip())
+        else:
+            self.message(text)
+
+    def close(self) -> None:
+        if self.line:
+            self.status(None)
+
+    def _write(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not hide the real error
+            self.stream.write(text)
+            self.stream.flush()
+
+
+def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
+    """Print a result as a table, csv, jsonl or json; a result that is not tabular, as json."""
+    table = _tabular(result)
+    if isinstance(result, dict) and result.get("truncated") is True:
+        stderr.warning('the service cut this result short ("truncated": true)')
+    if table is None or output == "json":
+        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        return
+    columns, rows = table
+    if output == "jsonl":
+        for row in rows:
+            sys.stdout.write(json.dumps(dict(zip(columns, row, strict=False)), ensure_ascii=False) + "\n")
+    elif output == "csv":
+        import csv
+
+        writer = csv.writer(sys.stdout, lineterminator="\r\n")  # RFC 4180
+        writer.writerow(columns)
+        writer.writerows([_cell(value) for value in row] for row in rows)
     else:
-        client.download(url, destination, progress=progress, sha256=sha256)
-    elapsed = time.monotonic() - started
-    if terminal:
-        sys.stderr.write("\n")
-    rate = _size(shown["done"] / elapsed) + "/s" if elapsed > 0 else ""
-    where = "stdout" if destination == "-" else destination
-    print(f"downloaded {_size(shown['done'])} to {where} in {elapsed:.1f} s ({rate})", file=sys.stderr)
+        sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
+    sys.stdout.flush()
 
 
-def _progress_line(done: int, total: int | None, elapsed: float) -> str:
-    rate = done / elapsed if elapsed > 0 else 0.0
-    if total:
-        left = f"{(total - done) / rate:.0f} s left" if rate else ""
-        bar = "#" * int(30 * done / total)
-        return f"[{bar:<30}] {done * 100 // total:3d}% {_size(done)} of {_size(total)}  {_size(rate)}/s  {left}"
-    return f"{_size(done)}  {_size(rate)}/s"
+def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
+    """Columns and rows of a ``{"columns": [...], "rows": [[...]]}`` result or a list of objects; else None."""
+    columns, rows = (result.get("columns"), result.get("rows")) if isinstance(result, dict) else (None, None)
+    if isinstance(columns, list) and isinstance(rows, list) and all(isinstance(row, list) for row in rows):
+        return [str(name) for name in columns], [(row + [None] * len(columns))[: len(columns)] for row in rows]
+    if isinstance(result, list) and all(isinstance(item, dict) for item in result):
+        columns = list(dict.fromkeys(str(key) for item in result for key in item))
+        return columns, [[item.get(column) for column in columns] for item in result]
+    return None
+
+
+def _cell(value: Any) -> str:
+    """A value as a table or csv cell: text as is, numbers and booleans as JSON, nested values as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
+    """Aligned columns, numbers on the right, no line wider than ``width`` (0: no limit), then ``(N rows)``."""
+    control = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)} | {9: "\\t", 10: "\\n", 13: "\\r"}
+    cells = [[_cell(value).translate(control) for value in row] for row in rows]  # no escape codes reach the terminal
+    right = [[isinstance(value, (int, float)) and not isinstance(value, bool) for value in row] for row in rows]
+    widths = [
+        max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(columns)
+    ]
+    room = width - 2 * (len(columns) - 1) if width else 0
+    while room and sum(widths) > room and max(widths) > 1:  # the widest column gives way first
+        widths[widths.index(max(widths))] -= 1
+
+    def line(texts: list[str], to_right: list[bool]) -> str:
+        fitted = [
+            _fit(text, size, right_align) for text, size, right_align in zip(texts, widths, to_right, strict=True)
+        ]
+        return _fit("  ".join(fitted).rstrip(), width, False).rstrip() if width else "  ".join(fitted).rstrip()
+
+    numeric = [any(row[index] for row in right) for index in range(len(columns))]
+    lines = [line(columns, numeric), line(["-" * size for size in widths], numeric)] if columns else []
+    lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
+    return [*lines, f"({len(rows)} row{'' if len(rows) == 1 else 's'})"]
+
+
+def _text_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: East Asian wide characters take two, combining marks none."""
+    import unicodedata
+
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _fit(text: str, width: int, right: bool) -> str:
+    """``text`` padded to ``width`` columns, or cut to it with an ellipsis."""
+    if _text_width(text) > width:
+        while text and _text_width(text) > width - 1:
+            text = text[:-1]
+        text += "…" if width else ""
+    padding = " " * (width - _text_width(text))
+    return padding + text if right else text + padding
+
+
+def _terminal_width(stream: Any) -> int:
+    """The columns of the terminal ``stream`` writes to ($COLUMNS first, as shutil does); 0 when it is none."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _duration(seconds: float) -> str:
+    """m:ss, or h:mm:ss past an hour."""
+    minutes, second = divmod(int(seconds + 0.5), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{second:02d}" if minutes >= 60 else f"{minutes}:{second:02d}"
+
+
+class _ProgressLine:
+    """A download's ``progress`` callback: counts, and redraws one line on the terminal when its percent changes."""
+
+    def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
+        self.stderr = stderr
+        self.draw = draw
+        self.started = time.monotonic()
+        self.drawn_at = 0.0
+        self.first: int | None = None  # bytes there already (a resumed file): not this run's speed
+        self.done = 0
+        self.total: int | None = None
+        self.percent = -1  # the whole percent on the screen: a new one is drawn at once
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.first is None or done < self.first:
+            self.first, self.started = done, time.monotonic()
+        self.done, self.total = done, total
+        now = time.monotonic()
+        percent = done * 100 // total if total else -1
+        if self.draw and (now - self.drawn_at >= 0.1 or percent != self.percent):
+            self.drawn_at, self.percent = now, percent
+            self.stderr.status(self.text(now - self.started, _terminal_width(self.stderr.stream) or 80))
+
+    def text(self, elapsed: float, width: int) -> str:
+        """Percent, bytes, rate and time left, as many as fit in ``width - 1`` columns, a bar in the rest."""
+        rate = (self.done - (self.first or 0)) / elapsed if elapsed >= 0.5 else 0.0
+        if not self.total:
+            return _fit(f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done), width - 1, False).rstrip()
+        parts = [f"{self.done * 100 // self.total:3d}%", f"{_size(self.done)} of {_size(self.total)}"]
+        if rate:
+            parts += [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"]
+        while len(parts) > 1 and len("  ".join(parts)) > width - 1:
+            parts.pop()
+        text = "  ".join(parts)
+        bar = width - 1 - len(text) - 4
+        if bar >= 10:
+            filled = bar * self.done // self.total
+            text = f"[{'#' * filled}{'-' * (bar - filled)}]  {text}"
+        return _fit(text, width - 1, False).rstrip()
+
+    def finish(self) -> None:
+        if self.draw:
+            self.stderr.status(None)
 
 
 if __name__ == "__main__":

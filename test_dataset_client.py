@@ -19,6 +19,7 @@ import io
 import json
 import os
 import pickle
+import re
 import select
 import signal
 import socket
@@ -341,6 +342,7 @@ class ConstructionTests(ServerTestCase):
         for key, error in (
             ("abc\r\nX-Evil: 1", ValueError),
             ("abc\n", ValueError),
+            ("two words", ValueError),
             ("", ValueError),
             ("  ", ValueError),
             ("clé-secrète", ValueError),
@@ -2266,8 +2268,10 @@ class StandInTests(StandInTestCase):
 
 
 class CommandLineTests(StandInTestCase):
-    def run_main(self, *argv: str, stdin: str = "", key: str | None = "stand-in-key") -> tuple[int, str, str]:
-        environment = {"DATASET_CLIENT_BASE_URL": self.base_url}
+    def run_main(
+        self, *argv: str, stdin: str = "", key: str | None = "stand-in-key", base_url: str | None = None
+    ) -> tuple[int, str, str]:
+        environment = {"DATASET_CLIENT_BASE_URL": base_url or self.base_url}
         if key is not None:
             environment["DATASET_CLIENT_API_KEY"] = key
         out, err = io.StringIO(), io.StringIO()
@@ -2323,31 +2327,328 @@ class CommandLineTests(StandInTestCase):
         status, out, err = self.run_main("download", export["download_url"], str(target), "--sha256", export["sha256"])
         self.assertEqual((status, out), (0, ""))
         self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded [\d.]+ KiB to {target} in [\d.]+ s \(.*/s\)\n$")
+        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB in [\d.]+ s \(.*/s\), sha256 verified\n$")
 
-    def test_progress_bar_on_a_terminal(self) -> None:
-        export = self.stand_in_client().create_export(
-            "trades", symbols="V", start_date="2024-01-01", end_date="2024-12-31", format="csv"
-        )
-
-        class Terminal(io.StringIO):
-            def isatty(self) -> bool:
-                return True
-
-        terminal = Terminal()
-        with mock.patch.object(sys, "stderr", terminal):
-            self.assertEqual(
-                dc._cli_download(self.stand_in_client(), export["download_url"], str(self.tmp() / "t.csv"), None), None
-            )
-        text = terminal.getvalue()
-        self.assertIn("\r[", text)
-        self.assertIn("100%", text)
-        self.assertIn(" s left", text)
+    def test_output_formats(self) -> None:
+        sql = "SELECT symbol, count(*) AS days, round(avg(close), 2) AS mean FROM daily_bars GROUP BY symbol LIMIT 3"
+        status, out, err = self.run_main("query", sql)  # stdout is not a terminal: JSON, exactly the result
+        result = json.loads(out)
+        self.assertEqual((status, err, result["columns"]), (0, "", ["symbol", "days", "mean"]))
+        status, out, _ = self.run_main("query", sql, "--output", "table")  # options after the command too
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["symbol", "days", "mean"])
+        self.assertEqual(lines[1].split(), ["------", "----", "------"])
+        self.assertEqual(lines[2].split(), ["AAPL", "522", str(result["rows"][0][2])])
+        self.assertTrue(lines[2].endswith(str(result["rows"][0][2])), "numbers on the right")
+        self.assertEqual(lines[-1], "(3 rows)")
+        self.assertEqual(len({len(line) for line in lines[:-1]}), 1, "aligned")
+        status, out, _ = self.run_main("--output", "csv", "query", sql)
+        self.assertEqual(out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"])
+        status, out, _ = self.run_main("--output", "jsonl", "query", sql)
         self.assertEqual(
-            dc._progress_line(512 * 1024, 1024 * 1024, 1.0),
-            f"[{'#' * 15:<30}]  50% 512.0 KiB of 1.0 MiB  512.0 KiB/s  1 s left",
+            [json.loads(line) for line in out.splitlines()],
+            [dict(zip(result["columns"], row, strict=True)) for row in result["rows"]],
         )
-        self.assertEqual(dc._progress_line(3 * 1024**3, None, 2.0), "3.0 GiB  1.5 GiB/s")
+        status, out, _ = self.run_main("--output", "table", "datasets")  # a list of objects: the union of their keys
+        self.assertEqual(out.splitlines()[0].split()[:2], ["name", "description"])
+        self.assertIn('[{"name":"date","type":"TEXT"},', out, "a nested value as compact JSON")
+        self.assertEqual(out.splitlines()[-1], "(2 rows)")
+
+    def test_a_result_that_is_not_a_table_is_json_and_a_cut_one_is_said(self) -> None:
+        status, out, _ = self.run_main(
+            "--output",
+            "csv",
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-02",
+            "--format",
+            "csv",
+        )
+        self.assertEqual((status, json.loads(out)["status"]), (0, "ready"))
+        status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
+        self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
+        self.assertEqual(err.count("\n"), 1)
+        self.assertEqual(err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n')
+        self.assertEqual(self.run_main("-q", "query", "SELECT * FROM trades")[2], "", "-q: errors only")
+
+    def test_export_and_download_in_one_command(self) -> None:
+        directory = self.tmp()
+        status, out, err = self.run_main(
+            "export",
+            "daily_bars",
+            "--symbols",
+            "AAPL,MSFT",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-03-31",
+            "--format",
+            "csv",
+            "--download",
+            str(directory),
+        )
+        export = json.loads(out)
+        target = directory / export["download_url"].rsplit("/", 1)[1]
+        self.assertEqual(status, 0, err)
+        self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
+        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB in [\d.]+ s \(.*/s\), sha256 verified\n$")
+        self.assertEqual([p.name for p in directory.iterdir()], [target.name])
+
+    def test_download_destinations(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-03", format="csv"
+        )
+        url, name = export["download_url"], export["download_url"].rsplit("/", 1)[1]
+        directory = self.tmp()
+        with contextlib.chdir(directory):
+            self.assertEqual(self.run_main("download", url)[0], 0)  # no DEST: the URL's name, here
+        self.assertEqual(self.run_main("download", url, str(directory / "sub.csv"))[0], 0)
+        os.mkdir(directory / "into")
+        self.assertEqual(self.run_main("download", url, str(directory / "into"), "-c", "--connections", "2")[0], 0)
+        self.assertEqual(
+            sorted(str(p.relative_to(directory)) for p in directory.rglob("*")),
+            sorted([name, "sub.csv", "into", f"into/{name}"]),
+        )
+        for path in (directory / name, directory / "sub.csv", directory / "into" / name):
+            self.assertEqual(hashlib.sha256(path.read_bytes()).hexdigest(), export["sha256"])
+        for argv, text in (
+            (["download", url.rsplit("/", 1)[0] + "/"], "cannot name a file after"),
+            (["download", url.rsplit("/", 1)[0] + "/..", str(directory)], "cannot name a file after"),
+            (["download", url.rsplit("/", 1)[0] + "/a%2Fb"], "cannot name a file after"),
+            (["download", url, "-", "-c"], "-c needs a file"),
+            (["download", url, "x", "--connections", "0"], "--connections: must be at least 1"),
+            (["download", url, "x", "--sha256", "abc"], "--sha256 must be 64 hexadecimal digits"),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertIn(text, err)
+
+    def test_retries_timeout_and_verbosity(self) -> None:
+        base = self.server.url + "/api"
+        self.script(reply(503, {"message": "busy"}), reply(503, {"message": "busy"}), reply(body=[]))
+        status, _, err = self.run_main("--retries", "0", "-v", "datasets", base_url=base)
+        self.assertEqual(status, 1)
+        self.assertEqual(len(self.requests), 1)
+        self.assertRegex(
+            err, r"^dataset-client: GET http://127\.0\.0\.1:\d+/api/datasets: 503 Service Unavailable \(\d+ ms\)\n"
+        )
+        self.assertIn("dataset-client: error: 503 Service Unavailable: GET", err)
+        with recorded_sleeps():
+            status, out, err = self.run_main("--timeout", "0", "-v", "datasets", base_url=base)
+        self.assertEqual((status, json.loads(out)), (0, []))
+        self.assertEqual(err.count("retrying GET"), 1, err)
+        self.assertEqual(err.count(": 200 OK ("), 1, err)
+        self.assertNotIn("stand-in-key", err)
+
+    def test_a_resumed_transfer_says_so(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
+        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
+        self.assertEqual(status, 3)
+        self.assertIn("connection closed after 1500000 of 3145851 bytes", err)
+        self.script(serve_file(DATA))
+        with recorded_sleeps():
+            status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
+        self.assertEqual(status, 0, err)
+        lines = err.splitlines()
+        self.assertEqual(lines[0], f"dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded, GET {url}")
+        self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
+        self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB in ")
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+
+    def test_errors_speak_in_the_command_lines_own_terms(self) -> None:
+        base = self.server.url + "/api"
+        self.script(reply(429, {"message": "slow down"}, {"Retry-After": "120"}))
+        cases = [
+            (
+                ["--base-url", "ftp://x/api", "datasets"],
+                {},
+                2,
+                "--base-url (or DATASET_CLIENT_BASE_URL) must be an http:// or https:// URL, not 'ftp'",
+            ),
+            (
+                ["datasets"],
+                {"DATASET_CLIENT_API_KEY": "two words"},
+                2,
+                "DATASET_CLIENT_API_KEY contains whitespace or a control character (CR, LF, ...)",
+            ),
+            (
+                ["export", "d", "--symbols", "A", "--start", "2024-02-01", "--end", "2024-01-01"],
+                {},
+                2,
+                "--start 2024-02-01 is after --end 2024-01-01",
+            ),
+            (
+                ["--base-url", base, "datasets"],
+                {},
+                1,
+                "429 Too Many Requests: GET " + base + "/datasets: slow down; try again in 2:00",
+            ),
+        ]
+        for argv, environment, expected, text in cases:
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv, key=environment.get("DATASET_CLIENT_API_KEY", "stand-in-key"))
+                self.assertEqual((status, out), (expected, ""))
+                self.assertEqual(err, f"dataset-client: error: {text}\n")
+
+    def test_a_proxy_in_the_way_is_named(self) -> None:
+        port = free_port()  # a proxy that is not there
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": ""}):
+            status, _, err = self.run_main("--retries", "0", "datasets")
+        self.assertEqual(status, 3)
+        self.assertIn(f"via proxy 127.0.0.1:{port} (NO_PROXY bypasses it): could not connect", err)
+
+    def test_a_full_disk_is_a_one_line_error(self) -> None:
+        class FullDisk(io.StringIO):
+            def write(self, text: str) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        for argv in (["datasets"], ["query", "SELECT 1"]):
+            err = io.StringIO()
+            with (
+                mock.patch.dict(
+                    os.environ, {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
+                ),
+                contextlib.redirect_stdout(FullDisk()),
+                contextlib.redirect_stderr(err),
+            ):
+                status = dc.main(argv)
+            self.assertEqual(status, 1)
+            self.assertEqual(err.getvalue(), "dataset-client: error: cannot write stdout: No space left on device\n")
+        self.script(reply(200, b"x" * 1000, {"ETag": '"v1"'}))
+        with file_size_limit(100):
+            status, _, err = self.run_main("download", self.server.url + "/f", str(self.tmp() / "f"))
+        self.assertEqual(status, 1)
+        self.assertRegex(err, r"^dataset-client: error: cannot write .*/f: File too large\n$")
+
+    def test_signals_end_a_download_with_their_status_and_nothing_left(self) -> None:
+        for signal_name, status, keep in (
+            ("SIGTERM", 143, False),
+            ("SIGHUP", 129, False),
+            ("SIGTERM", 143, True),
+            ("SIGINT", 130, False),
+        ):
+            self.script(first_bytes_then_stall(DATA, 1_500_000))
+            directory = self.tmp()
+            environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+            argv = ["download", self.server.url + "/files/x", str(directory / "out.bin"), *(["-c"] if keep else [])]
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
+                env=environment,
+                cwd=HERE,
+                stderr=subprocess.PIPE,
+            )
+            self.addCleanup(process.kill)
+            with self.subTest(signal=signal_name, keep=keep):
+                _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
+                process.send_signal(getattr(signal, signal_name))
+                _, err = process.communicate(timeout=10)
+                self.assertEqual(process.returncode, status)
+                self.assertEqual(
+                    err.decode().splitlines()[-1],
+                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}",
+                )
+                left = sorted(p.name for p in directory.iterdir())
+                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if keep else [])
+            self.server.script.clear()
+
+    def run_in_terminal(
+        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
+    ) -> tuple[int, str]:
+        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew."""
+        import fcntl
+        import pty
+        import termios
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        environment |= {
+            "DATASET_CLIENT_BASE_URL": self.base_url,
+            "DATASET_CLIENT_API_KEY": "stand-in-key",
+            "TERM": "xterm",
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dataset_client", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env=environment,
+            cwd=HERE,
+        )
+        self.addCleanup(process.kill)
+        os.close(slave)
+        drawn = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not data:
+                break
+            drawn += data
+            if on_screen is not None:
+                on_screen(drawn.decode("utf-8", errors="replace"))
+        os.close(master)
+        return process.wait(10), drawn.decode()
+
+    def test_the_progress_line_fits_the_terminal_and_redraws_in_place(self) -> None:
+        for columns in (80, 40):
+            frames_seen = threading.Semaphore(0)
+            seen = [0]
+
+            def on_screen(text: str, frames_seen: threading.Semaphore = frames_seen, seen: list[int] = seen) -> None:
+                frames = text.count("%")
+                while seen[0] < frames:  # one chunk more for each frame drawn
+                    seen[0] += 1
+                    frames_seen.release()
+
+            def paced(handler: Handler, frames_seen: threading.Semaphore = frames_seen) -> None:
+                handler.send_response(200)
+                handler.send_header("Content-Length", str(len(BIG)))
+                handler.send_header("ETag", '"v1"')
+                handler.end_headers()
+                for start in range(0, len(BIG), 1024 * 1024):
+                    frames_seen.acquire(timeout=5)
+                    handler.wfile.write(BIG[start : start + 1024 * 1024])
+
+            self.script(paced)
+            target = self.tmp() / "big.bin"
+            with self.subTest(columns=columns):
+                status, drawn = self.run_in_terminal(
+                    ["download", self.server.url + "/big", str(target)], columns, on_screen
+                )
+                self.assertEqual(status, 0, drawn)
+                self.assertEqual(target.read_bytes(), BIG)
+                text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
+                rows = text.split("\r\n")
+                self.assertEqual(rows[1:], [""], "one row: the progress redrawn in place, then the summary over it")
+                *frames, summary = [frame for frame in rows[0].split("\r") if frame]
+                self.assertGreaterEqual(len(frames), 9)
+                self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
+                self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
+                self.assertRegex(frames[-1], r"100%  8\.0 MiB of 8\.0 MiB")
+                self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB in [\d.]+ s")
+
+    def test_a_wide_table_fits_the_terminal(self) -> None:
+        for columns in (80, 40):
+            with self.subTest(columns=columns):
+                status, drawn = self.run_in_terminal(["datasets"], columns)  # a terminal: a table by default
+                rows = drawn.split("\r\n")
+                self.assertEqual(status, 0)
+                self.assertEqual(rows[-2:], ["(2 rows)", ""])
+                self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
+                self.assertTrue(
+                    rows[2].startswith("daily_bars" if columns == 80 else "dai") and "…" in rows[2], rows[2]
+                )
 
     def test_help_for_every_command(self) -> None:
         for argv in ([], ["datasets"], ["query"], ["export"], ["download"]):
@@ -2363,7 +2664,7 @@ class CommandLineTests(StandInTestCase):
             ["export", "daily_bars", "--symbols", "A", "--start", "2024-03-01", "--end", "2024-02-01"],
             ["export", "daily_bars", "--symbols", ",", "--start", "2024-01-01", "--end", "2024-02-01"],
             ["query", "  "],
-            ["--timeout", "0", "datasets"],
+            ["--timeout", "-1", "datasets"],
             ["download", "ftp://host/file", "out"],
         ):
             with self.subTest(argv=argv):
