@@ -6,6 +6,7 @@ Run with ``python -m unittest -v`` (or pytest). Standard library only.
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime
 import errno
 import functools
@@ -14,6 +15,7 @@ import gzip
 import hashlib
 import http.client
 import http.server
+import importlib
 import importlib.util
 import io
 import json
@@ -2192,7 +2194,6 @@ class StandInTests(StandInTestCase):
         client = self.stand_in_client()
         day = "2024-01-02"
         for call, status, text in (
-            (lambda: client.create_export("daily_bars", symbols="AAPL", start_date=day, end_date=day), 422, "csv"),
             (
                 lambda: client.create_export("nope", symbols="AAPL", start_date=day, end_date=day, format="csv"),
                 404,
@@ -2265,6 +2266,266 @@ class StandInTests(StandInTestCase):
         self.assertEqual(status, 0)
         self.assertIn("sha256 checked", out.getvalue())
         self.assertIn("demo finished", out.getvalue())
+
+
+def read_parquet(data: bytes) -> tuple[list[dict[int, Any]], list[list[Any]], int]:
+    """The schema, columns and row-group count of a Parquet file of the subset parquet_writer writes.
+
+    Written apart from the writer, from the format's documents: the footer in Thrift's compact
+    protocol; required columns; data pages (v1) in PLAIN encoding, uncompressed or GZIP.
+    """
+    if data[:4] != b"PAR1" or data[-4:] != b"PAR1":
+        raise ValueError("not framed by PAR1")
+    (length,) = struct.unpack("<I", data[-8:-4])
+    footer, _ = thrift_struct(data, len(data) - 8 - length)
+    schema = footer[2][1:]  # after the root
+    columns: list[list[Any]] = [[] for _ in schema]
+    for group in footer[4]:
+        for index, chunk in enumerate(group[1]):
+            metadata = chunk[3]
+            header, start = thrift_struct(data, metadata[9])
+            body = data[start : start + header[3]]
+            if metadata[4] == 2:  # GZIP: RFC 1952 frames
+                if body[:2] != b"\x1f\x8b":
+                    raise ValueError("a GZIP page that is not a gzip frame")
+                body = gzip.decompress(body)
+            if (header[1], header[5][2], len(body)) != (0, 0, header[2]):
+                raise ValueError(f"not a PLAIN data page of the size announced: {header}")
+            columns[index] += plain_values(body, metadata[1], header[5][1])
+    return schema, columns, len(footer[4])
+
+
+def plain_values(body: bytes, physical: int, count: int) -> list[Any]:
+    if physical == 6:  # BYTE_ARRAY: a 4-byte length, the bytes
+        values, position = [], 0
+        for _ in range(count):
+            (size,) = struct.unpack_from("<I", body, position)
+            values.append(body[position + 4 : position + 4 + size].decode("utf-8"))
+            position += 4 + size
+        return values
+    return list(struct.unpack(f"<{count}{ {1: 'i', 2: 'q', 5: 'd'}[physical] }", body))
+
+
+def thrift_struct(data: bytes, position: int) -> tuple[dict[int, Any], int]:
+    fields: dict[int, Any] = {}
+    field = 0
+    while data[position]:
+        header = data[position]
+        field, position = (
+            (field + (header >> 4), position + 1) if header >> 4 else varint(data, position + 1, zigzag=True)
+        )
+        fields[field], position = thrift_value(data, position, header & 0x0F)
+    return fields, position + 1
+
+
+def thrift_value(data: bytes, position: int, kind: int) -> tuple[Any, int]:
+    if kind in (5, 6):  # i32, i64
+        return varint(data, position, zigzag=True)
+    if kind == 8:  # binary
+        size, position = varint(data, position)
+        return data[position : position + size].decode("utf-8"), position + size
+    if kind == 12:
+        return thrift_struct(data, position)
+    if kind != 9:
+        raise ValueError(f"a Thrift type the writer never uses: {kind}")
+    size, element, position = data[position] >> 4, data[position] & 0x0F, position + 1
+    if size == 15:
+        size, position = varint(data, position)
+    items = []
+    for _ in range(size):
+        item, position = thrift_value(data, position, element)
+        items.append(item)
+    return items, position
+
+
+def varint(data: bytes, position: int, *, zigzag: bool = False) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        value |= (byte & 0x7F) << shift
+        position, shift = position + 1, shift + 7
+        if not byte & 0x80:
+            return ((value >> 1) ^ -(value & 1) if zigzag else value), position
+
+
+def parquet_writer() -> Any:
+    sys.path.insert(0, str(HERE / "examples"))
+    try:
+        return importlib.import_module("parquet_writer")
+    finally:
+        sys.path.remove(str(HERE / "examples"))
+
+
+class ParquetWriterTests(unittest.TestCase):
+    def test_every_kind_in_row_groups_gzip_or_not(self) -> None:
+        writer = parquet_writer()
+        columns = [("day", "date"), ("name", "string"), ("price", "double"), ("count", "int64")]
+        rows = [
+            ("2024-01-02", "AAPL", 185.64, 82_488_700),
+            (datetime.date(1969, 12, 31), "café ☕", -1.5e-300, -(2**63)),
+            ("2000-02-29", "", 0.1, 2**63 - 1),
+        ] * 7
+        for compression in ("gzip", None):
+            out = io.BytesIO()
+            self.assertEqual(
+                writer.write_parquet(out, columns, iter(rows), compression=compression, row_group_rows=5), 21
+            )
+            with self.subTest(compression=compression):
+                schema, values, groups = read_parquet(out.getvalue())
+                self.assertEqual(groups, 5)
+                self.assertEqual(
+                    [(e[4], e[1], e[3]) for e in schema],
+                    [("day", 1, 0), ("name", 6, 0), ("price", 5, 0), ("count", 2, 0)],
+                )
+                self.assertEqual(
+                    [(e.get(6), e.get(10)) for e in schema], [(6, {6: {}}), (0, {1: {}}), (None, None), (None, None)]
+                )
+                days = [datetime.date(1970, 1, 1) + datetime.timedelta(days) for days in values[0]]
+                expected = [
+                    [datetime.date.fromisoformat(r[0]) if isinstance(r[0], str) else r[0], *r[1:]] for r in rows
+                ]
+                self.assertEqual([list(row) for row in zip(days, *values[1:], strict=True)], expected)
+
+    def test_no_rows_and_bad_arguments(self) -> None:
+        writer = parquet_writer()
+        out = io.BytesIO()
+        self.assertEqual(writer.write_parquet(out, [("a", "int64")], []), 0)
+        self.assertEqual(read_parquet(out.getvalue())[1:], ([[]], 0))
+        with self.assertRaisesRegex(ValueError, "kind must be one of"):
+            writer.write_parquet(io.BytesIO(), [("a", "float")], [])
+        with self.assertRaisesRegex(ValueError, "compression"):
+            writer.write_parquet(io.BytesIO(), [("a", "int64")], [], compression="snappy")
+
+
+class StandInServiceTests(StandInTestCase):
+    def test_the_default_export_is_parquet_equal_to_the_csv_export(self) -> None:
+        client = self.stand_in_client()
+        for dataset in ("daily_bars", "trades"):
+            selection = {"symbols": ["AAPL", "V"], "start_date": "2024-03-01", "end_date": "2024-04-30"}
+            export = client.create_export(dataset, **selection)  # type: ignore[arg-type]
+            self.assertEqual((export["format"], export["download_url"][-8:]), ("parquet", ".parquet"))
+            parquet, csv_text = io.BytesIO(), io.BytesIO()
+            client.download(export["download_url"], parquet, sha256=export["sha256"])
+            client.download(client.create_export(dataset, **selection, format="csv")["download_url"], csv_text)  # type: ignore[arg-type]
+            header, *rows = list(csv.reader(io.StringIO(csv_text.getvalue().decode())))
+            schema, values, _ = read_parquet(parquet.getvalue())
+            with self.subTest(dataset=dataset):
+                self.assertEqual([element[4] for element in schema], header)
+                self.assertEqual(len(rows), export["rows"])
+                as_text = [
+                    [str(datetime.date(1970, 1, 1) + datetime.timedelta(v)) if e[1] == 1 else str(v) for v in column]
+                    for e, column in zip(schema, values, strict=True)
+                ]
+                self.assertEqual([list(row) for row in zip(*as_text, strict=True)], rows)
+                types = {d["name"]: {c["name"]: c["type"] for c in d["columns"]} for d in client.list_datasets()}[
+                    dataset
+                ]
+                kinds = {"DATE": 1, "TEXT": 6, "REAL": 5, "INTEGER": 2}
+                self.assertEqual([element[1] for element in schema], [kinds[types[name]] for name in header])
+
+    def test_values_json_cannot_hold_are_text(self) -> None:
+        result = self.stand_in_client().query("SELECT x'00ff' AS blob, 1e999 AS big, -1e999 AS small, 1 AS one")
+        self.assertEqual(result["rows"], [["00ff", "inf", "-inf", 1]])
+
+    def test_many_clients_connecting_at_once_are_all_taken(self) -> None:
+        with local_service.running(api_key="k") as running:
+            # Nothing accepts while the sockets connect: the listen backlog alone must hold them.
+            running.shutdown()
+            sockets = [socket.socket() for _ in range(40)]
+            for sock in sockets:
+                self.addCleanup(sock.close)
+                sock.setblocking(False)
+                sock.connect_ex(running.server_address)
+            _, writable, _ = select.select([], sockets, [], 2)
+            errors = [sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) for sock in writable]
+            self.assertEqual((len(writable), set(errors)), (40, {0}))
+        results: list[object] = []
+
+        def five_queries(number: int) -> None:
+            with DatasetClient(self.base_url, "stand-in-key", max_retries=0) as client:
+                results.extend(client.query(f"SELECT {number}, {n}")["rows"][0] for n in range(5))
+
+        threads = [threading.Thread(target=five_queries, args=(number,)) for number in range(32)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        self.assertEqual(sorted(results), sorted([number, n] for number in range(32) for n in range(5)))
+
+    def test_one_idempotency_key_sent_at_once_makes_one_export(self) -> None:
+        body = json.dumps({"dataset": "trades", "symbols": ["V"], "start_date": "2024-01-02", "end_date": "2024-03-02"})
+        together = threading.Barrier(8)
+        answers: list[dict[str, Any]] = []
+
+        def create() -> None:
+            connection = http.client.HTTPConnection("127.0.0.1", self.service.server_address[1], timeout=10)
+            together.wait(5)
+            headers = {
+                "Authorization": "Bearer stand-in-key",
+                "Idempotency-Key": "same",
+                "Content-Type": "application/json",
+            }
+            connection.request("POST", "/exports", body, headers)
+            answers.append(json.loads(connection.getresponse().read()))
+            connection.close()
+
+        threads = [threading.Thread(target=create) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        self.assertEqual(len(answers), 8)
+        self.assertEqual(len({answer["id"] for answer in answers}), 1)
+
+    def test_parallel_ranged_downloads_are_served(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols=list("V"), start_date="2023-01-01", end_date="2024-12-31", format="jsonl"
+        )
+        self.assertGreater(export["size"], 2 * 1024 * 1024 // 8)
+        target = self.tmp() / "trades.jsonl"
+        seen: list[int] = []
+        self.stand_in_client().download(
+            export["download_url"], target, sha256=export["sha256"], connections=4, progress=lambda d, t: seen.append(d)
+        )
+        self.assertEqual(target.stat().st_size, export["size"])
+
+    def run_service(self, *argv: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, str(HERE / "examples" / "local_service.py"), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.addCleanup(lambda: (process.kill(), process.wait(), process.stdout.close(), process.stderr.close()))  # type: ignore[func-returns-value,union-attr]
+        return process
+
+    def test_the_export_lines_survive_eval_whatever_the_key(self) -> None:
+        key = 'it\'s a $HOME `key` with "quotes" & spaces'
+        process = self.run_service("--port", "0", "--api-key", key)
+        lines = [process.stdout.readline() for _ in range(2)]  # type: ignore[union-attr]
+        self.assertTrue(
+            lines[0].startswith("export DATASET_CLIENT_BASE_URL=")
+            and lines[1].startswith("export DATASET_CLIENT_API_KEY="),
+            lines,
+        )
+        shell = subprocess.run(
+            ["sh", "-c", "".join(lines) + 'printf %s "$DATASET_CLIENT_API_KEY"'],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.assertEqual(shell.stdout, key)
+        self.assertIn("serving on http://127.0.0.1:", process.stderr.readline())  # type: ignore[union-attr]
+        process.send_signal(signal.SIGINT)
+        self.assertEqual(process.wait(10), 0)
+        self.assertEqual(process.stdout.read(), "", "status lines go to stderr")  # type: ignore[union-attr]
+
+    def test_a_port_in_use_is_a_one_line_error(self) -> None:
+        process = self.run_service("--port", str(self.service.server_address[1]))
+        self.assertEqual(process.wait(30), 1)
+        error = process.stderr.read()  # type: ignore[union-attr]
+        self.assertRegex(error, r"^local_service: cannot listen on 127\.0\.0\.1:\d+: Address already in use\n$")
+        self.assertEqual(process.stdout.read(), "")  # type: ignore[union-attr]
 
 
 class CommandLineTests(StandInTestCase):
@@ -2351,7 +2612,7 @@ class CommandLineTests(StandInTestCase):
         )
         status, out, _ = self.run_main("--output", "table", "datasets")  # a list of objects: the union of their keys
         self.assertEqual(out.splitlines()[0].split()[:2], ["name", "description"])
-        self.assertIn('[{"name":"date","type":"TEXT"},', out, "a nested value as compact JSON")
+        self.assertIn('[{"name":"date","type":"DATE"},', out, "a nested value as compact JSON")
         self.assertEqual(out.splitlines()[-1], "(2 rows)")
 
     def test_a_result_that_is_not_a_table_is_json_and_a_cut_one_is_said(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime
 import gzip
 import hashlib
 import http.server
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -46,7 +48,9 @@ VENV = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cach
 PREVIOUS = "8f328b1"  # dataset_client 1.0.0: one stream, a readinto loop, the hash in the receiving thread
 SMALL_JSON = '[{"name": "daily_bars", "rows": 6264}, {"name": "trades", "rows": 50112}]'
 MiB = 1024 * 1024
-SECTIONS = ("import", "construct", "requests", "instructions", "bigjson", "download", "checksum", "throttled", "resume")
+SECTIONS = (
+    "import", "construct", "requests", "instructions", "bigjson", "download", "checksum", "throttled", "resume", "parquet",
+)  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -765,6 +769,71 @@ def resume_across_runs(world: World) -> list[str]:
         f"({sum(fetched) / world.file_size:.1%} of the file; the target: at most 10% + one 1 MiB chunk, "
         f"{world.file_size // 10 + MiB:,}) in {len(fetched)} request(s), {elapsed:.2f} s, sha256 of the whole file checked.",
     ]
+
+
+def bench_parquet(world: World, settings: dict[str, int]) -> list[str]:
+    """The stand-in's Parquet writer: rows written per second and file size, against csv, for daily bars."""
+    import csv
+    import io
+    import random
+
+    import parquet_writer
+
+    count = 100_000 if settings["runs"] < 5 else 1_000_000
+    rng = random.Random(1)
+    start = datetime.date(2000, 1, 3)
+    symbols = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
+    rows = [
+        (str(start + datetime.timedelta(n // 12)), symbols[n % 12], *(round(rng.uniform(20, 400), 2) for _ in range(4)),
+         rng.randrange(100_000, 5_000_000))
+        for n in range(count)
+    ]  # fmt: skip
+    columns = [("date", "date"), ("symbol", "string"), *((name, "double") for name in ("open", "high", "low", "close"))]
+    columns.append(("volume", "int64"))
+
+    def csv_bytes() -> int:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([name for name, _ in columns])
+        writer.writerows(rows)
+        return len(out.getvalue().encode())
+
+    variants: dict[str, Callable[[], int]] = {
+        "csv (the csv module)": csv_bytes,
+        "parquet, uncompressed": lambda: parquet_bytes(parquet_writer, columns, rows, None, 6),
+        "parquet, gzip level 1 (the stand-in's)": lambda: parquet_bytes(parquet_writer, columns, rows, "gzip", 1),
+        "parquet, gzip level 6": lambda: parquet_bytes(parquet_writer, columns, rows, "gzip", 6),
+    }
+    figures = {}
+    for label, write in variants.items():
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            size = write()
+            times.append(time.perf_counter() - started)
+        figures[label] = (statistics.median(times), size)
+    csv_size = figures["csv (the csv module)"][1]
+    table_rows = [
+        [label, f"{count / seconds:,.0f}", f"{size / MiB:.1f}", f"{size / csv_size:.2f}x"]
+        for label, (seconds, size) in figures.items()
+    ]
+    note = f"{count:,} rows of daily bars (a date, a symbol, four prices, a volume), written to memory; median of 3."
+    return table(
+        "8. The stand-in's Parquet writer (examples/parquet_writer.py)",
+        note,
+        ["format", "rows/s", "MiB", "size to csv"],
+        table_rows,
+    )
+
+
+def parquet_bytes(
+    writer: Any, columns: list[tuple[str, str]], rows: list[Any], compression: str | None, level: int
+) -> int:
+    import io
+
+    out = io.BytesIO()
+    writer.write_parquet(out, columns, rows, compression=compression, compresslevel=level)
+    return len(out.getvalue())
 
 
 if __name__ == "__main__":

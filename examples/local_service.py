@@ -12,8 +12,8 @@ It serves deterministic sample data from an in-memory sqlite3 database:
     GET  /files/NAME      an export's file, with Content-Length, ETag, Accept-Ranges and Range
 
 Every request needs ``Authorization: Bearer <key>``. Errors are JSON ``{"message": ...}``.
-Formats: csv and jsonl. Parquet gets a 422: writing it needs a third-party library, and
-this file, like the client, uses the standard library only.
+Formats: parquet (the default; written by parquet_writer.py beside this file, standard
+library only, read by pyarrow, DuckDB and Polars), csv and jsonl.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ import gzip
 import hashlib
 import http.server
 import json
+import math
 import os
 import random
 import secrets
+import shlex
 import shutil
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -39,16 +42,21 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # parquet_writer.py, beside this file
+from parquet_writer import write_parquet
+
 SYMBOLS = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
 FIRST_DAY = datetime.date(2023, 1, 2)
 LAST_DAY = datetime.date(2024, 12, 31)
 MAX_QUERY_ROWS = 10_000
-FORMATS = ("csv", "jsonl")
-DATASETS = {
+FORMATS = ("parquet", "csv", "jsonl")
+PARQUET_KINDS = {"TEXT": "string", "DATE": "date", "REAL": "double", "INTEGER": "int64"}
+CONTENT_TYPES = {".parquet": "application/vnd.apache.parquet", ".csv": "text/csv", ".jsonl": "application/x-ndjson"}
+DATASETS: dict[str, dict[str, Any]] = {
     "daily_bars": {
         "description": "Daily open, high, low, close and volume per symbol, on weekdays.",
         "columns": {
-            "date": "TEXT",
+            "date": "DATE",
             "symbol": "TEXT",
             "open": "REAL",
             "high": "REAL",
@@ -59,7 +67,7 @@ DATASETS = {
     },
     "trades": {
         "description": "Individual trades (a sample of eight a day per symbol).",
-        "columns": {"date": "TEXT", "time": "TEXT", "symbol": "TEXT", "price": "REAL", "size": "INTEGER"},
+        "columns": {"date": "DATE", "time": "TEXT", "symbol": "TEXT", "price": "REAL", "size": "INTEGER"},
     },
 }
 
@@ -80,6 +88,7 @@ class Service:
         self.files = tempfile.mkdtemp(prefix="dataset-service-")
         self.exports: dict[str, dict[str, Any]] = {}
         self.by_idempotency_key: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.exports_lock = threading.Lock()
         self._load_sample_data()
         self.database.execute("PRAGMA query_only = ON")
 
@@ -151,15 +160,22 @@ class Service:
                 self.database.set_authorizer(None)
         columns = [column[0] for column in cursor.description or ()]
         truncated = len(rows) > MAX_QUERY_ROWS
-        rows = rows[:MAX_QUERY_ROWS]
-        return {"columns": columns, "rows": [list(row) for row in rows], "row_count": len(rows), "truncated": truncated}
+        rows = [[_json_value(value) for value in row] for row in rows[:MAX_QUERY_ROWS]]
+        return {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated}
 
     def create_export(self, body: Any, idempotency_key: str | None, base: str) -> tuple[int, dict[str, Any]]:
-        if idempotency_key and idempotency_key in self.by_idempotency_key:
-            previous_body, export = self.by_idempotency_key[idempotency_key]
-            if previous_body != json.dumps(body, sort_keys=True):
-                raise HTTPError(422, "this Idempotency-Key was used with a different request")
-            return 200, export
+        with self.exports_lock:  # one at a time: a key repeated at once must not create two exports
+            if idempotency_key and idempotency_key in self.by_idempotency_key:
+                previous_body, export = self.by_idempotency_key[idempotency_key]
+                if previous_body != json.dumps(body, sort_keys=True):
+                    raise HTTPError(422, "this Idempotency-Key was used with a different request")
+                return 200, export
+            export = self._write_export(body, base)
+            if idempotency_key:
+                self.by_idempotency_key[idempotency_key] = (json.dumps(body, sort_keys=True), export)
+            return 201, export
+
+    def _write_export(self, body: Any, base: str) -> dict[str, Any]:
         dataset, symbols, start, end, file_format = _check_export(body)
         export_id = "exp_" + uuid.uuid4().hex[:12]
         name = f"{export_id}.{file_format}"
@@ -170,14 +186,18 @@ class Service:
                f"AND date BETWEEN ? AND ? ORDER BY date, symbol")  # fmt: skip
         with self.lock:
             rows = self.database.execute(sql, [*symbols, start.isoformat(), end.isoformat()]).fetchall()
-        with open(path, "w", encoding="utf-8", newline="") as out:
-            if file_format == "csv":
-                writer = csv.writer(out)
-                writer.writerow(columns)
-                writer.writerows(rows)
-            else:
-                for row in rows:
-                    out.write(json.dumps(dict(zip(columns, row, strict=True))) + "\n")
+        if file_format == "parquet":
+            types = DATASETS[dataset]["columns"]
+            write_parquet(path, [(column, PARQUET_KINDS[types[column]]) for column in columns], rows)
+        else:
+            with open(path, "w", encoding="utf-8", newline="") as out:
+                if file_format == "csv":
+                    writer = csv.writer(out)
+                    writer.writerow(columns)
+                    writer.writerows(rows)
+                else:
+                    for row in rows:
+                        out.write(json.dumps(dict(zip(columns, row, strict=True))) + "\n")
         with open(path, "rb") as written:
             digest = hashlib.file_digest(written, "sha256").hexdigest()
         export = {
@@ -194,14 +214,21 @@ class Service:
             "download_url": f"{base}/files/{name}",
         }
         self.exports[name] = export
-        if idempotency_key:
-            self.by_idempotency_key[idempotency_key] = (json.dumps(body, sort_keys=True), export)
-        return 201, export
+        return export
 
     def file_path(self, name: str) -> str:
         if name not in self.exports:
             raise HTTPError(404, f"no such file: {name}")
         return os.path.join(self.files, name)
+
+
+def _json_value(value: Any) -> Any:
+    """A value JSON can hold: a BLOB as hex text, an infinite or NaN float as text."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
 
 
 def _read_only(action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None) -> int:
@@ -231,10 +258,8 @@ def _check_export(body: Any) -> tuple[str, list[str], datetime.date, datetime.da
     if dates[0] > dates[1]:
         raise HTTPError(422, "start_date is after end_date")
     file_format = body.get("format", "parquet")
-    if file_format == "parquet":
-        raise HTTPError(422, "parquet is not available in this stand-in (standard library only): use csv or jsonl")
     if file_format not in FORMATS:
-        raise HTTPError(422, f"unknown format {file_format!r}: use csv or jsonl")
+        raise HTTPError(422, f"unknown format {file_format!r}: use {', '.join(FORMATS)}")
     return dataset, list(dict.fromkeys(symbols)), dates[0], dates[1], file_format
 
 
@@ -303,7 +328,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _send_file(self, path: str, request_id: str) -> None:
         etag = '"' + self.server.service.exports[os.path.basename(path)]["sha256"][:32] + '"'
-        kind = {".csv": "text/csv", ".jsonl": "application/x-ndjson"}.get(os.path.splitext(path)[1])
+        kind = CONTENT_TYPES.get(os.path.splitext(path)[1])
         with open(path, "rb") as file:
             send_file(
                 self,
@@ -395,16 +420,19 @@ def _parse_json(body: bytes) -> Any:
 
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # many clients connecting at once (socketserver's default backlog is 5)
 
     def __init__(self, host: str, port: int, api_key: str, *, verbose: bool = False) -> None:
+        if ":" in host:
+            self.address_family = socket.AF_INET6
         self.service = Service(api_key)
         self.verbose = verbose
-        super().__init__((host, port), Handler)
+        super().__init__((host, port), Handler)  # a port in use fails here; socketserver calls server_close()
 
     @property
     def base_url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        host, port = str(self.server_address[0]), self.server_address[1]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def server_close(self) -> None:
         super().server_close()
@@ -442,25 +470,35 @@ def demo() -> int:
         print(f"\nclient.query({sql!r}):\n  {result['columns']}")
         for row in result["rows"]:
             print(f"  {row}")
-        export = client.create_export(
-            "daily_bars", symbols=["AAPL", "MSFT"], start_date=datetime.date(2024, 1, 1),
-            end_date=datetime.date(2024, 3, 31), format="csv",
-        )  # fmt: skip
-        print(f"\nclient.create_export(...): {export['rows']} rows, {export['size']} bytes, {export['download_url']}")
+        selection = {
+            "symbols": ["AAPL", "MSFT"],
+            "start_date": datetime.date(2024, 1, 1),
+            "end_date": datetime.date(2024, 3, 31),
+        }
         with tempfile.TemporaryDirectory() as directory:
-            destination = os.path.join(directory, "bars.csv")
-            client.download(export["download_url"], destination, sha256=export["sha256"])
-            with open(destination, encoding="utf-8") as downloaded:
-                lines = downloaded.read().splitlines()
-            print(f"client.download(...): {len(lines) - 1} rows, sha256 checked; first lines:")
-            for line in lines[:3]:
-                print(f"  {line}")
+            for file_format in ("parquet", "csv"):
+                export = client.create_export("daily_bars", **selection, format=file_format)  # type: ignore[arg-type]
+                size = f"{export['rows']} rows, {export['size']} bytes"
+                print(f"\nclient.create_export(..., format={file_format!r}): {size}")
+                destination = os.path.join(directory, f"bars.{file_format}")
+                client.download(export["download_url"], destination, sha256=export["sha256"])
+                with open(destination, "rb") as downloaded:
+                    data = downloaded.read()
+                if file_format == "parquet":
+                    kind = "a Parquet file (PAR1 ... PAR1)" if data[:4] == data[-4:] == b"PAR1" else "NOT PARQUET"
+                    print(f"client.download(...): sha256 checked; {kind}")
+                else:
+                    lines = data.decode("utf-8").splitlines()
+                    print(f"client.download(...): sha256 checked; {len(lines) - 1} rows, the first:")
+                    for line in lines[:3]:
+                        print(f"  {line}")
         print("\nWhat errors look like:")
-        for call in (
+        calls: list[Callable[[], Any]] = [
             lambda: client.query("DELETE FROM daily_bars"),
-            lambda: client.create_export("daily_bars", symbols="AAPL", start_date="2024-01-01", end_date="2024-01-31"),
+            lambda: client.create_export("daily_bars", symbols="ZZZ", start_date="2024-01-01", end_date="2024-01-31"),
             lambda: _list_with_key(server.base_url, "wrong-key"),
-        ):
+        ]
+        for call in calls:
             try:
                 call()
             except ServiceError as error:
@@ -486,11 +524,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.demo:
         return demo()
-    server = Server(args.host, args.port, args.api_key or secrets.token_urlsafe(24), verbose=args.verbose)
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"export DATASET_CLIENT_BASE_URL=http://{host}:{server.server_address[1]}")
-    print(f"export DATASET_CLIENT_API_KEY={server.service.api_key}", flush=True)
-    print("serving; Ctrl-C to stop", file=sys.stderr, flush=True)
+    try:
+        server = Server(args.host, args.port, args.api_key or secrets.token_urlsafe(24), verbose=args.verbose)
+    except OSError as exc:
+        print(f"local_service: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    # Quoted so that any shell can eval them, whatever the key holds.
+    print(f"export DATASET_CLIENT_BASE_URL={shlex.quote(server.base_url)}")
+    print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}", flush=True)
+    print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
