@@ -40,6 +40,7 @@ import errno
 import functools
 import hashlib
 import http.client
+import io
 import itertools
 import json
 import math
@@ -92,7 +93,6 @@ _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
 _MAX_IDLE_PER_ORIGIN = 8
-_GC_PAUSE_THRESHOLD = 256 * 1024  # JSON bodies at least this large are decoded with gc paused
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
@@ -109,16 +109,19 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F
 class DatasetClientError(Exception):
     """Base of every error the client raises about a request.
 
-    ``method`` and ``url`` name the request that failed (after redirects); ``attempts``
-    is how many attempts were made before the error was raised.
+    ``method`` and ``url`` name the request that failed (after redirects); ``connecting``
+    is true when it was never sent (refused, no such host, a TLS handshake or proxy tunnel
+    that failed), so that sending it again is safe; ``attempts`` is how many attempts were
+    made before the error was raised.
     """
 
     attempts: int = 1
 
-    def __init__(self, message: str = "", *, method: str = "", url: str = "") -> None:
+    def __init__(self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False) -> None:
         super().__init__(message)
         self.method = method
         self.url = url
+        self.connecting = connecting
 
     def __str__(self) -> str:
         text = super().__str__()
@@ -143,6 +146,9 @@ class ServiceError(DatasetClientError, RuntimeError):
     """The service answered with an error status (>= 400, or a 3xx left after redirects).
 
     ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``.
+    ``payload`` (the body as JSON, or None), ``message`` (the service's own, from that
+    JSON), ``request_id`` (X-Request-Id, else Request-Id) and ``retry_after`` (seconds)
+    are read from ``headers`` and ``body``.
     """
 
     def __init__(
@@ -154,45 +160,28 @@ class ServiceError(DatasetClientError, RuntimeError):
         *,
         headers: http.client.HTTPMessage | None = None,
         body: str = "",
-        payload: Any = None,
         message: str | None = None,
-        request_id: str | None = None,
-        retry_after: float | None = None,
         proxy: str | None = None,
     ) -> None:
-        text = f"{status} {reason}: {_request_name(method, url, proxy)}" + (f": {message}" if message else "")
-        super().__init__(text, method=method, url=url)
+        self.headers = headers if headers is not None else http.client.HTTPMessage()
+        self.payload = _json_or_none(body)
+        self.message = message or _message_of(self.payload)
+        text = f"{status} {reason}: {_request_name(method, url, proxy)}"
+        super().__init__(f"{text}: {self.message}" if self.message else text, method=method, url=url)
         self.status = status
         self.reason = reason
-        self.headers = headers if headers is not None else http.client.HTTPMessage()
         self.body = body  # the start of the response body, as text
-        self.payload = payload  # the body decoded as JSON, or None
-        self.message = message  # the service's own message, when its JSON has one
-        self.request_id = request_id  # from X-Request-Id, else Request-Id
-        self.retry_after = retry_after  # seconds, from Retry-After
         self.proxy = proxy  # host:port of the proxy the request went through, if any
+        self.request_id = self.headers.get("X-Request-Id") or self.headers.get("Request-Id")
+        self.retry_after = _parse_retry_after(self.headers.get("Retry-After"))
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting, or waiting for data, took longer than the client's ``timeout``.
-
-    ``connecting`` is true when the request was never sent.
-    """
-
-    def __init__(self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False) -> None:
-        super().__init__(message, method=method, url=url)
-        self.connecting = connecting
+    """Connecting, or waiting for data, took longer than the client's ``timeout``."""
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed.
-
-    ``connecting`` is true when the request was never sent (so it is safe to repeat).
-    """
-
-    def __init__(self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False) -> None:
-        super().__init__(message, method=method, url=url)
-        self.connecting = connecting
+    """The connection failed: refused, reset, closed early, or TLS failed."""
 
 
 class IncompleteResponseError(NetworkError):
@@ -263,13 +252,11 @@ class DatasetClient:
         key = {} if api_key is None else {"Authorization": "Bearer " + _check_api_key(api_key)}
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
-        self._credentials = {
-            name: _Secret(value) for name, value in _merge_headers(key, _check_headers(headers)).items()
-        }
+        credentials = _merge_headers(key, _check_headers(headers))
+        self._credentials = {name: _Secret(value) for name, value in credentials.items()}
         self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
-        self._service_headers = _merge_headers(
-            {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}, self._credentials
-        )
+        service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
+        self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(ssl_context)
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(_ProxyHandler())  # HTTP(S)_PROXY, NO_PROXY, read now
@@ -353,13 +340,9 @@ class DatasetClient:
         if not isinstance(resume, bool):
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
-        self._ensure_open()
+        if self._pool.closed:
+            raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
-            if not _is_writable_binary(destination):
-                raise TypeError(
-                    "destination must be a path or a binary file object open for writing,"
-                    f" not {type(destination).__name__}"
-                )
             return self._download(url, _StreamTarget(destination), progress, expected_digest, connections)
         path = _check_destination_path(destination)
         if not _is_regular_file(path):  # /dev/null, a FIFO, a device: written directly, as curl -o does
@@ -371,10 +354,6 @@ class DatasetClient:
         return None
 
     # end of public API --------------------------------------------------------
-
-    def _ensure_open(self) -> None:
-        if self._pool.closed:
-            raise ClientClosedError("the DatasetClient is closed")
 
     def _call(self, method: str, path: str, payload: Any = None, extra_headers: dict[str, str] | None = None) -> Any:
         """The one request path of the service operations: send, retry, decode."""
@@ -427,13 +406,12 @@ class DatasetClient:
                 return None
             if error.retry_after is not None:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
-        elif isinstance(error, (NetworkError, RequestTimeoutError)):
-            if isinstance(error.__cause__, ssl.SSLCertVerificationError):
-                return None  # the same certificate again
-            if method != "GET" and not error.connecting:
-                return None  # a POST may have been acted on: only a failed connect is safe to repeat
-        else:
+        elif not isinstance(error, (NetworkError, RequestTimeoutError)):
             return None
+        elif isinstance(error.__cause__, ssl.SSLCertVerificationError):
+            return None  # the same certificate again
+        elif method != "GET" and not error.connecting:
+            return None  # a POST may have been acted on: only a failed connect is safe to repeat
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
         return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
 
@@ -503,12 +481,8 @@ class DatasetClient:
                     return self._fetch_parts(transfer, digest)
                 except _FileChanged:
                     transfer.restart()  # the file changed on the server: never splice two versions
-                    transfer.parts[0].taken = False
-            raise InvalidResponseError(
-                f"GET {url}: the file changed on the server during each of {self._max_retries + 1} tries",
-                method="GET",
-                url=url,
-            )
+            message = f"GET {url}: the file changed on the server during each of {self._max_retries + 1} tries"
+            raise InvalidResponseError(message, method="GET", url=url)
         finally:
             transfer.close()
 
@@ -550,19 +524,15 @@ class DatasetClient:
             transfer.check_running()
             attempts += 1
             if part.done and attempts > 1:
-                total = _size(transfer.total or 0)
-                _logger().info(
-                    "resuming at %s of %s after an interruption, GET %s", _size(part.offset), total, transfer.url
-                )
+                where = f"{_size(part.offset)} of {_size(transfer.total or 0)}"
+                _logger().info("resuming at %s after an interruption, GET %s", where, transfer.url)
             headers = transfer.request_headers(part)
             response = self._send_handling_redirects("GET", transfer.url, None, headers, trusted=transfer.trusted)
-            with transfer.receiving(response), transfer.stopping_when_failed():
+            with transfer.receiving(response):
                 transfer.accept(response, part, ranged="Range" in headers)
                 shutil.copyfileobj(_BoundedReader(response, part.remaining), part, _CHUNK_SIZE)
                 if response.status == 206 and response.read(1):
-                    raise InvalidResponseError(
-                        f"GET {response.url}: the 206 body runs past its Content-Range", method="GET", url=response.url
-                    )
+                    raise _invalid(response, "the 206 body runs past its Content-Range")
             transfer.check_complete(part, response)
 
         self._retrying("GET", transfer.url, attempt, progress=lambda: part.done)
@@ -634,10 +604,6 @@ class _PooledResponse(http.client.HTTPResponse):
         if release is not None:
             release(complete and not self.will_close)
 
-    def abort(self) -> None:
-        """End a read blocked in another thread now (not at its time-out)."""
-        _shut_down(self.sock)
-
 
 class _ConnectionPool(urllib.request.BaseHandler):
     """A urllib handler that keeps HTTP/1.1 connections alive and reuses them.
@@ -678,10 +644,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._leave_parents_connections()
         with self._lock:
             self.closed = True
-            idle = [connection for connections in self._idle.values() for connection in connections]
-            self._idle = {}
+            idle, self._idle = self._idle, {}
             busy = list(self._busy.values())
-        for connection in idle:
+        for connection in (connection for connections in idle.values() for connection in connections):
             connection.close()
         for sock in busy:
             _shut_down(sock)  # the thread using it gets an error now and lets it go
@@ -693,7 +658,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy = request.host if tunnel or request.has_proxy() else None
         if request.type not in ("http", "https"):  # urllib's ProxyHandler let a socks5:// proxy through
             raise NetworkError(
-                f"{_request_name(method, url, proxy)}: only http:// proxies are supported", method=method, url=url
+                f"{_request_name(method, url, proxy)}: only http:// proxies work", method=method, url=url
             )
         key = (request.type, request.host, tunnel)
         headers = request.headers
@@ -755,12 +720,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy_authorization: str | None,
         proxy: str | None,
     ) -> http.client.HTTPConnection:
-        """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS."""
+        """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS; its failures mapped here."""
         connection: http.client.HTTPConnection
         if secure:
-            with self._lock:
-                if self._ssl_context is None:  # built once, lazily: loading the CA store costs milliseconds
-                    self._ssl_context = ssl.create_default_context()
+            if self._ssl_context is None:  # built lazily: loading the CA store costs milliseconds
+                self._ssl_context = ssl.create_default_context()
             connection = http.client.HTTPSConnection(request.host, timeout=request.timeout, context=self._ssl_context)
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
@@ -818,16 +782,13 @@ if hasattr(os, "register_at_fork"):  # cheaper than a getpid() per request; embe
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
     """True when an idle connection has nothing to read: a readable one was closed by the server."""
-    sock = connection.sock
-    if sock is None:
-        return False
     try:
         if hasattr(select, "poll"):
             poller = select.poll()
-            poller.register(sock, select.POLLIN)
+            poller.register(connection.sock, select.POLLIN)
             return not poller.poll(0)
-        return not select.select([sock], [], [], 0)[0]
-    except (OSError, ValueError):
+        return not select.select([connection.sock], [], [], 0)[0]
+    except (OSError, ValueError, TypeError):  # TypeError: no socket any more
         return False
 
 
@@ -857,12 +818,7 @@ def _read_framing(response: _PooledResponse) -> None:
         response.length = int(value)
         return
     response.close()
-    raise InvalidResponseError(
-        f"{_request_name(response.method, response.url, response.proxy)}: ambiguous Content-Length"
-        f" {', '.join(lengths)}",
-        method=response.method,
-        url=response.url,
-    )
+    raise _invalid(response, f"ambiguous Content-Length {', '.join(lengths)}")
 
 
 # ---------------------------------------------------------------------------
@@ -874,28 +830,25 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
     return f"{method} {url} via proxy {proxy} (NO_PROXY bypasses it)" if proxy else f"{method} {url}"
 
 
+def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
+    """The error for a response the client will not take."""
+    where = _request_name(response.method, response.url, response.proxy)
+    return InvalidResponseError(f"{where}: {text}", method=response.method, url=response.url)
+
+
 def _transport_error(
     exc: BaseException, method: str, url: str, *, connecting: bool = False, proxy: str | None = None
 ) -> DatasetClientError:
     """The public exception for a socket, TLS or HTTP protocol failure."""
     where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
-        return RequestTimeoutError(
-            f"{where}: timed out {'connecting' if connecting else 'waiting for data'}",
-            method=method,
-            url=url,
-            connecting=connecting,
-        )
+        message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
+        return RequestTimeoutError(message, method=method, url=url, connecting=connecting)
     if isinstance(exc, http.client.IncompleteRead):
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
-        return IncompleteResponseError(
-            f"{where}: connection closed after {received} of {expected if expected is not None else '?'} bytes",
-            method=method,
-            url=url,
-            expected=expected,
-            received=received,
-        )
+        message = f"{where}: connection closed after {received} of {'?' if expected is None else expected} bytes"
+        return IncompleteResponseError(message, method=method, url=url, expected=expected, received=received)
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}"
     else:
@@ -908,31 +861,11 @@ def _read_json(response: _PooledResponse) -> Any:
     if not data or data.isspace():
         return None
     try:
-        return json.loads(data) if len(data) < _GC_PAUSE_THRESHOLD else _loads_with_gc_paused(data)
+        return json.loads(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
         content_type = response.headers.get("Content-Type", "no content type")
-        raise InvalidResponseError(
-            f"{response.method} {response.url}: {response.status} response is not JSON ({content_type}):"
-            f" {bytes(data[:200])!r}",
-            method=response.method,
-            url=response.url,
-        ) from exc
-
-
-def _loads_with_gc_paused(data: bytes | bytearray) -> Any:
-    """json.loads with the cyclic collector paused: it otherwise runs many times over a large result.
-
-    Concurrent decodes are safe: whoever found the collector enabled enables it again.
-    """
-    import gc  # only large results come here
-
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return json.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
+        text = f"{response.status} response is not JSON ({content_type}): {bytes(data[:200])!r}"
+        raise _invalid(response, text) from exc
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
@@ -941,14 +874,10 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
     Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body); otherwise
     it is an InvalidResponseError (a decompression bomb) before the memory is used.
     """
-    encoding = response.encoding
-    if encoding == "identity":
+    if response.encoding == "identity":
         return response.read(limit) if truncate else response.read()
-    where = _request_name(response.method, response.url, response.proxy)
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        raise InvalidResponseError(
-            f"{where}: unsupported Content-Encoding {encoding!r}", method=response.method, url=response.url
-        )
+    if response.encoding not in ("gzip", "x-gzip", "deflate"):
+        raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
     decoded = bytearray()
     decoder = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
     try:
@@ -957,23 +886,17 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
                 if decoder.eof:  # the previous gzip member ended: another follows (RFC 1952 2.2)
                     decoder = zlib.decompressobj(wbits=47)
                 decoded += decoder.decompress(data, limit + 1 - len(decoded))
+                if len(decoded) > limit and truncate:
+                    return decoded[:limit]
                 if len(decoded) > limit:
-                    if truncate:
-                        return decoded[:limit]
-                    raise InvalidResponseError(
-                        f"{where}: the {encoding} body inflates past {_size(limit)}: refused as a decompression bomb",
-                        method=response.method,
-                        url=response.url,
-                    )
+                    raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
                 data = decoder.unused_data if decoder.eof else decoder.unconsumed_tail
         if not decoder.eof:
             raise zlib.error("the compressed data ends early")
     except zlib.error as exc:
         if truncate:
             return decoded
-        raise InvalidResponseError(
-            f"{where}: cannot decode the {encoding} body: {exc}", method=response.method, url=response.url
-        ) from exc
+        raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
     return decoded
 
 
@@ -987,27 +910,25 @@ def _service_error(response: _PooledResponse, *, too_many_redirects: bool = Fals
         response.close()
     try:
         body = raw.decode(response.headers.get_content_charset() or "utf-8", errors="replace")
-    except LookupError:
+    except LookupError:  # a charset Python does not know
         body = raw.decode("utf-8", errors="replace")
-    try:
-        payload = json.loads(body) if body.strip() else None
-    except (ValueError, RecursionError):
-        payload = None
-    message = f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else _message_of(payload)
-    status = response.status
     return ServiceError(
-        status,
-        response.reason or _standard_reason(status),
+        response.status,
+        response.reason or _standard_reason(response.status),
         response.method,
         response.url,
         headers=response.headers,
         body=body,
-        payload=payload,
-        message=message,
-        request_id=response.headers.get("X-Request-Id") or response.headers.get("Request-Id"),
-        retry_after=_parse_retry_after(response.headers.get("Retry-After")),
+        message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
         proxy=response.proxy,
     )
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else None
+    except (ValueError, RecursionError):
+        return None
 
 
 def _message_of(payload: Any) -> str | None:
@@ -1032,9 +953,7 @@ def _standard_reason(status: int) -> str:
 
 def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
-    if not value:
-        return None
-    value = value.strip()
+    value = (value or "").strip()
     if value.isascii() and value.isdigit():
         return float(value)
     try:
@@ -1056,11 +975,8 @@ def _redirect_target(method: str, url: str, location: str) -> str:
     """The absolute URL a redirect points to: http or https, with a valid host and port."""
     try:
         # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
-        target = urllib.parse.quote(
-            urllib.parse.urljoin(url, location.strip()),
-            safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
-            encoding="iso-8859-1",
-        )
+        target = urllib.parse.urljoin(url, location.strip())
+        target = urllib.parse.quote(target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1")
         return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
     except ValueError as exc:  # UnicodeError included
         raise InvalidResponseError(
@@ -1070,14 +986,13 @@ def _redirect_target(method: str, url: str, location: str) -> str:
 
 def _origin_of(url: str) -> tuple[str, str, int]:
     parts = urllib.parse.urlsplit(url)
-    default_port = 443 if parts.scheme == "https" else 80
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or default_port
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _logger() -> Any:
     global _log
     if _log is None:
-        import logging  # only retries and (at DEBUG) requests log: keep it off the import path
+        import logging  # only retries, resumes and (at DEBUG) requests log: keep it off the import path
 
         _log = logging.getLogger("dataset_client")
         _log.addHandler(logging.NullHandler())
@@ -1191,20 +1106,15 @@ class _Transfer:
         return sum(part.done for part in self.parts)
 
     def _resume(self, saved: Any) -> bool:
-        """Take up a partial file left by an earlier run for this URL."""
+        """Take up a partial file an earlier run left for this URL."""
         try:
             if saved["url"] != self.url or not saved["validator"]:
                 return False
             size = self.target.size()
-            parts = [
-                _Part(self, int(start), end and int(end), max(0, min(int(done), size - int(start))))
-                for start, end, done in saved["parts"]
+            self.parts = [
+                _Part(self, start, end, max(0, min(done, size - start))) for start, end, done in saved["parts"]
             ]
-            self.validator, self.total, self.parts = (
-                str(saved["validator"]),
-                saved["total"] and int(saved["total"]),
-                parts,
-            )
+            self.validator, self.total = str(saved["validator"]), saved["total"]
         except (KeyError, TypeError, ValueError):  # no state, or not ours
             return False
         self.target.keep = True  # what is on disk stays resumable, whatever happens in this run
@@ -1214,7 +1124,7 @@ class _Transfer:
 
     def _start_digest(self) -> None:
         if self.want_digest:
-            self.digest = _Digest(self.target.fd)
+            self.digest = _Digest(self.target.fd if isinstance(self.target, _FileTarget) else None)
             self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
         if self.progress is not None:
             self.progress(self.done, self.total)
@@ -1228,11 +1138,12 @@ class _Transfer:
                 break
         return end
 
-    def restart(self) -> None:
+    def restart(self, *, taken: bool = False) -> None:
         """Forget what was received: the server sent the file anew, or another version of it."""
         first = self.parts[0]
         first.start = first.done = 0
         first.end = None
+        first.taken = taken
         self.parts = [first]
         self.validator = self.total = self.error = None
         self.target.reset()
@@ -1258,23 +1169,13 @@ class _Transfer:
     def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew."""
         if response.status == 206:
-            value = response.headers.get("Content-Range", "")
-            match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value)
-            total = int(match[3]) if match and match[3] != "*" else None
-            length = int(match[2]) + 1 - int(match[1]) if match else -1
-            if (
-                not ranged
-                or match is None
-                or int(match[1]) != part.offset
-                or (part.end is not None and int(match[2]) + 1 != part.end)
-                or (response.length is not None and response.length != length)
-            ):
-                raise InvalidResponseError(
-                    f"GET {response.url}: asked to resume at byte {part.offset}, got {response.status}"
-                    f" with Content-Range {value!r}",
-                    method="GET",
-                    url=response.url,
-                )
+            first, last, total = _content_range(response)
+            end = part.end if part.end is not None else total
+            if not ranged or first != part.offset or (end is not None and last + 1 != end):
+                given = response.headers.get("Content-Range")
+                raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
+            if response.length is not None and response.length != last + 1 - first:
+                raise _invalid(response, "its Content-Length and Content-Range disagree")
             theirs = _validator(response.headers)
             if (self.total is not None and total != self.total) or (theirs is not None and theirs != self.validator):
                 raise _FileChanged
@@ -1284,7 +1185,7 @@ class _Transfer:
         if ranged and len(self.parts) > 1:
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
         if part.done:
-            self.restart()  # the whole file, from its first byte
+            self.restart(taken=True)  # the whole file, from its first byte
         self.validator = _validator(response.headers)
         self.total = part.end = response.length
         self.target.reserve(self.total)
@@ -1292,9 +1193,7 @@ class _Transfer:
         if self.total and self.connections > 1 and accepts_ranges and (self.validator or "").startswith('"'):
             self._split(min(self.connections, self.total // _MIN_PART_SIZE))
         with self.lock:
-            self._save()
-            if self.progress is not None:
-                self.progress(self.done, self.total)  # the total is known now
+            self._saved_and_reported()
 
     def _split(self, count: int) -> None:
         """Cut the file into ``count`` parts: the first one continues on the response under way."""
@@ -1309,34 +1208,29 @@ class _Transfer:
         self.check_running()
         self.target.write_at(part.offset, data)
         with self.lock:
-            if self.error is not None:
-                raise _Cancelled
+            self.check_running()
             part.done += len(data)
-            if self.digest is not None:
-                if len(self.parts) == 1:
-                    self.digest.add(data)
-                else:
-                    self.digest.add_until(self._contiguous())
-            self._save()
-            if self.progress is not None:
-                self.progress(self.done, self.total)
+            if self.digest is not None and len(self.parts) == 1:
+                self.digest.add(data)  # one stream: its bytes, in order
+            elif self.digest is not None:
+                self.digest.add_until(self._contiguous())  # parts: what is complete, read back
+            self._saved_and_reported()
 
-    def _save(self) -> None:
+    def _saved_and_reported(self) -> None:
         if self.validator is not None:
             state = {"url": self.url, "validator": self.validator, "total": self.total}
             self.target.save({**state, "parts": [[part.start, part.end, part.done] for part in self.parts]})
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
     def check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed
             part.end = self.total = part.offset
         elif part.remaining:
             expected = part.end - part.start
+            message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
             raise IncompleteResponseError(
-                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
-                method="GET",
-                url=response.url,
-                expected=expected,
-                received=part.done,
+                message, method="GET", url=response.url, expected=expected, received=part.done
             )
 
     def check_running(self) -> None:
@@ -1344,20 +1238,15 @@ class _Transfer:
             raise _Cancelled
 
     @contextlib.contextmanager
-    def stopping_when_failed(self) -> Iterator[None]:
-        """A read ended by ``fail`` (another part failed) stops this part instead of being retried."""
+    def receiving(self, response: _PooledResponse) -> Iterator[None]:
+        """While ``response`` is read: ``fail`` can end it, and then this part stops instead of retrying."""
+        with self.lock:
+            self.responses.add(response)
         try:
             yield
         except DatasetClientError:
             self.check_running()
             raise
-
-    @contextlib.contextmanager
-    def receiving(self, response: _PooledResponse) -> Iterator[None]:
-        with self.lock:
-            self.responses.add(response)
-        try:
-            yield
         finally:
             with self.lock:
                 self.responses.discard(response)
@@ -1370,7 +1259,7 @@ class _Transfer:
                 self.error = error
             responses = list(self.responses)
         for response in responses:
-            response.abort()
+            _shut_down(response.sock)
 
     def finish(self, expected_digest: str | None) -> None:
         if self.error is not None:
@@ -1379,16 +1268,20 @@ class _Transfer:
             actual = self.digest.hexdigest()
             if actual != expected_digest:
                 self.target.keep = False  # not resumable: those bytes are wrong
-                raise ChecksumMismatchError(
-                    f"sha256 mismatch for {self.url}: expected {expected_digest}, got {actual}",
-                    url=self.url,
-                    expected=expected_digest,
-                    actual=actual,
-                )
+                message = f"sha256 mismatch for {self.url}: expected {expected_digest}, got {actual}"
+                raise ChecksumMismatchError(message, url=self.url, expected=expected_digest, actual=actual)
 
     def close(self) -> None:
         if self.digest is not None:
             self.digest.close()
+
+
+def _content_range(response: _PooledResponse) -> tuple[int, int, int | None]:
+    """First byte, last byte and total of a 206's Content-Range (RFC 9110 14.4); (-1, -1, None) if malformed."""
+    match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", response.headers.get("Content-Range", ""))
+    if match is None:
+        return -1, -1, None
+    return int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
 
 
 def _validator(headers: http.client.HTTPMessage) -> str | None:
@@ -1448,7 +1341,24 @@ class _Digest:
                 self._error = self._error or exc
 
 
-class _FileTarget:
+class _Target:
+    """Where a download's bytes go; these defaults are a stream's (no resuming, no parallel parts)."""
+
+    parallel = False  # parts may be written at their offsets
+    saved: Any = None  # the state an earlier run left
+    keep = False  # on failure: a resumable state is on disk
+
+    def size(self) -> int:
+        return 0
+
+    def reserve(self, size: int | None) -> None:
+        pass  # a stream of the caller's: its space is the caller's business
+
+    def save(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class _FileTarget(_Target):
     """Where a download to a path goes: a file beside the destination, moved over it by ``commit``.
 
     Without ``resume`` it has a unique name and never outlives the call. With it, it is
@@ -1457,7 +1367,7 @@ class _FileTarget:
     resumed.
     """
 
-    parallel = hasattr(os, "pwrite")  # parts are written at their offsets
+    parallel = hasattr(os, "pwrite")
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
@@ -1466,8 +1376,6 @@ class _FileTarget:
         self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
         self.path = ""
         self.state_path: str | None = None
-        self.saved: Any = None  # the state an earlier run left
-        self.keep = False  # on failure: a resumable state is on disk
         self.fd = self._open_resumable() if resume else -1
         if self.fd < 0:
             self.fd = self._open_unique()
@@ -1508,9 +1416,9 @@ class _FileTarget:
     def __exit__(self, *exc_info: object) -> None:
         if self.fd >= 0:  # not committed: a failure, Ctrl-C included
             if not self.keep:
-                for path in (self.path, self.state_path):
-                    with contextlib.suppress(OSError, TypeError):
-                        os.unlink(path)  # type: ignore[arg-type]
+                for path in filter(None, (self.path, self.state_path)):
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
             os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
             self.fd = -1
 
@@ -1523,11 +1431,8 @@ class _FileTarget:
     def reserve(self, size: int | None) -> None:
         free = shutil.disk_usage(self.directory).free
         if size is not None and size > free:
-            raise OSError(
-                errno.ENOSPC,
-                f"not enough space for {_size(size)} in {self.directory} ({_size(free)} free)",
-                self.destination,
-            )
+            message = f"not enough space for {_size(size)} in {self.directory} ({_size(free)} free)"
+            raise OSError(errno.ENOSPC, message, self.destination)
 
     def write_at(self, offset: int, data: bytes) -> None:
         view = memoryview(data)
@@ -1562,23 +1467,19 @@ class _FileTarget:
         self.fd = -1
 
 
-class _StreamTarget:
+class _StreamTarget(_Target):
     """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
 
-    parallel = False
-    fd = None
-    saved = None
-    keep = False
-
     def __init__(self, stream: BinaryIO) -> None:
+        if not callable(getattr(stream, "write", None)) or isinstance(stream, io.TextIOBase) or not _writable(stream):
+            raise TypeError(
+                f"destination must be a path or a binary file object open for writing, not {type(stream).__name__}"
+            )
         self.stream = stream
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-
-    def size(self) -> int:
-        return 0
 
     def reset(self) -> None:
         if self.start is None:
@@ -1586,9 +1487,6 @@ class _StreamTarget:
         self.stream.seek(self.start)
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
-
-    def reserve(self, size: int | None) -> None:
-        pass  # the caller's file: its space is the caller's business
 
     def write_at(self, offset: int, data: bytes) -> None:
         while True:  # at the stream's position: a stream is only ever written in order
@@ -1599,11 +1497,13 @@ class _StreamTarget:
                 raise OSError(errno.EIO, "the destination's write() made no progress")
             data = data[written:]
 
-    def save(self, state: dict[str, Any]) -> None:
-        pass
-
     def commit(self) -> None:
         self.stream.flush()
+
+
+def _writable(stream: Any) -> bool:
+    writable = getattr(stream, "writable", None)
+    return not callable(writable) or bool(writable())
 
 
 def _hidden_stem(directory: str, name: str) -> str:
@@ -1616,28 +1516,14 @@ def _hidden_stem(directory: str, name: str) -> str:
     room = limit - 24  # the longest suffix: ".0123456789ab.part"
     if len(encoded) < room:
         return "." + name
-    digest = hashlib.sha256(encoded).hexdigest()[:16]
-    return "." + os.fsdecode(encoded[: room - 18]) + "~" + digest
+    return "." + os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
 
 
 def _is_regular_file(path: str) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return True  # it will be one
-    except OSError:
-        return True  # let creating the temporary file say what is wrong
-
-
-def _is_writable_binary(destination: object) -> bool:
-    if not callable(getattr(destination, "write", None)):
-        return False
-    import io
-
-    if isinstance(destination, io.TextIOBase):
-        return False
-    writable = getattr(destination, "writable", None)
-    return not callable(writable) or bool(writable())
+    except OSError:  # not there yet (it will be one), or creating the temporary file will say what is wrong
+        return True
 
 
 # ---------------------------------------------------------------------------
@@ -1780,18 +1666,13 @@ def _format_date(value: datetime.date | str, argument: str) -> str:
 def _check_date_order(start: datetime.date | str, end: datetime.date | str) -> None:
     if not isinstance(start, datetime.date) or not isinstance(end, datetime.date):
         return  # strings are the service's to judge
-    if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):
-        # one date and one datetime: compare the calendar days
-        start_day = start.date() if isinstance(start, datetime.datetime) else start
-        end_day = end.date() if isinstance(end, datetime.datetime) else end
-        after = start_day > end_day
-    else:
-        try:
-            after = start > end
-        except TypeError:  # naive and aware datetimes cannot be ordered
-            return
-    if after:
-        raise ValueError(f"start_date {start.isoformat()} is after end_date {end.isoformat()}")
+    first, last = start, end
+    if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # a date and a datetime: days
+        first = start.date() if isinstance(start, datetime.datetime) else start
+        last = end.date() if isinstance(end, datetime.datetime) else end
+    with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
+        if first > last:
+            raise ValueError(f"start_date {start.isoformat()} is after end_date {end.isoformat()}")
 
 
 def _encode_json(payload: Any) -> bytes:

@@ -262,6 +262,25 @@ class ServerTestCase(unittest.TestCase):
         self.addCleanup(client.close)  # cleanups run last-in first-out: before the server stops
         return client
 
+    def serve_two_at_once(self) -> Callable[[Path], list[str]]:
+        """Serve DATA once two requests have arrived; the function returned waits for them, lists a
+        directory then (their temporary files are made before they send), and lets them go on."""
+        both_sent, looked = threading.Barrier(3), threading.Event()
+
+        def respond(handler: Handler) -> None:
+            both_sent.wait(10)
+            looked.wait(10)
+            serve_file(DATA)(handler)
+
+        def look(directory: Path) -> list[str]:
+            both_sent.wait(10)
+            names = sorted(path.name for path in directory.iterdir())
+            looked.set()
+            return names
+
+        self.server.default = respond
+        return look
+
     def script(self, *responses: Respond) -> None:
         self.server.script.extend(responses)
 
@@ -921,23 +940,13 @@ class DownloadTests(ServerTestCase):
         self.assertEqual(self.requests, [])
 
     def test_two_downloads_to_one_path_at_once_use_temporary_files_of_their_own(self) -> None:
-        both_sent = threading.Barrier(3)  # the two requests and this test
-        looked = threading.Event()
-
-        def respond(handler: Handler) -> None:
-            both_sent.wait(5)
-            looked.wait(5)
-            serve_file(DATA)(handler)
-
-        self.server.default = respond
+        look = self.serve_two_at_once()
         directory = self.tmp()
         client = self.client()
         threads = [threading.Thread(target=client.download, args=("files/x", directory / "out.bin")) for _ in range(2)]
         for thread in threads:
             thread.start()
-        both_sent.wait(5)
-        temporary = sorted(p.name for p in directory.iterdir())
-        looked.set()
+        temporary = look(directory)
         for thread in threads:
             thread.join(10)
         self.assertEqual(len(temporary), 2)
@@ -1737,20 +1746,10 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.assertIsNone(self.requests[-1].headers["Range"])
 
     def test_two_processes_to_one_destination_at_once(self) -> None:
-        both_sent = threading.Barrier(3)
-        looked = threading.Event()
-
-        def respond(handler: Handler) -> None:
-            both_sent.wait(10)
-            looked.wait(10)
-            serve_file(DATA)(handler)
-
-        self.server.default = respond
+        look = self.serve_two_at_once()
         directory = self.tmp()
         processes = [self.start_download_process(directory / "out.bin", sha256=DATA_SHA) for _ in range(2)]
-        both_sent.wait(10)
-        during = sorted(p.name for p in directory.iterdir())
-        looked.set()
+        during = look(directory)
         for process in processes:
             self.assertEqual(process.wait(30), 0, process.stderr.read() if process.stderr else b"")
         self.assertEqual(len(during), 2)
