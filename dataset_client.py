@@ -247,9 +247,12 @@ class DatasetClient:
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
-        user_agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
-        _check_header_value(user_agent, "user_agent")
-        key = {} if api_key is None else {"Authorization": "Bearer " + _check_api_key(api_key)}
+        user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
+        key = (
+            {}
+            if api_key is None
+            else {"Authorization": "Bearer " + _check_header_value(api_key, "api_key", token=True)}
+        )
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
         credentials = _merge_headers(key, _check_headers(headers))
@@ -343,13 +346,13 @@ class DatasetClient:
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
-            return self._download(url, _StreamTarget(destination), progress, expected_digest, connections)
+            return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections).run()
         path = _check_destination_path(destination)
         if not _is_regular_file(path):  # /dev/null, a FIFO, a device: written directly, as curl -o does
             with open(path, "wb", buffering=0) as stream:
-                return self._download(url, _StreamTarget(stream), progress, expected_digest, connections)
+                return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections).run()
         with _FileTarget(os.path.realpath(path), resume) as target:  # through a symlink, the file it names
-            self._download(url, target, progress, expected_digest, connections)
+            _Transfer(self, url, target, progress, expected_digest, connections).run()
             target.commit()
         return None
 
@@ -464,79 +467,6 @@ class DatasetClient:
         url = urllib.parse.urljoin(self._base_url + "/", download_url)  # RFC 3986 resolution
         return urllib.parse.urlunsplit(_split_http_url(url, "download_url"))
 
-    def _download(
-        self,
-        url: str,
-        target: _FileTarget | _StreamTarget,
-        progress: _Progress | None,
-        digest: str | None,
-        connections: int,
-    ) -> None:
-        trusted = _origin_of(url) == self._origin
-        headers = _merge_headers(self._download_headers, self._credentials) if trusted else self._download_headers
-        transfer = _Transfer(url, target, headers, trusted, progress, digest is not None, connections)
-        try:
-            for _ in range(self._max_retries + 1):
-                try:
-                    return self._fetch_parts(transfer, digest)
-                except _FileChanged:
-                    transfer.restart()  # the file changed on the server: never splice two versions
-            message = f"GET {url}: the file changed on the server during each of {self._max_retries + 1} tries"
-            raise InvalidResponseError(message, method="GET", url=url)
-        finally:
-            transfer.close()
-
-    def _fetch_parts(self, transfer: _Transfer, digest: str | None) -> None:
-        """Fetch what is missing: this thread, and up to ``connections - 1`` more once there are parts."""
-        threads: list[threading.Thread] = []
-
-        def work() -> None:
-            try:
-                while (part := transfer.next_part()) is not None:
-                    self._fetch_part(transfer, part)
-            except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
-                transfer.fail(exc)
-
-        def add_workers() -> None:
-            while len(threads) < min(transfer.connections, len(transfer.parts)) - 1:
-                threads.append(threading.Thread(target=work, name="dataset-client-part", daemon=True))
-                threads[-1].start()
-
-        transfer.add_workers = add_workers
-        add_workers()
-        work()
-        try:
-            for thread in threads:  # their reads end at once when a part failed
-                thread.join()
-        except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
-            transfer.fail(exc)
-            for thread in threads:
-                thread.join()
-            raise
-        transfer.finish(digest)
-
-    def _fetch_part(self, transfer: _Transfer, part: _Part) -> None:
-        """Fetch one part, resuming it where it stopped when a response is cut."""
-        attempts = 0
-
-        def attempt() -> None:
-            nonlocal attempts
-            transfer.check_running()
-            attempts += 1
-            if part.done and attempts > 1:
-                where = f"{_size(part.offset)} of {_size(transfer.total or 0)}"
-                _logger().info("resuming at %s after an interruption, GET %s", where, transfer.url)
-            headers = transfer.request_headers(part)
-            response = self._send_handling_redirects("GET", transfer.url, None, headers, trusted=transfer.trusted)
-            with transfer.receiving(response):
-                transfer.accept(response, part, ranged="Range" in headers)
-                shutil.copyfileobj(_BoundedReader(response, part.remaining), part, _CHUNK_SIZE)
-                if response.status == 206 and response.read(1):
-                    raise _invalid(response, "the 206 body runs past its Content-Range")
-            transfer.check_complete(part, response)
-
-        self._retrying("GET", transfer.url, attempt, progress=lambda: part.done)
-
 
 class _Secret(str):
     """A header value that may carry a credential: its repr never shows it."""
@@ -627,20 +557,14 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._busy: dict[http.client.HTTPConnection, socket.socket] = {}  # in use, with their sockets
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: never use the parent's connections, never shut them down."""
+        """In a forked child: let go of the parent's connections, never using them or shutting them down."""
         inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
         for connection in inherited:
             connection.close()  # closes the child's copy of the descriptor; the parent's stays open
 
-    def http_open(self, request: urllib.request.Request) -> _PooledResponse:
-        return self.handle_request(request, secure=False)
-
-    def https_open(self, request: urllib.request.Request) -> _PooledResponse:
-        return self.handle_request(request, secure=True)
-
     def close(self) -> None:
-        if self._forks != _forks:  # a forked child
+        if self._forks != _forks:  # a forked child (compared here: a method call costs 1% of a request)
             self._leave_parents_connections()
         with self._lock:
             self.closed = True
@@ -651,15 +575,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
         for sock in busy:
             _shut_down(sock)  # the thread using it gets an error now and lets it go
 
-    def handle_request(self, request: urllib.request.Request, *, secure: bool) -> _PooledResponse:
+    def handle_request(self, request: urllib.request.Request) -> _PooledResponse:
         """Send ``request`` on a kept-alive connection (or a new one); return its response, headers read."""
         method, url = request.get_method(), request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
         proxy = request.host if tunnel or request.has_proxy() else None
-        if request.type not in ("http", "https"):  # urllib's ProxyHandler let a socks5:// proxy through
-            raise NetworkError(
-                f"{_request_name(method, url, proxy)}: only http:// proxies work", method=method, url=url
-            )
         key = (request.type, request.host, tunnel)
         headers = request.headers
         # urllib's ProxyHandler adds this for a proxy URL with user:password; through a
@@ -674,7 +594,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         while True:
             reused = connection is not None
             if connection is None:
-                connection = self._connect(key, request, secure, proxy_authorization, proxy)
+                connection = self._connect(request, key, proxy, proxy_authorization)
             try:
                 connection.request(method, request.selector, request.data, headers)
                 response = connection.getresponse()
@@ -696,9 +616,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
             _read_framing(response)
             return response
 
+    http_open = https_open = handle_request  # urllib's names for it
+
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
         """An idle connection to ``key`` still open, or None."""
-        if self._forks != _forks:  # a forked child
+        if self._forks != _forks:  # a forked child (compared here: a method call costs 1% of a request)
             self._leave_parents_connections()
         with self._lock:
             if self.closed:
@@ -713,16 +635,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return None
 
     def _connect(
-        self,
-        key: _PoolKey,
-        request: urllib.request.Request,
-        secure: bool,
-        proxy_authorization: str | None,
-        proxy: str | None,
+        self, request: urllib.request.Request, key: _PoolKey, proxy: str | None, authorization: str | None
     ) -> http.client.HTTPConnection:
         """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS; its failures mapped here."""
         connection: http.client.HTTPConnection
-        if secure:
+        if request.type == "https":  # to the origin, or (an https:// proxy for http) to the proxy
             if self._ssl_context is None:  # built lazily: loading the CA store costs milliseconds
                 self._ssl_context = ssl.create_default_context()
             connection = http.client.HTTPSConnection(request.host, timeout=request.timeout, context=self._ssl_context)
@@ -730,9 +647,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
         connection.response_class = _PooledResponse
         if key[2]:
-            connection.set_tunnel(
-                key[2], headers={"Proxy-Authorization": proxy_authorization} if proxy_authorization else None
-            )
+            connection.set_tunnel(key[2], headers={"Proxy-Authorization": authorization} if authorization else None)
         try:
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
@@ -746,7 +661,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
-        if self._forks != _forks:  # a forked child
+        if self._forks != _forks:  # a forked child (compared here: a method call costs 1% of a request)
             self._leave_parents_connections()
         with self._lock:
             self._busy.pop(connection, None)
@@ -800,9 +715,9 @@ def _shut_down(sock: socket.socket | None) -> None:
 
 
 def _read_framing(response: _PooledResponse) -> None:
-    """Note the Content-Encoding; refuse an ambiguous length: Content-Length values that differ or are not numbers.
+    """Note the Content-Encoding; refuse a length that is ambiguous (RFC 9112 6.3): several, or not a number.
 
-    RFC 9112 6.3: http.client would take the first one, or read to the connection's end.
+    http.client would take the first of several, and read to the connection's end after a bad one.
     """
     lengths = []
     for name, value in response.headers.raw_items():  # one pass, without the email policy's parsing
@@ -811,14 +726,9 @@ def _read_framing(response: _PooledResponse) -> None:
             lengths.append(value)
         elif name == "content-encoding":
             response.encoding = value.strip().lower()
-    if (len(lengths) == 1 and response.length is not None) or not lengths or response.chunked:
-        return
-    values = {value.strip() for field in lengths for value in field.split(",")}
-    if len(values) == 1 and (value := values.pop()).isascii() and value.isdigit():  # "12, 12": a length
-        response.length = int(value)
-        return
-    response.close()
-    raise _invalid(response, f"ambiguous Content-Length {', '.join(lengths)}")
+    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
+        response.close()
+        raise _invalid(response, f"ambiguous Content-Length {', '.join(lengths)}")
 
 
 # ---------------------------------------------------------------------------
@@ -1068,38 +978,103 @@ class _BoundedReader:
 class _Transfer:
     """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
 
-    Every part's bytes go through ``write``, which counts them, hands them to the hash,
-    records the progress on disk (resumable files) and calls ``progress``.
+    ``run`` fetches the parts, this thread and (once the file is split) up to
+    ``connections - 1`` more, each part resumed on its own when cut. Every part's bytes
+    go through ``write``, which counts them, hands them to the hash, records the
+    progress on disk (resumable files) and calls ``progress``.
     """
 
     def __init__(
         self,
+        client: DatasetClient,
         url: str,
         target: _FileTarget | _StreamTarget,
-        headers: dict[str, str],
-        trusted: bool,
         progress: _Progress | None,
-        want_digest: bool,
+        sha256: str | None,
         connections: int,
     ) -> None:
+        self.client = client
         self.url = url
+        self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
+        self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
         self.target = target
-        self.headers = headers
-        self.trusted = trusted
         self.progress = progress
-        self.want_digest = want_digest
+        self.expected_digest = sha256
         self.connections = connections if target.parallel else 1
         self.lock = threading.Lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
         self.total: int | None = None
         self.parts = [_Part(self, 0, None)]
+        self.threads: list[threading.Thread] = []
         self.error: BaseException | None = None
         self.responses: set[_PooledResponse] = set()  # being read: ``fail`` ends them
-        self.add_workers: Callable[[], None] = lambda: None
         self.digest: _Digest | None = None
         if target.saved is not None and not self._resume(target.saved):
             target.reset()  # a partial file of another URL: start it afresh
         self._start_digest()
+
+    def run(self) -> None:
+        try:
+            for _ in range(self.client._max_retries + 1):
+                try:
+                    return self._fetch_all()
+                except _FileChanged:
+                    self.restart()  # the file changed on the server: never splice two versions
+            tries = self.client._max_retries + 1
+            raise InvalidResponseError(f"GET {self.url}: the file changed on the server during each of {tries} tries")
+        finally:
+            if self.digest is not None:
+                self.digest.close()
+
+    def _fetch_all(self) -> None:
+        self.threads = []
+        self._start_workers()
+        self._work()
+        try:
+            for thread in self.threads:  # their reads end at once when a part failed
+                thread.join()
+        except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
+            self.fail(exc)
+            for thread in self.threads:
+                thread.join()
+            raise
+        if self.error is not None:
+            raise self.error
+        self._check_digest()
+
+    def _start_workers(self) -> None:
+        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
+            self.threads.append(threading.Thread(target=self._work, name="dataset-client-part", daemon=True))
+            self.threads[-1].start()
+
+    def _work(self) -> None:
+        try:
+            while (part := self._next_part()) is not None:
+                self._fetch(part)
+        except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
+            self.fail(exc)
+
+    def _fetch(self, part: _Part) -> None:
+        """Fetch one part, resuming it where it stopped when a response is cut."""
+        attempts = 0
+
+        def attempt() -> None:
+            nonlocal attempts
+            self.check_running()
+            attempts += 1
+            if part.done and attempts > 1:
+                where = f"{_size(part.offset)} of {_size(self.total or 0)}"
+                _logger().info("resuming at %s after an interruption, GET %s", where, self.url)
+            headers = self._request_headers(part)
+            response = self.client._send_handling_redirects("GET", self.url, None, headers, trusted=self.trusted)
+            with self._receiving(response):
+                self._accept(response, part, ranged="Range" in headers)
+                shutil.copyfileobj(_BoundedReader(response, part.remaining), part, _CHUNK_SIZE)
+                if response.status == 206 and response.read(1):
+                    raise _invalid(response, "the 206 body runs past its Content-Range")
+            self._check_complete(part, response)
+
+        self.client._retrying("GET", self.url, attempt, progress=lambda: part.done)
 
     @property
     def done(self) -> int:
@@ -1123,7 +1098,7 @@ class _Transfer:
         return True
 
     def _start_digest(self) -> None:
-        if self.want_digest:
+        if self.expected_digest is not None:
             self.digest = _Digest(self.target.fd if isinstance(self.target, _FileTarget) else None)
             self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
         if self.progress is not None:
@@ -1152,7 +1127,7 @@ class _Transfer:
             self.digest.close()
         self._start_digest()
 
-    def next_part(self) -> _Part | None:
+    def _next_part(self) -> _Part | None:
         with self.lock:
             for part in self.parts:
                 if self.error is None and not part.taken and part.remaining != 0:
@@ -1160,13 +1135,13 @@ class _Transfer:
                     return part
         return None
 
-    def request_headers(self, part: _Part) -> dict[str, str]:
+    def _request_headers(self, part: _Part) -> dict[str, str]:
         if self.validator is None or (part.done == 0 and len(self.parts) == 1):
             return self.headers
         last = "" if part.end is None or part.end == self.total else str(part.end - 1)
         return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
-    def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
+    def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew."""
         if response.status == 206:
             first, last, total = _content_range(response)
@@ -1202,7 +1177,7 @@ class _Transfer:
         bounds = [self.total * index // count for index in range(count + 1)]
         self.parts[0].end = bounds[1]
         self.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
-        self.add_workers()
+        self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
         self.check_running()
@@ -1223,7 +1198,7 @@ class _Transfer:
         if self.progress is not None:
             self.progress(self.done, self.total)
 
-    def check_complete(self, part: _Part, response: _PooledResponse) -> None:
+    def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed
             part.end = self.total = part.offset
         elif part.remaining:
@@ -1238,7 +1213,7 @@ class _Transfer:
             raise _Cancelled
 
     @contextlib.contextmanager
-    def receiving(self, response: _PooledResponse) -> Iterator[None]:
+    def _receiving(self, response: _PooledResponse) -> Iterator[None]:
         """While ``response`` is read: ``fail`` can end it, and then this part stops instead of retrying."""
         with self.lock:
             self.responses.add(response)
@@ -1261,19 +1236,13 @@ class _Transfer:
         for response in responses:
             _shut_down(response.sock)
 
-    def finish(self, expected_digest: str | None) -> None:
-        if self.error is not None:
-            raise self.error
-        if self.digest is not None and expected_digest is not None:
+    def _check_digest(self) -> None:
+        if self.digest is not None and self.expected_digest is not None:
             actual = self.digest.hexdigest()
-            if actual != expected_digest:
+            if actual != self.expected_digest:
                 self.target.keep = False  # not resumable: those bytes are wrong
-                message = f"sha256 mismatch for {self.url}: expected {expected_digest}, got {actual}"
-                raise ChecksumMismatchError(message, url=self.url, expected=expected_digest, actual=actual)
-
-    def close(self) -> None:
-        if self.digest is not None:
-            self.digest.close()
+                message = f"sha256 mismatch for {self.url}: expected {self.expected_digest}, got {actual}"
+                raise ChecksumMismatchError(message, url=self.url, expected=self.expected_digest, actual=actual)
 
 
 def _content_range(response: _PooledResponse) -> tuple[int, int, int | None]:
@@ -1553,19 +1522,16 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     """Split an http(s) URL with a host and a valid port, no user:password, no fragment; else ValueError."""
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError as exc:  # a broken IPv6 literal
-        raise ValueError(f"{argument} is not a valid URL: {exc}") from None
+        parts.port  # noqa: B018 -- the property validates the port
+        urllib.parse.unquote(parts.hostname or "").encode("idna")  # the host as urllib's Request and getaddrinfo see it
+    except ValueError as exc:  # a broken IPv6 literal, a bad port, a host IDNA cannot encode (UnicodeError)
+        raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise ValueError(f"{argument} must be an http:// or https:// URL, not {parts.scheme or 'no scheme'!r}")
     if "@" in parts.netloc:
         raise ValueError(f"{argument} must not contain a user:password part (pass api_key or headers instead)")
     if not parts.hostname:
         raise ValueError(f"{argument} has no host: {url!r}")
-    try:
-        parts.port  # noqa: B018 -- the property validates the port
-        urllib.parse.unquote(parts.hostname).encode("idna")  # the host as urllib's Request and getaddrinfo see it
-    except ValueError as exc:  # UnicodeError included
-        raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
@@ -1578,28 +1544,20 @@ def _check_number(value: float, argument: str, *, whole: bool = False, positive:
     return value
 
 
-def _check_api_key(api_key: str) -> str:
-    # Never show the key itself in a message.
-    if not isinstance(api_key, str):
-        raise TypeError(f"api_key must be a str or None, not {type(api_key).__name__}")
-    if not api_key.strip():
-        raise ValueError("api_key must not be empty (pass None for no key)")
-    if not _CONTROL_CHARACTERS.isdisjoint(api_key) or any(character.isspace() for character in api_key):
-        raise ValueError("api_key contains whitespace or a control character (CR, LF, ...)")
-    if not api_key.isascii():
-        raise ValueError("api_key must be ASCII")
-    return api_key
+def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
+    """Latin-1 text without control characters; a ``token`` (the key) is ASCII without whitespace too.
 
-
-def _check_header_value(value: str, argument: str) -> None:
+    The value is never shown in a message: it may be a credential.
+    """
     if not isinstance(value, str):
         raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
-    if not _CONTROL_CHARACTERS.isdisjoint(value):
-        raise ValueError(f"{argument} contains a control character (CR, LF, ...)")
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        raise ValueError(f"{argument} must be Latin-1 text (HTTP headers are)") from None
+    if token and not value.strip():
+        raise ValueError(f"{argument} must not be empty (pass None for no key)")
+    if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(character.isspace() for character in value)):
+        raise ValueError(f"{argument} contains {'whitespace or ' if token else ''}a control character (CR, LF, ...)")
+    if any(ord(character) > (127 if token else 255) for character in value):
+        raise ValueError(f"{argument} must be {'ASCII' if token else 'Latin-1 text (HTTP headers are)'}")
+    return value
 
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
@@ -1637,18 +1595,13 @@ def _check_text(value: str, argument: str) -> None:
 
 
 def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
-    if isinstance(symbols, str):
-        symbols = [symbols]
-    elif isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)) or not isinstance(
+    if isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)) or not isinstance(
         symbols, collections.abc.Iterable
     ):
         raise TypeError(f"symbols must be a str or an iterable of str, not {type(symbols).__name__}")
-    checked = list(symbols)
-    for symbol in checked:
-        if not isinstance(symbol, str):
-            raise TypeError(f"symbols must contain only str, found {type(symbol).__name__}")
-        if not symbol.strip():
-            raise ValueError("symbols must not contain an empty string")
+    checked = [symbols] if isinstance(symbols, str) else list(symbols)
+    for index, symbol in enumerate(checked):
+        _check_text(symbol, f"symbols[{index}]")
     if not checked:
         raise ValueError("symbols must not be empty")
     return checked

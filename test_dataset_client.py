@@ -1258,7 +1258,7 @@ class HostileServerTests(ServerTestCase):
             self.client().list_datasets()
         self.assertEqual(len(self.requests), 2, "not retried")
 
-    def test_a_content_length_that_is_not_a_number_is_refused_and_a_repeated_one_is_taken(self) -> None:
+    def test_a_content_length_that_is_not_one_number_is_refused(self) -> None:
         def raw(length: str) -> Respond:
             def respond(handler: Handler) -> None:
                 handler.wfile.write(f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n[1, 2]".encode("latin-1"))
@@ -1266,15 +1266,14 @@ class HostileServerTests(ServerTestCase):
             return respond
 
         client = self.client(max_retries=0)
-        for length in ("abc", "-6", "\u00b2", "6 6"):
+        for length in ("abc", "-6", "\u00b2", "6 6", "6, 6"):
             self.script(raw(length))
             with (
                 self.subTest(length=length),
                 self.assertRaisesRegex(dc.InvalidResponseError, "ambiguous Content-Length"),
             ):
                 client.list_datasets()
-        self.script(raw("6, 6"), raw("6"))
-        self.assertEqual(client.list_datasets(), [1, 2], "read as 6 bytes, not until the connection closes")
+        self.script(raw("6"))
         self.assertEqual(client.list_datasets(), [1, 2])
 
     def test_a_decompression_bomb_is_refused_before_the_memory_is_used(self) -> None:
