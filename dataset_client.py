@@ -779,30 +779,29 @@ def _read_json(response: _PooledResponse) -> Any:
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
-    """The body with its gzip Content-Encoding undone as it arrives, at most ``limit`` decoded bytes.
+    """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes.
 
-    Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body); otherwise
-    it is an InvalidResponseError (a decompression bomb) before the memory is used.
+    Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body, of which a
+    bounded start is read); otherwise it is an InvalidResponseError (a decompression bomb),
+    raised before the memory is used: each gzip member is inflated with a bound.
     """
+    raw = response.read(limit if response.encoding == "identity" else _CHUNK_SIZE) if truncate else response.read()
     if response.encoding == "identity":
-        return response.read(limit) if truncate else response.read()
+        return raw
     if response.encoding not in ("gzip", "x-gzip", "deflate"):
         raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
     decoded = bytearray()
-    decoder = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
     try:
-        while data := response.read(_CHUNK_SIZE):
-            while data:
-                if decoder.eof:  # the previous gzip member ended: another follows (RFC 1952 2.2)
-                    decoder = zlib.decompressobj(wbits=47)
-                decoded += decoder.decompress(data, limit + 1 - len(decoded))
-                if len(decoded) > limit and truncate:
-                    return decoded[:limit]
-                if len(decoded) > limit:
-                    raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
-                data = decoder.unused_data if decoder.eof else decoder.unconsumed_tail
-        if not decoder.eof:
-            raise zlib.error("the compressed data ends early")
+        while raw:  # gzip members, one after another (RFC 1952 2.2)
+            decoder = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
+            decoded += decoder.decompress(raw, limit + 1 - len(decoded))
+            if len(decoded) > limit and truncate:
+                return decoded[:limit]
+            if len(decoded) > limit:
+                raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
+            if not decoder.eof:
+                raise zlib.error("the compressed data ends early")
+            raw = decoder.unused_data
     except zlib.error as exc:
         if truncate:
             return decoded
