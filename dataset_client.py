@@ -1956,7 +1956,7 @@ def _cli_download(
     rate = _size((progress.done - (progress.first or 0)) / elapsed)
     checked = ", sha256 verified" if sha256 else ""
     where = "stdout" if to_stdout else target
-    stderr.info(f"downloaded {where}: {_size(progress.done)} in {elapsed:.1f} s ({rate}/s){checked}")
+    stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
 
 
 class _Stderr:

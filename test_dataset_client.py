@@ -2586,7 +2586,7 @@ class CommandLineTests(StandInTestCase):
         status, out, err = self.run_main("download", export["download_url"], str(target), "--sha256", export["sha256"])
         self.assertEqual((status, out), (0, ""))
         self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB in [\d.]+ s \(.*/s\), sha256 verified\n$")
+        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
 
     def test_output_formats(self) -> None:
         sql = "SELECT symbol, count(*) AS days, round(avg(close), 2) AS mean FROM daily_bars GROUP BY symbol LIMIT 3"
@@ -2655,7 +2655,7 @@ class CommandLineTests(StandInTestCase):
         target = directory / export["download_url"].rsplit("/", 1)[1]
         self.assertEqual(status, 0, err)
         self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB in [\d.]+ s \(.*/s\), sha256 verified\n$")
+        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
         self.assertEqual([p.name for p in directory.iterdir()], [target.name])
 
     def test_download_destinations(self) -> None:
@@ -2719,7 +2719,7 @@ class CommandLineTests(StandInTestCase):
         lines = err.splitlines()
         self.assertEqual(lines[0], f"dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded, GET {url}")
         self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
-        self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB in ")
+        self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
 
     def test_errors_speak_in_the_command_lines_own_terms(self) -> None:
@@ -2895,7 +2895,7 @@ class CommandLineTests(StandInTestCase):
                 self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
                 self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
                 self.assertRegex(frames[-1], r"100%  8\.0 MiB of 8\.0 MiB")
-                self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB in [\d.]+ s")
+                self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
 
     def test_a_wide_table_fits_the_terminal(self) -> None:
         for columns in (80, 40):
