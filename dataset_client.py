@@ -1144,15 +1144,16 @@ class _Transfer:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew."""
         if response.status == 206:
             first, last, total = _content_range(response)
+            other_total = total is not None and self.total is not None and total != self.total
+            other_validator = _validator(response.headers) not in (None, self.validator)
+            if ranged and (other_total or other_validator):
+                raise _FileChanged  # another version: its bytes are never spliced on
             end = part.end if part.end is not None else total
             if not ranged or first != part.offset or (end is not None and last + 1 != end):
                 given = response.headers.get("Content-Range")
                 raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
             if response.length is not None and response.length != last + 1 - first:
                 raise _invalid(response, "its Content-Length and Content-Range disagree")
-            theirs = _validator(response.headers)
-            if (self.total is not None and total != self.total) or (theirs is not None and theirs != self.validator):
-                raise _FileChanged
             if part.end is None:  # the total was not known before
                 self.total = part.end = total
             return

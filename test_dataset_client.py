@@ -1216,6 +1216,23 @@ class HostileServerTests(ServerTestCase):
         self.assertEqual(out.read_bytes(), new, "started over: one version, whole")
         self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
 
+    def test_a_resumed_part_of_another_total_is_never_spliced_on(self) -> None:
+        longer = DATA + b"more"
+
+        def other_total(handler: Handler) -> None:  # same ETag, but the file is longer now
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 1000-{len(longer) - 1}/{len(longer)}")
+            handler.send_header("Content-Length", str(len(longer) - 1000))
+            handler.send_header("ETag", '"v1"')
+            handler.end_headers()
+            handler.wfile.write(longer[1000:])
+
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}), other_total, serve_file(longer))
+        out = self.tmp() / "out.bin"
+        self.client().download("files/x", out)
+        self.assertEqual(out.read_bytes(), longer, "started over: one version, whole")
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
+
     def test_a_206_that_runs_past_its_content_range_is_refused(self) -> None:
         def longer(handler: Handler, chunked: bool) -> None:
             extra = b"x" * 5000
@@ -2896,6 +2913,16 @@ class CommandLineTests(StandInTestCase):
                 self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
                 self.assertRegex(frames[-1], r"100%  8\.0 MiB of 8\.0 MiB")
                 self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
+
+    def test_no_progress_line_over_a_file_written_to_the_terminal(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-31", format="jsonl"
+        )
+        status, drawn = self.run_in_terminal(["download", export["download_url"], "-"], 80)
+        self.assertEqual(status, 0)
+        self.assertIn('{"date": "2024-01-02"', drawn)
+        self.assertNotIn("%", drawn, "a progress line among the file's bytes")
+        self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified|downloaded stdout: ")
 
     def test_a_wide_table_fits_the_terminal(self) -> None:
         for columns in (80, 40):
