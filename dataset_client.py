@@ -1384,12 +1384,18 @@ class _FileTarget(_Target):
 
     def __exit__(self, *exc_info: object) -> None:
         if self.fd >= 0:  # not committed: a failure, Ctrl-C included
-            if not self.keep:
-                for path in filter(None, (self.path, self.state_path)):
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
+            self._remove(self._state_files()[1:] if self.keep else [self.path, *self._state_files()])
             os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
             self.fd = -1
+
+    def _state_files(self) -> list[str]:
+        """The state, and what a save cut short (a signal, kill -9) leaves: the state's next version."""
+        return [self.state_path, self.state_path + ".tmp"] if self.state_path is not None else []
+
+    def _remove(self, paths: list[str]) -> None:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
@@ -1429,9 +1435,7 @@ class _FileTarget(_Target):
         except BaseException:
             self.keep = False  # the temporary file goes all the same
             raise
-        if self.state_path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self.state_path)
+        self._remove(self._state_files())
         os.close(self.fd)
         self.fd = -1
 

@@ -197,6 +197,20 @@ def cut(body: bytes, after: int, headers: dict[str, str] | None = None, status: 
     return respond
 
 
+def part_ignoring_if_range(data: bytes, start: int, etag: str) -> Respond:
+    """A 206 of ``data`` from ``start`` on, whatever If-Range says: a server that splices versions for you."""
+
+    def respond(handler: Handler) -> None:
+        handler.send_response(206)
+        handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        handler.send_header("Content-Length", str(len(data) - start))
+        handler.send_header("ETag", etag)
+        handler.end_headers()
+        handler.wfile.write(data[start:])
+
+    return respond
+
+
 def hang(handler: Handler) -> None:
     """Answer nothing until the test ends."""
     handler.server.stop.wait(10)
@@ -1200,38 +1214,16 @@ class HostileServerTests(ServerTestCase):
         self.assertEqual(len(sleeps), 1)
 
     def test_a_resumed_part_of_another_version_is_never_spliced_on(self) -> None:
-        old, new = DATA, bytes(reversed(DATA))
-
-        def other_version(handler: Handler) -> None:
-            handler.send_response(206)
-            handler.send_header("Content-Range", f"bytes 1000-{len(new) - 1}/{len(new)}")
-            handler.send_header("Content-Length", str(len(new) - 1000))
-            handler.send_header("ETag", '"v2"')
-            handler.end_headers()
-            handler.wfile.write(new[1000:])
-
-        self.script(cut(old, 1000, {"ETag": '"v1"'}), other_version, serve_file(new, etag='"v2"'))
-        out = self.tmp() / "out.bin"
-        self.client().download("files/x", out)
-        self.assertEqual(out.read_bytes(), new, "started over: one version, whole")
-        self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
-
-    def test_a_resumed_part_of_another_total_is_never_spliced_on(self) -> None:
-        longer = DATA + b"more"
-
-        def other_total(handler: Handler) -> None:  # same ETag, but the file is longer now
-            handler.send_response(206)
-            handler.send_header("Content-Range", f"bytes 1000-{len(longer) - 1}/{len(longer)}")
-            handler.send_header("Content-Length", str(len(longer) - 1000))
-            handler.send_header("ETag", '"v1"')
-            handler.end_headers()
-            handler.wfile.write(longer[1000:])
-
-        self.script(cut(DATA, 1000, {"ETag": '"v1"'}), other_total, serve_file(longer))
-        out = self.tmp() / "out.bin"
-        self.client().download("files/x", out)
-        self.assertEqual(out.read_bytes(), longer, "started over: one version, whole")
-        self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
+        for what, new, etag in (("ETag", bytes(reversed(DATA)), '"v2"'), ("total", DATA + b"more", '"v1"')):
+            self.server.requests.clear()
+            self.script(
+                cut(DATA, 1000, {"ETag": '"v1"'}), part_ignoring_if_range(new, 1000, etag), serve_file(new, etag=etag)
+            )
+            out = self.tmp() / "out.bin"
+            with self.subTest(another=what):
+                self.client().download("files/x", out)
+                self.assertEqual(out.read_bytes(), new, "started over: one version, whole")
+                self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
 
     def test_a_206_that_runs_past_its_content_range_is_refused(self) -> None:
         def longer(handler: Handler, chunked: bool) -> None:
@@ -1772,6 +1764,29 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.assertIn(".out.bin.part", during, "one of them holds the resumable file")
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_save_cut_short_leaves_no_stray_file(self) -> None:
+        directory = self.tmp()
+        stray = directory / ".out.bin.part.json.tmp"
+        stray.write_text("{")  # what kill -9 in the middle of saving the state leaves
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        saves = [0]
+
+        def replace(source: str, destination: str) -> None:  # Ctrl-C inside the third save's rename
+            saves[0] += destination.endswith(".part.json")
+            if saves[0] == 3:
+                raise KeyboardInterrupt
+            os_replace(source, destination)
+
+        os_replace = os.replace
+        self.script(serve_file(DATA))
+        with mock.patch("os.replace", replace), self.assertRaises(KeyboardInterrupt):
+            self.client().download("files/x", directory / "again.bin", resume=True)
+        left = sorted(p.name for p in directory.iterdir())
+        self.assertEqual(left, [".again.bin.part", ".again.bin.part.json", "out.bin"])
+        self.assertEqual(saved_state(directory, "again.bin")["parts"][0][2], 1024 * 1024, "the last whole save")
 
     def test_a_failure_keeps_what_can_be_resumed_and_nothing_else(self) -> None:
         directory = self.tmp()
