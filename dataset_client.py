@@ -51,7 +51,6 @@ import select
 import shutil
 import socket
 import ssl
-import stat
 import sys
 import threading
 import time
@@ -348,7 +347,7 @@ class DatasetClient:
         if not isinstance(destination, (str, os.PathLike)):
             return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections).run()
         path = _check_destination_path(destination)
-        if not _is_regular_file(path):  # /dev/null, a FIFO, a device: written directly, as curl -o does
+        if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a FIFO: written directly, as curl -o does
             with open(path, "wb", buffering=0) as stream:
                 return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections).run()
         with _FileTarget(os.path.realpath(path), resume) as target:  # through a symlink, the file it names
@@ -1490,13 +1489,6 @@ def _hidden_stem(directory: str, name: str) -> str:
     if len(encoded) < room:
         return "." + name
     return "." + os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
-
-
-def _is_regular_file(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:  # not there yet (it will be one), or creating the temporary file will say what is wrong
-        return True
 
 
 # ---------------------------------------------------------------------------
