@@ -455,7 +455,9 @@ class DatasetClient:
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
         response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
-        if _logger().isEnabledFor(10):  # logging.DEBUG: one line a request, for -v
+        # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
+        # not imported for that (4 ms, four times this module's import).
+        if "logging" in sys.modules and _logger().isEnabledFor(10):
             elapsed = 1e3 * (time.monotonic() - started)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, response.reason, elapsed)
         return response
@@ -1084,15 +1086,13 @@ class _Transfer:
             if saved["url"] != self.url or not saved["validator"]:
                 return False
             size = self.target.size()
-            self.parts = [
-                _Part(self, start, end, max(0, min(done, size - start))) for start, end, done in saved["parts"]
-            ]
-            self.validator, self.total = str(saved["validator"]), saved["total"]
+            parts = [_Part(self, start, end, max(0, min(done, size - start))) for start, end, done in saved["parts"]]
+            validator, total = str(saved["validator"]), saved["total"]
         except (KeyError, TypeError, ValueError):  # no state, or not ours
             return False
+        self.parts, self.validator, self.total = parts, validator, total
         self.target.keep = True  # what is on disk stays resumable, whatever happens in this run
-        total = _size(self.total or 0)
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), total, self.url)
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), _size(total or 0), self.url)
         return True
 
     def _start_digest(self) -> None:

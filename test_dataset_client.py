@@ -746,6 +746,19 @@ class ErrorTests(ServerTestCase):
         self.assertIn("retrying GET", retries[0].getMessage())
         self.assertEqual(len(logs.records), 3, "one retry, two requests at DEBUG")
 
+    def test_a_request_imports_no_logging(self) -> None:
+        self.script(reply(body=[{"name": "daily_bars"}]))
+        code = (
+            "import sys\nfrom dataset_client import DatasetClient\n"
+            "with DatasetClient(sys.argv[1], 'k') as client:\n    print(client.list_datasets())\n"
+            "print(sorted(name for name in sys.modules if name.split('.')[0] == 'logging'))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, self.server.url], capture_output=True, text=True, cwd=HERE, timeout=30
+        )
+        self.assertEqual((done.stdout, done.stderr), ("[{'name': 'daily_bars'}]\n[]\n", ""))
+        self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/datasets")])
+
 
 # ---------------------------------------------------------------------------
 # Redirects
@@ -2380,17 +2393,8 @@ def varint(data: bytes, position: int, *, zigzag: bool = False) -> tuple[int, in
             return ((value >> 1) ^ -(value & 1) if zigzag else value), position
 
 
-def parquet_writer() -> Any:
-    sys.path.insert(0, str(HERE / "examples"))
-    try:
-        return importlib.import_module("parquet_writer")
-    finally:
-        sys.path.remove(str(HERE / "examples"))
-
-
 class ParquetWriterTests(unittest.TestCase):
     def test_every_kind_in_row_groups_gzip_or_not(self) -> None:
-        writer = parquet_writer()
         columns = [("day", "date"), ("name", "string"), ("price", "double"), ("count", "int64")]
         rows = [
             ("2024-01-02", "AAPL", 185.64, 82_488_700),
@@ -2400,7 +2404,7 @@ class ParquetWriterTests(unittest.TestCase):
         for compression in ("gzip", None):
             out = io.BytesIO()
             self.assertEqual(
-                writer.write_parquet(out, columns, iter(rows), compression=compression, row_group_rows=5), 21
+                local_service.write_parquet(out, columns, iter(rows), compression=compression, row_group_rows=5), 21
             )
             with self.subTest(compression=compression):
                 schema, values, groups = read_parquet(out.getvalue())
@@ -2419,14 +2423,13 @@ class ParquetWriterTests(unittest.TestCase):
                 self.assertEqual([list(row) for row in zip(days, *values[1:], strict=True)], expected)
 
     def test_no_rows_and_bad_arguments(self) -> None:
-        writer = parquet_writer()
         out = io.BytesIO()
-        self.assertEqual(writer.write_parquet(out, [("a", "int64")], []), 0)
+        self.assertEqual(local_service.write_parquet(out, [("a", "int64")], []), 0)
         self.assertEqual(read_parquet(out.getvalue())[1:], ([[]], 0))
         with self.assertRaisesRegex(ValueError, "kind must be one of"):
-            writer.write_parquet(io.BytesIO(), [("a", "float")], [])
+            local_service.write_parquet(io.BytesIO(), [("a", "float")], [])
         with self.assertRaisesRegex(ValueError, "compression"):
-            writer.write_parquet(io.BytesIO(), [("a", "int64")], [], compression="snappy")
+            local_service.write_parquet(io.BytesIO(), [("a", "int64")], [], compression="snappy")
 
 
 class StandInServiceTests(StandInTestCase):
@@ -2509,17 +2512,70 @@ class StandInServiceTests(StandInTestCase):
         self.assertEqual(len(answers), 8)
         self.assertEqual(len({answer["id"] for answer in answers}), 1)
 
+    def all_trades(self) -> Any:
+        """An export of every symbol's trades as JSON lines: 4.3 MiB."""
+        return self.stand_in_client().create_export(
+            "trades",
+            symbols=list(local_service.SYMBOLS),
+            start_date="2023-01-01",
+            end_date="2024-12-31",
+            format="jsonl",
+        )
+
     def test_parallel_ranged_downloads_are_served(self) -> None:
-        export = self.stand_in_client().create_export(
-            "trades", symbols=list("V"), start_date="2023-01-01", end_date="2024-12-31", format="jsonl"
+        export = self.all_trades()
+        size, path = export["size"], urllib_parse.urlsplit(export["download_url"]).path
+        self.assertGreaterEqual(size, 4 * 1024 * 1024, "too small to be split in four parts")
+        response, whole = self.raw("GET", path)
+        self.assertEqual(
+            (response.status, len(whole), hashlib.sha256(whole).hexdigest()), (200, size, export["sha256"])
         )
-        self.assertGreater(export["size"], 2 * 1024 * 1024 // 8)
+        etag = response.getheader("ETag")
+        quarters = [(k * size // 4, (k + 1) * size // 4) for k in range(4)]
+        answers: dict[tuple[int, int], tuple[int, str | None, bytes]] = {}
+        together = threading.Barrier(4)
+
+        def fetch(start: int, end: int) -> None:
+            together.wait(5)
+            response, body = self.raw("GET", path, {"Range": f"bytes={start}-{end - 1}", "If-Range": etag})
+            answers[start, end] = response.status, response.getheader("Content-Range"), body
+
+        threads = [threading.Thread(target=fetch, args=quarter) for quarter in quarters]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        for start, end in quarters:
+            self.assertEqual(answers[start, end], (206, f"bytes {start}-{end - 1}/{size}", whole[start:end]))
+        self.assertEqual(self.raw("GET", path, {"Range": "bytes=0-9", "If-Range": '"another"'})[1], whole)
+
         target = self.tmp() / "trades.jsonl"
-        seen: list[int] = []
-        self.stand_in_client().download(
-            export["download_url"], target, sha256=export["sha256"], connections=4, progress=lambda d, t: seen.append(d)
-        )
-        self.assertEqual(target.stat().st_size, export["size"])
+        with self.assertLogs("dataset_client", "DEBUG") as logs:
+            self.stand_in_client().download(export["download_url"], target, sha256=export["sha256"], connections=4)
+        self.assertEqual(target.read_bytes(), whole)
+        statuses = sorted(re.findall(r"^DEBUG:dataset_client:GET \S+: (\d+)", "\n".join(logs.output), re.M))
+        self.assertEqual(statuses, ["200", "206", "206", "206"], logs.output)
+
+    def test_a_client_hanging_up_is_not_an_error_of_the_service(self) -> None:
+        export = self.all_trades()
+        request = f"GET {urllib_parse.urlsplit(export['download_url']).path} HTTP/1.1\r\nHost: x\r\n"
+        request += "Authorization: Bearer stand-in-key\r\n\r\n"
+        for read_all in (False, True):  # reset mid-body, then while the service waits for the next request
+            with self.subTest(read_all=read_all), mock.patch.object(self.service, "handle_error") as handle_error:
+                before = set(threading.enumerate())
+                sock = socket.create_connection(self.service.server_address[:2], timeout=5)
+                sock.sendall(request.encode())
+                response = http.client.HTTPResponse(sock)
+                response.begin()
+                self.assertEqual(response.status, 200)
+                if read_all:
+                    self.assertEqual(len(response.read()), export["size"])
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                response.close()
+                sock.close()  # with unread bytes or SO_LINGER 0: a reset, as a cut download sends
+                for thread in set(threading.enumerate()) - before:
+                    thread.join(5)
+                handle_error.assert_not_called()  # socketserver prints a traceback there
 
     def run_service(self, *argv: str) -> subprocess.Popen[str]:
         process = subprocess.Popen(
@@ -2939,7 +2995,7 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(status, 0)
         self.assertIn('{"date": "2024-01-02"', drawn)
         self.assertNotIn("%", drawn, "a progress line among the file's bytes")
-        self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified|downloaded stdout: ")
+        self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, [\d.]+ [KMG]?i?B/s")
 
     def test_a_wide_table_fits_the_terminal(self) -> None:
         for columns in (80, 40):

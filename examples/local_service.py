@@ -42,7 +42,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # parquet_writer.py, beside this file
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # parquet_writer.py, beside this file
 from parquet_writer import write_parquet
 
 SYMBOLS = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
@@ -274,6 +275,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._handle()
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError):  # a client that has the bytes it wants may hang up
+            super().handle()
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
