@@ -2561,7 +2561,7 @@ class StandInServiceTests(StandInTestCase):
         request = f"GET {urllib_parse.urlsplit(export['download_url']).path} HTTP/1.1\r\nHost: x\r\n"
         request += "Authorization: Bearer stand-in-key\r\n\r\n"
         for read_all in (False, True):  # reset mid-body, then while the service waits for the next request
-            with self.subTest(read_all=read_all), mock.patch.object(self.service, "handle_error") as handle_error:
+            with self.subTest(read_all=read_all), mock.patch.object(socketserver.BaseServer, "handle_error") as printed:
                 before = set(threading.enumerate())
                 sock = socket.create_connection(self.service.server_address[:2], timeout=5)
                 sock.sendall(request.encode())
@@ -2575,7 +2575,7 @@ class StandInServiceTests(StandInTestCase):
                 sock.close()  # with unread bytes or SO_LINGER 0: a reset, as a cut download sends
                 for thread in set(threading.enumerate()) - before:
                     thread.join(5)
-                handle_error.assert_not_called()  # socketserver prints a traceback there
+                printed.assert_not_called()  # socketserver prints a traceback there
 
     def run_service(self, *argv: str) -> subprocess.Popen[str]:
         process = subprocess.Popen(

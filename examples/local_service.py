@@ -276,10 +276,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle()
 
-    def handle(self) -> None:
-        with contextlib.suppress(ConnectionError):  # a client that has the bytes it wants may hang up
-            super().handle()
-
     def log_message(self, format: str, *args: Any) -> None:
         if self.server.verbose:
             sys.stderr.write(f"{self.address_string()} {format % args}\n")
@@ -438,6 +434,10 @@ class Server(http.server.ThreadingHTTPServer):
     def base_url(self) -> str:
         host, port = str(self.server_address[0]), self.server_address[1]
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that has its bytes may hang up
+            super().handle_error(request, client_address)  # a traceback on stderr
 
     def server_close(self) -> None:
         super().server_close()
