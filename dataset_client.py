@@ -456,7 +456,7 @@ class DatasetClient:
         started = time.monotonic()
         response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
-        # not imported for that (4 ms, four times this module's import).
+        # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(10):
             elapsed = 1e3 * (time.monotonic() - started)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, response.reason, elapsed)
