@@ -56,6 +56,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+import weakref
 import zlib
 
 TYPE_CHECKING = False
@@ -247,14 +248,12 @@ class DatasetClient:
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
         user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
-        key = (
-            {}
-            if api_key is None
-            else {"Authorization": "Bearer " + _check_header_value(api_key, "api_key", token=True)}
-        )
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
-        credentials = _merge_headers(key, _check_headers(headers))
+        credentials = _check_headers(headers)
+        if api_key is not None:
+            key = _check_header_value(api_key, "api_key", token=True)
+            credentials = _merge_headers({"Authorization": f"Bearer {key}"}, credentials)
         self._credentials = {name: _Secret(value) for name, value in credentials.items()}
         self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
         service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
@@ -550,23 +549,21 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._ssl_context = ssl_context
         self.closed = False
         self._start_afresh()
+        _pools.add(self)
 
     def _start_afresh(self) -> None:
-        self._forks = _forks
         self._lock = threading.Lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
         self._busy: dict[http.client.HTTPConnection, socket.socket] = {}  # in use, with their sockets
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: let go of the parent's connections, never using them or shutting them down."""
+        """In a forked child, at once: let go of the parent's connections, never using them or shutting them down."""
         inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
         for connection in inherited:
             connection.close()  # closes the child's copy of the descriptor; the parent's stays open
 
     def close(self) -> None:
-        if self._forks != _forks:  # a forked child (compared here: a method call costs 1% of a request)
-            self._leave_parents_connections()
         with self._lock:
             self.closed = True
             idle, self._idle = self._idle, {}
@@ -621,8 +618,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
         """An idle connection to ``key`` still open, or None."""
-        if self._forks != _forks:  # a forked child (compared here: a method call costs 1% of a request)
-            self._leave_parents_connections()
         with self._lock:
             if self.closed:
                 raise ClientClosedError("the DatasetClient is closed")
@@ -662,8 +657,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
-        if self._forks != _forks:  # a forked child (compared here: a method call costs 1% of a request)
-            self._leave_parents_connections()
         with self._lock:
             self._busy.pop(connection, None)
             idle = self._idle.setdefault(key, [])
@@ -684,16 +677,16 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
 
 
-_forks = 0  # how many times this process's ancestors forked to make it
+_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()  # every client's, for a forked child
 
 
-def _count_fork() -> None:
-    global _forks
-    _forks += 1
+def _leave_parents_connections() -> None:
+    for pool in _pools:
+        pool._leave_parents_connections()
 
 
-if hasattr(os, "register_at_fork"):  # cheaper than a getpid() per request; embedders call it too
-    os.register_at_fork(after_in_child=_count_fork)
+if hasattr(os, "register_at_fork"):  # nothing to check on each request; embedders that fork call it too
+    os.register_at_fork(after_in_child=_leave_parents_connections)
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -824,7 +817,7 @@ def _service_error(response: _PooledResponse, *, too_many_redirects: bool = Fals
         body = raw.decode("utf-8", errors="replace")
     return ServiceError(
         response.status,
-        response.reason or _standard_reason(response.status),
+        response.reason or http.client.responses.get(response.status, ""),
         response.method,
         response.url,
         headers=response.headers,
@@ -852,13 +845,6 @@ def _message_of(payload: Any) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
-
-
-def _standard_reason(status: int) -> str:
-    try:
-        return http.HTTPStatus(status).phrase
-    except ValueError:
-        return ""
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -899,17 +885,13 @@ def _origin_of(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
 
 
+@functools.cache
 def _logger() -> Any:
-    global _log
-    if _log is None:
-        import logging  # only retries, resumes and (at DEBUG) requests log: keep it off the import path
+    import logging  # only retries, resumes and (at DEBUG) requests log: keep it off the import path
 
-        _log = logging.getLogger("dataset_client")
-        _log.addHandler(logging.NullHandler())
-    return _log
-
-
-_log: Any = None
+    logger = logging.getLogger("dataset_client")
+    logger.addHandler(logging.NullHandler())
+    return logger
 
 
 def _size(count: float) -> str:
