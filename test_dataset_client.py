@@ -3046,8 +3046,8 @@ class CommandLineTests(StandInTestCase):
         missing = self.run_process("datasets", base_url="")
         self.assertEqual(missing.returncode, 2)
         self.assertIn(b"DATASET_CLIENT_BASE_URL", missing.stderr)
-        unreachable = self.run_process(
-            "--timeout", "2", "datasets", base_url=f"http://127.0.0.1:{free_port()}", key=secret
+        unreachable = self.run_process(  # one retry: its wait leaves no line behind
+            "--timeout", "2", "--retries", "1", "datasets", base_url=f"http://127.0.0.1:{free_port()}", key=secret
         )
         self.assertEqual((unreachable.returncode, unreachable.stdout), (3, b""))
         self.assertEqual(unreachable.stderr.count(b"\n"), 1, "one line")
