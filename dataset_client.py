@@ -1712,8 +1712,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = {}  # the signal handlers to put back (main() also runs inside other programs and tests)
     if threading.current_thread() is threading.main_thread():
         for name in ("SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), stop)
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: a hang-up stays ignored
+                previous[number] = signal.signal(number, stop)
     try:
         return _run_command(args, stderr)
     except _Stopped as stopped:

@@ -1680,8 +1680,13 @@ def saved_state(directory: Path, name: str = "out.bin") -> Any:
         return None
 
 
-def first_bytes_then_stall(data: bytes, count: int, etag: str = '"v1"') -> Respond:
-    """Serve ``data`` (or the range asked for), but only its first ``count`` bytes, then send nothing more."""
+def first_bytes_then_stall(
+    data: bytes, count: int, etag: str = '"v1"', rest_when: threading.Event | None = None
+) -> Respond:
+    """Serve ``data`` (or the range asked for), but only its first ``count`` bytes, then send nothing more.
+
+    With ``rest_when``, the rest follows once that event is set.
+    """
 
     def respond(handler: Handler) -> None:
         span = local_service._requested_range(handler.headers.get("Range"), len(data))
@@ -1694,7 +1699,10 @@ def first_bytes_then_stall(data: bytes, count: int, etag: str = '"v1"') -> Respo
             handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         handler.end_headers()
         handler.wfile.write(data[start : start + count])
-        hang(handler)
+        if rest_when is None:
+            hang(handler)
+        elif rest_when.wait(10):
+            handler.wfile.write(data[start + count : end])
 
     return respond
 
@@ -2132,6 +2140,28 @@ def file_size_limit(size: int) -> Iterator[None]:
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)
+
+
+@contextlib.contextmanager
+def inherited_signals(action: Any, *names: str) -> Iterator[None]:
+    """Set signals to ``action`` in this process while a child is started, for the child to inherit.
+
+    SIG_DFL: as in a terminal, whatever the test run inherited (a background job ignores SIGINT,
+    nohup SIGHUP); SIG_IGN: as nohup starts a command. A handler becomes SIG_DFL across exec.
+    """
+    previous = {name: signal.signal(getattr(signal, name), action) for name in names}
+    try:
+        yield
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals a (Linux) process ignores, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
 
 
 @contextlib.contextmanager
@@ -2578,12 +2608,13 @@ class StandInServiceTests(StandInTestCase):
                 printed.assert_not_called()  # socketserver prints a traceback there
 
     def run_service(self, *argv: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [sys.executable, str(HERE / "examples" / "local_service.py"), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with inherited_signals(signal.SIG_DFL, "SIGINT"):  # Ctrl-C stops it, as in a terminal
+            process = subprocess.Popen(
+                [sys.executable, str(HERE / "examples" / "local_service.py"), *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         self.addCleanup(lambda: (process.kill(), process.wait(), process.stdout.close(), process.stderr.close()))  # type: ignore[func-returns-value,union-attr]
         return process
 
@@ -2888,12 +2919,13 @@ class CommandLineTests(StandInTestCase):
             directory = self.tmp()
             environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
             argv = ["download", self.server.url + "/files/x", str(directory / "out.bin"), *(["-c"] if keep else [])]
-            process = subprocess.Popen(
-                [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
-                env=environment,
-                cwd=HERE,
-                stderr=subprocess.PIPE,
-            )
+            with inherited_signals(signal.SIG_DFL, "SIGINT", "SIGHUP", "SIGTERM"):  # as in a terminal
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
+                    env=environment,
+                    cwd=HERE,
+                    stderr=subprocess.PIPE,
+                )
             self.addCleanup(process.kill)
             with self.subTest(signal=signal_name, keep=keep):
                 _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
@@ -2907,6 +2939,27 @@ class CommandLineTests(StandInTestCase):
                 left = sorted(p.name for p in directory.iterdir())
                 self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if keep else [])
             self.server.script.clear()
+
+    @unittest.skipUnless(sys.platform == "linux", "reads /proc/PID/status")
+    def test_a_download_started_by_nohup_goes_on_after_a_hang_up(self) -> None:
+        rest = threading.Event()
+        self.addCleanup(rest.set)
+        self.script(first_bytes_then_stall(DATA, 1_500_000, rest_when=rest))
+        destination = self.tmp() / "out.bin"
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        argv = ["--base-url", self.server.url, "download", self.server.url + "/files/x", str(destination)]
+        with inherited_signals(signal.SIG_IGN, "SIGHUP"):  # what nohup does before it runs the command
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dataset_client", *argv], env=environment, cwd=HERE, stderr=subprocess.PIPE
+            )
+        self.addCleanup(process.communicate)
+        self.addCleanup(process.kill)
+        _wait_for(lambda: any(p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()))
+        self.assertIn(signal.SIGHUP, ignored_signals(process.pid), "SIGHUP stays ignored while downloading")
+        process.send_signal(signal.SIGHUP)
+        rest.set()
+        _, err = process.communicate(timeout=10)
+        self.assertEqual((process.returncode, destination.read_bytes()), (0, DATA), err.decode())
 
     def run_in_terminal(
         self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
