@@ -2082,9 +2082,13 @@ def _text_width(text: str) -> int:
 def _fit(text: str, width: int, right: bool) -> str:
     """``text`` padded to ``width`` columns, or cut to it with an ellipsis."""
     if _text_width(text) > width:
-        while text and _text_width(text) > width - 1:
-            text = text[:-1]
-        text += "…" if width else ""
+        kept, room = 0, width - 1  # one pass: the characters that fit in front of the ellipsis
+        for character in text:
+            room -= _text_width(character)
+            if room < 0:
+                break
+            kept += 1
+        text = text[:kept] + ("…" if width else "")
     padding = " " * (width - _text_width(text))
     return padding + text if right else text + padding
 

@@ -3062,6 +3062,23 @@ class CommandLineTests(StandInTestCase):
                     rows[2].startswith("daily_bars" if columns == 80 else "dai") and "…" in rows[2], rows[2]
                 )
 
+    def test_a_long_cell_is_measured_once_per_character(self) -> None:
+        import unicodedata
+
+        measured: list[str] = []
+        real = unicodedata.east_asian_width
+        sql = "SELECT replace(hex(zeroblob(3000)), '00', 'é') AS long, 7 AS n"  # 3000 characters, not ASCII
+        with (
+            mock.patch.dict(os.environ, {"COLUMNS": "80"}),
+            mock.patch.object(unicodedata, "east_asian_width", lambda c: measured.append(c) or real(c)),
+        ):
+            status, out, _ = self.run_main("--output", "table", "query", sql)
+        rows = out.splitlines()
+        self.assertEqual(status, 0)
+        self.assertEqual(rows[2], "é" * 76 + "…  7")  # 80 columns
+        self.assertEqual(rows[3], "(1 row)")
+        self.assertLess(len(measured), 4 * 3000, "cutting a cell must not measure it again for each character dropped")
+
     def test_help_for_every_command(self) -> None:
         for argv in ([], ["datasets"], ["query"], ["export"], ["download"]):
             with self.subTest(argv=argv):
