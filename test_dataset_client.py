@@ -1263,6 +1263,8 @@ class HostileServerTests(ServerTestCase):
                 self.client().download("files/x", directory / "out.bin")
             self.assertRegex(str(caught.exception), "Content-Range|runs past")
             self.assertEqual(list(directory.iterdir()), [])
+            ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests[-2:]]
+            self.assertEqual(ranges, [(None, None), ("bytes=1000-", '"v1"')], "refused only once resumed")
             self.server.script.clear()
 
     def test_two_different_content_lengths_are_refused(self) -> None:
@@ -1403,6 +1405,7 @@ class DestinationTests(ServerTestCase):
                 self.client().download("files/x", directory / name, resume=resume, sha256=DATA_SHA)
                 self.assertEqual((directory / name).read_bytes(), DATA)
                 self.assertEqual([p.name for p in directory.iterdir()], [name])
+                self.assertEqual(self.requests[-1].headers["Range"], "bytes=500000-", "continued, not restarted")
 
     def test_a_failing_final_move_leaves_nothing(self) -> None:
         directory = self.tmp()
