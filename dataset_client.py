@@ -51,6 +51,7 @@ import select
 import shutil
 import socket
 import ssl
+import stat
 import sys
 import threading
 import time
@@ -346,7 +347,13 @@ class DatasetClient:
         if not isinstance(destination, (str, os.PathLike)):
             return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections).run()
         path = _check_destination_path(destination)
-        if os.path.exists(path) and not os.path.isfile(path):  # /dev/null, a FIFO: written directly, as curl -o does
+        try:
+            mode = os.stat(path).st_mode  # one look at what is there
+        except OSError:  # nothing yet, or not reachable: creating the file will say why
+            mode = stat.S_IFREG
+        if stat.S_ISDIR(mode):
+            raise ValueError(f"destination is a directory: {path!r}")
+        if not stat.S_ISREG(mode):  # /dev/null, a FIFO: written directly, as curl -o does
             with open(path, "wb", buffering=0) as stream:
                 return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections).run()
         with _FileTarget(os.path.realpath(path), resume) as target:  # through a symlink, the file it names
@@ -386,8 +393,9 @@ class DatasetClient:
             except DatasetClientError as error:
                 if self._pool.closed and not isinstance(error, ClientClosedError):
                     raise ClientClosedError(f"the DatasetClient was closed during {method} {url}") from error
-                if progress is not None and progress() > last_progress:
-                    last_progress, retries_left = progress(), self._max_retries
+                done = 0 if progress is None else progress()
+                if done > last_progress:
+                    last_progress, retries_left = done, self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if delay is None:
                     error.attempts = attempts
@@ -554,7 +562,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
     def _start_afresh(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
-        self._busy: dict[http.client.HTTPConnection, socket.socket] = {}  # in use, with their sockets
+        self._busy: set[http.client.HTTPConnection] = set()  # in use by a thread
 
     def _leave_parents_connections(self) -> None:
         """In a forked child, at once: let go of the parent's connections, never using them or shutting them down."""
@@ -567,7 +575,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         with self._lock:
             self.closed = True
             idle, self._idle = self._idle, {}
-            busy = list(self._busy.values())
+            busy = [connection.sock for connection in self._busy]
         for connection in (connection for connections in idle.values() for connection in connections):
             connection.close()
         for sock in busy:
@@ -609,7 +617,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 raise
             assert isinstance(response, _PooledResponse)
             response.method, response.url, response.proxy = method, url, proxy
-            response.sock = self._busy.get(connection)
+            response.sock = connection.sock
             response._release = functools.partial(self._release, key, connection)
             _read_framing(response)
             return response
@@ -625,7 +633,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             while idle:
                 connection = idle.pop()
                 if _is_still_open(connection):
-                    self._busy[connection] = connection.sock
+                    self._busy.add(connection)
                     return connection
                 connection.close()
         return None
@@ -653,12 +661,12 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if self.closed:  # close() came while connecting
                 connection.close()
                 raise ClientClosedError("the DatasetClient is closed")
-            self._busy[connection] = connection.sock
+            self._busy.add(connection)
         return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
         with self._lock:
-            self._busy.pop(connection, None)
+            self._busy.discard(connection)
             idle = self._idle.setdefault(key, [])
             if reusable and connection.sock is not None and not self.closed and len(idle) < _MAX_IDLE_PER_ORIGIN:
                 idle.append(connection)
@@ -667,7 +675,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def _discard(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
-            self._busy.pop(connection, None)
+            self._busy.discard(connection)
         connection.close()
 
     def _drop_idle(self, key: _PoolKey) -> None:
@@ -1173,7 +1181,7 @@ class _Transfer:
             self._saved_and_reported()
 
     def _saved_and_reported(self) -> None:
-        if self.validator is not None:
+        if self.validator is not None and self.target.state_path:  # a file that can be resumed
             state = {"url": self.url, "validator": self.validator, "total": self.total}
             self.target.save({**state, "parts": [[part.start, part.end, part.done] for part in self.parts]})
         if self.progress is not None:
@@ -1296,6 +1304,7 @@ class _Target:
 
     parallel = False  # parts may be written at their offsets
     saved: Any = None  # the state an earlier run left
+    state_path = ""  # where the state of a resumable download is recorded ("": nowhere)
     keep = False  # on failure: a resumable state is on disk
 
     def size(self) -> int:
@@ -1325,7 +1334,6 @@ class _FileTarget(_Target):
         self.directory = directory or "."
         self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
         self.path = ""
-        self.state_path: str | None = None
         self.fd = self._open_resumable() if resume else -1
         if self.fd < 0:
             self.fd = self._open_unique()
@@ -1371,7 +1379,7 @@ class _FileTarget(_Target):
 
     def _state_files(self) -> list[str]:
         """The state, and what a save cut short (a signal, kill -9) leaves: the state's next version."""
-        return [self.state_path, self.state_path + ".tmp"] if self.state_path is not None else []
+        return [self.state_path, self.state_path + ".tmp"] if self.state_path else []
 
     def _remove(self, paths: list[str]) -> None:
         for path in paths:
@@ -1402,11 +1410,10 @@ class _FileTarget(_Target):
 
     def save(self, state: dict[str, Any]) -> None:
         """Record on disk what a later run needs to resume: after the bytes it counts were written."""
-        if self.state_path is not None:
-            with open(self.state_path + ".tmp", "w", encoding="utf-8") as file:
-                json.dump(state, file)
-            os.replace(self.state_path + ".tmp", self.state_path)
-            self.keep = True
+        with open(self.state_path + ".tmp", "w", encoding="utf-8") as file:
+            json.dump(state, file)
+        os.replace(self.state_path + ".tmp", self.state_path)
+        self.keep = True
 
     def commit(self) -> None:
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
@@ -1630,8 +1637,6 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
         raise TypeError("destination must be a str path (or a binary file object), not bytes")
     if not path:
         raise ValueError("destination must not be empty")
-    if os.path.isdir(path):
-        raise ValueError(f"destination is a directory: {path!r}")
     return path
 
 
