@@ -1004,13 +1004,13 @@ class _Transfer:
         self._start_digest()
 
     def run(self) -> None:
+        tries = self.client._max_retries + 1
         try:
-            for _ in range(self.client._max_retries + 1):
+            for _ in range(tries):
                 try:
                     return self._fetch_all()
                 except _FileChanged:
                     self.restart()  # the file changed on the server: never splice two versions
-            tries = self.client._max_retries + 1
             raise InvalidResponseError(f"GET {self.url}: the file changed on the server during each of {tries} tries")
         finally:
             if self.digest is not None:
