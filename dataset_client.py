@@ -294,15 +294,21 @@ class DatasetClient:
         start_date: datetime.date | str,
         end_date: datetime.date | str,
         format: str = "parquet",
+        idempotency_key: str | None = None,
     ) -> Any:
         """``POST /exports``; return the decoded JSON (the export, with its download URL).
 
         ``symbols`` is one symbol or an iterable of them. Dates are ``datetime.date``,
-        ``datetime.datetime`` or strings sent as given. Each call carries a fresh
-        ``Idempotency-Key``, kept across its retries.
+        ``datetime.datetime`` or strings sent as given. Each call carries an
+        ``Idempotency-Key``, kept across its retries: ``idempotency_key`` when given (the
+        same key on a later call gets the same export from a service that honours it),
+        else a fresh UUID.
         """
         import uuid  # only this operation needs it
 
+        if idempotency_key is None:
+            idempotency_key = str(uuid.uuid4())
+        _check_header_value(idempotency_key, "idempotency_key", token=True)
         _check_text(dataset, "dataset")
         _check_text(format, "format")
         body = {
@@ -313,7 +319,7 @@ class DatasetClient:
             "format": format,
         }
         _check_date_order(start_date, end_date)
-        return self._call("POST", "/exports", body, {"Idempotency-Key": str(uuid.uuid4())})
+        return self._call("POST", "/exports", body, {"Idempotency-Key": idempotency_key})
 
     def download(
         self,
@@ -324,6 +330,7 @@ class DatasetClient:
         sha256: str | None = None,
         resume: bool = False,
         connections: int = 1,
+        max_rate: float | None = None,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
@@ -333,7 +340,8 @@ class DatasetClient:
         file object is written at its position and left open. ``progress(done, total)``
         is called as bytes arrive; ``sha256`` is the hex digest the bytes must have.
         ``resume=True`` keeps a failed download's partial file and continues it next
-        time; ``connections`` is how many ranged requests may fetch one file at once.
+        time; ``connections`` is how many ranged requests may fetch one file at once;
+        ``max_rate`` caps the bytes per second of the whole download (None: no cap).
         """
         url = self._resolve_download_url(download_url)
         expected_digest = _check_sha256(sha256)
@@ -342,10 +350,11 @@ class DatasetClient:
         if not isinstance(resume, bool):
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
+        limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True))
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
-            return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections).run()
+            return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections, limit).run()
         path = _check_destination_path(destination)
         try:
             mode = os.stat(path).st_mode  # one look at what is there
@@ -355,9 +364,9 @@ class DatasetClient:
             raise ValueError(f"destination is a directory: {path!r}")
         if not stat.S_ISREG(mode):  # /dev/null, a FIFO: written directly, as curl -o does
             with open(path, "wb", buffering=0) as stream:
-                return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections).run()
+                return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections, limit).run()
         with _FileTarget(os.path.realpath(path), resume) as target:  # through a symlink, the file it names
-            _Transfer(self, url, target, progress, expected_digest, connections).run()
+            _Transfer(self, url, target, progress, expected_digest, connections, limit).run()
             target.commit()
         return None
 
@@ -645,7 +654,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         connection: http.client.HTTPConnection
         if request.type == "https":  # to the origin, or (an https:// proxy for http) to the proxy
             if self._ssl_context is None:  # built lazily: loading the CA store costs milliseconds
-                self._ssl_context = ssl.create_default_context()
+                self._ssl_context = _default_ssl_context()
             connection = http.client.HTTPSConnection(request.host, timeout=request.timeout, context=self._ssl_context)
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
@@ -695,6 +704,23 @@ def _leave_parents_connections() -> None:
 
 if hasattr(os, "register_at_fork"):  # nothing to check on each request; embedders that fork call it too
     os.register_at_fork(after_in_child=_leave_parents_connections)
+
+
+def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+    """Verification as requests does it: the system store (with SSL_CERT_FILE/SSL_CERT_DIR),
+    plus the file or directory in REQUESTS_CA_BUNDLE (else CURL_CA_BUNDLE), plus ``ca_bundle``.
+
+    Python 3.13 added VERIFY_X509_STRICT to the default context; the CAs of many
+    TLS-inspecting proxies fail it while urllib3 accepts them, so it is left off.
+    """
+    context = ssl.create_default_context()
+    context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+    for path in (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE"), ca_bundle):
+        if path and os.path.isdir(path):
+            context.load_verify_locations(capath=path)
+        elif path:
+            context.load_verify_locations(cafile=path)
+    return context
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -982,8 +1008,10 @@ class _Transfer:
         progress: _Progress | None,
         sha256: str | None,
         connections: int,
+        rate_limit: _RateLimit | None = None,
     ) -> None:
         self.client = client
+        self.rate_limit = rate_limit
         self.url = url
         self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
         self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
@@ -1059,7 +1087,7 @@ class _Transfer:
             response = self.client._send_handling_redirects("GET", self.url, None, headers, trusted=self.trusted)
             with self._receiving(response):
                 self._accept(response, part, ranged="Range" in headers)
-                shutil.copyfileobj(_BoundedReader(response, part.remaining), part, _CHUNK_SIZE)
+                shutil.copyfileobj(_BoundedReader(response, part.remaining), part, self.chunk_size)
                 if response.status == 206 and response.read(1):
                     raise _invalid(response, "the 206 body runs past its Content-Range")
             self._check_complete(part, response)
@@ -1179,6 +1207,15 @@ class _Transfer:
             elif self.digest is not None:
                 self.digest.add_until(self._contiguous())  # parts: what is complete, read back
             self._saved_and_reported()
+        if self.rate_limit is not None:
+            self.rate_limit.take(len(data))
+
+    @property
+    def chunk_size(self) -> int:
+        """Bytes read at once: a capped rate reads in smaller steps, so that its waits stay short."""
+        if self.rate_limit is None:
+            return _CHUNK_SIZE
+        return max(16 * 1024, min(_CHUNK_SIZE, int(self.rate_limit.rate / 8)))
 
     def _saved_and_reported(self) -> None:
         if self.validator is not None and self.target.state_path:  # a file that can be resumed
@@ -1232,6 +1269,24 @@ class _Transfer:
                 self.target.keep = False  # not resumable: those bytes are wrong
                 message = f"sha256 mismatch for {self.url}: expected {self.expected_digest}, got {actual}"
                 raise ChecksumMismatchError(message, url=self.url, expected=self.expected_digest, actual=actual)
+
+
+class _RateLimit:
+    """At most ``rate`` bytes a second over a whole download, all its connections together (curl's --limit-rate)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = float(rate)
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.taken = 0
+
+    def take(self, count: int) -> None:
+        """Count ``count`` bytes received; wait until the rate allows them."""
+        with self.lock:
+            self.taken += count
+            wait = self.started + self.taken / self.rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
 
 def _content_range(response: _PooledResponse) -> tuple[int, int, int | None]:
@@ -1460,6 +1515,18 @@ class _StreamTarget(_Target):
 
     def commit(self) -> None:
         self.stream.flush()
+
+
+def _has_resumable_partial(destination: str, url: str) -> bool:
+    """True when an earlier ``resume=True`` download of ``url`` left a partial file for ``destination``."""
+    directory, name = os.path.split(destination)
+    stem = os.path.join(directory or ".", _hidden_stem(directory or ".", name))
+    try:
+        with open(stem + ".part.json", encoding="utf-8") as file:
+            state = json.load(file)
+    except (OSError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("url") == url and os.path.exists(stem + ".part")
 
 
 def _writable(stream: Any) -> bool:

@@ -480,6 +480,18 @@ class WireTests(ServerTestCase):
         keys = [uuid.UUID(r.headers["Idempotency-Key"]) for r in self.requests]
         self.assertNotEqual(keys[0], keys[1])
 
+    def test_an_idempotency_key_given_is_sent_as_is(self) -> None:
+        self.script(reply(201, {"id": "e1"}), reply(201, {"id": "e1"}))
+        client = self.client()
+        for _ in range(2):
+            client.create_export(
+                "trades", symbols="AAPL", start_date="2024-01-01", end_date="2024-01-02", idempotency_key="run-7f3a"
+            )
+        self.assertEqual([r.headers["Idempotency-Key"] for r in self.requests], ["run-7f3a", "run-7f3a"])
+        with self.assertRaisesRegex(ValueError, "idempotency_key"):
+            client.create_export("t", symbols="A", start_date="x", end_date="y", idempotency_key="a\r\nb")
+        self.assertEqual(len(self.requests), 2)
+
     def test_bad_input_sends_nothing(self) -> None:
         client = self.client()
         day = datetime.date(2024, 1, 1)
@@ -1866,6 +1878,49 @@ class ParallelDownloadTests(ServerTestCase):
         self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen), "progress never goes back")
         self.assertEqual(seen[-1], (len(BIG), len(BIG)))
         self.assertTrue(all(t == len(BIG) for _, t in seen[1:]))
+
+    def download_on_a_fake_clock(self, connections: int, rate: int) -> tuple[float, list[float]]:
+        """Download BIG with ``max_rate``; the limiter's waits advance its clock instead of sleeping.
+
+        Returns the time the download took on that clock, and the waits asked for.
+        """
+        offset = [0.0]
+        waits: list[float] = []
+        real_monotonic = time.monotonic
+
+        def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            offset[0] += seconds
+
+        out = self.tmp() / "big.bin"
+        with (
+            mock.patch.object(dc.time, "monotonic", lambda: real_monotonic() + offset[0]),
+            mock.patch.object(dc.time, "sleep", sleep),
+        ):
+            started = dc.time.monotonic()
+            self.client().download("files/big", out, connections=connections, max_rate=rate)
+            elapsed = dc.time.monotonic() - started
+        self.assertEqual(out.read_bytes(), BIG)
+        return elapsed, waits
+
+    def test_max_rate_caps_the_whole_download_on_one_and_on_several_connections(self) -> None:
+        # No timing assertion: without the cap the download would end at once on the fake clock.
+        rate = 4 * 1024 * 1024
+        for connections in (1, 4):
+            with self.subTest(connections=connections):
+                self.server.requests.clear()
+                self.server.default = serve_file(BIG)
+                elapsed, waits = self.download_on_a_fake_clock(connections, rate)
+                self.assertGreaterEqual(elapsed, len(BIG) / rate * 0.999, "faster than the cap")
+                self.assertLessEqual(max(waits), 2 * (rate / 8) / rate + 0.5, "waits stay short: small reads")
+                ranged = [r for r in self.requests if "Range" in r.headers]
+                self.assertEqual(len(ranged), 3 if connections == 4 else 0)
+
+    def test_max_rate_is_checked_before_anything_is_sent(self) -> None:
+        for rate, error in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1M", TypeError)):
+            with self.subTest(rate=rate), self.assertRaisesRegex(error, "max_rate"):
+                self.client().download("files/big", io.BytesIO(), max_rate=rate)  # type: ignore[arg-type]
+        self.assertEqual(self.requests, [])
 
     def test_a_wrong_digest_over_parts_leaves_nothing(self) -> None:
         for resume in (False, True):
