@@ -94,6 +94,11 @@ _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
 _MAX_IDLE_PER_ORIGIN = 8
+_MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more is a server that never answers
+_MAX_CONNECTIONS = 32  # ranged requests at once for one download
+_MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
+_MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
+_REDACTED = "<redacted>"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
@@ -260,9 +265,13 @@ class DatasetClient:
         service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(ssl_context)
+        proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
         self._opener = urllib.request.OpenerDirector()
-        self._opener.add_handler(_ProxyHandler())  # HTTP(S)_PROXY, NO_PROXY, read now
+        self._opener.add_handler(proxies)
         self._opener.add_handler(self._pool)
+        # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
+        proxy_urls: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
+        self._secrets = _secret_texts([api_key or "", *(credentials.values() if headers else ())], proxy_urls)
 
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
@@ -350,12 +359,14 @@ class DatasetClient:
         if not isinstance(resume, bool):
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
+        if connections > _MAX_CONNECTIONS:
+            raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
         limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True))
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
             return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections, limit).run()
-        path = _check_destination_path(destination)
+        path = _follow_destination_links(_check_destination_path(destination))
         try:
             mode = os.stat(path).st_mode  # one look at what is there
         except OSError:  # nothing yet, or not reachable: creating the file will say why
@@ -365,9 +376,10 @@ class DatasetClient:
         if not stat.S_ISREG(mode):  # /dev/null, a FIFO: written directly, as curl -o does
             with open(path, "wb", buffering=0) as stream:
                 return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections, limit).run()
-        with _FileTarget(os.path.realpath(path), resume) as target:  # through a symlink, the file it names
-            _Transfer(self, url, target, progress, expected_digest, connections, limit).run()
-            target.commit()
+        with _FileTarget(path, resume) as target:
+            transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit)
+            transfer.run()
+            target.commit(transfer.total)
         return None
 
     # end of public API --------------------------------------------------------
@@ -394,21 +406,24 @@ class DatasetClient:
         """
         attempts = 0
         retries_left = self._max_retries
-        last_progress = 0
+        last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
             try:
                 return attempt()
             except DatasetClientError as error:
+                if self._secrets:  # before it is logged or raised; its frames held the response
+                    _redact_error(error, self._secrets)
+                    error = error.with_traceback(None)
                 if self._pool.closed and not isinstance(error, ClientClosedError):
                     raise ClientClosedError(f"the DatasetClient was closed during {method} {url}") from error
                 done = 0 if progress is None else progress()
-                if done > last_progress:
+                if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
                     last_progress, retries_left = done, self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if delay is None:
                     error.attempts = attempts
-                    raise
+                    raise error
                 retries_left -= 1
                 _logger().warning(
                     "retrying %s %s in %.2f s (attempt %d failed: %s)", method, url, delay, attempts, error
@@ -475,7 +490,8 @@ class DatasetClient:
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(10):
             elapsed = 1e3 * (time.monotonic() - started)
-            _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, response.reason, elapsed)
+            reason = _redact(response.reason, self._secrets)
+            _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, reason, elapsed)
         return response
 
     def _resolve_download_url(self, download_url: str) -> str:
@@ -526,15 +542,37 @@ class _PooledResponse(http.client.HTTPResponse):
     sock: socket.socket | None = None  # to shut down from another thread
     _release: Callable[[bool], None] | None = None
 
+    def begin(self) -> None:
+        super().begin()
+        head = self.fp
+        if isinstance(head, _HeadReader):  # the head was read line by line: was it whole?
+            self.fp = head.raw  # type: ignore[assignment]
+            if head.cut:
+                self._close_conn()  # type: ignore[attr-defined]
+                raise _HeadCutOff
+
     def _read_status(self) -> tuple[str, int, str]:
-        # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way.
-        while True:
+        # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
+        for _ in range(_MAX_INTERIM_RESPONSES + 1):
             version, status, reason = super()._read_status()  # type: ignore[misc]
             if not 100 <= status < 200:
+                self._watch_for_a_cut_head()
                 return version, status, reason
             if status == 101:  # nothing asked to switch protocols
                 raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
             http.client.parse_headers(self.fp)
+        raise _TooManyInterimResponses
+
+    def _watch_for_a_cut_head(self) -> None:
+        """Read the rest of the head through a _HeadReader unless its end is already buffered.
+
+        http.client takes the end of the stream for the blank line that ends the headers: a
+        head cut off there would pass for a whole response with a close-delimited body.
+        """
+        ahead = self.fp.peek()
+        if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
+            return  # the blank line is there: the usual case, one look at the buffer
+        self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
         try:
@@ -550,6 +588,30 @@ class _PooledResponse(http.client.HTTPResponse):
         release, self._release = self._release, None
         if release is not None:
             release(complete and not self.will_close)
+
+
+class _HeadReader:
+    """A response's stream while its head is read line by line: notes a line the stream's end cut short."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.cut = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self.raw.readline(limit)
+        self.cut = self.cut or not line.endswith(b"\n")
+        return line
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _HeadCutOff(http.client.HTTPException):
+    """The connection closed before the blank line that ends a response's head."""
+
+
+class _TooManyInterimResponses(http.client.HTTPException):
+    """More 1xx responses than any server sends before its answer."""
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
@@ -600,6 +662,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         # urllib's ProxyHandler adds this for a proxy URL with user:password; through a
         # CONNECT tunnel it belongs to the CONNECT request only, never to the origin.
         proxy_authorization = headers.pop("Proxy-authorization", None)
+        if proxy_authorization:
+            proxy_authorization = _Secret(proxy_authorization)
         if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
         # Sent again on a new connection when a kept-alive one turns out dead (as Go's
@@ -621,9 +685,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
                 raise _transport_error(exc, method, url, proxy=proxy) from exc.with_traceback(None)
-            except BaseException:
+            except BaseException as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
                 self._discard(connection)
-                raise
+                raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
             response.method, response.url, response.proxy = method, url, proxy
             response.sock = connection.sock
@@ -666,6 +730,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
             raise _transport_error(exc, request.get_method(), request.full_url, connecting=True, proxy=proxy) from exc
+        except BaseException as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
+            connection.close()
+            raise exc.with_traceback(None) from None
         with self._lock:
             if self.closed:  # close() came while connecting
                 connection.close()
@@ -782,6 +849,12 @@ def _transport_error(
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
         return RequestTimeoutError(message, method=method, url=url, connecting=connecting)
+    if isinstance(exc, _TooManyInterimResponses):
+        message = f"{where}: more than {_MAX_INTERIM_RESPONSES} interim (1xx) responses"
+        return InvalidResponseError(message, method=method, url=url)
+    if isinstance(exc, _HeadCutOff):
+        message = f"{where}: connection closed in the middle of the response's headers"
+        return IncompleteResponseError(message, method=method, url=url)
     if isinstance(exc, http.client.IncompleteRead):
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
@@ -813,7 +886,11 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
     bounded start is read); otherwise it is an InvalidResponseError (a decompression bomb),
     raised before the memory is used: each gzip member is inflated with a bound.
     """
-    raw = response.read(limit if response.encoding == "identity" else _CHUNK_SIZE) if truncate else response.read()
+    raw: bytes | bytearray
+    if truncate:
+        raw = response.read(limit if response.encoding == "identity" else _CHUNK_SIZE)
+    else:
+        raw = _read_at_most(response, limit)
     if response.encoding == "identity":
         return raw
     if response.encoding not in ("gzip", "x-gzip", "deflate"):
@@ -835,6 +912,25 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
             return decoded
         raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
     return decoded
+
+
+def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
+    """The body as sent, refused past ``limit`` bytes before they are held.
+
+    A body of unknown length is read in pieces into one buffer: read whole, a body sent
+    in tiny chunks would cost a Python object per chunk.
+    """
+    too_long = f"a body of more than {_size(limit)}: refused"
+    if response.length is not None:
+        if response.length > limit:
+            raise _invalid(response, too_long)
+        return response.read()
+    data = bytearray()
+    while piece := response.read(64 * 1024):
+        data += piece
+        if len(data) > limit:
+            raise _invalid(response, too_long)
+    return data
 
 
 def _service_error(response: _PooledResponse, *, too_many_redirects: bool = False) -> ServiceError:
@@ -859,6 +955,70 @@ def _service_error(response: _PooledResponse, *, too_many_redirects: bool = Fals
         message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
         proxy=response.proxy,
     )
+
+
+def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> tuple[str, ...]:
+    """The credentials to redact in what a server sends back: ``values`` (the key, the extra
+    headers' values) and the proxies' passwords, as given, percent-encoded and in Basic form.
+
+    Values shorter than 4 characters are left: replacing every "1" in a body would hide the
+    body, and such a value is no secret.
+    """
+    import base64  # already imported by urllib.request
+
+    texts = {value for value in values if len(value) >= 4}
+    for proxy in proxies.values():
+        parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if parts.password:
+            user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password)
+            texts |= {parts.password, password, base64.b64encode(f"{user}:{password}".encode()).decode()}
+    texts |= {urllib.parse.quote(text, safe="") for text in texts}
+    return tuple(sorted((text for text in texts if len(text) >= 4), key=len, reverse=True))  # longest first
+
+
+def _redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` with every secret replaced: text, bytes, headers, and decoded JSON (walked)."""
+    if isinstance(value, str):
+        return _redact(value, secrets)
+    if isinstance(value, (bytes, bytearray)):
+        for secret in secrets:
+            value = value.replace(secret.encode("utf-8"), _REDACTED.encode())
+        return value
+    if isinstance(value, http.client.HTTPMessage):
+        if not any(_redact(text, secrets) != text for text in value.values()):
+            return value
+        clean = http.client.HTTPMessage()
+        for name, text in value.items():
+            clean[name] = _redact(text, secrets)
+        return clean
+    if isinstance(value, dict):
+        return {_redact_value(key, secrets): _redact_value(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(item, secrets) for item in value]
+    return value
+
+
+def _redact_error(error: BaseException, secrets: tuple[str, ...]) -> None:
+    """Redact the secrets a server echoed in ``error`` and its causes (args and fields); drop the
+    causes' frames, whose locals hold the response's bytes."""
+    seen: set[int] = set()
+    exc: BaseException | None = error
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
+        for name, value in list(vars(exc).items()):
+            if not name.startswith("__"):
+                setattr(exc, name, _redact_value(value, secrets))
+        if exc is not error:
+            exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
 
 
 def _json_or_none(text: str) -> Any:
@@ -946,9 +1106,27 @@ def _size(count: float) -> str:
 class _FileChanged(Exception):
     """A response came from another version of the file: the transfer starts over."""
 
+    reason = "the file changed on the server"
+
+
+class _RangesIgnored(_FileChanged):
+    """The server answered a ranged request with the whole file (the same version): one stream from now on."""
+
+    reason = "the server ignores ranges"
+
+
+class _ResumeRefused(_FileChanged):
+    """A 416 to a resumed range: what was kept does not match the file; it starts over, once."""
+
+    reason = "the server refused the kept range (416)"
+
 
 class _Cancelled(Exception):
     """Another part of the transfer failed: this one stops."""
+
+
+class _PartDropped(Exception):
+    """The server ignores ranges and the first response carries the whole file: this part is not needed."""
 
 
 class _Part:
@@ -963,6 +1141,7 @@ class _Part:
         self.end = end
         self.done = done
         self.taken = False  # a thread is fetching it
+        self.dropped = False  # merged into the first part: its thread stops
 
     @property
     def offset(self) -> int:
@@ -977,18 +1156,17 @@ class _Part:
 
 
 class _BoundedReader:
-    """A response body as ``shutil.copyfileobj`` reads it: at most ``size`` bytes (None: all of it)."""
+    """A response body as ``shutil.copyfileobj`` reads it: never past the end of ``part`` (which may move)."""
 
-    def __init__(self, response: _PooledResponse, size: int | None) -> None:
+    def __init__(self, response: _PooledResponse, part: _Part) -> None:
         self.response = response
-        self.size = size
+        self.part = part
 
     def read(self, amount: int = _CHUNK_SIZE, /) -> bytes:
-        if self.size is None:
+        remaining = self.part.remaining
+        if remaining is None:
             return self.response.read(amount)
-        data = self.response.read(min(amount, self.size)) if self.size > 0 else b""
-        self.size -= len(data)
-        return data
+        return self.response.read(min(amount, remaining)) if remaining > 0 else b""
 
 
 class _Transfer:
@@ -1026,23 +1204,39 @@ class _Transfer:
         self.threads: list[threading.Thread] = []
         self.error: BaseException | None = None
         self.responses: set[_PooledResponse] = set()  # being read: ``fail`` ends them
+        self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
+        self.resume_refused = False
         self.digest: _Digest | None = None
         if target.saved is not None and not self._resume(target.saved):
-            target.reset()  # a partial file of another URL: start it afresh
-        self._start_digest()
+            target.reset()  # a partial file of another URL, or a state that does not hold: start afresh
 
     def run(self) -> None:
-        tries = self.client._max_retries + 1
+        """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
         try:
-            for _ in range(tries):
+            self._start_digest()
+            for _ in range(_MAX_RESTARTS):
                 try:
                     return self._fetch_all()
-                except _FileChanged:
-                    self.restart()  # the file changed on the server: never splice two versions
-            raise InvalidResponseError(f"GET {self.url}: the file changed on the server during each of {tries} tries")
+                except _FileChanged as changed:
+                    self._restart_after(changed)
+            return self._fetch_all()
+        except _FileChanged:
+            tries = _MAX_RESTARTS + 1
+            raise InvalidResponseError(
+                f"GET {self.url}: the file changed on the server during each of {tries} tries",
+                method="GET",
+                url=self.url,
+            ) from None
         finally:
             if self.digest is not None:
                 self.digest.close()
+
+    def _restart_after(self, changed: _FileChanged) -> None:
+        if isinstance(changed, _RangesIgnored):
+            self.connections = 1
+        self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
+        _logger().info("starting over: %s, GET %s", changed.reason, self.url)
+        self.restart()
 
     def _fetch_all(self) -> None:
         self.threads = []
@@ -1068,7 +1262,8 @@ class _Transfer:
     def _work(self) -> None:
         try:
             while (part := self._next_part()) is not None:
-                self._fetch(part)
+                with contextlib.suppress(_PartDropped):
+                    self._fetch(part)
         except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
             self.fail(exc)
 
@@ -1084,41 +1279,57 @@ class _Transfer:
                 where = f"{_size(part.offset)} of {_size(self.total or 0)}"
                 _logger().info("resuming at %s after an interruption, GET %s", where, self.url)
             headers = self._request_headers(part)
-            response = self.client._send_handling_redirects("GET", self.url, None, headers, trusted=self.trusted)
+            response = self._send(headers)
             with self._receiving(response):
                 self._accept(response, part, ranged="Range" in headers)
-                shutil.copyfileobj(_BoundedReader(response, part.remaining), part, self.chunk_size)
+                self._copy_body(response, part)
                 if response.status == 206 and response.read(1):
                     raise _invalid(response, "the 206 body runs past its Content-Range")
             self._check_complete(part, response)
 
         self.client._retrying("GET", self.url, attempt, progress=lambda: part.done)
 
+    def _send(self, headers: dict[str, str]) -> _PooledResponse:
+        try:
+            return self.client._send_handling_redirects("GET", self.url, None, headers, trusted=self.trusted)
+        except ServiceError as error:
+            if error.status == 416 and "Range" in headers and not self.resume_refused:
+                raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
+            raise
+
+    def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
+        shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)
+        if response is self.whole_file_response:
+            with self.lock:
+                self.whole_file_response = None  # from now on, no part is merged into this one
+            shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)  # what a merge added
+
     @property
     def done(self) -> int:
         return sum(part.done for part in self.parts)
 
     def _resume(self, saved: Any) -> bool:
-        """Take up a partial file an earlier run left for this URL."""
-        try:
-            if saved["url"] != self.url or not saved["validator"]:
-                return False
-            size = self.target.size()
-            parts = [_Part(self, start, end, max(0, min(done, size - start))) for start, end, done in saved["parts"]]
-            validator, total = str(saved["validator"]), saved["total"]
-        except (KeyError, TypeError, ValueError):  # no state, or not ours
+        """Take up a partial file an earlier run left for this URL, if its state holds."""
+        checked = _checked_state(saved, self.url)
+        if checked is None or checked[1][-1][1] == 0:
             return False
+        validator, spans = checked
+        total = spans[-1][1]
+        size = self.target.size()
+        if size > total:
+            self.target.truncate(total)
+        parts = [_Part(self, start, end, min(done, max(0, size - start))) for start, end, done in spans]
+        if all(part.remaining == 0 for part in parts):  # complete: its last byte is asked again, with If-Range,
+            next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
         self.parts, self.validator, self.total = parts, validator, total
         self.target.keep = True  # what is on disk stays resumable, whatever happens in this run
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), _size(total or 0), self.url)
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), _size(total), self.url)
         return True
 
     def _start_digest(self) -> None:
         if self.expected_digest is not None:
             self.digest = _Digest(self.target.fd if isinstance(self.target, _FileTarget) else None)
             self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
-        if self.progress is not None:
-            self.progress(self.done, self.total)
 
     def _contiguous(self) -> int:
         """How far from the first byte the file is complete."""
@@ -1160,22 +1371,52 @@ class _Transfer:
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew."""
         if response.status == 206:
-            first, last, total = _content_range(response)
-            other_total = total is not None and self.total is not None and total != self.total
-            other_validator = _validator(response.headers) not in (None, self.validator)
-            if ranged and (other_total or other_validator):
-                raise _FileChanged  # another version: its bytes are never spliced on
-            end = part.end if part.end is not None else total
-            if not ranged or first != part.offset or (end is not None and last + 1 != end):
-                given = response.headers.get("Content-Range")
-                raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
-            if response.length is not None and response.length != last + 1 - first:
-                raise _invalid(response, "its Content-Length and Content-Range disagree")
-            if part.end is None:  # the total was not known before
-                self.total = part.end = total
-            return
-        if ranged and len(self.parts) > 1:
+            self._accept_range(response, part, ranged=ranged)
+        elif ranged and len(self.parts) > 1:
+            self._refused_range(response)
+        else:
+            self._accept_whole_file(response, part)
+        with self.lock:
+            self._saved_and_reported()
+
+    def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
+        """A 206: exactly the bytes asked for, of the same version."""
+        first, last, total = _content_range(response)
+        other_total = total is not None and self.total is not None and total != self.total
+        other_validator = _validator(response.headers) not in (None, self.validator)
+        if ranged and (other_total or other_validator):
+            raise _FileChanged  # another version: its bytes are never spliced on
+        end = part.end if part.end is not None else total
+        if not ranged or first != part.offset or (end is not None and last + 1 != end):
+            given = response.headers.get("Content-Range")
+            raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
+        if response.length is not None and response.length != last + 1 - first:
+            raise _invalid(response, "its Content-Length and Content-Range disagree")
+        if part.end is None:  # the total was not known before
+            self.total = part.end = total
+
+    def _refused_range(self, response: _PooledResponse) -> None:
+        """A ranged request of a split file answered with the whole file: ranges ignored, or the file changed.
+
+        The same strong validator means the server (or a proxy) ignores ``Range``: while the
+        first response is still being read, it carries the rest of the file alone.
+        """
+        if response.status != 200 or _validator(response.headers) != self.validator:
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
+        with self.lock:
+            merged = self.whole_file_response is not None
+            if merged:
+                first = self.parts[0]
+                first.end = self.total
+                for other in self.parts[1:]:
+                    other.dropped = True
+                self.parts, self.connections = [first], 1
+        if merged:
+            raise _PartDropped
+        raise _RangesIgnored
+
+    def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
+        """A 200: the whole file from its first byte; split it when the server takes ranges."""
         if part.done:
             self.restart(taken=True)  # the whole file, from its first byte
         self.validator = _validator(response.headers)
@@ -1183,9 +1424,8 @@ class _Transfer:
         self.target.reserve(self.total)
         accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
         if self.total and self.connections > 1 and accepts_ranges and (self.validator or "").startswith('"'):
+            self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
             self._split(min(self.connections, self.total // _MIN_PART_SIZE))
-        with self.lock:
-            self._saved_and_reported()
 
     def _split(self, count: int) -> None:
         """Cut the file into ``count`` parts: the first one continues on the response under way."""
@@ -1197,10 +1437,10 @@ class _Transfer:
         self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
-        self.check_running()
+        self.check_running(part)
         self.target.write_at(part.offset, data)
         with self.lock:
-            self.check_running()
+            self.check_running(part)
             part.done += len(data)
             if self.digest is not None and len(self.parts) == 1:
                 self.digest.add(data)  # one stream: its bytes, in order
@@ -1218,9 +1458,9 @@ class _Transfer:
         return max(16 * 1024, min(_CHUNK_SIZE, int(self.rate_limit.rate / 8)))
 
     def _saved_and_reported(self) -> None:
-        if self.validator is not None and self.target.state_path:  # a file that can be resumed
-            state = {"url": self.url, "validator": self.validator, "total": self.total}
-            self.target.save({**state, "parts": [[part.start, part.end, part.done] for part in self.parts]})
+        if self.validator is not None and self.total is not None and self.target.state_path:  # resumable
+            parts = [[part.start, part.end, part.done] for part in self.parts]
+            self.target.save({"url": self.url, "validator": self.validator, "total": self.total, "parts": parts})
         if self.progress is not None:
             self.progress(self.done, self.total)
 
@@ -1234,9 +1474,11 @@ class _Transfer:
                 message, method="GET", url=response.url, expected=expected, received=part.done
             )
 
-    def check_running(self) -> None:
+    def check_running(self, part: _Part | None = None) -> None:
         if self.error is not None:
             raise _Cancelled
+        if part is not None and part.dropped:
+            raise _PartDropped
 
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
@@ -1251,6 +1493,8 @@ class _Transfer:
         finally:
             with self.lock:
                 self.responses.discard(response)
+                if response is self.whole_file_response:
+                    self.whole_file_response = None
             response.close()
 
     def fail(self, error: BaseException) -> None:
@@ -1269,6 +1513,37 @@ class _Transfer:
                 self.target.keep = False  # not resumable: those bytes are wrong
                 message = f"sha256 mismatch for {self.url}: expected {self.expected_digest}, got {actual}"
                 raise ChecksumMismatchError(message, url=self.url, expected=self.expected_digest, actual=actual)
+
+
+def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
+    """The validator and parts ``(start, end, done)`` of a saved state, or None unless it is sound.
+
+    Sound: this URL; a validator that is a valid header value; integer offsets with
+    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order.
+    """
+    if not isinstance(saved, dict) or saved.get("url") != url:
+        return None
+    validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
+    try:
+        _check_header_value(validator, "validator")  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if not validator or not _is_count(total) or not isinstance(parts, list) or not parts:
+        return None
+    spans, position = [], 0
+    for span in parts:
+        if not isinstance(span, list) or len(span) != 3 or not all(_is_count(number) for number in span):
+            return None
+        start, end, done = span
+        if start != position or not start + done <= end <= total:
+            return None
+        spans.append((start, end, done))
+        position = end
+    return (validator, spans) if position == total else None
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
 
 
 class _RateLimit:
@@ -1365,6 +1640,9 @@ class _Target:
     def size(self) -> int:
         return 0
 
+    def truncate(self, size: int) -> None:
+        pass
+
     def reserve(self, size: int | None) -> None:
         pass  # a stream of the caller's: its space is the caller's business
 
@@ -1372,13 +1650,18 @@ class _Target:
         pass
 
 
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
+_O_BINARY = getattr(os, "O_BINARY", 0)
+
+
 class _FileTarget(_Target):
-    """Where a download to a path goes: a file beside the destination, moved over it by ``commit``.
+    """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
 
     Without ``resume`` it has a unique name and never outlives the call. With it, it is
     ``.NAME.part`` with its state in ``.NAME.part.json``, locked while in use (another
     process downloading to NAME gets a file of its own), and kept when a failure can be
-    resumed.
+    resumed. Every file made here is created with O_EXCL and O_NOFOLLOW; one found from
+    an earlier run is used only when it is this user's regular file with one link.
     """
 
     parallel = hasattr(os, "pwrite")
@@ -1389,37 +1672,76 @@ class _FileTarget(_Target):
         self.directory = directory or "."
         self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
         self.path = ""
-        self.fd = self._open_resumable() if resume else -1
-        if self.fd < 0:
-            self.fd = self._open_unique()
+        self.lock_path = ""  # a .part.lock file, where there is no flock
+        self.finished = False  # committed, or cleaned up
+        _remove_abandoned_temporaries(self.stem)
+        fd = self._open_resumable() if resume else None
+        self.fd = self._open_unique() if fd is None else fd
 
-    def _open_resumable(self) -> int:
-        try:
-            import fcntl
-        except ImportError:  # no lock on this platform: a file of our own
-            return -1
-        path = self.stem + ".part"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # another process is downloading to the same destination
+    def _open_resumable(self) -> int | None:
+        """``.NAME.part`` (with ``saved``, its state), ours and locked; None when that cannot be had safely."""
+        path, state_path = self.stem + ".part", self.stem + ".part.json"
+        if os.path.lexists(state_path) and not _is_own_regular_file(os.lstat(state_path)):
+            return None  # not ours to read or replace: left alone
+        fd = _open_own_file(path, create=True)
+        if fd is None:
+            return None
+        if not self._lock(fd):  # another process is downloading to the same destination
             os.close(fd)
-            return -1
-        self.path, self.state_path = path, self.stem + ".part.json"
-        with contextlib.suppress(OSError, ValueError), open(self.state_path, encoding="utf-8") as state:
-            self.saved = json.load(state)
+            return None
+        self.path, self.state_path = path, state_path
+        for name in _sibling_names(state_path, ".tmp", 8):  # a save that kill -9 cut short; the lock is ours
+            self._remove([name] if _open_and_check(name) else [])
+        state = _open_own_file(state_path, create=False)
+        self.saved = None if state is None else _read_state(state)
         if self.saved is None:
             os.ftruncate(fd, 0)  # bytes without a state to say what they are
         return fd
+
+    def _lock(self, fd: int) -> bool:
+        try:
+            import fcntl
+        except ImportError:  # Windows: a lock file holding our process id
+            return self._lock_with_a_file()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+    def _lock_with_a_file(self) -> bool:
+        """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
+        path = self.stem + ".part.lock"
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+            except FileExistsError:
+                if not _lock_file_is_abandoned(path):
+                    return False
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                continue
+            with os.fdopen(fd, "w") as file:
+                file.write(str(os.getpid()))
+            self.lock_path = path
+            return True
+        return False
+
+    def _unlock(self) -> None:
+        if self.lock_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.lock_path)
+            self.lock_path = ""
 
     def _open_unique(self) -> int:
         for _ in range(100):
             path = f"{self.stem}.{os.urandom(6).hex()}.part"
             try:  # O_EXCL: two downloads to one path never share a temporary file
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o666)
             except FileExistsError:
                 continue
             self.path = path
+            _hold(fd)  # so that a later download knows it is not abandoned
             return fd
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file", self.directory)
 
@@ -1427,25 +1749,28 @@ class _FileTarget(_Target):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self.fd >= 0:  # not committed: a failure, Ctrl-C included
-            self._remove(self._state_files()[1:] if self.keep else [self.path, *self._state_files()])
+        if not self.finished:  # not committed: a failure, Ctrl-C included
+            self._remove([] if self.keep else [self.path, self.state_path])
             os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
-            self.fd = -1
-
-    def _state_files(self) -> list[str]:
-        """The state, and what a save cut short (a signal, kill -9) leaves: the state's next version."""
-        return [self.state_path, self.state_path + ".tmp"] if self.state_path else []
+            self._unlock()
+            self.finished = True
 
     def _remove(self, paths: list[str]) -> None:
         for path in paths:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            if path:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+
     def reset(self) -> None:
+        """Drop what is kept: the file's bytes, and the state that described them."""
         os.ftruncate(self.fd, 0)
+        self._remove([self.state_path])
 
     def reserve(self, size: int | None) -> None:
         free = shutil.disk_usage(self.directory).free
@@ -1464,23 +1789,181 @@ class _FileTarget(_Target):
             view, offset = view[written:], offset + written
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record on disk what a later run needs to resume: after the bytes it counts were written."""
-        with open(self.state_path + ".tmp", "w", encoding="utf-8") as file:
-            json.dump(state, file)
-        os.replace(self.state_path + ".tmp", self.state_path)
+        """Record on disk what a later run needs to resume: after the bytes it counts were written.
+
+        Written to a file of its own (mode 0600: the URL may hold a presigned signature),
+        then moved over the state, so that the state on disk is always whole.
+        """
+        temporary = f"{self.state_path}.{os.urandom(4).hex()}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(json.dumps(state).encode())
+            os.replace(temporary, self.state_path)
+        except BaseException:
+            self._remove([temporary])
+            raise
         self.keep = True
 
-    def commit(self) -> None:
+    def commit(self, total: int | None) -> None:
+        """Move the file into place, once it is ``total`` bytes long (when that is known)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
         # curl and wget; a sync halves the speed. See "Decisions" in the README.
+        size = self.size()
+        if total is not None and size != total:
+            self.keep = False
+            message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
+            raise InvalidResponseError(message, method="GET")
         try:
             os.replace(self.path, self.destination)
         except BaseException:
             self.keep = False  # the temporary file goes all the same
             raise
-        self._remove(self._state_files())
+        self._remove([self.state_path])
         os.close(self.fd)
-        self.fd = -1
+        self._unlock()
+        self.finished = True
+
+
+def _open_own_file(path: str, *, create: bool) -> int | None:
+    """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
+    and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
+    """
+    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
+    if create:
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # a link (ELOOP), not there, not ours to open
+        return None
+    if _is_own_regular_file(os.fstat(fd)):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _is_own_regular_file(status: os.stat_result) -> bool:
+    owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid
+    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_uid == owner
+
+
+def _read_state(fd: int) -> Any:
+    """The decoded state in ``fd`` (closed here), or None when it is too large or not JSON."""
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(_MAX_STATE_SIZE + 1)
+    if len(data) > _MAX_STATE_SIZE:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _hold(fd: int) -> None:
+    """Lock a temporary file while it is in use, where the platform can (see _remove_abandoned_temporaries)."""
+    with contextlib.suppress(ImportError, OSError):
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _remove_abandoned_temporaries(stem: str) -> None:
+    """Remove the ``.NAME.<hex>.part`` files a killed download to the same destination left behind:
+    this user's regular files that no process holds. Without flock none is known to be abandoned.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return
+    for path in _sibling_names(stem, ".part", 12):
+        fd = _open_own_file(path, create=False)
+        if fd is None:
+            continue
+        with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
+            status = os.fstat(fd)
+            if status.st_size or time.time() - status.st_mtime > 10:  # not one made this instant, not yet held
+                os.unlink(path)
+
+
+def _sibling_names(stem: str, suffix: str, hex_length: int) -> list[str]:
+    """The paths ``STEM.<hex_length hex digits>SUFFIX`` in the stem's directory."""
+    directory, prefix = os.path.split(stem)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    prefix += "."
+    return [
+        os.path.join(directory, name)
+        for name in names
+        if name.startswith(prefix) and name.endswith(suffix) and len(name) == len(prefix) + hex_length + len(suffix)
+    ]
+
+
+def _open_and_check(path: str) -> bool:
+    """True when ``path`` is this user's regular file with one link (opened without following a link)."""
+    fd = _open_own_file(path, create=False)
+    if fd is not None:
+        os.close(fd)
+    return fd is not None
+
+
+def _lock_file_is_abandoned(path: str) -> bool:
+    """True when the ``.part.lock`` file at ``path`` is ours and names a process that is gone."""
+    fd = _open_own_file(path, create=False)
+    if fd is None:
+        return False
+    with os.fdopen(fd, "rb") as file:
+        text = file.read(32).decode("ascii", "replace")
+    return text.isdigit() and not _process_exists(int(text))
+
+
+def _process_exists(pid: int) -> bool:
+    if os.name == "nt":  # pragma: no cover -- os.kill(pid, 0) would end the process there
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if handle:
+            kernel32.CloseHandle(handle)
+        return bool(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user
+        return True
+    return True
+
+
+def _follow_destination_links(path: str) -> str:
+    """The file a destination names, following a symbolic link only where the kernel's
+    ``fs.protected_symlinks`` rule would: the link is ours, or its directory is not both
+    sticky and world-writable, or the link's owner owns that directory. Else PermissionError.
+
+    Only the last component is followed here (for the temporary file to be made beside the
+    file itself); the directories on the way are left to the kernel, which applies the rule.
+    """
+    for _ in range(40):  # the kernel's own limit on links in a row
+        try:
+            link = os.lstat(path)
+        except OSError:
+            return path
+        if not stat.S_ISLNK(link.st_mode):
+            return path
+        directory = os.path.dirname(path) or "."
+        if hasattr(os, "geteuid") and link.st_uid != os.geteuid():
+            parent = os.stat(directory)
+            sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
+            if sticky_and_world_writable and link.st_uid != parent.st_uid:
+                message = "refusing to follow a symbolic link another user made in a sticky world-writable directory"
+                raise PermissionError(errno.EACCES, message, path)
+        path = os.path.join(directory, os.readlink(path))
+    return path
 
 
 class _StreamTarget(_Target):
@@ -1518,15 +2001,13 @@ class _StreamTarget(_Target):
 
 
 def _has_resumable_partial(destination: str, url: str) -> bool:
-    """True when an earlier ``resume=True`` download of ``url`` left a partial file for ``destination``."""
-    directory, name = os.path.split(destination)
-    stem = os.path.join(directory or ".", _hidden_stem(directory or ".", name))
-    try:
-        with open(stem + ".part.json", encoding="utf-8") as file:
-            state = json.load(file)
-    except (OSError, ValueError):
-        return False
-    return isinstance(state, dict) and state.get("url") == url and os.path.exists(stem + ".part")
+    """True when an earlier ``resume=True`` download of ``url`` (resolved) left a partial file for ``destination``."""
+    with contextlib.suppress(OSError):
+        directory, name = os.path.split(_follow_destination_links(destination))
+        stem = os.path.join(directory or ".", _hidden_stem(directory or ".", name))
+        fd = _open_own_file(stem + ".part.json", create=False)
+        return fd is not None and _checked_state(_read_state(fd), url) is not None
+    return False
 
 
 def _writable(stream: Any) -> bool:
