@@ -256,7 +256,7 @@ class DatasetClient:
         user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
-        credentials = _check_headers(headers)
+        credentials = extra = _check_headers(headers)
         if api_key is not None:
             key = _check_header_value(api_key, "api_key", token=True)
             credentials = _merge_headers({"Authorization": f"Bearer {key}"}, credentials)
@@ -271,7 +271,7 @@ class DatasetClient:
         self._opener.add_handler(self._pool)
         # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
         proxy_urls: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
-        self._secrets = _secret_texts([api_key or "", *(credentials.values() if headers else ())], proxy_urls)
+        self._secrets = _secret_texts([api_key or "", *extra.values()], proxy_urls)
 
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
@@ -926,7 +926,7 @@ def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
             raise _invalid(response, too_long)
         return response.read()
     data = bytearray()
-    while piece := response.read(64 * 1024):
+    while piece := response.read(32 * 1024):  # each read holds a list of the chunks it spans
         data += piece
         if len(data) > limit:
             raise _invalid(response, too_long)
@@ -1109,12 +1109,6 @@ class _FileChanged(Exception):
     reason = "the file changed on the server"
 
 
-class _RangesIgnored(_FileChanged):
-    """The server answered a ranged request with the whole file (the same version): one stream from now on."""
-
-    reason = "the server ignores ranges"
-
-
 class _ResumeRefused(_FileChanged):
     """A 416 to a resumed range: what was kept does not match the file; it starts over, once."""
 
@@ -1232,8 +1226,6 @@ class _Transfer:
                 self.digest.close()
 
     def _restart_after(self, changed: _FileChanged) -> None:
-        if isinstance(changed, _RangesIgnored):
-            self.connections = 1
         self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
         _logger().info("starting over: %s, GET %s", changed.reason, self.url)
         self.restart()
@@ -1272,7 +1264,7 @@ class _Transfer:
         attempts = 0
 
         def attempt() -> None:
-            nonlocal attempts
+            nonlocal attempts, part
             self.check_running()
             attempts += 1
             if part.done and attempts > 1:
@@ -1281,7 +1273,7 @@ class _Transfer:
             headers = self._request_headers(part)
             response = self._send(headers)
             with self._receiving(response):
-                self._accept(response, part, ranged="Range" in headers)
+                part = self._accept(response, part, ranged="Range" in headers)
                 self._copy_body(response, part)
                 if response.status == 206 and response.read(1):
                     raise _invalid(response, "the 206 body runs past its Content-Range")
@@ -1368,16 +1360,20 @@ class _Transfer:
         last = "" if part.end is None or part.end == self.total else str(part.end - 1)
         return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
-    def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
-        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew."""
+    def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
+        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew.
+
+        Returns the part its body fills: ``part``, or the whole file when ranges turn out ignored.
+        """
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
         elif ranged and len(self.parts) > 1:
-            self._refused_range(response)
+            part = self._refused_range(response)
         else:
             self._accept_whole_file(response, part)
         with self.lock:
             self._saved_and_reported()
+        return part
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
@@ -1395,25 +1391,29 @@ class _Transfer:
         if part.end is None:  # the total was not known before
             self.total = part.end = total
 
-    def _refused_range(self, response: _PooledResponse) -> None:
+    def _refused_range(self, response: _PooledResponse) -> _Part:
         """A ranged request of a split file answered with the whole file: ranges ignored, or the file changed.
 
-        The same strong validator means the server (or a proxy) ignores ``Range``: while the
-        first response is still being read, it carries the rest of the file alone.
+        The same strong validator means the server (or a proxy) ignores ``Range``: the file
+        becomes one part again, carried by the first response while it is still read, else
+        by this one (past what is already complete). Never a restart.
         """
         if response.status != 200 or _validator(response.headers) != self.validator:
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
         with self.lock:
-            merged = self.whole_file_response is not None
-            if merged:
-                first = self.parts[0]
-                first.end = self.total
-                for other in self.parts[1:]:
-                    other.dropped = True
-                self.parts, self.connections = [first], 1
-        if merged:
-            raise _PartDropped
-        raise _RangesIgnored
+            streaming = self.whole_file_response is not None
+            whole = self.parts[0] if streaming else _Part(self, 0, self.total, self._contiguous())
+            whole.end, whole.taken = self.total, True
+            for part in self.parts:
+                part.dropped = part is not whole
+            self.parts, self.connections = [whole], 1
+            if not streaming:
+                self.whole_file_response = response
+        if streaming:
+            raise _PartDropped  # the first response carries it all
+        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.url)
+        _skip(response, whole.done)
+        return whole
 
     def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
         """A 200: the whole file from its first byte; split it when the server takes ranges."""
@@ -1513,6 +1513,12 @@ class _Transfer:
                 self.target.keep = False  # not resumable: those bytes are wrong
                 message = f"sha256 mismatch for {self.url}: expected {self.expected_digest}, got {actual}"
                 raise ChecksumMismatchError(message, url=self.url, expected=self.expected_digest, actual=actual)
+
+
+def _skip(response: _PooledResponse, count: int) -> None:
+    """Read and drop the first ``count`` bytes of a body."""
+    while count > 0 and (data := response.read(min(count, _CHUNK_SIZE))):
+        count -= len(data)
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:

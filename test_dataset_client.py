@@ -5,6 +5,8 @@ Run with ``python -m unittest -v`` (or pytest). Standard library only.
 
 from __future__ import annotations
 
+import atexit
+import base64
 import contextlib
 import csv
 import datetime
@@ -2027,6 +2029,627 @@ class ParallelDownloadTests(ServerTestCase):
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
         starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
         self.assertEqual(starts, [start + done for start, _, done in state["parts"]])
+
+
+# ---------------------------------------------------------------------------
+# Shared directories and hostile servers: nothing written where it must not be, no secret echoed
+# ---------------------------------------------------------------------------
+
+
+_OTHER_USER: list[tuple[str, int, int]] = []
+
+
+def other_user() -> tuple[str, int, int] | None:
+    """A real second user (name, uid, gid), made once per process with useradd; None where that cannot be."""
+    if not _OTHER_USER:
+        import pwd
+
+        name = f"dctest{os.getpid()}"
+        if os.geteuid() != 0 or not shutil_which("useradd"):
+            return None
+        made = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True
+        )
+        if made.returncode != 0:
+            return None
+        atexit.register(subprocess.run, ["userdel", name], capture_output=True)
+        entry = pwd.getpwnam(name)
+        _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
+    return _OTHER_USER[0]
+
+
+def shutil_which(command: str) -> str | None:
+    import shutil
+
+    return shutil.which(command)
+
+
+def echo_credentials(status: int) -> Respond:
+    """An error that repeats what the request carried, in its reason, a header and its JSON body."""
+
+    def respond(handler: Handler) -> None:
+        received = dict(handler.headers.items())
+        authorization = received.get("Authorization", "") or received.get("Proxy-Authorization", "")
+        body = json.dumps({"message": f"bad credentials: {authorization}", "received": received}).encode()
+        handler.send_response(status, f"Denied {authorization}")
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("X-Echo", authorization)
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return respond
+
+
+class SharedDirectoryTests(ServerTestCase):
+    """Downloads into directories other people can write to: real links, real second users."""
+
+    def user(self) -> tuple[str, int, int]:
+        user = other_user()
+        if user is None:
+            self.skipTest("needs root and useradd to make a second user")
+        return user
+
+    def shared(self, mode: int) -> Path:
+        directory = self.tmp()
+        directory.chmod(mode)  # 0o1777 as /tmp; 0o777 as a team's group-writable directory
+        return directory
+
+    def victim_file(self) -> Path:
+        notes = self.tmp() / "notes.txt"
+        notes.write_text("the victim's notes")
+        return notes
+
+    def plant(self, path: Path, user: tuple[str, int, int], *, link_to: Path | None = None, data: bytes = b"") -> None:
+        """A file or link that ``user`` owns, as if that user had made it."""
+        if link_to is not None:
+            subprocess.run(["runuser", "-u", user[0], "--", "ln", "-s", str(link_to), str(path)], check=True)
+        else:
+            path.write_bytes(data)
+            os.chown(path, user[1], user[2])
+            path.chmod(0o666)
+
+    def test_a_link_another_user_planted_in_a_sticky_directory_is_refused(self) -> None:
+        user = self.user()
+        shared, notes = self.shared(0o1777), self.victim_file()
+        self.plant(shared / "report.csv", user, link_to=notes)
+        with self.assertRaises(PermissionError) as caught:
+            self.client().download("files/x", shared / "report.csv")
+        self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
+        self.assertIn("symbolic link", str(caught.exception))
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual(self.requests, [], "refused before any request")
+        self.assertEqual([p.name for p in shared.iterdir()], ["report.csv"])
+
+    def test_links_the_kernel_would_follow_are_followed(self) -> None:
+        user = self.user()
+        for mode, owner in ((0o1777, "self"), (0o777, "other"), (0o1777, "directory's owner")):
+            with self.subTest(mode=oct(mode), link_owner=owner):
+                shared, notes = self.shared(mode), self.victim_file()
+                if owner == "self":
+                    (shared / "report.csv").symlink_to(notes)
+                else:
+                    if owner == "directory's owner":
+                        os.chown(shared, user[1], user[2])
+                    self.plant(shared / "report.csv", user, link_to=notes)
+                self.script(serve_file(DATA))
+                self.client().download("files/x", shared / "report.csv")
+                self.assertEqual(notes.read_bytes(), DATA, "the file the link names is replaced")
+                self.assertTrue((shared / "report.csv").is_symlink())
+                self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
+
+    def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
+        user = self.user()
+        shared, notes = self.shared(0o777), self.victim_file()
+        for name in (".out.bin.part", ".out.bin.part.json.tmp"):
+            self.plant(shared / name, user, link_to=notes)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", shared / "out.bin", resume=True)
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
+        self.assertEqual(
+            sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json.tmp", "out.bin"]
+        )
+
+    def test_a_planted_partial_file_and_forged_state_are_left_alone(self) -> None:
+        user = self.user()
+        shared = self.shared(0o1777)
+        url = self.server.url + "/api/v1/files/x"
+        forged = {"url": url, "validator": '"v1"', "total": 4, "parts": [[0, 4, 4]]}
+        self.plant(shared / ".out.bin.part", user, data=b"EVIL")
+        self.plant(shared / ".out.bin.part.json", user, data=json.dumps(forged).encode())
+        self.script(serve_file(DATA))
+        self.client().download("files/x", shared / "out.bin", resume=True)
+        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
+        self.assertEqual(len(self.requests), 1, "the forged 'complete' state sent no request")
+        self.assertIsNone(self.requests[0].headers["Range"])
+        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"EVIL", "nothing written into the planted file")
+        self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json", "out.bin"])
+
+    def test_a_planted_world_writable_partial_file_never_receives_the_download(self) -> None:
+        user = self.user()
+        shared = self.shared(0o1777)
+        self.plant(shared / ".out.bin.part", user)
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        with self.assertRaises(dc.RequestTimeoutError):
+            self.client(timeout=0.5, max_retries=0).download("files/x", shared / "out.bin", resume=True)
+        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"", "the other user could read it")
+
+    def test_the_state_file_is_made_private(self) -> None:
+        directory = self.tmp()
+        modes: list[int] = []
+
+        def look(done: int, total: int | None) -> None:
+            state = directory / ".out.bin.part.json"
+            if state.exists():
+                modes.append(state.stat().st_mode & 0o777)
+
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True, progress=look)
+        self.assertTrue(modes)
+        self.assertEqual(set(modes), {0o600}, "the state holds the URL, which may carry a signature")
+
+    def test_a_temporary_file_left_by_kill_9_is_removed_by_the_next_download(self) -> None:
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        code = (
+            "import sys, dataset_client as dc\n"
+            "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
+            "    client.download('files/x', sys.argv[2])\n"
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, self.server.url + "/api/v1", str(directory / "out.bin")]
+        )
+        self.addCleanup(process.kill)
+        _wait_for(lambda: any(p.stat().st_size > 0 for p in directory.iterdir()), 10)
+        process.kill()
+        process.wait(10)
+        (left,) = directory.iterdir()
+        self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
+        busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
+        busy.write_bytes(b"in use")
+        import fcntl
+
+        with busy.open("rb") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+            self.script(serve_file(DATA))
+            self.client().download("files/x", directory / "out.bin")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
+
+
+class StateFileTests(ServerTestCase):
+    """A crafted or damaged state is discarded: the download starts over, and the next run too is fine."""
+
+    def prepare(self, state: object, *, raw: bytes | None = None) -> Path:
+        directory = self.tmp()
+        (directory / ".out.bin.part").write_bytes(DATA[:1000])
+        (directory / ".out.bin.part.json").write_bytes(raw if raw is not None else json.dumps(state).encode())
+        return directory
+
+    def test_states_that_do_not_hold_are_discarded(self) -> None:
+        url = self.server.url + "/api/v1/files/x"
+        good = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
+        cases: dict[str, object] = {
+            "parts ending early": {**good, "parts": [[0, 1000, 1000]]},
+            "a gap between parts": {**good, "parts": [[0, 1000, 1000], [2000, len(DATA), 0]]},
+            "total not a number": {**good, "total": "x"},
+            "total a boolean": {**good, "total": True},
+            "CR LF in the validator": {**good, "validator": '"v1"\r\nX-Evil: 1'},
+            "an empty validator": {**good, "validator": ""},
+            "a negative start": {**good, "parts": [[-5, len(DATA), 0]]},
+            "done past the end": {**good, "parts": [[0, len(DATA), len(DATA) + 7]]},
+            "a part of two numbers": {**good, "parts": [[0, len(DATA)]]},
+            "parts not a list": {**good, "parts": "0-100"},
+            "not an object": [1, 2, 3],
+        }
+        for name, state in cases.items():
+            with self.subTest(name):
+                self.server.requests.clear()
+                directory = self.prepare(state)
+                for _ in range(2):  # and the next run is fine too
+                    self.script(serve_file(DATA))
+                    self.client().download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+                    self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                    self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+                self.assertEqual([r.headers["Range"] for r in self.requests], [None, None], "started over")
+
+    def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
+        url = self.server.url + "/api/v1/files/x"
+        state = json.dumps({"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]})
+        directory = self.prepare(None, raw=state.encode() + b" " * (1024 * 1024))
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertIsNone(self.requests[0].headers["Range"])
+
+    def test_a_fifo_or_a_link_to_a_device_as_the_state_never_hangs(self) -> None:
+        for kind in ("fifo", "link to /dev/zero"):
+            with self.subTest(kind):
+                directory = self.tmp()
+                (directory / ".out.bin.part").write_bytes(DATA[:1000])
+                state = directory / ".out.bin.part.json"
+                if kind == "fifo":
+                    os.mkfifo(state)
+                else:
+                    state.symlink_to("/dev/zero")
+                self.script(serve_file(DATA))
+                outcome: list[object] = []
+                download = functools.partial(self.client().download, "files/x", directory / "out.bin", resume=True)
+                thread = threading.Thread(target=lambda o=outcome, d=download: o.append(outcome_of(d)), daemon=True)
+                thread.start()
+                thread.join(10)
+                self.assertFalse(thread.is_alive(), "the download hangs on the state file")
+                self.assertEqual(outcome, [None])
+                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                self.assertTrue(os.path.lexists(state), "what is not ours is left alone")
+
+
+class HostileServerSecretTests(ServerTestCase):
+    """Servers that echo credentials: the key, an extra header's value, a proxy password."""
+
+    def assert_no_secret(self, text: str | bytes, *secrets: str) -> None:
+        for secret in secrets:
+            self.assertNotIn(secret.encode() if isinstance(text, bytes) else secret, text)
+
+    def test_an_echoed_key_and_header_are_redacted_everywhere_an_error_shows(self) -> None:
+        tenant = "tenant-secret-0042"
+        for status in (401, 500):
+            with self.subTest(status=status):
+                self.script(echo_credentials(status))
+                client = self.client(headers={"X-Tenant-Key": tenant}, max_retries=0)
+                error = outcome_of(client.list_datasets)
+                assert isinstance(error, ServiceError)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}", "the key was sent")
+                texts = [
+                    str(error),
+                    repr(error),
+                    error.body,
+                    error.message or "",
+                    error.reason,
+                    json.dumps(error.payload),
+                    str(error.headers),
+                    str(pickle.loads(pickle.dumps(error)).__dict__),
+                    "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format()),
+                ]
+                for text in texts:
+                    self.assert_no_secret(text, KEY, tenant)
+                self.assertIn("Bearer <redacted>", error.body)
+                self.assertEqual(error.headers["X-Echo"], "Bearer <redacted>")
+                self.assertEqual(error.payload["received"]["X-Tenant-Key"], "<redacted>")
+                self.assertEqual(error.message, "bad credentials: Bearer <redacted>")
+
+    def test_the_retry_warning_and_the_command_line_show_no_echoed_key(self) -> None:
+        self.script(echo_credentials(503), echo_credentials(503))
+        with self.assertLogs("dataset_client", level="WARNING") as logs:
+            outcome_of(self.client(max_retries=1).list_datasets)
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("<redacted>", logs.output[0])
+        self.assert_no_secret("\n".join(logs.output), KEY)
+        self.script(echo_credentials(401))
+        stderr = io.StringIO()
+        with mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}), contextlib.redirect_stderr(stderr):
+            status = dc.main(["-q", "--base-url", self.server.url + "/api/v1", "--retries", "0", "datasets"])
+        self.assertEqual(status, 1)
+        self.assertIn("<redacted>", stderr.getvalue())
+        self.assert_no_secret(stderr.getvalue(), KEY)
+
+    def test_a_non_json_body_echoing_the_key_is_redacted(self) -> None:
+        def respond(handler: Handler) -> None:
+            reply(200, f"<html>{handler.headers['Authorization']}</html>".encode(), content_type="text/html")(handler)
+
+        self.script(respond)
+        error = outcome_of(self.client().list_datasets)
+        self.assertIsInstance(error, dc.InvalidResponseError)
+        text = "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())  # type: ignore[arg-type]
+        self.assertIn("<redacted>", text)
+        self.assert_no_secret(text, KEY)
+
+    def test_a_proxy_password_echoed_back_is_redacted(self) -> None:
+        # The scripted server is the proxy here: a plain-HTTP request goes to it with Proxy-Authorization.
+        user, password = "alice", "proxy-pass-0099"
+        proxy = f"http://{user}:{password}@127.0.0.1:{self.server.server_port}"
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": proxy, "NO_PROXY": ""}):
+            client = self.client("http://data.example.invalid/api/v1", api_key=None, max_retries=0)
+        self.script(echo_credentials(502))
+        error = outcome_of(client.list_datasets)
+        assert isinstance(error, ServiceError)
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.assertEqual(self.requests[0].headers["Proxy-Authorization"], f"Basic {basic}")
+        for text in (str(error), error.body, error.reason, str(error.headers)):
+            self.assert_no_secret(text, password, basic)
+        self.assertIn("Basic <redacted>", error.body)
+
+    def test_ctrl_c_while_a_large_post_is_sent_leaves_no_frame_holding_the_head(self) -> None:
+        def hold_unread(handler: Handler) -> None:  # never reads the body: the client blocks sending it
+            handler.server.stop.wait(10)
+            handler.close_connection = True
+
+        hold_unread.before_body = True  # type: ignore[attr-defined]
+        self.script(hold_unread)
+        client = self.client(max_retries=0)
+        timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        timer.start()
+        self.addCleanup(timer.cancel)
+        error = outcome_of(lambda: client.query("SELECT '" + "x" * 16_000_000 + "'"))
+        self.assertIsInstance(error, KeyboardInterrupt)
+        text = "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())  # type: ignore[arg-type]
+        self.assertIn("query", text)
+        self.assert_no_secret(text, KEY)
+
+
+def raw_server(test: unittest.TestCase, respond: Callable[[socket.socket], None]) -> str:
+    """A server on a raw socket that runs ``respond`` for each connection; its base URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)  # accept() wakes up to see the test is over
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with connection:
+                connection.settimeout(5)
+                with contextlib.suppress(OSError):
+                    connection.recv(65536)
+                    respond(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def close() -> None:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+    test.addCleanup(close)
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+class HostileResponseTests(ServerTestCase):
+    """Responses that never end, never answer, or end in the middle of their head."""
+
+    def test_a_flood_of_interim_responses_is_refused(self) -> None:
+        def flood(connection: socket.socket) -> None:
+            connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
+
+        client = self.client(raw_server(self, flood), max_retries=2)
+        with self.assertRaisesRegex(dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses"):
+            client.list_datasets()
+
+    def test_a_head_cut_off_before_its_blank_line_is_an_incomplete_response(self) -> None:
+        heads = [b'HTTP/1.1 200 OK\r\nETag: "v1"\r\nContent-Le', b"HTTP/1.1 200 O"]
+        sent: list[bytes] = []
+
+        def cut_head(connection: socket.socket) -> None:
+            sent.append(heads[len(sent) % 2])
+            connection.sendall(sent[-1])
+
+        destination = self.tmp() / "out.bin"
+        destination.write_bytes(b"the good old file")
+        client = self.client(raw_server(self, cut_head), max_retries=1)
+        with self.assertRaisesRegex(dc.IncompleteResponseError, "middle of the response's headers") as caught:
+            client.download("files/x", destination)
+        self.assertEqual(caught.exception.attempts, 2, "retried like any cut response")
+        self.assertEqual(destination.read_bytes(), b"the good old file")
+        self.assertEqual(sorted(p.name for p in destination.parent.iterdir()), ["out.bin"])
+        with self.assertRaises(dc.IncompleteResponseError):
+            client.list_datasets()
+
+    def test_a_cut_head_on_a_parts_request_is_retried(self) -> None:
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers and not getattr(handler.server, "cut_once", False):
+                handler.server.cut_once = True  # type: ignore[attr-defined]
+                handler.wfile.write(b"HTTP/1.1 206 Partial Content\r\nContent-Ra")
+                handler.close_connection = True
+                return
+            serve_file(BIG)(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "big.bin"
+        self.client().download("files/big", out, connections=2, sha256=BIG_SHA)
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 2, "the cut one was asked again")
+
+    def test_an_endless_body_or_one_in_tiny_chunks_in_a_child_under_a_memory_limit(self) -> None:
+        # Measured in a child of its own (an earlier test may have raised this process's peak),
+        # from /proc/self/status, under RLIMIT_AS so that an unbounded read fails loudly.
+        if not os.path.exists("/proc/self/status"):
+            self.skipTest("needs /proc")
+        size = 256 * 1024
+        body = b'"' + b"x" * (size - 2) + b'"'
+
+        def chunked(piece: int, endless: bool = False) -> Respond:
+            def respond(handler: Handler) -> None:
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Transfer-Encoding", "chunked")
+                handler.end_headers()
+                with contextlib.suppress(OSError):
+                    for _ in range(10_000 if endless else 1):
+                        data = b"[" + b"1," * (1024 * 1024) if endless else body
+                        frames = b"".join(
+                            b"%x\r\n%s\r\n" % (len(data[i : i + piece]), data[i : i + piece])
+                            for i in range(0, len(data), piece)
+                        )
+                        handler.wfile.write(frames)
+                    handler.wfile.write(b"0\r\n\r\n")
+                handler.close_connection = True
+
+            return respond
+
+        code = (
+            "import os, resource, sys, dataset_client as dc\n"
+            "def status(key):\n"
+            "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith(key)) * 1024\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (status('VmSize:') + 512 * 2**20,) * 2)\n"
+            "dc._MAX_DECODED_BODY = 16 * 2**20\n"
+            "client = dc.DatasetClient(sys.argv[1], timeout=10, max_retries=0)\n"
+            "growth = []\n"
+            "for case in ('whole', 'tiny'):\n"
+            "    before = status('VmRSS:')\n"
+            "    value = client.list_datasets()\n"
+            "    growth.append(status('VmHWM:') - before)\n"
+            "    del value\n"
+            "try:\n"
+            "    client.list_datasets()\n"
+            "except dc.InvalidResponseError as error:\n"
+            "    print('endless:', error)\n"
+            "print('growth:', *growth)\n"
+        )
+        self.script(reply(200, body), chunked(1), chunked(1024 * 1024, endless=True))
+        result = subprocess.run(
+            [sys.executable, "-c", code, self.server.url + "/api/v1"], cwd=HERE, capture_output=True, timeout=60
+        )
+        output = result.stdout.decode()
+        self.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
+        self.assertIn("refused", output.splitlines()[0])
+        whole, tiny = map(int, output.splitlines()[1].split()[1:])
+        self.assertLessEqual(tiny, 2 * max(whole, size) + 1024 * 1024, f"1-byte chunks: {tiny} bytes against {whole}")
+
+
+class DownloadFaultTests(ServerTestCase):
+    """What a download does when the server or the caller misbehaves (issue 16, cases 6 and 9 to 15)."""
+
+    def test_connections_are_bounded(self) -> None:
+        for connections in (33, 10**6):
+            with self.subTest(connections=connections), self.assertRaisesRegex(ValueError, "at most 32"):
+                self.client().download("files/big", io.BytesIO(), connections=connections)
+        self.assertEqual(self.requests, [])
+        self.server.default = serve_file(BIG)
+        out = self.tmp() / "big.bin"
+        self.client().download("files/big", out, connections=32)
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertEqual(len(self.requests), 8, "parts of at least 1 MiB: 8 of them for 8 MiB")
+
+    def test_progress_is_first_called_with_the_total_once_the_headers_are_in(self) -> None:
+        seen: list[tuple[int, int | None]] = []
+        self.script(serve_file(DATA))
+        self.client().download("files/x", io.BytesIO(), progress=lambda d, t: seen.append((d, t)))
+        self.assertEqual(seen[0], (0, len(DATA)))
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+
+    def test_no_thread_outlives_a_download_whose_progress_raises(self) -> None:
+        def broken(done: int, total: int | None) -> None:
+            raise RuntimeError("the progress bar broke")
+
+        for connections in (1, 1, 4):
+            self.server.default = serve_file(BIG)
+            with self.subTest(connections=connections), self.assertRaisesRegex(RuntimeError, "progress bar broke"):
+                self.client().download("files/big", io.BytesIO(), sha256=BIG_SHA, progress=broken)
+        threads = [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
+        self.assertEqual(threads, [])
+
+    def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
+        def ignoring_ranges(handler: Handler) -> None:  # Accept-Ranges and a strong ETag, but always a 200
+            local_service.send_file(
+                handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
+            )
+
+        self.server.default = ignoring_ranges
+        out = self.tmp() / "big.bin"
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/big", out, connections=4, sha256=BIG_SHA, progress=lambda d, t: seen.append((d, t))
+        )
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 1, "never started over")
+        self.assertLessEqual(len(self.requests), 4, "the ranged requests sent at once, nothing more")
+        self.assertEqual(seen[-1], (len(BIG), len(BIG)))
+        self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
+
+    def complete_partial(self, directory: Path, data: bytes) -> None:
+        """What a resumable download killed after its last byte, before its rename, leaves."""
+        (directory / ".out.bin.part").write_bytes(data)
+        url = self.server.url + "/api/v1/files/x"
+        state = {"url": url, "validator": '"v1"', "total": len(data), "parts": [[0, len(data), len(data)]]}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+
+    def test_a_complete_partial_file_is_checked_with_the_server_before_it_is_committed(self) -> None:
+        new = bytes(reversed(DATA))
+        for served, etag in ((DATA, '"v1"'), (new, '"v2"')):
+            with self.subTest(server_has=etag):
+                self.server.requests.clear()
+                directory = self.tmp()
+                self.complete_partial(directory, DATA)
+                self.script(serve_file(served, etag=etag))
+                self.client().download("files/x", directory / "out.bin", resume=True)
+                self.assertEqual((directory / "out.bin").read_bytes(), served)
+                (request,) = self.requests
+                self.assertEqual(
+                    (request.headers["Range"], request.headers["If-Range"]), (f"bytes={len(DATA) - 1}-", '"v1"')
+                )
+                self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_complete_partial_of_another_version_is_downloaded_again_not_refused(self) -> None:
+        new = bytes(reversed(DATA))
+        directory = self.tmp()
+        self.complete_partial(directory, DATA)
+        self.script(serve_file(new, etag='"v2"'))
+        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
+        self.assertEqual((directory / "out.bin").read_bytes(), new)
+
+    def test_a_wrong_total_kept_from_a_lying_server_is_discarded_on_416(self) -> None:
+        directory = self.tmp()
+        lying = cut(DATA + b"?" * 1196, len(DATA), {"ETag": '"v1"', "Accept-Ranges": "bytes"})
+        self.script(lying)
+        with self.assertRaises(dc.IncompleteResponseError):
+            self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(saved_state(directory)["total"], len(DATA) + 1196)
+        self.server.default = serve_file(DATA)
+        self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None, f"bytes={len(DATA)}-", None])
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_second_416_after_starting_over_is_an_error(self) -> None:
+        directory = self.tmp()
+        self.complete_partial(directory, DATA[:1000] + b"\0" * (len(DATA) - 1000))
+
+        def always_416(handler: Handler) -> None:
+            reply(416, b"", {"Content-Range": f"bytes */{len(DATA)}"})(handler)
+
+        def cut_then_416(handler: Handler) -> None:
+            cut(DATA, 2000, {"ETag": '"v1"'})(handler) if "Range" not in handler.headers else always_416(handler)
+
+        self.server.default = cut_then_416
+        with self.assertRaises(ServiceError) as caught:
+            self.client(max_retries=1).download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(caught.exception.status, 416)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [f"bytes={len(DATA) - 1}-", None, "bytes=2000-"])
+
+    def test_a_file_changed_under_a_parallel_resume_starts_over_even_with_no_retries(self) -> None:
+        directory = self.tmp()
+        quarter = len(BIG) // 4
+        bounds = [0, quarter, 2 * quarter, 3 * quarter, len(BIG)]
+        parts = [[start, end, 1000] for start, end in itertools.pairwise(bounds)]
+        (directory / ".out.bin.part").write_bytes(b"".join(BIG[s : s + 1000].ljust(e - s, b"\0") for s, e, _ in parts))
+        url = self.server.url + "/api/v1/files/x"
+        state = {"url": url, "validator": '"v1"', "total": len(BIG), "parts": parts}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+        new = bytes(reversed(BIG))
+        self.server.default = serve_file(new, etag='"v2"')
+        client = self.client(max_retries=0)
+        client.download(
+            "files/x", directory / "out.bin", resume=True, connections=4, sha256=hashlib.sha256(new).hexdigest()
+        )
+        self.assertEqual((directory / "out.bin").read_bytes(), new)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_file_that_keeps_changing_is_refused_after_three_restarts(self) -> None:
+        versions = itertools.count()
+
+        def changing(handler: Handler) -> None:  # each response a new version, cut short
+            version = next(versions)
+            cut(BIG, 2_000_000, {"ETag": f'"v{version}"', "Accept-Ranges": "bytes"})(handler)
+
+        self.server.default = changing
+        with self.assertRaisesRegex(dc.InvalidResponseError, "changed on the server during each of 4 tries"):
+            self.client(max_retries=1).download("files/x", self.tmp() / "out.bin", connections=2)
+        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 4, "started over three times")
 
 
 # ---------------------------------------------------------------------------
