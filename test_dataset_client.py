@@ -2509,9 +2509,10 @@ class HostileResponseTests(ServerTestCase):
         self.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
         self.assertIn("refused", output.splitlines()[0])
         whole, tiny = map(int, output.splitlines()[1].split()[1:])
-        # Read whole, 1-byte chunks took 90 times the body (a Python object a chunk): now the body sent
-        # whole costs, plus at most twice its size (measured: 2.6 MB against 1.1 MB for 1 MiB).
-        self.assertLessEqual(tiny, whole + 2 * size + size // 2, f"1-byte chunks: {tiny} bytes against {whole}")
+        # Read whole, 1-byte chunks took 90 times the body (a Python object a chunk): now about what the
+        # body sent whole costs, plus twice its size (measured 2.6-6.1 MB against 1.1-3.0 MB for 1 MiB,
+        # the allocator's reuse of freed memory moving both). The bound leaves room for that noise.
+        self.assertLessEqual(tiny, max(whole, 2 * size) + 4 * size, f"1-byte chunks: {tiny} bytes against {whole}")
 
 
 class DownloadFaultTests(ServerTestCase):
