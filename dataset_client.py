@@ -545,9 +545,10 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if response.status == 407 and request.has_proxy():  # proxied plain HTTP: the proxy's own answer
             response.close()
             credentials = request.headers.get("Proxy-Authorization") or request.headers.get("Proxy-authorization")
-            raise _proxy_credentials_error(
+            error = _proxy_credentials_error(
                 request.get_method(), request.full_url, request.host, "HTTP_PROXY", bool(credentials)
             )
+            raise error from _ProxyAuthenticationRequired(request.host)
         return response
 
     https_response = http_response  # a proxy reached over TLS
@@ -757,7 +758,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             exc.with_traceback(None)  # http.client's frames hold the CONNECT request, Proxy-Authorization included
             method, url = request.get_method(), request.full_url
             if key[2] and str(exc).startswith("Tunnel connection failed: 407"):  # http.client's words, 3.11 to 3.15
-                raise _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization))
+                error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization))
+                raise error from _ProxyAuthenticationRequired(proxy or "")
             raise _transport_error(exc, method, url, connecting=True, proxy=proxy, context=self._ssl_context) from exc
         with self._lock:
             if self.closed:  # close() came while connecting
@@ -952,13 +954,14 @@ def _proxy_credentials_error(method: str, url: str, proxy: str, variable: str, s
         " Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy, run a local relay such as"
         f" cntlm or px and point {variable} at it"
     )
-    error = NetworkError(message, method=method, url=url, connecting=True)
-    error.__cause__ = _ProxyAuthenticationRequired(f"{proxy} answered 407 Proxy Authentication Required")
-    return error
+    return NetworkError(message, method=method, url=url, connecting=True)
 
 
 class _ProxyAuthenticationRequired(OSError):
     """The cause of a proxy's 407 NetworkError: not worth retrying."""
+
+    def __init__(self, proxy: str) -> None:
+        super().__init__(f"{proxy} answered 407 Proxy Authentication Required")
 
 
 def _read_json(response: _PooledResponse) -> Any:
