@@ -757,8 +757,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
             exc.with_traceback(None)  # http.client's frames hold the CONNECT request, Proxy-Authorization included
             method, url = request.get_method(), request.full_url
-            if key[2] and str(exc).startswith("Tunnel connection failed: 407"):  # http.client's words, 3.11 to 3.15
-                error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization))
+            refusal = str(exc).partition("Tunnel connection failed: ")[2]  # http.client's words, 3.11 to 3.15
+            if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy answers wrong credentials with a 401
+                error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
                 raise error from _ProxyAuthenticationRequired(proxy or "")
             raise _transport_error(exc, method, url, connecting=True, proxy=proxy, context=self._ssl_context) from exc
         with self._lock:
@@ -945,11 +946,13 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
 _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
-def _proxy_credentials_error(method: str, url: str, proxy: str, variable: str, sent: bool) -> NetworkError:
+def _proxy_credentials_error(
+    method: str, url: str, proxy: str, variable: str, sent: bool, status: str = "407 Proxy Authentication Required"
+) -> NetworkError:
     """A proxy's 407, saying where credentials go; never retried (the same ones would be refused again)."""
     wants = f"refused the credentials in {variable}" if sent else f"wants credentials; {variable} has none"
     message = (
-        f"{_request_name(method, url, proxy)}: 407 Proxy Authentication Required: the proxy {wants}: set"
+        f"{_request_name(method, url, proxy)}: {status}: the proxy {wants}: set"
         f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40, : as %3A)."
         " Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy, run a local relay such as"
         f" cntlm or px and point {variable} at it"

@@ -9,6 +9,7 @@ for Windows), so that each closes on the same plain line as .ci/run's own runs.
 
 from __future__ import annotations
 
+import os
 import sys
 import unittest
 
@@ -17,6 +18,7 @@ def suite_of(names: list[str]) -> unittest.TestSuite:
     loader = unittest.defaultTestLoader
     if not names:
         return loader.discover(".", pattern="test_*.py")
+    sys.path.insert(0, os.getcwd())  # as `python -m unittest` does; a script's own directory is .ci/
     return loader.loadTestsFromNames(f"test_dataset_client.{name}" for name in names)
 
 
