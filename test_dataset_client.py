@@ -2037,7 +2037,8 @@ class Proxy(socketserver.ThreadingTCPServer):
         super().__init__(("127.0.0.1", 0), ProxyHandler)
         self.lines: list[str] = []
         self.proxy_authorizations: list[str | None] = []
-        self.required: str | None = None  # a Proxy-Authorization value: without it, 407
+        self.required: str | None = None  # a Proxy-Authorization value: without it, the refusal below
+        self.refusal = b"407 Proxy Authentication Required"
 
 
 class ProxyHandler(socketserver.StreamRequestHandler):
@@ -2058,7 +2059,7 @@ class ProxyHandler(socketserver.StreamRequestHandler):
         self.server.proxy_authorizations.append(auth[0] if auth else None)
         if self.server.required is not None and (auth[0] if auth else None) != self.server.required:
             self.request.sendall(
-                b'HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="corp"\r\n'
+                b"HTTP/1.1 " + self.server.refusal + b'\r\nProxy-Authenticate: Basic realm="corp"\r\n'
                 b"Content-Length: 0\r\nConnection: close\r\n\r\n"
             )
             return
@@ -2343,6 +2344,15 @@ class ProxyAuthenticationTests(ServerTestCase):
         error = self.refused(url, ssl_context=context)
         self.assertIn("the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=http://USER:", str(error))
         self.assertEqual(tls.requests, [])
+
+    def test_a_connect_refused_with_401_is_the_same_error(self) -> None:
+        tls = self.start_server(server_tls_context())
+        self.proxy.refusal = b"401 Unauthorized"  # what tinyproxy 1.11 answers to wrong credentials
+        os.environ["HTTPS_PROXY"] = self.proxy_url("wrong")
+        error = self.refused(tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE))
+        self.assertIn(
+            ": 401 Unauthorized: the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=", str(error)
+        )
 
     def test_right_credentials_over_plain_http_and_through_connect(self) -> None:
         tls = self.start_server(server_tls_context())
