@@ -2,10 +2,19 @@
 # Python 3.14 and 3.15, from Debian's unstable archive, in a chroot built once and cached
 # outside the repository: the README's test command on each, from a copy of the repository.
 # Needs root (debootstrap, chroot, mounts) and Debian's archive; skipped, saying why, without.
+#   bash .ci/newer_pythons.sh                       # the README's test command on each
+#   bash .ci/newer_pythons.sh --run SCRIPT ARGS...  # a script of the repository instead (chroot built already)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${TMPDIR:-/tmp}/dataset-client-ci-sid"  # ~330 MB, about a minute to build
 versions=(3.14 3.15)
+command=(.ci/unittest_summary.py)
+built_only=false
+if [ "${1:-}" = "--run" ]; then
+  shift
+  command=("$@")
+  built_only=true
+fi
 
 skip() {
   echo "== Python ${versions[*]} (Debian unstable chroot) skipped: $*"
@@ -47,6 +56,7 @@ unmount_all() {  # $1: a chroot; in reverse order, whatever is still mounted the
 [ "$(id -u)" = 0 ] || skip "it needs root (debootstrap, chroot and bind mounts)"
 command -v chroot >/dev/null || skip "no chroot command here"
 if ! chroot_ready; then
+  [ "$built_only" = false ] || skip "no chroot built in $cache (bash .ci/newer_pythons.sh builds it)"
   build_chroot || skip "debootstrap of Debian sid failed (no Debian archive reachable?); see $cache.log"
 fi
 chroot_ready || skip "the chroot in $cache has no ${versions[*]}"
@@ -60,6 +70,6 @@ status=0
 for version in "${versions[@]}"; do
   # A clean environment: the host's proxy and CA variables would mean nothing inside.
   chroot "$cache" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root TERM=dumb PYTHONDONTWRITEBYTECODE=1 \
-    sh -c "cd /repo && exec python$version .ci/unittest_summary.py" || status=1
+    sh -c 'cd /repo && exec "$@"' sh "python$version" "${command[@]}" || status=1
 done
 exit "$status"
