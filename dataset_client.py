@@ -548,7 +548,7 @@ class _ProxyHandler(urllib.request.ProxyHandler):
             error = _proxy_credentials_error(
                 request.get_method(), request.full_url, request.host, "HTTP_PROXY", bool(credentials)
             )
-            raise error from _ProxyAuthenticationRequired(request.host)
+            raise error from _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
         return response
 
     https_response = http_response  # a proxy reached over TLS
@@ -760,7 +760,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             refusal = str(exc).partition("Tunnel connection failed: ")[2]  # http.client's words, 3.11 to 3.15
             if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy answers wrong credentials with a 401
                 error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
-                raise error from _ProxyAuthenticationRequired(proxy or "")
+                raise error from _ProxyAuthenticationRequired(refusal)
             raise _transport_error(exc, method, url, connecting=True, proxy=proxy, context=self._ssl_context) from exc
         with self._lock:
             if self.closed:  # close() came while connecting
@@ -961,10 +961,7 @@ def _proxy_credentials_error(
 
 
 class _ProxyAuthenticationRequired(OSError):
-    """The cause of a proxy's 407 NetworkError: not worth retrying."""
-
-    def __init__(self, proxy: str) -> None:
-        super().__init__(f"{proxy} answered 407 Proxy Authentication Required")
+    """The cause of a proxy's 407 NetworkError (its status line): not worth retrying."""
 
 
 def _read_json(response: _PooledResponse) -> Any:

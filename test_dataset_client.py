@@ -2300,6 +2300,8 @@ class ProxyAuthenticationTests(ServerTestCase):
         ]
         for secret in (self.PASSWORD, urllib_parse.quote(self.PASSWORD, safe=""), self.proxy.required or ""):
             self.assertNotIn(secret.split(" ")[-1], "".join(shown))
+        copy = pickle.loads(pickle.dumps(error))
+        self.assertEqual((str(copy), repr(copy.__cause__)), (str(error), repr(error.__cause__)))
         return error
 
     def advice(self, variable: str) -> str:
