@@ -31,13 +31,11 @@ build_chroot() {
   fi
   local building="$cache.building" packages
   packages="$(printf 'python%s,' "${versions[@]}")ca-certificates"
-  unmount_all "$building"
-  rm -rf "$building"
+  remove_chroot "$building"
   echo "== building the Debian unstable chroot in $cache (debootstrap --variant=minbase, about a minute)"
   debootstrap --variant=minbase --include="$packages" sid "$building" >"$cache.log" 2>&1 || return 1
   touch "$building/.built"
-  unmount_all "$cache"
-  rm -rf "$cache"
+  remove_chroot "$cache"
   mv "$building" "$cache"
 }
 
@@ -46,11 +44,16 @@ mount_all() {
   for point in "${mounts[@]}"; do mount --bind "/$point" "$cache/$point"; done
 }
 
-unmount_all() {  # $1: a chroot; in reverse order, whatever is still mounted there
-  local index
-  for ((index = ${#mounts[@]} - 1; index >= 0; index--)); do
-    if mountpoint -q "$1/${mounts[index]}" 2>/dev/null; then umount -l "$1/${mounts[index]}"; fi
+unmount_all() {  # $1: a chroot; whatever is mounted below it (ours, or left by a failed debootstrap), deepest first
+  local point
+  awk -v root="$1/" 'index($2, root) == 1 { print $2 }' /proc/mounts | sort -r | while read -r point; do
+    umount -l "$point"
   done
+}
+
+remove_chroot() {  # never into a file system mounted below it, should one be left
+  unmount_all "$1"
+  rm -rf --one-file-system "$1"
 }
 
 [ "$(id -u)" = 0 ] || skip "it needs root (debootstrap, chroot and bind mounts)"
