@@ -149,7 +149,7 @@ def route(proxy: Tinyproxy, origin: Origin, no_proxy: str) -> str:
     logged, seen = len(proxy.requests()), len(origin.vias)
     with dc.DatasetClient(origin.url, timeout=10, max_retries=0) as client:
         assert client.list_datasets() == ["ok"]
-    time.sleep(0.05)  # tinyproxy writes its log line before relaying; this is only for the file's buffers
+    # tinyproxy write()s its log line as soon as it has read the request, before it connects onwards.
     through_log = len(proxy.requests()) > logged
     through_via = origin.vias[seen] is not None and "tinyproxy" in (origin.vias[seen] or "")
     return "proxy" if through_log and through_via else "direct" if not (through_log or through_via) else "mixed"
@@ -252,9 +252,17 @@ def cli_checks(checks: Checks, proxy: Tinyproxy, origin: Origin) -> None:
     checks.check("the CLI on a 407: no password", PASSWORD not in run.stderr + run.stdout)
 
 
+def apt_install(package: str) -> None:
+    """apt-get install, as root; apt's package lists are refreshed first only when that fails."""
+    install = ["apt-get", "install", "-y", "-q", package]
+    if subprocess.run(install, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True)
+        subprocess.run(install, capture_output=True)
+
+
 def main() -> int:
     if shutil.which("tinyproxy") is None and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-q", "tinyproxy"], capture_output=True)
+        apt_install("tinyproxy")
     if shutil.which("tinyproxy") is None:
         print("== real proxy checks skipped: tinyproxy is not installed (apt-get install tinyproxy, as root)")
         return 0

@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from real_proxy_checks import apt_install  # beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("TMPDIR") or "/tmp") / "dataset-client-ci-mitmproxy"
 MITMPROXY = "mitmproxy==11.0.2"  # the last release installable on Python 3.11 (python3 here)
@@ -141,9 +143,9 @@ def running(command: list[str], port: int, name: str, log: Path) -> Iterator[Non
 def tools_missing() -> str | None:
     """Why the check cannot run here, or None; installs nginx (apt, as root) and mitmproxy (PyPI) if missing."""
     if shutil.which("nginx") is None and os.geteuid() == 0:
-        subprocess.run(["apt-get", "install", "-y", "-q", "nginx-light"], capture_output=True)
+        apt_install("nginx")
     if shutil.which("nginx") is None:
-        return "nginx is not installed (apt-get install nginx-light, as root)"
+        return "nginx is not installed (apt-get install nginx, as root)"
     if shutil.which("openssl") is None:
         return "openssl is not installed"
     mitmdump = VENV / "bin" / "mitmdump"
