@@ -2478,6 +2478,16 @@ class CertificateTrustTests(ServerTestCase):
         os.environ["SSL_CERT_FILE"] = str(HERE / "README.md")  # no CA in it
         self.assertIn(f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE", self.refusal())
 
+    def test_a_context_made_for_the_command_lines_ca_bundle(self) -> None:
+        missing = str(self.tmp() / "corp.pem")
+        with self.assertRaisesRegex(ValueError, f"^--ca-bundle names {re.escape(missing)}, which is not a file"):
+            dc._default_ssl_context(missing)
+        self.assert_trusted(ssl_context=dc._default_ssl_context(CA_FILE))
+        self.tls.requests.clear()
+        empty = self.tmp()
+        message = self.refusal(ssl_context=dc._default_ssl_context(str(empty)))
+        self.assertIn(f"), {empty} from --ca-bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
+
     def test_given_context_is_used_exactly_as_given(self) -> None:
         os.environ["REQUESTS_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # would be an error if it were read
         context = ssl.create_default_context(cafile=CA_FILE)
