@@ -32,6 +32,15 @@ Licence: MIT. Copyright (c) 2026 the dataset-client authors.
 
 from __future__ import annotations
 
+import sys
+
+if sys.version_info < (3, 11):  # noqa: UP036 (a clear word instead of an AttributeError from deep inside)
+    _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(*sys.version_info[:3])
+    if __name__ == "__main__":  # python -m dataset_client: one line, the usage-error status
+        sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
+        raise SystemExit(2)
+    raise ImportError(_TOO_OLD)
+
 import collections.abc
 import contextlib
 import datetime
@@ -52,7 +61,6 @@ import shutil
 import socket
 import ssl
 import stat
-import sys
 import threading
 import time
 import urllib.parse
@@ -441,8 +449,8 @@ class DatasetClient:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
         elif not isinstance(error, (NetworkError, RequestTimeoutError)):
             return None
-        elif isinstance(error.__cause__, ssl.SSLCertVerificationError):
-            return None  # the same certificate again
+        elif isinstance(error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)):
+            return None  # the same certificate again, or the same proxy wanting credentials
         elif method != "GET" and not error.connecting:
             return None  # a POST may have been acted on: only a failed connect is safe to repeat
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
@@ -516,21 +524,103 @@ class _Secret(str):
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, deciding NO_PROXY once per host.
+    """urllib's ProxyHandler, reading NO_PROXY as requests and curl do, deciding it once per host.
 
-    urllib reads the proxy URLs once, but rescans os.environ for NO_PROXY on every
-    request (``proxy_bypass``): about 50 us each, more than the rest of a request.
+    urllib matches NO_PROXY entries as name suffixes only (no CIDR blocks, even in 3.15),
+    and rescans os.environ on every request (about 50 us each, more than the rest of one).
+    Also turns a plain-HTTP proxy's 407 into the error that says what to do.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._bypass: dict[str, bool] = {}
+        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read now, as the proxies are
+        self._rules: _NoProxy | None = None
+        self._bypass: dict[tuple[str, str], bool] = {}
 
     def proxy_open(self, req: urllib.request.Request, proxy: str, type: str) -> http.client.HTTPResponse | None:
-        bypass = self._bypass.get(req.host)
+        key = (req.type, req.host)
+        bypass = self._bypass.get(key)
         if bypass is None:
-            bypass = self._bypass[req.host] = bool(req.host) and bool(urllib.request.proxy_bypass(req.host))
-        return None if bypass else super().proxy_open(req, proxy, type)
+            bypass = self._bypass[key] = bool(req.host) and self._bypasses(req.type, req.host)
+        if bypass:
+            return None
+        response = super().proxy_open(req, proxy, type)
+        credentials = req.headers.get("Proxy-authorization")  # urllib adds it for user:password@ in the URL
+        if credentials:
+            req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
+        return response
+
+    def _bypasses(self, scheme: str, host: str) -> bool:
+        if self._no_proxy is None:  # no NO_PROXY: the system's settings (macOS, Windows), as urllib
+            return bool(urllib.request.proxy_bypass(host))
+        if self._rules is None:
+            self._rules = _NoProxy(self._no_proxy)
+        return self._rules.matches(scheme, host)
+
+    def http_response(self, request: urllib.request.Request, response: _PooledResponse) -> _PooledResponse:
+        if response.status == 407 and request.has_proxy():  # proxied plain HTTP: the proxy's own answer
+            response.close()
+            credentials = request.headers.get("Proxy-Authorization") or request.headers.get("Proxy-authorization")
+            error = _proxy_credentials_error(
+                request.get_method(), request.full_url, request.host, "HTTP_PROXY", bool(credentials)
+            )
+            raise error from _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
+        return response
+
+    https_response = http_response  # a proxy reached over TLS
+
+
+class _NoProxy:
+    """NO_PROXY as requests and curl read it: names and domain suffixes (a leading dot or not),
+    IP addresses, CIDR blocks (v4 and v6), ``host:port``, ``[v6]:port`` and ``*``; case, spaces ignored."""
+
+    def __init__(self, text: str) -> None:
+        import ipaddress  # only where a proxy and NO_PROXY are both set
+
+        self.everything = False
+        self.names: list[tuple[str, int | None]] = []
+        self.networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = []
+        for entry in text.lower().replace(",", " ").split():  # curl separates entries by blanks too
+            if entry == "*":
+                self.everything = True
+                continue
+            host, port = _split_no_proxy_entry(entry)
+            try:
+                self.networks.append((ipaddress.ip_network(host, strict=False), port))  # an address is a /32, /128
+            except ValueError:
+                if host.strip("."):
+                    self.names.append((host.strip("."), port))  # ".example.com" matches example.com too
+
+    def matches(self, scheme: str, host: str) -> bool:
+        """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
+        import ipaddress
+
+        if self.everything:
+            return True
+        try:
+            parts = urllib.parse.urlsplit(f"//{host}")
+            name, port = (parts.hostname or "").rstrip("."), parts.port or (443 if scheme == "https" else 80)
+        except ValueError:
+            return False
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:  # a name: itself or a subdomain, never a mere string suffix (not "badexample.com")
+            return any(
+                wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
+                for suffix, wanted in self.names
+            )
+        return any(wanted in (None, port) and address in network for network, wanted in self.networks)
+
+
+def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
+    """``host:port``, ``[v6]:port``, ``[v6]``, a bare v6 address or CIDR block (no port): host and port."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest[1:].isdigit() else None
+    host, colon, port = entry.rpartition(":")
+    if colon and ":" not in host and port.isdigit():
+        return host, int(port)
+    return entry, None
 
 
 class _PooledResponse(http.client.HTTPResponse):
@@ -729,7 +819,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            raise _transport_error(exc, request.get_method(), request.full_url, connecting=True, proxy=proxy) from exc
+            exc.with_traceback(None)  # http.client's frames hold the CONNECT request, Proxy-Authorization included
+            method, url = request.get_method(), request.full_url
+            refusal = str(exc).partition("Tunnel connection failed: ")[2]  # http.client's words, 3.11 to 3.15
+            if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy answers wrong credentials with a 401
+                error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
+                raise error from _ProxyAuthenticationRequired(refusal)
+            raise _transport_error(exc, method, url, connecting=True, proxy=proxy, context=self._ssl_context) from exc
         except BaseException as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
             connection.close()
             raise exc.with_traceback(None) from None
@@ -779,15 +875,48 @@ def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
 
     Python 3.13 added VERIFY_X509_STRICT to the default context; the CAs of many
     TLS-inspecting proxies fail it while urllib3 accepts them, so it is left off.
+    A bundle that cannot be read is a ValueError naming where it came from.
     """
     context = ssl.create_default_context()
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
-    for path in (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE"), ca_bundle):
-        if path and os.path.isdir(path):
-            context.load_verify_locations(capath=path)
-        elif path:
-            context.load_verify_locations(cafile=path)
+    trusted = [_system_store()]
+    variable = "REQUESTS_CA_BUNDLE" if os.environ.get("REQUESTS_CA_BUNDLE") else "CURL_CA_BUNDLE"
+    for source, path in ((variable, os.environ.get(variable)), ("--ca-bundle", ca_bundle)):
+        if path:
+            _load_ca_bundle(context, path, source)
+            trusted.append(f"{path} from {source}")
+    _trusted_by_default[context] = ", ".join(trusted)
     return context
+
+
+# What each context made by _default_ssl_context trusts, for the message of a verification failure.
+_trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.WeakKeyDictionary()
+
+
+def _system_store() -> str:
+    """The default store's file and directory, as OpenSSL finds them (SSL_CERT_FILE, SSL_CERT_DIR or its own)."""
+    paths = ssl.get_default_verify_paths()
+    places = []
+    for variable, path in (("SSL_CERT_FILE", paths.cafile), ("SSL_CERT_DIR", paths.capath)):
+        if os.environ.get(variable):
+            places.append(f"{os.environ[variable]} from {variable}")
+        elif path:
+            places.append(path)
+    return f"the system's CA store ({', '.join(places) or 'none found'})"
+
+
+def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
+    """Add the CAs of a PEM file, or of a hashed directory (``openssl rehash``), to ``context``."""
+    try:
+        if os.path.isdir(path):
+            context.load_verify_locations(capath=path)
+        else:
+            context.load_verify_locations(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(
+            f"{source} names {path}, which is not a file or directory of PEM CA certificates: {reason}"
+        ) from None
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -842,9 +971,15 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 
 
 def _transport_error(
-    exc: BaseException, method: str, url: str, *, connecting: bool = False, proxy: str | None = None
+    exc: BaseException,
+    method: str,
+    url: str,
+    *,
+    connecting: bool = False,
+    proxy: str | None = None,
+    context: ssl.SSLContext | None = None,
 ) -> DatasetClientError:
-    """The public exception for a socket, TLS or HTTP protocol failure."""
+    """The public exception for a socket, TLS or HTTP protocol failure (``context``: the TLS one used)."""
     where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
@@ -861,10 +996,45 @@ def _transport_error(
         message = f"{where}: connection closed after {received} of {'?' if expected is None else expected} bytes"
         return IncompleteResponseError(message, method=method, url=url, expected=expected, received=received)
     if isinstance(exc, ssl.SSLCertVerificationError):
-        detail = f"TLS certificate verification failed: {exc.verify_message}"
+        detail = f"TLS certificate verification failed: {exc.verify_message}{_trust_advice(exc, context)}"
     else:
         detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
     return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+
+
+def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
+    """What was trusted and how to trust another CA; nothing when another CA would not help."""
+    if exc.verify_code in _NOT_A_CA_PROBLEM:
+        return ""
+    trusted = _trusted_by_default.get(context) if context is not None else None
+    if trusted is None:
+        return "; trusted: the ssl_context given, as given (add a CA with its load_verify_locations(FILE))"
+    return (
+        f"; trusted: {trusted}; to trust another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or"
+        " SSL_CERT_FILE=FILE (in place of its file), --ca-bundle FILE on the command line, ssl_context= in code"
+    )
+
+
+# OpenSSL's X509_V_ERR_ codes for a certificate not yet or no longer valid, or for another name or address.
+_NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
+
+
+def _proxy_credentials_error(
+    method: str, url: str, proxy: str, variable: str, sent: bool, status: str = "407 Proxy Authentication Required"
+) -> NetworkError:
+    """A proxy's 407, saying where credentials go; never retried (the same ones would be refused again)."""
+    wants = f"refused the credentials in {variable}" if sent else f"wants credentials; {variable} has none"
+    message = (
+        f"{_request_name(method, url, proxy)}: {status}: the proxy {wants}: set"
+        f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40, : as %3A)."
+        " Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy, run a local relay such as"
+        f" cntlm or px and point {variable} at it"
+    )
+    return NetworkError(message, method=method, url=url, connecting=True)
+
+
+class _ProxyAuthenticationRequired(OSError):
+    """The cause of a proxy's 407 NetworkError (its status line): not worth retrying."""
 
 
 def _read_json(response: _PooledResponse) -> Any:

@@ -26,6 +26,7 @@ import os
 import pickle
 import re
 import select
+import shutil
 import signal
 import socket
 import socketserver
@@ -2672,6 +2673,8 @@ class Proxy(socketserver.ThreadingTCPServer):
         super().__init__(("127.0.0.1", 0), ProxyHandler)
         self.lines: list[str] = []
         self.proxy_authorizations: list[str | None] = []
+        self.required: str | None = None  # a Proxy-Authorization value: without it, the refusal below
+        self.refusal = b"407 Proxy Authentication Required"
 
 
 class ProxyHandler(socketserver.StreamRequestHandler):
@@ -2690,6 +2693,12 @@ class ProxyHandler(socketserver.StreamRequestHandler):
         self.server.lines.append(lines[0])
         auth = [line.split(":", 1)[1].strip() for line in lines[1:] if line.lower().startswith("proxy-authorization:")]
         self.server.proxy_authorizations.append(auth[0] if auth else None)
+        if self.server.required is not None and (auth[0] if auth else None) != self.server.required:
+            self.request.sendall(
+                b"HTTP/1.1 " + self.server.refusal + b'\r\nProxy-Authenticate: Basic realm="corp"\r\n'
+                b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            return
         if method == "CONNECT":
             host, port = target.rsplit(":", 1)
             upstream = socket.create_connection((host, int(port)))
@@ -2807,6 +2816,384 @@ class ProxyAndTLSTests(ServerTestCase):
         self.assertRegex(proxy.lines[0], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$")
         self.assertEqual(tls.requests[0].headers["Authorization"], f"Bearer {KEY}")
         self.assertEqual(tls.connections, 1)
+
+
+class NoProxyTests(ServerTestCase):
+    """NO_PROXY as requests and curl read it: each form checked by what the proxy received, or did not."""
+
+    start_proxy = ProxyAndTLSTests.start_proxy
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.proxy = self.start_proxy()
+        os.environ["HTTP_PROXY"] = f"http://127.0.0.1:{self.proxy.server_address[1]}"
+
+    def route(self, no_proxy: str, host: str = "127.0.0.1") -> str:
+        """How one GET to the fixture server, named ``host``, went with this NO_PROXY: 'proxy' or 'direct'."""
+        os.environ["NO_PROXY"] = no_proxy
+        proxied, received = len(self.proxy.lines), len(self.requests)
+        self.script(reply(body=["ok"]))
+        url = f"http://{host}:{self.server.server_port}/api"
+        self.assertEqual(self.client(url).list_datasets(), ["ok"])
+        self.assertEqual(len(self.requests), received + 1)
+        if len(self.proxy.lines) == proxied:
+            return "direct"
+        self.assertEqual(self.proxy.lines[-1], f"GET {url}/datasets HTTP/1.1")
+        return "proxy"
+
+    def assert_routes(self, host: str, expected: dict[str, str]) -> None:
+        for no_proxy, route in expected.items():
+            with self.subTest(no_proxy=no_proxy, host=host):
+                self.assertEqual(self.route(no_proxy, host), route)
+
+    def test_cidr_blocks_and_ip_addresses(self) -> None:
+        self.assert_routes(
+            "127.0.0.1",
+            {
+                "127.0.0.0/8": "direct",
+                "10.0.0.0/8, 127.0.0.0/30": "direct",
+                "127.0.0.1/8": "direct",  # host bits set: taken as its network, as requests does
+                "127.0.0.2/31": "proxy",
+                "10.0.0.0/8": "proxy",
+                "::/0": "proxy",  # a v6 block never holds a v4 address
+                "127.0.0.1": "direct",
+                "127.0.0.10": "proxy",  # an address, never a string prefix
+                "127.0.0": "proxy",
+            },
+        )
+
+    def test_host_and_port(self) -> None:
+        port = self.server.server_port
+        self.assert_routes("127.0.0.1", {f"127.0.0.1:{port}": "direct", f"127.0.0.1:{port + 1}": "proxy"})
+        self.assert_routes("localhost", {f"localhost:{port}": "direct", f"LOCALHOST:{port + 1}": "proxy"})
+
+    def test_star_names_leading_dots_spaces_and_case(self) -> None:
+        self.assert_routes("127.0.0.1", {"*": "direct", " * ": "direct", "example.com,*": "direct"})
+        self.assert_routes(
+            "localhost",
+            {
+                "LocalHost": "direct",
+                ".localhost": "direct",  # a leading dot: the domain and its subdomains
+                " example.com ,\tLOCALHOST. , ": "direct",
+                "example.com localhost": "direct",  # blanks separate entries, as in curl
+                "host": "proxy",  # a suffix of the name, not of its domain
+                "calhost, .host": "proxy",
+                "127.0.0.1": "proxy",  # no name is resolved to match an address (as requests, curl)
+            },
+        )
+
+    def test_decisions_for_hosts_not_on_this_machine(self) -> None:
+        rules = dc._NoProxy(" 10.0.0.0/8, FD00::/8 ,.corp.example, Internal.Example:8443, [fe80::1]:8080, 192.0.2.7 ")
+        expected = {
+            ("http", "10.1.2.3"): True,
+            ("http", "10.1.2.3:8080"): True,
+            ("http", "11.0.0.1"): False,
+            ("https", "[fd12:3456::1]"): True,
+            ("https", "[fe00::1]"): False,
+            ("https", "a.b.corp.example"): True,
+            ("https", "CORP.example"): True,
+            ("https", "notcorp.example"): False,
+            ("https", "internal.example:8443"): True,
+            ("https", "internal.example"): False,  # port 443
+            ("http", "[fe80::1]:8080"): True,
+            ("http", "[fe80::1]"): False,  # port 80
+            ("http", "192.0.2.7"): True,
+            ("http", "192.0.2.70"): False,
+            ("http", "host:notaport"): False,
+        }
+        for (scheme, host), bypass in expected.items():
+            with self.subTest(scheme=scheme, host=host):
+                self.assertIs(rules.matches(scheme, host), bypass)
+
+
+class ProxyAuthenticationTests(ServerTestCase):
+    """A proxy that wants credentials (407): one attempt, a message that says what to do, never the password."""
+
+    start_proxy = ProxyAndTLSTests.start_proxy
+    PASSWORD = "s3cret@pa:ss"
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.proxy = self.start_proxy()
+        self.proxy.required = "Basic " + base64.b64encode(f"alice:{self.PASSWORD}".encode()).decode()
+        self.where = f"127.0.0.1:{self.proxy.server_address[1]}"
+        os.environ["NO_PROXY"] = ""
+
+    def proxy_url(self, password: str | None) -> str:
+        credentials = "" if password is None else f"alice:{urllib_parse.quote(password, safe='')}@"
+        return f"http://{credentials}{self.where}"
+
+    def refused(self, url: str, **options: object) -> dc.NetworkError:
+        with self.assertRaises(dc.NetworkError) as caught:
+            self.client(url, max_retries=3, **options).list_datasets()
+        error = caught.exception
+        self.assertEqual(error.attempts, 1, "a 407 is not retried")
+        self.assertEqual(len(self.proxy.lines), 1)
+        shown = [
+            str(error),
+            repr(error),
+            *traceback.TracebackException.from_exception(error, capture_locals=True).format(),
+        ]
+        for secret in (self.PASSWORD, urllib_parse.quote(self.PASSWORD, safe=""), self.proxy.required or ""):
+            self.assertNotIn(secret.split(" ")[-1], "".join(shown))
+        copy = pickle.loads(pickle.dumps(error))
+        self.assertEqual((str(copy), repr(copy.__cause__)), (str(error), repr(error.__cause__)))
+        return error
+
+    def advice(self, variable: str) -> str:
+        return (
+            f"set {variable}=http://USER:PASSWORD@{self.where} (USER and PASSWORD percent-encoded, @ as %40,"
+            f" : as %3A). Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy, run a local"
+            f" relay such as cntlm or px and point {variable} at it"
+        )
+
+    def test_missing_credentials_over_plain_http(self) -> None:
+        os.environ["HTTP_PROXY"] = self.proxy_url(None)
+        url = self.server.url + "/api"
+        error = self.refused(url)
+        self.assertEqual(
+            str(error),
+            f"GET {url}/datasets via proxy {self.where} (NO_PROXY bypasses it): 407 Proxy Authentication Required:"
+            f" the proxy wants credentials; HTTP_PROXY has none: {self.advice('HTTP_PROXY')}",
+        )
+        self.assertEqual(self.proxy.lines, [f"GET {url}/datasets HTTP/1.1"])
+        self.assertEqual(self.requests, [])
+
+    def test_wrong_credentials_over_plain_http(self) -> None:
+        os.environ["HTTP_PROXY"] = self.proxy_url("wrong" + self.PASSWORD)
+        error = self.refused(self.server.url + "/api")
+        self.assertIn("407 Proxy Authentication Required: the proxy refused the credentials in HTTP_PROXY:", str(error))
+        self.assertEqual(self.requests, [])
+
+    def test_missing_and_wrong_credentials_through_connect(self) -> None:
+        tls = self.start_server(server_tls_context())
+        url = tls.url + "/api"
+        context = ssl.create_default_context(cafile=CA_FILE)
+        os.environ["HTTPS_PROXY"] = self.proxy_url(None)
+        error = self.refused(url, ssl_context=context)
+        self.assertEqual(
+            str(error),
+            f"GET {url}/datasets via proxy {self.where} (NO_PROXY bypasses it): 407 Proxy Authentication Required:"
+            f" the proxy wants credentials; HTTPS_PROXY has none: {self.advice('HTTPS_PROXY')}",
+        )
+        self.assertRegex(self.proxy.lines[0], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$")
+        self.proxy.lines.clear()
+        os.environ["HTTPS_PROXY"] = self.proxy_url(self.PASSWORD + "x")
+        error = self.refused(url, ssl_context=context)
+        self.assertIn("the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=http://USER:", str(error))
+        self.assertEqual(tls.requests, [])
+
+    def test_a_connect_refused_with_401_is_the_same_error(self) -> None:
+        tls = self.start_server(server_tls_context())
+        self.proxy.refusal = b"401 Unauthorized"  # what tinyproxy 1.11 answers to wrong credentials
+        os.environ["HTTPS_PROXY"] = self.proxy_url("wrong")
+        error = self.refused(tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE))
+        self.assertIn(
+            ": 401 Unauthorized: the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=", str(error)
+        )
+
+    def test_right_credentials_over_plain_http_and_through_connect(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tunnel": True})
+        self.script(reply(body=["plain"]))
+        os.environ["HTTP_PROXY"] = os.environ["HTTPS_PROXY"] = self.proxy_url(self.PASSWORD)
+        self.assertEqual(self.client().list_datasets(), ["plain"])
+        context = ssl.create_default_context(cafile=CA_FILE)
+        self.assertEqual(self.client(tls.url + "/api", ssl_context=context).list_datasets(), {"tunnel": True})
+        self.assertEqual(self.proxy.proxy_authorizations, [self.proxy.required] * 2)
+        self.assertRegex(self.proxy.lines[1], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$")
+        for request in (*self.requests, *tls.requests):
+            self.assertNotIn("Proxy-Authorization", request.headers)
+            self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
+
+
+def make_lenient_ca(directory: Path) -> tuple[str, str]:
+    """With openssl: a CA whose basicConstraints is not critical (as many TLS-inspecting proxies'), and a
+    certificate (and key) it signed for 127.0.0.1 only. Returns their two PEM file names."""
+    (directory / "ca.cnf").write_text(
+        "[req]\ndistinguished_name = dn\nx509_extensions = ext\nprompt = no\n[dn]\nCN = lenient test CA\n"
+        "[ext]\nbasicConstraints = CA:TRUE\nkeyUsage = keyCertSign, cRLSign\nsubjectKeyIdentifier = hash\n"
+    )
+    (directory / "server.ext").write_text(
+        "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n"
+        "authorityKeyIdentifier = keyid\nsubjectKeyIdentifier = hash\n"
+    )
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    sign = ["-days", "3650", "-extfile", "server.ext", "-out", "server.crt"]
+    for command in (
+        ["req", "-x509", "-config", "ca.cnf", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "3650"],
+        ["req", "-new", *key, "-keyout", "server.key", "-subj", "/CN=127.0.0.1", "-out", "server.csr"],
+        ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "7", *sign],
+    ):
+        subprocess.run(["openssl", *command], cwd=directory, check=True, capture_output=True, timeout=60)
+    chain = directory / "server.pem"
+    chain.write_text((directory / "server.crt").read_text() + (directory / "server.key").read_text())
+    return str(directory / "ca.pem"), str(chain)
+
+
+class CertificateTrustTests(ServerTestCase):
+    """What the default TLS context trusts (as requests does), and what a verification failure says."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+            os.environ.pop(name, None)
+        self.tls = self.start_server(server_tls_context())
+        self.tls.default = reply(body={"tls": True})
+
+    def assert_trusted(self, **options: object) -> None:
+        self.assertEqual(self.client(self.tls.url + "/api", **options).list_datasets(), {"tls": True})
+        self.assertEqual(self.tls.requests[-1].path, "/api/datasets")
+
+    def refusal(self, url: str | None = None, **options: object) -> str:
+        with self.assertRaises(dc.NetworkError) as caught:
+            self.client(url or self.tls.url + "/api", max_retries=2, **options).list_datasets()
+        self.assertEqual(caught.exception.attempts, 1)
+        self.assertEqual(self.tls.requests, [])
+        return str(caught.exception)
+
+    def hashed_directory(self) -> Path:
+        """A directory holding the test CA under its subject hash, as `openssl rehash` names it."""
+        if shutil.which("openssl") is None:
+            self.skipTest("openssl is not installed: it names the files of a hashed CA directory")
+        name = subprocess.run(
+            ["openssl", "x509", "-hash", "-noout", "-in", CA_FILE], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        directory = self.tmp()
+        shutil.copy(CA_FILE, directory / f"{name}.0")
+        return directory
+
+    def test_requests_ca_bundle_file_is_trusted(self) -> None:
+        os.environ["REQUESTS_CA_BUNDLE"] = CA_FILE
+        self.assert_trusted()
+        self.assertEqual(self.tls.requests[0].headers["Authorization"], f"Bearer {KEY}")
+
+    def test_curl_ca_bundle_hashed_directory_is_trusted(self) -> None:
+        os.environ["CURL_CA_BUNDLE"] = str(self.hashed_directory())
+        self.assert_trusted()
+
+    def test_requests_ca_bundle_wins_over_curl_ca_bundle(self) -> None:
+        os.environ["REQUESTS_CA_BUNDLE"] = CA_FILE
+        os.environ["CURL_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # not read: requests reads one of the two
+        self.assert_trusted()
+
+    def test_bundle_is_added_to_the_system_store(self) -> None:
+        system = len(ssl.create_default_context().get_ca_certs())
+        os.environ["REQUESTS_CA_BUNDLE"] = CA_FILE
+        certificates = dc._default_ssl_context().get_ca_certs()
+        self.assertEqual(len(certificates), system + 1)
+        self.assertIn(((("commonName", "dataset-client test CA"),),), [c["subject"] for c in certificates])
+
+    def test_missing_bundle_is_an_error_naming_the_variable(self) -> None:
+        missing = str(self.tmp() / "corp-ca.pem")
+        for variable in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+            with self.subTest(variable=variable), mock.patch.dict(os.environ, {variable: missing}):
+                with self.assertRaises(ValueError) as caught:
+                    self.client(self.tls.url + "/api").list_datasets()
+                self.assertEqual(
+                    str(caught.exception),
+                    f"{variable} names {missing}, which is not a file or directory of PEM CA certificates:"
+                    " No such file or directory",
+                )
+        self.assertEqual(self.tls.requests, [])
+        self.assertEqual(self.tls.connections, 0)
+
+    def test_failure_says_what_was_trusted_and_how_to_add_a_ca(self) -> None:
+        empty = self.tmp()
+        os.environ["REQUESTS_CA_BUNDLE"] = str(empty)
+        message = self.refusal()
+        paths = ssl.get_default_verify_paths()
+        store = ", ".join(path for path in (paths.cafile, paths.capath) if path) or "none found"
+        self.assertEqual(
+            message,
+            f"GET {self.tls.url}/api/datasets: TLS certificate verification failed: unable to get local issuer"
+            f" certificate; trusted: the system's CA store ({store}), {empty} from REQUESTS_CA_BUNDLE; to trust"
+            " another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or SSL_CERT_FILE=FILE (in place of"
+            " its file), --ca-bundle FILE on the command line, ssl_context= in code",
+        )
+        os.environ["SSL_CERT_FILE"] = str(HERE / "README.md")  # no CA in it
+        self.assertIn(f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE", self.refusal())
+
+    def test_a_context_made_for_the_command_lines_ca_bundle(self) -> None:
+        missing = str(self.tmp() / "corp.pem")
+        with self.assertRaisesRegex(ValueError, f"^--ca-bundle names {re.escape(missing)}, which is not a file"):
+            dc._default_ssl_context(missing)
+        self.assert_trusted(ssl_context=dc._default_ssl_context(CA_FILE))
+        self.tls.requests.clear()
+        empty = self.tmp()
+        message = self.refusal(ssl_context=dc._default_ssl_context(str(empty)))
+        self.assertIn(f"), {empty} from --ca-bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
+
+    def test_given_context_is_used_exactly_as_given(self) -> None:
+        os.environ["REQUESTS_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # would be an error if it were read
+        context = ssl.create_default_context(cafile=CA_FILE)
+        flags = context.verify_flags
+        self.assert_trusted(ssl_context=context)
+        self.assertEqual(context.verify_flags, flags)
+        self.tls.requests.clear()
+        message = self.refusal(ssl_context=ssl.create_default_context())
+        self.assertTrue(
+            message.endswith(
+                "unable to get local issuer certificate; trusted: the ssl_context given, as given"
+                " (add a CA with its load_verify_locations(FILE))"
+            ),
+            message,
+        )
+
+    def test_lenient_ca_is_accepted_and_names_and_unknown_cas_are_still_refused(self) -> None:
+        if shutil.which("openssl") is None:
+            self.skipTest("openssl is not installed: it makes the CA with a basicConstraints not marked critical")
+        ca, chain = make_lenient_ca(self.tmp())
+        server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_context.load_cert_chain(chain)
+        self.tls = self.start_server(server_context)
+        self.tls.default = reply(body={"tls": True})
+        os.environ["SSL_CERT_FILE"] = ca
+        self.assert_trusted()  # Python 3.13+'s default context (VERIFY_X509_STRICT) refuses this CA
+        os.environ["REQUESTS_CA_BUNDLE"] = ca
+        self.assert_trusted()
+        self.tls.requests.clear()
+        wrong_name = f"https://localhost:{self.tls.server_port}/api"  # the certificate is for 127.0.0.1 only
+        self.assertRegex(self.refusal(wrong_name), r"verification failed: Hostname mismatch, [^;]*'localhost'\.?$")
+        os.environ.pop("SSL_CERT_FILE")
+        os.environ.pop("REQUESTS_CA_BUNDLE")
+        self.assertIn("unable to get local issuer certificate; trusted: the system's CA store", self.refusal())
+        strict = ssl.create_default_context(cafile=ca)
+        strict.verify_flags |= ssl.VERIFY_X509_STRICT  # a caller's own context keeps what it asks for
+        self.assertIn("TLS certificate verification failed", self.refusal(ssl_context=strict))
+
+
+class OldPythonTests(unittest.TestCase):
+    """Python 3.10 or older: a clear ImportError, and one line from the command line, exit status 2."""
+
+    EXPECTED = "dataset_client needs Python 3.11 or later; this is Python {}"
+
+    def run_python(self, python: str, code: str) -> subprocess.CompletedProcess[str]:
+        environment = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(HERE)}
+        return subprocess.run(
+            [python, "-c", code], cwd=HERE, env=environment, capture_output=True, text=True, timeout=60
+        )
+
+    def assert_refused(self, python: str, pretend: str, version: str) -> None:
+        imported = self.run_python(python, f"{pretend}import dataset_client")
+        self.assertEqual(imported.returncode, 1)
+        self.assertEqual(imported.stderr.splitlines()[-1], "ImportError: " + self.EXPECTED.format(version))
+        run = "sys.argv = ['dataset_client', 'datasets']; runpy.run_module('dataset_client', run_name='__main__')"
+        command = self.run_python(python, f"import runpy, sys; {pretend}{run}")
+        self.assertEqual(command.stderr, f"dataset-client: error: {self.EXPECTED.format(version)}\n")
+        self.assertEqual((command.returncode, command.stdout), (2, ""))
+
+    def test_this_python_pretending_to_be_3_10(self) -> None:
+        self.assert_refused(sys.executable, "import sys; sys.version_info = (3, 10, 13, 'final', 0); ", "3.10.13")
+
+    def test_real_older_pythons(self) -> None:
+        root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        pythons = sorted(root.glob("3.[89].*/bin/python")) + sorted(root.glob("3.10.*/bin/python"))
+        if not pythons:
+            self.skipTest(f"no Python 3.8 to 3.10 under {root} (pyenv install 3.10.13 adds one)")
+        for python in pythons:
+            with self.subTest(python=str(python)):
+                self.assert_refused(str(python), "", python.parent.parent.name)
 
 
 def email_date(timestamp: float) -> str:
