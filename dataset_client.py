@@ -1490,7 +1490,7 @@ class _Transfer:
 
     def _start_digest(self) -> None:
         if self.expected_digest is not None:
-            self.digest = _Digest(self.target.fd if isinstance(self.target, _FileTarget) else None)
+            self.digest = _Digest(self.target.read_at if isinstance(self.target, _FileTarget) else None)
             self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
 
     def _contiguous(self) -> int:
@@ -1761,10 +1761,10 @@ class _Digest:
     file on disk is complete (``add_until``) and reads that back.
     """
 
-    def __init__(self, fd: int | None) -> None:
+    def __init__(self, read_at: Callable[[int, int], bytes] | None) -> None:
         import queue
 
-        self.fd = fd
+        self.read_at = read_at  # (offset, size) -> bytes of the file on disk
         self._queue: queue.Queue[bytes | int | None] = queue.Queue(maxsize=16)  # 16 chunks at most
         self._hash = hashlib.sha256()
         self._position = 0  # hashed so far (in the thread)
@@ -1795,8 +1795,8 @@ class _Digest:
                 if isinstance(item, bytes):
                     self._hash.update(item)
                     self._position += len(item)
-                while isinstance(item, int) and self._position < item and self.fd is not None:
-                    data = os.pread(self.fd, min(_CHUNK_SIZE, item - self._position), self._position)
+                while isinstance(item, int) and self._position < item and self.read_at is not None:
+                    data = self.read_at(self._position, min(_CHUNK_SIZE, item - self._position))
                     if not data:
                         raise OSError(errno.EIO, "the downloaded file is shorter than was written")
                     self._hash.update(data)
@@ -1840,10 +1840,11 @@ class _FileTarget(_Target):
     an earlier run is used only when it is this user's regular file with one link.
     """
 
-    parallel = hasattr(os, "pwrite")
+    parallel = True  # parts are written at their offsets: os.pwrite, or a seek and a write under a lock
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
+        self.seeking = threading.Lock()  # where there is no os.pwrite/os.pread (Windows)
         directory, name = os.path.split(destination)
         self.directory = directory or "."
         self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
@@ -1957,12 +1958,20 @@ class _FileTarget(_Target):
     def write_at(self, offset: int, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            if self.parallel:
+            if hasattr(os, "pwrite"):
                 written = os.pwrite(self.fd, view, offset)
             else:
-                os.lseek(self.fd, offset, os.SEEK_SET)
-                written = os.write(self.fd, view)
+                with self.seeking:
+                    os.lseek(self.fd, offset, os.SEEK_SET)
+                    written = os.write(self.fd, view)
             view, offset = view[written:], offset + written
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        if hasattr(os, "pread"):
+            return os.pread(self.fd, size, offset)
+        with self.seeking:
+            os.lseek(self.fd, offset, os.SEEK_SET)
+            return os.read(self.fd, size)
 
     def save(self, state: dict[str, Any]) -> None:
         """Record on disk what a later run needs to resume: after the bytes it counts were written.

@@ -24,13 +24,16 @@ TEST_CLASSES = [
     "ResumeTests",
     "ResumeAcrossRunsTests",
     "ParallelDownloadTests",
+    "StateFileTests",
+    "HostileResponseTests",
+    "DownloadFaultTests",
     "CommandLineTests",
 ]
 
 SITECUSTOMIZE = """\
 import os, random, signal, sys  # random registers its at-fork hook on import: before the name goes
 
-for name in ("pwrite", "register_at_fork"):
+for name in ("pwrite", "pread", "register_at_fork"):
     if hasattr(os, name):
         delattr(os, name)
 if hasattr(signal, "SIGHUP"):
@@ -40,13 +43,14 @@ sys.modules["fcntl"] = None  # `import fcntl` raises ImportError, as on Windows
 
 PROBE = """\
 import os, signal, sys
-names = [("os.pwrite", os, "pwrite"), ("os.register_at_fork", os, "register_at_fork"), ("SIGHUP", signal, "SIGHUP")]
+names = [("os.pwrite", os, "pwrite"), ("os.pread", os, "pread"), ("os.register_at_fork", os, "register_at_fork"),
+         ("SIGHUP", signal, "SIGHUP")]
 missing = [shown for shown, module, name in names if not hasattr(module, name)]
 try:
     import fcntl
 except ImportError:
     missing.append("fcntl")
-sys.exit(0 if len(missing) == 4 else "the stand-in is not in place: only " + ", ".join(missing) + " missing")
+sys.exit(0 if len(missing) == 5 else "the stand-in is not in place: only " + ", ".join(missing) + " missing")
 """
 
 
