@@ -278,8 +278,8 @@ class DatasetClient:
         self._opener.add_handler(proxies)
         self._opener.add_handler(self._pool)
         # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
-        proxy_urls: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
-        self._secrets = _secret_texts([api_key or "", *extra.values()], proxy_urls)
+        self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
+        self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
 
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
@@ -471,6 +471,8 @@ class DatasetClient:
             location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
             if status < 300:
                 return response
+            if status == 407 and response.proxy is not None and url.startswith("http:"):  # the proxy's own answer
+                raise self._proxy_refused(response)
             if location is None or hops == _MAX_REDIRECTS:
                 raise _service_error(response, too_many_redirects=location is not None)
             _discard_body(response)
@@ -482,6 +484,14 @@ class DatasetClient:
                 private = {name.lower() for name in self._credentials}
                 headers = {name: value for name, value in headers.items() if name.lower() not in private}
             hops += 1
+
+    def _proxy_refused(self, response: _PooledResponse) -> NetworkError:
+        """A plain-HTTP proxy's 407: the error that says where credentials go."""
+        response.close()
+        sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
+        error = _proxy_credentials_error(response.method, response.url, response.proxy or "", "HTTP_PROXY", sent)
+        error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
+        return error
 
     def _send_single_request(
         self, method: str, url: str, body: bytes | None, headers: dict[str, str]
@@ -528,7 +538,6 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
     urllib matches NO_PROXY entries as name suffixes only (no CIDR blocks, even in 3.15),
     and rescans os.environ on every request (about 50 us each, more than the rest of one).
-    Also turns a plain-HTTP proxy's 407 into the error that says what to do.
     """
 
     def __init__(self) -> None:
@@ -556,18 +565,6 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if self._rules is None:
             self._rules = _NoProxy(self._no_proxy)
         return self._rules.matches(scheme, host)
-
-    def http_response(self, request: urllib.request.Request, response: _PooledResponse) -> _PooledResponse:
-        if response.status == 407 and request.has_proxy():  # proxied plain HTTP: the proxy's own answer
-            response.close()
-            credentials = request.headers.get("Proxy-Authorization") or request.headers.get("Proxy-authorization")
-            error = _proxy_credentials_error(
-                request.get_method(), request.full_url, request.host, "HTTP_PROXY", bool(credentials)
-            )
-            raise error from _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
-        return response
-
-    https_response = http_response  # a proxy reached over TLS
 
 
 class _NoProxy:
@@ -643,15 +640,19 @@ class _PooledResponse(http.client.HTTPResponse):
 
     def _read_status(self) -> tuple[str, int, str]:
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
-        for _ in range(_MAX_INTERIM_RESPONSES + 1):
-            version, status, reason = super()._read_status()  # type: ignore[misc]
-            if not 100 <= status < 200:
-                self._watch_for_a_cut_head()
-                return version, status, reason
+        version, status, reason = super()._read_status()  # type: ignore[misc]
+        interim = 0
+        while 100 <= status < 200:
+            interim += 1
             if status == 101:  # nothing asked to switch protocols
                 raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
+            if interim > _MAX_INTERIM_RESPONSES:
+                raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
-        raise _TooManyInterimResponses
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+        if b"\r\n\r\n" not in self.fp.peek():  # the blank line ending the head is not buffered yet (rare)
+            self._watch_for_a_cut_head()
+        return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
         """Read the rest of the head through a _HeadReader unless its end is already buffered.
@@ -661,7 +662,7 @@ class _PooledResponse(http.client.HTTPResponse):
         """
         ahead = self.fp.peek()
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
-            return  # the blank line is there: the usual case, one look at the buffer
+            return  # no headers, or lines ending in LF alone
         self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
@@ -1090,16 +1091,13 @@ def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
     A body of unknown length is read in pieces into one buffer: read whole, a body sent
     in tiny chunks would cost a Python object per chunk.
     """
-    too_long = f"a body of more than {_size(limit)}: refused"
-    if response.length is not None:
-        if response.length > limit:
-            raise _invalid(response, too_long)
+    if response.length is not None and response.length <= limit:
         return response.read()
     data = bytearray()
-    while piece := response.read(32 * 1024):  # each read holds a list of the chunks it spans
-        data += piece
-        if len(data) > limit:
-            raise _invalid(response, too_long)
+    while response.length is None and len(data) <= limit and (piece := response.read(32 * 1024)):
+        data += piece  # in pieces: one read holds a list of the chunks it spans
+    if response.length is not None or len(data) > limit:
+        raise _invalid(response, f"a body of more than {_size(limit)}: refused")
     return data
 
 
