@@ -3190,5 +3190,32 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
 
 
+# ---------------------------------------------------------------------------
+# The stand-in as a process: SIGTERM, and its key from the environment
+# ---------------------------------------------------------------------------
+
+
+class StandInProcessTests(ServerTestCase):
+    def test_sigterm_removes_its_files_and_the_key_may_come_from_the_environment(self) -> None:
+        temporary = self.tmp()
+        key = "key-from-the-environment"
+        environment = {**os.environ, "TMPDIR": str(temporary), "DATASET_CLIENT_API_KEY": key}
+        argv = [sys.executable, str(HERE / "examples" / "local_service.py"), "--port", "0"]
+        with inherited_signals(signal.SIG_DFL, "SIGTERM"):
+            process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (process.kill(), process.communicate()))  # type: ignore[func-returns-value]
+        lines = [process.stdout.readline() for _ in range(2)]  # type: ignore[union-attr]
+        self.assertEqual(lines[1], f"export DATASET_CLIENT_API_KEY={key}\n")
+        base_url = lines[0].split("=", 1)[1].strip()
+        with self.client(base_url, key) as client:  # the key it was given is the one it checks
+            export = client.create_export("trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02")
+        (files,) = temporary.iterdir()
+        self.assertEqual(os.listdir(files), [export["download_url"].rsplit("/", 1)[1]])
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=10)
+        self.assertEqual(process.returncode, 0, err)
+        self.assertEqual(list(temporary.iterdir()), [], "its temporary directory and exports are gone")
+
+
 if __name__ == "__main__":
     unittest.main()
