@@ -2890,7 +2890,7 @@ class CommandLineTests(StandInTestCase):
         self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
         status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 3)
-        self.assertIn("connection closed after 1500000 of 3145851 bytes", err)
+        self.assertIn("connection closed after 1.4 MiB of 3.0 MiB\n", err)  # sizes for people, not bytes
         self.script(serve_file(DATA))
         with recorded_sleeps():
             status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
@@ -2990,9 +2990,10 @@ class CommandLineTests(StandInTestCase):
                 process.send_signal(getattr(signal, signal_name))
                 _, err = process.communicate(timeout=10)
                 self.assertEqual(process.returncode, status)
+                hint = "" if keep else "; with -c, the partial file is kept and the same command continues it"
                 self.assertEqual(
                     err.decode().splitlines()[-1],
-                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}",
+                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}{hint}",
                 )
                 left = sorted(p.name for p in directory.iterdir())
                 self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if keep else [])
@@ -3109,6 +3110,7 @@ class CommandLineTests(StandInTestCase):
         self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, [\d.]+ [KMG]?i?B/s")
 
     def test_a_wide_table_fits_the_terminal(self) -> None:
+        numbers = [str(dataset["rows"]) for dataset in self.stand_in_client().list_datasets()]
         for columns in (80, 40):
             with self.subTest(columns=columns):
                 status, drawn = self.run_in_terminal(["datasets"], columns)  # a terminal: a table by default
@@ -3116,9 +3118,16 @@ class CommandLineTests(StandInTestCase):
                 self.assertEqual(status, 0)
                 self.assertEqual(rows[-2:], ["(2 rows)", ""])
                 self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
-                self.assertTrue(
-                    rows[2].startswith("daily_bars" if columns == 80 else "dai") and "…" in rows[2], rows[2]
-                )
+                words = drawn.split()
+                self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
+                if columns == 80:  # text columns narrowed, the dates whole
+                    self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
+                    self.assertIn(" 2023-01-02 ", rows[2])
+                else:  # too narrow even so: one block per record, as psql's expanded mode
+                    self.assertEqual(rows[0], "-[ RECORD 1 ]-")
+                    self.assertEqual(rows[1], "name        | daily_bars")
+                    self.assertIn(f"rows        | {numbers[1]}", rows)
+                    self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
 
     def test_a_long_cell_is_measured_once_per_character(self) -> None:
         import unicodedata
