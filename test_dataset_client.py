@@ -3226,5 +3226,153 @@ class StandInProcessTests(ServerTestCase):
         self.assertEqual(list(temporary.iterdir()), [], "its temporary directory and exports are gone")
 
 
+# ---------------------------------------------------------------------------
+# The command line as a new user meets it: streams, server strings, files, re-runs, errors
+# ---------------------------------------------------------------------------
+
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
+
+
+def hostile(text: str) -> str:
+    """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
+    return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
+
+
+class TerminalOutput(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class CommandLineTerminalTests(StandInTestCase):
+    run_process = CommandLineTests.run_process
+    run_in_terminal = CommandLineTests.run_in_terminal
+
+    def run_main(
+        self, *argv: str, environment: dict[str, str] | None = None, stdin: str = "", terminal: bool = False
+    ) -> tuple[int, str, str]:
+        """main() with exactly the DATASET_CLIENT_ variables given (default: the stand-in's) and an empty HOME;
+        ``terminal``: stdout says it is a terminal."""
+        if environment is None:
+            environment = {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
+        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def export_argv(self, *more: str) -> list[str]:
+        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+
+    def test_export_download_to_stdout_writes_the_file_alone(self) -> None:
+        result = self.run_process(*self.export_argv("--format", "csv", "--download", "-"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        printed, summary = result.stderr.decode().rsplit("\n", 2)[:2]
+        export = json.loads(printed)  # the export went to stderr
+        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"], "stdout: the file alone")
+        self.assertTrue(result.stdout.startswith(b"date,"), result.stdout[:40])
+        self.assertRegex(summary, r"^downloaded stdout: .*sha256 verified$")
+        quiet = self.run_process("-q", *self.export_argv("--format", "csv", "--download", "-"))
+        self.assertEqual((quiet.returncode, quiet.stderr), (0, b""))
+        self.assertEqual(quiet.stdout, result.stdout)
+
+    def test_no_control_character_from_the_server_reaches_the_terminal(self) -> None:
+        base = self.server.url + "/api"
+        table = {"columns": [hostile("name"), "n"], "rows": [[hostile("cell"), 1]]}
+        self.script(reply(body=table), reply(body=table), reply(body=table), reply(body=table))
+        for output in ("table", "csv"):
+            with self.subTest(output=output):
+                status, out, err = self.run_main(
+                    "--output",
+                    output,
+                    "query",
+                    "SELECT 1",
+                    environment={"DATASET_CLIENT_BASE_URL": base},
+                    terminal=True,
+                )
+                self.assertEqual((status, err), (0, ""))
+                self.assertIsNone(RAW_CONTROL.search(out.replace("\r\n", "\n")), repr(out))  # csv ends lines so
+                self.assertIn(r"\x1b]0;pwned\x07cell\x1b[2J\x9b32mok\x7f", out)
+        for output in ("json", "jsonl"):
+            with self.subTest(output=output):
+                status, out, err = self.run_main(
+                    "--output", output, "query", "SELECT 1", environment={"DATASET_CLIENT_BASE_URL": base}
+                )
+                self.assertIsNone(RAW_CONTROL.search(out), repr(out))
+                self.assertIn(r"\u001b]0;pwned\u0007cell\u001b[2J\u009b32mok\u007f", out)
+                decoded = json.loads(out) if output == "json" else {"rows": [list(json.loads(out).values())]}
+                self.assertEqual(decoded["rows"][0][0], hostile("cell"), "the same text, escaped as JSON does")
+
+        def reason(handler: Handler) -> None:  # a reason phrase and a message of its own choosing
+            body = json.dumps({"message": hostile("message")}).encode()
+            handler.send_response(503, hostile("reason"))
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        self.script(reason, reason)
+        with recorded_sleeps():
+            status, out, err = self.run_main(
+                "-v", "--retries", "1", "datasets", environment={"DATASET_CLIENT_BASE_URL": base}
+            )
+        self.assertEqual(status, 1)
+        self.assertIsNone(RAW_CONTROL.search(err), repr(err))
+        self.assertEqual(err.count("\n"), 4, err)  # two requests, a retry, the error: each escaped
+        self.assertIn(r"503 \x1b]0;pwned\x07reason\x1b[2J\x9b32mok\x7f", err.splitlines()[0])
+        self.assertIn(r"\x1b]0;pwned\x07message\x1b[2J\x9b32mok\x7f", err.splitlines()[-1])
+
+    def test_a_name_from_the_url_never_replaces_a_file(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/"
+        with contextlib.chdir(directory):
+            for name, refused in ((".bashrc", "starts with a dot"), ("a%1b%5B2Jb", "holds a control character")):
+                with self.subTest(name=name):
+                    status, out, err = self.run_main("download", url + name)
+                    self.assertEqual((status, out), (2, ""))
+                    self.assertIn(refused, err)
+                    self.assertIsNone(RAW_CONTROL.search(err), repr(err))
+            Path("data.bin").write_bytes(b"mine")
+            status, _, err = self.run_main("download", url + "data.bin", "--sha256", DATA_SHA)
+            self.assertEqual(status, 1)
+            self.assertEqual(
+                err,
+                "dataset-client: error: data.bin exists and was not replaced (its name came from the URL): "
+                "give DEST to replace it\n",
+            )
+            self.assertEqual(Path("data.bin").read_bytes(), b"mine")
+            self.assertEqual(self.requests, [], "nothing was sent")
+            Path("data.bin").write_bytes(DATA)  # already the file: not fetched again, with or without DEST
+            for argv in (["download", url + "data.bin"], ["download", url + "data.bin", "data.bin"]):
+                with self.subTest(argv=argv):
+                    status, _, err = self.run_main(*argv, "--sha256", DATA_SHA)
+                    self.assertEqual(
+                        (status, err), (0, "data.bin already has the expected sha256: not downloaded again\n")
+                    )
+            self.assertEqual(self.requests, [], "nothing was sent")
+            self.script(serve_file(DATA))
+            Path("data.bin").write_bytes(b"old")  # DEST given, another file: replaced
+            status, _, err = self.run_main("download", url + "data.bin", "data.bin", "--sha256", DATA_SHA)
+            self.assertEqual((status, Path("data.bin").read_bytes()), (0, DATA), err)
+            self.assertEqual(sorted(os.listdir()), ["data.bin"])
+
+    def test_an_absolute_url_needs_no_service_and_gets_no_key(self) -> None:
+        self.script(serve_file(DATA))
+        destination = self.tmp() / "out.bin"
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(destination), environment={"DATASET_CLIENT_API_KEY": KEY}
+        )
+        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
+        self.assertEqual(
+            [(r.method, r.path, r.headers.get("Authorization")) for r in self.requests], [("GET", "/files/x", None)]
+        )
+        status, _, err = self.run_main("download", "/files/x", str(destination), environment={})
+        self.assertEqual(status, 2)
+        self.assertIn("no service address", err)
+
+
 if __name__ == "__main__":
     unittest.main()
