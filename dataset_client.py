@@ -2168,7 +2168,9 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
         return stderr.error(_error_text(exc, key_unset=getattr(args, "key_unset", False)), _EXIT_SERVICE_ERROR)
     except _Refused as exc:
         return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
-    except (_UsageError, TypeError, ValueError) as exc:  # arguments refused before anything was sent
+    except _UsageError as exc:
+        return stderr.error(str(exc), _EXIT_USAGE)
+    except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError:  # stdout closed early, as by `| head`
         return _EXIT_OK

@@ -3373,6 +3373,286 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(status, 2)
         self.assertIn("no service address", err)
 
+    def idempotent_service(self) -> dict[str, int]:
+        """POST /api/exports gives one export per Idempotency-Key (its number, in what is returned); its file's
+        first GET stalls after 1.5 MB, later ones serve it whole or the range asked for."""
+        exports: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def respond(handler: Handler) -> None:
+            if handler.command == "POST":
+                with lock:
+                    number = exports.setdefault(handler.headers["Idempotency-Key"], len(exports) + 1)
+                export = {"id": f"exp_{number}", "download_url": f"/files/exp_{number}.bin", "sha256": DATA_SHA}
+                return reply(201, export)(handler)
+            first = sum(r.method == "GET" for r in self.requests) == 1
+            return (first_bytes_then_stall(DATA, 1_500_000) if first else serve_file(DATA))(handler)
+
+        self.server.default = respond
+        return exports
+
+    def test_an_interrupted_export_download_with_c_continues_when_run_again(self) -> None:
+        exports = self.idempotent_service()
+        directory = self.tmp()
+        base = ["--base-url", self.server.url + "/api"]
+        argv = [*base, *self.export_argv("--download", str(directory / "out.bin"), "-c")]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        with inherited_signals(signal.SIG_DFL, "SIGINT"):  # as in a terminal
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dataset_client", *argv],
+                env={**environment, "HOME": str(self.tmp()), "DATASET_CLIENT_API_KEY": KEY},
+                cwd=HERE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        self.addCleanup(process.kill)
+        _wait_for(lambda: any(p.name.endswith(".part") and p.stat().st_size for p in directory.iterdir()))
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        _, err = process.communicate(timeout=10)
+        self.assertEqual(
+            (process.returncode, err.decode().splitlines()[-1]), (130, "dataset-client: error: interrupted")
+        )
+        status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
+        self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+        posts = [r for r in self.requests if r.method == "POST"]
+        gets = [r for r in self.requests if r.method == "GET"]
+        self.assertEqual(len(posts), 2)
+        self.assertEqual(posts[0].headers["Idempotency-Key"], posts[1].headers["Idempotency-Key"])
+        self.assertEqual(exports, {posts[0].headers["Idempotency-Key"]: 1}, "one export, got twice")
+        self.assertEqual([r.path for r in gets], ["/files/exp_1.bin"] * 2)
+        self.assertRegex(gets[1].headers["Range"], r"^bytes=[1-9]\d*-$", "the partial file continued")
+        for _ in range(2):  # without -c, each run is a new export
+            self.assertEqual(
+                self.run_main(*base, *self.export_argv(), environment={"DATASET_CLIENT_API_KEY": KEY})[0], 0
+            )
+        self.assertEqual(len(exports), 3)
+
+    def test_a_download_without_c_continues_what_a_c_run_left_and_leaves_nothing(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
+        status, _, err = self.run_main(
+            "--retries", "0", "download", url, str(directory / "out.bin"), "-c", environment={}
+        )
+        self.assertEqual(status, 3)
+        self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint needed
+        self.script(serve_file(DATA))
+        status, _, err = self.run_main("download", url, str(directory / "out.bin"), environment={})
+        self.assertEqual(status, 0, err)
+        self.assertEqual(
+            err.splitlines()[0],
+            f"continuing the partial file an interrupted -c download left for {directory / 'out.bin'}",
+        )
+        self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
+        self.assertEqual(((directory / "out.bin").read_bytes(), os.listdir(directory)), (DATA, ["out.bin"]))
+        self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
+        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "b.bin"), environment={})
+        self.assertEqual(status, 3)
+        self.assertTrue(
+            err.endswith(
+                ": connection closed after 976.6 KiB of 3.0 MiB; with -c, the partial file is kept "
+                "and the same command continues it\n"
+            ),
+            err,
+        )
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+
+    def test_errors_say_what_to_do(self) -> None:
+        base = self.server.url + "/api"
+        self.script(*[reply(401, {"message": "missing or wrong API key"})] * 2)
+        status, _, err = self.run_main("datasets", environment={"DATASET_CLIENT_BASE_URL": base})
+        self.assertEqual(
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: 401 Unauthorized: GET {base}/datasets: missing or wrong API key "
+                "(DATASET_CLIENT_API_KEY is not set)\n",
+            ),
+        )
+        self.assertIsNone(self.requests[0].headers.get("Authorization"))
+        status, _, err = self.run_main(
+            "datasets", environment={"DATASET_CLIENT_BASE_URL": base, "DATASET_CLIENT_API_KEY": KEY}
+        )
+        self.assertEqual(status, 1)
+        self.assertTrue(err.endswith(": missing or wrong API key\n"), err)
+        for argv, text in (
+            (["datset"], "unknown command 'datset': did you mean 'datasets'?"),
+            (["--output", "tabel", "datasets"], "unknown --output value 'tabel': did you mean 'table'?"),
+            (
+                ["export", "trades", "--symbols", "V", "--start", "2024/01/02", "--end", "2024-01-03"],
+                "argument --start: invalid date '2024/01/02': use YYYY-MM-DD",
+            ),
+            (
+                ["--base-url", "localhost:8765", "datasets"],
+                "--base-url 'localhost:8765' has no scheme: did you mean 'http://localhost:8765'?",
+            ),
+            (
+                ["download", "/x", "out", "--limit-rate", "10X"],
+                "argument --limit-rate: invalid rate '10X': bytes per second, such as 500K, 10M or 1G",
+            ),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertRegex(
+                    err.splitlines()[-1], rf"^dataset-client( download| export)?: error: {re.escape(text)}$"
+                )
+        self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
+
+    def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body=[])
+        environment = {"DATASET_CLIENT_BASE_URL": tls.url + "/api"}
+        status, _, err = self.run_main("--retries", "0", "datasets", environment=environment)
+        self.assertEqual(status, 3)
+        self.assertIn(": TLS certificate verification failed: ", err)
+        self.assertTrue(
+            err.endswith("; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE\n"), err
+        )
+        status, out, err = self.run_main("--ca-bundle", CA_FILE, "datasets", environment=environment)
+        self.assertEqual((status, json.loads(out)), (0, []), err)
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[default]\nca_bundle = "{CA_FILE}"\n')
+        status, out, err = self.run_main("datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)})
+        self.assertEqual((status, json.loads(out)), (0, []), err)
+        status, _, err = self.run_main("--ca-bundle", str(config), "datasets", environment=environment)
+        self.assertEqual(status, 2)
+        self.assertIn(f"--ca-bundle {config}: cannot load: ", err)
+
+    def test_connections_to_what_cannot_take_parts_download_as_one_stream(self) -> None:
+        self.server.default = serve_file(DATA)
+        result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
+        self.assertEqual((result.returncode, result.stdout), (0, DATA), result.stderr)
+        warning = "dataset-client: warning: --connections 4: {} cannot take parts; downloading as one stream"
+        self.assertEqual(result.stderr.decode().splitlines()[0], warning.format("stdout"))
+        fifo = self.tmp() / "fifo"
+        os.mkfifo(fifo)
+        received = bytearray()
+        reader = threading.Thread(target=lambda: received.extend(fifo.read_bytes()))
+        reader.start()
+        self.addCleanup(reader.join, 10)
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(fifo), "--connections", "4", environment={}
+        )
+        reader.join(10)
+        self.assertEqual((status, bytes(received)), (0, DATA), err)
+        self.assertEqual(err.splitlines()[0], warning.format(fifo))
+        self.assertEqual({r.headers.get("Range") for r in self.requests}, {None}, "one stream")
+
+    def test_help_per_command(self) -> None:
+        status, out, _ = self.run_main("--help")
+        self.assertEqual(status, 0)
+        self.assertIn("Exit status: 0 ok", out)
+        for command in dc._COMMANDS:
+            with self.subTest(command=command):
+                status, out, _ = self.run_main(command, "--help")
+                self.assertEqual(status, 0)
+                self.assertTrue(out.startswith(f"usage: dataset-client {command} [-h]"), out)
+                options, examples = out.split("\nexamples:\n")
+                self.assertNotIn("Exit status", out, "the global epilog is not repeated")
+                self.assertNotIn("--base-url", options)
+                self.assertNotIn("--output", options)
+                self.assertIn(f"dataset-client {command}", examples)
+                self.assertTrue(all(len(line) < 80 for line in out.splitlines()), out)
+        self.assertIn("--limit-rate RATE", self.run_main("download", "--help")[1])
+
+    def test_limit_rate_is_the_librarys_max_rate(self) -> None:
+        rates: list[object] = []
+
+        def recording(client: DatasetClient, *args: object, **options: object) -> None:
+            rates.append(options.get("max_rate", "not passed"))
+
+        url = self.server.url + "/files/x"
+        with mock.patch.object(dc.DatasetClient, "download", recording):
+            for rate in ("500K", "10M", "1G", "1.5k", "2048", None):
+                argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
+                self.assertEqual(self.run_main(*argv, environment={})[0], 0)
+        self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
+        for rate in ("0", "-5", "1T", "fast"):
+            with self.subTest(rate=rate):
+                status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
+                self.assertEqual(status, 2)
+                self.assertIn("bytes per second, such as 500K, 10M or 1G", err)
+        self.server.default = serve_file(DATA)
+        destination = self.tmp() / "x"
+        status, _, err = self.run_main(
+            "download", url, str(destination), "--limit-rate", "1G", "--connections", "2", environment={}
+        )
+        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
+
+    def test_profiles(self) -> None:
+        other = self.server.url + "/api"
+        self.server.default = reply(body=[{"name": "scripted"}])
+        config = self.tmp() / "config.toml"
+        config.write_text(
+            f'[default]\nbase_url = "{self.base_url}"\napi_key = "stand-in-key"\n\n'
+            f'[staging]\nbase_url = "{other}"\napi_key = "{KEY}"\ntimeout = 5\n'
+        )
+        config.chmod(0o600)
+        chosen = {"DATASET_CLIENT_CONFIG": str(config)}
+
+        def names(*argv: str, **environment: str) -> list[str]:
+            status, out, err = self.run_main(
+                *argv, "--output", "json", "datasets", environment={**chosen, **environment}
+            )
+            self.assertEqual(status, 0, err)
+            return [dataset["name"] for dataset in json.loads(out)]
+
+        self.assertEqual(names(), ["daily_bars", "trades"], "[default]")
+        self.assertEqual(names("--profile", "staging"), ["scripted"])
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(names(DATASET_CLIENT_PROFILE="staging"), ["scripted"])
+        self.assertEqual(names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file")
+        self.assertEqual(self.requests[-1].headers["Authorization"], "Bearer stand-in-key", "the key: [default]'s")
+        self.assertEqual(
+            names(
+                DATASET_CLIENT_PROFILE="staging",
+                DATASET_CLIENT_API_KEY="stand-in-key",
+                DATASET_CLIENT_BASE_URL=self.base_url,
+            ),
+            ["daily_bars", "trades"],
+        )
+        self.assertEqual(
+            names("--base-url", other, DATASET_CLIENT_BASE_URL=self.base_url),
+            ["scripted"],
+            "an option beats a variable",
+        )
+        home = self.tmp()  # the file's usual place
+        (home / ".config" / "dataset-client").mkdir(parents=True)
+        os.link(config, home / ".config" / "dataset-client" / "config.toml")
+        status, out, err = self.run_main("--profile", "staging", "datasets", environment={"HOME": str(home)})
+        self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
+        for argv, environment, text in (
+            (["--profile", "prod"], chosen, f"no profile 'prod' in {config}; its profiles: default, staging"),
+            (
+                [],
+                {"DATASET_CLIENT_PROFILE": "prod", "HOME": str(home)},
+                f"no profile 'prod' in {home}/.config/dataset-client/config.toml; its profiles: default, staging",
+            ),
+            (
+                ["--profile", "staging"],
+                {"DATASET_CLIENT_CONFIG": str(home / "none.toml")},
+                f"no config file {home}/none.toml for --profile staging",
+            ),
+        ):
+            with self.subTest(argv=argv, environment=environment):
+                status, _, err = self.run_main(*argv, "datasets", environment=environment)
+                self.assertEqual((status, err), (2, f"dataset-client: error: {text}\n"))
+        config.chmod(0o640)
+        status, _, err = self.run_main("datasets", environment=chosen)
+        self.assertEqual(
+            (status, err),
+            (
+                2,
+                f"dataset-client: error: {config} holds an api_key and is readable by others: run chmod 600 {config}\n",
+            ),
+        )
+        config.write_text('[default]\nbase-url = "http://x"\n')
+        status, _, err = self.run_main("datasets", environment=chosen)
+        self.assertEqual(status, 2)
+        self.assertIn("unknown key 'base-url' in [default]", err)
+
 
 if __name__ == "__main__":
     unittest.main()
