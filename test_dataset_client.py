@@ -3653,6 +3653,35 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(status, 2)
         self.assertIn("unknown key 'base-url' in [default]", err)
 
+    def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
+        def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
+            start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
+            handler.send_header("Content-Length", str(end - start))
+            handler.send_header("ETag", '"v1"')
+            handler.end_headers()
+            handler.wfile.write(BIG[start : start + 1024 * 1024])
+            handler.wfile.flush()
+            time.sleep(0.6)  # not a timing assertion: the client shows a rate once half a second has passed
+            handler.wfile.write(BIG[start + 1024 * 1024 : end])
+
+        self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause)
+        target = self.tmp() / "big.bin"
+        status, drawn = self.run_in_terminal(["-v", "download", self.server.url + "/big", str(target)], 80)
+        self.assertEqual((status, target.read_bytes() == BIG), (0, True), drawn)
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
+        frames = [piece for row in text.split("\r\n") for piece in row.split("\r") if piece.startswith("[")]
+        self.assertGreaterEqual(len(frames), 5, text)
+        self.assertTrue(all(len(frame) < 80 for frame in frames), [f for f in frames if len(f) >= 80])
+        bars = {len(re.match(r"\[[#-]+\]", frame)[0]) for frame in frames}  # type: ignore[index]
+        self.assertEqual(len(bars), 1, frames)
+        self.assertNotIn("/s", frames[0])
+        self.assertRegex(frames[-1], r"\]  100%  8\.0 MiB of 8\.0 MiB +[\d.]+ [KMG]iB/s +0:00 left$")
+        retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
+        retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
+        self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
+
 
 if __name__ == "__main__":
     unittest.main()
