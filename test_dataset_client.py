@@ -24,6 +24,8 @@ import os
 import pickle
 import re
 import select
+import shlex
+import shutil
 import signal
 import socket
 import socketserver
@@ -3681,6 +3683,125 @@ class CommandLineTerminalTests(StandInTestCase):
         retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
         retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
         self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
+
+
+# ---------------------------------------------------------------------------
+# Shell completion, run by the shells themselves
+# ---------------------------------------------------------------------------
+
+COMPLETION_CASES = [  # (the words typed, the last one being completed), what is offered
+    (["d"], ["datasets", "download"]),
+    (["--output", ""], ["table", "json", "jsonl", "csv"]),
+    (["-q", "export", "trades", "--f"], ["--format"]),
+    (["export", "trades", "--format", ""], ["parquet", "csv", "jsonl"]),
+    (["completion", ""], ["bash", "zsh"]),
+    (["--base-url", ""], []),
+    (["download", "--l"], ["--limit-rate"]),
+    (["download", "http://host/f", "o"], ["other.csv", "out.bin"]),  # DEST: file names
+]
+
+
+class CompletionTests(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.directory = Path(directory.name)
+        for name in ("out.bin", "other.csv", "z.txt"):
+            (self.directory / name).touch()
+
+    def script(self, shell: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "dataset_client", "completion", shell], cwd=HERE, capture_output=True, check=True
+        )
+        self.assertEqual(result.stderr, b"")
+        return result.stdout.decode()
+
+    def test_bash_completes_commands_options_values_and_file_names(self) -> None:
+        lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
+            lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
+        result = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", "\n".join(lines)],
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("bash")},
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        registered, *offered = result.stdout.split("\n", 1)[0], *result.stdout.split("\n", 1)[1].split("===\n")[:-1]
+        self.assertEqual(registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client")
+        for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
+            with self.subTest(typed=typed):
+                self.assertEqual(got.split(), sorted(expected))
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_completes_commands_options_values_and_file_names(self) -> None:
+        # Outside an interactive shell's completion system: compadd and _files stood in for, so that what the
+        # function offers is printed (the file names themselves are zsh's _files at the terminal).
+        lines = ['compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }', "_files() { print -- FILES }"]
+        lines += ["compdef() { print -- compdef $@ }", 'eval "$SCRIPT"']
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}")
+            lines.append("_dataset_client | sort; print -- '==='")
+        result = subprocess.run(
+            ["zsh", "-f", "-c", "\n".join(lines)],
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("zsh")},
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        registered, rest = result.stdout.split("\n", 1)
+        self.assertEqual(registered, "compdef _dataset_client dataset-client")
+        for (typed, expected), got in zip(COMPLETION_CASES, rest.split("===\n")[:-1], strict=True):
+            with self.subTest(typed=typed):
+                if typed[0] == "download" and not typed[-1].startswith("-"):
+                    self.assertEqual(got.split(), ["FILES"])
+                else:
+                    offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
+                    self.assertEqual(offered, sorted(expected))
+
+    def test_bash_at_a_terminal_completes_with_tab(self) -> None:
+        import fcntl
+        import pty
+        import termios
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
+        shell = subprocess.Popen(
+            ["bash", "--norc", "--noprofile", "-i"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=environment,
+            cwd=HERE,
+            start_new_session=True,  # its own session: the pty becomes its terminal, with job control
+        )
+        self.addCleanup(lambda: (shell.kill(), shell.wait()))  # type: ignore[func-returns-value]
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        screen = b""
+
+        def type_until(keys: bytes, wanted: bytes) -> None:
+            nonlocal screen
+            os.write(master, keys)
+            deadline = time.monotonic() + 10
+            while wanted not in screen and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    screen += os.read(master, 4096)
+            self.assertIn(wanted, screen)
+
+        type_until(b'eval "$(python3 -m dataset_client completion bash)"; echo READY\n', b"READY\r\n$ ")
+        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"$ ")  # shows the line as completed
+        type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
+        type_until(b"exit\n", b"exit")
+        self.assertEqual(shell.wait(10), 0)
 
 
 if __name__ == "__main__":
