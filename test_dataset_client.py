@@ -3684,6 +3684,24 @@ class CommandLineTerminalTests(StandInTestCase):
         retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
         self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
 
+    def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
+        sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
+        for columns, expected in (
+            (
+                40,
+                [
+                    "about" + " " * 17 + "  " + " " * 10 + "big  t",  # a number's column on the right, whole
+                    "-" * 22 + "  " + "-" * 13 + "  -",
+                    "a rather long descrip…  1234567890123  x",  # the text gave way
+                ],
+            ),
+            (24, ["-[ RECORD 1 ]-", "about | a rather long d…", "big   | 1234567890123", "t     | x"]),
+            (12, ["-[ RECORD 1 ]-", "abo… | a ra…", "big  | 1234567890123", "t    | x"]),
+        ):
+            with self.subTest(columns=columns), mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
+                status, out, err = self.run_main("--output", "table", "query", sql)
+                self.assertEqual((status, out.splitlines()), (0, [*expected, "(1 row)"]), err)
+
 
 # ---------------------------------------------------------------------------
 # Shell completion, run by the shells themselves
