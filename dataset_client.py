@@ -2255,7 +2255,8 @@ def _download_command(
         if _already_there(target, sha256, named_by_url):
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
-        if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
+        # The real path: through a symlink, the partial file lies beside the file it names.
+        if not resume and _has_resumable_partial(os.path.realpath(target), client._resolve_download_url(url)):
             resume = True  # what a -c run left is continued, then removed: not left lying about for ever
             stderr.info(f"continuing the partial file an interrupted -c download left for {target}")
     if args.connections > 1 and not _can_take_parts(target):

@@ -3433,21 +3433,24 @@ class CommandLineTerminalTests(StandInTestCase):
     def test_a_download_without_c_continues_what_a_c_run_left_and_leaves_nothing(self) -> None:
         directory = self.tmp()
         url = self.server.url + "/files/x"
-        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
-        status, _, err = self.run_main(
-            "--retries", "0", "download", url, str(directory / "out.bin"), "-c", environment={}
-        )
-        self.assertEqual(status, 3)
-        self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint needed
-        self.script(serve_file(DATA))
-        status, _, err = self.run_main("download", url, str(directory / "out.bin"), environment={})
-        self.assertEqual(status, 0, err)
-        self.assertEqual(
-            err.splitlines()[0],
-            f"continuing the partial file an interrupted -c download left for {directory / 'out.bin'}",
-        )
-        self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
-        self.assertEqual(((directory / "out.bin").read_bytes(), os.listdir(directory)), (DATA, ["out.bin"]))
+        os.symlink("real.bin", directory / "link.bin")  # through a symlink: the partial file is beside real.bin
+        for name, left in (("out.bin", ["link.bin", "out.bin"]), ("link.bin", ["link.bin", "out.bin", "real.bin"])):
+            with self.subTest(name=name):
+                self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
+                status, _, err = self.run_main(
+                    "--retries", "0", "download", url, str(directory / name), "-c", environment={}
+                )
+                self.assertEqual(status, 3)
+                self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint
+                self.script(serve_file(DATA))
+                status, _, err = self.run_main("download", url, str(directory / name), environment={})
+                self.assertEqual(status, 0, err)
+                self.assertEqual(
+                    err.splitlines()[0],
+                    f"continuing the partial file an interrupted -c download left for {directory / name}",
+                )
+                self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
+                self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
         self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
         status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "b.bin"), environment={})
         self.assertEqual(status, 3)
@@ -3458,7 +3461,7 @@ class CommandLineTerminalTests(StandInTestCase):
             ),
             err,
         )
-        self.assertEqual(os.listdir(directory), ["out.bin"])
+        self.assertEqual(sorted(os.listdir(directory)), ["link.bin", "out.bin", "real.bin"])
 
     def test_errors_say_what_to_do(self) -> None:
         base = self.server.url + "/api"
