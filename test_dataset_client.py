@@ -3787,7 +3787,8 @@ class CompletionTests(unittest.TestCase):
                     offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
                     self.assertEqual(offered, sorted(expected))
 
-    def test_bash_at_a_terminal_completes_with_tab(self) -> None:
+    def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
+        """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
         import fcntl
         import pty
         import termios
@@ -3795,8 +3796,8 @@ class CompletionTests(unittest.TestCase):
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
         environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
-        shell = subprocess.Popen(
-            ["bash", "--norc", "--noprofile", "-i"],
+        process = subprocess.Popen(
+            shell,
             stdin=slave,
             stdout=slave,
             stderr=slave,
@@ -3804,7 +3805,7 @@ class CompletionTests(unittest.TestCase):
             cwd=HERE,
             start_new_session=True,  # its own session: the pty becomes its terminal, with job control
         )
-        self.addCleanup(lambda: (shell.kill(), shell.wait()))  # type: ignore[func-returns-value]
+        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
         os.close(slave)
         self.addCleanup(os.close, master)
         screen = b""
@@ -3818,11 +3819,21 @@ class CompletionTests(unittest.TestCase):
                     screen += os.read(master, 4096)
             self.assertIn(wanted, screen)
 
-        type_until(b'eval "$(python3 -m dataset_client completion bash)"; echo READY\n', b"READY\r\n$ ")
-        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"$ ")  # shows the line as completed
+        type_until(setup + b"; echo READY\n", b"READY\r\n")
+        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"")  # shows the line as completed
         type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
         type_until(b"exit\n", b"exit")
-        self.assertEqual(shell.wait(10), 0)
+        self.assertEqual(process.wait(10), 0)
+
+    def test_bash_at_a_terminal_completes_with_tab(self) -> None:
+        self.complete_at_a_terminal(
+            ["bash", "--norc", "--noprofile", "-i"], b'eval "$(python3 -m dataset_client completion bash)"'
+        )
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_at_a_terminal_completes_with_tab(self) -> None:
+        setup = b'autoload -Uz compinit && compinit -u && eval "$(python3 -m dataset_client completion zsh)"'
+        self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
 
 if __name__ == "__main__":
