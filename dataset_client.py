@@ -2063,21 +2063,32 @@ def _rate(text: str) -> float:
 def _apply_settings(args: Any) -> None:
     """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile."""
     profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"))
-    environment_key = os.environ.get("DATASET_CLIENT_API_KEY") or None
-    args.api_key = environment_key or profile.get("api_key")
-    args.key_unset = args.api_key is None
     if hasattr(args, "base_url"):
         args.base_url_source = "--base-url"
     elif os.environ.get("DATASET_CLIENT_BASE_URL"):
         args.base_url, args.base_url_source = os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL"
     else:
         args.base_url, args.base_url_source = profile.get("base_url"), "the profile's base_url"
+    args.api_key = os.environ.get("DATASET_CLIENT_API_KEY") or _profile_key(profile, args.base_url)
+    args.key_unset = args.api_key is None
+    args.key_withheld = args.key_unset and "api_key" in profile
     if not hasattr(args, "ca_bundle"):
         args.ca_bundle = profile.get("ca_bundle")
     if not hasattr(args, "timeout"):
         args.timeout = profile["timeout"] or None if "timeout" in profile else 30.0
     if not hasattr(args, "retries"):
         args.retries = 2
+
+
+def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
+    """The profile's api_key, unless the profile names a base_url and the service is another one:
+    a key is not sent to a service it was not written down for."""
+    own = profile.get("base_url")
+    if own is None or base_url is None:
+        return profile.get("api_key")
+    here, there = urllib.parse.urlsplit(base_url), urllib.parse.urlsplit(own)
+    same = (here.scheme.lower(), here.netloc.lower()) == (there.scheme.lower(), there.netloc.lower())
+    return profile.get("api_key") if same else None
 
 
 def _profile(asked: str | None) -> dict[str, Any]:
@@ -2165,7 +2176,7 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
     except (NetworkError, RequestTimeoutError) as exc:
         return stderr.error(_error_text(exc) + args.hint, _EXIT_NETWORK_ERROR)
     except DatasetClientError as exc:
-        return stderr.error(_error_text(exc, key_unset=getattr(args, "key_unset", False)), _EXIT_SERVICE_ERROR)
+        return stderr.error(_error_text(exc, args), _EXIT_SERVICE_ERROR)
     except _Refused as exc:
         return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
     except _UsageError as exc:
@@ -2178,13 +2189,15 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
         return stderr.error(f"cannot write {exc.filename or args.writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
 
 
-def _error_text(exc: DatasetClientError, *, key_unset: bool = False) -> str:
+def _error_text(exc: DatasetClientError, args: Any = None) -> str:
     """A library error in the command line's words: sizes for people, and what to do about it."""
     text = _sizes_for_people(str(exc))
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
-        if exc.status == 401 and key_unset:
+        if exc.status == 401 and getattr(args, "key_withheld", False):
+            text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
+        elif exc.status == 401 and getattr(args, "key_unset", False):
             text += " (DATASET_CLIENT_API_KEY is not set)"
     elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"

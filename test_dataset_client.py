@@ -3609,7 +3609,17 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
         self.assertEqual(names(DATASET_CLIENT_PROFILE="staging"), ["scripted"])
         self.assertEqual(names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file")
-        self.assertEqual(self.requests[-1].headers["Authorization"], "Bearer stand-in-key", "the key: [default]'s")
+        self.assertIsNone(self.requests[-1].headers["Authorization"], "[default]'s key is for its own base_url only")
+        self.server.script.append(reply(401, {"message": "missing or wrong API key"}))
+        status, _, err = self.run_main("datasets", environment={**chosen, "DATASET_CLIENT_BASE_URL": other})
+        self.assertEqual(
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: 401 Unauthorized: GET {other}/datasets: missing or wrong API key "
+                "(DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)\n",
+            ),
+        )
         self.assertEqual(
             names(
                 DATASET_CLIENT_PROFILE="staging",
