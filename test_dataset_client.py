@@ -3408,7 +3408,7 @@ class CommandLineTerminalTests(StandInTestCase):
                 stderr=subprocess.PIPE,
             )
         self.addCleanup(process.kill)
-        _wait_for(lambda: any(p.name.endswith(".part") and p.stat().st_size for p in directory.iterdir()))
+        _wait_for(lambda: (state := saved_state(directory)) is not None and state["parts"][0][2] > 0)  # bytes kept
         process.send_signal(signal.SIGINT)  # Ctrl-C
         _, err = process.communicate(timeout=10)
         self.assertEqual(
