@@ -2683,28 +2683,15 @@ def _completion_script(shell: str, parser: Any) -> str:
         name for name in dict.fromkeys(taking_a_value) if name not in ("--output", "--format", "--ca-bundle")
     )
     if shell == "bash":
-        options = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))'
-        files = 'COMPREPLY=($(compgen -f -- "$cur"))'
-        choices = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))'
-        test, script = "[[ $cur == -* ]]", _BASH_COMPLETION
+        offer, files, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', 'COMPREPLY=($(compgen -f -- "$cur"))', "$cur"
     else:
-        options, files, choices, test, script = (
-            "compadd -- {}",
-            "_files",
-            "compadd -- {}",
-            "[[ $PREFIX == -* ]]",
-            _ZSH_COMPLETION,
-        )
+        offer, files, test = "compadd -- {}", "_files", "$PREFIX"
+    otherwise = {"": offer.format(" ".join(_COMMANDS)), "download": files, "completion": offer.format("bash zsh")}
     cases = ""
-    for name in ("", *own):
+    for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
         words = " ".join(sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_))
-        otherwise = {
-            "": choices.format(" ".join(_COMMANDS)),
-            "download": files,
-            "completion": choices.format("bash zsh"),
-        }
-        rest = otherwise.get(name, ":")
-        cases += f'        "{name}") if {test}; then {options.format(words)}; else {rest}; fi ;;\n'
+        then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
+        cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
     replacements = {
         "OUTPUTS": " ".join(_OUTPUTS),
         "FORMATS": " ".join(_FORMATS),
@@ -2712,6 +2699,7 @@ def _completion_script(shell: str, parser: Any) -> str:
         "COMMANDS_CASE": "|".join(_COMMANDS),
         "CASES": cases,
     }
+    script = _BASH_COMPLETION if shell == "bash" else _ZSH_COMPLETION
     return re.sub("|".join(replacements), lambda found: replacements[found[0]], script)
 
 
