@@ -2561,8 +2561,18 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:{second:02d}" if minutes >= 60 else f"{minutes}:{second:02d}"
 
 
-# The widest each part of the progress line gets: "100%", "1023.9 MiB of <total>", "1023.9 MiB/s", "99:59:59 left".
-_PROGRESS_PARTS = (4, len("1023.9 MiB of "), len("1023.9 MiB/s"), len("99:59:59 left"))
+# The widest each part of the progress line gets: "100%", the bytes (as wide as "<total>/<total>"),
+# "1023.9 MiB/s", "99:59:59 left".
+_PROGRESS_PARTS = (4, 0, len("1023.9 MiB/s"), len("99:59:59 left"))
+
+
+def _size_of(done: int, total: int) -> str:
+    """``1.5/8.0 MiB``: ``done`` in the unit of ``total``, so that the text never gets wider than at the end."""
+    text = _size(total)
+    unit = text.split(" ")[1]
+    if unit == "B":
+        return f"{done}/{text}"
+    return f"{done / 1024 ** ('B', 'KiB', 'MiB', 'GiB', 'TiB').index(unit):.1f}/{text}"
 
 
 class _ProgressLine:
@@ -2599,7 +2609,7 @@ class _ProgressLine:
         if not self.total:
             return _fit(f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done), width - 1, False).rstrip()
         bar, rooms = self._layout(width, self.total)
-        parts = [f"{self.done * 100 // self.total:3d}%", f"{_size(self.done)} of {_size(self.total)}"]
+        parts = [f"{self.done * 100 // self.total:3d}%", _size_of(self.done, self.total)]
         parts += [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"] if rate else ["", ""]
         text = "  ".join(_fit(part, room, False) for part, room in zip(parts, rooms, strict=False))
         if bar:
@@ -2611,7 +2621,7 @@ class _ProgressLine:
         """The bar's width (0: none) and the room of each part that fits, for this terminal and total."""
         if self.layout is None or self.layout[0] != width:
             rooms = list(_PROGRESS_PARTS)
-            rooms[1] += len(_size(total))
+            rooms[1] = len(_size_of(total, total))
             while len(rooms) > 1 and sum(rooms) + 2 * (len(rooms) - 1) > width - 1:
                 rooms.pop()
             bar = width - 1 - (sum(rooms) + 2 * (len(rooms) - 1)) - 4  # "[", "]" and two spaces

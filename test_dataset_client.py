@@ -3098,7 +3098,7 @@ class CommandLineTests(StandInTestCase):
                 self.assertGreaterEqual(len(frames), 9)
                 self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
                 self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
-                self.assertRegex(frames[-1], r"100%  8\.0 MiB of 8\.0 MiB")
+                self.assertRegex(frames[-1], r"100%  8\.0/8\.0 MiB")
                 self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
 
     def test_no_progress_line_over_a_file_written_to_the_terminal(self) -> None:
@@ -3692,7 +3692,7 @@ class CommandLineTerminalTests(StandInTestCase):
         bars = {len(re.match(r"\[[#-]+\]", frame)[0]) for frame in frames}  # type: ignore[index]
         self.assertEqual(len(bars), 1, frames)
         self.assertNotIn("/s", frames[0])
-        self.assertRegex(frames[-1], r"\]  100%  8\.0 MiB of 8\.0 MiB +[\d.]+ [KMG]iB/s +0:00 left$")
+        self.assertRegex(frames[-1], r"\]  100%  8\.0/8\.0 MiB  +[\d.]+ [KMG]iB/s +0:00 left$")
         retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
         retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
         self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
