@@ -549,12 +549,12 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"local_service: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    # Quoted so that any shell can eval them, whatever the key holds.
-    print(f"export DATASET_CLIENT_BASE_URL={shlex.quote(server.base_url)}")
-    print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}", flush=True)
-    print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
     _stop_on_sigterm()  # `kill %1` cleans up as Ctrl-C does
-    try:
+    try:  # from the first line printed on: whoever read it may stop the service at once
+        # Quoted so that any shell can eval them, whatever the key holds.
+        print(f"export DATASET_CLIENT_BASE_URL={shlex.quote(server.base_url)}")
+        print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}", flush=True)
+        print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
