@@ -3732,6 +3732,9 @@ COMPLETION_CASES = [  # (the words typed, the last one being completed), what is
 ]
 
 
+COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
 class CompletionTests(unittest.TestCase):
     def setUp(self) -> None:
         directory = tempfile.TemporaryDirectory()
@@ -3812,7 +3815,7 @@ class CompletionTests(unittest.TestCase):
             stdout=slave,
             stderr=slave,
             env=environment,
-            cwd=HERE,
+            cwd=self.directory,  # out.bin, other.csv, z.txt
             start_new_session=True,  # its own session: the pty becomes its terminal, with job control
         )
         self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
@@ -3832,17 +3835,18 @@ class CompletionTests(unittest.TestCase):
         type_until(setup + b"; echo READY\n", b"READY\r\n")
         type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"")  # shows the line as completed
         type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
+        type_until(b"dataset-client download http://h/f z\t\n", b"<download><http://h/f><z.txt>\r\n")  # DEST
         type_until(b"exit\n", b"exit")
         self.assertEqual(process.wait(10), 0)
 
     def test_bash_at_a_terminal_completes_with_tab(self) -> None:
-        self.complete_at_a_terminal(
-            ["bash", "--norc", "--noprofile", "-i"], b'eval "$(python3 -m dataset_client completion bash)"'
-        )
+        script = f'eval "$({COPIED_FILE} completion bash)"'
+        self.complete_at_a_terminal(["bash", "--norc", "--noprofile", "-i"], script.encode())
 
     @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
     def test_zsh_at_a_terminal_completes_with_tab(self) -> None:
-        setup = b'autoload -Uz compinit && compinit -u && eval "$(python3 -m dataset_client completion zsh)"'
+        script = f'eval "$({COPIED_FILE} completion zsh)"'
+        setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
 
