@@ -2371,7 +2371,6 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     return path
 
 
-# ---------------------------------------------------------------------------
 # The command line: python -m dataset_client --help
 # ---------------------------------------------------------------------------
 
@@ -2383,6 +2382,7 @@ _CLI_NAMES = {
     "timeout": "--timeout",
     "max_retries": "--retries",
     "connections": "--connections",
+    "max_rate": "--limit-rate",
     "download_url": "URL",
     "destination": "DEST",
     "sha256": "--sha256",
@@ -2393,27 +2393,78 @@ _CLI_NAMES = {
     "format": "--format",
     "sql": "SQL",
 }
+_COMMANDS = ("datasets", "query", "export", "download", "completion")
+_OUTPUTS = ("table", "json", "jsonl", "csv")
+_FORMATS = ("parquet", "csv", "jsonl")
+_PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 _CLI_HELP = """\
-The key is read from $DATASET_CLIENT_API_KEY only (never from the command line,
-where ps shows it); --base-url defaults to $DATASET_CLIENT_BASE_URL. Options may
-come before or after the command.
+The key is read from $DATASET_CLIENT_API_KEY (or a profile), never from the
+command line, where ps shows it. --base-url defaults to
+$DATASET_CLIENT_BASE_URL, then the profile's base_url; downloading an absolute
+URL needs no service address (and sends the key nowhere). Options may come
+before or after the command.
+
+Profiles: ~/.config/dataset-client/config.toml (or $DATASET_CLIENT_CONFIG)
+holds [default], [staging], ... with base_url, api_key, ca_bundle, timeout;
+--profile NAME or $DATASET_CLIENT_PROFILE picks one. Options beat variables,
+variables beat the file.
 
 Results: a table when stdout is a terminal, else JSON (exactly what the service
 sent); --output csv|jsonl|table|json chooses. A result that is not a table (an
 export) is JSON whatever the option.
 
-Downloads: DEST is a file, an existing directory (the URL's file name inside it),
-or - for stdout; without DEST, the URL's file name in the current directory.
-Progress goes to stderr when it is a terminal, and a one-line summary always
-(unless -q).
-
 Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
 error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
+
+"dataset-client COMMAND --help" shows a command's own options and examples.
 """
+_COMMAND_HELP = {  # its summary, description and examples
+    "datasets": ("list the datasets", "List the datasets.", ["dataset-client datasets --output json"]),
+    "query": (
+        "run an SQL query",
+        "Run a read-only SQL query and print its result.",
+        [
+            "dataset-client query 'SELECT symbol, count(*) FROM trades GROUP BY 1'",
+            "echo 'SELECT count(*) FROM trades' | dataset-client query - --output csv",
+        ],
+    ),
+    "export": (
+        "create an export (and download it)",
+        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
+        [
+            "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
+            "    --start 2024-01-01 --end 2024-03-31 --download",
+            "dataset-client export trades --symbols V --start 2024-01-02 \\\n"
+            "    --end 2024-01-02 --format csv --download - > v.csv",
+        ],
+    ),
+    "download": (
+        "download a file",
+        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
+        [
+            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
+            "dataset-client download /files/exp_1.csv out.csv --connections 4",
+        ],
+    ),
+    "completion": (
+        "print a shell completion script",
+        "Print a completion script for bash or zsh.",
+        [
+            'eval "$(dataset-client completion bash)"    # in ~/.bashrc',
+            'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
+        ],
+    ),
+}
+_TERMINAL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}  # json.dumps leaves DEL and C1 as they are
 
 
 class _UsageError(Exception):
     """A command line that cannot run as given: exit status 2."""
+
+
+class _Refused(Exception):
+    """A download that would replace a file it must not: exit status 1."""
 
 
 class _Stopped(BaseException):
@@ -2422,6 +2473,17 @@ class _Stopped(BaseException):
     def __init__(self, signal_number: int) -> None:
         super().__init__(signal_number)
         self.signal_number = signal_number
+
+
+def _printable(text: str) -> str:
+    """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``): what reaches a terminal."""
+    return text.translate(_TERMINAL_ESCAPES)
+
+
+def _json_text(value: Any, indent: int | None = None) -> str:
+    """JSON whose text holds no control character at all (json escapes C0; DEL and C1 are escaped here)."""
+    separators = None if indent else (", ", ": ")
+    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(_JSON_ESCAPES)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2454,10 +2516,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run_command(args, stderr)
     except _Stopped as stopped:
-        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}")
+        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{args.hint}")
         return 128 + stopped.signal_number
     except KeyboardInterrupt:
-        stderr.error("interrupted")
+        stderr.error(f"interrupted{args.hint}")
         return 130
     finally:
         for number, action in previous.items():
@@ -2468,163 +2530,379 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
-    def seconds(text: str) -> float | None:
-        value = float(text)
-        if not value >= 0 or value == float("inf"):
-            raise ValueError(text)
-        return value or None  # 0: no limit
+    """The parsed command line; options not given are absent (settings from variables and profiles come later)."""
+    parser = _build_parser(argparse)
+    args = parser.parse_args(argv)
+    if getattr(args, "verbose", False) and getattr(args, "quiet", False):
+        parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
+    args.parser = parser
+    args.hint = ""  # said after an interruption or network error while a download is under way
+    args.writing = "stdout"
+    for name, default in (("output", None), ("verbose", False), ("quiet", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    args.output = args.output or ("table" if sys.stdout.isatty() else "json")
+    return args
 
-    def count(least: int) -> Callable[[str], int]:
-        def check(text: str) -> int:
-            if int(text) < least:
-                raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
-            return int(text)
 
-        check.__name__ = "number"  # argparse names it in "invalid number value"
-        return check
+def _build_parser(argparse: Any) -> Any:
+    class Parser(argparse.ArgumentParser):  # type: ignore[misc]
+        def error(self, message: str) -> Any:
+            super().error(_with_suggestion(message))
 
-    def date(text: str) -> datetime.date:
-        try:
-            return datetime.date.fromisoformat(text)
-        except ValueError:
-            return datetime.datetime.fromisoformat(text)
-
-    # Options shared by every command, accepted before or after it (as gh and aws do).
-    shared = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    shared.add_argument("--base-url", metavar="URL", help="service address (default: $DATASET_CLIENT_BASE_URL)")
-    shared.add_argument(
-        "--timeout",
-        metavar="S",
-        type=seconds,
-        help="seconds to wait for each connect or read; 0: no limit (default: 30)",
-    )
-    shared.add_argument("--retries", metavar="N", type=count(0), help="times a failed request is retried (default: 2)")
-    shared.add_argument(
-        "--output",
-        choices=("table", "json", "jsonl", "csv"),
-        help="how results are printed (default: table on a terminal, else json)",
-    )
-    loudness = shared.add_mutually_exclusive_group()
-    loudness.add_argument("-v", "--verbose", action="store_true", help="a line on stderr per request, retry and resume")
-    loudness.add_argument("-q", "--quiet", action="store_true", help="errors only")
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="dataset-client",
         description="Query the dataset service, create exports and download them.",
         epilog=_CLI_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        parents=[shared],
+        argument_default=argparse.SUPPRESS,
     )
+    _add_global_options(argparse, parser, hidden=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, summary: str, description: str) -> Any:
-        return commands.add_parser(
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    made = {}
+    for name, (summary, description, examples) in _COMMAND_HELP.items():
+        made[name] = commands.add_parser(
             name,
             help=summary,
             description=description,
-            parents=[shared],
-            epilog=_CLI_HELP,
+            epilog="examples:\n"
+            + "".join(f"  {line}\n" for e in examples for line in e.splitlines())
+            + _GLOBAL_OPTIONS_HINT,
             formatter_class=argparse.RawDescriptionHelpFormatter,
+            argument_default=argparse.SUPPRESS,
         )
-
-    command("datasets", "list the datasets", "List the datasets.")
-    query = command("query", "run an SQL query", "Run a read-only SQL query and print its result.")
-    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
-    export = command(
-        "export",
-        "create an export (and download it)",
-        "Create an export; print it; with --download, also fetch its file.",
+        _add_global_options(argparse, made[name], hidden=True)  # accepted after the command, listed once
+    made["query"].add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
+    made["completion"].add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
+    _add_export_arguments(made["export"])
+    download = made["download"]
+    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
+    download.add_argument(
+        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
     )
+    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
+    for command in (made["export"], download):
+        _add_download_options(command)
+    return parser
+
+
+_GLOBAL_OPTIONS_HINT = (
+    "\nGlobal options (--base-url, --profile, --output, -v, -q, ...) go before or\n"
+    "after the command: see dataset-client --help.\n"
+)
+
+
+def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
+    """The options of every command; ``hidden``: accepted but left out of a command's own --help."""
+
+    def described(text: str) -> str:
+        return argparse.SUPPRESS if hidden else text
+
+    parser.add_argument(
+        "--base-url", metavar="URL", help=described("service address (default: $DATASET_CLIENT_BASE_URL)")
+    )
+    parser.add_argument("--profile", metavar="NAME", help=described("a table of the config file (default: [default])"))
+    parser.add_argument("--ca-bundle", metavar="FILE", help=described("also trust the CA certificates in FILE"))
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=_seconds,
+        help=described("seconds per connect or read; 0: no limit (default: 30)"),
+    )
+    parser.add_argument(
+        "--retries", metavar="N", type=_at_least(0), help=described("times a failed request is retried (default: 2)")
+    )
+    parser.add_argument(
+        "--output",
+        choices=_OUTPUTS,
+        help=described("how results are printed (default: table on a terminal, else json)"),
+    )
+    # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
+    loudness = parser if hidden else parser.add_mutually_exclusive_group()
+    loudness.add_argument(
+        "-v", "--verbose", action="store_true", help=described("a stderr line per request, retry, resume")
+    )
+    loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
+
+
+def _add_export_arguments(export: Any) -> None:
     export.add_argument("dataset", metavar="DATASET")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
-    export.add_argument("--start", required=True, type=date, help="first date, YYYY-MM-DD")
-    export.add_argument("--end", required=True, type=date, help="last date, YYYY-MM-DD")
+    export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
+    export.add_argument("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
     export.add_argument("--format", default="parquet", help="parquet (default), csv or jsonl")
     export.add_argument(
         "--download",
         nargs="?",
         const="",
+        default=None,
         metavar="DEST",
         help="download the export's file too (default DEST: its name)",
     )
-    download = command("download", "download a file", "Download a file (an export's download_url), checked and atomic.")
-    download.add_argument("url", metavar="URL", help="the URL, absolute or relative to the base URL")
-    download.add_argument("destination", nargs="?", metavar="DEST", help="a file, a directory, or - for stdout")
-    download.add_argument("--sha256", metavar="HEX", help="the hex digest the file must have")
-    for parser_of_a_download in (export, download):
-        parser_of_a_download.add_argument(
-            "-c",
-            "--continue",
-            dest="resume",
-            action="store_true",
-            help="keep a partial file when interrupted, and continue it next time",
+
+
+def _add_download_options(parser: Any) -> None:
+    parser.add_argument(
+        "-c",
+        "--continue",
+        dest="resume",
+        action="store_true",
+        default=False,
+        help="keep a partial file when interrupted, and continue it when the same command runs again",
+    )
+    parser.add_argument(
+        "--connections",
+        metavar="N",
+        type=_at_least(1),
+        default=1,
+        help="ranged requests at once for one file (default: 1)",
+    )
+    parser.add_argument(
+        "--limit-rate",
+        metavar="RATE",
+        type=_rate,
+        default=None,
+        help="bytes per second at most, as curl: 500K, 10M, 1G",
+    )
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's message for a choice it does not know, with the nearest one it does."""
+    import difflib
+
+    found = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not found:
+        return message
+    choices = re.findall(r"[\w-]+", found[3])
+    nearest = difflib.get_close_matches(found[2], choices, n=1)
+    what = "command" if found[1] == "COMMAND" else f"{found[1]} value"
+    guess = f"did you mean {nearest[0]!r}?" if nearest else f"choose from {', '.join(choices)}"
+    return f"unknown {what} {_printable(found[2])!r}: {guess}"
+
+
+def _seconds(text: str) -> float | None:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(text)
+    return value or None  # 0: no limit
+
+
+def _at_least(least: int) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        if int(text) < least:
+            import argparse
+
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+        return int(text)
+
+    check.__name__ = "number"  # argparse names it in "invalid number value"
+    return check
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid date {text!r}: use YYYY-MM-DD") from None
+
+
+def _rate(text: str) -> float:
+    """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
+    found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
+    value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else 0.0
+    if not value > 0:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
+    return value
+
+
+def _apply_settings(args: Any) -> None:
+    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile."""
+    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"))
+    if hasattr(args, "base_url"):
+        args.base_url_source = "--base-url"
+    elif os.environ.get("DATASET_CLIENT_BASE_URL"):
+        args.base_url, args.base_url_source = os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL"
+    else:
+        args.base_url, args.base_url_source = profile.get("base_url"), "the profile's base_url"
+    args.api_key = os.environ.get("DATASET_CLIENT_API_KEY") or _profile_key(profile, args.base_url)
+    args.key_unset = args.api_key is None
+    args.key_withheld = args.key_unset and "api_key" in profile
+    if not hasattr(args, "ca_bundle"):
+        args.ca_bundle = profile.get("ca_bundle")
+    if not hasattr(args, "timeout"):
+        args.timeout = profile["timeout"] or None if "timeout" in profile else 30.0
+    if not hasattr(args, "retries"):
+        args.retries = 2
+
+
+def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
+    """The profile's api_key, unless the profile names a base_url and the service is another one:
+    a key is not sent to a service it was not written down for."""
+    own = profile.get("base_url")
+    if own is None or base_url is None:
+        return profile.get("api_key")
+    here, there = urllib.parse.urlsplit(base_url), urllib.parse.urlsplit(own)
+    same = (here.scheme.lower(), here.netloc.lower()) == (there.scheme.lower(), there.netloc.lower())
+    return profile.get("api_key") if same else None
+
+
+def _profile(asked: str | None) -> dict[str, Any]:
+    """The profile ``asked`` for (else ``[default]``, if there is one) from the config file; {} when none."""
+    import tomllib
+
+    path = os.environ.get("DATASET_CLIENT_CONFIG") or os.path.expanduser("~/.config/dataset-client/config.toml")
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            config = tomllib.load(file)
+    except FileNotFoundError:
+        if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
+            raise _UsageError(f"no config file {path}{f' for --profile {asked}' if asked else ''}") from None
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise _UsageError(f"cannot read the config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    tables = {name: table for name, table in config.items() if isinstance(table, dict)}
+    if any("api_key" in table for table in tables.values()) and mode & 0o044:  # as ssh refuses such a key
+        raise _UsageError(f"{path} holds an api_key and is readable by others: run chmod 600 {_shell_quoted(path)}")
+    name = asked or "default"
+    if name not in tables:
+        if not asked:
+            return {}
+        raise _UsageError(f"no profile {name!r} in {path}; its profiles: {', '.join(tables) or 'none'}")
+    return _checked_profile(tables[name], name, path)
+
+
+def _checked_profile(profile: dict[str, Any], name: str, path: str) -> dict[str, Any]:
+    where = f"[{name}] in {path}"
+    unknown = sorted(set(profile) - set(_PROFILE_KEYS))
+    if unknown:
+        raise _UsageError(f"unknown key {unknown[0]!r} in {where}; known: {', '.join(_PROFILE_KEYS)}")
+    for key, value in profile.items():
+        wrong = isinstance(value, bool) or not (
+            isinstance(value, (int, float)) and value >= 0 if key == "timeout" else isinstance(value, str) and value
         )
-        parser_of_a_download.add_argument(
-            "--connections",
-            metavar="N",
-            type=count(1),
-            default=1,
-            help="ranged requests at once for one file (default: 1)",
-        )
-    args = parser.parse_args(argv)
-    for name, default in (
-        ("base_url", None),
-        ("timeout", 30.0),
-        ("retries", 2),
-        ("output", None),
-        ("verbose", False),
-        ("quiet", False),
-    ):
-        if not hasattr(args, name):
-            setattr(args, name, default)
-    args.base_url = args.base_url or os.environ.get("DATASET_CLIENT_BASE_URL")
-    args.output = args.output or ("table" if sys.stdout.isatty() else "json")
-    return args
+        if wrong:
+            kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
+            raise _UsageError(f"{key} in {where} must be {kind}, not {value!r}")
+    if "ca_bundle" in profile:
+        profile = {**profile, "ca_bundle": os.path.expanduser(profile["ca_bundle"])}
+    return profile
+
+
+def _shell_quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _open_client(args: Any) -> DatasetClient:
+    """The client for this command; a download of an absolute URL without a service address needs no service."""
+    base_url, api_key = args.base_url, args.api_key
+    if not base_url:
+        if args.command != "download" or urllib.parse.urlsplit(args.url).scheme.lower() not in ("http", "https"):
+            raise _UsageError(
+                "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL, or give a profile a base_url"
+            )
+        parts = urllib.parse.urlsplit(args.url)
+        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # no service: the key goes nowhere
+    elif "://" not in base_url:
+        raise _UsageError(f"{args.base_url_source} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+    context = _default_ssl_context(args.ca_bundle) if args.ca_bundle else None  # a bad file: a ValueError naming it
+    return DatasetClient(base_url, api_key, timeout=args.timeout, max_retries=args.retries, ssl_context=context)
 
 
 def _run_command(args: Any, stderr: _Stderr) -> int:
     """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
-    writing = "stdout"
     try:
-        if not args.base_url:
-            raise _UsageError("no service address: pass --base-url or set DATASET_CLIENT_BASE_URL")
-        api_key = os.environ.get("DATASET_CLIENT_API_KEY") or None
-        with DatasetClient(args.base_url, api_key, timeout=args.timeout, max_retries=args.retries) as client:
-            if args.command == "datasets":
-                result = client.list_datasets()
-            elif args.command == "query":
-                result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
-            elif args.command == "export":
-                symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
-                result = client.create_export(
-                    args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format
-                )
-            else:
-                writing = _download_target(args.url, args.destination, args.resume)
-                _cli_download(client, args.url, writing, args, stderr, sha256=args.sha256)
-                return _EXIT_OK
-            _print_result(result, args.output, stderr)
-            if args.command == "export" and args.download is not None:
-                url, digest = _export_file(result)
-                writing = _download_target(url, args.download or None, args.resume)
-                _cli_download(client, url, writing, args, stderr, sha256=digest)
+        if args.command == "completion":
+            sys.stdout.write(_completion_script(args.shell, args.parser))
             return _EXIT_OK
+        _apply_settings(args)
+        with _open_client(args) as client:
+            _run_with_client(client, args, stderr)
+        return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
-        return stderr.error(str(exc), _EXIT_NETWORK_ERROR)
+        return stderr.error(_error_text(exc) + args.hint, _EXIT_NETWORK_ERROR)
     except DatasetClientError as exc:
-        retry = exc.retry_after if isinstance(exc, ServiceError) else None
-        return stderr.error(f"{exc}{f'; try again in {_duration(retry)}' if retry else ''}", _EXIT_SERVICE_ERROR)
-    except (_UsageError, TypeError, ValueError) as exc:  # arguments refused before anything was sent
+        return stderr.error(_error_text(exc, args), _EXIT_SERVICE_ERROR)
+    except _Refused as exc:
+        return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
+    except _UsageError as exc:
+        return stderr.error(str(exc), _EXIT_USAGE)
+    except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError:  # stdout closed early, as by `| head`
         return _EXIT_OK
     except OSError as exc:
-        return stderr.error(f"cannot write {exc.filename or writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
+        return stderr.error(f"cannot write {exc.filename or args.writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
+
+
+def _error_text(exc: DatasetClientError, args: Any = None) -> str:
+    """A library error in the command line's words: sizes for people, and what to do about it."""
+    text = _sizes_for_people(str(exc))
+    if isinstance(exc, ServiceError):
+        if exc.retry_after:
+            text += f"; try again in {_duration(exc.retry_after)}"
+        if exc.status == 401 and getattr(args, "key_withheld", False):
+            text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
+        elif exc.status == 401 and getattr(args, "key_unset", False):
+            text += " (DATASET_CLIENT_API_KEY is not set)"
+    elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
+        text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
+    return text
+
+
+def _sizes_for_people(text: str) -> str:
+    """'1048576 of 3145728 bytes' as '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB."""
+    text = re.sub(r"\b(\d+) of (\d+) bytes\b", lambda m: f"{_size(int(m[1]))} of {_size(int(m[2]))}", text)
+    text = re.sub(r"\b(\d+) of \? bytes\b", lambda m: f"{_size(int(m[1]))} of ?", text)
+    return re.sub(r"\b(\d+) bytes\b", lambda m: _size(int(m[1])), text)
 
 
 def _in_cli_terms(message: str) -> str:
     names = "|".join(_CLI_NAMES)
     return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
+
+
+def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
+    if args.command == "download":
+        _download_command(client, args, stderr, args.url, args.destination, args.sha256)
+        return
+    if args.command == "datasets":
+        result = client.list_datasets()
+    elif args.command == "query":
+        result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
+    else:
+        result = _create_export(client, args)
+    if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
+        if not args.quiet:
+            stderr.message(_json_text(result, 2), raw=True)
+    else:
+        _print_result(result, args.output, stderr)
+    if args.command == "export" and args.download is not None:
+        url, digest = _export_file(result)
+        _download_command(client, args, stderr, url, args.download or None, digest)
+
+
+def _create_export(client: DatasetClient, args: Any) -> Any:
+    """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
+    symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
+    key = None
+    if args.resume:
+        request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), args.format]
+        key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
+    return client.create_export(
+        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format, idempotency_key=key
+    )
 
 
 def _export_file(export: Any) -> tuple[str, str | None]:
@@ -2636,22 +2914,78 @@ def _export_file(export: Any) -> tuple[str, str | None]:
     return url, digest if isinstance(digest, str) and len(digest) == 64 else None
 
 
-def _download_target(url: str, destination: str | None, resume: bool) -> str:
-    """Where a download goes: DEST, a file named after the URL (in DEST when it is a directory), or - (stdout)."""
+def _download_command(
+    client: DatasetClient, args: Any, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
+) -> None:
+    """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
+    target, named_by_url = _download_target(url, destination, args.resume)
+    args.writing = target
+    resume = args.resume
+    if target != "-":
+        if _already_there(target, sha256, named_by_url):
+            stderr.info(f"{target} already has the expected sha256: not downloaded again")
+            return
+        # The real path: through a symlink, the partial file lies beside the file it names.
+        if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
+            resume = True  # what a -c run left is continued, then removed: not left lying about for ever
+            stderr.info(f"continuing the partial file an interrupted -c download left for {target}")
+    if args.connections > 1 and not _can_take_parts(target):
+        where = "stdout" if target == "-" else target
+        stderr.warning(f"--connections {args.connections}: {where} cannot take parts; downloading as one stream")
+    args.hint = (
+        "" if resume or target == "-" else "; with -c, the partial file is kept and the same command continues it"
+    )
+    _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
+    args.hint = ""
+
+
+def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
+    """Where a download goes (DEST, a file named after the URL, in DEST when it is a directory, or -) and
+    whether its name came from the URL."""
     if destination == "-":
         if resume:
             raise _UsageError("-c needs a file to continue: not - (stdout)")
-        return "-"
+        return "-", False
     if destination is not None and not os.path.isdir(destination):
-        return destination
+        return destination, False
     name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
     if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
         raise _UsageError(f"cannot name a file after {url!r}: give DEST")
-    return os.path.join(destination or "", name)
+    if name.startswith(".") or _printable(name) != name:
+        what = "starts with a dot" if name.startswith(".") else "holds a control character"
+        raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
+    return os.path.join(destination or "", name), True
+
+
+def _already_there(target: str, sha256: str | None, named_by_url: bool) -> bool:
+    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused)."""
+    try:
+        is_file = stat.S_ISREG(os.stat(target).st_mode)
+    except OSError:
+        is_file = False
+        if not os.path.lexists(target):
+            return False
+    if is_file and sha256:
+        with open(target, "rb") as existing:
+            if hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower():
+                return True
+    if named_by_url:
+        raise _Refused(f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it")
+    return False
+
+
+def _can_take_parts(target: str) -> bool:
+    """False for stdout, a FIFO or a device: written in order, as one stream."""
+    if target == "-":
+        return False
+    try:
+        return stat.S_ISREG(os.stat(target).st_mode)
+    except OSError:
+        return True  # a new file
 
 
 def _cli_download(
-    client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None
+    client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None, resume: bool
 ) -> None:
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
@@ -2659,10 +2993,11 @@ def _cli_download(
     progress = _ProgressLine(stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty()))
     if to_stdout:
         sys.stdout.flush()
+    options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
     try:
         destination: Any = sys.stdout.buffer if to_stdout else target
         client.download(
-            url, destination, progress=progress, sha256=sha256, resume=args.resume, connections=args.connections
+            url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
     finally:
         progress.finish()
@@ -2679,7 +3014,8 @@ class _Stderr:
     """The command's stderr: one-line messages and, on a terminal, one status line redrawn under them.
 
     The status line is a download's progress, or (without -v) a retry under way: it is
-    never left behind, so that what stays on the screen is the messages.
+    never left behind, so that what stays on the screen is the messages. Every text is
+    escaped (``_printable``) on its way out: much of it came from the network.
     """
 
     def __init__(self, *, quiet: bool, verbose: bool) -> None:
@@ -2697,17 +3033,19 @@ class _Stderr:
         """Draw the status line in place of the last one (None: clear it)."""
         if self.is_terminal and not self.quiet:
             with self.lock:
-                self.line = line and _fit(line, (_terminal_width(self.stream) or 80) - 1, False).rstrip()
+                width = (_terminal_width(self.stream) or 80) - 1
+                self.line = line and _fit(_printable(line), width, False).rstrip()
                 self._write(f"\r{self.line or ''}\033[K")
 
-    def message(self, text: str, *, error: bool = False) -> None:
+    def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
+        """A line (or, ``raw``, text already made safe, such as JSON) above the status line."""
         if self.quiet and not error:
             return
         with self.lock:
             if error:
                 self.line = None  # an error ends what the status line said
             clear = "\r\033[K" if self.is_terminal else ""
-            self._write(clear + text + "\n" + (self.line or ""))
+            self._write(clear + (text if raw else _printable(text)) + "\n" + (self.line or ""))
 
     def info(self, text: str) -> None:
         self.message(text)
@@ -2721,12 +3059,10 @@ class _Stderr:
 
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
-        text = f"dataset-client: {record.getMessage()}"
+        text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
         if record.levelno >= 30 and not self.verbose:
             self.status(text)  # a retry: said while it waits, gone once it is over
-        elif self.is_terminal:  # a notice, not an error: one row, its URL's end cut if need be
-            self.message(_fit(text, _terminal_width(self.stream) or 80, False).rstrip())
-        else:
+        else:  # never cut: the cause of a retry is at the end
             self.message(text)
 
     def close(self) -> None:
@@ -2745,18 +3081,20 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
     if isinstance(result, dict) and result.get("truncated") is True:
         stderr.warning('the service cut this result short ("truncated": true)')
     if table is None or output == "json":
-        sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(_json_text(result, 2) + "\n")
         return
     columns, rows = table
     if output == "jsonl":
         for row in rows:
-            sys.stdout.write(json.dumps(dict(zip(columns, row, strict=False)), ensure_ascii=False) + "\n")
+            sys.stdout.write(_json_text(dict(zip(columns, row, strict=False))) + "\n")
     elif output == "csv":
         import csv
 
+        # A terminal shows the cells escaped; a file or pipe gets them as they are.
+        shown = _printable if sys.stdout.isatty() else str
         writer = csv.writer(sys.stdout, lineterminator="\r\n")  # RFC 4180
-        writer.writerow(columns)
-        writer.writerows([_cell(value) for value in row] for row in rows)
+        writer.writerow([shown(name) for name in columns])
+        writer.writerows([shown(_cell(value)) for value in row] for row in rows)
     else:
         sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
     sys.stdout.flush()
@@ -2782,28 +3120,63 @@ def _cell(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_NARROWEST_TEXT = 8  # columns a text column keeps before the table turns into one block per record
+
+
 def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
-    """Aligned columns, numbers on the right, no line wider than ``width`` (0: no limit), then ``(N rows)``."""
-    control = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)} | {9: "\\t", 10: "\\n", 13: "\\r"}
-    cells = [[_cell(value).translate(control) for value in row] for row in rows]  # no escape codes reach the terminal
-    right = [[isinstance(value, (int, float)) and not isinstance(value, bool) for value in row] for row in rows]
-    widths = [
-        max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(columns)
-    ]
-    room = width - 2 * (len(columns) - 1) if width else 0
-    while room and sum(widths) > room and max(widths) > 1:  # the widest column gives way first
-        widths[widths.index(max(widths))] -= 1
+    """Aligned columns, numbers on the right and never cut, no line wider than ``width`` (0: no limit):
+    text columns narrow first; when that is not enough, one block per record, as psql's expanded mode.
+    Then ``(N rows)``."""
+    names = [_printable(name) for name in columns]
+    cells = [[_printable(_cell(value)) for value in row] for row in rows]  # no escape codes reach the terminal
+    right = [[_is_number(value) for value in row] for row in rows]
+    numeric = [any(row[index] for row in right) for index in range(len(columns))]
+    count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
+    widths = _column_widths(names, cells, numeric, width)
+    if widths is None:
+        return [*_record_lines(names, cells, numeric, width), count]
 
     def line(texts: list[str], to_right: list[bool]) -> str:
-        fitted = [
-            _fit(text, size, right_align) for text, size, right_align in zip(texts, widths, to_right, strict=True)
-        ]
-        return _fit("  ".join(fitted).rstrip(), width, False).rstrip() if width else "  ".join(fitted).rstrip()
+        fitted = [_fit(text, size, on_right) for text, size, on_right in zip(texts, widths, to_right, strict=True)]
+        return "  ".join(fitted).rstrip()
 
-    numeric = [any(row[index] for row in right) for index in range(len(columns))]
-    lines = [line(columns, numeric), line(["-" * size for size in widths], numeric)] if columns else []
+    lines = [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
     lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
-    return [*lines, f"({len(rows)} row{'' if len(rows) == 1 else 's'})"]
+    return [*lines, count]
+
+
+def _column_widths(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[int] | None:
+    """Each column's width: the widest text column gives way first, down to ``_NARROWEST_TEXT``; a column
+    with numbers never does. None when the columns cannot fit ``width`` so."""
+    widths = [max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)]
+    if not width:
+        return widths
+    room = width - 2 * (len(names) - 1)
+    floors = [size if number else min(size, _NARROWEST_TEXT) for size, number in zip(widths, numeric, strict=True)]
+    if sum(floors) > room:
+        return None
+    while sum(widths) > room:
+        shrinkable = [index for index, size in enumerate(widths) if size > floors[index]]
+        widest = max(shrinkable, key=lambda index: widths[index])
+        widths[widest] -= 1
+    return widths
+
+
+def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[str]:
+    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``; text values cut to ``width``, numbers never."""
+    name_width = min(max(map(_text_width, names), default=0), max(width // 3, 1))
+    room = max(width - name_width - 3, 1)
+    lines = []
+    for number, row in enumerate(cells, 1):
+        lines.append(f"-[ RECORD {number} ]-")
+        for name, value, whole in zip(names, row, numeric, strict=True):
+            shown = value if whole else _fit(value, room, False)
+            lines.append(f"{_fit(name, name_width, False)} | {shown}".rstrip())
+    return lines
 
 
 def _text_width(text: str) -> int:
@@ -2845,8 +3218,26 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:{second:02d}" if minutes >= 60 else f"{minutes}:{second:02d}"
 
 
+# The widest each part of the progress line gets: "100%", the bytes (as wide as "<total>/<total>"),
+# "1023.9 MiB/s", "99:59:59 left".
+_PROGRESS_PARTS = (4, 0, len("1023.9 MiB/s"), len("99:59:59 left"))
+
+
+def _size_of(done: int, total: int) -> str:
+    """``1.5/8.0 MiB``: ``done`` in the unit of ``total``, so that the text never gets wider than at the end."""
+    text = _size(total)
+    unit = text.split(" ")[1]
+    if unit == "B":
+        return f"{done}/{text}"
+    return f"{done / 1024 ** ('B', 'KiB', 'MiB', 'GiB', 'TiB').index(unit):.1f}/{text}"
+
+
 class _ProgressLine:
-    """A download's ``progress`` callback: counts, and redraws one line on the terminal when its percent changes."""
+    """A download's ``progress`` callback: counts, and redraws one line on the terminal when its percent changes.
+
+    The line keeps one shape for the whole transfer: each part has room for its widest
+    value from the first frame on, so the bar does not jump when the rate appears.
+    """
 
     def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
         self.stderr = stderr
@@ -2857,6 +3248,7 @@ class _ProgressLine:
         self.done = 0
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
+        self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:
@@ -2869,25 +3261,117 @@ class _ProgressLine:
             self.stderr.status(self.text(now - self.started, _terminal_width(self.stderr.stream) or 80))
 
     def text(self, elapsed: float, width: int) -> str:
-        """Percent, bytes, rate and time left, as many as fit in ``width - 1`` columns, a bar in the rest."""
+        """Bar, percent, bytes, rate and time left, in ``width - 1`` columns, each part in its fixed room."""
         rate = (self.done - (self.first or 0)) / elapsed if elapsed >= 0.5 else 0.0
         if not self.total:
             return _fit(f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done), width - 1, False).rstrip()
-        parts = [f"{self.done * 100 // self.total:3d}%", f"{_size(self.done)} of {_size(self.total)}"]
-        if rate:
-            parts += [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"]
-        while len(parts) > 1 and len("  ".join(parts)) > width - 1:
-            parts.pop()
-        text = "  ".join(parts)
-        bar = width - 1 - len(text) - 4
-        if bar >= 10:
+        bar, rooms = self._layout(width, self.total)
+        parts = [f"{self.done * 100 // self.total:3d}%", _size_of(self.done, self.total)]
+        parts += [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"] if rate else ["", ""]
+        text = "  ".join(_fit(part, room, False) for part, room in zip(parts, rooms, strict=False))
+        if bar:
             filled = bar * self.done // self.total
             text = f"[{'#' * filled}{'-' * (bar - filled)}]  {text}"
-        return _fit(text, width - 1, False).rstrip()
+        return text.rstrip()
+
+    def _layout(self, width: int, total: int) -> tuple[int, list[int]]:
+        """The bar's width (0: none) and the room of each part that fits, for this terminal and total."""
+        if self.layout is None or self.layout[0] != width:
+            rooms = list(_PROGRESS_PARTS)
+            rooms[1] = len(_size_of(total, total))
+            while len(rooms) > 1 and sum(rooms) + 2 * (len(rooms) - 1) > width - 1:
+                rooms.pop()
+            bar = width - 1 - (sum(rooms) + 2 * (len(rooms) - 1)) - 4  # "[", "]" and two spaces
+            self.layout = (width, bar if bar >= 10 else 0, rooms)
+        return self.layout[1], self.layout[2]
 
     def finish(self) -> None:
         if self.draw:
             self.stderr.status(None)
+
+
+def _option_words(parser: Any) -> tuple[list[str], dict[str, list[str]]]:
+    """The global options, and each command's own, as the parser knows them."""
+    globals_ = [name for action in parser._actions for name in action.option_strings]
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    own = {
+        name: [word for action in command._actions for word in action.option_strings if word not in globals_]
+        for name, command in commands.items()
+    }
+    return globals_, own
+
+
+_BASH_COMPLETION = """\
+# dataset-client completion for bash: eval "$(dataset-client completion bash)"
+_dataset_client() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" command="" word i
+    case "$prev" in
+        --output) COMPREPLY=($(compgen -W "OUTPUTS" -- "$cur")); return ;;
+        --format) COMPREPLY=($(compgen -W "FORMATS" -- "$cur")); return ;;
+        --ca-bundle|--download) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        VALUED) COMPREPLY=(); return ;;
+    esac
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word="${COMP_WORDS[i]}"
+        case "$word" in COMMANDS_CASE) command="$word"; break ;; esac
+    done
+    case "$command" in
+CASES    esac
+}
+complete -o filenames -o bashdefault -F _dataset_client dataset-client
+"""
+_ZSH_COMPLETION = """\
+#compdef dataset-client
+# dataset-client completion for zsh: eval "$(dataset-client completion zsh)" (after compinit)
+_dataset_client() {
+    local command="" word
+    case "${words[CURRENT-1]}" in
+        --output) compadd -- OUTPUTS; return ;;
+        --format) compadd -- FORMATS; return ;;
+        --ca-bundle|--download) _files; return ;;
+        VALUED) return ;;
+    esac
+    for word in "${(@)words[2,CURRENT-1]}"; do
+        case "$word" in COMMANDS_CASE) command="$word"; break ;; esac
+    done
+    case "$command" in
+CASES    esac
+}
+compdef _dataset_client dataset-client
+"""
+
+
+def _completion_script(shell: str, parser: Any) -> str:
+    """A completion script for ``shell``: commands, options, --output/--format values, file names for DEST."""
+    globals_, own = _option_words(parser)
+    actions = [*parser._actions, *(action for command in _subparsers(parser) for action in command._actions)]
+    taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
+    valued = "|".join(
+        name for name in dict.fromkeys(taking_a_value) if name not in ("--output", "--format", "--ca-bundle")
+    )
+    if shell == "bash":
+        offer, files, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', 'COMPREPLY=($(compgen -f -- "$cur"))', "$cur"
+    else:
+        offer, files, test = "compadd -- {}", "_files", "$PREFIX"
+    otherwise = {"": offer.format(" ".join(_COMMANDS)), "download": files, "completion": offer.format("bash zsh")}
+    cases = ""
+    for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
+        words = " ".join(sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_))
+        then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
+        cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
+    replacements = {
+        "OUTPUTS": " ".join(_OUTPUTS),
+        "FORMATS": " ".join(_FORMATS),
+        "VALUED": valued,
+        "COMMANDS_CASE": "|".join(_COMMANDS),
+        "CASES": cases,
+    }
+    script = _BASH_COMPLETION if shell == "bash" else _ZSH_COMPLETION
+    return re.sub("|".join(replacements), lambda found: replacements[found[0]], script)
+
+
+def _subparsers(parser: Any) -> list[Any]:
+    return list(next(action for action in parser._actions if action.dest == "command").choices.values())
 
 
 if __name__ == "__main__":

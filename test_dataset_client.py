@@ -26,6 +26,7 @@ import os
 import pickle
 import re
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -2046,7 +2047,7 @@ def other_user() -> tuple[str, int, int] | None:
         import pwd
 
         name = f"dctest{os.getpid()}"
-        if os.geteuid() != 0 or not shutil_which("useradd"):
+        if os.geteuid() != 0 or not shutil.which("useradd"):
             return None
         made = subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True
@@ -2057,12 +2058,6 @@ def other_user() -> tuple[str, int, int] | None:
         entry = pwd.getpwnam(name)
         _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
     return _OTHER_USER[0]
-
-
-def shutil_which(command: str) -> str | None:
-    import shutil
-
-    return shutil.which(command)
 
 
 def echo_credentials(status: int) -> Respond:
@@ -3914,7 +3909,7 @@ class CommandLineTests(StandInTestCase):
         self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
         status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 3)
-        self.assertIn("connection closed after 1500000 of 3145851 bytes", err)
+        self.assertIn("connection closed after 1.4 MiB of 3.0 MiB\n", err)  # sizes for people, not bytes
         self.script(serve_file(DATA))
         with recorded_sleeps():
             status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
@@ -4014,9 +4009,10 @@ class CommandLineTests(StandInTestCase):
                 process.send_signal(getattr(signal, signal_name))
                 _, err = process.communicate(timeout=10)
                 self.assertEqual(process.returncode, status)
+                hint = "" if keep else "; with -c, the partial file is kept and the same command continues it"
                 self.assertEqual(
                     err.decode().splitlines()[-1],
-                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}",
+                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}{hint}",
                 )
                 left = sorted(p.name for p in directory.iterdir())
                 self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if keep else [])
@@ -4119,7 +4115,7 @@ class CommandLineTests(StandInTestCase):
                 self.assertGreaterEqual(len(frames), 9)
                 self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
                 self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
-                self.assertRegex(frames[-1], r"100%  8\.0 MiB of 8\.0 MiB")
+                self.assertRegex(frames[-1], r"100%  8\.0/8\.0 MiB")
                 self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
 
     def test_no_progress_line_over_a_file_written_to_the_terminal(self) -> None:
@@ -4133,6 +4129,7 @@ class CommandLineTests(StandInTestCase):
         self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, [\d.]+ [KMG]?i?B/s")
 
     def test_a_wide_table_fits_the_terminal(self) -> None:
+        numbers = [str(dataset["rows"]) for dataset in self.stand_in_client().list_datasets()]
         for columns in (80, 40):
             with self.subTest(columns=columns):
                 status, drawn = self.run_in_terminal(["datasets"], columns)  # a terminal: a table by default
@@ -4140,9 +4137,16 @@ class CommandLineTests(StandInTestCase):
                 self.assertEqual(status, 0)
                 self.assertEqual(rows[-2:], ["(2 rows)", ""])
                 self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
-                self.assertTrue(
-                    rows[2].startswith("daily_bars" if columns == 80 else "dai") and "…" in rows[2], rows[2]
-                )
+                words = drawn.split()
+                self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
+                if columns == 80:  # text columns narrowed, the dates whole
+                    self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
+                    self.assertIn(" 2023-01-02 ", rows[2])
+                else:  # too narrow even so: one block per record, as psql's expanded mode
+                    self.assertEqual(rows[0], "-[ RECORD 1 ]-")
+                    self.assertEqual(rows[1], "name        | daily_bars")
+                    self.assertIn(f"rows        | {numbers[1]}", rows)
+                    self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
 
     def test_a_long_cell_is_measured_once_per_character(self) -> None:
         import unicodedata
@@ -4212,6 +4216,655 @@ class CommandLineTests(StandInTestCase):
         result = self.run_process("download", export["download_url"], "-")
         self.assertEqual(result.returncode, 0)
         self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
+
+
+# ---------------------------------------------------------------------------
+# The stand-in as a process: SIGTERM, and its key from the environment
+# ---------------------------------------------------------------------------
+
+
+class StandInProcessTests(ServerTestCase):
+    def test_sigterm_removes_its_files_and_the_key_may_come_from_the_environment(self) -> None:
+        temporary = self.tmp()
+        key = "key-from-the-environment"
+        environment = {**os.environ, "TMPDIR": str(temporary), "DATASET_CLIENT_API_KEY": key}
+        argv = [sys.executable, str(HERE / "examples" / "local_service.py"), "--port", "0"]
+        with inherited_signals(signal.SIG_DFL, "SIGTERM"):
+            process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (process.kill(), process.communicate()))  # type: ignore[func-returns-value]
+        lines = [process.stdout.readline() for _ in range(2)]  # type: ignore[union-attr]
+        self.assertEqual(lines[1], f"export DATASET_CLIENT_API_KEY={key}\n")
+        base_url = lines[0].split("=", 1)[1].strip()
+        with self.client(base_url, key) as client:  # the key it was given is the one it checks
+            export = client.create_export("trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02")
+        (files,) = temporary.iterdir()
+        self.assertEqual(os.listdir(files), [export["download_url"].rsplit("/", 1)[1]])
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=10)
+        self.assertEqual(process.returncode, 0, err)
+        self.assertEqual(list(temporary.iterdir()), [], "its temporary directory and exports are gone")
+
+
+# ---------------------------------------------------------------------------
+# The command line as a new user meets it: streams, server strings, files, re-runs, errors
+# ---------------------------------------------------------------------------
+
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
+
+
+def hostile(text: str) -> str:
+    """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
+    return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
+
+
+class TerminalOutput(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class CommandLineTerminalTests(StandInTestCase):
+    run_process = CommandLineTests.run_process
+    run_in_terminal = CommandLineTests.run_in_terminal
+
+    def run_main(
+        self, *argv: str, environment: dict[str, str] | None = None, stdin: str = "", terminal: bool = False
+    ) -> tuple[int, str, str]:
+        """main() with exactly the DATASET_CLIENT_ variables given (default: the stand-in's) and an empty HOME;
+        ``terminal``: stdout says it is a terminal."""
+        if environment is None:
+            environment = {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
+        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def export_argv(self, *more: str) -> list[str]:
+        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+
+    def test_export_download_to_stdout_writes_the_file_alone(self) -> None:
+        result = self.run_process(*self.export_argv("--format", "csv", "--download", "-"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        printed, summary = result.stderr.decode().rsplit("\n", 2)[:2]
+        export = json.loads(printed)  # the export went to stderr
+        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"], "stdout: the file alone")
+        self.assertTrue(result.stdout.startswith(b"date,"), result.stdout[:40])
+        self.assertRegex(summary, r"^downloaded stdout: .*sha256 verified$")
+        quiet = self.run_process("-q", *self.export_argv("--format", "csv", "--download", "-"))
+        self.assertEqual((quiet.returncode, quiet.stderr), (0, b""))
+        self.assertEqual(quiet.stdout, result.stdout)
+
+    def test_no_control_character_from_the_server_reaches_the_terminal(self) -> None:
+        base = self.server.url + "/api"
+        table = {"columns": [hostile("name"), "n"], "rows": [[hostile("cell"), 1]]}
+        self.script(reply(body=table), reply(body=table), reply(body=table), reply(body=table))
+        for output in ("table", "csv"):
+            with self.subTest(output=output):
+                status, out, err = self.run_main(
+                    "--output",
+                    output,
+                    "query",
+                    "SELECT 1",
+                    environment={"DATASET_CLIENT_BASE_URL": base},
+                    terminal=True,
+                )
+                self.assertEqual((status, err), (0, ""))
+                self.assertIsNone(RAW_CONTROL.search(out.replace("\r\n", "\n")), repr(out))  # csv ends lines so
+                self.assertIn(r"\x1b]0;pwned\x07cell\x1b[2J\x9b32mok\x7f", out)
+        for output in ("json", "jsonl"):
+            with self.subTest(output=output):
+                status, out, err = self.run_main(
+                    "--output", output, "query", "SELECT 1", environment={"DATASET_CLIENT_BASE_URL": base}
+                )
+                self.assertIsNone(RAW_CONTROL.search(out), repr(out))
+                self.assertIn(r"\u001b]0;pwned\u0007cell\u001b[2J\u009b32mok\u007f", out)
+                decoded = json.loads(out) if output == "json" else {"rows": [list(json.loads(out).values())]}
+                self.assertEqual(decoded["rows"][0][0], hostile("cell"), "the same text, escaped as JSON does")
+
+        def reason(handler: Handler) -> None:  # a reason phrase and a message of its own choosing
+            body = json.dumps({"message": hostile("message")}).encode()
+            handler.send_response(503, hostile("reason"))
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        self.script(reason, reason)
+        with recorded_sleeps():
+            status, out, err = self.run_main(
+                "-v", "--retries", "1", "datasets", environment={"DATASET_CLIENT_BASE_URL": base}
+            )
+        self.assertEqual(status, 1)
+        self.assertIsNone(RAW_CONTROL.search(err), repr(err))
+        self.assertEqual(err.count("\n"), 4, err)  # two requests, a retry, the error: each escaped
+        self.assertIn(r"503 \x1b]0;pwned\x07reason\x1b[2J\x9b32mok\x7f", err.splitlines()[0])
+        self.assertIn(r"\x1b]0;pwned\x07message\x1b[2J\x9b32mok\x7f", err.splitlines()[-1])
+
+    def test_a_name_from_the_url_never_replaces_a_file(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/"
+        with contextlib.chdir(directory):
+            for name, refused in ((".bashrc", "starts with a dot"), ("a%1b%5B2Jb", "holds a control character")):
+                with self.subTest(name=name):
+                    status, out, err = self.run_main("download", url + name)
+                    self.assertEqual((status, out), (2, ""))
+                    self.assertIn(refused, err)
+                    self.assertIsNone(RAW_CONTROL.search(err), repr(err))
+            Path("data.bin").write_bytes(b"mine")
+            status, _, err = self.run_main("download", url + "data.bin", "--sha256", DATA_SHA)
+            self.assertEqual(status, 1)
+            self.assertEqual(
+                err,
+                "dataset-client: error: data.bin exists and was not replaced (its name came from the URL): "
+                "give DEST to replace it\n",
+            )
+            self.assertEqual(Path("data.bin").read_bytes(), b"mine")
+            self.assertEqual(self.requests, [], "nothing was sent")
+            Path("data.bin").write_bytes(DATA)  # already the file: not fetched again, with or without DEST
+            for argv in (["download", url + "data.bin"], ["download", url + "data.bin", "data.bin"]):
+                with self.subTest(argv=argv):
+                    status, _, err = self.run_main(*argv, "--sha256", DATA_SHA)
+                    self.assertEqual(
+                        (status, err), (0, "data.bin already has the expected sha256: not downloaded again\n")
+                    )
+            self.assertEqual(self.requests, [], "nothing was sent")
+            self.script(serve_file(DATA))
+            Path("data.bin").write_bytes(b"old")  # DEST given, another file: replaced
+            status, _, err = self.run_main("download", url + "data.bin", "data.bin", "--sha256", DATA_SHA)
+            self.assertEqual((status, Path("data.bin").read_bytes()), (0, DATA), err)
+            self.assertEqual(sorted(os.listdir()), ["data.bin"])
+
+    def test_an_absolute_url_needs_no_service_and_gets_no_key(self) -> None:
+        self.script(serve_file(DATA))
+        destination = self.tmp() / "out.bin"
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(destination), environment={"DATASET_CLIENT_API_KEY": KEY}
+        )
+        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
+        self.assertEqual(
+            [(r.method, r.path, r.headers.get("Authorization")) for r in self.requests], [("GET", "/files/x", None)]
+        )
+        status, _, err = self.run_main("download", "/files/x", str(destination), environment={})
+        self.assertEqual(status, 2)
+        self.assertIn("no service address", err)
+
+    def idempotent_service(self) -> dict[str, int]:
+        """POST /api/exports gives one export per Idempotency-Key (its number, in what is returned); its file's
+        first GET stalls after 1.5 MB, later ones serve it whole or the range asked for."""
+        exports: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def respond(handler: Handler) -> None:
+            if handler.command == "POST":
+                with lock:
+                    number = exports.setdefault(handler.headers["Idempotency-Key"], len(exports) + 1)
+                export = {"id": f"exp_{number}", "download_url": f"/files/exp_{number}.bin", "sha256": DATA_SHA}
+                return reply(201, export)(handler)
+            first = sum(r.method == "GET" for r in self.requests) == 1
+            return (first_bytes_then_stall(DATA, 1_500_000) if first else serve_file(DATA))(handler)
+
+        self.server.default = respond
+        return exports
+
+    def test_an_interrupted_export_download_with_c_continues_when_run_again(self) -> None:
+        exports = self.idempotent_service()
+        directory = self.tmp()
+        base = ["--base-url", self.server.url + "/api"]
+        argv = [*base, *self.export_argv("--download", str(directory / "out.bin"), "-c")]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        with inherited_signals(signal.SIG_DFL, "SIGINT"):  # as in a terminal
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dataset_client", *argv],
+                env={**environment, "HOME": str(self.tmp()), "DATASET_CLIENT_API_KEY": KEY},
+                cwd=HERE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        self.addCleanup(process.kill)
+        _wait_for(lambda: (state := saved_state(directory)) is not None and state["parts"][0][2] > 0)  # bytes kept
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        _, err = process.communicate(timeout=10)
+        self.assertEqual(
+            (process.returncode, err.decode().splitlines()[-1]), (130, "dataset-client: error: interrupted")
+        )
+        status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
+        self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+        posts = [r for r in self.requests if r.method == "POST"]
+        gets = [r for r in self.requests if r.method == "GET"]
+        self.assertEqual(len(posts), 2)
+        self.assertEqual(posts[0].headers["Idempotency-Key"], posts[1].headers["Idempotency-Key"])
+        self.assertEqual(exports, {posts[0].headers["Idempotency-Key"]: 1}, "one export, got twice")
+        self.assertEqual([r.path for r in gets], ["/files/exp_1.bin"] * 2)
+        self.assertRegex(gets[1].headers["Range"], r"^bytes=[1-9]\d*-$", "the partial file continued")
+        for _ in range(2):  # without -c, each run is a new export
+            self.assertEqual(
+                self.run_main(*base, *self.export_argv(), environment={"DATASET_CLIENT_API_KEY": KEY})[0], 0
+            )
+        self.assertEqual(len(exports), 3)
+
+    def test_a_download_without_c_continues_what_a_c_run_left_and_leaves_nothing(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        os.symlink("real.bin", directory / "link.bin")  # through a symlink: the partial file is beside real.bin
+        for name, left in (("out.bin", ["link.bin", "out.bin"]), ("link.bin", ["link.bin", "out.bin", "real.bin"])):
+            with self.subTest(name=name):
+                self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
+                status, _, err = self.run_main(
+                    "--retries", "0", "download", url, str(directory / name), "-c", environment={}
+                )
+                self.assertEqual(status, 3)
+                self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint
+                self.script(serve_file(DATA))
+                status, _, err = self.run_main("download", url, str(directory / name), environment={})
+                self.assertEqual(status, 0, err)
+                self.assertEqual(
+                    err.splitlines()[0],
+                    f"continuing the partial file an interrupted -c download left for {directory / name}",
+                )
+                self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
+                self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
+        self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
+        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "b.bin"), environment={})
+        self.assertEqual(status, 3)
+        self.assertTrue(
+            err.endswith(
+                ": connection closed after 976.6 KiB of 3.0 MiB; with -c, the partial file is kept "
+                "and the same command continues it\n"
+            ),
+            err,
+        )
+        self.assertEqual(sorted(os.listdir(directory)), ["link.bin", "out.bin", "real.bin"])
+
+    def test_errors_say_what_to_do(self) -> None:
+        base = self.server.url + "/api"
+        self.script(*[reply(401, {"message": "missing or wrong API key"})] * 2)
+        status, _, err = self.run_main("datasets", environment={"DATASET_CLIENT_BASE_URL": base})
+        self.assertEqual(
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: 401 Unauthorized: GET {base}/datasets: missing or wrong API key "
+                "(DATASET_CLIENT_API_KEY is not set)\n",
+            ),
+        )
+        self.assertIsNone(self.requests[0].headers.get("Authorization"))
+        status, _, err = self.run_main(
+            "datasets", environment={"DATASET_CLIENT_BASE_URL": base, "DATASET_CLIENT_API_KEY": KEY}
+        )
+        self.assertEqual(status, 1)
+        self.assertTrue(err.endswith(": missing or wrong API key\n"), err)
+        for argv, text in (
+            (["datset"], "unknown command 'datset': did you mean 'datasets'?"),
+            (["--output", "tabel", "datasets"], "unknown --output value 'tabel': did you mean 'table'?"),
+            (
+                ["export", "trades", "--symbols", "V", "--start", "2024/01/02", "--end", "2024-01-03"],
+                "argument --start: invalid date '2024/01/02': use YYYY-MM-DD",
+            ),
+            (
+                ["--base-url", "localhost:8765", "datasets"],
+                "--base-url 'localhost:8765' has no scheme: did you mean 'http://localhost:8765'?",
+            ),
+            (
+                ["download", "/x", "out", "--limit-rate", "10X"],
+                "argument --limit-rate: invalid rate '10X': bytes per second, such as 500K, 10M or 1G",
+            ),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertRegex(
+                    err.splitlines()[-1], rf"^dataset-client( download| export)?: error: {re.escape(text)}$"
+                )
+        self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
+
+    def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body=[])
+        environment = {"DATASET_CLIENT_BASE_URL": tls.url + "/api"}
+        status, _, err = self.run_main("--retries", "0", "datasets", environment=environment)
+        self.assertEqual(status, 3)
+        self.assertIn(": TLS certificate verification failed: ", err)
+        self.assertTrue(
+            err.endswith("; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE\n"), err
+        )
+        status, out, err = self.run_main("--ca-bundle", CA_FILE, "datasets", environment=environment)
+        self.assertEqual((status, json.loads(out)), (0, []), err)
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[default]\nca_bundle = "{CA_FILE}"\n')
+        status, out, err = self.run_main("datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)})
+        self.assertEqual((status, json.loads(out)), (0, []), err)
+        status, _, err = self.run_main("--ca-bundle", str(config), "datasets", environment=environment)
+        self.assertEqual(status, 2)
+        self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
+
+    def test_connections_to_what_cannot_take_parts_download_as_one_stream(self) -> None:
+        self.server.default = serve_file(DATA)
+        result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
+        self.assertEqual((result.returncode, result.stdout), (0, DATA), result.stderr)
+        warning = "dataset-client: warning: --connections 4: {} cannot take parts; downloading as one stream"
+        self.assertEqual(result.stderr.decode().splitlines()[0], warning.format("stdout"))
+        fifo = self.tmp() / "fifo"
+        os.mkfifo(fifo)
+        received = bytearray()
+        reader = threading.Thread(target=lambda: received.extend(fifo.read_bytes()))
+        reader.start()
+        self.addCleanup(reader.join, 10)
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(fifo), "--connections", "4", environment={}
+        )
+        reader.join(10)
+        self.assertEqual((status, bytes(received)), (0, DATA), err)
+        self.assertEqual(err.splitlines()[0], warning.format(fifo))
+        self.assertEqual({r.headers.get("Range") for r in self.requests}, {None}, "one stream")
+
+    def test_help_per_command(self) -> None:
+        status, out, _ = self.run_main("--help")
+        self.assertEqual(status, 0)
+        self.assertIn("Exit status: 0 ok", out)
+        for command in dc._COMMANDS:
+            with self.subTest(command=command):
+                status, out, _ = self.run_main(command, "--help")
+                self.assertEqual(status, 0)
+                self.assertTrue(out.startswith(f"usage: dataset-client {command} [-h]"), out)
+                options, examples = out.split("\nexamples:\n")
+                self.assertNotIn("Exit status", out, "the global epilog is not repeated")
+                self.assertNotIn("--base-url", options)
+                self.assertNotIn("--output", options)
+                self.assertIn(f"dataset-client {command}", examples)
+                self.assertTrue(all(len(line) < 80 for line in out.splitlines()), out)
+        self.assertIn("--limit-rate RATE", self.run_main("download", "--help")[1])
+
+    def test_limit_rate_is_the_librarys_max_rate(self) -> None:
+        rates: list[object] = []
+
+        def recording(client: DatasetClient, *args: object, **options: object) -> None:
+            rates.append(options.get("max_rate", "not passed"))
+
+        url = self.server.url + "/files/x"
+        with mock.patch.object(dc.DatasetClient, "download", recording):
+            for rate in ("500K", "10M", "1G", "1.5k", "2048", None):
+                argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
+                self.assertEqual(self.run_main(*argv, environment={})[0], 0)
+        self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
+        for rate in ("0", "-5", "1T", "fast"):
+            with self.subTest(rate=rate):
+                status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
+                self.assertEqual(status, 2)
+                self.assertIn("bytes per second, such as 500K, 10M or 1G", err)
+        self.server.default = serve_file(DATA)
+        destination = self.tmp() / "x"
+        status, _, err = self.run_main(
+            "download", url, str(destination), "--limit-rate", "1G", "--connections", "2", environment={}
+        )
+        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
+
+    def test_profiles(self) -> None:
+        other = self.server.url + "/api"
+        self.server.default = reply(body=[{"name": "scripted"}])
+        config = self.tmp() / "config.toml"
+        config.write_text(
+            f'[default]\nbase_url = "{self.base_url}"\napi_key = "stand-in-key"\n\n'
+            f'[staging]\nbase_url = "{other}"\napi_key = "{KEY}"\ntimeout = 5\n'
+        )
+        config.chmod(0o600)
+        chosen = {"DATASET_CLIENT_CONFIG": str(config)}
+
+        def names(*argv: str, **environment: str) -> list[str]:
+            status, out, err = self.run_main(
+                *argv, "--output", "json", "datasets", environment={**chosen, **environment}
+            )
+            self.assertEqual(status, 0, err)
+            return [dataset["name"] for dataset in json.loads(out)]
+
+        self.assertEqual(names(), ["daily_bars", "trades"], "[default]")
+        self.assertEqual(names("--profile", "staging"), ["scripted"])
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(names(DATASET_CLIENT_PROFILE="staging"), ["scripted"])
+        self.assertEqual(names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file")
+        self.assertIsNone(self.requests[-1].headers["Authorization"], "[default]'s key is for its own base_url only")
+        self.server.script.append(reply(401, {"message": "missing or wrong API key"}))
+        status, _, err = self.run_main("datasets", environment={**chosen, "DATASET_CLIENT_BASE_URL": other})
+        self.assertEqual(
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: 401 Unauthorized: GET {other}/datasets: missing or wrong API key "
+                "(DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)\n",
+            ),
+        )
+        self.assertEqual(
+            names(
+                DATASET_CLIENT_PROFILE="staging",
+                DATASET_CLIENT_API_KEY="stand-in-key",
+                DATASET_CLIENT_BASE_URL=self.base_url,
+            ),
+            ["daily_bars", "trades"],
+        )
+        self.assertEqual(
+            names("--base-url", other, DATASET_CLIENT_BASE_URL=self.base_url),
+            ["scripted"],
+            "an option beats a variable",
+        )
+        home = self.tmp()  # the file's usual place
+        (home / ".config" / "dataset-client").mkdir(parents=True)
+        os.link(config, home / ".config" / "dataset-client" / "config.toml")
+        status, out, err = self.run_main("--profile", "staging", "datasets", environment={"HOME": str(home)})
+        self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
+        for argv, environment, text in (
+            (["--profile", "prod"], chosen, f"no profile 'prod' in {config}; its profiles: default, staging"),
+            (
+                [],
+                {"DATASET_CLIENT_PROFILE": "prod", "HOME": str(home)},
+                f"no profile 'prod' in {home}/.config/dataset-client/config.toml; its profiles: default, staging",
+            ),
+            (
+                ["--profile", "staging"],
+                {"DATASET_CLIENT_CONFIG": str(home / "none.toml")},
+                f"no config file {home}/none.toml for --profile staging",
+            ),
+        ):
+            with self.subTest(argv=argv, environment=environment):
+                status, _, err = self.run_main(*argv, "datasets", environment=environment)
+                self.assertEqual((status, err), (2, f"dataset-client: error: {text}\n"))
+        config.chmod(0o640)
+        status, _, err = self.run_main("datasets", environment=chosen)
+        self.assertEqual(
+            (status, err),
+            (
+                2,
+                f"dataset-client: error: {config} holds an api_key and is readable by others: run chmod 600 {config}\n",
+            ),
+        )
+        config.write_text('[default]\nbase-url = "http://x"\n')
+        status, _, err = self.run_main("datasets", environment=chosen)
+        self.assertEqual(status, 2)
+        self.assertIn("unknown key 'base-url' in [default]", err)
+
+    def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
+        def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
+            start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
+            handler.send_header("Content-Length", str(end - start))
+            handler.send_header("ETag", '"v1"')
+            handler.end_headers()
+            handler.wfile.write(BIG[start : start + 1024 * 1024])
+            handler.wfile.flush()
+            time.sleep(0.6)  # not a timing assertion: the client shows a rate once half a second has passed
+            handler.wfile.write(BIG[start + 1024 * 1024 : end])
+
+        self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause)
+        target = self.tmp() / "big.bin"
+        status, drawn = self.run_in_terminal(["-v", "download", self.server.url + "/big", str(target)], 80)
+        self.assertEqual((status, target.read_bytes() == BIG), (0, True), drawn)
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
+        frames = [piece for row in text.split("\r\n") for piece in row.split("\r") if piece.startswith("[")]
+        self.assertGreaterEqual(len(frames), 5, text)
+        self.assertTrue(all(len(frame) < 80 for frame in frames), [f for f in frames if len(f) >= 80])
+        bars = {len(re.match(r"\[[#-]+\]", frame)[0]) for frame in frames}  # type: ignore[index]
+        self.assertEqual(len(bars), 1, frames)
+        self.assertNotIn("/s", frames[0])
+        self.assertRegex(frames[-1], r"\]  100%  8\.0/8\.0 MiB  +[\d.]+ [KMG]iB/s +0:00 left$")
+        retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
+        retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
+        self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
+
+    def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
+        sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
+        for columns, expected in (
+            (
+                40,
+                [
+                    "about" + " " * 17 + "  " + " " * 10 + "big  t",  # a number's column on the right, whole
+                    "-" * 22 + "  " + "-" * 13 + "  -",
+                    "a rather long descrip…  1234567890123  x",  # the text gave way
+                ],
+            ),
+            (24, ["-[ RECORD 1 ]-", "about | a rather long d…", "big   | 1234567890123", "t     | x"]),
+            (12, ["-[ RECORD 1 ]-", "abo… | a ra…", "big  | 1234567890123", "t    | x"]),
+        ):
+            with self.subTest(columns=columns), mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
+                status, out, err = self.run_main("--output", "table", "query", sql)
+                self.assertEqual((status, out.splitlines()), (0, [*expected, "(1 row)"]), err)
+
+
+# ---------------------------------------------------------------------------
+# Shell completion, run by the shells themselves
+# ---------------------------------------------------------------------------
+
+COMPLETION_CASES = [  # (the words typed, the last one being completed), what is offered
+    (["d"], ["datasets", "download"]),
+    (["--output", ""], ["table", "json", "jsonl", "csv"]),
+    (["-q", "export", "trades", "--f"], ["--format"]),
+    (["export", "trades", "--format", ""], ["parquet", "csv", "jsonl"]),
+    (["completion", ""], ["bash", "zsh"]),
+    (["--base-url", ""], []),
+    (["download", "--l"], ["--limit-rate"]),
+    (["download", "http://host/f", "o"], ["other.csv", "out.bin"]),  # DEST: file names
+]
+
+
+COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
+class CompletionTests(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.directory = Path(directory.name)
+        for name in ("out.bin", "other.csv", "z.txt"):
+            (self.directory / name).touch()
+
+    def script(self, shell: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "dataset_client", "completion", shell], cwd=HERE, capture_output=True, check=True
+        )
+        self.assertEqual(result.stderr, b"")
+        return result.stdout.decode()
+
+    def test_bash_completes_commands_options_values_and_file_names(self) -> None:
+        lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
+            lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
+        result = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-c", "\n".join(lines)],
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("bash")},
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        registered, *offered = result.stdout.split("\n", 1)[0], *result.stdout.split("\n", 1)[1].split("===\n")[:-1]
+        self.assertEqual(registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client")
+        for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
+            with self.subTest(typed=typed):
+                self.assertEqual(got.split(), sorted(expected))
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_completes_commands_options_values_and_file_names(self) -> None:
+        # Outside an interactive shell's completion system: compadd and _files stood in for, so that what the
+        # function offers is printed (the file names themselves are zsh's _files at the terminal).
+        lines = ['compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }', "_files() { print -- FILES }"]
+        lines += ["compdef() { print -- compdef $@ }", 'eval "$SCRIPT"']
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}")
+            lines.append("_dataset_client | sort; print -- '==='")
+        result = subprocess.run(
+            ["zsh", "-f", "-c", "\n".join(lines)],
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("zsh")},
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        registered, rest = result.stdout.split("\n", 1)
+        self.assertEqual(registered, "compdef _dataset_client dataset-client")
+        for (typed, expected), got in zip(COMPLETION_CASES, rest.split("===\n")[:-1], strict=True):
+            with self.subTest(typed=typed):
+                if typed[0] == "download" and not typed[-1].startswith("-"):
+                    self.assertEqual(got.split(), ["FILES"])
+                else:
+                    offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
+                    self.assertEqual(offered, sorted(expected))
+
+    def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
+        """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
+        import fcntl
+        import pty
+        import termios
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
+        process = subprocess.Popen(
+            shell,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=environment,
+            cwd=self.directory,  # out.bin, other.csv, z.txt
+            start_new_session=True,  # its own session: the pty becomes its terminal, with job control
+        )
+        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        screen = b""
+
+        def type_until(keys: bytes, wanted: bytes) -> None:
+            nonlocal screen
+            os.write(master, keys)
+            deadline = time.monotonic() + 10
+            while wanted not in screen and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    screen += os.read(master, 4096)
+            self.assertIn(wanted, screen)
+
+        type_until(setup + b"; echo READY\n", b"READY\r\n")
+        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"")  # shows the line as completed
+        type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
+        type_until(b"dataset-client download http://h/f z\t\n", b"<download><http://h/f><z.txt>\r\n")  # DEST
+        type_until(b"exit\n", b"exit")
+        self.assertEqual(process.wait(10), 0)
+
+    def test_bash_at_a_terminal_completes_with_tab(self) -> None:
+        script = f'eval "$({COPIED_FILE} completion bash)"'
+        self.complete_at_a_terminal(["bash", "--norc", "--noprofile", "-i"], script.encode())
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_at_a_terminal_completes_with_tab(self) -> None:
+        script = f'eval "$({COPIED_FILE} completion zsh)"'
+        setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
+        self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
 
 if __name__ == "__main__":

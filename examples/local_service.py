@@ -519,26 +519,42 @@ def _list_with_key(base_url: str, api_key: str) -> Any:
         return client.list_datasets()
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, so that the temporary files go as on Ctrl-C."""
+    import signal
+
+    def interrupt(signal_number: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="A stand-in of the dataset service, for trying the client offline.")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")
-    parser.add_argument("--api-key", help="the key clients must send (default: a random one, printed)")
+    parser.add_argument(
+        "--api-key",
+        help="the key clients must send (default: $DATASET_CLIENT_API_KEY, which ps does not show; else a random one)",
+    )
     parser.add_argument("--demo", action="store_true", help="start on a free port, tour every operation, exit")
     parser.add_argument("--verbose", action="store_true", help="log each request on stderr")
     args = parser.parse_args(argv)
     if args.demo:
         return demo()
+    api_key = args.api_key or os.environ.get("DATASET_CLIENT_API_KEY") or secrets.token_urlsafe(24)
     try:
-        server = Server(args.host, args.port, args.api_key or secrets.token_urlsafe(24), verbose=args.verbose)
+        server = Server(args.host, args.port, api_key, verbose=args.verbose)
     except OSError as exc:
         print(f"local_service: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    # Quoted so that any shell can eval them, whatever the key holds.
-    print(f"export DATASET_CLIENT_BASE_URL={shlex.quote(server.base_url)}")
-    print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}", flush=True)
-    print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
-    try:
+    _stop_on_sigterm()  # `kill %1` cleans up as Ctrl-C does
+    try:  # from the first line printed on: whoever read it may stop the service at once
+        # Quoted so that any shell can eval them, whatever the key holds.
+        print(f"export DATASET_CLIENT_BASE_URL={shlex.quote(server.base_url)}")
+        print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}", flush=True)
+        print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass
