@@ -2210,7 +2210,7 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
         busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
         busy.write_bytes(b"in use")
-        import fcntl
+        fcntl = import_or_skip(self, "fcntl")
 
         with busy.open("rb") as held:
             fcntl.flock(held.fileno(), fcntl.LOCK_EX)
@@ -3237,12 +3237,20 @@ def inherited_signals(action: Any, *names: str) -> Iterator[None]:
     SIG_DFL: as in a terminal, whatever the test run inherited (a background job ignores SIGINT,
     nohup SIGHUP); SIG_IGN: as nohup starts a command. A handler becomes SIG_DFL across exec.
     """
-    previous = {name: signal.signal(getattr(signal, name), action) for name in names}
+    previous = {name: signal.signal(getattr(signal, name), action) for name in names if hasattr(signal, name)}
     try:
         yield
     finally:
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
+
+
+def import_or_skip(test: unittest.TestCase, name: str) -> Any:
+    """The module ``name``, or the test skipped saying the platform has none (fcntl, pty, termios: not Windows)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        test.skipTest(f"this platform has no {name}")
 
 
 def ignored_signals(pid: int) -> set[int]:
@@ -4003,6 +4011,8 @@ class CommandLineTests(StandInTestCase):
             ("SIGTERM", 143, True),
             ("SIGINT", 130, False),
         ):
+            if not hasattr(signal, signal_name):  # Windows has no SIGHUP
+                continue
             self.script(first_bytes_then_stall(DATA, 1_500_000))
             directory = self.tmp()
             environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
@@ -4037,6 +4047,8 @@ class CommandLineTests(StandInTestCase):
         destination = self.tmp() / "out.bin"
         environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
         argv = ["--base-url", self.server.url, "download", self.server.url + "/files/x", str(destination)]
+        if not hasattr(signal, "SIGHUP"):
+            self.skipTest("this platform has no SIGHUP (nor nohup)")
         with inherited_signals(signal.SIG_IGN, "SIGHUP"):  # what nohup does before it runs the command
             process = subprocess.Popen(
                 [sys.executable, "-m", "dataset_client", *argv], env=environment, cwd=HERE, stderr=subprocess.PIPE
@@ -4054,9 +4066,7 @@ class CommandLineTests(StandInTestCase):
         self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
     ) -> tuple[int, str]:
         """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew."""
-        import fcntl
-        import pty
-        import termios
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
 
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
@@ -4830,9 +4840,7 @@ class CompletionTests(unittest.TestCase):
 
     def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
         """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
-        import fcntl
-        import pty
-        import termios
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
 
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))

@@ -1,5 +1,5 @@
 """The download and command-line tests once more, as on a platform without ``os.pwrite``,
-``fcntl``, ``os.register_at_fork`` and ``signal.SIGHUP`` (Windows, which CI cannot run).
+``os.pread``, ``fcntl``, ``os.register_at_fork`` and ``signal.SIGHUP`` (Windows, which CI cannot run).
 
 Those names are removed before anything imports dataset_client, in the test process and in
 every Python it starts (the CLI tests run ``python -m dataset_client``), by a
@@ -27,7 +27,12 @@ TEST_CLASSES = [
     "StateFileTests",
     "HostileResponseTests",
     "DownloadFaultTests",
+    "SharedDirectoryTests",
+    "HostileServerSecretTests",
     "CommandLineTests",
+    "CommandLineTerminalTests",
+    "StandInProcessTests",
+    "CompletionTests",
 ]
 
 SITECUSTOMIZE = """\
@@ -61,7 +66,7 @@ def main(names: list[str]) -> int:
         paths = [directory, *filter(None, [os.environ.get("PYTHONPATH")])]
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         subprocess.run([sys.executable, "-c", PROBE], env=environment, check=True)
-        print("== without os.pwrite, fcntl, os.register_at_fork, signal.SIGHUP (a stand-in for Windows):", flush=True)
+        print("== without os.pwrite, os.pread, fcntl, os.register_at_fork, signal.SIGHUP (a stand-in for Windows):", flush=True)
         command = [sys.executable, str(root / ".ci" / "unittest_summary.py"), *(names or TEST_CLASSES)]
         return subprocess.run(command, env=environment, cwd=root).returncode
 
