@@ -2883,11 +2883,12 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
         result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
     else:
         result = _create_export(client, args)
+    shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
     if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
         if not args.quiet:
-            stderr.message(_json_text(result, 2), raw=True)
+            stderr.message(_json_text(shown, 2), raw=True)
     else:
-        _print_result(result, args.output, stderr)
+        _print_result(shown, args.output, stderr)
     if args.command == "export" and args.download is not None:
         url, digest = _export_file(result)
         _download_command(client, args, stderr, url, args.download or None, digest)

@@ -2335,6 +2335,25 @@ class HostileServerSecretTests(ServerTestCase):
         self.assertIn("<redacted>", stderr.getvalue())
         self.assert_no_secret(stderr.getvalue(), KEY)
 
+    def test_a_result_echoing_the_key_is_printed_redacted(self) -> None:
+        def echo(handler: Handler) -> None:
+            reply(200, {"columns": ["seen"], "rows": [[handler.headers["Authorization"]]]})(handler)
+
+        for output in ("json", "table", "csv"):
+            self.script(echo)
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with (
+                mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}),
+                contextlib.redirect_stdout(stdout),
+                contextlib.redirect_stderr(stderr),
+            ):
+                status = dc.main(["--base-url", self.server.url + "/api/v1", "--output", output, "query", "SELECT 1"])
+            with self.subTest(output=output):
+                self.assertEqual(status, 0, stderr.getvalue())
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+                self.assertIn("Bearer <redacted>", stdout.getvalue())
+                self.assert_no_secret(stdout.getvalue() + stderr.getvalue(), KEY)
+
     def test_a_non_json_body_echoing_the_key_is_redacted(self) -> None:
         def respond(handler: Handler) -> None:
             reply(200, f"<html>{handler.headers['Authorization']}</html>".encode(), content_type="text/html")(handler)

@@ -66,7 +66,10 @@ def main(names: list[str]) -> int:
         paths = [directory, *filter(None, [os.environ.get("PYTHONPATH")])]
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         subprocess.run([sys.executable, "-c", PROBE], env=environment, check=True)
-        print("== without os.pwrite, os.pread, fcntl, os.register_at_fork, signal.SIGHUP (a stand-in for Windows):", flush=True)
+        print(
+            "== without os.pwrite, os.pread, fcntl, os.register_at_fork, signal.SIGHUP (a stand-in for Windows):",
+            flush=True,
+        )
         command = [sys.executable, str(root / ".ci" / "unittest_summary.py"), *(names or TEST_CLASSES)]
         return subprocess.run(command, env=environment, cwd=root).returncode
 
