@@ -629,15 +629,6 @@ class _PooledResponse(http.client.HTTPResponse):
     sock: socket.socket | None = None  # to shut down from another thread
     _release: Callable[[bool], None] | None = None
 
-    def begin(self) -> None:
-        super().begin()
-        head = self.fp
-        if isinstance(head, _HeadReader):  # the head was read line by line: was it whole?
-            self.fp = head.raw  # type: ignore[assignment]
-            if head.cut:
-                self._close_conn()  # type: ignore[attr-defined]
-                raise _HeadCutOff
-
     def _read_status(self) -> tuple[str, int, str]:
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
@@ -940,10 +931,17 @@ def _shut_down(sock: socket.socket | None) -> None:
 
 
 def _read_framing(response: _PooledResponse) -> None:
-    """Note the Content-Encoding; refuse a length that is ambiguous (RFC 9112 6.3): several, or not a number.
+    """Refuse a head cut off before its blank line; note the Content-Encoding; refuse a length that is
+    ambiguous (RFC 9112 6.3): several, or not a number.
 
     http.client would take the first of several, and read to the connection's end after a bad one.
     """
+    head: Any = response.fp
+    if head.__class__ is _HeadReader:  # the head was read line by line (see _read_status): was it whole?
+        response.fp = head.raw
+        if head.cut:
+            response.close()
+            raise _transport_error(_HeadCutOff(), response.method, response.url, proxy=response.proxy)
     lengths = []
     for name, value in response.headers.raw_items():  # one pass, without the email policy's parsing
         name = name.lower()
@@ -1978,13 +1976,14 @@ class _FileTarget(_Target):
         then moved over the state, so that the state on disk is always whole.
         """
         temporary = f"{self.state_path}.{os.urandom(4).hex()}.tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-        try:
+        try:  # the open inside: a signal arriving just after it still removes the file
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
             with os.fdopen(fd, "wb") as file:
                 file.write(json.dumps(state).encode())
             os.replace(temporary, self.state_path)
-        except BaseException:
-            self._remove([temporary])
+        except BaseException as exc:
+            if not isinstance(exc, FileExistsError):  # that one is another's
+                self._remove([temporary])
             raise
         self.keep = True
 
@@ -2671,7 +2670,10 @@ def _with_suggestion(message: str) -> str:
     """argparse's message for a choice it does not know, with the nearest one it does."""
     import difflib
 
-    found = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    # 3.15's argparse adds its own ", maybe you meant 'x'?" before the choices: one wording whatever the Python.
+    found = re.match(
+        r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)? \(choose from (.*)\)$", message
+    )
     if not found:
         return message
     choices = re.findall(r"[\w-]+", found[3])
