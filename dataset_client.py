@@ -641,7 +641,7 @@ class _PooledResponse(http.client.HTTPResponse):
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        if b"\r\n\r\n" not in self.fp.peek():  # the blank line ending the head is not buffered yet (rare)
+        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the blank line ending the head is not buffered yet (rare)
             self._watch_for_a_cut_head()
         return version, status, reason
 
