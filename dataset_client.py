@@ -1907,14 +1907,24 @@ class _FileTarget(_Target):
             self.lock_path = ""
 
     def _open_unique(self) -> int:
+        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name, so
+        that a ``.part`` no process holds is one a killed download left (see _remove_abandoned_temporaries).
+        """
         for _ in range(100):
-            path = f"{self.stem}.{os.urandom(6).hex()}.part"
+            token = os.urandom(6).hex()
+            path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
             try:  # O_EXCL: two downloads to one path never share a temporary file
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o666)
+                fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o666)
             except FileExistsError:
                 continue
+            try:
+                _hold(fd)
+                os.replace(new, path)  # 48 random bits: no other file has that name
+            except BaseException:
+                os.close(fd)
+                self._remove([new])
+                raise
             self.path = path
-            _hold(fd)  # so that a later download knows it is not abandoned
             return fd
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file", self.directory)
 
@@ -2054,20 +2064,21 @@ def _hold(fd: int) -> None:
 
 def _remove_abandoned_temporaries(stem: str) -> None:
     """Remove the ``.NAME.<hex>.part`` files a killed download to the same destination left behind:
-    this user's regular files that no process holds. Without flock none is known to be abandoned.
+    this user's regular files that no process holds (each is locked before it takes that name).
+    A ``.new`` one, killed in the instant before its lock, goes once it is a minute old. Without
+    flock none is known to be abandoned.
     """
     try:
         import fcntl
     except ImportError:
         return
-    for path in _sibling_names(stem, ".part", 12):
+    for path in [*_sibling_names(stem, ".part", 12), *_sibling_names(stem, ".new", 12)]:
         fd = _open_own_file(path, create=False)
         if fd is None:
             continue
         with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
-            status = os.fstat(fd)
-            if status.st_size or time.time() - status.st_mtime > 10:  # not one made this instant, not yet held
+            if path.endswith(".part") or time.time() - os.fstat(fd).st_mtime > 60:
                 os.unlink(path)
 
 

@@ -2192,31 +2192,32 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertEqual(set(modes), {0o600}, "the state holds the URL, which may carry a signature")
 
     def test_a_temporary_file_left_by_kill_9_is_removed_by_the_next_download(self) -> None:
-        self.script(first_bytes_then_stall(DATA, 1_500_000))
-        directory = self.tmp()
+        fcntl = import_or_skip(self, "fcntl")
         code = (
             "import sys, dataset_client as dc\n"
             "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
             "    client.download('files/x', sys.argv[2])\n"
         )
-        process = subprocess.Popen(
-            [sys.executable, "-c", code, self.server.url + "/api/v1", str(directory / "out.bin")]
-        )
-        self.addCleanup(process.kill)
-        _wait_for(lambda: any(p.stat().st_size > 0 for p in directory.iterdir()), 10)
-        process.kill()
-        process.wait(10)
-        (left,) = directory.iterdir()
-        self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
-        busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
-        busy.write_bytes(b"in use")
-        fcntl = import_or_skip(self, "fcntl")
-
-        with busy.open("rb") as held:
-            fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-            self.script(serve_file(DATA))
-            self.client().download("files/x", directory / "out.bin")
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
+        for case, respond in (("with bytes", first_bytes_then_stall(DATA, 1_500_000)), ("empty", hang)):
+            with self.subTest(killed=case):  # empty: killed while waiting for the answer, before any write
+                self.script(respond)
+                directory = self.tmp()
+                arguments = [self.server.url + "/api/v1", str(directory / "out.bin")]
+                process = subprocess.Popen([sys.executable, "-c", code, *arguments])
+                self.addCleanup(process.kill)
+                written = (lambda p: p.stat().st_size > 0) if case == "with bytes" else (lambda p: p.suffix == ".part")
+                _wait_for(lambda d=directory, w=written: any(w(p) for p in d.iterdir()), 10)  # type: ignore[misc]
+                process.kill()
+                process.wait(10)
+                (left,) = directory.iterdir()
+                self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
+                busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
+                busy.write_bytes(b"")
+                with busy.open("rb") as held:
+                    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+                    self.script(serve_file(DATA))
+                    self.client().download("files/x", directory / "out.bin")
+                self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
 
 
 class StateFileTests(ServerTestCase):
