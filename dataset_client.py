@@ -2055,11 +2055,15 @@ def _read_state(fd: int) -> Any:
 
 
 def _hold(fd: int) -> None:
-    """Lock a temporary file while it is in use, where the platform can (see _remove_abandoned_temporaries)."""
+    """Lock a temporary file while it is in use, where the platform can (see _remove_abandoned_temporaries).
+
+    Waiting, not LOCK_NB: a sweeping download may hold it for an instant, and a file left
+    unlocked would be taken for abandoned.
+    """
     with contextlib.suppress(ImportError, OSError):
         import fcntl
 
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _remove_abandoned_temporaries(stem: str) -> None:
