@@ -219,6 +219,11 @@ FAULTS = (
 )
 
 
+LAWFUL = frozenset(("trickle", "interim_few"))  # on any response: slow, or interim responses first
+# A server that always does this one: ignores Range, sends no ETag or a weak one, or no validator.
+LAWFUL_WHEN_STICKY = frozenset(("strip_range", "etag_missing", "etag_weak", "validators_missing"))
+
+
 class Stop(Exception):
     """The relay ends this connection (a fault that closes it, or the run is over)."""
 
@@ -240,13 +245,23 @@ class RunPlan:
     rng: random.Random
     probability: float = 0.0  # that a request gets a fault
     sticky: str | None = None  # every request gets this fault
-    change_before: bool = False
+    change_before: bool = False  # the file changes on the server before the run
     progress_kill_at: int | None = None  # the child kills itself when this many bytes are done
+    relay_kill_at: int | None = None  # the relay kills the child after this many body bytes of the run
     log: list[str] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)  # the faults it got
 
     @property
     def clean(self) -> bool:
-        return self.probability == 0 and self.progress_kill_at is None and not self.change_before
+        return self.probability == 0 and self.progress_kill_at is None and self.relay_kill_at is None
+
+    @property
+    def healthy(self) -> bool:
+        """Nothing went wrong in the run but what a server may lawfully do: a correct client succeeds."""
+        if self.progress_kill_at is not None or self.relay_kill_at is not None:
+            return False
+        lawful = LAWFUL | (LAWFUL_WHEN_STICKY if self.sticky else frozenset())
+        return all(kind in lawful for kind in self.applied)
 
 
 @dataclass
@@ -311,7 +326,8 @@ class Relay:
         self.sockets: set[socket.socket] = set()
         self.body_sent = 0  # this run's body bytes, all connections together
         self.relay_kill_at: int | None = None
-        self.killed = False
+        self.generation = 0  # of runs: a connection of an earlier run does nothing more
+        self.connection = threading.local()  # its generation
         self.flips: list[tuple[int, int, int]] = []  # this trial's: (version, offset, mask)
         self.lies = 0  # this trial's 200s shorter than the file
         self.sha256_given = False
@@ -319,9 +335,10 @@ class Relay:
         self.closed = False
         threading.Thread(target=self._accept, name="soak-relay", daemon=True).start()
 
-    def begin_run(self, plan: RunPlan, relay_kill_at: int | None) -> None:
+    def begin_run(self, plan: RunPlan) -> None:
         with self.lock:
-            self.plan, self.relay_kill_at, self.body_sent, self.killed = plan, relay_kill_at, 0, False
+            self.plan, self.relay_kill_at, self.body_sent = plan, plan.relay_kill_at, 0
+            self.generation += 1
         self.run_over.clear()
 
     def end_run(self) -> None:
@@ -348,6 +365,7 @@ class Relay:
 
     def _serve(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
+        self.connection.generation = self.generation
         try:
             upstream = socket.create_connection(self.origin)
             with self.lock:
@@ -362,8 +380,13 @@ class Relay:
             if upstream is not None:
                 _close(upstream)
 
+    def _check_current(self) -> None:
+        if self.connection.generation != self.generation:
+            raise Stop  # the run it belongs to is over
+
     def _next_fault(self) -> Fault | None:
         with self.lock:
+            self._check_current()
             plan = self.plan
             if plan.sticky is None and plan.rng.random() >= plan.probability:
                 return None
@@ -415,11 +438,13 @@ class Relay:
             self.plan.log.append(f"GET {asked or 'whole'} -> {answer}: {what}")
             if fault:
                 self.faults[fault.kind] += 1
+                self.plan.applied.append(fault.kind)
 
     def _answer_alone(self, client: socket.socket, fault: Fault, request: list[bytes]) -> None:
         with self.lock:
             self.plan.log.append(f"GET {request[0][:60]!r}: {fault.kind}")
             self.faults[fault.kind] += 1
+            self.plan.applied.append(fault.kind)
         if fault.kind == "busy":
             client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n")
             return
@@ -438,6 +463,7 @@ class Relay:
             data = data if change is None else change(data, sent)
             kill_now = False
             with self.lock:
+                self._check_current()
                 if self.relay_kill_at is not None and self.body_sent + len(data) >= self.relay_kill_at:
                     data, kill_now = data[: max(0, self.relay_kill_at - self.body_sent)], True
                 self.body_sent += len(data)
@@ -450,7 +476,6 @@ class Relay:
     def _kill_child(self) -> None:
         with self.lock:
             child, self.relay_kill_at = self.child, None
-            self.killed = True
             self.plan.log.append(f"  kill -9 after {self.body_sent} body bytes of this run")
         if child is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -562,6 +587,8 @@ class Relay:
     def _fault_change_during(self, exchange: Exchange, fault: Fault) -> None:
         exchange.client.sendall(exchange.head())
         self._forward(exchange, fault.offset(exchange.length))
+        with self.lock:
+            self._check_current()
         version = self.store.bump()
         with self.lock:
             self.plan.log.append(f"  the file changed on the server: now v{version}")
@@ -644,7 +671,6 @@ class Trial:
     max_retries: int
     previous: bytes | None  # what is at the destination before the first run
     runs: list[RunPlan]
-    relay_kills: list[int | None]
 
     @property
     def name(self) -> str:
@@ -665,7 +691,6 @@ def draw_trial(seed: int, number: int) -> Trial:
     previous = PREVIOUS * rng.randint(1, 50) if rng.random() < 0.5 else None
     resume, sha256, max_retries = rng.random() < 0.6, rng.random() < 0.5, rng.choice((0, 1, 2, 3))
     runs: list[RunPlan] = []
-    relay_kills: list[int | None] = []
     for index in range(rng.randint(1, MAX_FAULTY_RUNS)):
         plan = RunPlan(random.Random(f"{seed}:{number}:{index}"))
         mode = rng.random()
@@ -677,12 +702,13 @@ def draw_trial(seed: int, number: int) -> Trial:
         kill = rng.random()
         if kill < 0.12:  # the child kills itself once this much is written: at the end, before the rename
             plan.progress_kill_at = size if rng.random() < 0.5 else rng.randint(1, max(1, size))
-        relay_kills.append(rng.randint(0, max(0, size - 1)) if 0.12 <= kill < 0.24 else None)
+        plan.relay_kill_at = rng.randint(0, max(0, size - 1)) if 0.12 <= kill < 0.24 else None
         runs.append(plan)
     for index in range(CLEAN_RUNS):
-        runs.append(RunPlan(random.Random(f"{seed}:{number}:clean{index}")))
-        relay_kills.append(None)
-    return Trial(seed, number, size, resume, connections, sha256, max_retries, previous, runs, relay_kills)
+        plan = RunPlan(random.Random(f"{seed}:{number}:clean{index}"))
+        plan.change_before = index == 0 and plan.rng.random() < 0.25  # a healthy server's file may change
+        runs.append(plan)
+    return Trial(seed, number, size, resume, connections, sha256, max_retries, previous, runs)
 
 
 @dataclass
@@ -728,7 +754,7 @@ class Outcome:
         self.log.append(f"  ** {kind}: {what}")
 
 
-def run_child(world: World, trial: Trial, plan: RunPlan, relay_kill_at: int | None, destination: str) -> dict[str, Any]:
+def run_child(world: World, trial: Trial, plan: RunPlan, destination: str) -> dict[str, Any]:
     version = world.store.current()
     job = {
         "base": f"http://127.0.0.1:{world.relay.port}/",
@@ -744,10 +770,10 @@ def run_child(world: World, trial: Trial, plan: RunPlan, relay_kill_at: int | No
     environment = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
     environment |= {"NO_PROXY": "127.0.0.1,localhost", "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-I", "-c", CHILD, world.repo, json.dumps(job)]
-    child = subprocess.Popen(command, cwd=world.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     world.relay.sha256_given = trial.sha256
+    world.relay.begin_run(plan)  # before the child can connect
+    child = subprocess.Popen(command, cwd=world.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     world.relay.child = child
-    world.relay.begin_run(plan, relay_kill_at)
     try:
         stdout, stderr = child.communicate(timeout=RUN_LIMIT)
     except subprocess.TimeoutExpired:
@@ -766,7 +792,7 @@ def run_child(world: World, trial: Trial, plan: RunPlan, relay_kill_at: int | No
             "type": f"exit {child.returncode}",
             "message": stderr.decode(errors="replace")[-400:],
         }
-    return dict(json.loads(lines[-1]))
+    return {**json.loads(lines[-1]), "sha256": job["sha256"]}
 
 
 def _read(path: str) -> bytes | None:
@@ -798,16 +824,16 @@ def run_trial(world: World, trial: Trial) -> Outcome:
         with open(destination, "wb") as file:
             file.write(trial.previous)
     state = {"destination": trial.previous}
-    clean_failures: list[dict[str, Any]] = []
+    failures: list[tuple[RunPlan, dict[str, Any]]] = []
     try:
-        for index, (plan, relay_kill_at) in enumerate(zip(trial.runs, trial.relay_kills, strict=True)):
+        for index, plan in enumerate(trial.runs):
             if plan.change_before:
                 plan.log.append(f"  the file changed on the server before this run: now v{world.store.bump()}")
             first = world.store.current().index
-            result = run_child(world, trial, plan, relay_kill_at, destination)
+            result = run_child(world, trial, plan, destination)
             valid = world.store.versions[first:]
             outcome.runs += 1
-            outcome.log.append(f"run {index + 1} ({_describe_run(plan, relay_kill_at)}): {_describe_result(result)}")
+            outcome.log.append(f"run {index + 1} ({_describe_run(plan)}): {_describe_result(result)}")
             outcome.log.extend("    " + line for line in plan.log[:LOG_LINES])
             if len(plan.log) > LOG_LINES:
                 outcome.log.append(f"    ... and {len(plan.log) - LOG_LINES} more")
@@ -815,24 +841,25 @@ def run_trial(world: World, trial: Trial) -> Outcome:
             if result["outcome"] == "ok":
                 outcome.succeeded = True
                 break
-            if plan.clean:
-                clean_failures.append(result)
-        judge_clean_failures(world, outcome, clean_failures)
+            failures.append((plan, result))
+        judge_failures(world, outcome, failures)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return outcome
 
 
-def _describe_run(plan: RunPlan, relay_kill_at: int | None) -> str:
-    if plan.clean:
-        return "clean"
-    what = [f"every request: {plan.sticky}" if plan.sticky else f"a fault on {plan.probability:.0%} of requests"]
+def _describe_run(plan: RunPlan) -> str:
+    what = ["clean"] if plan.clean else []
+    if not plan.clean:
+        what.append(
+            f"every request: {plan.sticky}" if plan.sticky else f"a fault on {plan.probability:.0%} of requests"
+        )
     if plan.change_before:
         what.append("the file changed before it")
     if plan.progress_kill_at is not None:
         what.append(f"kill -9 by itself once {plan.progress_kill_at} bytes are done")
-    if relay_kill_at is not None:
-        what.append(f"kill -9 after {relay_kill_at} body bytes")
+    if plan.relay_kill_at is not None:
+        what.append(f"kill -9 after {plan.relay_kill_at} body bytes")
     return ", ".join(what)
 
 
@@ -860,7 +887,7 @@ def check_run(
         outcome.caught += 1
     data = _read(destination)
     if kind == "ok":
-        check_committed(world, outcome, data, valid)
+        check_committed(world, outcome, data, valid, result["sha256"])
     elif data != state["destination"]:
         if kind in ("killed", "hung") and any(data == version.data for version in valid):
             outcome.log.append("    (killed after the file was committed)")
@@ -872,9 +899,13 @@ def check_run(
         check_left(outcome, destination, resumable=outcome.trial.resume and kind != "ok", after=kind)
 
 
-def check_committed(world: World, outcome: Outcome, data: bytes | None, valid: list[Version]) -> None:
+def check_committed(
+    world: World, outcome: Outcome, data: bytes | None, valid: list[Version], sha256: str | None
+) -> None:
     if data is None:
         outcome.find("WRONG", f"run {outcome.runs} succeeded but nothing is at the destination")
+    elif sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        outcome.find("WRONG", f"run {outcome.runs} committed {len(data)} bytes whose sha256 is not the one given")
     elif any(data == version.data for version in valid):
         return
     elif not outcome.trial.sha256 and any(_only_flips(data, version, world.relay.flips) for version in valid):
@@ -895,16 +926,17 @@ def check_left(outcome: Outcome, destination: str, *, resumable: bool, after: st
         outcome.find("LEFT", f"after run {outcome.runs} ({after}): {', '.join(extra)}")
 
 
-def judge_clean_failures(world: World, outcome: Outcome, failures: list[dict[str, Any]]) -> None:
-    """A clean run (healthy server, no fault) may fail once: a sha256 over a network-corrupted partial."""
-    if len(failures) >= CLEAN_RUNS:
-        outcome.find("STUCK", f"{len(failures)} clean runs failed: {_describe_result(failures[-1])}")
-        return
+def judge_failures(world: World, outcome: Outcome, failures: list[tuple[RunPlan, dict[str, Any]]]) -> None:
+    """A run against a healthy server fails only for a sha256 over a partial the network corrupted."""
+    clean = [result for plan, result in failures if plan.clean]
+    if len(clean) >= CLEAN_RUNS:
+        outcome.find("STUCK", f"{len(clean)} clean runs failed: {_describe_result(clean[-1])}")
     corrupted = world.relay.flips or world.relay.lies
-    for failure in failures:
-        mismatch = failure["outcome"] == "error" and failure["type"] == "ChecksumMismatchError"
-        if not (mismatch and corrupted and outcome.trial.resume):
-            outcome.find("HEALTHY", f"a clean run failed: {_describe_result(failure)}")
+    for plan, result in failures:
+        mismatch = result["outcome"] == "error" and result["type"] == "ChecksumMismatchError"
+        if plan.healthy and not (mismatch and corrupted and outcome.trial.resume):
+            what = "clean" if plan.clean else f"its faults all lawful: {', '.join(sorted(set(plan.applied)))}"
+            outcome.find("HEALTHY", f"a run against a healthy server ({what}) failed: {_describe_result(result)}")
 
 
 # ---------------------------------------------------------------------------
@@ -1006,7 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=1200.0, help="no trial starts after this (default 1200)")
     parser.add_argument("--trials", type=int, default=600, help="at most this many trials (default 600)")
-    parser.add_argument("--quick", action="store_true", help="about 75 seconds")
+    parser.add_argument("--quick", action="store_true", help="trials for 60 seconds (the last may take longer)")
     parser.add_argument("--replay", metavar="SEED:TRIAL", help="run one trial again and print its log")
     parser.add_argument("--verbose", action="store_true", help="print every trial's log")
     arguments = parser.parse_args(argv)
@@ -1016,7 +1048,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.replay:
         return replay(arguments)
     if arguments.quick:
-        arguments.seconds = min(arguments.seconds, 75.0)
+        arguments.seconds = min(arguments.seconds, 60.0)
     started = time.monotonic()
     tally = soak(arguments)
     print_summary(tally, arguments, time.monotonic() - started)
