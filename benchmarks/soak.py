@@ -923,7 +923,10 @@ def check_left(outcome: Outcome, destination: str, *, resumable: bool, after: st
     allowed = {name, f".{name}.part", f".{name}.part.json"} if resumable else {name}
     extra = sorted(set(os.listdir(directory)) - allowed)
     if extra:
-        outcome.find("LEFT", f"after run {outcome.runs} ({after}): {', '.join(extra)}")
+        now = time.time()
+        files = [(name, os.lstat(os.path.join(directory, name))) for name in extra]
+        shown = [f"{name} ({found.st_size} bytes, {now - found.st_mtime:.1f} s old)" for name, found in files]
+        outcome.find("LEFT", f"after run {outcome.runs} ({after}): {', '.join(shown)}")
 
 
 def judge_failures(world: World, outcome: Outcome, failures: list[tuple[RunPlan, dict[str, Any]]]) -> None:
