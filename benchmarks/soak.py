@@ -896,7 +896,8 @@ def check_run(
             outcome.find("WRONG", f"run {outcome.runs} failed ({kind}) but the destination changed (now {shown})")
     state["destination"] = data
     if kind not in ("killed", "hung"):
-        check_left(outcome, destination, resumable=outcome.trial.resume and kind != "ok", after=kind)
+        mismatch = kind == "error" and result["type"] == "ChecksumMismatchError"  # not resumable: nothing kept
+        check_left(outcome, destination, resumable=outcome.trial.resume and kind != "ok" and not mismatch, after=kind)
 
 
 def check_committed(
@@ -912,9 +913,12 @@ def check_committed(
         outcome.missed += 1
         outcome.log.append("    (committed with the bits the network flipped: no sha256 was given)")
     else:
-        older = [f"v{version.index}" for version in world.store.versions if version.data == data]
+        versions = world.store.versions
+        older = [f"v{version.index}" for version in versions if version.data == data]
+        flipped = [f"v{version.index}" for version in versions if _only_flips(data, version, world.relay.flips)]
         served = ", ".join(f"v{version.index} ({len(version.data)} bytes)" for version in valid)
         what = f"it is the older {older[0]}" if older else "no version the server ever had"
+        what = f"it is {flipped[0]} with the bits the network flipped" if flipped and not older else what
         outcome.find("WRONG", f"run {outcome.runs} committed {len(data)} bytes, {what}; the server had {served}")
 
 
@@ -938,7 +942,8 @@ def judge_failures(world: World, outcome: Outcome, failures: list[tuple[RunPlan,
     for plan, result in failures:
         mismatch = result["outcome"] == "error" and result["type"] == "ChecksumMismatchError"
         if plan.healthy and not (mismatch and corrupted and outcome.trial.resume):
-            what = "clean" if plan.clean else f"its faults all lawful: {', '.join(sorted(set(plan.applied)))}"
+            lawful = ", ".join(sorted(set(plan.applied))) or "none came"
+            what = "clean" if plan.clean else f"its faults all lawful: {lawful}"
             outcome.find("HEALTHY", f"a run against a healthy server ({what}) failed: {_describe_result(result)}")
 
 
