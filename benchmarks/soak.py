@@ -724,12 +724,22 @@ class World:
 
 @contextlib.contextmanager
 def world(repo: str) -> Iterator[World]:
+    """The servers, and a copy of ``repo``'s dataset_client.py: the checkout may change during the soak."""
     root = tempfile.mkdtemp(prefix="dataset-client-soak-")
+    module = os.path.join(root, "module")
+    os.mkdir(module)
+    shutil.copy(os.path.join(repo, "dataset_client.py"), module)
+    check = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {module!r}); import dataset_client"]
+    )
+    if check.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        sys.exit(f"{repo}/dataset_client.py does not import: nothing to soak")
     store = Store()
     origin = start_origin(store)
     relay = Relay(("127.0.0.1", origin.server_address[1]), store)
     try:
-        yield World(repo, root, store, origin, relay)
+        yield World(module, root, store, origin, relay)
     finally:
         relay.close()
         origin.shutdown()
@@ -1009,7 +1019,9 @@ def soak(arguments: argparse.Namespace) -> Tally:
 def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -> None:
     tried = sum(tally.faults.values())
     survived = tried - sum(tally.hit.values())
-    print(f"\n== chaos soak of {arguments.repo}/dataset_client.py: seed {arguments.seed}, {seconds:.0f} s")
+    print(
+        f"\n== chaos soak of {arguments.repo}/dataset_client.py{_commit(arguments.repo)}: seed {arguments.seed}, {seconds:.0f} s"
+    )
     print(f"{tally.trials} trials, {tally.runs} runs (child processes), {len(tally.failed)} trials with a finding\n")
     print("| fault | tried | in a trial with a finding |")
     print("|---|---|---|")
@@ -1028,6 +1040,20 @@ def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -
         print(
             f"  replay: python3 benchmarks/soak.py --repo {arguments.repo} --replay {outcome.trial.name}  # {findings}"
         )
+
+
+def _commit(repo: str) -> str:
+    """`` (commit abc1234)`` when ``repo`` is a git checkout (``, with changes`` when the file differs from it)."""
+    try:
+        head = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h"], capture_output=True, text=True)
+        changed = subprocess.run(
+            ["git", "-C", repo, "diff", "--quiet", "HEAD", "--", "dataset_client.py"], capture_output=True
+        )
+    except OSError:
+        return ""
+    if head.returncode != 0 or not head.stdout.strip():
+        return ""
+    return f" (commit {head.stdout.strip()}{', with changes' if changed.returncode else ''})"
 
 
 def replay(arguments: argparse.Namespace) -> int:
