@@ -715,11 +715,12 @@ def draw_trial(seed: int, number: int) -> Trial:
 class World:
     """The servers, shared by every trial, and where the trials' directories go."""
 
-    repo: str
+    repo: str  # where the copy of dataset_client.py is
     root: str
     store: Store
     origin: http.server.ThreadingHTTPServer
     relay: Relay
+    commit: str  # of the checkout the copy was taken from, when it is one
 
 
 @contextlib.contextmanager
@@ -729,6 +730,7 @@ def world(repo: str) -> Iterator[World]:
     module = os.path.join(root, "module")
     os.mkdir(module)
     shutil.copy(os.path.join(repo, "dataset_client.py"), module)
+    commit = _commit(repo)  # as the copy was taken
     check = subprocess.run(
         [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {module!r}); import dataset_client"]
     )
@@ -739,7 +741,7 @@ def world(repo: str) -> Iterator[World]:
     origin = start_origin(store)
     relay = Relay(("127.0.0.1", origin.server_address[1]), store)
     try:
-        yield World(module, root, store, origin, relay)
+        yield World(module, root, store, origin, relay, commit)
     finally:
         relay.close()
         origin.shutdown()
@@ -966,6 +968,7 @@ def judge_failures(world: World, outcome: Outcome, failures: list[tuple[RunPlan,
 class Tally:
     """The figures of a soak."""
 
+    commit: str = ""
     trials: int = 0
     runs: int = 0
     faults: collections.Counter[str] = field(default_factory=collections.Counter)  # tried, by kind
@@ -1002,6 +1005,7 @@ def soak(arguments: argparse.Namespace) -> Tally:
     tally = Tally()
     deadline = time.monotonic() + arguments.seconds
     with world(arguments.repo) as here:
+        tally.commit = here.commit
         for number in range(arguments.trials):
             if time.monotonic() >= deadline:
                 break
@@ -1020,7 +1024,7 @@ def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -
     tried = sum(tally.faults.values())
     survived = tried - sum(tally.hit.values())
     print(
-        f"\n== chaos soak of {arguments.repo}/dataset_client.py{_commit(arguments.repo)}: seed {arguments.seed}, {seconds:.0f} s"
+        f"\n== chaos soak of {arguments.repo}/dataset_client.py{tally.commit}: seed {arguments.seed}, {seconds:.0f} s"
     )
     print(f"{tally.trials} trials, {tally.runs} runs (child processes), {len(tally.failed)} trials with a finding\n")
     print("| fault | tried | in a trial with a finding |")
