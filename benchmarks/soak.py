@@ -59,9 +59,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 HERE = Path(__file__).resolve().parent
-TIMEOUT = 0.5  # the client's time-out in each run: a stall costs this much
-STALL = 2.0  # how long a stalled response stays silent (past TIMEOUT), unless the run ends first
-RUN_LIMIT = 25.0  # a run taking longer is HUNG
+TIMEOUT = 1.0  # the client's time-out in a run with faults: a stall costs this much; a trickle's gaps are 0.2 s
+CLEAN_TIMEOUT = 5.0  # in a clean run, where nothing stalls: a busy machine is no finding
+STALL = 2.5  # how long a stalled response stays silent (past TIMEOUT), unless the run ends first
+RUN_LIMIT = 40.0  # a run taking longer is HUNG
 MAX_FAULTY_RUNS = 4
 CLEAN_RUNS = 2
 SIZES = (0, 1, 517, 16_384, 70_001, 600_000, 2_400_000, 4_500_000)
@@ -772,7 +773,7 @@ def run_child(world: World, trial: Trial, plan: RunPlan, destination: str) -> di
         "base": f"http://127.0.0.1:{world.relay.port}/",
         "url": f"http://127.0.0.1:{world.relay.port}/files/{trial.number}.bin",
         "destination": destination,
-        "timeout": TIMEOUT,
+        "timeout": CLEAN_TIMEOUT if plan.clean else TIMEOUT,
         "max_retries": trial.max_retries,
         "sha256": version.sha256 if trial.sha256 else None,
         "resume": trial.resume,
@@ -1070,6 +1071,10 @@ def replay(arguments: argparse.Namespace) -> int:
     return 1 if outcome.findings else 0
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0] if __doc__ else None)
     parser.add_argument("--repo", default=str(HERE.parent), help="the checkout whose dataset_client.py is soaked")
@@ -1083,6 +1088,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments.repo = os.path.abspath(arguments.repo)
     if not os.path.isfile(os.path.join(arguments.repo, "dataset_client.py")):
         parser.error(f"--repo: no dataset_client.py in {arguments.repo}")
+    signal.signal(signal.SIGTERM, _interrupted)  # servers shut down, directories removed, as for Ctrl-C
     if arguments.replay:
         return replay(arguments)
     if arguments.quick:
