@@ -1100,4 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the servers are shut down and the directories removed by then
+        sys.exit("interrupted")
