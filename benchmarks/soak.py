@@ -794,6 +794,9 @@ def run_child(world: World, trial: Trial, plan: RunPlan, destination: str) -> di
         child.communicate()
         return {"outcome": "hung"}
     finally:
+        if child.poll() is None:  # interrupted: the child goes too
+            child.kill()
+            child.wait()
         world.relay.end_run()
         world.relay.child = None
     if child.returncode == -signal.SIGKILL:
