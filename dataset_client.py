@@ -1431,7 +1431,7 @@ class _Transfer:
 
         def attempt() -> None:
             nonlocal attempts, part
-            self.check_running()
+            self.check_running(part)
             attempts += 1
             if part.done and attempts > 1:
                 where = f"{_size(part.offset)} of {_size(self.total or 0)}"
@@ -1531,11 +1531,12 @@ class _Transfer:
 
         Returns the part its body fills: ``part``, or the whole file when ranges turn out ignored.
         """
+        self.check_running(part)  # merged into another while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-        elif ranged and len(self.parts) > 1:
+        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # a part of a split file
             part = self._refused_range(response)
-        else:
+        else:  # the whole file: asked for, or what one stream got in answer to its resume
             self._accept_whole_file(response, part)
         with self.lock:
             self._saved_and_reported()
@@ -1632,7 +1633,9 @@ class _Transfer:
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed
-            part.end = self.total = part.offset
+            part.end = part.offset
+            if self.total is None:
+                self.total = part.offset
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"

@@ -2592,6 +2592,31 @@ class DownloadFaultTests(ServerTestCase):
         self.assertEqual(seen[-1], (len(BIG), len(BIG)))
         self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
 
+    def test_a_parallel_resume_from_a_server_now_ignoring_ranges_goes_on_as_one_stream(self) -> None:
+        # Found in review: the dropped parts' own 200s were taken for a single stream's restart,
+        # truncating the file under the live stream: a short, shifted file committed without error.
+        directory = self.tmp()
+        third = len(BIG) // 3
+        bounds = [0, third, 2 * third, len(BIG)]
+        parts = [[start, end, 1024 * 1024] for start, end in itertools.pairwise(bounds)]
+        kept = bytearray(len(BIG))
+        for start, _, done in parts:
+            kept[start : start + done] = BIG[start : start + done]
+        (directory / ".out.bin.part").write_bytes(kept)
+        state = {"url": self.server.url + "/api/v1/files/x", "validator": '"v1"', "total": len(BIG), "parts": parts}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+
+        def ignoring_ranges(handler: Handler) -> None:
+            local_service.send_file(
+                handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
+            )
+
+        self.server.default = ignoring_ranges
+        self.client().download("files/x", directory / "out.bin", resume=True, connections=3, sha256=BIG_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.assertTrue(all(r.headers["Range"] for r in self.requests), "each part asked for its range")
+
     def complete_partial(self, directory: Path, data: bytes) -> None:
         """What a resumable download killed after its last byte, before its rename, leaves."""
         (directory / ".out.bin.part").write_bytes(data)
