@@ -1857,12 +1857,16 @@ class _FileTarget(_Target):
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` (with ``saved``, its state), ours and locked; None when that cannot be had safely."""
         path, state_path = self.stem + ".part", self.stem + ".part.json"
-        if os.path.lexists(state_path) and not _is_own_regular_file(os.lstat(state_path)):
-            return None  # not ours to read or replace: left alone
+        with contextlib.suppress(FileNotFoundError):
+            if not _is_own_regular_file(os.lstat(state_path)):
+                return None  # not ours to read or replace: left alone
         fd = _open_own_file(path, create=True)
         if fd is None:
             return None
-        if not self._lock(fd):  # another process is downloading to the same destination
+        # Locked, and still the file of that name: another process holding it may have committed
+        # it (renamed it over the destination) before the lock was ours.
+        if not self._lock(fd) or not _is_named(fd, path):
+            self._unlock()
             os.close(fd)
             return None
         self.path, self.state_path = path, state_path
@@ -2038,6 +2042,16 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
         return fd
     os.close(fd)
     return None
+
+
+def _is_named(fd: int, path: str) -> bool:
+    """True when ``path`` (not followed) is the very file open as ``fd``."""
+    try:
+        named = os.lstat(path)
+    except OSError:
+        return False
+    status = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:

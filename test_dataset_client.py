@@ -2177,6 +2177,24 @@ class SharedDirectoryTests(ServerTestCase):
             self.client(timeout=0.5, max_retries=0).download("files/x", shared / "out.bin", resume=True)
         self.assertEqual((shared / ".out.bin.part").read_bytes(), b"", "the other user could read it")
 
+    def test_a_partial_file_another_process_commits_as_this_one_opens_it_is_left_alone(self) -> None:
+        # Found in review: the lock was taken on a .part another process had just renamed over the
+        # destination; with no state beside it, this download truncated and rewrote the finished file.
+        directory = self.tmp()
+        destination = directory / "out.bin"
+        (directory / ".out.bin.part").write_bytes(DATA)  # the other process's, complete
+        take_the_lock = dc._FileTarget._lock
+
+        def committed_first(target: Any, fd: int) -> bool:
+            os.replace(directory / ".out.bin.part", destination)  # the other process's commit lands now
+            return take_the_lock(target, fd)  # type: ignore[no-any-return]
+
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
+        with mock.patch.object(dc._FileTarget, "_lock", committed_first), self.assertRaises(dc.IncompleteResponseError):
+            self.client(max_retries=0).download("files/x", destination, resume=True)
+        self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
     def test_the_state_file_is_made_private(self) -> None:
         directory = self.tmp()
         modes: list[int] = []
