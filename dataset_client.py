@@ -374,17 +374,19 @@ class DatasetClient:
             raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
             return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections, limit).run()
-        path = _follow_destination_links(_check_destination_path(destination))
+        path = _check_destination_path(destination)
+        file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
         try:
             mode = os.stat(path).st_mode  # one look at what is there
         except OSError:  # nothing yet, or not reachable: creating the file will say why
             mode = stat.S_IFREG
         if stat.S_ISDIR(mode):
             raise ValueError(f"destination is a directory: {path!r}")
-        if not stat.S_ISREG(mode):  # /dev/null, a FIFO: written directly, as curl -o does
-            with open(path, "wb", buffering=0) as stream:
+        stream = None if stat.S_ISREG(mode) else _open_device(path)  # /dev/null, a FIFO: written directly
+        if stream is not None:
+            with stream:
                 return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections, limit).run()
-        with _FileTarget(path, resume) as target:
+        with _FileTarget(file_path, resume) as target:
             transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit)
             transfer.run()
             target.commit(transfer.total)
@@ -2212,6 +2214,17 @@ class _StreamTarget(_Target):
 
     def commit(self) -> None:
         self.stream.flush()
+
+
+def _open_device(path: str) -> BinaryIO | None:
+    """A device or FIFO at ``path`` opened for writing, as curl -o does; None when a regular file is
+    there by now. Never created nor truncated: what was checked may have been swapped since.
+    """
+    fd = os.open(path, os.O_WRONLY | _O_BINARY)  # a FIFO waits for its reader here, as with curl
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return open(fd, "wb", buffering=0)
 
 
 def _has_resumable_partial(destination: str, url: str) -> bool:

@@ -2195,6 +2195,35 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
 
+    def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
+        # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
+        # following links): swapped for a link in between, the link's target was truncated and written.
+        shared, notes = self.shared(0o1777), self.victim_file()
+        destination = shared / "out.bin"
+        os.mkfifo(destination)
+        look = os.stat
+        swapped: list[str] = []
+
+        def look_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+            status = look(path, *args, **kwargs)
+            if str(path) == str(destination) and not swapped:
+                swapped.append("now")  # the other user's move, right after the client's look
+                destination.unlink()
+                destination.symlink_to(notes)
+            return status
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc.os, "stat", look_then_swap):
+            outcome = outcome_of(lambda: self.client().download("files/x", destination))
+        self.assertEqual(swapped, ["now"])
+        self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
+
+    def test_dev_stdout_and_other_magic_links_are_written_through(self) -> None:
+        self.script(serve_file(b"through /dev/stdout\n"))
+        code = "import sys, dataset_client as dc\ndc.DatasetClient(sys.argv[1]).download('files/x', '/dev/stdout')\n"
+        done = subprocess.run([sys.executable, "-c", code, self.server.url], cwd=HERE, capture_output=True, timeout=30)
+        self.assertEqual((done.returncode, done.stdout), (0, b"through /dev/stdout\n"), done.stderr)
+
     def test_the_state_file_is_made_private(self) -> None:
         directory = self.tmp()
         modes: list[int] = []
