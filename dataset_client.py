@@ -402,7 +402,7 @@ class DatasetClient:
 
         def attempt() -> Any:
             with self._send_handling_redirects(method, url, body, headers, trusted=True) as response:
-                return _read_json(response)
+                return _read_json(response, self._secrets)
 
         return self._retrying(method, url, attempt)
 
@@ -476,7 +476,7 @@ class DatasetClient:
             if status == 407 and response.proxy is not None and url.startswith("http:"):  # the proxy's own answer
                 raise self._proxy_refused(response)
             if location is None or hops == _MAX_REDIRECTS:
-                raise _service_error(response, too_many_redirects=location is not None)
+                raise _service_error(response, self._secrets, too_many_redirects=location is not None)
             _discard_body(response)
             url = _redirect_target(method, url, location)
             if status == 303 or (status in (301, 302) and method == "POST"):
@@ -1038,7 +1038,7 @@ class _ProxyAuthenticationRequired(OSError):
     """The cause of a proxy's 407 NetworkError (its status line): not worth retrying."""
 
 
-def _read_json(response: _PooledResponse) -> Any:
+def _read_json(response: _PooledResponse, secrets: tuple[str, ...]) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
@@ -1046,8 +1046,10 @@ def _read_json(response: _PooledResponse) -> Any:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
         content_type = response.headers.get("Content-Type", "no content type")
-        text = f"{response.status} response is not JSON ({content_type}): {bytes(data[:200])!r}"
-        raise _invalid(response, text) from exc
+        start = _redact_value(bytes(data[: 200 + _longest(secrets)]), secrets)[:200]  # redacted, then cut
+        text = f"{response.status} response is not JSON ({content_type}): {start!r}"
+        # A UnicodeDecodeError holds the whole body in a field no redaction reaches: its message will do.
+        raise _invalid(response, text) from (ValueError(str(exc)) if isinstance(exc, UnicodeError) else exc)
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
@@ -1101,10 +1103,12 @@ def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
     return data
 
 
-def _service_error(response: _PooledResponse, *, too_many_redirects: bool = False) -> ServiceError:
-    """Read (a bounded part of) an error response and build its ServiceError."""
-    try:
-        raw = _read_body(response, _ERROR_BODY_LIMIT, truncate=True)
+def _service_error(
+    response: _PooledResponse, secrets: tuple[str, ...], *, too_many_redirects: bool = False
+) -> ServiceError:
+    """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
+    try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
+        raw = _read_body(response, _ERROR_BODY_LIMIT + _longest(secrets), truncate=True)
     except DatasetClientError:  # a broken error body: the status says enough
         raw = b""
     finally:
@@ -1115,11 +1119,11 @@ def _service_error(response: _PooledResponse, *, too_many_redirects: bool = Fals
         body = raw.decode("utf-8", errors="replace")
     return ServiceError(
         response.status,
-        response.reason or http.client.responses.get(response.status, ""),
+        _redact(response.reason, secrets) or http.client.responses.get(response.status, ""),
         response.method,
         response.url,
-        headers=response.headers,
-        body=body,
+        headers=_redact_value(response.headers, secrets),
+        body=_redact(body, secrets)[:_ERROR_BODY_LIMIT],
         message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
         proxy=response.proxy,
     )
@@ -1141,7 +1145,13 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> tuple[st
             user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password)
             texts |= {parts.password, password, base64.b64encode(f"{user}:{password}".encode()).decode()}
     texts |= {urllib.parse.quote(text, safe="") for text in texts}
+    escaped = {json.dumps(text)[1:-1] for text in texts}  # as a JSON string holds it (quotes, \\, \\uXXXX)
+    texts |= escaped | {text.replace("/", "\\/") for text in escaped}  # and as PHP's json_encode writes "/"
     return tuple(sorted((text for text in texts if len(text) >= 4), key=len, reverse=True))  # longest first
+
+
+def _longest(secrets: tuple[str, ...]) -> int:
+    return len(secrets[0]) if secrets else 0  # longest first
 
 
 def _redact(text: str, secrets: tuple[str, ...]) -> str:

@@ -2402,6 +2402,52 @@ class HostileServerSecretTests(ServerTestCase):
                 self.assertIn("Bearer <redacted>", stdout.getvalue())
                 self.assert_no_secret(stdout.getvalue() + stderr.getvalue(), KEY)
 
+    def test_a_key_echoed_json_escaped_or_across_a_cut_is_redacted_whole(self) -> None:
+        # Found in review: "/" written "\\/" (PHP's json_encode) was not matched; a key across the
+        # 200-byte preview or the 64 KiB body limit was cut first and redacted after, leaking its start.
+        key = "sk/live/4f9a2b7c1d0e"
+
+        def escaped(handler: Handler) -> None:
+            text = json.dumps({"message": "bad key", "sent": handler.headers["Authorization"]})
+            reply(401, text.replace("/", "\\/").encode())(handler)
+
+        def across_the_limit(handler: Handler) -> None:
+            reply(500, ("a" * (64 * 1024 - 20) + handler.headers["Authorization"]).encode(), content_type="text/plain")(
+                handler
+            )
+
+        def across_the_preview(handler: Handler) -> None:
+            reply(200, ("x" * 180 + handler.headers["Authorization"]).encode(), content_type="text/plain")(handler)
+
+        for respond in (escaped, across_the_limit, across_the_preview):
+            with self.subTest(respond.__name__):
+                self.script(respond)
+                error = outcome_of(self.client(api_key=key, max_retries=0).list_datasets)
+                assert isinstance(error, dc.DatasetClientError)
+                body = error.body if isinstance(error, ServiceError) else ""
+                for text in (str(error), body, repr(pickle.loads(pickle.dumps(error)).__dict__)):
+                    for form in (key, key.replace("/", "\\/"), key[:9]):
+                        self.assertNotIn(form, text)
+                self.assertLessEqual(len(body), 64 * 1024)
+
+    def test_a_body_that_is_not_utf8_keeps_no_key_in_the_errors_cause(self) -> None:
+        def respond(handler: Handler) -> None:
+            reply(200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain")(handler)  # not UTF-8
+
+        self.script(respond)
+        error = outcome_of(self.client().list_datasets)
+        assert isinstance(error, dc.InvalidResponseError)
+        chain: list[BaseException] = []
+        cause: BaseException | None = error
+        while cause is not None:
+            chain.append(cause)
+            cause = cause.__cause__ or cause.__context__
+        for exc in chain:
+            fields = [*exc.args, *vars(exc).values(), getattr(exc, "object", b"")]
+            for value in fields:
+                text = value if isinstance(value, (str, bytes)) else repr(value)
+                self.assert_no_secret(text, KEY)
+
     def test_a_non_json_body_echoing_the_key_is_redacted(self) -> None:
         def respond(handler: Handler) -> None:
             reply(200, f"<html>{handler.headers['Authorization']}</html>".encode(), content_type="text/html")(handler)
