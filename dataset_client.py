@@ -1562,7 +1562,9 @@ class _Transfer:
         if ranged and (other_total or other_validator):
             raise _FileChanged  # another version: its bytes are never spliced on
         end = part.end if part.end is not None else total
-        if not ranged or first != part.offset or (end is not None and last + 1 != end):
+        if end is None:  # bytes N-M/* of a file whose length nobody said: where it ends is not known
+            raise _invalid(response, "a 206 of a file of unknown length (Content-Range total '*'): refused")
+        if not ranged or first != part.offset or last + 1 != end:
             given = response.headers.get("Content-Range")
             raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
         if response.length is not None and response.length != last + 1 - first:

@@ -2432,7 +2432,9 @@ class HostileServerSecretTests(ServerTestCase):
 
     def test_a_body_that_is_not_utf8_keeps_no_key_in_the_errors_cause(self) -> None:
         def respond(handler: Handler) -> None:
-            reply(200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain")(handler)  # not UTF-8
+            reply(200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain")(
+                handler
+            )  # not UTF-8
 
         self.script(respond)
         error = outcome_of(self.client().list_datasets)
@@ -2530,6 +2532,31 @@ def raw_server(test: unittest.TestCase, respond: Callable[[socket.socket], None]
 
 class HostileResponseTests(ServerTestCase):
     """Responses that never end, never answer, or end in the middle of their head."""
+
+    def test_a_206_of_unknown_total_is_never_spliced_on(self) -> None:
+        # Found in review: after a chunked 200 (no length) was cut, a 206 "bytes N-M/*" sent more than
+        # M-N+1 bytes, all of them committed.
+        first = b"A" * (1024 * 1024 + 1000)
+
+        def chunk(data: bytes) -> bytes:
+            return b"%x\r\n%s\r\n" % (len(data), data)
+
+        def respond(connection: socket.socket) -> None:
+            if not hasattr(respond, "cut"):  # the whole file, chunked, cut after its first MiB and a bit
+                respond.cut = True  # type: ignore[attr-defined]
+                connection.sendall(
+                    b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n\r\n' + chunk(first)
+                )
+                return
+            start = 1024 * 1024
+            head = b'HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n'
+            head += b"Content-Range: bytes %d-%d/*\r\n\r\n" % (start, start + 9)
+            connection.sendall(head + chunk(b"B" * 10 + b"EVIL" * 1250) + b"0\r\n\r\n")
+
+        destination = self.tmp() / "out.bin"
+        with self.assertRaisesRegex(dc.InvalidResponseError, "unknown length"):
+            self.client(raw_server(self, respond), max_retries=1).download("files/x", destination)
+        self.assertEqual(list(destination.parent.iterdir()), [])
 
     def test_a_flood_of_interim_responses_is_refused(self) -> None:
         def flood(connection: socket.socket) -> None:
