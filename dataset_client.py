@@ -70,7 +70,7 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from typing import Any, BinaryIO, TypeVar
 
     _T = TypeVar("_T")
@@ -717,7 +717,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
     def _start_afresh(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
-        self._busy: set[http.client.HTTPConnection] = set()  # in use by a thread
+        self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
 
     def _leave_parents_connections(self) -> None:
         """In a forked child, at once: let go of the parent's connections, never using them or shutting them down."""
@@ -735,6 +735,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
         for sock in busy:
             _shut_down(sock)  # the thread using it gets an error now and lets it go
+
+    def interrupt(self, threads: Collection[int]) -> None:
+        """End what those threads are waiting for on their connections (a response's head, its body)."""
+        with self._lock:
+            socks = [connection.sock for connection, thread in self._busy.items() if thread in threads]
+        for sock in socks:
+            _shut_down(sock)
 
     def handle_request(self, request: urllib.request.Request) -> _PooledResponse:
         """Send ``request`` on a kept-alive connection (or a new one); return its response, headers read."""
@@ -790,7 +797,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             while idle:
                 connection = idle.pop()
                 if _is_still_open(connection):
-                    self._busy.add(connection)
+                    self._busy[connection] = threading.get_ident()
                     return connection
                 connection.close()
         return None
@@ -827,12 +834,12 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if self.closed:  # close() came while connecting
                 connection.close()
                 raise ClientClosedError("the DatasetClient is closed")
-            self._busy.add(connection)
+            self._busy[connection] = threading.get_ident()
         return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
         with self._lock:
-            self._busy.discard(connection)
+            self._busy.pop(connection, None)
             idle = self._idle.setdefault(key, [])
             if reusable and connection.sock is not None and not self.closed and len(idle) < _MAX_IDLE_PER_ORIGIN:
                 idle.append(connection)
@@ -841,7 +848,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def _discard(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
-            self._busy.discard(connection)
+            self._busy.pop(connection, None)
         connection.close()
 
     def _drop_idle(self, key: _PoolKey) -> None:
@@ -1377,6 +1384,7 @@ class _Transfer:
         self.error: BaseException | None = None
         self.responses: set[_PooledResponse] = set()  # being read: ``fail`` ends them
         self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
+        self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
         if target.saved is not None and not self._resume(target.saved):
@@ -1409,6 +1417,7 @@ class _Transfer:
         self.restart()
 
     def _fetch_all(self) -> None:
+        self.caller = threading.get_ident()  # fetches the first part itself
         self.threads = []
         self._start_workers()
         self._work()
@@ -1465,6 +1474,9 @@ class _Transfer:
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
                 raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
+            raise
+        except DatasetClientError:
+            self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
             raise
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
@@ -1688,6 +1700,7 @@ class _Transfer:
             responses = list(self.responses)
         for response in responses:
             _shut_down(response.sock)
+        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread in self.threads)})  # heads awaited
 
     def _check_digest(self) -> None:
         if self.digest is not None and self.expected_digest is not None:

@@ -2694,6 +2694,30 @@ class DownloadFaultTests(ServerTestCase):
         threads = [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
         self.assertEqual(threads, [])
 
+    def test_a_failing_part_ends_the_parts_still_waiting_for_their_answer(self) -> None:
+        # Found in review: fail() ended the reads under way, not a part still waiting for its response's
+        # head: the call waited out the time-out, for ever with timeout=None.
+        def respond(handler: Handler) -> None:
+            (hang if "Range" in handler.headers else serve_file(BIG))(handler)
+
+        def broken(done: int, total: int | None) -> None:
+            if done:  # the first part's bytes arrive: once both other parts wait for their answer, fail
+                _wait_for(lambda: len([r for r in self.requests if r.headers["Range"]]) == 2, 10)
+                raise RuntimeError("the progress bar broke")
+
+        self.server.default = respond
+        client = self.client(timeout=None)
+        outcome: list[object] = []
+        download = functools.partial(
+            client.download, "files/big", self.tmp() / "big.bin", connections=3, progress=broken
+        )
+        thread = threading.Thread(target=lambda: outcome.append(outcome_of(download)), daemon=True)
+        thread.start()
+        thread.join(5)
+        self.assertFalse(thread.is_alive(), "download() waits for a part that will never be answered")
+        self.assertIsInstance(outcome[0], RuntimeError)
+        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+
     def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
         def ignoring_ranges(handler: Handler) -> None:  # Accept-Ranges and a strong ETag, but always a 200
             local_service.send_file(
