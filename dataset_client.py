@@ -1923,10 +1923,8 @@ class _FileTarget(_Target):
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
             except FileExistsError:
-                if not _lock_file_is_abandoned(path):
+                if not _take_over_abandoned_lock(path):
                     return False
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
                 continue
             with os.fdopen(fd, "w") as file:
                 file.write(str(os.getpid()))
@@ -2153,14 +2151,38 @@ def _open_and_check(path: str) -> bool:
     return fd is not None
 
 
-def _lock_file_is_abandoned(path: str) -> bool:
-    """True when the ``.part.lock`` file at ``path`` is ours and names a process that is gone."""
+def _take_over_abandoned_lock(path: str) -> bool:
+    """Move a ``.part.lock`` whose process is gone out of the way; True when the way is free.
+
+    Moved aside and read again, never simply removed: two downloads may both find it abandoned,
+    and the second must not remove the lock the first has just made.
+    """
+    pid = _lock_file_pid(path)
+    if pid is None or _process_exists(pid):
+        return False
+    moved = f"{path}.{os.urandom(4).hex()}"
+    try:
+        os.rename(path, moved)  # one download moves a given file
+    except OSError:
+        return True  # already moved: creating it anew decides who goes on
+    if _lock_file_pid(moved) == pid:
+        os.unlink(moved)
+        return True
+    with contextlib.suppress(OSError):
+        os.link(moved, path)  # a live lock, moved by mistake: back in place
+    with contextlib.suppress(OSError):
+        os.unlink(moved)
+    return False
+
+
+def _lock_file_pid(path: str) -> int | None:
+    """The process id in the ``.part.lock`` file at ``path``, when it is this user's own file."""
     fd = _open_own_file(path, create=False)
     if fd is None:
-        return False
+        return None
     with os.fdopen(fd, "rb") as file:
         text = file.read(32).decode("ascii", "replace")
-    return text.isdigit() and not _process_exists(int(text))
+    return int(text) if text.isdigit() else None
 
 
 def _process_exists(pid: int) -> bool:

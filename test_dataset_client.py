@@ -2267,6 +2267,48 @@ class SharedDirectoryTests(ServerTestCase):
                 self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
 
 
+class LockFileTests(ServerTestCase):
+    """Without flock (Windows), ``.NAME.part.lock`` holds the downloading process's id."""
+
+    def test_a_stale_lock_taken_over_by_another_download_meanwhile_is_left_to_it(self) -> None:
+        # Found in review: two downloads both found the lock abandoned; the second removed the lock the
+        # first had just made, and both wrote into one partial file.
+        directory = self.tmp()
+        lock = directory / ".out.bin.part.lock"
+        lock.write_text("4194303")  # a process that is gone
+        read = dc._lock_file_pid
+        looks: list[str] = []
+
+        def another_takes_it_over_meanwhile(path: str) -> int | None:
+            pid = read(path)
+            if not looks:  # right after this download's look: the other one moves it and makes its own
+                os.unlink(lock)
+                lock.write_text(str(os.getpid()))
+            looks.append(path)
+            return pid
+
+        with (
+            mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
+            mock.patch.object(dc, "_lock_file_pid", another_takes_it_over_meanwhile),
+            dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
+        ):
+            self.assertFalse(target._lock_with_a_file(), "the other download's lock was taken")
+        self.assertEqual(lock.read_text(), str(os.getpid()), "the other download's lock is in place")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part.lock"])
+
+    def test_a_lock_left_by_a_process_that_is_gone_is_taken_over(self) -> None:
+        directory = self.tmp()
+        (directory / ".out.bin.part.lock").write_text("4194303")
+        with (
+            mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
+            dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
+        ):
+            self.assertTrue(target._lock_with_a_file())
+            self.assertEqual((directory / ".out.bin.part.lock").read_text(), str(os.getpid()))
+            target._unlock()
+        self.assertEqual(list(directory.iterdir()), [])
+
+
 class StateFileTests(ServerTestCase):
     """A crafted or damaged state is discarded: the download starts over, and the next run too is fine."""
 
