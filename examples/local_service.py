@@ -426,9 +426,13 @@ class Server(http.server.ThreadingHTTPServer):
     def __init__(self, host: str, port: int, api_key: str, *, verbose: bool = False) -> None:
         if ":" in host:
             self.address_family = socket.AF_INET6
-        self.service = Service(api_key)
         self.verbose = verbose
-        super().__init__((host, port), Handler)  # a port in use fails here; socketserver calls server_close()
+        super().__init__((host, port), Handler)  # a port in use fails here, before the data is made (0.2 s)
+        try:
+            self.service = Service(api_key)
+        except BaseException:
+            super().server_close()
+            raise
 
     @property
     def base_url(self) -> str:
@@ -441,7 +445,9 @@ class Server(http.server.ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self.service.close()
+        service: Service | None = getattr(self, "service", None)  # none yet when the port was in use
+        if service is not None:
+            service.close()
 
 
 @contextlib.contextmanager
