@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import csv
 import datetime
+import functools
 import gzip
 import hashlib
 import http.server
@@ -79,6 +80,29 @@ class HTTPError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
+@functools.cache  # made once a process: services started in one process (the tests) share it
+def _sample_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The daily bars and the trades, deterministic: the same data on every start."""
+    rng = random.Random(20240101)
+    days = [FIRST_DAY + datetime.timedelta(n) for n in range((LAST_DAY - FIRST_DAY).days + 1)]
+    weekdays = [day.isoformat() for day in days if day.weekday() < 5]
+    bars, trades = [], []
+    for symbol in SYMBOLS:
+        price = rng.uniform(20, 400)
+        for day in weekdays:
+            open_ = price
+            close = max(1.0, open_ * (1 + rng.gauss(0, 0.02)))
+            high = max(open_, close) * (1 + rng.random() * 0.01)
+            low = min(open_, close) * (1 - rng.random() * 0.01)
+            bars.append((day, symbol, round(open_, 2), round(high, 2), round(low, 2), round(close, 2),
+                         rng.randrange(100_000, 5_000_000)))  # fmt: skip
+            for seconds in sorted(rng.sample(range(9 * 3600 + 1800, 16 * 3600), 8)):
+                at = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+                trades.append((day, at, symbol, round(rng.uniform(low, high), 2), rng.randrange(1, 500)))
+            price = close
+    return bars, trades
+
+
 class Service:
     """The data and the operations, independent of HTTP."""
 
@@ -98,26 +122,10 @@ class Service:
         shutil.rmtree(self.files, ignore_errors=True)
 
     def _load_sample_data(self) -> None:
-        rng = random.Random(20240101)  # deterministic: the same data on every start
         for name, spec in DATASETS.items():
             columns = ", ".join(f"{column} {kind}" for column, kind in spec["columns"].items())
             self.database.execute(f"CREATE TABLE {name} ({columns})")
-        days = [FIRST_DAY + datetime.timedelta(n) for n in range((LAST_DAY - FIRST_DAY).days + 1)]
-        weekdays = [day.isoformat() for day in days if day.weekday() < 5]
-        bars, trades = [], []
-        for symbol in SYMBOLS:
-            price = rng.uniform(20, 400)
-            for day in weekdays:
-                open_ = price
-                close = max(1.0, open_ * (1 + rng.gauss(0, 0.02)))
-                high = max(open_, close) * (1 + rng.random() * 0.01)
-                low = min(open_, close) * (1 - rng.random() * 0.01)
-                bars.append((day, symbol, round(open_, 2), round(high, 2), round(low, 2), round(close, 2),
-                             rng.randrange(100_000, 5_000_000)))  # fmt: skip
-                for seconds in sorted(rng.sample(range(9 * 3600 + 1800, 16 * 3600), 8)):
-                    at = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-                    trades.append((day, at, symbol, round(rng.uniform(low, high), 2), rng.randrange(1, 500)))
-                price = close
+        bars, trades = _sample_rows()
         self.database.executemany("INSERT INTO daily_bars VALUES (?, ?, ?, ?, ?, ?, ?)", bars)
         self.database.executemany("INSERT INTO trades VALUES (?, ?, ?, ?, ?)", trades)
         self.database.commit()
