@@ -2729,6 +2729,13 @@ class HostileResponseTests(ServerTestCase):
         self.assertLessEqual(tiny, max(whole, 2 * size) + 4 * size, f"4-byte chunks: {tiny} bytes against {whole}")
 
 
+def ignoring_ranges(handler: Handler) -> None:
+    """BIG with Accept-Ranges and a strong ETag, but always a 200: a server (or a CDN) that strips Range."""
+    local_service.send_file(
+        handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
+    )
+
+
 class DownloadFaultTests(ServerTestCase):
     """What a download does when the server or the caller misbehaves (issue 16, cases 6 and 9 to 15)."""
 
@@ -2786,11 +2793,6 @@ class DownloadFaultTests(ServerTestCase):
         self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
 
     def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
-        def ignoring_ranges(handler: Handler) -> None:  # Accept-Ranges and a strong ETag, but always a 200
-            local_service.send_file(
-                handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
-            )
-
         self.server.default = ignoring_ranges
         out = self.tmp() / "big.bin"
         seen: list[tuple[int, int | None]] = []
@@ -2816,11 +2818,6 @@ class DownloadFaultTests(ServerTestCase):
         (directory / ".out.bin.part").write_bytes(kept)
         state = {"url": self.server.url + "/api/v1/files/x", "validator": '"v1"', "total": len(BIG), "parts": parts}
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
-
-        def ignoring_ranges(handler: Handler) -> None:
-            local_service.send_file(
-                handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
-            )
 
         self.server.default = ignoring_ranges
         self.client().download("files/x", directory / "out.bin", resume=True, connections=3, sha256=BIG_SHA)
