@@ -752,9 +752,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         headers = request.headers
         # urllib's ProxyHandler adds this for a proxy URL with user:password; through a
         # CONNECT tunnel it belongs to the CONNECT request only, never to the origin.
-        proxy_authorization = headers.pop("Proxy-authorization", None)
-        if proxy_authorization:
-            proxy_authorization = _Secret(proxy_authorization)
+        proxy_authorization = headers.pop("Proxy-authorization", None)  # a _Secret (see _ProxyHandler)
         if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
         # Sent again on a new connection when a kept-alive one turns out dead (as Go's
@@ -1100,12 +1098,14 @@ def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
     A body of unknown length is read in pieces into one buffer: read whole, a body sent
     in tiny chunks would cost a Python object per chunk.
     """
-    if response.length is not None and response.length <= limit:
+    too_long = response.length is not None and response.length > limit
+    if response.length is not None and not too_long:
         return response.read()
     data = bytearray()
-    while response.length is None and len(data) <= limit and (piece := response.read(32 * 1024)):
+    while not too_long and (piece := response.read(32 * 1024)):
         data += piece  # in pieces: one read holds a list of the chunks it spans
-    if response.length is not None or len(data) > limit:
+        too_long = len(data) > limit
+    if too_long:
         raise _invalid(response, f"a body of more than {_size(limit)}: refused")
     return data
 
@@ -1382,7 +1382,6 @@ class _Transfer:
         self.parts = [_Part(self, 0, None)]
         self.threads: list[threading.Thread] = []
         self.error: BaseException | None = None
-        self.responses: set[_PooledResponse] = set()  # being read: ``fail`` ends them
         self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
@@ -1394,19 +1393,14 @@ class _Transfer:
         """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
         try:
             self._start_digest()
-            for _ in range(_MAX_RESTARTS):
+            for restarts in itertools.count():
                 try:
                     return self._fetch_all()
                 except _FileChanged as changed:
+                    if restarts == _MAX_RESTARTS:
+                        message = f"GET {self.url}: the file changed on the server during each of {restarts + 1} tries"
+                        raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
-            return self._fetch_all()
-        except _FileChanged:
-            tries = _MAX_RESTARTS + 1
-            raise InvalidResponseError(
-                f"GET {self.url}: the file changed on the server during each of {tries} tries",
-                method="GET",
-                url=self.url,
-            ) from None
         finally:
             if self.digest is not None:
                 self.digest.close()
@@ -1493,10 +1487,12 @@ class _Transfer:
     def _resume(self, saved: Any) -> bool:
         """Take up a partial file an earlier run left for this URL, if its state holds."""
         checked = _checked_state(saved, self.url)
-        if checked is None or checked[1][-1][1] == 0:
+        if checked is None:
             return False
         validator, spans = checked
-        total = spans[-1][1]
+        total = spans[-1][1]  # where the last part ends
+        if total == 0:
+            return False  # nothing kept that a range could continue
         size = self.target.size()
         if size > total:
             self.target.truncate(total)
@@ -1678,8 +1674,6 @@ class _Transfer:
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
         """While ``response`` is read: ``fail`` can end it, and then this part stops instead of retrying."""
-        with self.lock:
-            self.responses.add(response)
         try:
             yield
         except DatasetClientError:
@@ -1687,20 +1681,16 @@ class _Transfer:
             raise
         finally:
             with self.lock:
-                self.responses.discard(response)
                 if response is self.whole_file_response:
                     self.whole_file_response = None
             response.close()
 
     def fail(self, error: BaseException) -> None:
-        """Record the first failure and end every part's read at once."""
+        """Record the first failure and end every part's wait or read at once (their connections are shut)."""
         with self.lock:
             if self.error is None and not isinstance(error, _Cancelled):
                 self.error = error
-            responses = list(self.responses)
-        for response in responses:
-            _shut_down(response.sock)
-        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread in self.threads)})  # heads awaited
+        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread in self.threads)})
 
     def _check_digest(self) -> None:
         if self.digest is not None and self.expected_digest is not None:
@@ -1897,8 +1887,9 @@ class _FileTarget(_Target):
             os.close(fd)
             return None
         self.path, self.state_path = path, state_path
-        for name in _sibling_names(state_path, ".tmp", 8):  # a save that kill -9 cut short; the lock is ours
-            self._remove([name] if _open_and_check(name) else [])
+        for name in _sibling_names(state_path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
+            if _open_and_check(name):
+                self._remove([name])
         state = _open_own_file(state_path, create=False)
         self.saved = None if state is None else _read_state(state)
         if self.saved is None:
@@ -2118,7 +2109,7 @@ def _remove_abandoned_temporaries(stem: str) -> None:
         import fcntl
     except ImportError:
         return
-    for path in [*_sibling_names(stem, ".part", 12), *_sibling_names(stem, ".new", 12)]:
+    for path in _sibling_names(stem, (".part", ".new"), 12):
         fd = _open_own_file(path, create=False)
         if fd is None:
             continue
@@ -2128,8 +2119,8 @@ def _remove_abandoned_temporaries(stem: str) -> None:
                 os.unlink(path)
 
 
-def _sibling_names(stem: str, suffix: str, hex_length: int) -> list[str]:
-    """The paths ``STEM.<hex_length hex digits>SUFFIX`` in the stem's directory."""
+def _sibling_names(stem: str, suffixes: tuple[str, ...], hex_length: int) -> list[str]:
+    """The paths ``STEM.<hex_length characters>SUFFIX`` in the stem's directory, one listing for all suffixes."""
     directory, prefix = os.path.split(stem)
     try:
         names = os.listdir(directory or ".")
@@ -2139,6 +2130,7 @@ def _sibling_names(stem: str, suffix: str, hex_length: int) -> list[str]:
     return [
         os.path.join(directory, name)
         for name in names
+        for suffix in suffixes
         if name.startswith(prefix) and name.endswith(suffix) and len(name) == len(prefix) + hex_length + len(suffix)
     ]
 
