@@ -95,6 +95,7 @@ __version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 _CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones, and memory stays flat
+_HASH_QUEUE_BYTES = 16 * _CHUNK_SIZE  # chunks waiting for the hashing thread, at most
 _MIN_PART_SIZE = _CHUNK_SIZE  # a parallel download's parts are at least this large
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for: the error is raised
@@ -508,7 +509,7 @@ class DatasetClient:
         response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
-        if "logging" in sys.modules and _logger().isEnabledFor(10):
+        if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
             reason = _redact(response.reason, self._secrets)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, reason, elapsed)
@@ -1273,6 +1274,9 @@ def _logger() -> Any:
     return logger
 
 
+_DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logging to name them
+
+
 def _size(count: float) -> str:
     """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
     units = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -1378,7 +1382,6 @@ class _Transfer:
         self.connections = connections if target.parallel else 1
         self.lock = threading.Lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
-        self.total: int | None = None
         self.parts = [_Part(self, 0, None)]
         self.threads: list[threading.Thread] = []
         self.error: BaseException | None = None
@@ -1386,8 +1389,13 @@ class _Transfer:
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
-        if target.saved is not None and not self._resume(target.saved):
-            target.reset()  # a partial file of another URL, or a state that does not hold: start afresh
+        if isinstance(target, _FileTarget) and (kept := target.kept(url)) is not None:
+            self._resume(*kept)
+
+    @property
+    def total(self) -> int | None:
+        """The file's size, once a response has said it: where the last part ends."""
+        return self.parts[-1].end
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
@@ -1484,25 +1492,14 @@ class _Transfer:
     def done(self) -> int:
         return sum(part.done for part in self.parts)
 
-    def _resume(self, saved: Any) -> bool:
-        """Take up a partial file an earlier run left for this URL, if its state holds."""
-        checked = _checked_state(saved, self.url)
-        if checked is None:
-            return False
-        validator, spans = checked
-        total = spans[-1][1]  # where the last part ends
-        if total == 0:
-            return False  # nothing kept that a range could continue
-        size = self.target.size()
-        if size > total:
-            self.target.truncate(total)
-        parts = [_Part(self, start, end, min(done, max(0, size - start))) for start, end, done in spans]
+    def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
+        """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
+        parts = [_Part(self, start, end, done) for start, end, done in spans]
         if all(part.remaining == 0 for part in parts):  # complete: its last byte is asked again, with If-Range,
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
-        self.parts, self.validator, self.total = parts, validator, total
-        self.target.keep = True  # what is on disk stays resumable, whatever happens in this run
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), _size(total), self.url)
-        return True
+        self.parts, self.validator = parts, validator
+        total = _size(spans[-1][1])
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), total, self.url)
 
     def _start_digest(self) -> None:
         if self.expected_digest is not None:
@@ -1525,9 +1522,8 @@ class _Transfer:
         first.end = None
         first.taken = taken
         self.parts = [first]
-        self.validator = self.total = self.error = None
+        self.validator = self.error = None
         self.target.reset()
-        self.target.keep = False
         if self.digest is not None:
             self.digest.close()
         self._start_digest()
@@ -1558,13 +1554,17 @@ class _Transfer:
             part = self._refused_range(response)
         else:  # the whole file: asked for, or what one stream got in answer to its resume
             self._accept_whole_file(response, part)
+            self._split(response)
         with self.lock:
             self._saved_and_reported()
         return part
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
-        first, last, total = _content_range(response)
+        content_range = _content_range(response)
+        if content_range is None:
+            raise _invalid(response, f"a malformed Content-Range {response.headers.get('Content-Range')!r}")
+        first, last, total = content_range
         other_total = total is not None and self.total is not None and total != self.total
         other_validator = _validator(response.headers) not in (None, self.validator)
         if ranged and (other_total or other_validator):
@@ -1577,8 +1577,8 @@ class _Transfer:
             raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
-        if part.end is None:  # the total was not known before
-            self.total = part.end = total
+        if part.end is None:  # the total was not known before: this is the last part
+            part.end = total
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
         """A ranged request of a split file answered with the whole file: ranges ignored, or the file changed.
@@ -1605,22 +1605,25 @@ class _Transfer:
         return whole
 
     def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
-        """A 200: the whole file from its first byte; split it when the server takes ranges."""
+        """A 200: the whole file from its first byte, one part."""
         if part.done:
             self.restart(taken=True)  # the whole file, from its first byte
         self.validator = _validator(response.headers)
-        self.total = part.end = response.length
+        part.end = response.length
         self.target.reserve(self.total)
-        accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
-        if self.total and self.connections > 1 and accepts_ranges and (self.validator or "").startswith('"'):
-            self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
-            self._split(min(self.connections, self.total // _MIN_PART_SIZE))
 
-    def _split(self, count: int) -> None:
-        """Cut the file into ``count`` parts: the first one continues on the response under way."""
-        if count < 2 or self.total is None:
+    def _split(self, response: _PooledResponse) -> None:
+        """Cut the file into parts for ``connections``, when the server serves ranges of this very version.
+
+        The first part continues on ``response``; a thread starts for each of the others.
+        """
+        total = self.total or 0
+        accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
+        count = min(self.connections, total // _MIN_PART_SIZE)
+        if count < 2 or not accepts_ranges or not (self.validator or "").startswith('"'):  # a strong ETag
             return
-        bounds = [self.total * index // count for index in range(count + 1)]
+        self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
+        bounds = [total * index // count for index in range(count + 1)]
         self.parts[0].end = bounds[1]
         self.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
         self._start_workers()
@@ -1647,17 +1650,16 @@ class _Transfer:
         return max(16 * 1024, min(_CHUNK_SIZE, int(self.rate_limit.rate / 8)))
 
     def _saved_and_reported(self) -> None:
-        if self.validator is not None and self.total is not None and self.target.state_path:  # resumable
+        state = self.target.state
+        if state is not None and self.validator is not None and self.total is not None:  # resumable
             parts = [[part.start, part.end, part.done] for part in self.parts]
-            self.target.save({"url": self.url, "validator": self.validator, "total": self.total, "parts": parts})
+            state.save({"url": self.url, "validator": self.validator, "total": self.total, "parts": parts})
         if self.progress is not None:
             self.progress(self.done, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed
             part.end = part.offset
-            if self.total is None:
-                self.total = part.offset
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
@@ -1696,7 +1698,8 @@ class _Transfer:
         if self.digest is not None and self.expected_digest is not None:
             actual = self.digest.hexdigest()
             if actual != self.expected_digest:
-                self.target.keep = False  # not resumable: those bytes are wrong
+                if self.target.state is not None:
+                    self.target.state.remove()  # not resumable: those bytes are wrong
                 message = f"sha256 mismatch for {self.url}: expected {self.expected_digest}, got {actual}"
                 raise ChecksumMismatchError(message, url=self.url, expected=self.expected_digest, actual=actual)
 
@@ -1711,7 +1714,8 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
     """The validator and parts ``(start, end, done)`` of a saved state, or None unless it is sound.
 
     Sound: this URL; a validator that is a valid header value; integer offsets with
-    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order.
+    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order;
+    ``total`` above 0 (an empty file has nothing a range could continue).
     """
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
@@ -1720,7 +1724,7 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    if not validator or not _is_count(total) or not isinstance(parts, list) or not parts:
+    if not validator or not _is_count(total) or not total or not isinstance(parts, list) or not parts:
         return None
     spans, position = [], 0
     for span in parts:
@@ -1756,11 +1760,11 @@ class _RateLimit:
             time.sleep(wait)
 
 
-def _content_range(response: _PooledResponse) -> tuple[int, int, int | None]:
-    """First byte, last byte and total of a 206's Content-Range (RFC 9110 14.4); (-1, -1, None) if malformed."""
+def _content_range(response: _PooledResponse) -> tuple[int, int, int | None] | None:
+    """First byte, last byte and total (None: ``*``) of a 206's Content-Range (RFC 9110 14.4); None if malformed."""
     match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", response.headers.get("Content-Range", ""))
     if match is None:
-        return -1, -1, None
+        return None
     return int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
 
 
@@ -1774,14 +1778,15 @@ class _Digest:
     """The sha256 of a download in file order, computed by a thread of its own to overlap the network.
 
     It is given a single stream's chunks as they arrive (``add``), or told how far the
-    file on disk is complete (``add_until``) and reads that back.
+    file on disk is complete (``add_until``) and reads that back. Either is a job for the
+    thread, queued: at most _HASH_QUEUE_BYTES of chunks wait at once.
     """
 
     def __init__(self, read_at: Callable[[int, int], bytes] | None) -> None:
         import queue
 
         self.read_at = read_at  # (offset, size) -> bytes of the file on disk
-        self._queue: queue.Queue[bytes | int | None] = queue.Queue(maxsize=16)  # 16 chunks at most
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)  # None: stop
         self._hash = hashlib.sha256()
         self._position = 0  # hashed so far (in the thread)
         self._error: BaseException | None = None
@@ -1789,10 +1794,12 @@ class _Digest:
         self._thread.start()
 
     def add(self, data: bytes) -> None:
-        self._queue.put(data)
+        """Hash ``data``, the bytes that follow those already added."""
+        self._jobs.put(functools.partial(self._hash_bytes, data))
 
     def add_until(self, end: int) -> None:
-        self._queue.put(end)
+        """Hash the file on disk up to ``end``, from where hashing stopped."""
+        self._jobs.put(functools.partial(self._hash_file_until, end))
 
     def hexdigest(self) -> str:
         self.close()
@@ -1802,51 +1809,34 @@ class _Digest:
 
     def close(self) -> None:
         if self._thread.is_alive():
-            self._queue.put(None)
+            self._jobs.put(None)
             self._thread.join()
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while (job := self._jobs.get()) is not None:
             try:
-                if isinstance(item, bytes):
-                    self._hash.update(item)
-                    self._position += len(item)
-                while isinstance(item, int) and self._position < item and self.read_at is not None:
-                    data = self.read_at(self._position, min(_CHUNK_SIZE, item - self._position))
-                    if not data:
-                        raise OSError(errno.EIO, "the downloaded file is shorter than was written")
-                    self._hash.update(data)
-                    self._position += len(data)
-            except BaseException as exc:  # reported by hexdigest(); keep draining the queue
-                self._error = self._error or exc
+                if self._error is None:
+                    job()
+            except BaseException as exc:  # reported by hexdigest(); the queue is drained until close()
+                self._error = exc
 
+    def _hash_bytes(self, data: bytes) -> None:
+        self._hash.update(data)
+        self._position += len(data)
 
-class _Target:
-    """Where a download's bytes go; these defaults are a stream's (no resuming, no parallel parts)."""
-
-    parallel = False  # parts may be written at their offsets
-    saved: Any = None  # the state an earlier run left
-    state_path = ""  # where the state of a resumable download is recorded ("": nowhere)
-    keep = False  # on failure: a resumable state is on disk
-
-    def size(self) -> int:
-        return 0
-
-    def truncate(self, size: int) -> None:
-        pass
-
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
-
-    def save(self, state: dict[str, Any]) -> None:
-        pass
+    def _hash_file_until(self, end: int) -> None:
+        while self._position < end and self.read_at is not None:
+            data = self.read_at(self._position, min(_CHUNK_SIZE, end - self._position))
+            if not data:
+                raise OSError(errno.EIO, "the downloaded file is shorter than was written")
+            self._hash_bytes(data)
 
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
 _O_BINARY = getattr(os, "O_BINARY", 0)
 
 
-class _FileTarget(_Target):
+class _FileTarget:
     """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
 
     Without ``resume`` it has a unique name and never outlives the call. With it, it is
@@ -1865,6 +1855,7 @@ class _FileTarget(_Target):
         self.directory = directory or "."
         self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
         self.path = ""
+        self.state: _StateFile | None = None  # with resume: where the state of the partial file is kept
         self.lock_path = ""  # a .part.lock file, where there is no flock
         self.finished = False  # committed, or cleaned up
         _remove_abandoned_temporaries(self.stem)
@@ -1872,10 +1863,10 @@ class _FileTarget(_Target):
         self.fd = self._open_unique() if fd is None else fd
 
     def _open_resumable(self) -> int | None:
-        """``.NAME.part`` (with ``saved``, its state), ours and locked; None when that cannot be had safely."""
-        path, state_path = self.stem + ".part", self.stem + ".part.json"
+        """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
+        path, state = self.stem + ".part", _StateFile(self.stem + ".part.json")
         with contextlib.suppress(FileNotFoundError):
-            if not _is_own_regular_file(os.lstat(state_path)):
+            if not _is_own_regular_file(os.lstat(state.path)):
                 return None  # not ours to read or replace: left alone
         fd = _open_own_file(path, create=True)
         if fd is None:
@@ -1886,15 +1877,21 @@ class _FileTarget(_Target):
             self._unlock()
             os.close(fd)
             return None
-        self.path, self.state_path = path, state_path
-        for name in _sibling_names(state_path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
-            if _open_and_check(name):
-                self._remove([name])
-        state = _open_own_file(state_path, create=False)
-        self.saved = None if state is None else _read_state(state)
-        if self.saved is None:
-            os.ftruncate(fd, 0)  # bytes without a state to say what they are
+        self.path, self.state = path, state
         return fd
+
+    def kept(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
+        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, ``done``
+        as far as the bytes on disk go. None when nothing sound is kept; what was there is then dropped.
+        """
+        checked = None if self.state is None else _checked_state(self.state.load(), url)
+        if checked is None:
+            self.reset()  # bytes of another URL, or without a sound state to say what they are
+            return None
+        validator, spans = checked
+        size = min(os.fstat(self.fd).st_size, spans[-1][1])
+        os.ftruncate(self.fd, size)  # nothing past the end of the file
+        return validator, [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
 
     def _lock(self, fd: int) -> bool:
         try:
@@ -1945,7 +1942,7 @@ class _FileTarget(_Target):
                 os.replace(new, path)  # 48 random bits: no other file has that name
             except BaseException:
                 os.close(fd)
-                self._remove([new])
+                _remove(new)
                 raise
             self.path = path
             return fd
@@ -1956,27 +1953,17 @@ class _FileTarget(_Target):
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.finished:  # not committed: a failure, Ctrl-C included
-            self._remove([] if self.keep else [self.path, self.state_path])
+            if self.state is None or not self.state.kept:  # else both stay, for the next run to resume
+                _remove(self.path)
             os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
             self._unlock()
             self.finished = True
 
-    def _remove(self, paths: list[str]) -> None:
-        for path in paths:
-            if path:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-
-    def size(self) -> int:
-        return os.fstat(self.fd).st_size
-
-    def truncate(self, size: int) -> None:
-        os.ftruncate(self.fd, size)
-
     def reset(self) -> None:
         """Drop what is kept: the file's bytes, and the state that described them."""
         os.ftruncate(self.fd, 0)
-        self._remove([self.state_path])
+        if self.state is not None:
+            self.state.remove()
 
     def reserve(self, size: int | None) -> None:
         free = shutil.disk_usage(self.directory).free
@@ -2002,42 +1989,71 @@ class _FileTarget(_Target):
             os.lseek(self.fd, offset, os.SEEK_SET)
             return os.read(self.fd, size)
 
-    def save(self, state: dict[str, Any]) -> None:
-        """Record on disk what a later run needs to resume: after the bytes it counts were written.
-
-        Written to a file of its own (mode 0600: the URL may hold a presigned signature),
-        then moved over the state, so that the state on disk is always whole.
-        """
-        temporary = f"{self.state_path}.{os.urandom(4).hex()}.tmp"
-        try:  # the open inside: a signal arriving just after it still removes the file
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(json.dumps(state).encode())
-            os.replace(temporary, self.state_path)
-        except BaseException as exc:
-            if not isinstance(exc, FileExistsError):  # that one is another's
-                self._remove([temporary])
-            raise
-        self.keep = True
-
     def commit(self, total: int | None) -> None:
         """Move the file into place, once it is ``total`` bytes long (when that is known)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
         # curl and wget; a sync halves the speed. See "Decisions" in the README.
-        size = self.size()
-        if total is not None and size != total:
-            self.keep = False
-            message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
-            raise InvalidResponseError(message, method="GET")
         try:
+            size = os.fstat(self.fd).st_size
+            if total is not None and size != total:
+                message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
+                raise InvalidResponseError(message, method="GET")
             os.replace(self.path, self.destination)
-        except BaseException:
-            self.keep = False  # the temporary file goes all the same
-            raise
-        self._remove([self.state_path])
+        finally:
+            if self.state is not None:
+                self.state.remove()  # done with, or (failed here) not to be resumed: the file goes all the same
         os.close(self.fd)
         self._unlock()
         self.finished = True
+
+
+class _StateFile:
+    """The state of a resumable download (``.NAME.part.json``): what a later run needs to continue it.
+
+    ``kept`` is true while a state on disk describes the partial file: a failure then leaves
+    both for the next run.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.kept = False
+
+    def load(self) -> Any:
+        """The state an earlier run left (decoded JSON, not yet checked), or None."""
+        for name in _sibling_names(self.path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
+            if _open_and_check(name):
+                _remove(name)
+        fd = _open_own_file(self.path, create=False)
+        state = None if fd is None else _read_state(fd)
+        self.kept = state is not None
+        return state
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Record ``state``, after the bytes it counts were written.
+
+        Written to a file of its own (mode 0600: the URL may hold a presigned signature),
+        then moved over the state, so that the state on disk is always whole.
+        """
+        temporary = f"{self.path}.{os.urandom(4).hex()}.tmp"
+        try:  # the open inside: a signal arriving just after it still removes the file
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+            with os.fdopen(fd, "wb") as file:
+                file.write(json.dumps(state).encode())
+            os.replace(temporary, self.path)
+        except BaseException as exc:
+            if not isinstance(exc, FileExistsError):  # that one is another's
+                _remove(temporary)
+            raise
+        self.kept = True
+
+    def remove(self) -> None:
+        _remove(self.path)
+        self.kept = False
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _open_own_file(path: str, *, create: bool) -> int | None:
@@ -2221,8 +2237,11 @@ def _follow_destination_links(path: str) -> str:
     return path
 
 
-class _StreamTarget(_Target):
+class _StreamTarget:
     """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
+
+    parallel = False  # written in order only
+    state: _StateFile | None = None  # never resumed
 
     def __init__(self, stream: BinaryIO) -> None:
         if not callable(getattr(stream, "write", None)) or isinstance(stream, io.TextIOBase) or not _writable(stream):
@@ -2242,6 +2261,9 @@ class _StreamTarget(_Target):
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
 
+    def reserve(self, size: int | None) -> None:
+        pass  # a stream of the caller's: its space is the caller's business
+
     def write_at(self, offset: int, data: bytes) -> None:
         while True:  # at the stream's position: a stream is only ever written in order
             written = self.stream.write(data)
@@ -2250,9 +2272,6 @@ class _StreamTarget(_Target):
             if written <= 0:
                 raise OSError(errno.EIO, "the destination's write() made no progress")
             data = data[written:]
-
-    def commit(self) -> None:
-        self.stream.flush()
 
 
 def _open_device(path: str) -> BinaryIO | None:
@@ -2584,7 +2603,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = logging.Handler()
     handler.emit = stderr.log  # type: ignore[method-assign]
     level = logger.level
-    logger.setLevel(10 if args.verbose else 20)  # DEBUG: each request; INFO: resumes, retries
+    logger.setLevel(_DEBUG if args.verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
     logger.addHandler(handler)
 
     def stop(signal_number: int, frame: object) -> None:
@@ -3147,7 +3166,7 @@ class _Stderr:
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
         text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
-        if record.levelno >= 30 and not self.verbose:
+        if record.levelno >= _WARNING and not self.verbose:
             self.status(text)  # a retry: said while it waits, gone once it is over
         else:  # never cut: the cause of a retry is at the end
             self.message(text)
