@@ -1884,7 +1884,9 @@ class _FileTarget:
         """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, ``done``
         as far as the bytes on disk go. None when nothing sound is kept; what was there is then dropped.
         """
-        checked = None if self.state is None else _checked_state(self.state.load(), url)
+        if self.state is None:  # without resume: a new file, empty
+            return None
+        checked = _checked_state(self.state.load(), url)
         if checked is None:
             self.reset()  # bytes of another URL, or without a sound state to say what they are
             return None
