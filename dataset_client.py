@@ -1898,7 +1898,7 @@ class _FileTarget:
     def _lock(self, fd: int) -> bool:
         try:
             import fcntl
-        except ImportError:  # Windows: a lock file holding our process id
+        except ImportError:  # not on Linux: Windows has no flock; a lock file holding our process id
             return self._lock_with_a_file()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -1978,7 +1978,7 @@ class _FileTarget:
         while view:
             if hasattr(os, "pwrite"):
                 written = os.pwrite(self.fd, view, offset)
-            else:
+            else:  # not on Linux: Windows has no os.pwrite
                 with self.seeking:
                     os.lseek(self.fd, offset, os.SEEK_SET)
                     written = os.write(self.fd, view)
@@ -1987,9 +1987,10 @@ class _FileTarget:
     def read_at(self, offset: int, size: int) -> bytes:
         if hasattr(os, "pread"):
             return os.pread(self.fd, size, offset)
-        with self.seeking:
-            os.lseek(self.fd, offset, os.SEEK_SET)
-            return os.read(self.fd, size)
+        else:  # not on Linux: Windows has no os.pread
+            with self.seeking:
+                os.lseek(self.fd, offset, os.SEEK_SET)
+                return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
         """Move the file into place, once it is ``total`` bytes long (when that is known)."""
@@ -2125,7 +2126,7 @@ def _remove_abandoned_temporaries(stem: str) -> None:
     """
     try:
         import fcntl
-    except ImportError:
+    except ImportError:  # not on Linux: Windows has no flock
         return
     for path in _sibling_names(stem, (".part", ".new"), 12):
         fd = _open_own_file(path, create=False)
@@ -2196,7 +2197,7 @@ def _lock_file_pid(path: str) -> int | None:
 
 
 def _process_exists(pid: int) -> bool:
-    if os.name == "nt":  # pragma: no cover -- os.kill(pid, 0) would end the process there
+    if os.name == "nt":  # not on Linux: there os.kill(pid, 0) would end the process
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]

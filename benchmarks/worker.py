@@ -96,70 +96,93 @@ def measure_construct(variant: str, count: int) -> dict[str, float]:
 
 def request_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
     """Return (one request, decoded; close). Every variant keeps its connection alive but stock urllib."""
+    loops = {
+        "dataset_client": dataset_client_loop,
+        "http.client": http_client_loop,
+        "http.client-no-timeout": http_client_loop,
+        "urllib": urllib_loop,
+        "requests": requests_loop,
+        "httpx": httpx_loop,
+    }
+    if variant not in loops:
+        raise SystemExit(f"unknown variant {variant}")
+    return loops[variant](variant, url, method, cafile)
+
+
+def dataset_client_loop(
+    variant: str, url: str, method: str, cafile: str
+) -> tuple[Callable[[], Any], Callable[[], None]]:
+    import dataset_client
+
+    client = dataset_client.DatasetClient(url.rsplit("/", 1)[0], "key", ssl_context=tls_context(cafile))
+    if url.endswith("/datasets"):
+        return client.list_datasets, client.close
+    return (lambda: client.query("SELECT 1")), client.close
+
+
+def http_client_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    import http.client
     import urllib.parse
+
+    # With a timeout (as dataset_client always has, 30 s by default), CPython polls
+    # before each send and receive; a blocking socket does not.
+    timeout = None if variant == "http.client-no-timeout" else 30.0
+    parts = urllib.parse.urlsplit(url)
+    connection = (
+        http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=tls_context(cafile))
+        if parts.scheme == "https"
+        else http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    )
+    headers = {**HEADERS, "Authorization": "Bearer key"}
+    post_headers = {**headers, "Content-Type": "application/json"}
+
+    def raw() -> Any:
+        if method == "GET":
+            connection.request("GET", parts.path, headers=headers)
+        else:  # encoded per request, as every client does
+            connection.request("POST", parts.path, json.dumps(QUERY).encode(), post_headers)
+        return json.loads(connection.getresponse().read())
+
+    return raw, connection.close
+
+
+def urllib_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    import urllib.request
 
     context = tls_context(cafile)
     body = json.dumps(QUERY).encode()
-    if variant == "dataset_client":
-        import dataset_client
 
-        client = dataset_client.DatasetClient(url.rsplit("/", 1)[0], "key", ssl_context=context)
-        if url.endswith("/datasets"):
-            return client.list_datasets, client.close
-        return (lambda: client.query("SELECT 1")), client.close
-    if variant in ("http.client", "http.client-no-timeout"):
-        import http.client
-
-        # With a timeout (as dataset_client always has, 30 s by default), CPython polls
-        # before each send and receive; a blocking socket does not.
-        timeout = None if variant == "http.client-no-timeout" else 30.0
-        parts = urllib.parse.urlsplit(url)
-        connection = (
-            http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
-            if parts.scheme == "https"
-            else http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    def stock() -> Any:
+        request = urllib.request.Request(
+            url, body if method == "POST" else None, {**HEADERS, "Authorization": "Bearer key"}
         )
-        headers = {**HEADERS, "Authorization": "Bearer key"}
-        post_headers = {**headers, "Content-Type": "application/json"}
+        if method == "POST":
+            request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, context=context) as response:
+            return json.loads(response.read())
 
-        def raw() -> Any:
-            if method == "GET":
-                connection.request("GET", parts.path, headers=headers)
-            else:  # encoded per request, as every client does
-                connection.request("POST", parts.path, json.dumps(QUERY).encode(), post_headers)
-            return json.loads(connection.getresponse().read())
+    return stock, lambda: None
 
-        return raw, connection.close
-    if variant == "urllib":
-        import urllib.request
 
-        def stock() -> Any:
-            request = urllib.request.Request(
-                url, body if method == "POST" else None, {**HEADERS, "Authorization": "Bearer key"}
-            )
-            if method == "POST":
-                request.add_header("Content-Type", "application/json")
-            with urllib.request.urlopen(request, context=context) as response:
-                return json.loads(response.read())
+def requests_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    import requests
 
-        return stock, lambda: None
-    if variant == "requests":
-        import requests
+    session = requests.Session()
+    session.headers["Authorization"] = "Bearer key"
+    verify: Any = cafile if cafile != "-" else True
+    if method == "GET":
+        return (lambda: session.get(url, verify=verify).json()), session.close
+    return (lambda: session.post(url, json=QUERY, verify=verify).json()), session.close
 
-        session = requests.Session()
-        session.headers["Authorization"] = "Bearer key"
-        verify: Any = cafile if cafile != "-" else True
-        if method == "GET":
-            return (lambda: session.get(url, verify=verify).json()), session.close
-        return (lambda: session.post(url, json=QUERY, verify=verify).json()), session.close
-    if variant == "httpx":
-        import httpx
 
-        client = httpx.Client(verify=context if context is not None else True, headers={"Authorization": "Bearer key"})
-        if method == "GET":
-            return (lambda: client.get(url).json()), client.close
-        return (lambda: client.post(url, json=QUERY).json()), client.close
-    raise SystemExit(f"unknown variant {variant}")
+def httpx_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    import httpx
+
+    context = tls_context(cafile)
+    client = httpx.Client(verify=context if context is not None else True, headers={"Authorization": "Bearer key"})
+    if method == "GET":
+        return (lambda: client.get(url).json()), client.close
+    return (lambda: client.post(url, json=QUERY).json()), client.close
 
 
 def measure_requests(variant: str, url: str, method: str, count: int, cafile: str) -> dict[str, float]:
