@@ -157,36 +157,29 @@ def route(proxy: Tinyproxy, origin: Origin, no_proxy: str) -> str:
 
 def no_proxy_checks(checks: Checks, proxy: Tinyproxy, origins: dict[str, Origin]) -> None:
     v4, name = origins["127.0.0.1"], origins["localhost"]
-    cases = [
-        (v4, "127.0.0.0/8", "direct"),
-        (v4, "10.0.0.0/8, 192.168.0.0/16", "proxy"),
-        (v4, "10.0.0.0/8, 127.0.0.0/30", "direct"),
-        (v4, "127.0.0.1", "direct"),
-        (v4, "127.0.0.10", "proxy"),
-        (v4, f"127.0.0.1:{v4.server_port}", "direct"),
-        (v4, f"127.0.0.1:{v4.server_port + 1}", "proxy"),
-        (v4, "*", "direct"),
-        (v4, " example.com ,  127.0.0.1  ", "direct"),
-        (v4, "::/0", "proxy"),
-        (name, "LOCALHOST", "direct"),
-        (name, ".localhost", "direct"),
-        (name, " Example.COM,\t.LocalHost ", "direct"),
-        (name, f"localhost:{name.server_port}", "direct"),
-        (name, "host", "proxy"),
-        (name, "127.0.0.0/8", "proxy"),
-    ]
+    port, name_port = v4.server_port, name.server_port
+    # For each origin: the NO_PROXY values that must send it direct, then those that must not.
+    direct: dict[Origin, list[str]] = {
+        v4: [
+            "127.0.0.0/8",
+            "10.0.0.0/8, 127.0.0.0/30",
+            "127.0.0.1",
+            f"127.0.0.1:{port}",
+            "*",
+            " example.com ,  127.0.0.1  ",
+        ],
+        name: ["LOCALHOST", ".localhost", " Example.COM,\t.LocalHost ", f"localhost:{name_port}"],
+    }
+    proxied: dict[Origin, list[str]] = {
+        v4: ["10.0.0.0/8, 192.168.0.0/16", "127.0.0.10", f"127.0.0.1:{port + 1}", "::/0"],
+        name: ["host", "127.0.0.0/8"],
+    }
     if "::1" in origins:
         v6 = origins["::1"]
-        cases += [
-            (v6, "::1/128", "direct"),
-            (v6, "::/0", "direct"),
-            (v6, "::1", "direct"),
-            (v6, f"[::1]:{v6.server_port}", "direct"),
-            (v6, "[::1]", "direct"),
-            (v6, "fd00::/8", "proxy"),
-            (v6, "127.0.0.0/8", "proxy"),
-            (v6, f"[::1]:{v6.server_port + 1}", "proxy"),
-        ]
+        direct[v6] = ["::1/128", "::/0", "::1", f"[::1]:{v6.server_port}", "[::1]"]
+        proxied[v6] = ["fd00::/8", "127.0.0.0/8", f"[::1]:{v6.server_port + 1}"]
+    cases = [(origin, value, "direct") for origin, values in direct.items() for value in values]
+    cases += [(origin, value, "proxy") for origin, values in proxied.items() for value in values]
     for origin, no_proxy, expected in cases:
         got = route(proxy, origin, no_proxy)
         checks.check(f"NO_PROXY={no_proxy!r} for {origin.url}: {expected}", got == expected, f"went {got}")
