@@ -95,7 +95,7 @@ __version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 _CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones, and memory stays flat
-_HASH_QUEUE_BYTES = 16 * _CHUNK_SIZE  # chunks waiting for the hashing thread, at most
+_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # chunks waiting for the hashing thread, at most
 _MIN_PART_SIZE = _CHUNK_SIZE  # a parallel download's parts are at least this large
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for: the error is raised
