@@ -1389,7 +1389,7 @@ class _Transfer:
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
-        if isinstance(target, _FileTarget) and (kept := target.kept(url)) is not None:
+        if isinstance(target, _FileTarget) and (kept := target.take_up(url)) is not None:
             self._resume(*kept)
 
     @property
@@ -1498,8 +1498,8 @@ class _Transfer:
         if all(part.remaining == 0 for part in parts):  # complete: its last byte is asked again, with If-Range,
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
         self.parts, self.validator = parts, validator
-        total = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), total, self.url)
+        size = _size(spans[-1][1])
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), size, self.url)
 
     def _start_digest(self) -> None:
         if self.expected_digest is not None:
@@ -1562,13 +1562,14 @@ class _Transfer:
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
         content_range = _content_range(response)
-        if content_range is None:
-            raise _invalid(response, f"a malformed Content-Range {response.headers.get('Content-Range')!r}")
-        first, last, total = content_range
+        total = None if content_range is None else content_range[2]
         other_total = total is not None and self.total is not None and total != self.total
         other_validator = _validator(response.headers) not in (None, self.validator)
         if ranged and (other_total or other_validator):
             raise _FileChanged  # another version: its bytes are never spliced on
+        if content_range is None:
+            raise _invalid(response, f"a malformed Content-Range {response.headers.get('Content-Range')!r}")
+        first, last, total = content_range
         end = part.end if part.end is not None else total
         if end is None:  # bytes N-M/* of a file whose length nobody said: where it ends is not known
             raise _invalid(response, "a 206 of a file of unknown length (Content-Range total '*'): refused")
@@ -1714,8 +1715,7 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
     """The validator and parts ``(start, end, done)`` of a saved state, or None unless it is sound.
 
     Sound: this URL; a validator that is a valid header value; integer offsets with
-    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order;
-    ``total`` above 0 (an empty file has nothing a range could continue).
+    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order.
     """
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
@@ -1724,7 +1724,7 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    if not validator or not _is_count(total) or not total or not isinstance(parts, list) or not parts:
+    if not validator or not _is_count(total) or not isinstance(parts, list) or not parts:
         return None
     spans, position = [], 0
     for span in parts:
@@ -1877,17 +1877,23 @@ class _FileTarget:
             self._unlock()
             os.close(fd)
             return None
+        try:
+            state.load()
+        except BaseException:  # Ctrl-C while reading it: both files stay as they were
+            self._unlock()
+            os.close(fd)
+            raise
         self.path, self.state = path, state
         return fd
 
-    def kept(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, ``done``
-        as far as the bytes on disk go. None when nothing sound is kept; what was there is then dropped.
+    def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
+        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, to be
+        continued (``done`` as far as the bytes on disk go); else None, and what was there is dropped.
         """
         if self.state is None:  # without resume: a new file, empty
             return None
-        checked = _checked_state(self.state.load(), url)
-        if checked is None:
+        checked = _checked_state(self.state.saved, url)
+        if checked is None or checked[1][-1][1] == 0:  # an empty file: nothing a range could continue
             self.reset()  # bytes of another URL, or without a sound state to say what they are
             return None
         validator, spans = checked
@@ -1957,6 +1963,8 @@ class _FileTarget:
         if not self.finished:  # not committed: a failure, Ctrl-C included
             if self.state is None or not self.state.kept:  # else both stay, for the next run to resume
                 _remove(self.path)
+                if self.state is not None:
+                    self.state.remove()
             os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
             self._unlock()
             self.finished = True
@@ -1985,26 +1993,25 @@ class _FileTarget:
             view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
-        if hasattr(os, "pread"):
-            return os.pread(self.fd, size, offset)
-        else:  # not on Linux: Windows has no os.pread
+        if not hasattr(os, "pread"):  # not on Linux: Windows has no os.pread
             with self.seeking:
                 os.lseek(self.fd, offset, os.SEEK_SET)
                 return os.read(self.fd, size)
+        return os.pread(self.fd, size, offset)
 
     def commit(self, total: int | None) -> None:
         """Move the file into place, once it is ``total`` bytes long (when that is known)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
         # curl and wget; a sync halves the speed. See "Decisions" in the README.
-        try:
-            size = os.fstat(self.fd).st_size
+        size = os.fstat(self.fd).st_size
+        try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
                 raise InvalidResponseError(message, method="GET")
             os.replace(self.path, self.destination)
         finally:
             if self.state is not None:
-                self.state.remove()  # done with, or (failed here) not to be resumed: the file goes all the same
+                self.state.remove()
         os.close(self.fd)
         self._unlock()
         self.finished = True
@@ -2019,17 +2026,17 @@ class _StateFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.saved: Any = None  # what an earlier run left: decoded JSON, not yet checked
         self.kept = False
 
-    def load(self) -> Any:
-        """The state an earlier run left (decoded JSON, not yet checked), or None."""
+    def load(self) -> None:
+        """Read the state an earlier run left, into ``saved``."""
         for name in _sibling_names(self.path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
             if _open_and_check(name):
                 _remove(name)
         fd = _open_own_file(self.path, create=False)
-        state = None if fd is None else _read_state(fd)
-        self.kept = state is not None
-        return state
+        self.saved = None if fd is None else _read_state(fd)
+        self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, after the bytes it counts were written.
