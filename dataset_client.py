@@ -41,6 +41,7 @@ if sys.version_info < (3, 11):  # noqa: UP036 (a clear word instead of an Attrib
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
+import _thread  # locks and thread idents; threading itself is imported where a thread is started
 import collections.abc
 import contextlib
 import datetime
@@ -61,7 +62,6 @@ import shutil
 import socket
 import ssl
 import stat
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -70,6 +70,7 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
+    import threading
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from typing import Any, BinaryIO, TypeVar
 
@@ -716,7 +717,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         _pools.add(self)
 
     def _start_afresh(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
         self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
 
@@ -796,7 +797,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             while idle:
                 connection = idle.pop()
                 if _is_still_open(connection):
-                    self._busy[connection] = threading.get_ident()
+                    self._busy[connection] = _thread.get_ident()
                     return connection
                 connection.close()
         return None
@@ -833,7 +834,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if self.closed:  # close() came while connecting
                 connection.close()
                 raise ClientClosedError("the DatasetClient is closed")
-            self._busy[connection] = threading.get_ident()
+            self._busy[connection] = _thread.get_ident()
         return connection
 
     def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
@@ -1380,7 +1381,7 @@ class _Transfer:
         self.progress = progress
         self.expected_digest = sha256
         self.connections = connections if target.parallel else 1
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
         self.parts = [_Part(self, 0, None)]
         self.threads: list[threading.Thread] = []
@@ -1419,7 +1420,7 @@ class _Transfer:
         self.restart()
 
     def _fetch_all(self) -> None:
-        self.caller = threading.get_ident()  # fetches the first part itself
+        self.caller = _thread.get_ident()  # fetches the first part itself
         self.threads = []
         self._start_workers()
         self._work()
@@ -1436,6 +1437,8 @@ class _Transfer:
         self._check_digest()
 
     def _start_workers(self) -> None:
+        import threading
+
         while len(self.threads) < min(self.connections, len(self.parts)) - 1:
             self.threads.append(threading.Thread(target=self._work, name="dataset-client-part", daemon=True))
             self.threads[-1].start()
@@ -1747,7 +1750,7 @@ class _RateLimit:
 
     def __init__(self, rate: float) -> None:
         self.rate = float(rate)
-        self.lock = threading.Lock()
+        self.lock = _thread.allocate_lock()
         self.started = time.monotonic()
         self.taken = 0
 
@@ -1784,6 +1787,7 @@ class _Digest:
 
     def __init__(self, read_at: Callable[[int, int], bytes] | None) -> None:
         import queue
+        import threading
 
         self.read_at = read_at  # (offset, size) -> bytes of the file on disk
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)  # None: stop
@@ -1850,7 +1854,7 @@ class _FileTarget:
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
-        self.seeking = threading.Lock()  # where there is no os.pwrite/os.pread (Windows)
+        self.seeking = _thread.allocate_lock()  # where there is no os.pwrite/os.pread (Windows)
         directory, name = os.path.split(destination)
         self.directory = directory or "."
         self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
@@ -2603,6 +2607,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse  # the command line's imports stay off the library's import path
     import logging
     import signal
+    import threading
 
     try:
         args = _parse_arguments(argparse, argv)
@@ -3143,7 +3148,7 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.lock = threading.Lock()  # a download's threads log too
+        self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:
         """Draw the status line in place of the last one (None: clear it)."""
