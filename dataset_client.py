@@ -2571,8 +2571,6 @@ _COMMAND_HELP = {  # its summary, description and examples
         ],
     ),
 }
-_TERMINAL_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
-_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}  # json.dumps leaves DEL and C1 as they are
 
 
 class _UsageError(Exception):
@@ -2593,13 +2591,24 @@ class _Stopped(BaseException):
 
 def _printable(text: str) -> str:
     """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``): what reaches a terminal."""
-    return text.translate(_TERMINAL_ESCAPES)
+    return text.translate(_terminal_escapes())
 
 
 def _json_text(value: Any, indent: int | None = None) -> str:
     """JSON whose text holds no control character at all (json escapes C0; DEL and C1 are escaped here)."""
     separators = None if indent else (", ", ": ")
-    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(_JSON_ESCAPES)
+    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(_json_escapes())
+
+
+# Made on first use: only the command line needs these tables (made at import, they were 2% of its cost).
+@functools.cache
+def _terminal_escapes() -> dict[int, str]:
+    return {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+@functools.cache
+def _json_escapes() -> dict[int, str]:
+    return {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}  # json.dumps leaves DEL and C1 as they are
 
 
 def main(argv: list[str] | None = None) -> int:
