@@ -470,15 +470,9 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
     with tempfile.TemporaryDirectory() as scratch:
 
         def count(variant: str, url: str, method: str, requests: int, cafile: str) -> int:
-            program = variant.split()[0]
             extra = {"DATASET_CLIENT_FROM": world.previous or ""} if variant.endswith("1.0") else {}
-            command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", world.python, WORKER]
-            command += ["requests", program, url, method, str(requests), cafile]
-            done = subprocess.run(command, capture_output=True, text=True, env=clean_environment(**extra), timeout=900)
-            found = [line for line in done.stderr.splitlines() if "Collected :" in line]
-            if done.returncode != 0 or not found:
-                raise SystemExit(f"callgrind failed:\n{done.stderr[-2000:]}")
-            return int(found[-1].split(":")[-1])
+            command = [WORKER, "requests", variant.split()[0], url, method, str(requests), cafile]
+            return callgrind(world, command, scratch, clean_environment(**extra))
 
         for scheme, method, path in cases[:1] if settings["runs"] < 5 else cases:
             cafile = world.cafile if scheme == "https" else "-"
@@ -496,11 +490,48 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
                     *(f"{per_request[v]:,.0f} ({ratio(per_request[v], per_request['http.client'])})" for v in variants),
                 ]
             )
+        imports = import_instructions(world, scratch)
     note = (
         f"Counted for {counts[0]} and {counts[1]} requests; the difference cancels start-up. Unlike CPU time, this does "
         "not move with the machine's load (PYTHONHASHSEED fixed); it leaves out the kernel's share."
     )
-    return table("3b. User-space instructions per kept-alive request (callgrind)", note, ["request", *variants], rows)
+    return (
+        table("3b. User-space instructions per kept-alive request (callgrind)", note, ["request", *variants], rows)
+        + imports
+    )
+
+
+def import_instructions(world: World, scratch: str) -> list[str]:
+    """Instructions of a whole ``python -c "import ..."`` process (callgrind), to those of json + urllib.request."""
+    variants = {
+        "json+urllib.request": ("import json, urllib.request", REPO),
+        "dataset_client": ("import dataset_client", REPO),
+    }
+    if world.previous:  # the same command in the previous release's directory
+        variants["dataset_client 1.0"] = ("import dataset_client", world.previous)
+    for code, directory in variants.values():  # bytecode compiled first, as users have it
+        subprocess.run([world.python, "-c", code], cwd=directory, env=clean_environment(), check=True)
+    counts = {
+        variant: callgrind(world, ["-c", code], scratch, clean_environment(), cwd=directory)
+        for variant, (code, directory) in variants.items()
+    }
+    base = counts["json+urllib.request"]
+    rows = [[variant, f"{count:,}", ratio(count, base)] for variant, count in counts.items()]
+    note = (
+        'The whole process (start-up and shutdown included): `python -c "import json, urllib.request"` against '
+        '`python -c "import dataset_client"`, bytecode compiled first, PYTHONHASHSEED=0. The target: at most 1.06x.'
+    )
+    return table("3c. Instructions to import (callgrind)", note, ["import", "instructions", "ratio"], rows)
+
+
+def callgrind(world: World, arguments: list[str], scratch: str, environment: dict[str, str], cwd: str = REPO) -> int:
+    """The instructions valgrind's callgrind counts for world.python running ``arguments``."""
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", world.python, *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd, timeout=900)
+    found = [line for line in done.stderr.splitlines() if "Collected :" in line]
+    if done.returncode != 0 or not found:
+        raise SystemExit(f"callgrind failed:\n{done.stderr[-2000:]}")
+    return int(found[-1].split(":")[-1])
 
 
 def bench_bigjson(world: World, settings: dict[str, int]) -> list[str]:
