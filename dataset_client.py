@@ -1305,12 +1305,8 @@ class _ResumeRefused(_FileChanged):
     reason = "the server refused the kept range (416)"
 
 
-class _Cancelled(Exception):
-    """Another part of the transfer failed: this one stops."""
-
-
-class _PartDropped(Exception):
-    """The server ignores ranges and the first response carries the whole file: this part is not needed."""
+class _PartStopped(Exception):
+    """This part stops: another part failed, or ranges turned out ignored and the first response carries it."""
 
 
 class _Part:
@@ -1446,7 +1442,7 @@ class _Transfer:
     def _work(self) -> None:
         try:
             while (part := self._next_part()) is not None:
-                with contextlib.suppress(_PartDropped):
+                with contextlib.suppress(_PartStopped):  # then no part is left to take, or the next one
                     self._fetch(part)
         except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
             self.fail(exc)
@@ -1603,7 +1599,7 @@ class _Transfer:
             if not streaming:
                 self.whole_file_response = response
         if streaming:
-            raise _PartDropped  # the first response carries it all
+            raise _PartStopped  # the first response carries it all
         _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.url)
         _skip(response, whole.done)
         return whole
@@ -1672,10 +1668,8 @@ class _Transfer:
             )
 
     def check_running(self, part: _Part | None = None) -> None:
-        if self.error is not None:
-            raise _Cancelled
-        if part is not None and part.dropped:
-            raise _PartDropped
+        if self.error is not None or (part is not None and part.dropped):
+            raise _PartStopped
 
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
@@ -1694,7 +1688,7 @@ class _Transfer:
     def fail(self, error: BaseException) -> None:
         """Record the first failure and end every part's wait or read at once (their connections are shut)."""
         with self.lock:
-            if self.error is None and not isinstance(error, _Cancelled):
+            if self.error is None:
                 self.error = error
         self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread in self.threads)})
 
