@@ -1834,14 +1834,6 @@ BIG = os.urandom(8 * 1024 * 1024 + 4321)
 BIG_SHA = hashlib.sha256(BIG).hexdigest()
 
 
-def saved_state(directory: Path, name: str = "out.bin") -> Any:
-    """The resumable state a download left beside ``name``, or None."""
-    try:
-        return json.loads((directory / f".{name}.part.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def first_bytes_then_stall(
     data: bytes, count: int, etag: str = '"v1"', rest_when: threading.Event | None = None
 ) -> Respond:
@@ -1871,33 +1863,40 @@ def first_bytes_then_stall(
 
 class ResumeAcrossRunsTests(ServerTestCase):
     def start_download_process(self, destination: Path, **options: object) -> subprocess.Popen[bytes]:
-        """``download(files/x, destination, resume=True, **options)`` in a process of its own."""
+        """``download(files/x, destination, resume=True, **options)`` in a process of its own, printing
+        each ``done`` its progress is given on a line of its stdout."""
         code = (
             "import json, sys, dataset_client as dc\n"
             "with dc.DatasetClient(sys.argv[1], sys.argv[2], timeout=30, max_retries=0) as client:\n"
-            "    client.download('files/x', sys.argv[3], resume=True, **json.loads(sys.argv[4]))\n"
+            "    progress = lambda done, total: print(done, flush=True)\n"
+            "    client.download('files/x', sys.argv[3], resume=True, progress=progress, **json.loads(sys.argv[4]))\n"
         )
         arguments = [self.server.url + "/api/v1", KEY, str(destination), json.dumps(options)]
-        process = subprocess.Popen([sys.executable, "-c", code, *arguments], cwd=HERE, stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *arguments], cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
+        self.addCleanup(process.stdout.close)  # type: ignore[union-attr]
         self.addCleanup(process.kill)
         return process
 
-    def kill_when_saved(self, process: subprocess.Popen[bytes], directory: Path, done: Callable[[Any], bool]) -> Any:
-        _wait_for(lambda: (state := saved_state(directory)) is not None and done(state))
+    def kill_once_progressed(self, process: subprocess.Popen[bytes]) -> int:
+        """SIGKILL ``process`` once its progress has counted bytes (kept on disk, to resume: what it is told);
+        how many."""
+        for line in iter(process.stdout.readline, b""):  # type: ignore[union-attr]  # ends when the process does
+            if int(line) > 0:
+                break
         process.kill()  # SIGKILL: no clean-up of any kind
         process.wait(10)
-        return saved_state(directory)
+        return int(line)
 
     def test_a_killed_download_continues_where_it_stopped(self) -> None:
         self.script(first_bytes_then_stall(DATA, 1_500_000))
         directory = self.tmp()
         process = self.start_download_process(directory / "out.bin")
-        state = self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
-        self.assertEqual(state["url"], self.server.url + "/api/v1/files/x")
-        self.assertEqual((state["validator"], state["total"]), ('"v1"', len(DATA)))
-        kept = state["parts"][0][2]
+        kept = self.kill_once_progressed(process)
         self.assertEqual(kept, 1024 * 1024, "what reached the disk before the kill, a whole chunk")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
         self.assertEqual((directory / ".out.bin.part").stat().st_size, kept)
 
         self.script(serve_file(DATA))
@@ -1919,8 +1918,7 @@ class ResumeAcrossRunsTests(ServerTestCase):
         new = bytes(reversed(DATA))
         self.script(first_bytes_then_stall(DATA, 1_500_000))
         directory = self.tmp()
-        process = self.start_download_process(directory / "out.bin")
-        self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
+        self.kill_once_progressed(self.start_download_process(directory / "out.bin"))
         self.script(serve_file(new, etag='"v2"'))
         self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
         self.assertEqual((directory / "out.bin").read_bytes(), new)
@@ -1930,8 +1928,7 @@ class ResumeAcrossRunsTests(ServerTestCase):
     def test_a_partial_file_of_another_url_is_not_continued(self) -> None:
         self.script(first_bytes_then_stall(DATA, 1_500_000))
         directory = self.tmp()
-        process = self.start_download_process(directory / "out.bin")
-        self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
+        self.kill_once_progressed(self.start_download_process(directory / "out.bin"))
         self.script(serve_file(DATA))
         self.client().download("files/other", directory / "out.bin", resume=True)
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
@@ -1956,13 +1953,14 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.script(serve_file(DATA))
         self.client().download("files/x", directory / "out.bin", resume=True)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        saves = [0]
+        partial, covered = directory / ".again.bin.part", [0]
 
-        def replace(source: str, destination: str) -> None:  # Ctrl-C inside the third save's rename
-            saves[0] += destination.endswith(".part.json")
-            if saves[0] == 3:
+        def replace(source: str, destination: str) -> None:  # Ctrl-C inside a state's rename, once 1 MiB is kept
+            if destination.endswith(".part.json") and partial.stat().st_size > 1024 * 1024:
                 raise KeyboardInterrupt
             os_replace(source, destination)
+            if destination.endswith(".part.json"):
+                covered[0] = partial.stat().st_size  # what this whole save describes
 
         os_replace = os.replace
         self.script(serve_file(DATA))
@@ -1970,7 +1968,11 @@ class ResumeAcrossRunsTests(ServerTestCase):
             self.client().download("files/x", directory / "again.bin", resume=True)
         left = sorted(p.name for p in directory.iterdir())
         self.assertEqual(left, [".again.bin.part", ".again.bin.part.json", "out.bin"])
-        self.assertEqual(saved_state(directory, "again.bin")["parts"][0][2], 1024 * 1024, "the last whole save")
+        self.assertGreater(covered[0], 0)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "again.bin", resume=True, sha256=DATA_SHA)
+        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={covered[0]}-", "from the last whole save")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["again.bin", "out.bin"])
 
     def test_a_failure_keeps_what_can_be_resumed_and_nothing_else(self) -> None:
         directory = self.tmp()
@@ -2141,29 +2143,38 @@ class ParallelDownloadTests(ServerTestCase):
             self.assertEqual(list(directory.iterdir()), [])
 
     def test_each_parts_progress_is_kept_and_resumed(self) -> None:
-        self.server.default = first_bytes_then_stall(BIG, 1_300_000)
+        self.server.default = first_bytes_then_stall(BIG, 1_300_000)  # of each part: one whole chunk, and a bit
         directory = self.tmp()
         client = self.client(timeout=30)
-        worker = threading.Thread(
-            target=outcome_of,
-            args=(lambda: client.download("files/big", directory / "out.bin", connections=4, resume=True),),
+        counted = threading.Event()  # 4 MiB: the four parts' first chunks, kept (progress comes after)
+        download = functools.partial(
+            client.download,
+            "files/big",
+            directory / "out.bin",
+            connections=4,
+            resume=True,
+            progress=lambda done, total: done >= 4 * 1024 * 1024 and counted.set(),
         )
+        worker = threading.Thread(target=outcome_of, args=(download,))
         worker.start()
-        _wait_for(lambda: (state := saved_state(directory)) is not None and all(p[2] for p in state["parts"]))
+        self.assertTrue(counted.wait(10))
         client.close()
         worker.join(10)
-        state = saved_state(directory)
-        self.assertEqual(len(state["parts"]), 4)
-        # A whole chunk each, and what close() let through after it (the socket's last bytes).
-        self.assertTrue(all(1024 * 1024 <= done <= 1_300_000 for _, _, done in state["parts"]), state)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
+        starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests[1:])
+        starts = [0, *starts]  # where each part begins: the whole file's request, then each ranged one
 
         self.server.requests.clear()
+        self.server.bytes_served = 0
         self.server.default = serve_file(BIG)
         self.client().download("files/big", directory / "out.bin", connections=4, resume=True, sha256=BIG_SHA)
         self.assertEqual((directory / "out.bin").read_bytes(), BIG)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
-        self.assertEqual(starts, [start + done for start, _, done in state["parts"]])
+        resumed = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
+        kept = [at - start for start, at in zip(starts, resumed, strict=True)]
+        # A whole chunk each, and what close() let through after it (the socket's last bytes).
+        self.assertTrue(all(1024 * 1024 <= done <= 1_300_000 for done in kept), kept)
+        self.assertEqual(self.server.bytes_served, len(BIG) - sum(kept), "each part goes on from what it kept")
 
 
 # ---------------------------------------------------------------------------
@@ -3050,7 +3061,7 @@ class DownloadFaultTests(ServerTestCase):
         self.script(lying)
         with self.assertRaises(dc.IncompleteResponseError):
             self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual(saved_state(directory)["total"], len(DATA) + 1196)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
         self.server.default = serve_file(DATA)
         self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
@@ -4506,7 +4517,9 @@ class CommandLineTests(StandInTestCase):
     def run_in_terminal(
         self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
     ) -> tuple[int, str]:
-        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew."""
+        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
+
+        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``."""
         fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
 
         master, slave = pty.openpty()
@@ -4526,6 +4539,7 @@ class CommandLineTests(StandInTestCase):
             cwd=HERE,
         )
         self.addCleanup(process.kill)
+        self.in_terminal = process
         os.close(slave)
         drawn = b""
         deadline = time.monotonic() + 30
@@ -4877,22 +4891,18 @@ class CommandLineTerminalTests(StandInTestCase):
         directory = self.tmp()
         base = ["--base-url", self.server.url + "/api"]
         argv = [*base, *self.export_argv("--download", str(directory / "out.bin"), "-c")]
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        interrupted: list[str] = []
+
+        def ctrl_c_once_counted(screen: str) -> None:  # the progress line shows bytes: they are kept
+            if not interrupted and re.search(r"\b[1-9]\d*%", screen):
+                interrupted.append(screen)
+                self.in_terminal.send_signal(signal.SIGINT)
+
         with inherited_signals(signal.SIG_DFL, "SIGINT"):  # as in a terminal
-            process = subprocess.Popen(
-                [sys.executable, "-m", "dataset_client", *argv],
-                env={**environment, "HOME": str(self.tmp()), "DATASET_CLIENT_API_KEY": KEY},
-                cwd=HERE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        self.addCleanup(process.kill)
-        _wait_for(lambda: (state := saved_state(directory)) is not None and state["parts"][0][2] > 0)  # bytes kept
-        process.send_signal(signal.SIGINT)  # Ctrl-C
-        _, err = process.communicate(timeout=10)
-        self.assertEqual(
-            (process.returncode, err.decode().splitlines()[-1]), (130, "dataset-client: error: interrupted")
-        )
+            status, drawn = self.run_in_terminal(argv, 80, ctrl_c_once_counted)
+        self.assertEqual(len(interrupted), 1, drawn)
+        self.assertEqual(status, 130, drawn)
+        self.assertTrue(drawn.endswith("dataset-client: error: interrupted\r\n"), drawn)
         status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
         self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
         self.assertEqual(os.listdir(directory), ["out.bin"])
