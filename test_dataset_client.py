@@ -707,7 +707,7 @@ class ErrorTests(ServerTestCase):
 
     def test_timeout(self) -> None:
         self.script(hang)
-        client = self.client(timeout=0.2, max_retries=0)
+        client = self.client(timeout=0.05, max_retries=0)
         with self.assertRaises(dc.RequestTimeoutError) as caught:
             client.list_datasets()
         self.assertIsInstance(caught.exception, TimeoutError)
@@ -2664,9 +2664,16 @@ class HostileServerSecretTests(ServerTestCase):
         hold_unread.before_body = True  # type: ignore[attr-defined]
         self.script(hold_unread)
         client = self.client(max_retries=0)
-        timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-        timer.start()
-        self.addCleanup(timer.cancel)
+        main = threading.main_thread()
+
+        def ctrl_c_once_blocked_sending() -> None:  # the server holds the head, the client waits in send()
+            with contextlib.suppress(AssertionError):
+                _wait_for(lambda: bool(self.requests) and frame_names(main)[:2] == ["send", "_send_output"], 10)
+                signal.pthread_kill(main.ident or 0, signal.SIGINT)
+
+        interrupter = threading.Thread(target=ctrl_c_once_blocked_sending)
+        interrupter.start()
+        self.addCleanup(interrupter.join, 10)
         error = outcome_of(lambda: client.query("SELECT '" + "x" * 16_000_000 + "'"))
         assert isinstance(error, KeyboardInterrupt)
         frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
@@ -3718,6 +3725,14 @@ def recorded_sleeps() -> Iterator[list[float]]:
     sleeps: list[float] = []
     with mock.patch("time.sleep", sleeps.append):
         yield sleeps
+
+
+def frame_names(thread: threading.Thread) -> list[str]:
+    """The names of the functions ``thread`` is in, innermost first."""
+    frame, names = sys._current_frames().get(thread.ident or 0), []
+    while frame is not None:
+        frame, names = frame.f_back, [*names, frame.f_code.co_name]
+    return names
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
@@ -5167,7 +5182,9 @@ class CommandLineTerminalTests(StandInTestCase):
             handler.end_headers()
             handler.wfile.write(BIG[start : start + 1024 * 1024])
             handler.wfile.flush()
-            time.sleep(0.6)  # not a timing assertion: the client shows a rate once half a second has passed
+            # Not a timing assertion: the client shows a rate once half a second has passed, and the retry's
+            # wait before this response (at the default backoff, at least a quarter of a second) counts too.
+            time.sleep(0.3)
             handler.wfile.write(BIG[start + 1024 * 1024 : end])
 
         self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause)
