@@ -319,6 +319,22 @@ class ServerTestCase(unittest.TestCase):
     def script(self, *responses: Respond) -> None:
         self.server.script.extend(responses)
 
+    def download_big(self, destination: Path, **options: Any) -> list[tuple[int, int | None]]:
+        """Download BIG (files/big) to ``destination`` on 4 connections, its sha256 checked; check that it is
+        whole and alone in its directory. Returns what progress was given."""
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/big",
+            destination,
+            connections=4,
+            sha256=BIG_SHA,
+            progress=lambda d, t: seen.append((d, t)),
+            **options,
+        )
+        self.assertEqual(destination.read_bytes(), BIG)
+        self.assertEqual(sorted(p.name for p in destination.parent.iterdir()), [destination.name])
+        return seen
+
     @property
     def requests(self) -> list[Recorded]:
         return self.server.requests
@@ -2006,13 +2022,7 @@ class ParallelDownloadTests(ServerTestCase):
             serve_file(BIG)(handler)
 
         self.server.default = respond
-        out = self.tmp() / "big.bin"
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/big", out, connections=4, sha256=BIG_SHA, progress=lambda d, t: seen.append((d, t))
-        )
-        self.assertEqual(out.read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
+        seen = self.download_big(self.tmp() / "big.bin")
         quarter = len(BIG) // 4
         self.assertEqual(
             sorted((r.headers["Range"] or "", r.headers["If-Range"] or "") for r in self.requests),
@@ -2167,9 +2177,7 @@ class ParallelDownloadTests(ServerTestCase):
         self.server.requests.clear()
         self.server.bytes_served = 0
         self.server.default = serve_file(BIG)
-        self.client().download("files/big", directory / "out.bin", connections=4, resume=True, sha256=BIG_SHA)
-        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.download_big(directory / "out.bin", resume=True)
         resumed = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
         kept = [at - start for start, at in zip(starts, resumed, strict=True)]
         # A whole chunk each, and what close() let through after it (the socket's last bytes).
@@ -2959,9 +2967,7 @@ class DownloadFaultTests(ServerTestCase):
         self.server.requests.clear()
         self.server.bytes_served = 0
         self.server.default = serve_file(BIG)
-        self.client().download("files/big", directory / "out.bin", connections=4, resume=True, sha256=BIG_SHA)
-        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.download_big(directory / "out.bin", resume=True)
         ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
         self.assertTrue(all(r and not r.startswith("bytes=0-") and i == '"v1"' for r, i in ranges), ranges)
         self.assertEqual(self.server.bytes_served, len(BIG) - len(BIG) // 4, "the first part kept, not fetched again")
@@ -3000,16 +3006,10 @@ class DownloadFaultTests(ServerTestCase):
 
     def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
         self.server.default = ignoring_ranges
-        out = self.tmp() / "big.bin"
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/big", out, connections=4, sha256=BIG_SHA, progress=lambda d, t: seen.append((d, t))
-        )
-        self.assertEqual(out.read_bytes(), BIG)
+        seen = self.download_big(self.tmp() / "big.bin")
         self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 1, "never started over")
         self.assertLessEqual(len(self.requests), 4, "the ranged requests sent at once, nothing more")
         self.assertEqual(seen[-1], (len(BIG), len(BIG)))
-        self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
 
     def test_a_parallel_resume_from_a_server_now_ignoring_ranges_goes_on_as_one_stream(self) -> None:
         # Found in review: the dropped parts' own 200s were taken for a single stream's restart,
@@ -5256,22 +5256,28 @@ class CompletionTests(unittest.TestCase):
         self.assertEqual(result.stderr, b"")
         return result.stdout.decode()
 
-    def test_bash_completes_commands_options_values_and_file_names(self) -> None:
-        lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
-        for typed, _ in COMPLETION_CASES:
-            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
-            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
-            lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
+    def run_shell(self, shell: list[str], lines: list[str], name: str) -> str:
+        """``lines`` run by ``shell`` (the code its last argument) among the test's files, with ``name``'s
+        completion script in $SCRIPT; what it printed, once it ended well and said nothing on stderr."""
         result = subprocess.run(
-            ["bash", "--norc", "--noprofile", "-c", "\n".join(lines)],
-            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("bash")},
+            [*shell, "\n".join(lines)],
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script(name)},
             cwd=self.directory,
             capture_output=True,
             text=True,
             check=False,
         )
         self.assertEqual((result.returncode, result.stderr), (0, ""))
-        registered, *offered = result.stdout.split("\n", 1)[0], *result.stdout.split("\n", 1)[1].split("===\n")[:-1]
+        return result.stdout
+
+    def test_bash_completes_commands_options_values_and_file_names(self) -> None:
+        lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
+            lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
+        stdout = self.run_shell(["bash", "--norc", "--noprofile", "-c"], lines, "bash")
+        registered, *offered = stdout.split("\n", 1)[0], *stdout.split("\n", 1)[1].split("===\n")[:-1]
         self.assertEqual(registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client")
         for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
             with self.subTest(typed=typed):
@@ -5287,16 +5293,7 @@ class CompletionTests(unittest.TestCase):
             words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
             lines.append(f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}")
             lines.append("_dataset_client | sort; print -- '==='")
-        result = subprocess.run(
-            ["zsh", "-f", "-c", "\n".join(lines)],
-            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("zsh")},
-            cwd=self.directory,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        self.assertEqual((result.returncode, result.stderr), (0, ""))
-        registered, rest = result.stdout.split("\n", 1)
+        registered, rest = self.run_shell(["zsh", "-f", "-c"], lines, "zsh").split("\n", 1)
         self.assertEqual(registered, "compdef _dataset_client dataset-client")
         for (typed, expected), got in zip(COMPLETION_CASES, rest.split("===\n")[:-1], strict=True):
             with self.subTest(typed=typed):
