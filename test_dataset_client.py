@@ -12,7 +12,6 @@ import csv
 import datetime
 import errno
 import functools
-import gc
 import gzip
 import hashlib
 import http.client
@@ -320,6 +319,22 @@ class ServerTestCase(unittest.TestCase):
     def script(self, *responses: Respond) -> None:
         self.server.script.extend(responses)
 
+    def download_big(self, destination: Path, **options: Any) -> list[tuple[int, int | None]]:
+        """Download BIG (files/big) to ``destination`` on 4 connections, its sha256 checked; check that it is
+        whole and alone in its directory. Returns what progress was given."""
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/big",
+            destination,
+            connections=4,
+            sha256=BIG_SHA,
+            progress=lambda d, t: seen.append((d, t)),
+            **options,
+        )
+        self.assertEqual(destination.read_bytes(), BIG)
+        self.assertEqual(sorted(p.name for p in destination.parent.iterdir()), [destination.name])
+        return seen
+
     @property
     def requests(self) -> list[Recorded]:
         return self.server.requests
@@ -331,7 +346,204 @@ class ServerTestCase(unittest.TestCase):
 
 
 # ---------------------------------------------------------------------------
-# Construction and arguments
+# Helpers the tests share
+# ---------------------------------------------------------------------------
+
+
+def outcome_of(call: Callable[[], object]) -> object:
+    """What ``call`` returned, or the exception it raised."""
+    try:
+        return call()
+    except BaseException as exc:  # the test looks at it
+        return exc
+
+
+def email_date(timestamp: float) -> str:
+    import email.utils
+
+    return email.utils.formatdate(timestamp, usegmt=True)
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then let go): for connections that must be refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def file_size_limit(size: int) -> Iterator[None]:
+    """Writes past ``size`` bytes fail with EFBIG, as on a full disk: a real error from the file system."""
+    import resource
+
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel's signal ends the process
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+@contextlib.contextmanager
+def inherited_signals(action: Any, *names: str) -> Iterator[None]:
+    """Set signals to ``action`` in this process while a child is started, for the child to inherit.
+
+    SIG_DFL: as in a terminal, whatever the test run inherited (a background job ignores SIGINT,
+    nohup SIGHUP); SIG_IGN: as nohup starts a command. A handler becomes SIG_DFL across exec.
+    """
+    previous = {name: signal.signal(getattr(signal, name), action) for name in names if hasattr(signal, name)}
+    try:
+        yield
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+
+def import_or_skip(test: unittest.TestCase, name: str) -> Any:
+    """The module ``name``, or the test skipped saying the platform has none (fcntl, pty, termios: not Windows)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        test.skipTest(f"this platform has no {name}")
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals a (Linux) process ignores, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
+@contextlib.contextmanager
+def recorded_sleeps() -> Iterator[list[float]]:
+    """The client's waits between retries (it calls time.sleep), recorded instead of slept."""
+    sleeps: list[float] = []
+    with mock.patch("time.sleep", sleeps.append):
+        yield sleeps
+
+
+def frame_names(thread: threading.Thread) -> list[str]:
+    """The names of the functions ``thread`` is in, innermost first."""
+    frame, names = sys._current_frames().get(thread.ident or 0), []
+    while frame is not None:
+        frame, names = frame.f_back, [*names, frame.f_code.co_name]
+    return names
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+# The start of a child Python that measures its own memory (this process's peak may have been raised
+# by an earlier test), from /proc/self/status, under RLIMIT_AS so that an unbounded read fails loudly.
+MEASURING_CHILD = (
+    "import resource, sys, dataset_client as dc\n"
+    "def status(key):\n"
+    "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith(key)) * 1024\n"
+    "def peak_growth(call):\n"
+    "    open('/proc/self/clear_refs', 'w').write('5')  # the peak starts again from here\n"
+    "    before = status('VmRSS:')\n"
+    "    try:\n"
+    "        outcome = call()\n"
+    "    except dc.DatasetClientError as error:\n"
+    "        outcome = error\n"
+    "    return status('VmHWM:') - before, outcome\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (status('VmSize:') + 512 * 2**20,) * 2)\n"
+    "client = dc.DatasetClient(sys.argv[1], timeout=10, max_retries=0)\n"
+)
+
+
+def run_measuring_child(test: unittest.TestCase, code: str, base_url: str) -> list[str]:
+    """The lines ``code`` printed, run after MEASURING_CHILD (``client`` on ``base_url``, ``peak_growth(call)``)."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        test.skipTest("needs Linux's /proc/self/status and clear_refs")
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURING_CHILD + code, base_url], cwd=HERE, capture_output=True, timeout=60
+    )
+    test.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
+    return result.stdout.decode().splitlines()
+
+
+def raw_server(test: unittest.TestCase, respond: Callable[[socket.socket], None]) -> str:
+    """A server on a raw socket that runs ``respond`` for each connection; its base URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            if stop.is_set():  # the wake-up below
+                connection.close()
+                return
+            with connection:
+                connection.settimeout(5)
+                with contextlib.suppress(OSError):
+                    connection.recv(65536)
+                    respond(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def close() -> None:
+        stop.set()
+        with contextlib.suppress(OSError):  # wake accept() up
+            socket.create_connection(listener.getsockname(), timeout=1).close()
+        thread.join(5)
+        listener.close()
+
+    test.addCleanup(close)
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+# ---------------------------------------------------------------------------
+# Importing the module: Python 3.10 or older
+# ---------------------------------------------------------------------------
+
+
+class OldPythonTests(unittest.TestCase):
+    """Python 3.10 or older: a clear ImportError, and one line from the command line, exit status 2."""
+
+    EXPECTED = "dataset_client needs Python 3.11 or later; this is Python {}"
+
+    def run_python(self, python: str, code: str) -> subprocess.CompletedProcess[str]:
+        environment = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(HERE)}
+        return subprocess.run(
+            [python, "-c", code], cwd=HERE, env=environment, capture_output=True, text=True, timeout=60
+        )
+
+    def assert_refused(self, python: str, pretend: str, version: str) -> None:
+        imported = self.run_python(python, f"{pretend}import dataset_client")
+        self.assertEqual(imported.returncode, 1)
+        self.assertEqual(imported.stderr.splitlines()[-1], "ImportError: " + self.EXPECTED.format(version))
+        run = "sys.argv = ['dataset_client', 'datasets']; runpy.run_module('dataset_client', run_name='__main__')"
+        command = self.run_python(python, f"import runpy, sys; {pretend}{run}")
+        self.assertEqual(command.stderr, f"dataset-client: error: {self.EXPECTED.format(version)}\n")
+        self.assertEqual((command.returncode, command.stdout), (2, ""))
+
+    def test_this_python_pretending_to_be_3_10(self) -> None:
+        self.assert_refused(sys.executable, "import sys; sys.version_info = (3, 10, 13, 'final', 0); ", "3.10.13")
+
+    def test_real_older_pythons(self) -> None:
+        root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        pythons = sorted(root.glob("3.[89].*/bin/python")) + sorted(root.glob("3.10.*/bin/python"))
+        if not pythons:
+            self.skipTest(f"no Python 3.8 to 3.10 under {root} (pyenv install 3.10.13 adds one)")
+        for python in pythons:
+            with self.subTest(python=str(python)):
+                self.assert_refused(str(python), "", python.parent.parent.name)
+
+
+# ---------------------------------------------------------------------------
+# The client: its construction and the arguments it takes
 # ---------------------------------------------------------------------------
 
 
@@ -427,7 +639,7 @@ class ConstructionTests(ServerTestCase):
 
 
 # ---------------------------------------------------------------------------
-# On the wire
+# The operations on the wire: list_datasets, query, create_export (and their arguments)
 # ---------------------------------------------------------------------------
 
 
@@ -550,6 +762,11 @@ class WireTests(ServerTestCase):
             (lambda: client.download("files/a", 42), TypeError, "destination"),  # type: ignore[arg-type]
             (lambda: client.download("files/a", io.BytesIO(), sha256="abc"), ValueError, "sha256"),
             (lambda: client.download("files/a", io.BytesIO(), progress=3), TypeError, "progress"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", io.BytesIO(), resume="yes"), TypeError, "resume"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", io.BytesIO(), sha256=123), TypeError, "sha256"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", b"bytes"), TypeError, "destination"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", BytesPath()), TypeError, "destination must be a str path"),  # type: ignore[arg-type]
+            (lambda: client.download("files/a", ""), ValueError, "destination must not be empty"),
             (lambda: client.download("files/a", str(self.tmp())), ValueError, "destination is a directory"),
         ]
         for call, error, text in cases:
@@ -557,6 +774,17 @@ class WireTests(ServerTestCase):
                 call()
         self.assertEqual(self.requests, [])
         self.assertEqual(self.server.connections, 0)
+
+    def test_a_date_and_a_datetime_are_ordered_by_their_days(self) -> None:
+        self.script(reply(201, {"id": "e1"}))
+        client = self.client()
+        noon = datetime.datetime(2024, 1, 31, 12, 0)
+        client.create_export("d", symbols="A", start_date=noon, end_date=datetime.date(2024, 1, 31))  # one day
+        with self.assertRaisesRegex(ValueError, "^start_date 2024-02-01 is after end_date 2024-01-31T12:00:00$"):
+            client.create_export("d", symbols="A", start_date=datetime.date(2024, 2, 1), end_date=noon)
+        (request,) = self.requests
+        sent: Any = request.json()
+        self.assertEqual((sent["start_date"], sent["end_date"]), ("2024-01-31T12:00:00", "2024-01-31"))
 
     def test_extra_headers_and_user_agent(self) -> None:
         self.script(reply(body=[]))
@@ -604,20 +832,19 @@ class WireTests(ServerTestCase):
         self.assertIsInstance(caught.exception, dc.DatasetClientError)
         self.assertIsInstance(caught.exception.__cause__, json.JSONDecodeError)
 
-    def test_large_result_is_decoded_and_gc_state_restored(self) -> None:
+    def test_a_large_result_is_decoded_whole(self) -> None:
         rows = [[i, f"name-{i}", i * 0.5] for i in range(40_000)]
-        self.script(reply(body={"rows": rows}), reply(body={"rows": rows}))
-        client = self.client()
-        self.assertTrue(gc.isenabled())
-        self.assertEqual(client.query("SELECT *")["rows"], rows)
-        self.assertEqual(self.requests[0].json(), {"sql": "SELECT *"})
-        self.assertTrue(gc.isenabled())
-        gc.disable()
-        try:
-            client.query("SELECT *")
-            self.assertFalse(gc.isenabled(), "a caller's disabled collector stays disabled")
-        finally:
-            gc.enable()
+        self.script(reply(body={"rows": rows}))
+        self.assertEqual(self.client().query("SELECT *")["rows"], rows)
+        (request,) = self.requests
+        self.assertEqual(request.json(), {"sql": "SELECT *"})
+
+
+class BytesPath:
+    """A path-like object whose path is bytes."""
+
+    def __fspath__(self) -> bytes:
+        return b"out.bin"
 
 
 def _python_version() -> str:
@@ -625,7 +852,7 @@ def _python_version() -> str:
 
 
 # ---------------------------------------------------------------------------
-# Errors
+# The request path: errors, and the secrets a server echoes into them
 # ---------------------------------------------------------------------------
 
 
@@ -693,7 +920,7 @@ class ErrorTests(ServerTestCase):
 
     def test_timeout(self) -> None:
         self.script(hang)
-        client = self.client(timeout=0.2, max_retries=0)
+        client = self.client(timeout=0.05, max_retries=0)
         with self.assertRaises(dc.RequestTimeoutError) as caught:
             client.list_datasets()
         self.assertIsInstance(caught.exception, TimeoutError)
@@ -793,8 +1020,196 @@ class ErrorTests(ServerTestCase):
         self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/datasets")])
 
 
+def echo_credentials(status: int) -> Respond:
+    """An error that repeats what the request carried, in its reason, a header and its JSON body."""
+
+    def respond(handler: Handler) -> None:
+        received = dict(handler.headers.items())
+        authorization = received.get("Authorization", "") or received.get("Proxy-Authorization", "")
+        body = json.dumps({"message": f"bad credentials: {authorization}", "received": received}).encode()
+        handler.send_response(status, f"Denied {authorization}")
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("X-Echo", authorization)
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return respond
+
+
+class HostileServerSecretTests(ServerTestCase):
+    """Servers that echo credentials: the key, an extra header's value, a proxy password."""
+
+    def assert_no_secret(self, text: str | bytes, *secrets: str) -> None:
+        for secret in secrets:
+            self.assertNotIn(secret.encode() if isinstance(text, (bytes, bytearray)) else secret, text)
+
+    def test_an_echoed_key_and_header_are_redacted_everywhere_an_error_shows(self) -> None:
+        tenant = "tenant-secret-0042"
+        for status in (401, 500):
+            with self.subTest(status=status):
+                self.script(echo_credentials(status))
+                client = self.client(headers={"X-Tenant-Key": tenant}, max_retries=0)
+                error = outcome_of(client.list_datasets)
+                assert isinstance(error, ServiceError)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}", "the key was sent")
+                texts = [
+                    str(error),
+                    repr(error),
+                    error.body,
+                    error.message or "",
+                    error.reason,
+                    json.dumps(error.payload),
+                    str(error.headers),
+                    str(pickle.loads(pickle.dumps(error)).__dict__),
+                    "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format()),
+                ]
+                for text in texts:
+                    self.assert_no_secret(text, KEY, tenant)
+                self.assertIn("Bearer <redacted>", error.body)
+                self.assertEqual(error.headers["X-Echo"], "Bearer <redacted>")
+                self.assertEqual(error.payload["received"]["X-Tenant-Key"], "<redacted>")
+                self.assertEqual(error.message, "bad credentials: Bearer <redacted>")
+
+    def test_the_retry_warning_and_the_command_line_show_no_echoed_key(self) -> None:
+        self.script(echo_credentials(503), echo_credentials(503))
+        with self.assertLogs("dataset_client", level="WARNING") as logs:
+            outcome_of(self.client(max_retries=1).list_datasets)
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("<redacted>", logs.output[0])
+        self.assert_no_secret("\n".join(logs.output), KEY)
+        self.script(echo_credentials(401))
+        stderr = io.StringIO()
+        with mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}), contextlib.redirect_stderr(stderr):
+            status = dc.main(["-q", "--base-url", self.server.url + "/api/v1", "--retries", "0", "datasets"])
+        self.assertEqual(status, 1)
+        self.assertIn("<redacted>", stderr.getvalue())
+        self.assert_no_secret(stderr.getvalue(), KEY)
+
+    def test_a_result_echoing_the_key_is_printed_redacted(self) -> None:
+        def echo(handler: Handler) -> None:
+            reply(200, {"columns": ["seen"], "rows": [[handler.headers["Authorization"]]]})(handler)
+
+        for output in ("json", "table", "csv"):
+            self.script(echo)
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with (
+                mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}),
+                contextlib.redirect_stdout(stdout),
+                contextlib.redirect_stderr(stderr),
+            ):
+                status = dc.main(["--base-url", self.server.url + "/api/v1", "--output", output, "query", "SELECT 1"])
+            with self.subTest(output=output):
+                self.assertEqual(status, 0, stderr.getvalue())
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+                self.assertIn("Bearer <redacted>", stdout.getvalue())
+                self.assert_no_secret(stdout.getvalue() + stderr.getvalue(), KEY)
+
+    def test_a_key_echoed_json_escaped_or_across_a_cut_is_redacted_whole(self) -> None:
+        # Found in review: "/" written "\\/" (PHP's json_encode) was not matched; a key across the
+        # 200-byte preview or the 64 KiB body limit was cut first and redacted after, leaking its start.
+        key = "sk/live/4f9a2b7c1d0e"
+
+        def escaped(handler: Handler) -> None:
+            text = json.dumps({"message": "bad key", "sent": handler.headers["Authorization"]})
+            reply(401, text.replace("/", "\\/").encode())(handler)
+
+        def across_the_limit(handler: Handler) -> None:
+            reply(500, ("a" * (64 * 1024 - 20) + handler.headers["Authorization"]).encode(), content_type="text/plain")(
+                handler
+            )
+
+        def across_the_preview(handler: Handler) -> None:
+            reply(200, ("x" * 180 + handler.headers["Authorization"]).encode(), content_type="text/plain")(handler)
+
+        for respond in (escaped, across_the_limit, across_the_preview):
+            with self.subTest(respond.__name__):
+                self.script(respond)
+                error = outcome_of(self.client(api_key=key, max_retries=0).list_datasets)
+                assert isinstance(error, dc.DatasetClientError)
+                body = error.body if isinstance(error, ServiceError) else ""
+                for text in (str(error), body, repr(pickle.loads(pickle.dumps(error)).__dict__)):
+                    for form in (key, key.replace("/", "\\/"), key[:9]):
+                        self.assertNotIn(form, text)
+                self.assertLessEqual(len(body), 64 * 1024)
+
+    def test_a_body_that_is_not_utf8_keeps_no_key_in_the_errors_cause(self) -> None:
+        def respond(handler: Handler) -> None:
+            reply(200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain")(
+                handler
+            )  # not UTF-8
+
+        self.script(respond)
+        error = outcome_of(self.client().list_datasets)
+        assert isinstance(error, dc.InvalidResponseError)
+        chain: list[BaseException] = []
+        cause: BaseException | None = error
+        while cause is not None:
+            chain.append(cause)
+            cause = cause.__cause__ or cause.__context__
+        for exc in chain:
+            fields = [*exc.args, *vars(exc).values(), getattr(exc, "object", b"")]
+            for value in fields:
+                text = value if isinstance(value, (str, bytes)) else repr(value)
+                self.assert_no_secret(text, KEY)
+
+    def test_a_non_json_body_echoing_the_key_is_redacted(self) -> None:
+        def respond(handler: Handler) -> None:
+            reply(200, f"<html>{handler.headers['Authorization']}</html>".encode(), content_type="text/html")(handler)
+
+        self.script(respond)
+        error = outcome_of(self.client().list_datasets)
+        self.assertIsInstance(error, dc.InvalidResponseError)
+        text = "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())  # type: ignore[arg-type]
+        self.assertIn("<redacted>", text)
+        self.assert_no_secret(text, KEY)
+
+    def test_a_proxy_password_echoed_back_is_redacted(self) -> None:
+        # The scripted server is the proxy here: a plain-HTTP request goes to it with Proxy-Authorization.
+        user, password = "alice", "proxy-pass-0099"
+        proxy = f"http://{user}:{password}@127.0.0.1:{self.server.server_port}"
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": proxy, "NO_PROXY": ""}):
+            client = self.client("http://data.example.invalid/api/v1", api_key=None, max_retries=0)
+        self.script(echo_credentials(502))
+        error = outcome_of(client.list_datasets)
+        assert isinstance(error, ServiceError)
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.assertEqual(self.requests[0].headers["Proxy-Authorization"], f"Basic {basic}")
+        for text in (str(error), error.body, error.reason, str(error.headers)):
+            self.assert_no_secret(text, password, basic)
+        self.assertIn("Basic <redacted>", error.body)
+
+    def test_ctrl_c_while_a_large_post_is_sent_leaves_no_frame_holding_the_head(self) -> None:
+        def hold_unread(handler: Handler) -> None:  # never reads the body: the client blocks sending it
+            handler.server.stop.wait(10)
+            handler.close_connection = True
+
+        hold_unread.before_body = True  # type: ignore[attr-defined]
+        self.script(hold_unread)
+        client = self.client(max_retries=0)
+        main = threading.main_thread()
+
+        def ctrl_c_once_blocked_sending() -> None:  # the server holds the head, the client waits in send()
+            with contextlib.suppress(AssertionError):
+                _wait_for(lambda: bool(self.requests) and frame_names(main)[:2] == ["send", "_send_output"], 10)
+                signal.pthread_kill(main.ident or 0, signal.SIGINT)
+
+        interrupter = threading.Thread(target=ctrl_c_once_blocked_sending)
+        interrupter.start()
+        self.addCleanup(interrupter.join, 10)
+        error = outcome_of(lambda: client.query("SELECT '" + "x" * 16_000_000 + "'"))
+        assert isinstance(error, KeyboardInterrupt)
+        frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+        self.assertIn("query", [frame.f_code.co_name for frame in frames])
+        for frame in frames:  # each local as text (16 MB of SQL searched, not repr'd: what a repr would show)
+            for name, value in frame.f_locals.items():
+                text = value if isinstance(value, (str, bytes, bytearray)) else repr(value)
+                with self.subTest(frame=frame.f_code.co_name, local=name):
+                    self.assert_no_secret(text, KEY)
+
+
 # ---------------------------------------------------------------------------
-# Redirects
+# The request path: redirects
 # ---------------------------------------------------------------------------
 
 
@@ -864,168 +1279,123 @@ class RedirectTests(ServerTestCase):
 
 
 # ---------------------------------------------------------------------------
-# Downloads
+# The request path: retries
 # ---------------------------------------------------------------------------
 
 
-DATA = os.urandom(3 * 1024 * 1024 + 123)
-DATA_SHA = hashlib.sha256(DATA).hexdigest()
+class RetryTests(ServerTestCase):
+    def test_get_retries_retryable_statuses(self) -> None:
+        for status in (429, 502, 503, 504):
+            self.server.requests.clear()
+            self.script(reply(status, {}), reply(body=["ok"]))
+            with self.subTest(status=status), recorded_sleeps() as sleeps:
+                self.assertEqual(self.client().list_datasets(), ["ok"])
+                self.assertEqual(len(self.requests), 2)
+                self.assertEqual(len(sleeps), 1)
 
+    def test_get_does_not_retry_other_errors(self) -> None:
+        for status in (400, 401, 404, 500, 501):
+            self.server.requests.clear()
+            self.script(reply(status, {}))
+            with self.subTest(status=status), self.assertRaises(ServiceError):
+                self.client().list_datasets()
+            self.assertEqual(len(self.requests), 1)
 
-class DownloadTests(ServerTestCase):
-    def assert_only(self, directory: Path, *names: str) -> None:
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), sorted(names), "a temporary file was left")
+    def test_posts_retry_only_what_was_not_acted_on(self) -> None:
+        for status, retried in ((429, True), (503, True), (502, False), (504, False), (500, False)):
+            self.server.requests.clear()
+            self.script(reply(status, {}), reply(body={"ok": True}))
+            with self.subTest(status=status):
+                client = self.client()
+                if retried:
+                    self.assertEqual(client.query("SELECT 1"), {"ok": True})
+                else:
+                    with self.assertRaises(ServiceError):
+                        client.query("SELECT 1")
+                    self.server.script.clear()
+                self.assertEqual(len(self.requests), 2 if retried else 1)
 
-    def test_download_to_a_path(self) -> None:
-        self.script(serve_file(DATA))
-        directory = self.tmp()
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/e1.csv", directory / "out.csv", sha256=DATA_SHA.upper(), progress=lambda d, t: seen.append((d, t))
+    def test_posts_are_not_retried_after_a_reset_or_timeout(self) -> None:
+        for fault in (reset, drop, hang):
+            self.server.requests.clear()
+            self.script(fault, reply(body={}))
+            with self.subTest(fault=fault.__name__), self.assertRaises(dc.DatasetClientError):
+                self.client(timeout=0.15).query("SELECT 1")
+            self.server.script.clear()
+            self.assertEqual(len(self.requests), 1)
+
+    def test_get_retries_transport_failures(self) -> None:
+        self.script(reset, hang, cut(b'{"a": 1}', 3), reply(body={"a": 1}))
+        with recorded_sleeps() as sleeps:
+            self.assertEqual(self.client(timeout=0.15, max_retries=3).list_datasets(), {"a": 1})
+        self.assertEqual(len(self.requests), 4)
+        self.assertEqual(len(sleeps), 3)
+
+    def test_failure_to_connect_is_retried_for_any_method(self) -> None:
+        client = self.client(f"http://127.0.0.1:{free_port()}", max_retries=2)
+        with self.assertRaises(dc.NetworkError) as caught:
+            client.query("SELECT 1")
+        self.assertEqual(caught.exception.attempts, 3)
+        self.assertIn("(after 3 attempts)", str(caught.exception))
+
+    def test_exhausted_retries_raise_the_last_failure(self) -> None:
+        self.script(reply(503, {"message": "a"}), reply(503, {"message": "b"}), reply(503, {"message": "c"}))
+        client = self.client(max_retries=2, backoff_factor=1.0)
+        with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
+            client.list_datasets()
+        self.assertEqual(
+            str(caught.exception),
+            f"503 Service Unavailable: GET {self.server.url}/api/v1/datasets: c (after 3 attempts)",
         )
-        self.assertEqual((directory / "out.csv").read_bytes(), DATA)
-        self.assert_only(directory, "out.csv")
-        (request,) = self.requests
-        self.assertEqual((request.method, request.path), ("GET", "/api/v1/files/e1.csv"))
-        self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
-        self.assertEqual(request.headers["Accept-Encoding"], "identity")
-        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
-        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen))
-        self.assertLessEqual(len(seen), len(DATA) // (256 * 1024) + 2, "chunks of at least 256 KiB")
+        self.assertEqual(len(self.requests), 3)
+        # exponential back-off with jitter: in [d/2, d] for d = 1, 2
+        self.assertTrue(0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0, sleeps)
 
-    def test_download_replaces_an_existing_file_and_keeps_umask_permissions(self) -> None:
-        self.script(serve_file(DATA))
-        target = self.tmp() / "out.bin"
-        target.write_bytes(b"old")
-        self.client().download("files/x", str(target))
-        self.assertEqual(target.read_bytes(), DATA)
-        umask = os.umask(0)
-        os.umask(umask)
-        self.assertEqual(target.stat().st_mode & 0o777, 0o666 & ~umask)
+    def test_max_retries_zero_disables_retries(self) -> None:
+        self.script(reply(503, {}), reply(body=[]))
+        with self.assertRaises(ServiceError):
+            self.client(max_retries=0).list_datasets()
+        self.assertEqual(len(self.requests), 1)
+        self.server.script.clear()
 
-    def test_relative_and_absolute_download_urls(self) -> None:
-        other = self.start_server()
-        other.script.append(serve_file(b"abc"))
-        self.script(serve_file(b"abc"), serve_file(b"abc"))
-        client = self.client(headers={"X-Tenant": "t"})
-        client.download("/files/root", io.BytesIO())
-        client.download(self.server.url + "/abs/x?sig=1", io.BytesIO())
-        client.download(other.url + "/bucket/x?X-Amz-Signature=abc", io.BytesIO())
-        self.assertEqual([r.path for r in self.requests], ["/files/root", "/abs/x?sig=1"])
-        self.assertEqual(self.requests[1].headers["Authorization"], f"Bearer {KEY}")
-        (presigned,) = other.requests
-        self.assertEqual(presigned.path, "/bucket/x?X-Amz-Signature=abc")
-        self.assertNotIn("Authorization", presigned.headers)
-        self.assertNotIn("X-Tenant", presigned.headers)
+    def test_retry_after(self) -> None:
+        when = email_date(time.time() + 30)
+        self.script(reply(429, {}, {"Retry-After": "7"}), reply(503, {}, {"Retry-After": when}), reply(body=[]))
+        with recorded_sleeps() as sleeps:
+            self.client(max_retries=3).list_datasets()
+        self.assertEqual(sleeps[0], 7.0)
+        self.assertTrue(25 <= sleeps[1] <= 30, sleeps)
 
-    def test_credentials_are_dropped_when_a_download_redirects_away(self) -> None:
-        storage = self.start_server()
-        storage.script.append(serve_file(DATA))
-        self.script(reply(302, b"", {"Location": storage.url + "/bucket/e1?sig=x"}))
-        out = io.BytesIO()
-        self.client().download("files/e1", out)
-        self.assertEqual(out.getvalue(), DATA)
-        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}")
-        self.assertNotIn("Authorization", storage.requests[0].headers)
+    def test_retry_after_over_a_minute_is_not_waited_for(self) -> None:
+        self.script(reply(503, {}, {"Retry-After": "120"}), reply(body=[]))
+        with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
+            self.client().list_datasets()
+        self.assertEqual(caught.exception.retry_after, 120.0)
+        self.assertEqual((sleeps, len(self.requests)), ([], 1))
+        self.server.script.clear()
 
-    def test_download_to_a_file_object_at_its_position(self) -> None:
-        self.script(serve_file(b"payload"))
-        out = io.BytesIO(b"header:")
-        out.seek(0, io.SEEK_END)
-        self.client().download("files/x", out)
-        self.assertFalse(out.closed)
-        self.assertEqual(out.getvalue(), b"header:payload")
+    def test_idempotency_key_is_kept_across_retries(self) -> None:
+        self.script(reply(503, {}), reply(429, {}), reply(201, {"id": "e1"}))
+        client = self.client(max_retries=2)
+        self.assertEqual(
+            client.create_export("d", symbols="A", start_date="2024-01-01", end_date="2024-01-02"), {"id": "e1"}
+        )
+        keys = {r.headers["Idempotency-Key"] for r in self.requests}
+        self.assertEqual(len(self.requests), 3)
+        self.assertEqual(len(keys), 1)
 
-    def test_short_body_leaves_nothing_and_keeps_the_old_file(self) -> None:
-        self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
-        directory = self.tmp()
-        (directory / "out.bin").write_bytes(b"precious")
-        with self.assertRaises(dc.IncompleteResponseError) as caught:
-            self.client(max_retries=0).download("files/x", directory / "out.bin")
-        self.assertEqual((caught.exception.expected, caught.exception.received), (len(DATA), 1000))
-        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
-        self.assert_only(directory, "out.bin")
-
-    def test_checksum_mismatch_leaves_nothing(self) -> None:
-        self.script(serve_file(DATA))
-        directory = self.tmp()
-        (directory / "out.bin").write_bytes(b"precious")
-        wrong = "0" * 64
-        with self.assertRaises(dc.ChecksumMismatchError) as caught:
-            self.client().download("files/x", directory / "out.bin", sha256=wrong)
-        self.assertIn(wrong, str(caught.exception))
-        self.assertIn(DATA_SHA, str(caught.exception))
-        self.assertIsInstance(caught.exception, ValueError)
-        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
-        self.assert_only(directory, "out.bin")
-
-    def test_file_system_error_and_ctrl_c_leave_nothing(self) -> None:
-        directory = self.tmp()
-        (directory / "out.bin").write_bytes(b"precious")
-        client = self.client()
-        self.script(serve_file(DATA))
-        with file_size_limit(1024 * 1024), self.assertRaises(OSError) as caught:
-            client.download("files/x", directory / "out.bin")
-        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
-        self.assertEqual(caught.exception.errno, errno.EFBIG)
-
-        def interrupt(done: int, total: int | None) -> None:
-            if done > 1_000_000:
-                raise KeyboardInterrupt
-
-        self.script(serve_file(DATA))
-        with self.assertRaises(KeyboardInterrupt):
-            client.download("files/x", directory / "out.bin", progress=interrupt)
-        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
-        self.assert_only(directory, "out.bin")
-        self.assertEqual(len(self.requests), 2, "neither failure was retried")
-
-    def test_not_enough_space_fails_before_writing(self) -> None:
-        def huge(handler: Handler) -> None:
-            handler.send_response(200)
-            handler.send_header("Content-Length", str(2**62))
-            handler.end_headers()
-            handler.wfile.write(b"x" * 1000)
-            handler.close_connection = True
-
-        self.script(huge)
-        directory = self.tmp()
-        with self.assertRaises(OSError) as caught:
-            self.client(max_retries=0).download("files/huge", directory / "huge.bin")
-        self.assertIn("not enough space", str(caught.exception))
-        self.assert_only(directory)
-
-    def test_missing_directory_fails_before_sending(self) -> None:
-        with self.assertRaises(FileNotFoundError):
-            self.client().download("files/x", self.tmp() / "missing" / "out.bin")
-        self.assertEqual(self.requests, [])
-
-    def test_two_downloads_to_one_path_at_once_use_temporary_files_of_their_own(self) -> None:
-        look = self.serve_two_at_once()
-        directory = self.tmp()
-        client = self.client()
-        threads = [threading.Thread(target=client.download, args=("files/x", directory / "out.bin")) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        temporary = look(directory)
-        for thread in threads:
-            thread.join(10)
-        self.assertEqual(len(temporary), 2)
-        self.assertTrue(all(name.startswith(".out.bin.") and name.endswith(".part") for name in temporary), temporary)
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assert_only(directory, "out.bin")
-
-    def test_http_errors_on_download(self) -> None:
-        self.script(reply(404, {"message": "expired"}))
-        directory = self.tmp()
-        with self.assertRaises(ServiceError) as caught:
-            self.client().download("files/x", directory / "out.bin")
-        self.assertEqual(str(caught.exception), f"404 Not Found: GET {self.server.url}/api/v1/files/x: expired")
-        self.assert_only(directory)
+    def test_each_retry_is_logged(self) -> None:
+        self.script(reply(503, {}), reply(502, {}), reply(body=[]))
+        with self.assertLogs("dataset_client", level="WARNING") as logs:
+            self.client().list_datasets()
+        self.assertEqual(len(logs.records), 2)
+        self.assertIn("503 Service Unavailable", logs.output[0])
+        self.assertIn("/api/v1/datasets", logs.output[1])
 
 
 # ---------------------------------------------------------------------------
-# Connections, retries and resume
+# The request path: connections kept, forked and closed; and a hostile server's answers, never silently
+# wrong (framing, bodies, redirects, a POST's retries, resumed parts, the key in no frame)
 # ---------------------------------------------------------------------------
 
 
@@ -1109,19 +1479,6 @@ class ConnectionTests(ServerTestCase):
         self.assertEqual(self.server.closed_connections, 0)
         client.close()
         _wait_for(lambda: self.server.closed_connections == 1)
-
-
-# ---------------------------------------------------------------------------
-# Nothing silently wrong: hostile servers, forked processes, odd destinations
-# ---------------------------------------------------------------------------
-
-
-def outcome_of(call: Callable[[], object]) -> object:
-    """What ``call`` returned, or the exception it raised."""
-    try:
-        return call()
-    except BaseException as exc:  # the test looks at it
-        return exc
 
 
 class HostileServerTests(ServerTestCase):
@@ -1335,19 +1692,20 @@ class HostileServerTests(ServerTestCase):
         self.assertEqual(client.list_datasets(), [1, 2])
 
     def test_a_decompression_bomb_is_refused_before_the_memory_is_used(self) -> None:
-        import resource
-
         member = gzip.compress(b"\0" * (8 * 1024 * 1024), compresslevel=9)  # 8 KiB on the wire
         bomb = member * 256  # a valid gzip body of 256 members: 2 MiB that inflate to 2 GiB
         self.script(reply(body=bomb, headers={"Content-Encoding": "gzip"}))
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        with (  # a limit of 32 MiB, not 256: the same refusal, an eighth of the inflating
-            mock.patch.object(dc, "_MAX_DECODED_BODY", 32 * 1024 * 1024),
-            self.assertRaisesRegex(dc.InvalidResponseError, "decompression bomb"),
-        ):
-            self.client().list_datasets()
-        grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-        self.assertLess(grown_mib, 1024, "inflated far past the limit before refusing")
+        code = (  # a limit of 32 MiB, not 256: the same refusal, an eighth of the inflating
+            "dc._MAX_DECODED_BODY = 32 * 2**20\n"
+            "grown, error = peak_growth(client.list_datasets)\n"
+            "print(type(error).__name__, error)\n"
+            "print('growth:', grown)\n"
+        )
+        refusal, growth = run_measuring_child(self, code, self.server.url + "/api/v1")
+        self.assertRegex(refusal, "^InvalidResponseError .*decompression bomb")
+        # About 72 MiB here, the limit's decoded bytes and a copy; without a limit, RLIMIT_AS stops the child.
+        self.assertLess(int(growth.split()[1]), 128 * 1024 * 1024, "inflated far past the limit before refusing")
+        self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/api/v1/datasets")])
 
     def test_an_error_body_is_kept_decoded_and_bounded_whatever_its_compressed_size(self) -> None:
         message = {"message": "overloaded", "detail": os.urandom(300_000).hex()}
@@ -1417,1507 +1775,8 @@ class HostileServerTests(ServerTestCase):
             self.server.script.clear()
 
 
-class DestinationTests(ServerTestCase):
-    def test_a_character_device_is_written_not_replaced(self) -> None:
-        if os.geteuid() != 0:
-            self.skipTest("making a device node needs root")
-        null = self.tmp() / "null"
-        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
-        self.script(serve_file(DATA))
-        self.client().download("files/x", null, sha256=DATA_SHA)
-        self.assertTrue(stat.S_ISCHR(null.stat().st_mode), "replaced by a regular file")
-        self.assertEqual(sorted(p.name for p in null.parent.iterdir()), ["null"])
-
-    def test_a_fifo_is_written_not_replaced(self) -> None:
-        fifo = self.tmp() / "pipe"
-        os.mkfifo(fifo)
-        received: list[bytes] = []
-        reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
-        reader.start()
-        self.script(serve_file(DATA))
-        self.client().download("files/x", fifo)
-        reader.join(10)
-        self.assertEqual(received, [DATA])
-        self.assertTrue(stat.S_ISFIFO(fifo.stat().st_mode))
-        self.assertEqual(sorted(p.name for p in fifo.parent.iterdir()), ["pipe"])
-
-    def test_a_long_file_name_works(self) -> None:
-        name = "é" * 100 + "x" * 40 + ".csv"  # 244 bytes in UTF-8: legal, but not with a suffix added
-        for resume in (False, True):
-            self.script(cut(DATA, 500_000, {"ETag": '"v1"'}), serve_file(DATA))
-            directory = self.tmp()
-            with self.subTest(resume=resume):
-                self.client().download("files/x", directory / name, resume=resume, sha256=DATA_SHA)
-                self.assertEqual((directory / name).read_bytes(), DATA)
-                self.assertEqual([p.name for p in directory.iterdir()], [name])
-                self.assertEqual(self.requests[-1].headers["Range"], "bytes=500000-", "continued, not restarted")
-
-    def test_a_failing_final_move_leaves_nothing(self) -> None:
-        directory = self.tmp()
-        target = directory / "out.bin"
-
-        def block_the_destination(done: int, total: int | None) -> None:
-            if done == total:  # a directory takes the name just before the move
-                target.mkdir(exist_ok=True)
-                (target / "inside").write_bytes(b"")
-
-        self.script(serve_file(DATA))
-        with self.assertRaises(OSError) as caught:
-            self.client().download("files/x", target, progress=block_the_destination)
-        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        self.assertTrue(target.is_dir())
-
-    def test_a_stream_that_accepts_nothing_is_an_error_not_a_busy_loop(self) -> None:
-        class Stuck(io.RawIOBase):
-            calls = 0
-
-            def writable(self) -> bool:
-                return True
-
-            def write(self, data: object) -> int:
-                self.calls += 1
-                if self.calls > 1000:
-                    raise RuntimeError("busy loop")
-                return 0
-
-        self.script(serve_file(DATA))
-        stuck = Stuck()
-        with self.assertRaisesRegex(OSError, "no progress"):
-            self.client().download("files/x", stuck)
-        self.assertEqual(stuck.calls, 1)
-
-
-class RetryTests(ServerTestCase):
-    def test_get_retries_retryable_statuses(self) -> None:
-        for status in (429, 502, 503, 504):
-            self.server.requests.clear()
-            self.script(reply(status, {}), reply(body=["ok"]))
-            with self.subTest(status=status), recorded_sleeps() as sleeps:
-                self.assertEqual(self.client().list_datasets(), ["ok"])
-                self.assertEqual(len(self.requests), 2)
-                self.assertEqual(len(sleeps), 1)
-
-    def test_get_does_not_retry_other_errors(self) -> None:
-        for status in (400, 401, 404, 500, 501):
-            self.server.requests.clear()
-            self.script(reply(status, {}))
-            with self.subTest(status=status), self.assertRaises(ServiceError):
-                self.client().list_datasets()
-            self.assertEqual(len(self.requests), 1)
-
-    def test_posts_retry_only_what_was_not_acted_on(self) -> None:
-        for status, retried in ((429, True), (503, True), (502, False), (504, False), (500, False)):
-            self.server.requests.clear()
-            self.script(reply(status, {}), reply(body={"ok": True}))
-            with self.subTest(status=status):
-                client = self.client()
-                if retried:
-                    self.assertEqual(client.query("SELECT 1"), {"ok": True})
-                else:
-                    with self.assertRaises(ServiceError):
-                        client.query("SELECT 1")
-                    self.server.script.clear()
-                self.assertEqual(len(self.requests), 2 if retried else 1)
-
-    def test_posts_are_not_retried_after_a_reset_or_timeout(self) -> None:
-        for fault in (reset, drop, hang):
-            self.server.requests.clear()
-            self.script(fault, reply(body={}))
-            with self.subTest(fault=fault.__name__), self.assertRaises(dc.DatasetClientError):
-                self.client(timeout=0.15).query("SELECT 1")
-            self.server.script.clear()
-            self.assertEqual(len(self.requests), 1)
-
-    def test_get_retries_transport_failures(self) -> None:
-        self.script(reset, hang, cut(b'{"a": 1}', 3), reply(body={"a": 1}))
-        with recorded_sleeps() as sleeps:
-            self.assertEqual(self.client(timeout=0.15, max_retries=3).list_datasets(), {"a": 1})
-        self.assertEqual(len(self.requests), 4)
-        self.assertEqual(len(sleeps), 3)
-
-    def test_failure_to_connect_is_retried_for_any_method(self) -> None:
-        client = self.client(f"http://127.0.0.1:{free_port()}", max_retries=2)
-        with self.assertRaises(dc.NetworkError) as caught:
-            client.query("SELECT 1")
-        self.assertEqual(caught.exception.attempts, 3)
-        self.assertIn("(after 3 attempts)", str(caught.exception))
-
-    def test_exhausted_retries_raise_the_last_failure(self) -> None:
-        self.script(reply(503, {"message": "a"}), reply(503, {"message": "b"}), reply(503, {"message": "c"}))
-        client = self.client(max_retries=2, backoff_factor=1.0)
-        with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
-            client.list_datasets()
-        self.assertEqual(
-            str(caught.exception),
-            f"503 Service Unavailable: GET {self.server.url}/api/v1/datasets: c (after 3 attempts)",
-        )
-        self.assertEqual(len(self.requests), 3)
-        # exponential back-off with jitter: in [d/2, d] for d = 1, 2
-        self.assertTrue(0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0, sleeps)
-
-    def test_max_retries_zero_disables_retries(self) -> None:
-        self.script(reply(503, {}), reply(body=[]))
-        with self.assertRaises(ServiceError):
-            self.client(max_retries=0).list_datasets()
-        self.assertEqual(len(self.requests), 1)
-        self.server.script.clear()
-
-    def test_retry_after(self) -> None:
-        when = email_date(time.time() + 30)
-        self.script(reply(429, {}, {"Retry-After": "7"}), reply(503, {}, {"Retry-After": when}), reply(body=[]))
-        with recorded_sleeps() as sleeps:
-            self.client(max_retries=3).list_datasets()
-        self.assertEqual(sleeps[0], 7.0)
-        self.assertTrue(25 <= sleeps[1] <= 30, sleeps)
-
-    def test_retry_after_over_a_minute_is_not_waited_for(self) -> None:
-        self.script(reply(503, {}, {"Retry-After": "120"}), reply(body=[]))
-        with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
-            self.client().list_datasets()
-        self.assertEqual(caught.exception.retry_after, 120.0)
-        self.assertEqual((sleeps, len(self.requests)), ([], 1))
-        self.server.script.clear()
-
-    def test_idempotency_key_is_kept_across_retries(self) -> None:
-        self.script(reply(503, {}), reply(429, {}), reply(201, {"id": "e1"}))
-        client = self.client(max_retries=2)
-        self.assertEqual(
-            client.create_export("d", symbols="A", start_date="2024-01-01", end_date="2024-01-02"), {"id": "e1"}
-        )
-        keys = {r.headers["Idempotency-Key"] for r in self.requests}
-        self.assertEqual(len(self.requests), 3)
-        self.assertEqual(len(keys), 1)
-
-    def test_each_retry_is_logged(self) -> None:
-        self.script(reply(503, {}), reply(502, {}), reply(body=[]))
-        with self.assertLogs("dataset_client", level="WARNING") as logs:
-            self.client().list_datasets()
-        self.assertEqual(len(logs.records), 2)
-        self.assertIn("503 Service Unavailable", logs.output[0])
-        self.assertIn("/api/v1/datasets", logs.output[1])
-
-
-class ResumeTests(ServerTestCase):
-    def test_resume_after_cuts_at_several_offsets(self) -> None:
-        cuts = [1, 300_000, 1_048_576, 2_500_000]
-        self.server.default = serve_file(DATA, cuts=cuts)
-        out = self.tmp() / "out.bin"
-        self.client(max_retries=len(cuts)).download("files/x", out, sha256=DATA_SHA)
-        self.assertEqual(out.read_bytes(), DATA)
-        ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
-        self.assertEqual(ranges, [(None, None)] + [(f"bytes={c}-", '"v1"') for c in cuts])
-        self.assertEqual(self.server.bytes_served, len(DATA))  # type: ignore[attr-defined]
-
-    def test_resume_uses_last_modified_without_a_strong_etag(self) -> None:
-        modified = "Wed, 21 Oct 2026 07:28:00 GMT"
-
-        def respond(handler: Handler) -> None:
-            if "Range" in handler.headers:
-                self.assertEqual(handler.headers["If-Range"], modified)
-                handler.send_response(206)
-                handler.send_header("Content-Range", f"bytes 100-{len(DATA) - 1}/{len(DATA)}")
-                handler.send_header("Content-Length", str(len(DATA) - 100))
-                handler.end_headers()
-                handler.wfile.write(DATA[100:])
-            else:
-                cut(DATA, 100, {"ETag": 'W/"weak"', "Last-Modified": modified})(handler)
-
-        self.server.default = respond
-        out = io.BytesIO()
-        self.client().download("files/x", out)
-        self.assertEqual(out.getvalue(), DATA)
-
-    def test_a_server_ignoring_range_starts_over(self) -> None:
-        self.server.default = serve_file(DATA, ranges=False, cuts=[2_000_000])
-        directory = self.tmp()
-        self.client().download("files/x", directory / "out.bin", sha256=DATA_SHA)
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertEqual(self.requests[1].headers["Range"], "bytes=2000000-")
-        self.assertEqual(self.server.bytes_served, 2_000_000 + len(DATA))  # type: ignore[attr-defined]
-
-    def test_starting_over_rewinds_a_file_object(self) -> None:
-        self.server.default = serve_file(DATA, ranges=False, cuts=[1_500_000])
-        out = io.BytesIO(b"keep:")
-        out.seek(5)
-        self.client().download("files/x", out)
-        self.assertEqual(out.getvalue(), b"keep:" + DATA)
-
-    def test_no_validator_means_no_range(self) -> None:
-        self.server.default = serve_file(DATA, etag=None, cuts=[1_000_000])
-        out = io.BytesIO()
-        self.client().download("files/x", out)
-        self.assertEqual(out.getvalue(), DATA)
-        self.assertIsNone(self.requests[1].headers["Range"])
-
-    def test_a_resumed_part_without_a_length_is_checked_against_the_total(self) -> None:
-        def chunked_206(handler: Handler) -> None:
-            handler.send_response(206)
-            handler.send_header("Content-Range", f"bytes 1000-{len(DATA) - 1}/{len(DATA)}")
-            handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            part = DATA[1000:2000]  # far less than promised, then a clean end of the chunked body
-            handler.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(part), part))
-
-        self.script(cut(DATA, 1000, {"ETag": '"v1"'}), chunked_206, serve_file(DATA))
-        out = io.BytesIO()
-        self.client(max_retries=3).download("files/x", out)
-        self.assertEqual(out.getvalue(), DATA)
-        self.assertEqual(self.requests[2].headers["Range"], "bytes=2000-")
-
-    def test_a_file_object_gets_bytes_it_may_keep(self) -> None:
-        class Collector(io.RawIOBase):
-            def __init__(self) -> None:
-                self.chunks: list[object] = []
-
-            def writable(self) -> bool:
-                return True
-
-            def write(self, data: object) -> int:
-                self.chunks.append(data)  # kept, not copied
-                return len(data)  # type: ignore[arg-type]
-
-        self.script(serve_file(DATA))
-        collector = Collector()
-        self.client().download("files/x", collector)
-        self.assertEqual(b"".join(bytes(c) for c in collector.chunks), DATA)  # type: ignore[call-overload]
-
-    def test_wrong_content_range_is_an_error(self) -> None:
-        def wrong_range(handler: Handler) -> None:
-            handler.send_response(206)
-            handler.send_header("Content-Range", f"bytes 0-{len(DATA) - 1}/{len(DATA)}")
-            handler.send_header("Content-Length", str(len(DATA)))
-            handler.end_headers()
-            handler.wfile.write(DATA)
-
-        self.script(cut(DATA, 5000, {"ETag": '"v1"'}), wrong_range)
-        directory = self.tmp()
-        with self.assertRaisesRegex(dc.InvalidResponseError, "resume at byte 5000"):
-            self.client().download("files/x", directory / "out.bin")
-        self.assertEqual(list(directory.iterdir()), [])
-
-    def test_progress_resets_the_retry_count(self) -> None:
-        cuts = list(range(100_000, len(DATA), 1_100_000))  # more than a chunk (1 MiB) between cuts
-        self.server.default = serve_file(DATA, cuts=cuts)
-        out = io.BytesIO()
-        self.client(max_retries=1).download("files/x", out)
-        self.assertEqual(out.getvalue(), DATA)
-        self.assertEqual(len(self.requests), len(cuts) + 1)
-
-    def test_a_server_trickling_a_byte_per_attempt_exhausts_the_retries(self) -> None:
-        # Each attempt brings one more byte: progress, but less than a chunk, so no new retries.
-        self.server.default = serve_file(DATA, cuts=list(range(1, 50)))
-        with self.assertRaises(dc.IncompleteResponseError) as caught:
-            self.client(max_retries=2).download("files/x", io.BytesIO())
-        self.assertEqual(caught.exception.attempts, 3)
-        self.assertEqual(
-            [r.headers["Range"] for r in self.requests], [None, "bytes=1-", "bytes=2-"], "what each attempt asked"
-        )
-
-    def test_no_progress_exhausts_the_retries(self) -> None:
-        self.server.default = serve_file(DATA, ranges=False, cuts=[1000] * 10)
-        with self.assertRaises(dc.IncompleteResponseError) as caught:
-            self.client(max_retries=2).download("files/x", io.BytesIO())
-        self.assertEqual(caught.exception.attempts, 3)
-
-
 # ---------------------------------------------------------------------------
-# Big downloads: resuming across runs, parallel ranged requests, the hash on its own thread
-# ---------------------------------------------------------------------------
-
-
-BIG = os.urandom(8 * 1024 * 1024 + 4321)
-BIG_SHA = hashlib.sha256(BIG).hexdigest()
-
-
-def saved_state(directory: Path, name: str = "out.bin") -> Any:
-    """The resumable state a download left beside ``name``, or None."""
-    try:
-        return json.loads((directory / f".{name}.part.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def first_bytes_then_stall(
-    data: bytes, count: int, etag: str = '"v1"', rest_when: threading.Event | None = None
-) -> Respond:
-    """Serve ``data`` (or the range asked for), but only its first ``count`` bytes, then send nothing more.
-
-    With ``rest_when``, the rest follows once that event is set.
-    """
-
-    def respond(handler: Handler) -> None:
-        span = local_service._requested_range(handler.headers.get("Range"), len(data))
-        start, end = span or (0, len(data))
-        handler.send_response(206 if span else 200)
-        handler.send_header("Content-Length", str(end - start))
-        handler.send_header("ETag", etag)
-        handler.send_header("Accept-Ranges", "bytes")
-        if span:
-            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-        handler.end_headers()
-        handler.wfile.write(data[start : start + count])
-        if rest_when is None:
-            hang(handler)
-        elif rest_when.wait(10):
-            handler.wfile.write(data[start + count : end])
-
-    return respond
-
-
-class ResumeAcrossRunsTests(ServerTestCase):
-    def start_download_process(self, destination: Path, **options: object) -> subprocess.Popen[bytes]:
-        """``download(files/x, destination, resume=True, **options)`` in a process of its own."""
-        code = (
-            "import json, sys, dataset_client as dc\n"
-            "with dc.DatasetClient(sys.argv[1], sys.argv[2], timeout=30, max_retries=0) as client:\n"
-            "    client.download('files/x', sys.argv[3], resume=True, **json.loads(sys.argv[4]))\n"
-        )
-        arguments = [self.server.url + "/api/v1", KEY, str(destination), json.dumps(options)]
-        process = subprocess.Popen([sys.executable, "-c", code, *arguments], cwd=HERE, stderr=subprocess.PIPE)
-        self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
-        self.addCleanup(process.kill)
-        return process
-
-    def kill_when_saved(self, process: subprocess.Popen[bytes], directory: Path, done: Callable[[Any], bool]) -> Any:
-        _wait_for(lambda: (state := saved_state(directory)) is not None and done(state))
-        process.kill()  # SIGKILL: no clean-up of any kind
-        process.wait(10)
-        return saved_state(directory)
-
-    def test_a_killed_download_continues_where_it_stopped(self) -> None:
-        self.script(first_bytes_then_stall(DATA, 1_500_000))
-        directory = self.tmp()
-        process = self.start_download_process(directory / "out.bin")
-        state = self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
-        self.assertEqual(state["url"], self.server.url + "/api/v1/files/x")
-        self.assertEqual((state["validator"], state["total"]), ('"v1"', len(DATA)))
-        kept = state["parts"][0][2]
-        self.assertEqual(kept, 1024 * 1024, "what reached the disk before the kill, a whole chunk")
-        self.assertEqual((directory / ".out.bin.part").stat().st_size, kept)
-
-        self.script(serve_file(DATA))
-        self.server.bytes_served = 0
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA, progress=lambda d, t: seen.append((d, t))
-        )
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        self.assertEqual(
-            (self.requests[-1].headers["Range"], self.requests[-1].headers["If-Range"]), (f"bytes={kept}-", '"v1"')
-        )
-        self.assertEqual(self.server.bytes_served, len(DATA) - kept)
-        self.assertEqual(seen[0], (kept, len(DATA)))
-        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
-
-    def test_a_file_changed_on_the_server_between_runs_starts_over(self) -> None:
-        new = bytes(reversed(DATA))
-        self.script(first_bytes_then_stall(DATA, 1_500_000))
-        directory = self.tmp()
-        process = self.start_download_process(directory / "out.bin")
-        self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
-        self.script(serve_file(new, etag='"v2"'))
-        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
-        self.assertEqual((directory / "out.bin").read_bytes(), new)
-        self.assertEqual(self.requests[-1].headers["If-Range"], '"v1"')
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_partial_file_of_another_url_is_not_continued(self) -> None:
-        self.script(first_bytes_then_stall(DATA, 1_500_000))
-        directory = self.tmp()
-        process = self.start_download_process(directory / "out.bin")
-        self.kill_when_saved(process, directory, lambda state: state["parts"][0][2] > 0)
-        self.script(serve_file(DATA))
-        self.client().download("files/other", directory / "out.bin", resume=True)
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertIsNone(self.requests[-1].headers["Range"])
-
-    def test_two_processes_to_one_destination_at_once(self) -> None:
-        look = self.serve_two_at_once()
-        directory = self.tmp()
-        processes = [self.start_download_process(directory / "out.bin", sha256=DATA_SHA) for _ in range(2)]
-        during = [name for name in look(directory) if not name.endswith(".lock")]  # no flock: a lock file too
-        for process in processes:
-            self.assertEqual(process.wait(30), 0, process.stderr.read() if process.stderr else b"")
-        self.assertEqual(len(during), 2)
-        self.assertIn(".out.bin.part", during, "one of them holds the resumable file")
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_save_cut_short_leaves_no_stray_file(self) -> None:
-        directory = self.tmp()
-        stray = directory / ".out.bin.part.json.0123abcd.tmp"
-        stray.write_text("{")  # what kill -9 in the middle of saving the state leaves
-        self.script(serve_file(DATA))
-        self.client().download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        saves = [0]
-
-        def replace(source: str, destination: str) -> None:  # Ctrl-C inside the third save's rename
-            saves[0] += destination.endswith(".part.json")
-            if saves[0] == 3:
-                raise KeyboardInterrupt
-            os_replace(source, destination)
-
-        os_replace = os.replace
-        self.script(serve_file(DATA))
-        with mock.patch("os.replace", replace), self.assertRaises(KeyboardInterrupt):
-            self.client().download("files/x", directory / "again.bin", resume=True)
-        left = sorted(p.name for p in directory.iterdir())
-        self.assertEqual(left, [".again.bin.part", ".again.bin.part.json", "out.bin"])
-        self.assertEqual(saved_state(directory, "again.bin")["parts"][0][2], 1024 * 1024, "the last whole save")
-
-    def test_a_failure_keeps_what_can_be_resumed_and_nothing_else(self) -> None:
-        directory = self.tmp()
-        cases: list[tuple[str, Respond, dict[str, Any], list[str]]] = [
-            (
-                "cut with a validator",
-                cut(DATA, 1_200_000, {"ETag": '"v1"'}),
-                {},
-                [".out.bin.part", ".out.bin.part.json"],
-            ),
-            ("cut without a validator", cut(DATA, 1_200_000), {}, []),
-            ("an error status", reply(404, {"message": "gone"}), {}, []),
-            ("a wrong digest", serve_file(DATA), {"sha256": "0" * 64}, []),
-        ]
-        for name, respond, options, left in cases:
-            self.script(respond)
-            with self.subTest(name), self.assertRaises(dc.DatasetClientError):
-                self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, **options)
-            self.assertEqual(sorted(p.name for p in directory.iterdir()), left)
-            for path in directory.iterdir():
-                path.unlink()
-
-
-class ParallelDownloadTests(ServerTestCase):
-    def test_parts_are_fetched_at_once_each_with_its_range_and_validator(self) -> None:
-        together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
-
-        def respond(handler: Handler) -> None:
-            if "Range" in handler.headers:
-                together.wait(5)
-            serve_file(BIG)(handler)
-
-        self.server.default = respond
-        out = self.tmp() / "big.bin"
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/big", out, connections=4, sha256=BIG_SHA, progress=lambda d, t: seen.append((d, t))
-        )
-        self.assertEqual(out.read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
-        quarter = len(BIG) // 4
-        self.assertEqual(
-            sorted((r.headers["Range"] or "", r.headers["If-Range"] or "") for r in self.requests),
-            [
-                ("", ""),
-                (f"bytes={quarter}-{2 * quarter - 1}", '"v1"'),
-                (f"bytes={2 * quarter}-{len(BIG) * 3 // 4 - 1}", '"v1"'),
-                (f"bytes={len(BIG) * 3 // 4}-", '"v1"'),
-            ],
-        )
-        self.assertEqual(self.server.connections, 4)
-        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen), "progress never goes back")
-        self.assertEqual(seen[-1], (len(BIG), len(BIG)))
-        self.assertTrue(all(t == len(BIG) for _, t in seen[1:]))
-
-    def download_on_a_fake_clock(self, connections: int, rate: int) -> tuple[float, list[float]]:
-        """Download BIG with ``max_rate``; the limiter's waits advance its clock instead of sleeping.
-
-        Returns the time the download took on that clock, and the waits asked for.
-        """
-        offset = [0.0]
-        waits: list[float] = []
-        real_monotonic = time.monotonic
-
-        def sleep(seconds: float) -> None:
-            waits.append(seconds)
-            offset[0] += seconds
-
-        out = self.tmp() / "big.bin"
-        with (
-            mock.patch.object(dc.time, "monotonic", lambda: real_monotonic() + offset[0]),
-            mock.patch.object(dc.time, "sleep", sleep),
-        ):
-            started = dc.time.monotonic()
-            self.client().download("files/big", out, connections=connections, max_rate=rate)
-            elapsed = dc.time.monotonic() - started
-        self.assertEqual(out.read_bytes(), BIG)
-        return elapsed, waits
-
-    def test_max_rate_caps_the_whole_download_on_one_and_on_several_connections(self) -> None:
-        # No timing assertion: without the cap the download would end at once on the fake clock.
-        rate = 4 * 1024 * 1024
-        for connections in (1, 4):
-            with self.subTest(connections=connections):
-                self.server.requests.clear()
-                self.server.default = serve_file(BIG)
-                elapsed, waits = self.download_on_a_fake_clock(connections, rate)
-                self.assertGreaterEqual(elapsed, len(BIG) / rate * 0.999, "faster than the cap")
-                self.assertLessEqual(max(waits), 2 * (rate / 8) / rate + 0.5, "waits stay short: small reads")
-                ranged = [r for r in self.requests if "Range" in r.headers]
-                self.assertEqual(len(ranged), 3 if connections == 4 else 0)
-
-    def test_max_rate_is_checked_before_anything_is_sent(self) -> None:
-        for rate, error in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1M", TypeError)):
-            with self.subTest(rate=rate), self.assertRaisesRegex(error, "max_rate"):
-                self.client().download("files/big", io.BytesIO(), max_rate=rate)  # type: ignore[arg-type]
-        self.assertEqual(self.requests, [])
-
-    def test_a_wrong_digest_over_parts_leaves_nothing(self) -> None:
-        for resume in (False, True):
-            self.server.default = serve_file(BIG)
-            directory = self.tmp()
-            with self.subTest(resume=resume), self.assertRaises(dc.ChecksumMismatchError) as caught:
-                self.client().download(
-                    "files/big", directory / "big.bin", connections=3, sha256="0" * 64, resume=resume
-                )
-            self.assertIn(BIG_SHA, str(caught.exception))
-            self.assertEqual(list(directory.iterdir()), [])
-
-    def test_a_part_cut_midway_is_resumed_alone(self) -> None:
-        cut_at = len(BIG) * 3 // 4 + 100_000  # inside the last part
-        whole, ranged = serve_file(BIG), serve_file(BIG, cuts=[cut_at])
-        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(handler)
-        out = self.tmp() / "big.bin"
-        self.client(max_retries=1).download("files/big", out, connections=4, sha256=BIG_SHA)
-        self.assertEqual(out.read_bytes(), BIG)
-        bounds = [len(BIG) * index // 4 for index in range(5)]
-        whole_parts = [f"bytes={start}-{end - 1}" for start, end in itertools.pairwise(bounds[1:-1])]
-        expected = ["", *whole_parts, f"bytes={bounds[3]}-", f"bytes={cut_at}-"]  # the cut part alone, from the cut
-        self.assertEqual(sorted(r.headers["Range"] or "" for r in self.requests), sorted(expected))
-
-    def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
-        for etag, ranges in (('"v1"', False), ('W/"weak"', True), (None, True)):
-            self.server.requests.clear()
-            self.server.default = serve_file(BIG, etag=etag, ranges=ranges)
-            out = self.tmp() / "big.bin"
-            with self.subTest(etag=etag, ranges=ranges):
-                self.client().download("files/big", out, connections=4, sha256=BIG_SHA)
-                self.assertEqual(out.read_bytes(), BIG)
-                self.assertEqual(len(self.requests), 1)
-
-    def test_a_file_that_changes_during_the_download_starts_over_whole(self) -> None:
-        new = bytes(reversed(BIG))
-        versions = iter([serve_file(BIG)])  # the first answer is the old file; everything after, the new
-
-        def respond(handler: Handler) -> None:
-            next(versions, serve_file(new, etag='"v2"'))(handler)
-
-        self.server.default = respond
-        out = self.tmp() / "big.bin"
-        self.client().download("files/big", out, connections=3, sha256=hashlib.sha256(new).hexdigest())
-        self.assertEqual(out.read_bytes(), new)
-        plain = [r for r in self.requests if r.headers["Range"] is None]
-        self.assertEqual(len(plain), 2, "started over with a whole request")
-
-    def test_a_part_of_another_version_or_range_is_never_spliced(self) -> None:
-        def wrong(kind: str) -> Respond:
-            def respond(handler: Handler) -> None:
-                if "Range" not in handler.headers:
-                    return serve_file(BIG)(handler)
-                start, end = local_service._requested_range(handler.headers["Range"], len(BIG))
-                if kind == "range":
-                    start += 1  # not the bytes asked for
-                handler.send_response(206)
-                handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
-                handler.send_header("Content-Length", str(end - start))
-                handler.send_header("ETag", '"v2"' if kind == "etag" else '"v1"')
-                handler.end_headers()
-                handler.wfile.write(BIG[start:end])
-
-            return respond
-
-        for kind, error in (("etag", "changed on the server"), ("range", "Content-Range")):
-            self.server.default = wrong(kind)
-            directory = self.tmp()
-            with self.subTest(kind), self.assertRaisesRegex(dc.InvalidResponseError, error):
-                self.client().download("files/big", directory / "big.bin", connections=3)
-            self.assertEqual(list(directory.iterdir()), [])
-
-    def test_each_parts_progress_is_kept_and_resumed(self) -> None:
-        self.server.default = first_bytes_then_stall(BIG, 1_300_000)
-        directory = self.tmp()
-        client = self.client(timeout=30)
-        worker = threading.Thread(
-            target=outcome_of,
-            args=(lambda: client.download("files/big", directory / "out.bin", connections=4, resume=True),),
-        )
-        worker.start()
-        _wait_for(lambda: (state := saved_state(directory)) is not None and all(p[2] for p in state["parts"]))
-        client.close()
-        worker.join(10)
-        state = saved_state(directory)
-        self.assertEqual(len(state["parts"]), 4)
-        # A whole chunk each, and what close() let through after it (the socket's last bytes).
-        self.assertTrue(all(1024 * 1024 <= done <= 1_300_000 for _, _, done in state["parts"]), state)
-
-        self.server.requests.clear()
-        self.server.default = serve_file(BIG)
-        self.client().download("files/big", directory / "out.bin", connections=4, resume=True, sha256=BIG_SHA)
-        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
-        self.assertEqual(starts, [start + done for start, _, done in state["parts"]])
-
-
-# ---------------------------------------------------------------------------
-# Shared directories and hostile servers: nothing written where it must not be, no secret echoed
-# ---------------------------------------------------------------------------
-
-
-_OTHER_USER: list[tuple[str, int, int]] = []
-
-
-def other_user() -> tuple[str, int, int] | None:
-    """A real second user (name, uid, gid), made once per process with useradd; None where that cannot be."""
-    if not _OTHER_USER:
-        import pwd
-
-        name = f"dctest{os.getpid()}"
-        if os.geteuid() != 0 or not shutil.which("useradd"):
-            return None
-        made = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True
-        )
-        if made.returncode != 0:
-            return None
-        atexit.register(subprocess.run, ["userdel", name], capture_output=True)
-        entry = pwd.getpwnam(name)
-        _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
-    return _OTHER_USER[0]
-
-
-def echo_credentials(status: int) -> Respond:
-    """An error that repeats what the request carried, in its reason, a header and its JSON body."""
-
-    def respond(handler: Handler) -> None:
-        received = dict(handler.headers.items())
-        authorization = received.get("Authorization", "") or received.get("Proxy-Authorization", "")
-        body = json.dumps({"message": f"bad credentials: {authorization}", "received": received}).encode()
-        handler.send_response(status, f"Denied {authorization}")
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.send_header("X-Echo", authorization)
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    return respond
-
-
-class SharedDirectoryTests(ServerTestCase):
-    """Downloads into directories other people can write to: real links, real second users."""
-
-    def user(self) -> tuple[str, int, int]:
-        user = other_user()
-        if user is None:
-            self.skipTest("needs root and useradd to make a second user")
-        return user
-
-    def shared(self, mode: int) -> Path:
-        directory = self.tmp()
-        directory.chmod(mode)  # 0o1777 as /tmp; 0o777 as a team's group-writable directory
-        return directory
-
-    def victim_file(self) -> Path:
-        notes = self.tmp() / "notes.txt"
-        notes.write_text("the victim's notes")
-        return notes
-
-    def plant(self, path: Path, user: tuple[str, int, int], *, link_to: Path | None = None, data: bytes = b"") -> None:
-        """A file or link that ``user`` owns, as if that user had made it."""
-        if link_to is not None:
-            subprocess.run(["runuser", "-u", user[0], "--", "ln", "-s", str(link_to), str(path)], check=True)
-        else:
-            path.write_bytes(data)
-            os.chown(path, user[1], user[2])
-            path.chmod(0o666)
-
-    def test_a_link_another_user_planted_in_a_sticky_directory_is_refused(self) -> None:
-        user = self.user()
-        shared, notes = self.shared(0o1777), self.victim_file()
-        self.plant(shared / "report.csv", user, link_to=notes)
-        with self.assertRaises(PermissionError) as caught:
-            self.client().download("files/x", shared / "report.csv")
-        self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
-        self.assertIn("symbolic link", str(caught.exception))
-        self.assertEqual(notes.read_text(), "the victim's notes")
-        self.assertEqual(self.requests, [], "refused before any request")
-        self.assertEqual([p.name for p in shared.iterdir()], ["report.csv"])
-
-    def test_links_the_kernel_would_follow_are_followed(self) -> None:
-        user = self.user()
-        for mode, owner in ((0o1777, "self"), (0o777, "other"), (0o1777, "directory's owner")):
-            with self.subTest(mode=oct(mode), link_owner=owner):
-                shared, notes = self.shared(mode), self.victim_file()
-                if owner == "self":
-                    (shared / "report.csv").symlink_to(notes)
-                else:
-                    if owner == "directory's owner":
-                        os.chown(shared, user[1], user[2])
-                    self.plant(shared / "report.csv", user, link_to=notes)
-                self.script(serve_file(DATA))
-                self.client().download("files/x", shared / "report.csv")
-                self.assertEqual(notes.read_bytes(), DATA, "the file the link names is replaced")
-                self.assertTrue((shared / "report.csv").is_symlink())
-                self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
-
-    def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
-        user = self.user()
-        shared, notes = self.shared(0o777), self.victim_file()
-        for name in (".out.bin.part", ".out.bin.part.json.tmp"):
-            self.plant(shared / name, user, link_to=notes)
-        self.script(serve_file(DATA))
-        self.client().download("files/x", shared / "out.bin", resume=True)
-        self.assertEqual(notes.read_text(), "the victim's notes")
-        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
-        self.assertEqual(
-            sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json.tmp", "out.bin"]
-        )
-
-    def test_a_planted_partial_file_and_forged_state_are_left_alone(self) -> None:
-        user = self.user()
-        shared = self.shared(0o1777)
-        url = self.server.url + "/api/v1/files/x"
-        forged = {"url": url, "validator": '"v1"', "total": 4, "parts": [[0, 4, 4]]}
-        self.plant(shared / ".out.bin.part", user, data=b"EVIL")
-        self.plant(shared / ".out.bin.part.json", user, data=json.dumps(forged).encode())
-        self.script(serve_file(DATA))
-        self.client().download("files/x", shared / "out.bin", resume=True)
-        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
-        self.assertEqual(len(self.requests), 1, "the forged 'complete' state sent no request")
-        self.assertIsNone(self.requests[0].headers["Range"])
-        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"EVIL", "nothing written into the planted file")
-        self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json", "out.bin"])
-
-    def test_a_planted_world_writable_partial_file_never_receives_the_download(self) -> None:
-        user = self.user()
-        shared = self.shared(0o1777)
-        self.plant(shared / ".out.bin.part", user)
-        self.script(first_bytes_then_stall(DATA, 1_500_000))
-        with self.assertRaises(dc.RequestTimeoutError):
-            self.client(timeout=0.1, max_retries=0).download("files/x", shared / "out.bin", resume=True)
-        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"", "the other user could read it")
-
-    def test_a_partial_file_another_process_commits_as_this_one_opens_it_is_left_alone(self) -> None:
-        # Found in review: the lock was taken on a .part another process had just renamed over the
-        # destination; with no state beside it, this download truncated and rewrote the finished file.
-        directory = self.tmp()
-        destination = directory / "out.bin"
-        (directory / ".out.bin.part").write_bytes(DATA)  # the other process's, complete
-        take_the_lock = dc._FileTarget._lock
-
-        def committed_first(target: Any, fd: int) -> bool:
-            os.replace(directory / ".out.bin.part", destination)  # the other process's commit lands now
-            return take_the_lock(target, fd)  # type: ignore[no-any-return]
-
-        self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
-        with mock.patch.object(dc._FileTarget, "_lock", committed_first), self.assertRaises(dc.IncompleteResponseError):
-            self.client(max_retries=0).download("files/x", destination, resume=True)
-        self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
-        # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
-        # following links): swapped for a link in between, the link's target was truncated and written.
-        shared, notes = self.shared(0o1777), self.victim_file()
-        destination = shared / "out.bin"
-        os.mkfifo(destination)
-        look = os.stat
-        swapped: list[str] = []
-
-        def look_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
-            status = look(path, *args, **kwargs)
-            if str(path) == str(destination) and not swapped:
-                swapped.append("now")  # the other user's move, right after the client's look
-                destination.unlink()
-                destination.symlink_to(notes)
-            return status
-
-        self.script(serve_file(DATA))
-        with mock.patch.object(dc.os, "stat", look_then_swap):
-            outcome = outcome_of(lambda: self.client().download("files/x", destination))
-        self.assertEqual(swapped, ["now"])
-        self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
-
-    def test_dev_stdout_and_other_magic_links_are_written_through(self) -> None:
-        self.script(serve_file(b"through /dev/stdout\n"))
-        code = "import sys, dataset_client as dc\ndc.DatasetClient(sys.argv[1]).download('files/x', '/dev/stdout')\n"
-        done = subprocess.run([sys.executable, "-c", code, self.server.url], cwd=HERE, capture_output=True, timeout=30)
-        self.assertEqual((done.returncode, done.stdout), (0, b"through /dev/stdout\n"), done.stderr)
-
-    def test_the_state_file_is_made_private(self) -> None:
-        directory = self.tmp()
-        modes: list[int] = []
-
-        def look(done: int, total: int | None) -> None:
-            state = directory / ".out.bin.part.json"
-            if state.exists():
-                modes.append(state.stat().st_mode & 0o777)
-
-        self.script(serve_file(DATA))
-        self.client().download("files/x", directory / "out.bin", resume=True, progress=look)
-        self.assertTrue(modes)
-        self.assertEqual(set(modes), {0o600}, "the state holds the URL, which may carry a signature")
-
-    def test_a_temporary_file_left_by_kill_9_is_removed_by_the_next_download(self) -> None:
-        fcntl = import_or_skip(self, "fcntl")
-        code = (
-            "import sys, dataset_client as dc\n"
-            "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
-            "    client.download('files/x', sys.argv[2])\n"
-        )
-        for case, respond in (("with bytes", first_bytes_then_stall(DATA, 1_500_000)), ("empty", hang)):
-            with self.subTest(killed=case):  # empty: killed while waiting for the answer, before any write
-                self.script(respond)
-                directory = self.tmp()
-                arguments = [self.server.url + "/api/v1", str(directory / "out.bin")]
-                process = subprocess.Popen([sys.executable, "-c", code, *arguments])
-                self.addCleanup(process.kill)
-                written = (lambda p: p.stat().st_size > 0) if case == "with bytes" else (lambda p: p.suffix == ".part")
-                _wait_for(lambda d=directory, w=written: any(w(p) for p in d.iterdir()), 10)  # type: ignore[misc]
-                process.kill()
-                process.wait(10)
-                (left,) = directory.iterdir()
-                self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
-                busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
-                busy.write_bytes(b"")
-                with busy.open("rb") as held:
-                    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-                    self.script(serve_file(DATA))
-                    self.client().download("files/x", directory / "out.bin")
-                self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
-
-
-class LockFileTests(ServerTestCase):
-    """Without flock (Windows), ``.NAME.part.lock`` holds the downloading process's id."""
-
-    def test_a_stale_lock_taken_over_by_another_download_meanwhile_is_left_to_it(self) -> None:
-        # Found in review: two downloads both found the lock abandoned; the second removed the lock the
-        # first had just made, and both wrote into one partial file.
-        directory = self.tmp()
-        lock = directory / ".out.bin.part.lock"
-        lock.write_text("4194303")  # a process that is gone
-        read = dc._lock_file_pid
-        looks: list[str] = []
-
-        def another_takes_it_over_meanwhile(path: str) -> int | None:
-            pid = read(path)
-            if not looks:  # right after this download's look: the other one moves it and makes its own
-                os.unlink(lock)
-                lock.write_text(str(os.getpid()))
-            looks.append(path)
-            return pid
-
-        with (
-            mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
-            mock.patch.object(dc, "_lock_file_pid", another_takes_it_over_meanwhile),
-            dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
-        ):
-            self.assertFalse(target._lock_with_a_file(), "the other download's lock was taken")
-        self.assertEqual(lock.read_text(), str(os.getpid()), "the other download's lock is in place")
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part.lock"])
-
-    def test_a_lock_left_by_a_process_that_is_gone_is_taken_over(self) -> None:
-        directory = self.tmp()
-        (directory / ".out.bin.part.lock").write_text("4194303")
-        with (
-            mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
-            dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
-        ):
-            self.assertTrue(target._lock_with_a_file())
-            self.assertEqual((directory / ".out.bin.part.lock").read_text(), str(os.getpid()))
-            target._unlock()
-        self.assertEqual(list(directory.iterdir()), [])
-
-
-class StateFileTests(ServerTestCase):
-    """A crafted or damaged state is discarded: the download starts over, and the next run too is fine."""
-
-    def prepare(self, state: object, *, raw: bytes | None = None) -> Path:
-        directory = self.tmp()
-        (directory / ".out.bin.part").write_bytes(DATA[:1000])
-        (directory / ".out.bin.part.json").write_bytes(raw if raw is not None else json.dumps(state).encode())
-        return directory
-
-    def test_states_that_do_not_hold_are_discarded(self) -> None:
-        url = self.server.url + "/api/v1/files/x"
-        good = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
-        cases: dict[str, object] = {
-            "parts ending early": {**good, "parts": [[0, 1000, 1000]]},
-            "a gap between parts": {**good, "parts": [[0, 1000, 1000], [2000, len(DATA), 0]]},
-            "total not a number": {**good, "total": "x"},
-            "total a boolean": {**good, "total": True},
-            "CR LF in the validator": {**good, "validator": '"v1"\r\nX-Evil: 1'},
-            "an empty validator": {**good, "validator": ""},
-            "a negative start": {**good, "parts": [[-5, len(DATA), 0]]},
-            "done past the end": {**good, "parts": [[0, len(DATA), len(DATA) + 7]]},
-            "a part of two numbers": {**good, "parts": [[0, len(DATA)]]},
-            "parts not a list": {**good, "parts": "0-100"},
-            "not an object": [1, 2, 3],
-        }
-        for name, state in cases.items():
-            with self.subTest(name):
-                self.server.requests.clear()
-                directory = self.prepare(state)
-                for _ in range(2):  # and the next run is fine too
-                    self.script(serve_file(DATA))
-                    self.client().download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
-                    self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-                    self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-                self.assertEqual([r.headers["Range"] for r in self.requests], [None, None], "started over")
-
-    def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
-        url = self.server.url + "/api/v1/files/x"
-        state = json.dumps({"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]})
-        directory = self.prepare(None, raw=state.encode() + b" " * (1024 * 1024))
-        self.script(serve_file(DATA))
-        self.client().download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertIsNone(self.requests[0].headers["Range"])
-
-    def test_a_fifo_or_a_link_to_a_device_as_the_state_never_hangs(self) -> None:
-        for kind in ("fifo", "link to /dev/zero"):
-            with self.subTest(kind):
-                directory = self.tmp()
-                (directory / ".out.bin.part").write_bytes(DATA[:1000])
-                state = directory / ".out.bin.part.json"
-                if kind == "fifo":
-                    os.mkfifo(state)
-                else:
-                    state.symlink_to("/dev/zero")
-                self.script(serve_file(DATA))
-                outcome: list[object] = []
-                download = functools.partial(self.client().download, "files/x", directory / "out.bin", resume=True)
-                thread = threading.Thread(target=lambda o=outcome, d=download: o.append(outcome_of(d)), daemon=True)
-                thread.start()
-                thread.join(10)
-                self.assertFalse(thread.is_alive(), "the download hangs on the state file")
-                self.assertEqual(outcome, [None])
-                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-                self.assertTrue(os.path.lexists(state), "what is not ours is left alone")
-
-
-class HostileServerSecretTests(ServerTestCase):
-    """Servers that echo credentials: the key, an extra header's value, a proxy password."""
-
-    def assert_no_secret(self, text: str | bytes, *secrets: str) -> None:
-        for secret in secrets:
-            self.assertNotIn(secret.encode() if isinstance(text, (bytes, bytearray)) else secret, text)
-
-    def test_an_echoed_key_and_header_are_redacted_everywhere_an_error_shows(self) -> None:
-        tenant = "tenant-secret-0042"
-        for status in (401, 500):
-            with self.subTest(status=status):
-                self.script(echo_credentials(status))
-                client = self.client(headers={"X-Tenant-Key": tenant}, max_retries=0)
-                error = outcome_of(client.list_datasets)
-                assert isinstance(error, ServiceError)
-                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}", "the key was sent")
-                texts = [
-                    str(error),
-                    repr(error),
-                    error.body,
-                    error.message or "",
-                    error.reason,
-                    json.dumps(error.payload),
-                    str(error.headers),
-                    str(pickle.loads(pickle.dumps(error)).__dict__),
-                    "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format()),
-                ]
-                for text in texts:
-                    self.assert_no_secret(text, KEY, tenant)
-                self.assertIn("Bearer <redacted>", error.body)
-                self.assertEqual(error.headers["X-Echo"], "Bearer <redacted>")
-                self.assertEqual(error.payload["received"]["X-Tenant-Key"], "<redacted>")
-                self.assertEqual(error.message, "bad credentials: Bearer <redacted>")
-
-    def test_the_retry_warning_and_the_command_line_show_no_echoed_key(self) -> None:
-        self.script(echo_credentials(503), echo_credentials(503))
-        with self.assertLogs("dataset_client", level="WARNING") as logs:
-            outcome_of(self.client(max_retries=1).list_datasets)
-        self.assertEqual(len(logs.records), 1)
-        self.assertIn("<redacted>", logs.output[0])
-        self.assert_no_secret("\n".join(logs.output), KEY)
-        self.script(echo_credentials(401))
-        stderr = io.StringIO()
-        with mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}), contextlib.redirect_stderr(stderr):
-            status = dc.main(["-q", "--base-url", self.server.url + "/api/v1", "--retries", "0", "datasets"])
-        self.assertEqual(status, 1)
-        self.assertIn("<redacted>", stderr.getvalue())
-        self.assert_no_secret(stderr.getvalue(), KEY)
-
-    def test_a_result_echoing_the_key_is_printed_redacted(self) -> None:
-        def echo(handler: Handler) -> None:
-            reply(200, {"columns": ["seen"], "rows": [[handler.headers["Authorization"]]]})(handler)
-
-        for output in ("json", "table", "csv"):
-            self.script(echo)
-            stdout, stderr = io.StringIO(), io.StringIO()
-            with (
-                mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}),
-                contextlib.redirect_stdout(stdout),
-                contextlib.redirect_stderr(stderr),
-            ):
-                status = dc.main(["--base-url", self.server.url + "/api/v1", "--output", output, "query", "SELECT 1"])
-            with self.subTest(output=output):
-                self.assertEqual(status, 0, stderr.getvalue())
-                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
-                self.assertIn("Bearer <redacted>", stdout.getvalue())
-                self.assert_no_secret(stdout.getvalue() + stderr.getvalue(), KEY)
-
-    def test_a_key_echoed_json_escaped_or_across_a_cut_is_redacted_whole(self) -> None:
-        # Found in review: "/" written "\\/" (PHP's json_encode) was not matched; a key across the
-        # 200-byte preview or the 64 KiB body limit was cut first and redacted after, leaking its start.
-        key = "sk/live/4f9a2b7c1d0e"
-
-        def escaped(handler: Handler) -> None:
-            text = json.dumps({"message": "bad key", "sent": handler.headers["Authorization"]})
-            reply(401, text.replace("/", "\\/").encode())(handler)
-
-        def across_the_limit(handler: Handler) -> None:
-            reply(500, ("a" * (64 * 1024 - 20) + handler.headers["Authorization"]).encode(), content_type="text/plain")(
-                handler
-            )
-
-        def across_the_preview(handler: Handler) -> None:
-            reply(200, ("x" * 180 + handler.headers["Authorization"]).encode(), content_type="text/plain")(handler)
-
-        for respond in (escaped, across_the_limit, across_the_preview):
-            with self.subTest(respond.__name__):
-                self.script(respond)
-                error = outcome_of(self.client(api_key=key, max_retries=0).list_datasets)
-                assert isinstance(error, dc.DatasetClientError)
-                body = error.body if isinstance(error, ServiceError) else ""
-                for text in (str(error), body, repr(pickle.loads(pickle.dumps(error)).__dict__)):
-                    for form in (key, key.replace("/", "\\/"), key[:9]):
-                        self.assertNotIn(form, text)
-                self.assertLessEqual(len(body), 64 * 1024)
-
-    def test_a_body_that_is_not_utf8_keeps_no_key_in_the_errors_cause(self) -> None:
-        def respond(handler: Handler) -> None:
-            reply(200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain")(
-                handler
-            )  # not UTF-8
-
-        self.script(respond)
-        error = outcome_of(self.client().list_datasets)
-        assert isinstance(error, dc.InvalidResponseError)
-        chain: list[BaseException] = []
-        cause: BaseException | None = error
-        while cause is not None:
-            chain.append(cause)
-            cause = cause.__cause__ or cause.__context__
-        for exc in chain:
-            fields = [*exc.args, *vars(exc).values(), getattr(exc, "object", b"")]
-            for value in fields:
-                text = value if isinstance(value, (str, bytes)) else repr(value)
-                self.assert_no_secret(text, KEY)
-
-    def test_a_non_json_body_echoing_the_key_is_redacted(self) -> None:
-        def respond(handler: Handler) -> None:
-            reply(200, f"<html>{handler.headers['Authorization']}</html>".encode(), content_type="text/html")(handler)
-
-        self.script(respond)
-        error = outcome_of(self.client().list_datasets)
-        self.assertIsInstance(error, dc.InvalidResponseError)
-        text = "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())  # type: ignore[arg-type]
-        self.assertIn("<redacted>", text)
-        self.assert_no_secret(text, KEY)
-
-    def test_a_proxy_password_echoed_back_is_redacted(self) -> None:
-        # The scripted server is the proxy here: a plain-HTTP request goes to it with Proxy-Authorization.
-        user, password = "alice", "proxy-pass-0099"
-        proxy = f"http://{user}:{password}@127.0.0.1:{self.server.server_port}"
-        with mock.patch.dict(os.environ, {"HTTP_PROXY": proxy, "NO_PROXY": ""}):
-            client = self.client("http://data.example.invalid/api/v1", api_key=None, max_retries=0)
-        self.script(echo_credentials(502))
-        error = outcome_of(client.list_datasets)
-        assert isinstance(error, ServiceError)
-        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-        self.assertEqual(self.requests[0].headers["Proxy-Authorization"], f"Basic {basic}")
-        for text in (str(error), error.body, error.reason, str(error.headers)):
-            self.assert_no_secret(text, password, basic)
-        self.assertIn("Basic <redacted>", error.body)
-
-    def test_ctrl_c_while_a_large_post_is_sent_leaves_no_frame_holding_the_head(self) -> None:
-        def hold_unread(handler: Handler) -> None:  # never reads the body: the client blocks sending it
-            handler.server.stop.wait(10)
-            handler.close_connection = True
-
-        hold_unread.before_body = True  # type: ignore[attr-defined]
-        self.script(hold_unread)
-        client = self.client(max_retries=0)
-        timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-        timer.start()
-        self.addCleanup(timer.cancel)
-        error = outcome_of(lambda: client.query("SELECT '" + "x" * 16_000_000 + "'"))
-        assert isinstance(error, KeyboardInterrupt)
-        frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
-        self.assertIn("query", [frame.f_code.co_name for frame in frames])
-        for frame in frames:  # each local as text (16 MB of SQL searched, not repr'd: what a repr would show)
-            for name, value in frame.f_locals.items():
-                text = value if isinstance(value, (str, bytes, bytearray)) else repr(value)
-                with self.subTest(frame=frame.f_code.co_name, local=name):
-                    self.assert_no_secret(text, KEY)
-
-
-def raw_server(test: unittest.TestCase, respond: Callable[[socket.socket], None]) -> str:
-    """A server on a raw socket that runs ``respond`` for each connection; its base URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            if stop.is_set():  # the wake-up below
-                connection.close()
-                return
-            with connection:
-                connection.settimeout(5)
-                with contextlib.suppress(OSError):
-                    connection.recv(65536)
-                    respond(connection)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-
-    def close() -> None:
-        stop.set()
-        with contextlib.suppress(OSError):  # wake accept() up
-            socket.create_connection(listener.getsockname(), timeout=1).close()
-        thread.join(5)
-        listener.close()
-
-    test.addCleanup(close)
-    return f"http://127.0.0.1:{listener.getsockname()[1]}"
-
-
-class HostileResponseTests(ServerTestCase):
-    """Responses that never end, never answer, or end in the middle of their head."""
-
-    def test_a_206_of_unknown_total_is_never_spliced_on(self) -> None:
-        # Found in review: after a chunked 200 (no length) was cut, a 206 "bytes N-M/*" sent more than
-        # M-N+1 bytes, all of them committed.
-        first = b"A" * (1024 * 1024 + 1000)
-
-        def chunk(data: bytes) -> bytes:
-            return b"%x\r\n%s\r\n" % (len(data), data)
-
-        def respond(connection: socket.socket) -> None:
-            if not hasattr(respond, "cut"):  # the whole file, chunked, cut after its first MiB and a bit
-                respond.cut = True  # type: ignore[attr-defined]
-                connection.sendall(
-                    b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n\r\n' + chunk(first)
-                )
-                return
-            start = 1024 * 1024
-            head = b'HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n'
-            head += b"Content-Range: bytes %d-%d/*\r\n\r\n" % (start, start + 9)
-            connection.sendall(head + chunk(b"B" * 10 + b"EVIL" * 1250) + b"0\r\n\r\n")
-
-        destination = self.tmp() / "out.bin"
-        with self.assertRaisesRegex(dc.InvalidResponseError, "unknown length"):
-            self.client(raw_server(self, respond), max_retries=1).download("files/x", destination)
-        self.assertEqual(list(destination.parent.iterdir()), [])
-
-    def test_a_flood_of_interim_responses_is_refused(self) -> None:
-        def flood(connection: socket.socket) -> None:
-            connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
-
-        client = self.client(raw_server(self, flood), max_retries=2)
-        with self.assertRaisesRegex(dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses"):
-            client.list_datasets()
-
-    def test_a_head_cut_off_before_its_blank_line_is_an_incomplete_response(self) -> None:
-        heads = [b'HTTP/1.1 200 OK\r\nETag: "v1"\r\nContent-Le', b"HTTP/1.1 200 O"]
-        sent: list[bytes] = []
-
-        def cut_head(connection: socket.socket) -> None:
-            sent.append(heads[len(sent) % 2])
-            connection.sendall(sent[-1])
-
-        destination = self.tmp() / "out.bin"
-        destination.write_bytes(b"the good old file")
-        client = self.client(raw_server(self, cut_head), max_retries=1)
-        with self.assertRaisesRegex(dc.IncompleteResponseError, "middle of the response's headers") as caught:
-            client.download("files/x", destination)
-        self.assertEqual(caught.exception.attempts, 2, "retried like any cut response")
-        self.assertEqual(destination.read_bytes(), b"the good old file")
-        self.assertEqual(sorted(p.name for p in destination.parent.iterdir()), ["out.bin"])
-        with self.assertRaises(dc.IncompleteResponseError):
-            client.list_datasets()
-
-    def test_a_cut_head_on_a_parts_request_is_retried(self) -> None:
-        def respond(handler: Handler) -> None:
-            if "Range" in handler.headers and not getattr(handler.server, "cut_once", False):
-                handler.server.cut_once = True  # type: ignore[attr-defined]
-                handler.wfile.write(b"HTTP/1.1 206 Partial Content\r\nContent-Ra")
-                handler.close_connection = True
-                return
-            serve_file(BIG)(handler)
-
-        self.server.default = respond
-        out = self.tmp() / "big.bin"
-        self.client().download("files/big", out, connections=2, sha256=BIG_SHA)
-        self.assertEqual(out.read_bytes(), BIG)
-        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 2, "the cut one was asked again")
-
-    def test_an_endless_body_or_one_in_tiny_chunks_in_a_child_under_a_memory_limit(self) -> None:
-        # Measured in a child of its own (an earlier test may have raised this process's peak),
-        # from /proc/self/status, under RLIMIT_AS so that an unbounded read fails loudly.
-        if not os.path.exists("/proc/self/status"):
-            self.skipTest("needs /proc")
-        size = 1024 * 1024  # at least this much, or the allocator's noise hides the growth
-        body = b'"' + b"x" * (size - 2) + b'"'
-
-        def chunked(piece: int, endless: bool = False) -> Respond:
-            def respond(handler: Handler) -> None:
-                handler.send_response(200)
-                handler.send_header("Content-Type", "application/json")
-                handler.send_header("Transfer-Encoding", "chunked")
-                handler.end_headers()
-                with contextlib.suppress(OSError):
-                    for _ in range(10_000 if endless else 1):
-                        data = b"[" + b"1," * (1024 * 1024) if endless else body
-                        frames = b"".join(
-                            b"%x\r\n%s\r\n" % (len(data[i : i + piece]), data[i : i + piece])
-                            for i in range(0, len(data), piece)
-                        )
-                        handler.wfile.write(frames)
-                    handler.wfile.write(b"0\r\n\r\n")
-                handler.close_connection = True
-
-            return respond
-
-        code = (
-            "import os, resource, sys, dataset_client as dc\n"
-            "def status(key):\n"
-            "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith(key)) * 1024\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (status('VmSize:') + 512 * 2**20,) * 2)\n"
-            "dc._MAX_DECODED_BODY = 16 * 2**20\n"
-            "client = dc.DatasetClient(sys.argv[1], timeout=10, max_retries=0)\n"
-            "growth = []\n"
-            "for case in ('whole', 'tiny'):\n"
-            "    open('/proc/self/clear_refs', 'w').write('5')  # the peak starts again from here\n"
-            "    before = status('VmRSS:')\n"
-            "    value = client.list_datasets()\n"
-            "    growth.append(status('VmHWM:') - before)\n"
-            "    del value\n"
-            "try:\n"
-            "    client.list_datasets()\n"
-            "except dc.InvalidResponseError as error:\n"
-            "    print('endless:', error)\n"
-            "print('growth:', *growth)\n"
-        )
-        self.script(reply(200, body), chunked(4), chunked(1024 * 1024, endless=True))
-        result = subprocess.run(
-            [sys.executable, "-c", code, self.server.url + "/api/v1"], cwd=HERE, capture_output=True, timeout=60
-        )
-        output = result.stdout.decode()
-        self.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
-        self.assertIn("refused", output.splitlines()[0])
-        whole, tiny = map(int, output.splitlines()[1].split()[1:])
-        # Read whole, tiny chunks cost a Python object each: 90 times the body for 1-byte chunks, 14 for
-        # these 4-byte ones (a quarter of the time to send). Now about what the body sent whole costs,
-        # plus twice its size (2.6-6.1 MB against 1.1-3.0 MB for 1 MiB: the allocator's reuse of freed
-        # memory moves both). The bound leaves room for that noise.
-        self.assertLessEqual(tiny, max(whole, 2 * size) + 4 * size, f"4-byte chunks: {tiny} bytes against {whole}")
-
-
-def ignoring_ranges(handler: Handler) -> None:
-    """BIG with Accept-Ranges and a strong ETag, but always a 200: a server (or a CDN) that strips Range."""
-    local_service.send_file(
-        handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
-    )
-
-
-class DownloadFaultTests(ServerTestCase):
-    """What a download does when the server or the caller misbehaves (issue 16, cases 6 and 9 to 15)."""
-
-    def test_connections_are_bounded(self) -> None:
-        for connections in (33, 10**6):
-            with self.subTest(connections=connections), self.assertRaisesRegex(ValueError, "at most 32"):
-                self.client().download("files/big", io.BytesIO(), connections=connections)
-        self.assertEqual(self.requests, [])
-        self.server.default = serve_file(BIG)
-        out = self.tmp() / "big.bin"
-        self.client().download("files/big", out, connections=32)
-        self.assertEqual(out.read_bytes(), BIG)
-        self.assertEqual(len(self.requests), 8, "parts of at least 1 MiB: 8 of them for 8 MiB")
-
-    def test_progress_is_first_called_with_the_total_once_the_headers_are_in(self) -> None:
-        seen: list[tuple[int, int | None]] = []
-        self.script(serve_file(DATA))
-        self.client().download("files/x", io.BytesIO(), progress=lambda d, t: seen.append((d, t)))
-        self.assertEqual(seen[0], (0, len(DATA)))
-        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
-
-    def test_no_thread_outlives_a_download_whose_progress_raises(self) -> None:
-        def broken(done: int, total: int | None) -> None:
-            raise RuntimeError("the progress bar broke")
-
-        for connections in (1, 1, 4):
-            self.server.default = serve_file(BIG)
-            with self.subTest(connections=connections), self.assertRaisesRegex(RuntimeError, "progress bar broke"):
-                self.client().download("files/big", io.BytesIO(), sha256=BIG_SHA, progress=broken)
-        threads = [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
-        self.assertEqual(threads, [])
-
-    def test_a_failing_part_ends_the_parts_still_waiting_for_their_answer(self) -> None:
-        # Found in review: fail() ended the reads under way, not a part still waiting for its response's
-        # head: the call waited out the time-out, for ever with timeout=None.
-        def respond(handler: Handler) -> None:
-            (hang if "Range" in handler.headers else serve_file(BIG))(handler)
-
-        def broken(done: int, total: int | None) -> None:
-            if done:  # the first part's bytes arrive: once both other parts wait for their answer, fail
-                _wait_for(lambda: len([r for r in self.requests if r.headers["Range"]]) == 2, 10)
-                raise RuntimeError("the progress bar broke")
-
-        self.server.default = respond
-        client = self.client(timeout=None)
-        outcome: list[object] = []
-        download = functools.partial(
-            client.download, "files/big", self.tmp() / "big.bin", connections=3, progress=broken
-        )
-        thread = threading.Thread(target=lambda: outcome.append(outcome_of(download)), daemon=True)
-        thread.start()
-        thread.join(5)
-        self.assertFalse(thread.is_alive(), "download() waits for a part that will never be answered")
-        self.assertIsInstance(outcome[0], RuntimeError)
-        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
-
-    def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
-        self.server.default = ignoring_ranges
-        out = self.tmp() / "big.bin"
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/big", out, connections=4, sha256=BIG_SHA, progress=lambda d, t: seen.append((d, t))
-        )
-        self.assertEqual(out.read_bytes(), BIG)
-        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 1, "never started over")
-        self.assertLessEqual(len(self.requests), 4, "the ranged requests sent at once, nothing more")
-        self.assertEqual(seen[-1], (len(BIG), len(BIG)))
-        self.assertEqual(sorted(p.name for p in out.parent.iterdir()), ["big.bin"])
-
-    def test_a_parallel_resume_from_a_server_now_ignoring_ranges_goes_on_as_one_stream(self) -> None:
-        # Found in review: the dropped parts' own 200s were taken for a single stream's restart,
-        # truncating the file under the live stream: a short, shifted file committed without error.
-        directory = self.tmp()
-        third = len(BIG) // 3
-        bounds = [0, third, 2 * third, len(BIG)]
-        parts = [[start, end, 1024 * 1024] for start, end in itertools.pairwise(bounds)]
-        kept = bytearray(len(BIG))
-        for start, _, done in parts:
-            kept[start : start + done] = BIG[start : start + done]
-        (directory / ".out.bin.part").write_bytes(kept)
-        state = {"url": self.server.url + "/api/v1/files/x", "validator": '"v1"', "total": len(BIG), "parts": parts}
-        (directory / ".out.bin.part.json").write_text(json.dumps(state))
-
-        self.server.default = ignoring_ranges
-        self.client().download("files/x", directory / "out.bin", resume=True, connections=3, sha256=BIG_SHA)
-        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        self.assertTrue(all(r.headers["Range"] for r in self.requests), "each part asked for its range")
-
-    def complete_partial(self, directory: Path, data: bytes) -> None:
-        """What a resumable download killed after its last byte, before its rename, leaves."""
-        (directory / ".out.bin.part").write_bytes(data)
-        url = self.server.url + "/api/v1/files/x"
-        state = {"url": url, "validator": '"v1"', "total": len(data), "parts": [[0, len(data), len(data)]]}
-        (directory / ".out.bin.part.json").write_text(json.dumps(state))
-
-    def test_a_complete_partial_file_is_checked_with_the_server_before_it_is_committed(self) -> None:
-        new = bytes(reversed(DATA))
-        for served, etag in ((DATA, '"v1"'), (new, '"v2"')):
-            with self.subTest(server_has=etag):
-                self.server.requests.clear()
-                directory = self.tmp()
-                self.complete_partial(directory, DATA)
-                self.script(serve_file(served, etag=etag))
-                self.client().download("files/x", directory / "out.bin", resume=True)
-                self.assertEqual((directory / "out.bin").read_bytes(), served)
-                (request,) = self.requests
-                self.assertEqual(
-                    (request.headers["Range"], request.headers["If-Range"]), (f"bytes={len(DATA) - 1}-", '"v1"')
-                )
-                self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_complete_partial_of_another_version_is_downloaded_again_not_refused(self) -> None:
-        new = bytes(reversed(DATA))
-        directory = self.tmp()
-        self.complete_partial(directory, DATA)
-        self.script(serve_file(new, etag='"v2"'))
-        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
-        self.assertEqual((directory / "out.bin").read_bytes(), new)
-
-    def test_a_wrong_total_kept_from_a_lying_server_is_discarded_on_416(self) -> None:
-        directory = self.tmp()
-        lying = cut(DATA + b"?" * 1196, len(DATA), {"ETag": '"v1"', "Accept-Ranges": "bytes"})
-        self.script(lying)
-        with self.assertRaises(dc.IncompleteResponseError):
-            self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual(saved_state(directory)["total"], len(DATA) + 1196)
-        self.server.default = serve_file(DATA)
-        self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertEqual([r.headers["Range"] for r in self.requests], [None, f"bytes={len(DATA)}-", None])
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_second_416_after_starting_over_is_an_error(self) -> None:
-        directory = self.tmp()
-        self.complete_partial(directory, DATA[:1000] + b"\0" * (len(DATA) - 1000))
-
-        def always_416(handler: Handler) -> None:
-            reply(416, b"", {"Content-Range": f"bytes */{len(DATA)}"})(handler)
-
-        def cut_then_416(handler: Handler) -> None:
-            cut(DATA, 2000, {"ETag": '"v1"'})(handler) if "Range" not in handler.headers else always_416(handler)
-
-        self.server.default = cut_then_416
-        with self.assertRaises(ServiceError) as caught:
-            self.client(max_retries=1).download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual(caught.exception.status, 416)
-        self.assertEqual([r.headers["Range"] for r in self.requests], [f"bytes={len(DATA) - 1}-", None, "bytes=2000-"])
-
-    def test_a_file_changed_under_a_parallel_resume_starts_over_even_with_no_retries(self) -> None:
-        directory = self.tmp()
-        quarter = len(BIG) // 4
-        bounds = [0, quarter, 2 * quarter, 3 * quarter, len(BIG)]
-        parts = [[start, end, 1000] for start, end in itertools.pairwise(bounds)]
-        (directory / ".out.bin.part").write_bytes(b"".join(BIG[s : s + 1000].ljust(e - s, b"\0") for s, e, _ in parts))
-        url = self.server.url + "/api/v1/files/x"
-        state = {"url": url, "validator": '"v1"', "total": len(BIG), "parts": parts}
-        (directory / ".out.bin.part.json").write_text(json.dumps(state))
-        new = bytes(reversed(BIG))
-        self.server.default = serve_file(new, etag='"v2"')
-        client = self.client(max_retries=0)
-        client.download(
-            "files/x", directory / "out.bin", resume=True, connections=4, sha256=hashlib.sha256(new).hexdigest()
-        )
-        self.assertEqual((directory / "out.bin").read_bytes(), new)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_file_that_keeps_changing_is_refused_after_three_restarts(self) -> None:
-        versions = itertools.count()
-
-        def changing(handler: Handler) -> None:  # each response a new version, cut short
-            version = next(versions)
-            cut(BIG, 2_000_000, {"ETag": f'"v{version}"', "Accept-Ranges": "bytes"})(handler)
-
-        self.server.default = changing
-        with self.assertRaisesRegex(dc.InvalidResponseError, "changed on the server during each of 4 tries"):
-            self.client(max_retries=1).download("files/x", self.tmp() / "out.bin", connections=2)
-        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 4, "started over three times")
-
-
-# ---------------------------------------------------------------------------
-# Proxies and TLS
+# The request path: proxies, TLS, NO_PROXY, certificates
 # ---------------------------------------------------------------------------
 
 
@@ -3422,115 +2281,1502 @@ class CertificateTrustTests(ServerTestCase):
         self.assertIn("TLS certificate verification failed", self.refusal(ssl_context=strict))
 
 
-class OldPythonTests(unittest.TestCase):
-    """Python 3.10 or older: a clear ImportError, and one line from the command line, exit status 2."""
+# ---------------------------------------------------------------------------
+# Downloads: to a path or a file object; odd destinations (a device, a FIFO, a long name, a stuck stream)
+# ---------------------------------------------------------------------------
 
-    EXPECTED = "dataset_client needs Python 3.11 or later; this is Python {}"
 
-    def run_python(self, python: str, code: str) -> subprocess.CompletedProcess[str]:
-        environment = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(HERE)}
-        return subprocess.run(
-            [python, "-c", code], cwd=HERE, env=environment, capture_output=True, text=True, timeout=60
+DATA = os.urandom(3 * 1024 * 1024 + 123)
+
+
+DATA_SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def until_closed(body: bytes) -> Respond:
+    """A 200 with neither Content-Length nor chunking: the body ends where the connection closes."""
+
+    def respond(handler: Handler) -> None:
+        handler.send_response(200)
+        handler.send_header("ETag", '"v1"')
+        handler.end_headers()
+        handler.wfile.write(body)
+        handler.close_connection = True
+
+    return respond
+
+
+class DownloadTests(ServerTestCase):
+    def assert_only(self, directory: Path, *names: str) -> None:
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), sorted(names), "a temporary file was left")
+
+    def test_download_to_a_path(self) -> None:
+        self.script(serve_file(DATA))
+        directory = self.tmp()
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/e1.csv", directory / "out.csv", sha256=DATA_SHA.upper(), progress=lambda d, t: seen.append((d, t))
         )
+        self.assertEqual((directory / "out.csv").read_bytes(), DATA)
+        self.assert_only(directory, "out.csv")
+        (request,) = self.requests
+        self.assertEqual((request.method, request.path), ("GET", "/api/v1/files/e1.csv"))
+        self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(request.headers["Accept-Encoding"], "identity")
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen))
+        self.assertLessEqual(len(seen), len(DATA) // (256 * 1024) + 2, "chunks of at least 256 KiB")
 
-    def assert_refused(self, python: str, pretend: str, version: str) -> None:
-        imported = self.run_python(python, f"{pretend}import dataset_client")
-        self.assertEqual(imported.returncode, 1)
-        self.assertEqual(imported.stderr.splitlines()[-1], "ImportError: " + self.EXPECTED.format(version))
-        run = "sys.argv = ['dataset_client', 'datasets']; runpy.run_module('dataset_client', run_name='__main__')"
-        command = self.run_python(python, f"import runpy, sys; {pretend}{run}")
-        self.assertEqual(command.stderr, f"dataset-client: error: {self.EXPECTED.format(version)}\n")
-        self.assertEqual((command.returncode, command.stdout), (2, ""))
+    def test_a_body_without_a_length_ends_where_the_connection_closes(self) -> None:
+        self.script(until_closed(DATA))
+        directory = self.tmp()
+        seen: list[tuple[int, int | None]] = []
+        self.client().download("files/x", directory / "out.bin", progress=lambda d, t: seen.append((d, t)))
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assert_only(directory, "out.bin")
+        (request,) = self.requests
+        self.assertEqual((request.method, request.path, request.headers["Range"]), ("GET", "/api/v1/files/x", None))
+        self.assertEqual(seen[0], (0, None), "no length said")
+        self.assertEqual(seen[-1][0], len(DATA))
 
-    def test_this_python_pretending_to_be_3_10(self) -> None:
-        self.assert_refused(sys.executable, "import sys; sys.version_info = (3, 10, 13, 'final', 0); ", "3.10.13")
+    # The library reports (size, None) last: the total it then knows is never passed on to progress.
+    @unittest.expectedFailure
+    def test_the_last_progress_of_a_body_without_a_length_gives_its_size(self) -> None:
+        self.script(until_closed(DATA))
+        seen: list[tuple[int, int | None]] = []
+        self.client().download("files/x", self.tmp() / "out.bin", progress=lambda d, t: seen.append((d, t)))
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
 
-    def test_real_older_pythons(self) -> None:
-        root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-        pythons = sorted(root.glob("3.[89].*/bin/python")) + sorted(root.glob("3.10.*/bin/python"))
-        if not pythons:
-            self.skipTest(f"no Python 3.8 to 3.10 under {root} (pyenv install 3.10.13 adds one)")
-        for python in pythons:
-            with self.subTest(python=str(python)):
-                self.assert_refused(str(python), "", python.parent.parent.name)
+    def test_download_replaces_an_existing_file_and_keeps_umask_permissions(self) -> None:
+        self.script(serve_file(DATA))
+        target = self.tmp() / "out.bin"
+        target.write_bytes(b"old")
+        self.client().download("files/x", str(target))
+        self.assertEqual(target.read_bytes(), DATA)
+        umask = os.umask(0)
+        os.umask(umask)
+        self.assertEqual(target.stat().st_mode & 0o777, 0o666 & ~umask)
+
+    def test_relative_and_absolute_download_urls(self) -> None:
+        other = self.start_server()
+        other.script.append(serve_file(b"abc"))
+        self.script(serve_file(b"abc"), serve_file(b"abc"))
+        client = self.client(headers={"X-Tenant": "t"})
+        client.download("/files/root", io.BytesIO())
+        client.download(self.server.url + "/abs/x?sig=1", io.BytesIO())
+        client.download(other.url + "/bucket/x?X-Amz-Signature=abc", io.BytesIO())
+        self.assertEqual([r.path for r in self.requests], ["/files/root", "/abs/x?sig=1"])
+        self.assertEqual(self.requests[1].headers["Authorization"], f"Bearer {KEY}")
+        (presigned,) = other.requests
+        self.assertEqual(presigned.path, "/bucket/x?X-Amz-Signature=abc")
+        self.assertNotIn("Authorization", presigned.headers)
+        self.assertNotIn("X-Tenant", presigned.headers)
+
+    def test_credentials_are_dropped_when_a_download_redirects_away(self) -> None:
+        storage = self.start_server()
+        storage.script.append(serve_file(DATA))
+        self.script(reply(302, b"", {"Location": storage.url + "/bucket/e1?sig=x"}))
+        out = io.BytesIO()
+        self.client().download("files/e1", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}")
+        self.assertNotIn("Authorization", storage.requests[0].headers)
+
+    def test_download_to_a_file_object_at_its_position(self) -> None:
+        self.script(serve_file(b"payload"))
+        out = io.BytesIO(b"header:")
+        out.seek(0, io.SEEK_END)
+        self.client().download("files/x", out)
+        self.assertFalse(out.closed)
+        self.assertEqual(out.getvalue(), b"header:payload")
+
+    def test_short_body_leaves_nothing_and_keeps_the_old_file(self) -> None:
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
+        directory = self.tmp()
+        (directory / "out.bin").write_bytes(b"precious")
+        with self.assertRaises(dc.IncompleteResponseError) as caught:
+            self.client(max_retries=0).download("files/x", directory / "out.bin")
+        self.assertEqual((caught.exception.expected, caught.exception.received), (len(DATA), 1000))
+        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
+        self.assert_only(directory, "out.bin")
+
+    def test_checksum_mismatch_leaves_nothing(self) -> None:
+        self.script(serve_file(DATA))
+        directory = self.tmp()
+        (directory / "out.bin").write_bytes(b"precious")
+        wrong = "0" * 64
+        with self.assertRaises(dc.ChecksumMismatchError) as caught:
+            self.client().download("files/x", directory / "out.bin", sha256=wrong)
+        self.assertIn(wrong, str(caught.exception))
+        self.assertIn(DATA_SHA, str(caught.exception))
+        self.assertIsInstance(caught.exception, ValueError)
+        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
+        self.assert_only(directory, "out.bin")
+
+    def test_file_system_error_and_ctrl_c_leave_nothing(self) -> None:
+        directory = self.tmp()
+        (directory / "out.bin").write_bytes(b"precious")
+        client = self.client()
+        self.script(serve_file(DATA))
+        with file_size_limit(1024 * 1024), self.assertRaises(OSError) as caught:
+            client.download("files/x", directory / "out.bin")
+        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
+        self.assertEqual(caught.exception.errno, errno.EFBIG)
+
+        def interrupt(done: int, total: int | None) -> None:
+            if done > 1_000_000:
+                raise KeyboardInterrupt
+
+        self.script(serve_file(DATA))
+        with self.assertRaises(KeyboardInterrupt):
+            client.download("files/x", directory / "out.bin", progress=interrupt)
+        self.assertEqual((directory / "out.bin").read_bytes(), b"precious")
+        self.assert_only(directory, "out.bin")
+        self.assertEqual(len(self.requests), 2, "neither failure was retried")
+
+    def test_not_enough_space_fails_before_writing(self) -> None:
+        def huge(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(2**62))
+            handler.end_headers()
+            handler.wfile.write(b"x" * 1000)
+            handler.close_connection = True
+
+        self.script(huge)
+        directory = self.tmp()
+        with self.assertRaises(OSError) as caught:
+            self.client(max_retries=0).download("files/huge", directory / "huge.bin")
+        self.assertIn("not enough space", str(caught.exception))
+        self.assert_only(directory)
+
+    def test_missing_directory_fails_before_sending(self) -> None:
+        with self.assertRaises(FileNotFoundError):
+            self.client().download("files/x", self.tmp() / "missing" / "out.bin")
+        self.assertEqual(self.requests, [])
+
+    def test_two_downloads_to_one_path_at_once_use_temporary_files_of_their_own(self) -> None:
+        look = self.serve_two_at_once()
+        directory = self.tmp()
+        client = self.client()
+        threads = [threading.Thread(target=client.download, args=("files/x", directory / "out.bin")) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        temporary = look(directory)
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual(len(temporary), 2)
+        self.assertTrue(all(name.startswith(".out.bin.") and name.endswith(".part") for name in temporary), temporary)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assert_only(directory, "out.bin")
+
+    def test_http_errors_on_download(self) -> None:
+        self.script(reply(404, {"message": "expired"}))
+        directory = self.tmp()
+        with self.assertRaises(ServiceError) as caught:
+            self.client().download("files/x", directory / "out.bin")
+        self.assertEqual(str(caught.exception), f"404 Not Found: GET {self.server.url}/api/v1/files/x: expired")
+        self.assert_only(directory)
 
 
-def email_date(timestamp: float) -> str:
-    import email.utils
+class DestinationTests(ServerTestCase):
+    def test_a_character_device_is_written_not_replaced(self) -> None:
+        if os.geteuid() != 0:
+            self.skipTest("making a device node needs root")
+        null = self.tmp() / "null"
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
+        self.script(serve_file(DATA))
+        self.client().download("files/x", null, sha256=DATA_SHA)
+        self.assertTrue(stat.S_ISCHR(null.stat().st_mode), "replaced by a regular file")
+        self.assertEqual(sorted(p.name for p in null.parent.iterdir()), ["null"])
 
-    return email.utils.formatdate(timestamp, usegmt=True)
+    def test_a_fifo_is_written_not_replaced(self) -> None:
+        fifo = self.tmp() / "pipe"
+        os.mkfifo(fifo)
+        received: list[bytes] = []
+        reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+        reader.start()
+        self.script(serve_file(DATA))
+        self.client().download("files/x", fifo)
+        reader.join(10)
+        self.assertEqual(received, [DATA])
+        self.assertTrue(stat.S_ISFIFO(fifo.stat().st_mode))
+        self.assertEqual(sorted(p.name for p in fifo.parent.iterdir()), ["pipe"])
 
+    def test_a_long_file_name_works(self) -> None:
+        name = "é" * 100 + "x" * 40 + ".csv"  # 244 bytes in UTF-8: legal, but not with a suffix added
+        for resume in (False, True):
+            self.script(cut(DATA, 500_000, {"ETag": '"v1"'}), serve_file(DATA))
+            directory = self.tmp()
+            with self.subTest(resume=resume):
+                self.client().download("files/x", directory / name, resume=resume, sha256=DATA_SHA)
+                self.assertEqual((directory / name).read_bytes(), DATA)
+                self.assertEqual([p.name for p in directory.iterdir()], [name])
+                self.assertEqual(self.requests[-1].headers["Range"], "bytes=500000-", "continued, not restarted")
 
-def free_port() -> int:
-    """A port nothing listens on (bound, then let go): for connections that must be refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    def test_a_failing_final_move_leaves_nothing(self) -> None:
+        directory = self.tmp()
+        target = directory / "out.bin"
 
+        def block_the_destination(done: int, total: int | None) -> None:
+            if done == total:  # a directory takes the name just before the move
+                target.mkdir(exist_ok=True)
+                (target / "inside").write_bytes(b"")
 
-@contextlib.contextmanager
-def file_size_limit(size: int) -> Iterator[None]:
-    """Writes past ``size`` bytes fail with EFBIG, as on a full disk: a real error from the file system."""
-    import resource
+        self.script(serve_file(DATA))
+        with self.assertRaises(OSError) as caught:
+            self.client().download("files/x", target, progress=block_the_destination)
+        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.assertTrue(target.is_dir())
 
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel's signal ends the process
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
+    def test_a_stream_that_accepts_nothing_is_an_error_not_a_busy_loop(self) -> None:
+        class Stuck(io.RawIOBase):
+            calls = 0
 
+            def writable(self) -> bool:
+                return True
 
-@contextlib.contextmanager
-def inherited_signals(action: Any, *names: str) -> Iterator[None]:
-    """Set signals to ``action`` in this process while a child is started, for the child to inherit.
+            def write(self, data: object) -> int:
+                self.calls += 1
+                if self.calls > 1000:
+                    raise RuntimeError("busy loop")
+                return 0
 
-    SIG_DFL: as in a terminal, whatever the test run inherited (a background job ignores SIGINT,
-    nohup SIGHUP); SIG_IGN: as nohup starts a command. A handler becomes SIG_DFL across exec.
-    """
-    previous = {name: signal.signal(getattr(signal, name), action) for name in names if hasattr(signal, name)}
-    try:
-        yield
-    finally:
-        for name, handler in previous.items():
-            signal.signal(getattr(signal, name), handler)
-
-
-def import_or_skip(test: unittest.TestCase, name: str) -> Any:
-    """The module ``name``, or the test skipped saying the platform has none (fcntl, pty, termios: not Windows)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        test.skipTest(f"this platform has no {name}")
-
-
-def ignored_signals(pid: int) -> set[int]:
-    """The signals a (Linux) process ignores, from /proc/PID/status."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
-    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
-
-
-@contextlib.contextmanager
-def recorded_sleeps() -> Iterator[list[float]]:
-    """The client's waits between retries (it calls time.sleep), recorded instead of slept."""
-    sleeps: list[float] = []
-    with mock.patch("time.sleep", sleeps.append):
-        yield sleeps
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+        self.script(serve_file(DATA))
+        stuck = Stuck()
+        with self.assertRaisesRegex(OSError, "no progress"):
+            self.client().download("files/x", stuck)
+        self.assertEqual(stuck.calls, 1)
 
 
 # ---------------------------------------------------------------------------
-# The stand-in service and the command line
+# Downloads: a cut transfer resumed
+# ---------------------------------------------------------------------------
+
+
+class ResumeTests(ServerTestCase):
+    def test_resume_after_cuts_at_several_offsets(self) -> None:
+        cuts = [1, 300_000, 1_048_576, 2_500_000]
+        self.server.default = serve_file(DATA, cuts=cuts)
+        out = self.tmp() / "out.bin"
+        self.client(max_retries=len(cuts)).download("files/x", out, sha256=DATA_SHA)
+        self.assertEqual(out.read_bytes(), DATA)
+        ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+        self.assertEqual(ranges, [(None, None)] + [(f"bytes={c}-", '"v1"') for c in cuts])
+        self.assertEqual(self.server.bytes_served, len(DATA))  # type: ignore[attr-defined]
+
+    def test_resume_uses_last_modified_without_a_strong_etag(self) -> None:
+        modified = "Wed, 21 Oct 2026 07:28:00 GMT"
+
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers:
+                self.assertEqual(handler.headers["If-Range"], modified)
+                handler.send_response(206)
+                handler.send_header("Content-Range", f"bytes 100-{len(DATA) - 1}/{len(DATA)}")
+                handler.send_header("Content-Length", str(len(DATA) - 100))
+                handler.end_headers()
+                handler.wfile.write(DATA[100:])
+            else:
+                cut(DATA, 100, {"ETag": 'W/"weak"', "Last-Modified": modified})(handler)
+
+        self.server.default = respond
+        out = io.BytesIO()
+        self.client().download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+
+    def test_a_server_ignoring_range_starts_over(self) -> None:
+        self.server.default = serve_file(DATA, ranges=False, cuts=[2_000_000])
+        directory = self.tmp()
+        self.client().download("files/x", directory / "out.bin", sha256=DATA_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(self.requests[1].headers["Range"], "bytes=2000000-")
+        self.assertEqual(self.server.bytes_served, 2_000_000 + len(DATA))  # type: ignore[attr-defined]
+
+    def test_starting_over_rewinds_a_file_object(self) -> None:
+        self.server.default = serve_file(DATA, ranges=False, cuts=[1_500_000])
+        out = io.BytesIO(b"keep:")
+        out.seek(5)
+        self.client().download("files/x", out)
+        self.assertEqual(out.getvalue(), b"keep:" + DATA)
+
+    def test_no_validator_means_no_range(self) -> None:
+        self.server.default = serve_file(DATA, etag=None, cuts=[1_000_000])
+        out = io.BytesIO()
+        self.client().download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertIsNone(self.requests[1].headers["Range"])
+
+    def test_a_resumed_part_without_a_length_is_checked_against_the_total(self) -> None:
+        def chunked_206(handler: Handler) -> None:
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 1000-{len(DATA) - 1}/{len(DATA)}")
+            handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+            part = DATA[1000:2000]  # far less than promised, then a clean end of the chunked body
+            handler.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(part), part))
+
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}), chunked_206, serve_file(DATA))
+        out = io.BytesIO()
+        self.client(max_retries=3).download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(self.requests[2].headers["Range"], "bytes=2000-")
+
+    def test_a_file_object_gets_bytes_it_may_keep(self) -> None:
+        class Collector(io.RawIOBase):
+            def __init__(self) -> None:
+                self.chunks: list[object] = []
+
+            def writable(self) -> bool:
+                return True
+
+            def write(self, data: object) -> int:
+                self.chunks.append(data)  # kept, not copied
+                return len(data)  # type: ignore[arg-type]
+
+        self.script(serve_file(DATA))
+        collector = Collector()
+        self.client().download("files/x", collector)
+        self.assertEqual(b"".join(bytes(c) for c in collector.chunks), DATA)  # type: ignore[call-overload]
+
+    def test_wrong_content_range_is_an_error(self) -> None:
+        def wrong_range(handler: Handler) -> None:
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes 0-{len(DATA) - 1}/{len(DATA)}")
+            handler.send_header("Content-Length", str(len(DATA)))
+            handler.end_headers()
+            handler.wfile.write(DATA)
+
+        self.script(cut(DATA, 5000, {"ETag": '"v1"'}), wrong_range)
+        directory = self.tmp()
+        with self.assertRaisesRegex(dc.InvalidResponseError, "resume at byte 5000"):
+            self.client().download("files/x", directory / "out.bin")
+        self.assertEqual(list(directory.iterdir()), [])
+
+    def test_a_malformed_content_range_is_refused_resumed_or_in_parts(self) -> None:
+        def malformed(value: str) -> Respond:
+            def respond(handler: Handler) -> None:
+                if "Range" not in handler.headers:
+                    return (cut(DATA, 1000, {"ETag": '"v1"'}) if resumed else serve_file(DATA))(handler)
+                start, end = local_service._requested_range(handler.headers["Range"], len(DATA))
+                reply(206, DATA[start:end], {"Content-Range": value, "ETag": '"v1"'})(handler)
+
+            return respond
+
+        for value, resumed in itertools.product(("bytes 0-abc/100", "items 0-9/10"), (True, False)):
+            server = self.start_server()  # of its own: a part's request may arrive after download() raised
+            server.default = malformed(value)
+            directory = self.tmp()
+            client = self.client(server.url + "/api/v1")
+            with self.subTest(value=value, resumed=resumed), self.assertRaises(dc.InvalidResponseError) as caught:
+                client.download("files/x", directory / "out.bin", connections=1 if resumed else 3)
+            self.assertIn("Content-Range", str(caught.exception))
+            self.assertIn(value, str(caught.exception))
+            self.assertEqual(list(directory.iterdir()), [], "nothing committed, nothing left")
+            ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in server.requests]
+            self.assertEqual(ranges[0], (None, None), "the whole file first")
+            if resumed:
+                self.assertEqual(ranges[1:], [("bytes=1000-", '"v1"')], "refused, not retried")
+            else:
+                self.assertTrue(ranges[1:] and all(r and i == '"v1"' for r, i in ranges[1:]), ranges)
+
+    def test_progress_resets_the_retry_count(self) -> None:
+        cuts = list(range(100_000, len(DATA), 1_100_000))  # more than a chunk (1 MiB) between cuts
+        self.server.default = serve_file(DATA, cuts=cuts)
+        out = io.BytesIO()
+        self.client(max_retries=1).download("files/x", out)
+        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(len(self.requests), len(cuts) + 1)
+
+    def test_a_server_trickling_a_byte_per_attempt_exhausts_the_retries(self) -> None:
+        # Each attempt brings one more byte: progress, but less than a chunk, so no new retries.
+        self.server.default = serve_file(DATA, cuts=list(range(1, 50)))
+        with self.assertRaises(dc.IncompleteResponseError) as caught:
+            self.client(max_retries=2).download("files/x", io.BytesIO())
+        self.assertEqual(caught.exception.attempts, 3)
+        self.assertEqual(
+            [r.headers["Range"] for r in self.requests], [None, "bytes=1-", "bytes=2-"], "what each attempt asked"
+        )
+
+    def test_no_progress_exhausts_the_retries(self) -> None:
+        self.server.default = serve_file(DATA, ranges=False, cuts=[1000] * 10)
+        with self.assertRaises(dc.IncompleteResponseError) as caught:
+            self.client(max_retries=2).download("files/x", io.BytesIO())
+        self.assertEqual(caught.exception.attempts, 3)
+
+
+# ---------------------------------------------------------------------------
+# Downloads: resuming across runs, and parallel ranged requests
+# ---------------------------------------------------------------------------
+
+
+BIG = os.urandom(8 * 1024 * 1024 + 4321)
+
+
+BIG_SHA = hashlib.sha256(BIG).hexdigest()
+
+
+def first_bytes_then_stall(
+    data: bytes, count: int, etag: str = '"v1"', rest_when: threading.Event | None = None
+) -> Respond:
+    """Serve ``data`` (or the range asked for), but only its first ``count`` bytes, then send nothing more.
+
+    With ``rest_when``, the rest follows once that event is set.
+    """
+
+    def respond(handler: Handler) -> None:
+        span = local_service._requested_range(handler.headers.get("Range"), len(data))
+        start, end = span or (0, len(data))
+        handler.send_response(206 if span else 200)
+        handler.send_header("Content-Length", str(end - start))
+        handler.send_header("ETag", etag)
+        handler.send_header("Accept-Ranges", "bytes")
+        if span:
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        handler.end_headers()
+        handler.wfile.write(data[start : start + count])
+        if rest_when is None:
+            hang(handler)
+        elif rest_when.wait(10):
+            handler.wfile.write(data[start + count : end])
+
+    return respond
+
+
+class ResumeAcrossRunsTests(ServerTestCase):
+    def start_download_process(self, destination: Path, **options: object) -> subprocess.Popen[bytes]:
+        """``download(files/x, destination, resume=True, **options)`` in a process of its own, printing
+        each ``done`` its progress is given on a line of its stdout."""
+        code = (
+            "import json, sys, dataset_client as dc\n"
+            "with dc.DatasetClient(sys.argv[1], sys.argv[2], timeout=30, max_retries=0) as client:\n"
+            "    progress = lambda done, total: print(done, flush=True)\n"
+            "    client.download('files/x', sys.argv[3], resume=True, progress=progress, **json.loads(sys.argv[4]))\n"
+        )
+        arguments = [self.server.url + "/api/v1", KEY, str(destination), json.dumps(options)]
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *arguments], cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
+        self.addCleanup(process.stdout.close)  # type: ignore[union-attr]
+        self.addCleanup(process.kill)
+        return process
+
+    def kill_once_progressed(self, process: subprocess.Popen[bytes]) -> int:
+        """SIGKILL ``process`` once its progress has counted bytes (kept on disk, to resume: what it is told);
+        how many."""
+        for line in iter(process.stdout.readline, b""):  # type: ignore[union-attr]  # ends when the process does
+            if int(line) > 0:
+                break
+        process.kill()  # SIGKILL: no clean-up of any kind
+        process.wait(10)
+        return int(line)
+
+    def test_a_killed_download_continues_where_it_stopped(self) -> None:
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        process = self.start_download_process(directory / "out.bin")
+        kept = self.kill_once_progressed(process)
+        self.assertEqual(kept, 1024 * 1024, "what reached the disk before the kill, a whole chunk")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
+        self.assertEqual((directory / ".out.bin.part").stat().st_size, kept)
+
+        self.script(serve_file(DATA))
+        self.server.bytes_served = 0
+        seen: list[tuple[int, int | None]] = []
+        self.client().download(
+            "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA, progress=lambda d, t: seen.append((d, t))
+        )
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.assertEqual(
+            (self.requests[-1].headers["Range"], self.requests[-1].headers["If-Range"]), (f"bytes={kept}-", '"v1"')
+        )
+        self.assertEqual(self.server.bytes_served, len(DATA) - kept)
+        self.assertEqual(seen[0], (kept, len(DATA)))
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+
+    def test_a_file_changed_on_the_server_between_runs_starts_over(self) -> None:
+        new = bytes(reversed(DATA))
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        self.kill_once_progressed(self.start_download_process(directory / "out.bin"))
+        self.script(serve_file(new, etag='"v2"'))
+        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
+        self.assertEqual((directory / "out.bin").read_bytes(), new)
+        self.assertEqual(self.requests[-1].headers["If-Range"], '"v1"')
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_partial_file_of_another_url_is_not_continued(self) -> None:
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        directory = self.tmp()
+        self.kill_once_progressed(self.start_download_process(directory / "out.bin"))
+        self.script(serve_file(DATA))
+        self.client().download("files/other", directory / "out.bin", resume=True)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertIsNone(self.requests[-1].headers["Range"])
+
+    def test_two_processes_to_one_destination_at_once(self) -> None:
+        look = self.serve_two_at_once()
+        directory = self.tmp()
+        processes = [self.start_download_process(directory / "out.bin", sha256=DATA_SHA) for _ in range(2)]
+        during = [name for name in look(directory) if not name.endswith(".lock")]  # no flock: a lock file too
+        for process in processes:
+            self.assertEqual(process.wait(30), 0, process.stderr.read() if process.stderr else b"")
+        self.assertEqual(len(during), 2)
+        self.assertIn(".out.bin.part", during, "one of them holds the resumable file")
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_save_cut_short_leaves_no_stray_file(self) -> None:
+        directory = self.tmp()
+        stray = directory / ".out.bin.part.json.0123abcd.tmp"
+        stray.write_text("{")  # what kill -9 in the middle of saving the state leaves
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        partial, covered = directory / ".again.bin.part", [0]
+
+        def replace(source: str, destination: str) -> None:  # Ctrl-C inside a state's rename, once 1 MiB is kept
+            if destination.endswith(".part.json") and partial.stat().st_size > 1024 * 1024:
+                raise KeyboardInterrupt
+            os_replace(source, destination)
+            if destination.endswith(".part.json"):
+                covered[0] = partial.stat().st_size  # what this whole save describes
+
+        os_replace = os.replace
+        self.script(serve_file(DATA))
+        with mock.patch("os.replace", replace), self.assertRaises(KeyboardInterrupt):
+            self.client().download("files/x", directory / "again.bin", resume=True)
+        left = sorted(p.name for p in directory.iterdir())
+        self.assertEqual(left, [".again.bin.part", ".again.bin.part.json", "out.bin"])
+        self.assertGreater(covered[0], 0)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "again.bin", resume=True, sha256=DATA_SHA)
+        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={covered[0]}-", "from the last whole save")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["again.bin", "out.bin"])
+
+    def test_a_failure_keeps_what_can_be_resumed_and_nothing_else(self) -> None:
+        directory = self.tmp()
+        cases: list[tuple[str, Respond, dict[str, Any], list[str]]] = [
+            (
+                "cut with a validator",
+                cut(DATA, 1_200_000, {"ETag": '"v1"'}),
+                {},
+                [".out.bin.part", ".out.bin.part.json"],
+            ),
+            ("cut without a validator", cut(DATA, 1_200_000), {}, []),
+            ("an error status", reply(404, {"message": "gone"}), {}, []),
+            ("a wrong digest", serve_file(DATA), {"sha256": "0" * 64}, []),
+        ]
+        for name, respond, options, left in cases:
+            self.script(respond)
+            with self.subTest(name), self.assertRaises(dc.DatasetClientError):
+                self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, **options)
+            self.assertEqual(sorted(p.name for p in directory.iterdir()), left)
+            for path in directory.iterdir():
+                path.unlink()
+
+
+class ParallelDownloadTests(ServerTestCase):
+    def test_parts_are_fetched_at_once_each_with_its_range_and_validator(self) -> None:
+        together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
+
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers:
+                together.wait(5)
+            serve_file(BIG)(handler)
+
+        self.server.default = respond
+        seen = self.download_big(self.tmp() / "big.bin")
+        quarter = len(BIG) // 4
+        self.assertEqual(
+            sorted((r.headers["Range"] or "", r.headers["If-Range"] or "") for r in self.requests),
+            [
+                ("", ""),
+                (f"bytes={quarter}-{2 * quarter - 1}", '"v1"'),
+                (f"bytes={2 * quarter}-{len(BIG) * 3 // 4 - 1}", '"v1"'),
+                (f"bytes={len(BIG) * 3 // 4}-", '"v1"'),
+            ],
+        )
+        self.assertEqual(self.server.connections, 4)
+        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen), "progress never goes back")
+        self.assertEqual(seen[-1], (len(BIG), len(BIG)))
+        self.assertTrue(all(t == len(BIG) for _, t in seen[1:]))
+
+    def download_on_a_fake_clock(self, connections: int, rate: int) -> tuple[float, list[float]]:
+        """Download BIG with ``max_rate``; the limiter's waits advance its clock instead of sleeping.
+
+        Returns the time the download took on that clock, and the waits asked for.
+        """
+        offset = [0.0]
+        waits: list[float] = []
+        real_monotonic = time.monotonic
+
+        def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            offset[0] += seconds
+
+        out = self.tmp() / "big.bin"
+        with (
+            mock.patch.object(dc.time, "monotonic", lambda: real_monotonic() + offset[0]),
+            mock.patch.object(dc.time, "sleep", sleep),
+        ):
+            started = dc.time.monotonic()
+            self.client().download("files/big", out, connections=connections, max_rate=rate)
+            elapsed = dc.time.monotonic() - started
+        self.assertEqual(out.read_bytes(), BIG)
+        return elapsed, waits
+
+    def test_max_rate_caps_the_whole_download_on_one_and_on_several_connections(self) -> None:
+        # No timing assertion: without the cap the download would end at once on the fake clock.
+        rate = 4 * 1024 * 1024
+        for connections in (1, 4):
+            with self.subTest(connections=connections):
+                self.server.requests.clear()
+                self.server.default = serve_file(BIG)
+                elapsed, waits = self.download_on_a_fake_clock(connections, rate)
+                self.assertGreaterEqual(elapsed, len(BIG) / rate * 0.999, "faster than the cap")
+                self.assertLessEqual(max(waits), 2 * (rate / 8) / rate + 0.5, "waits stay short: small reads")
+                ranged = [r for r in self.requests if "Range" in r.headers]
+                self.assertEqual(len(ranged), 3 if connections == 4 else 0)
+
+    def test_max_rate_is_checked_before_anything_is_sent(self) -> None:
+        for rate, error in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1M", TypeError)):
+            with self.subTest(rate=rate), self.assertRaisesRegex(error, "max_rate"):
+                self.client().download("files/big", io.BytesIO(), max_rate=rate)  # type: ignore[arg-type]
+        self.assertEqual(self.requests, [])
+
+    def test_a_wrong_digest_over_parts_leaves_nothing(self) -> None:
+        for resume in (False, True):
+            self.server.default = serve_file(BIG)
+            directory = self.tmp()
+            with self.subTest(resume=resume), self.assertRaises(dc.ChecksumMismatchError) as caught:
+                self.client().download(
+                    "files/big", directory / "big.bin", connections=3, sha256="0" * 64, resume=resume
+                )
+            self.assertIn(BIG_SHA, str(caught.exception))
+            self.assertEqual(list(directory.iterdir()), [])
+
+    def test_a_part_cut_midway_is_resumed_alone(self) -> None:
+        cut_at = len(BIG) * 3 // 4 + 100_000  # inside the last part
+        whole, ranged = serve_file(BIG), serve_file(BIG, cuts=[cut_at])
+        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(handler)
+        out = self.tmp() / "big.bin"
+        self.client(max_retries=1).download("files/big", out, connections=4, sha256=BIG_SHA)
+        self.assertEqual(out.read_bytes(), BIG)
+        bounds = [len(BIG) * index // 4 for index in range(5)]
+        whole_parts = [f"bytes={start}-{end - 1}" for start, end in itertools.pairwise(bounds[1:-1])]
+        expected = ["", *whole_parts, f"bytes={bounds[3]}-", f"bytes={cut_at}-"]  # the cut part alone, from the cut
+        self.assertEqual(sorted(r.headers["Range"] or "" for r in self.requests), sorted(expected))
+
+    def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
+        for etag, ranges in (('"v1"', False), ('W/"weak"', True), (None, True)):
+            self.server.requests.clear()
+            self.server.default = serve_file(BIG, etag=etag, ranges=ranges)
+            out = self.tmp() / "big.bin"
+            with self.subTest(etag=etag, ranges=ranges):
+                self.client().download("files/big", out, connections=4, sha256=BIG_SHA)
+                self.assertEqual(out.read_bytes(), BIG)
+                self.assertEqual(len(self.requests), 1)
+
+    def test_a_file_that_changes_during_the_download_starts_over_whole(self) -> None:
+        new = bytes(reversed(BIG))
+        versions = iter([serve_file(BIG)])  # the first answer is the old file; everything after, the new
+
+        def respond(handler: Handler) -> None:
+            next(versions, serve_file(new, etag='"v2"'))(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "big.bin"
+        self.client().download("files/big", out, connections=3, sha256=hashlib.sha256(new).hexdigest())
+        self.assertEqual(out.read_bytes(), new)
+        plain = [r for r in self.requests if r.headers["Range"] is None]
+        self.assertEqual(len(plain), 2, "started over with a whole request")
+
+    def test_a_part_of_another_version_or_range_is_never_spliced(self) -> None:
+        def wrong(kind: str) -> Respond:
+            def respond(handler: Handler) -> None:
+                if "Range" not in handler.headers:
+                    return serve_file(BIG)(handler)
+                start, end = local_service._requested_range(handler.headers["Range"], len(BIG))
+                if kind == "range":
+                    start += 1  # not the bytes asked for
+                handler.send_response(206)
+                handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
+                handler.send_header("Content-Length", str(end - start))
+                handler.send_header("ETag", '"v2"' if kind == "etag" else '"v1"')
+                handler.end_headers()
+                handler.wfile.write(BIG[start:end])
+
+            return respond
+
+        for kind, error in (("etag", "changed on the server"), ("range", "Content-Range")):
+            self.server.default = wrong(kind)
+            directory = self.tmp()
+            with self.subTest(kind), self.assertRaisesRegex(dc.InvalidResponseError, error):
+                self.client().download("files/big", directory / "big.bin", connections=3)
+            self.assertEqual(list(directory.iterdir()), [])
+
+    def test_each_parts_progress_is_kept_and_resumed(self) -> None:
+        self.server.default = first_bytes_then_stall(BIG, 1_300_000)  # of each part: one whole chunk, and a bit
+        directory = self.tmp()
+        client = self.client(timeout=30)
+        counted = threading.Event()  # 4 MiB: the four parts' first chunks, kept (progress comes after)
+        download = functools.partial(
+            client.download,
+            "files/big",
+            directory / "out.bin",
+            connections=4,
+            resume=True,
+            progress=lambda done, total: done >= 4 * 1024 * 1024 and counted.set(),
+        )
+        worker = threading.Thread(target=outcome_of, args=(download,))
+        worker.start()
+        self.assertTrue(counted.wait(10))
+        client.close()
+        worker.join(10)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
+        starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests[1:])
+        starts = [0, *starts]  # where each part begins: the whole file's request, then each ranged one
+
+        self.server.requests.clear()
+        self.server.bytes_served = 0
+        self.server.default = serve_file(BIG)
+        self.download_big(directory / "out.bin", resume=True)
+        resumed = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests)
+        kept = [at - start for start, at in zip(starts, resumed, strict=True)]
+        # A whole chunk each, and what close() let through after it (the socket's last bytes).
+        self.assertTrue(all(1024 * 1024 <= done <= 1_300_000 for done in kept), kept)
+        self.assertEqual(self.server.bytes_served, len(BIG) - sum(kept), "each part goes on from what it kept")
+
+
+# ---------------------------------------------------------------------------
+# Downloads in shared directories: links and planted files, the lock file, the state file
+# ---------------------------------------------------------------------------
+
+
+_OTHER_USER: list[tuple[str, int, int]] = []
+
+
+def other_user() -> tuple[str, int, int] | None:
+    """A real second user (name, uid, gid), made once per process with useradd; None where that cannot be."""
+    if not _OTHER_USER:
+        import pwd
+
+        name = f"dctest{os.getpid()}"
+        if os.geteuid() != 0 or not shutil.which("useradd"):
+            return None
+        made = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True
+        )
+        if made.returncode != 0:
+            return None
+        atexit.register(subprocess.run, ["userdel", name], capture_output=True)
+        entry = pwd.getpwnam(name)
+        _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
+    return _OTHER_USER[0]
+
+
+class SharedDirectoryTests(ServerTestCase):
+    """Downloads into directories other people can write to: real links, real second users."""
+
+    def user(self) -> tuple[str, int, int]:
+        user = other_user()
+        if user is None:
+            self.skipTest("needs root and useradd to make a second user")
+        return user
+
+    def shared(self, mode: int) -> Path:
+        directory = self.tmp()
+        directory.chmod(mode)  # 0o1777 as /tmp; 0o777 as a team's group-writable directory
+        return directory
+
+    def victim_file(self) -> Path:
+        notes = self.tmp() / "notes.txt"
+        notes.write_text("the victim's notes")
+        return notes
+
+    def plant(self, path: Path, user: tuple[str, int, int], *, link_to: Path | None = None, data: bytes = b"") -> None:
+        """A file or link that ``user`` owns, as if that user had made it."""
+        if link_to is not None:
+            subprocess.run(["runuser", "-u", user[0], "--", "ln", "-s", str(link_to), str(path)], check=True)
+        else:
+            path.write_bytes(data)
+            os.chown(path, user[1], user[2])
+            path.chmod(0o666)
+
+    def test_a_link_another_user_planted_in_a_sticky_directory_is_refused(self) -> None:
+        user = self.user()
+        shared, notes = self.shared(0o1777), self.victim_file()
+        self.plant(shared / "report.csv", user, link_to=notes)
+        with self.assertRaises(PermissionError) as caught:
+            self.client().download("files/x", shared / "report.csv")
+        self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
+        self.assertIn("symbolic link", str(caught.exception))
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual(self.requests, [], "refused before any request")
+        self.assertEqual([p.name for p in shared.iterdir()], ["report.csv"])
+
+    def test_links_the_kernel_would_follow_are_followed(self) -> None:
+        user = self.user()
+        for mode, owner in ((0o1777, "self"), (0o777, "other"), (0o1777, "directory's owner")):
+            with self.subTest(mode=oct(mode), link_owner=owner):
+                shared, notes = self.shared(mode), self.victim_file()
+                if owner == "self":
+                    (shared / "report.csv").symlink_to(notes)
+                else:
+                    if owner == "directory's owner":
+                        os.chown(shared, user[1], user[2])
+                    self.plant(shared / "report.csv", user, link_to=notes)
+                self.script(serve_file(DATA))
+                self.client().download("files/x", shared / "report.csv")
+                self.assertEqual(notes.read_bytes(), DATA, "the file the link names is replaced")
+                self.assertTrue((shared / "report.csv").is_symlink())
+                self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
+
+    def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
+        user = self.user()
+        shared, notes = self.shared(0o777), self.victim_file()
+        for name in (".out.bin.part", ".out.bin.part.json.tmp"):
+            self.plant(shared / name, user, link_to=notes)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", shared / "out.bin", resume=True)
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
+        self.assertEqual(
+            sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json.tmp", "out.bin"]
+        )
+
+    def test_a_planted_partial_file_and_forged_state_are_left_alone(self) -> None:
+        user = self.user()
+        shared = self.shared(0o1777)
+        url = self.server.url + "/api/v1/files/x"
+        forged = {"url": url, "validator": '"v1"', "total": 4, "parts": [[0, 4, 4]]}
+        self.plant(shared / ".out.bin.part", user, data=b"EVIL")
+        self.plant(shared / ".out.bin.part.json", user, data=json.dumps(forged).encode())
+        self.script(serve_file(DATA))
+        self.client().download("files/x", shared / "out.bin", resume=True)
+        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
+        self.assertEqual(len(self.requests), 1, "the forged 'complete' state sent no request")
+        self.assertIsNone(self.requests[0].headers["Range"])
+        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"EVIL", "nothing written into the planted file")
+        self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json", "out.bin"])
+
+    def test_a_planted_world_writable_partial_file_never_receives_the_download(self) -> None:
+        user = self.user()
+        shared = self.shared(0o1777)
+        self.plant(shared / ".out.bin.part", user)
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        with self.assertRaises(dc.RequestTimeoutError):
+            self.client(timeout=0.1, max_retries=0).download("files/x", shared / "out.bin", resume=True)
+        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"", "the other user could read it")
+
+    def test_a_partial_file_another_process_commits_as_this_one_opens_it_is_left_alone(self) -> None:
+        # Found in review: the lock was taken on a .part another process had just renamed over the
+        # destination; with no state beside it, this download truncated and rewrote the finished file.
+        directory = self.tmp()
+        destination = directory / "out.bin"
+        (directory / ".out.bin.part").write_bytes(DATA)  # the other process's, complete
+        take_the_lock = dc._FileTarget._lock
+
+        def committed_first(target: Any, fd: int) -> bool:
+            os.replace(directory / ".out.bin.part", destination)  # the other process's commit lands now
+            return take_the_lock(target, fd)  # type: ignore[no-any-return]
+
+        self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
+        with mock.patch.object(dc._FileTarget, "_lock", committed_first), self.assertRaises(dc.IncompleteResponseError):
+            self.client(max_retries=0).download("files/x", destination, resume=True)
+        self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
+        # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
+        # following links): swapped for a link in between, the link's target was truncated and written.
+        shared, notes = self.shared(0o1777), self.victim_file()
+        destination = shared / "out.bin"
+        os.mkfifo(destination)
+        look = os.stat
+        swapped: list[str] = []
+
+        def look_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+            status = look(path, *args, **kwargs)
+            if str(path) == str(destination) and not swapped:
+                swapped.append("now")  # the other user's move, right after the client's look
+                destination.unlink()
+                destination.symlink_to(notes)
+            return status
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc.os, "stat", look_then_swap):
+            outcome = outcome_of(lambda: self.client().download("files/x", destination))
+        self.assertEqual(swapped, ["now"])
+        self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
+
+    def test_dev_stdout_and_other_magic_links_are_written_through(self) -> None:
+        self.script(serve_file(b"through /dev/stdout\n"))
+        code = "import sys, dataset_client as dc\ndc.DatasetClient(sys.argv[1]).download('files/x', '/dev/stdout')\n"
+        done = subprocess.run([sys.executable, "-c", code, self.server.url], cwd=HERE, capture_output=True, timeout=30)
+        self.assertEqual((done.returncode, done.stdout), (0, b"through /dev/stdout\n"), done.stderr)
+
+    def test_the_state_file_is_made_private(self) -> None:
+        directory = self.tmp()
+        modes: list[int] = []
+
+        def look(done: int, total: int | None) -> None:
+            state = directory / ".out.bin.part.json"
+            if state.exists():
+                modes.append(state.stat().st_mode & 0o777)
+
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True, progress=look)
+        self.assertTrue(modes)
+        self.assertEqual(set(modes), {0o600}, "the state holds the URL, which may carry a signature")
+
+    def test_a_temporary_file_left_by_kill_9_is_removed_by_the_next_download(self) -> None:
+        fcntl = import_or_skip(self, "fcntl")
+        code = (
+            "import sys, dataset_client as dc\n"
+            "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
+            "    client.download('files/x', sys.argv[2])\n"
+        )
+        for case, respond in (("with bytes", first_bytes_then_stall(DATA, 1_500_000)), ("empty", hang)):
+            with self.subTest(killed=case):  # empty: killed while waiting for the answer, before any write
+                self.script(respond)
+                directory = self.tmp()
+                arguments = [self.server.url + "/api/v1", str(directory / "out.bin")]
+                process = subprocess.Popen([sys.executable, "-c", code, *arguments])
+                self.addCleanup(process.kill)
+                # Only the .part is looked at: the file made before it, under another name, may be gone by then.
+                empty = case == "empty"
+                _wait_for(
+                    lambda d=directory, e=empty: any(  # type: ignore[misc]
+                        p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                    ),
+                    10,
+                )
+                process.kill()
+                process.wait(10)
+                (left,) = directory.iterdir()
+                self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
+                busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
+                busy.write_bytes(b"")
+                with busy.open("rb") as held:
+                    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+                    self.script(serve_file(DATA))
+                    self.client().download("files/x", directory / "out.bin")
+                self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
+
+
+class LockFileTests(ServerTestCase):
+    """Without flock (Windows), ``.NAME.part.lock`` holds the downloading process's id."""
+
+    def test_a_stale_lock_taken_over_by_another_download_meanwhile_is_left_to_it(self) -> None:
+        # Found in review: two downloads both found the lock abandoned; the second removed the lock the
+        # first had just made, and both wrote into one partial file.
+        directory = self.tmp()
+        lock = directory / ".out.bin.part.lock"
+        lock.write_text("4194303")  # a process that is gone
+        read = dc._lock_file_pid
+        looks: list[str] = []
+
+        def another_takes_it_over_meanwhile(path: str) -> int | None:
+            pid = read(path)
+            if not looks:  # right after this download's look: the other one moves it and makes its own
+                os.unlink(lock)
+                lock.write_text(str(os.getpid()))
+            looks.append(path)
+            return pid
+
+        with (
+            mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
+            mock.patch.object(dc, "_lock_file_pid", another_takes_it_over_meanwhile),
+            dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
+        ):
+            self.assertFalse(target._lock_with_a_file(), "the other download's lock was taken")
+        self.assertEqual(lock.read_text(), str(os.getpid()), "the other download's lock is in place")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part.lock"])
+
+    def test_a_lock_left_by_a_process_that_is_gone_is_taken_over(self) -> None:
+        directory = self.tmp()
+        (directory / ".out.bin.part.lock").write_text("4194303")
+        with (
+            mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
+            dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
+        ):
+            self.assertTrue(target._lock_with_a_file())
+            self.assertEqual((directory / ".out.bin.part.lock").read_text(), str(os.getpid()))
+            target._unlock()
+        self.assertEqual(list(directory.iterdir()), [])
+
+
+class StateFileTests(ServerTestCase):
+    """A crafted or damaged state is discarded: the download starts over, and the next run too is fine."""
+
+    def prepare(self, state: object, *, raw: bytes | None = None) -> Path:
+        directory = self.tmp()
+        (directory / ".out.bin.part").write_bytes(DATA[:1000])
+        (directory / ".out.bin.part.json").write_bytes(raw if raw is not None else json.dumps(state).encode())
+        return directory
+
+    def test_states_that_do_not_hold_are_discarded(self) -> None:
+        url = self.server.url + "/api/v1/files/x"
+        good = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
+        cases: dict[str, object] = {
+            "parts ending early": {**good, "parts": [[0, 1000, 1000]]},
+            "a gap between parts": {**good, "parts": [[0, 1000, 1000], [2000, len(DATA), 0]]},
+            "total not a number": {**good, "total": "x"},
+            "total a boolean": {**good, "total": True},
+            "CR LF in the validator": {**good, "validator": '"v1"\r\nX-Evil: 1'},
+            "an empty validator": {**good, "validator": ""},
+            "a negative start": {**good, "parts": [[-5, len(DATA), 0]]},
+            "done past the end": {**good, "parts": [[0, len(DATA), len(DATA) + 7]]},
+            "a part of two numbers": {**good, "parts": [[0, len(DATA)]]},
+            "parts not a list": {**good, "parts": "0-100"},
+            "not an object": [1, 2, 3],
+        }
+        for name, state in cases.items():
+            with self.subTest(name):
+                self.server.requests.clear()
+                directory = self.prepare(state)
+                for _ in range(2):  # and the next run is fine too
+                    self.script(serve_file(DATA))
+                    self.client().download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+                    self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                    self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+                self.assertEqual([r.headers["Range"] for r in self.requests], [None, None], "started over")
+
+    def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
+        url = self.server.url + "/api/v1/files/x"
+        state = json.dumps({"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]})
+        directory = self.prepare(None, raw=state.encode() + b" " * (1024 * 1024))
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertIsNone(self.requests[0].headers["Range"])
+
+    def test_a_fifo_or_a_link_to_a_device_as_the_state_never_hangs(self) -> None:
+        for kind in ("fifo", "link to /dev/zero"):
+            with self.subTest(kind):
+                directory = self.tmp()
+                (directory / ".out.bin.part").write_bytes(DATA[:1000])
+                state = directory / ".out.bin.part.json"
+                if kind == "fifo":
+                    os.mkfifo(state)
+                else:
+                    state.symlink_to("/dev/zero")
+                self.script(serve_file(DATA))
+                outcome: list[object] = []
+                download = functools.partial(self.client().download, "files/x", directory / "out.bin", resume=True)
+                thread = threading.Thread(target=lambda o=outcome, d=download: o.append(outcome_of(d)), daemon=True)
+                thread.start()
+                thread.join(10)
+                self.assertFalse(thread.is_alive(), "the download hangs on the state file")
+                self.assertEqual(outcome, [None])
+                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                self.assertTrue(os.path.lexists(state), "what is not ours is left alone")
+
+
+# ---------------------------------------------------------------------------
+# Downloads: hostile responses, and faults of the server or the caller
+# ---------------------------------------------------------------------------
+
+
+class HostileResponseTests(ServerTestCase):
+    """Responses that never end, never answer, or end in the middle of their head."""
+
+    def test_a_206_of_unknown_total_is_never_spliced_on(self) -> None:
+        # Found in review: after a chunked 200 (no length) was cut, a 206 "bytes N-M/*" sent more than
+        # M-N+1 bytes, all of them committed.
+        first = b"A" * (1024 * 1024 + 1000)
+
+        def chunk(data: bytes) -> bytes:
+            return b"%x\r\n%s\r\n" % (len(data), data)
+
+        def respond(connection: socket.socket) -> None:
+            if not hasattr(respond, "cut"):  # the whole file, chunked, cut after its first MiB and a bit
+                respond.cut = True  # type: ignore[attr-defined]
+                connection.sendall(
+                    b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n\r\n' + chunk(first)
+                )
+                return
+            start = 1024 * 1024
+            head = b'HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n'
+            head += b"Content-Range: bytes %d-%d/*\r\n\r\n" % (start, start + 9)
+            connection.sendall(head + chunk(b"B" * 10 + b"EVIL" * 1250) + b"0\r\n\r\n")
+
+        destination = self.tmp() / "out.bin"
+        with self.assertRaisesRegex(dc.InvalidResponseError, "unknown length"):
+            self.client(raw_server(self, respond), max_retries=1).download("files/x", destination)
+        self.assertEqual(list(destination.parent.iterdir()), [])
+
+    def test_a_flood_of_interim_responses_is_refused(self) -> None:
+        def flood(connection: socket.socket) -> None:
+            connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
+
+        client = self.client(raw_server(self, flood), max_retries=2)
+        with self.assertRaisesRegex(dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses"):
+            client.list_datasets()
+
+    def test_a_head_cut_off_before_its_blank_line_is_an_incomplete_response(self) -> None:
+        heads = [b'HTTP/1.1 200 OK\r\nETag: "v1"\r\nContent-Le', b"HTTP/1.1 200 O"]
+        sent: list[bytes] = []
+
+        def cut_head(connection: socket.socket) -> None:
+            sent.append(heads[len(sent) % 2])
+            connection.sendall(sent[-1])
+
+        destination = self.tmp() / "out.bin"
+        destination.write_bytes(b"the good old file")
+        client = self.client(raw_server(self, cut_head), max_retries=1)
+        with self.assertRaisesRegex(dc.IncompleteResponseError, "middle of the response's headers") as caught:
+            client.download("files/x", destination)
+        self.assertEqual(caught.exception.attempts, 2, "retried like any cut response")
+        self.assertEqual(destination.read_bytes(), b"the good old file")
+        self.assertEqual(sorted(p.name for p in destination.parent.iterdir()), ["out.bin"])
+        with self.assertRaises(dc.IncompleteResponseError):
+            client.list_datasets()
+
+    def test_a_cut_head_on_a_parts_request_is_retried(self) -> None:
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers and not getattr(handler.server, "cut_once", False):
+                handler.server.cut_once = True  # type: ignore[attr-defined]
+                handler.wfile.write(b"HTTP/1.1 206 Partial Content\r\nContent-Ra")
+                handler.close_connection = True
+                return
+            serve_file(BIG)(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "big.bin"
+        self.client().download("files/big", out, connections=2, sha256=BIG_SHA)
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 2, "the cut one was asked again")
+
+    def test_an_endless_body_or_one_in_tiny_chunks_in_a_child_under_a_memory_limit(self) -> None:
+        size = 1024 * 1024  # at least this much, or the allocator's noise hides the growth
+        body = b'"' + b"x" * (size - 2) + b'"'
+
+        def chunked(piece: int, endless: bool = False) -> Respond:
+            def respond(handler: Handler) -> None:
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Transfer-Encoding", "chunked")
+                handler.end_headers()
+                with contextlib.suppress(OSError):
+                    for _ in range(10_000 if endless else 1):
+                        data = b"[" + b"1," * (1024 * 1024) if endless else body
+                        frames = b"".join(
+                            b"%x\r\n%s\r\n" % (len(data[i : i + piece]), data[i : i + piece])
+                            for i in range(0, len(data), piece)
+                        )
+                        handler.wfile.write(frames)
+                    handler.wfile.write(b"0\r\n\r\n")
+                handler.close_connection = True
+
+            return respond
+
+        code = (
+            "dc._MAX_DECODED_BODY = 16 * 2**20\n"
+            "growth = [peak_growth(client.list_datasets)[0] for case in ('whole', 'tiny')]\n"
+            "print('endless:', peak_growth(client.list_datasets)[1])\n"
+            "print('growth:', *growth)\n"
+        )
+        self.script(reply(200, body), chunked(4), chunked(1024 * 1024, endless=True))
+        endless, growth = run_measuring_child(self, code, self.server.url + "/api/v1")
+        self.assertIn("refused", endless)
+        whole, tiny = map(int, growth.split()[1:])
+        # Read whole, tiny chunks cost a Python object each: 90 times the body for 1-byte chunks, 14 for
+        # these 4-byte ones (a quarter of the time to send). Now about what the body sent whole costs,
+        # plus twice its size (2.6-6.1 MB against 1.1-3.0 MB for 1 MiB: the allocator's reuse of freed
+        # memory moves both). The bound leaves room for that noise.
+        self.assertLessEqual(tiny, max(whole, 2 * size) + 4 * size, f"4-byte chunks: {tiny} bytes against {whole}")
+
+
+def ignoring_ranges(handler: Handler) -> None:
+    """BIG with Accept-Ranges and a strong ETag, but always a 200: a server (or a CDN) that strips Range."""
+    local_service.send_file(
+        handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
+    )
+
+
+class DownloadFaultTests(ServerTestCase):
+    """What a download does when the server or the caller misbehaves (issue 16, cases 6 and 9 to 15)."""
+
+    def test_connections_are_bounded(self) -> None:
+        for connections in (33, 10**6):
+            with self.subTest(connections=connections), self.assertRaisesRegex(ValueError, "at most 32"):
+                self.client().download("files/big", io.BytesIO(), connections=connections)
+        self.assertEqual(self.requests, [])
+        self.server.default = serve_file(BIG)
+        out = self.tmp() / "big.bin"
+        self.client().download("files/big", out, connections=32)
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertEqual(len(self.requests), 8, "parts of at least 1 MiB: 8 of them for 8 MiB")
+
+    def test_progress_is_first_called_with_the_total_once_the_headers_are_in(self) -> None:
+        seen: list[tuple[int, int | None]] = []
+        self.script(serve_file(DATA))
+        self.client().download("files/x", io.BytesIO(), progress=lambda d, t: seen.append((d, t)))
+        self.assertEqual(seen[0], (0, len(DATA)))
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+
+    def test_no_thread_outlives_a_download_whose_progress_raises(self) -> None:
+        def broken(done: int, total: int | None) -> None:
+            raise RuntimeError("the progress bar broke")
+
+        for connections in (1, 1, 4):
+            self.server.default = serve_file(BIG)
+            with self.subTest(connections=connections), self.assertRaisesRegex(RuntimeError, "progress bar broke"):
+                self.client().download("files/big", io.BytesIO(), sha256=BIG_SHA, progress=broken)
+        threads = [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
+        self.assertEqual(threads, [])
+
+    def test_an_error_reading_the_file_back_for_the_hash_reaches_the_caller(self) -> None:
+        def unreadable(target: Any, offset: int, size: int) -> bytes:
+            raise OSError(errno.EIO, "the disk went away")
+
+        self.server.default = serve_file(BIG)
+        directory = self.tmp()
+        with mock.patch.object(dc._FileTarget, "read_at", unreadable), self.assertRaises(OSError) as caught:
+            self.client().download("files/big", directory / "big.bin", connections=4, sha256=BIG_SHA)
+        self.assertEqual((caught.exception.errno, caught.exception.strerror), (errno.EIO, "the disk went away"))
+        self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
+        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+        self.assertEqual(list(directory.iterdir()), [])
+        self.assertEqual(sorted(bool(r.headers["Range"]) for r in self.requests), [False, True, True, True])
+
+    def download_ended_by_ctrl_c(self, destination: Path, *, resume: bool = False) -> list[threading.Thread]:
+        """download(connections=4) of BIG, ended by a real SIGINT to this (the main) thread while it waits in
+        Thread.join for the three other parts; the part threads still alive when KeyboardInterrupt came out.
+
+        The server sends the first part whole and 1 MiB of each other one. Each part thread's write of
+        that MiB is held until, after the SIGINT, the main thread waits in a join() of that very thread
+        (seen on two looks in a row, not one passing call): a part that download() stops waiting for is
+        still there when it returns.
+        """
+        quarter = len(BIG) // 4
+        self.server.default = lambda handler: first_bytes_then_stall(
+            BIG, 1024 * 1024 if "Range" in handler.headers else quarter
+        )(handler)
+        main = threading.main_thread()
+        held: set[threading.Thread] = set()
+        interrupted, returned = threading.Event(), threading.Event()
+        self.addCleanup(returned.set)
+
+        def main_joins(thread: threading.Thread | None) -> bool:
+            frame = sys._current_frames().get(main.ident or 0)
+            while frame is not None:
+                if frame.f_code is threading.Thread.join.__code__ and thread in (None, frame.f_locals.get("self")):
+                    return True
+                frame = frame.f_back
+            return False
+
+        def held_write(fd: int, data: Any, offset: int) -> int:
+            part, looks = threading.current_thread(), [0]
+
+            def joined_after_ctrl_c() -> bool:
+                looks[0] = looks[0] + 1 if interrupted.is_set() and main_joins(part) else 0
+                return returned.is_set() or looks[0] == 2
+
+            if part.name == "dataset-client-part":
+                held.add(part)
+                with contextlib.suppress(AssertionError):
+                    _wait_for(joined_after_ctrl_c, 10)
+            return os_pwrite(fd, data, offset)
+
+        def ctrl_c(number: int, frame: Any) -> None:  # Python's own handler, saying when it ran
+            interrupted.set()
+            raise KeyboardInterrupt
+
+        def interrupt_once_joining() -> None:
+            with contextlib.suppress(AssertionError):
+                _wait_for(lambda: len(held) == 3 and main_joins(None), 10)
+                signal.pthread_kill(main.ident or 0, signal.SIGINT)  # a real Ctrl-C, to the main thread
+
+        os_pwrite = os.pwrite
+        previous = signal.signal(signal.SIGINT, ctrl_c)  # whatever the test run inherited
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
+        interrupter = threading.Thread(target=interrupt_once_joining)
+        interrupter.start()
+        try:
+            with mock.patch.object(dc.os, "pwrite", held_write), self.assertRaises(KeyboardInterrupt):
+                self.client(timeout=30).download("files/big", destination, connections=4, resume=resume)
+            return [thread for thread in threading.enumerate() if thread.name == "dataset-client-part"]
+        finally:
+            returned.set()
+            interrupter.join(10)
+            self.assertTrue(interrupted.is_set(), "never waiting for the parts in Thread.join")
+
+    def test_ctrl_c_while_the_parts_are_waited_for_leaves_nothing_or_what_resumes(self) -> None:
+        for resume in (False, True):
+            self.server.requests.clear()
+            directory = self.tmp()
+            with self.subTest(resume=resume):
+                self.download_ended_by_ctrl_c(directory / "out.bin", resume=resume)
+                _wait_for(lambda: not [t for t in threading.enumerate() if t.name == "dataset-client-part"])
+                left = sorted(p.name for p in directory.iterdir())
+                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if resume else [])
+                ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+                self.assertEqual(ranges[0], (None, None), "the whole file first, then its parts")
+                self.assertTrue(all(r and i == '"v1"' for r, i in ranges[1:]), ranges)
+        self.server.requests.clear()
+        self.server.bytes_served = 0
+        self.server.default = serve_file(BIG)
+        self.download_big(directory / "out.bin", resume=True)
+        ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+        self.assertTrue(all(r and not r.startswith("bytes=0-") and i == '"v1"' for r, i in ranges), ranges)
+        self.assertEqual(self.server.bytes_served, len(BIG) - len(BIG) // 4, "the first part kept, not fetched again")
+
+    # A library bug on Python 3.11 and 3.12: a Thread.join() that Ctrl-C interrupts marks the thread it
+    # waited for as stopped while it still runs (CPython's bpo-45274 handling), so download()'s second
+    # join() of it returns at once. Python 3.13's join() does not; waiting on an Event per part would not.
+    @unittest.skipUnless(hasattr(os, "pwrite"), "holds the parts' writes in os.pwrite")
+    @(unittest.expectedFailure if sys.version_info < (3, 13) else lambda test: test)
+    def test_no_part_thread_outlives_a_download_ended_by_ctrl_c(self) -> None:
+        self.assertEqual(self.download_ended_by_ctrl_c(self.tmp() / "out.bin"), [])
+
+    def test_a_failing_part_ends_the_parts_still_waiting_for_their_answer(self) -> None:
+        # Found in review: fail() ended the reads under way, not a part still waiting for its response's
+        # head: the call waited out the time-out, for ever with timeout=None.
+        def respond(handler: Handler) -> None:
+            (hang if "Range" in handler.headers else serve_file(BIG))(handler)
+
+        def broken(done: int, total: int | None) -> None:
+            if done:  # the first part's bytes arrive: once both other parts wait for their answer, fail
+                _wait_for(lambda: len([r for r in self.requests if r.headers["Range"]]) == 2, 10)
+                raise RuntimeError("the progress bar broke")
+
+        self.server.default = respond
+        client = self.client(timeout=None)
+        outcome: list[object] = []
+        download = functools.partial(
+            client.download, "files/big", self.tmp() / "big.bin", connections=3, progress=broken
+        )
+        thread = threading.Thread(target=lambda: outcome.append(outcome_of(download)), daemon=True)
+        thread.start()
+        thread.join(5)
+        self.assertFalse(thread.is_alive(), "download() waits for a part that will never be answered")
+        self.assertIsInstance(outcome[0], RuntimeError)
+        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+
+    def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
+        self.server.default = ignoring_ranges
+        seen = self.download_big(self.tmp() / "big.bin")
+        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 1, "never started over")
+        self.assertLessEqual(len(self.requests), 4, "the ranged requests sent at once, nothing more")
+        self.assertEqual(seen[-1], (len(BIG), len(BIG)))
+
+    def test_a_parallel_resume_from_a_server_now_ignoring_ranges_goes_on_as_one_stream(self) -> None:
+        # Found in review: the dropped parts' own 200s were taken for a single stream's restart,
+        # truncating the file under the live stream: a short, shifted file committed without error.
+        directory = self.tmp()
+        third = len(BIG) // 3
+        bounds = [0, third, 2 * third, len(BIG)]
+        parts = [[start, end, 1024 * 1024] for start, end in itertools.pairwise(bounds)]
+        kept = bytearray(len(BIG))
+        for start, _, done in parts:
+            kept[start : start + done] = BIG[start : start + done]
+        (directory / ".out.bin.part").write_bytes(kept)
+        state = {"url": self.server.url + "/api/v1/files/x", "validator": '"v1"', "total": len(BIG), "parts": parts}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+
+        self.server.default = ignoring_ranges
+        self.client().download("files/x", directory / "out.bin", resume=True, connections=3, sha256=BIG_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), BIG)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        self.assertTrue(all(r.headers["Range"] for r in self.requests), "each part asked for its range")
+
+    def complete_partial(self, directory: Path, data: bytes) -> None:
+        """What a resumable download killed after its last byte, before its rename, leaves."""
+        (directory / ".out.bin.part").write_bytes(data)
+        url = self.server.url + "/api/v1/files/x"
+        state = {"url": url, "validator": '"v1"', "total": len(data), "parts": [[0, len(data), len(data)]]}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+
+    def test_a_complete_partial_file_is_checked_with_the_server_before_it_is_committed(self) -> None:
+        new = bytes(reversed(DATA))
+        for served, etag in ((DATA, '"v1"'), (new, '"v2"')):
+            with self.subTest(server_has=etag):
+                self.server.requests.clear()
+                directory = self.tmp()
+                self.complete_partial(directory, DATA)
+                self.script(serve_file(served, etag=etag))
+                self.client().download("files/x", directory / "out.bin", resume=True)
+                self.assertEqual((directory / "out.bin").read_bytes(), served)
+                (request,) = self.requests
+                self.assertEqual(
+                    (request.headers["Range"], request.headers["If-Range"]), (f"bytes={len(DATA) - 1}-", '"v1"')
+                )
+                self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_complete_partial_of_another_version_is_downloaded_again_not_refused(self) -> None:
+        new = bytes(reversed(DATA))
+        directory = self.tmp()
+        self.complete_partial(directory, DATA)
+        self.script(serve_file(new, etag='"v2"'))
+        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
+        self.assertEqual((directory / "out.bin").read_bytes(), new)
+
+    def test_a_wrong_total_kept_from_a_lying_server_is_discarded_on_416(self) -> None:
+        directory = self.tmp()
+        lying = cut(DATA + b"?" * 1196, len(DATA), {"ETag": '"v1"', "Accept-Ranges": "bytes"})
+        self.script(lying)
+        with self.assertRaises(dc.IncompleteResponseError):
+            self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
+        self.server.default = serve_file(DATA)
+        self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None, f"bytes={len(DATA)}-", None])
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_second_416_after_starting_over_is_an_error(self) -> None:
+        directory = self.tmp()
+        self.complete_partial(directory, DATA[:1000] + b"\0" * (len(DATA) - 1000))
+
+        def always_416(handler: Handler) -> None:
+            reply(416, b"", {"Content-Range": f"bytes */{len(DATA)}"})(handler)
+
+        def cut_then_416(handler: Handler) -> None:
+            cut(DATA, 2000, {"ETag": '"v1"'})(handler) if "Range" not in handler.headers else always_416(handler)
+
+        self.server.default = cut_then_416
+        with self.assertRaises(ServiceError) as caught:
+            self.client(max_retries=1).download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(caught.exception.status, 416)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [f"bytes={len(DATA) - 1}-", None, "bytes=2000-"])
+
+    def test_a_file_changed_under_a_parallel_resume_starts_over_even_with_no_retries(self) -> None:
+        directory = self.tmp()
+        quarter = len(BIG) // 4
+        bounds = [0, quarter, 2 * quarter, 3 * quarter, len(BIG)]
+        parts = [[start, end, 1000] for start, end in itertools.pairwise(bounds)]
+        (directory / ".out.bin.part").write_bytes(b"".join(BIG[s : s + 1000].ljust(e - s, b"\0") for s, e, _ in parts))
+        url = self.server.url + "/api/v1/files/x"
+        state = {"url": url, "validator": '"v1"', "total": len(BIG), "parts": parts}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+        new = bytes(reversed(BIG))
+        self.server.default = serve_file(new, etag='"v2"')
+        client = self.client(max_retries=0)
+        client.download(
+            "files/x", directory / "out.bin", resume=True, connections=4, sha256=hashlib.sha256(new).hexdigest()
+        )
+        self.assertEqual((directory / "out.bin").read_bytes(), new)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_file_that_keeps_changing_is_refused_after_three_restarts(self) -> None:
+        versions = itertools.count()
+
+        def changing(handler: Handler) -> None:  # each response a new version, cut short
+            version = next(versions)
+            cut(BIG, 2_000_000, {"ETag": f'"v{version}"', "Accept-Ranges": "bytes"})(handler)
+
+        self.server.default = changing
+        with self.assertRaisesRegex(dc.InvalidResponseError, "changed on the server during each of 4 tries"):
+            self.client(max_retries=1).download("files/x", self.tmp() / "out.bin", connections=2)
+        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 4, "started over three times")
+
+
+# ---------------------------------------------------------------------------
+# The command line: against the stand-in service and scripted servers; as a new user meets it
 # ---------------------------------------------------------------------------
 
 
@@ -3551,6 +3797,1122 @@ class StandInTestCase(ServerTestCase):
         connection.request(method, path, body, {"Authorization": "Bearer stand-in-key", **(headers or {})})
         response = connection.getresponse()
         return response, response.read()
+
+
+class CommandLineTests(StandInTestCase):
+    def run_main(
+        self, *argv: str, stdin: str = "", key: str | None = "stand-in-key", base_url: str | None = None
+    ) -> tuple[int, str, str]:
+        environment = {"DATASET_CLIENT_BASE_URL": base_url or self.base_url}
+        if key is not None:
+            environment["DATASET_CLIENT_API_KEY"] = key
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, environment),
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def run_process(
+        self, *argv: str, key: str | None = "stand-in-key", base_url: str | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        environment["DATASET_CLIENT_BASE_URL"] = base_url if base_url is not None else self.base_url
+        if key is not None:
+            environment["DATASET_CLIENT_API_KEY"] = key
+        return subprocess.run(
+            [sys.executable, "-m", "dataset_client", *argv],
+            env=environment,
+            cwd=HERE,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+    def test_datasets_query_export(self) -> None:
+        status, out, err = self.run_main("datasets")
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual([d["name"] for d in json.loads(out)], ["daily_bars", "trades"])
+        self.assertIn('\n  {\n    "name"', out, "pretty-printed")
+        status, out, _ = self.run_main("query", "-", stdin="SELECT 40 + 2 AS answer")
+        self.assertEqual((status, json.loads(out)["rows"]), (0, [[42]]))
+        status, out, _ = self.run_main("query", "SELECT 'é' AS e")
+        self.assertEqual(json.loads(out)["rows"], [["é"]])
+        status, out, _ = self.run_main(
+            "export",
+            "daily_bars",
+            "--symbols",
+            "AAPL, MSFT",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-01-31",
+            "--format",
+            "csv",
+        )
+        export = json.loads(out)
+        self.assertEqual((status, export["symbols"], export["start_date"]), (0, ["AAPL", "MSFT"], "2024-01-01"))
+        target = self.tmp() / "out.csv"
+        status, out, err = self.run_main("download", export["download_url"], str(target), "--sha256", export["sha256"])
+        self.assertEqual((status, out), (0, ""))
+        self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
+        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
+
+    def test_output_formats(self) -> None:
+        sql = "SELECT symbol, count(*) AS days, round(avg(close), 2) AS mean FROM daily_bars GROUP BY symbol LIMIT 3"
+        status, out, err = self.run_main("query", sql)  # stdout is not a terminal: JSON, exactly the result
+        result = json.loads(out)
+        self.assertEqual((status, err, result["columns"]), (0, "", ["symbol", "days", "mean"]))
+        status, out, _ = self.run_main("query", sql, "--output", "table")  # options after the command too
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["symbol", "days", "mean"])
+        self.assertEqual(lines[1].split(), ["------", "----", "------"])
+        self.assertEqual(lines[2].split(), ["AAPL", "522", str(result["rows"][0][2])])
+        self.assertTrue(lines[2].endswith(str(result["rows"][0][2])), "numbers on the right")
+        self.assertEqual(lines[-1], "(3 rows)")
+        self.assertEqual(len({len(line) for line in lines[:-1]}), 1, "aligned")
+        status, out, _ = self.run_main("--output", "csv", "query", sql)
+        self.assertEqual(out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"])
+        status, out, _ = self.run_main("--output", "jsonl", "query", sql)
+        self.assertEqual(
+            [json.loads(line) for line in out.splitlines()],
+            [dict(zip(result["columns"], row, strict=True)) for row in result["rows"]],
+        )
+        status, out, _ = self.run_main("--output", "table", "datasets")  # a list of objects: the union of their keys
+        self.assertEqual(out.splitlines()[0].split()[:2], ["name", "description"])
+        self.assertIn('[{"name":"date","type":"DATE"},', out, "a nested value as compact JSON")
+        self.assertEqual(out.splitlines()[-1], "(2 rows)")
+
+    def test_a_result_that_is_not_a_table_is_json_and_a_cut_one_is_said(self) -> None:
+        status, out, _ = self.run_main(
+            "--output",
+            "csv",
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-02",
+            "--format",
+            "csv",
+        )
+        self.assertEqual((status, json.loads(out)["status"]), (0, "ready"))
+        status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
+        self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
+        self.assertEqual(err.count("\n"), 1)
+        self.assertEqual(err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n')
+        self.assertEqual(self.run_main("-q", "query", "SELECT * FROM trades")[2], "", "-q: errors only")
+
+    def test_export_and_download_in_one_command(self) -> None:
+        directory = self.tmp()
+        status, out, err = self.run_main(
+            "export",
+            "daily_bars",
+            "--symbols",
+            "AAPL,MSFT",
+            "--start",
+            "2024-01-01",
+            "--end",
+            "2024-03-31",
+            "--format",
+            "csv",
+            "--download",
+            str(directory),
+        )
+        export = json.loads(out)
+        target = directory / export["download_url"].rsplit("/", 1)[1]
+        self.assertEqual(status, 0, err)
+        self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
+        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
+        self.assertEqual([p.name for p in directory.iterdir()], [target.name])
+
+    def test_download_destinations(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-03", format="csv"
+        )
+        url, name = export["download_url"], export["download_url"].rsplit("/", 1)[1]
+        directory = self.tmp()
+        with contextlib.chdir(directory):
+            self.assertEqual(self.run_main("download", url)[0], 0)  # no DEST: the URL's name, here
+        self.assertEqual(self.run_main("download", url, str(directory / "sub.csv"))[0], 0)
+        os.mkdir(directory / "into")
+        self.assertEqual(self.run_main("download", url, str(directory / "into"), "-c", "--connections", "2")[0], 0)
+        self.assertEqual(
+            sorted(str(p.relative_to(directory)) for p in directory.rglob("*")),
+            sorted([name, "sub.csv", "into", f"into/{name}"]),
+        )
+        for path in (directory / name, directory / "sub.csv", directory / "into" / name):
+            self.assertEqual(hashlib.sha256(path.read_bytes()).hexdigest(), export["sha256"])
+        for argv, text in (
+            (["download", url.rsplit("/", 1)[0] + "/"], "cannot name a file after"),
+            (["download", url.rsplit("/", 1)[0] + "/..", str(directory)], "cannot name a file after"),
+            (["download", url.rsplit("/", 1)[0] + "/a%2Fb"], "cannot name a file after"),
+            (["download", url, "-", "-c"], "-c needs a file"),
+            (["download", url, "x", "--connections", "0"], "--connections: must be at least 1"),
+            (["download", url, "x", "--sha256", "abc"], "--sha256 must be 64 hexadecimal digits"),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertIn(text, err)
+
+    def test_retries_timeout_and_verbosity(self) -> None:
+        base = self.server.url + "/api"
+        self.script(reply(503, {"message": "busy"}), reply(503, {"message": "busy"}), reply(body=[]))
+        status, _, err = self.run_main("--retries", "0", "-v", "datasets", base_url=base)
+        self.assertEqual(status, 1)
+        self.assertEqual(len(self.requests), 1)
+        self.assertRegex(
+            err, r"^dataset-client: GET http://127\.0\.0\.1:\d+/api/datasets: 503 Service Unavailable \(\d+ ms\)\n"
+        )
+        self.assertIn("dataset-client: error: 503 Service Unavailable: GET", err)
+        with recorded_sleeps():
+            status, out, err = self.run_main("--timeout", "0", "-v", "datasets", base_url=base)
+        self.assertEqual((status, json.loads(out)), (0, []))
+        self.assertEqual(err.count("retrying GET"), 1, err)
+        self.assertEqual(err.count(": 200 OK ("), 1, err)
+        self.assertNotIn("stand-in-key", err)
+
+    def test_a_resumed_transfer_says_so(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
+        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
+        self.assertEqual(status, 3)
+        self.assertIn("connection closed after 1.4 MiB of 3.0 MiB\n", err)  # sizes for people, not bytes
+        self.script(serve_file(DATA))
+        with recorded_sleeps():
+            status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
+        self.assertEqual(status, 0, err)
+        lines = err.splitlines()
+        self.assertEqual(lines[0], f"dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded, GET {url}")
+        self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
+        self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+
+    def test_errors_speak_in_the_command_lines_own_terms(self) -> None:
+        base = self.server.url + "/api"
+        self.script(reply(429, {"message": "slow down"}, {"Retry-After": "120"}))
+        cases = [
+            (
+                ["--base-url", "ftp://x/api", "datasets"],
+                {},
+                2,
+                "--base-url (or DATASET_CLIENT_BASE_URL) must be an http:// or https:// URL, not 'ftp'",
+            ),
+            (
+                ["datasets"],
+                {"DATASET_CLIENT_API_KEY": "two words"},
+                2,
+                "DATASET_CLIENT_API_KEY contains whitespace or a control character (CR, LF, ...)",
+            ),
+            (
+                ["export", "d", "--symbols", "A", "--start", "2024-02-01", "--end", "2024-01-01"],
+                {},
+                2,
+                "--start 2024-02-01 is after --end 2024-01-01",
+            ),
+            (
+                ["--base-url", base, "datasets"],
+                {},
+                1,
+                "429 Too Many Requests: GET " + base + "/datasets: slow down; try again in 2:00",
+            ),
+        ]
+        for argv, environment, expected, text in cases:
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv, key=environment.get("DATASET_CLIENT_API_KEY", "stand-in-key"))
+                self.assertEqual((status, out), (expected, ""))
+                self.assertEqual(err, f"dataset-client: error: {text}\n")
+
+    def test_a_proxy_in_the_way_is_named(self) -> None:
+        port = free_port()  # a proxy that is not there
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": ""}):
+            status, _, err = self.run_main("--retries", "0", "datasets")
+        self.assertEqual(status, 3)
+        self.assertIn(f"via proxy 127.0.0.1:{port} (NO_PROXY bypasses it): could not connect", err)
+
+    def test_a_full_disk_is_a_one_line_error(self) -> None:
+        class FullDisk(io.StringIO):
+            def write(self, text: str) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        for argv in (["datasets"], ["query", "SELECT 1"]):
+            err = io.StringIO()
+            with (
+                mock.patch.dict(
+                    os.environ, {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
+                ),
+                contextlib.redirect_stdout(FullDisk()),
+                contextlib.redirect_stderr(err),
+            ):
+                status = dc.main(argv)
+            self.assertEqual(status, 1)
+            self.assertEqual(err.getvalue(), "dataset-client: error: cannot write stdout: No space left on device\n")
+        self.script(reply(200, b"x" * 1000, {"ETag": '"v1"'}))
+        with file_size_limit(100):
+            status, _, err = self.run_main("download", self.server.url + "/f", str(self.tmp() / "f"))
+        self.assertEqual(status, 1)
+        self.assertRegex(err, r"^dataset-client: error: cannot write .*/f: File too large\n$")
+
+    def test_signals_end_a_download_with_their_status_and_nothing_left(self) -> None:
+        for signal_name, status, keep in (
+            ("SIGTERM", 143, False),
+            ("SIGHUP", 129, False),
+            ("SIGTERM", 143, True),
+            ("SIGINT", 130, False),
+        ):
+            if not hasattr(signal, signal_name):  # Windows has no SIGHUP
+                continue
+            self.script(first_bytes_then_stall(DATA, 1_500_000))
+            directory = self.tmp()
+            environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+            argv = ["download", self.server.url + "/files/x", str(directory / "out.bin"), *(["-c"] if keep else [])]
+            with inherited_signals(signal.SIG_DFL, "SIGINT", "SIGHUP", "SIGTERM"):  # as in a terminal
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
+                    env=environment,
+                    cwd=HERE,
+                    stderr=subprocess.PIPE,
+                )
+            self.addCleanup(process.kill)
+            with self.subTest(signal=signal_name, keep=keep):
+                _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
+                process.send_signal(getattr(signal, signal_name))
+                _, err = process.communicate(timeout=10)
+                self.assertEqual(process.returncode, status)
+                hint = "" if keep else "; with -c, the partial file is kept and the same command continues it"
+                self.assertEqual(
+                    err.decode().splitlines()[-1],
+                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}{hint}",
+                )
+                left = sorted(p.name for p in directory.iterdir())
+                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if keep else [])
+            self.server.script.clear()
+
+    @unittest.skipUnless(sys.platform == "linux", "reads /proc/PID/status")
+    def test_a_download_started_by_nohup_goes_on_after_a_hang_up(self) -> None:
+        rest = threading.Event()
+        self.addCleanup(rest.set)
+        self.script(first_bytes_then_stall(DATA, 1_500_000, rest_when=rest))
+        destination = self.tmp() / "out.bin"
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        argv = ["--base-url", self.server.url, "download", self.server.url + "/files/x", str(destination)]
+        if not hasattr(signal, "SIGHUP"):
+            self.skipTest("this platform has no SIGHUP (nor nohup)")
+        with inherited_signals(signal.SIG_IGN, "SIGHUP"):  # what nohup does before it runs the command
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dataset_client", *argv], env=environment, cwd=HERE, stderr=subprocess.PIPE
+            )
+        self.addCleanup(process.communicate)
+        self.addCleanup(process.kill)
+        _wait_for(lambda: any(p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()))
+        self.assertIn(signal.SIGHUP, ignored_signals(process.pid), "SIGHUP stays ignored while downloading")
+        process.send_signal(signal.SIGHUP)
+        rest.set()
+        _, err = process.communicate(timeout=10)
+        self.assertEqual((process.returncode, destination.read_bytes()), (0, DATA), err.decode())
+
+    def run_in_terminal(
+        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
+    ) -> tuple[int, str]:
+        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
+
+        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        environment |= {
+            "DATASET_CLIENT_BASE_URL": self.base_url,
+            "DATASET_CLIENT_API_KEY": "stand-in-key",
+            "TERM": "xterm",
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dataset_client", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env=environment,
+            cwd=HERE,
+        )
+        self.addCleanup(process.kill)
+        self.in_terminal = process
+        os.close(slave)
+        drawn = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not data:
+                break
+            drawn += data
+            if on_screen is not None:
+                on_screen(drawn.decode("utf-8", errors="replace"))
+        os.close(master)
+        return process.wait(10), drawn.decode()
+
+    def test_the_progress_line_fits_the_terminal_and_redraws_in_place(self) -> None:
+        for columns in (80, 40):
+            frames_seen = threading.Semaphore(0)
+            seen = [0]
+
+            def on_screen(text: str, frames_seen: threading.Semaphore = frames_seen, seen: list[int] = seen) -> None:
+                frames = text.count("%")
+                while seen[0] < frames:  # one chunk more for each frame drawn
+                    seen[0] += 1
+                    frames_seen.release()
+
+            def paced(handler: Handler, frames_seen: threading.Semaphore = frames_seen) -> None:
+                handler.send_response(200)
+                handler.send_header("Content-Length", str(len(BIG)))
+                handler.send_header("ETag", '"v1"')
+                handler.end_headers()
+                for start in range(0, len(BIG), 1024 * 1024):
+                    frames_seen.acquire(timeout=5)
+                    handler.wfile.write(BIG[start : start + 1024 * 1024])
+
+            self.script(paced)
+            target = self.tmp() / "big.bin"
+            with self.subTest(columns=columns):
+                status, drawn = self.run_in_terminal(
+                    ["download", self.server.url + "/big", str(target)], columns, on_screen
+                )
+                self.assertEqual(status, 0, drawn)
+                self.assertEqual(target.read_bytes(), BIG)
+                text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
+                rows = text.split("\r\n")
+                self.assertEqual(rows[1:], [""], "one row: the progress redrawn in place, then the summary over it")
+                *frames, summary = [frame for frame in rows[0].split("\r") if frame]
+                self.assertGreaterEqual(len(frames), 9)
+                self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
+                self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
+                self.assertRegex(frames[-1], r"100%  8\.0/8\.0 MiB")
+                self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
+
+    def test_no_progress_line_over_a_file_written_to_the_terminal(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-31", format="jsonl"
+        )
+        status, drawn = self.run_in_terminal(["download", export["download_url"], "-"], 80)
+        self.assertEqual(status, 0)
+        self.assertIn('{"date": "2024-01-02"', drawn)
+        self.assertNotIn("%", drawn, "a progress line among the file's bytes")
+        self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, [\d.]+ [KMG]?i?B/s")
+
+    def test_a_wide_table_fits_the_terminal(self) -> None:
+        numbers = [str(dataset["rows"]) for dataset in self.stand_in_client().list_datasets()]
+        for columns in (80, 40):
+            with self.subTest(columns=columns):
+                status, drawn = self.run_in_terminal(["datasets"], columns)  # a terminal: a table by default
+                rows = drawn.split("\r\n")
+                self.assertEqual(status, 0)
+                self.assertEqual(rows[-2:], ["(2 rows)", ""])
+                self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
+                words = drawn.split()
+                self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
+                if columns == 80:  # text columns narrowed, the dates whole
+                    self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
+                    self.assertIn(" 2023-01-02 ", rows[2])
+                else:  # too narrow even so: one block per record, as psql's expanded mode
+                    self.assertEqual(rows[0], "-[ RECORD 1 ]-")
+                    self.assertEqual(rows[1], "name        | daily_bars")
+                    self.assertIn(f"rows        | {numbers[1]}", rows)
+                    self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
+
+    def test_a_long_cell_is_measured_once_per_character(self) -> None:
+        import unicodedata
+
+        measured: list[str] = []
+        real = unicodedata.east_asian_width
+        sql = "SELECT replace(hex(zeroblob(3000)), '00', 'é') AS long, 7 AS n"  # 3000 characters, not ASCII
+        with (
+            mock.patch.dict(os.environ, {"COLUMNS": "80"}),
+            mock.patch.object(unicodedata, "east_asian_width", lambda c: measured.append(c) or real(c)),
+        ):
+            status, out, _ = self.run_main("--output", "table", "query", sql)
+        rows = out.splitlines()
+        self.assertEqual(status, 0)
+        self.assertEqual(rows[2], "é" * 76 + "…  7")  # 80 columns
+        self.assertEqual(rows[3], "(1 row)")
+        self.assertLess(len(measured), 4 * 3000, "cutting a cell must not measure it again for each character dropped")
+
+    def test_help_for_every_command(self) -> None:
+        for argv in ([], ["datasets"], ["query"], ["export"], ["download"]):
+            with self.subTest(argv=argv):
+                status, out, _ = self.run_main(*argv, "--help")
+                self.assertEqual(status, 0)
+                self.assertIn("usage: dataset-client", out)
+
+    def test_usage_errors_send_nothing(self) -> None:
+        for argv in (
+            ["bogus"],
+            ["export", "daily_bars", "--symbols", "A", "--start", "2024-02-30", "--end", "2024-03-01"],
+            ["export", "daily_bars", "--symbols", "A", "--start", "2024-03-01", "--end", "2024-02-01"],
+            ["export", "daily_bars", "--symbols", ",", "--start", "2024-01-01", "--end", "2024-02-01"],
+            ["query", "  "],
+            ["--timeout", "-1", "datasets"],
+            ["download", "ftp://host/file", "out"],
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err)
+
+    def test_exit_statuses_and_streams_of_the_process(self) -> None:
+        ok = self.run_process("datasets")
+        self.assertEqual((ok.returncode, ok.stderr), (0, b""))
+        self.assertEqual(json.loads(ok.stdout)[1]["name"], "trades")
+        secret = "sk-live-NEVER-PRINT-ME"
+        denied = self.run_process("datasets", key=secret)
+        self.assertEqual((denied.returncode, denied.stdout), (1, b""))
+        self.assertRegex(
+            denied.stderr.decode(),
+            r"^dataset-client: error: 401 Unauthorized: GET .*/datasets: missing or wrong API key\n$",
+        )
+        self.assertNotIn(secret.encode(), denied.stderr)
+        missing = self.run_process("datasets", base_url="")
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn(b"DATASET_CLIENT_BASE_URL", missing.stderr)
+        unreachable = self.run_process(  # one retry: its wait leaves no line behind
+            "--timeout", "2", "--retries", "1", "datasets", base_url=f"http://127.0.0.1:{free_port()}", key=secret
+        )
+        self.assertEqual((unreachable.returncode, unreachable.stdout), (3, b""))
+        self.assertEqual(unreachable.stderr.count(b"\n"), 1, "one line")
+        self.assertNotIn(secret.encode(), unreachable.stderr)
+
+    def test_download_to_stdout(self) -> None:
+        export = self.stand_in_client().create_export(
+            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02", format="jsonl"
+        )
+        result = self.run_process("download", export["download_url"], "-")
+        self.assertEqual(result.returncode, 0)
+        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
+
+
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
+
+
+def hostile(text: str) -> str:
+    """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
+    return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
+
+
+class TerminalOutput(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class CommandLineTerminalTests(StandInTestCase):
+    run_process = CommandLineTests.run_process
+    run_in_terminal = CommandLineTests.run_in_terminal
+
+    def run_main(
+        self, *argv: str, environment: dict[str, str] | None = None, stdin: str = "", terminal: bool = False
+    ) -> tuple[int, str, str]:
+        """main() with exactly the DATASET_CLIENT_ variables given (default: the stand-in's) and an empty HOME;
+        ``terminal``: stdout says it is a terminal."""
+        if environment is None:
+            environment = {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
+        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def export_argv(self, *more: str) -> list[str]:
+        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+
+    def test_export_download_to_stdout_writes_the_file_alone(self) -> None:
+        result = self.run_process(*self.export_argv("--format", "csv", "--download", "-"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        printed, summary = result.stderr.decode().rsplit("\n", 2)[:2]
+        export = json.loads(printed)  # the export went to stderr
+        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"], "stdout: the file alone")
+        self.assertTrue(result.stdout.startswith(b"date,"), result.stdout[:40])
+        self.assertRegex(summary, r"^downloaded stdout: .*sha256 verified$")
+        quiet = self.run_process("-q", *self.export_argv("--format", "csv", "--download", "-"))
+        self.assertEqual((quiet.returncode, quiet.stderr), (0, b""))
+        self.assertEqual(quiet.stdout, result.stdout)
+
+    def test_no_control_character_from_the_server_reaches_the_terminal(self) -> None:
+        base = self.server.url + "/api"
+        table = {"columns": [hostile("name"), "n"], "rows": [[hostile("cell"), 1]]}
+        self.script(reply(body=table), reply(body=table), reply(body=table), reply(body=table))
+        for output in ("table", "csv"):
+            with self.subTest(output=output):
+                status, out, err = self.run_main(
+                    "--output",
+                    output,
+                    "query",
+                    "SELECT 1",
+                    environment={"DATASET_CLIENT_BASE_URL": base},
+                    terminal=True,
+                )
+                self.assertEqual((status, err), (0, ""))
+                self.assertIsNone(RAW_CONTROL.search(out.replace("\r\n", "\n")), repr(out))  # csv ends lines so
+                self.assertIn(r"\x1b]0;pwned\x07cell\x1b[2J\x9b32mok\x7f", out)
+        for output in ("json", "jsonl"):
+            with self.subTest(output=output):
+                status, out, err = self.run_main(
+                    "--output", output, "query", "SELECT 1", environment={"DATASET_CLIENT_BASE_URL": base}
+                )
+                self.assertIsNone(RAW_CONTROL.search(out), repr(out))
+                self.assertIn(r"\u001b]0;pwned\u0007cell\u001b[2J\u009b32mok\u007f", out)
+                decoded = json.loads(out) if output == "json" else {"rows": [list(json.loads(out).values())]}
+                self.assertEqual(decoded["rows"][0][0], hostile("cell"), "the same text, escaped as JSON does")
+
+        def reason(handler: Handler) -> None:  # a reason phrase and a message of its own choosing
+            body = json.dumps({"message": hostile("message")}).encode()
+            handler.send_response(503, hostile("reason"))
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        self.script(reason, reason)
+        with recorded_sleeps():
+            status, out, err = self.run_main(
+                "-v", "--retries", "1", "datasets", environment={"DATASET_CLIENT_BASE_URL": base}
+            )
+        self.assertEqual(status, 1)
+        self.assertIsNone(RAW_CONTROL.search(err), repr(err))
+        self.assertEqual(err.count("\n"), 4, err)  # two requests, a retry, the error: each escaped
+        self.assertIn(r"503 \x1b]0;pwned\x07reason\x1b[2J\x9b32mok\x7f", err.splitlines()[0])
+        self.assertIn(r"\x1b]0;pwned\x07message\x1b[2J\x9b32mok\x7f", err.splitlines()[-1])
+
+    def test_a_name_from_the_url_never_replaces_a_file(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/"
+        with contextlib.chdir(directory):
+            for name, refused in ((".bashrc", "starts with a dot"), ("a%1b%5B2Jb", "holds a control character")):
+                with self.subTest(name=name):
+                    status, out, err = self.run_main("download", url + name)
+                    self.assertEqual((status, out), (2, ""))
+                    self.assertIn(refused, err)
+                    self.assertIsNone(RAW_CONTROL.search(err), repr(err))
+            Path("data.bin").write_bytes(b"mine")
+            status, _, err = self.run_main("download", url + "data.bin", "--sha256", DATA_SHA)
+            self.assertEqual(status, 1)
+            self.assertEqual(
+                err,
+                "dataset-client: error: data.bin exists and was not replaced (its name came from the URL): "
+                "give DEST to replace it\n",
+            )
+            self.assertEqual(Path("data.bin").read_bytes(), b"mine")
+            self.assertEqual(self.requests, [], "nothing was sent")
+            Path("data.bin").write_bytes(DATA)  # already the file: not fetched again, with or without DEST
+            for argv in (["download", url + "data.bin"], ["download", url + "data.bin", "data.bin"]):
+                with self.subTest(argv=argv):
+                    status, _, err = self.run_main(*argv, "--sha256", DATA_SHA)
+                    self.assertEqual(
+                        (status, err), (0, "data.bin already has the expected sha256: not downloaded again\n")
+                    )
+            self.assertEqual(self.requests, [], "nothing was sent")
+            self.script(serve_file(DATA))
+            Path("data.bin").write_bytes(b"old")  # DEST given, another file: replaced
+            status, _, err = self.run_main("download", url + "data.bin", "data.bin", "--sha256", DATA_SHA)
+            self.assertEqual((status, Path("data.bin").read_bytes()), (0, DATA), err)
+            self.assertEqual(sorted(os.listdir()), ["data.bin"])
+
+    def test_an_absolute_url_needs_no_service_and_gets_no_key(self) -> None:
+        self.script(serve_file(DATA))
+        destination = self.tmp() / "out.bin"
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(destination), environment={"DATASET_CLIENT_API_KEY": KEY}
+        )
+        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
+        self.assertEqual(
+            [(r.method, r.path, r.headers.get("Authorization")) for r in self.requests], [("GET", "/files/x", None)]
+        )
+        status, _, err = self.run_main("download", "/files/x", str(destination), environment={})
+        self.assertEqual(status, 2)
+        self.assertIn("no service address", err)
+
+    def idempotent_service(self) -> dict[str, int]:
+        """POST /api/exports gives one export per Idempotency-Key (its number, in what is returned); its file's
+        first GET stalls after 1.5 MB, later ones serve it whole or the range asked for."""
+        exports: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def respond(handler: Handler) -> None:
+            if handler.command == "POST":
+                with lock:
+                    number = exports.setdefault(handler.headers["Idempotency-Key"], len(exports) + 1)
+                export = {"id": f"exp_{number}", "download_url": f"/files/exp_{number}.bin", "sha256": DATA_SHA}
+                return reply(201, export)(handler)
+            first = sum(r.method == "GET" for r in self.requests) == 1
+            return (first_bytes_then_stall(DATA, 1_500_000) if first else serve_file(DATA))(handler)
+
+        self.server.default = respond
+        return exports
+
+    def test_an_interrupted_export_download_with_c_continues_when_run_again(self) -> None:
+        exports = self.idempotent_service()
+        directory = self.tmp()
+        base = ["--base-url", self.server.url + "/api"]
+        argv = [*base, *self.export_argv("--download", str(directory / "out.bin"), "-c")]
+        interrupted: list[str] = []
+
+        def ctrl_c_once_counted(screen: str) -> None:  # the progress line shows bytes: they are kept
+            if not interrupted and re.search(r"\b[1-9]\d*%", screen):
+                interrupted.append(screen)
+                self.in_terminal.send_signal(signal.SIGINT)
+
+        with inherited_signals(signal.SIG_DFL, "SIGINT"):  # as in a terminal
+            status, drawn = self.run_in_terminal(argv, 80, ctrl_c_once_counted)
+        self.assertEqual(len(interrupted), 1, drawn)
+        self.assertEqual(status, 130, drawn)
+        self.assertTrue(drawn.endswith("dataset-client: error: interrupted\r\n"), drawn)
+        status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
+        self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+        posts = [r for r in self.requests if r.method == "POST"]
+        gets = [r for r in self.requests if r.method == "GET"]
+        self.assertEqual(len(posts), 2)
+        self.assertEqual(posts[0].headers["Idempotency-Key"], posts[1].headers["Idempotency-Key"])
+        self.assertEqual(exports, {posts[0].headers["Idempotency-Key"]: 1}, "one export, got twice")
+        self.assertEqual([r.path for r in gets], ["/files/exp_1.bin"] * 2)
+        self.assertRegex(gets[1].headers["Range"], r"^bytes=[1-9]\d*-$", "the partial file continued")
+        for _ in range(2):  # without -c, each run is a new export
+            self.assertEqual(
+                self.run_main(*base, *self.export_argv(), environment={"DATASET_CLIENT_API_KEY": KEY})[0], 0
+            )
+        self.assertEqual(len(exports), 3)
+
+    def test_a_download_without_c_continues_what_a_c_run_left_and_leaves_nothing(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        os.symlink("real.bin", directory / "link.bin")  # through a symlink: the partial file is beside real.bin
+        for name, left in (("out.bin", ["link.bin", "out.bin"]), ("link.bin", ["link.bin", "out.bin", "real.bin"])):
+            with self.subTest(name=name):
+                self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
+                status, _, err = self.run_main(
+                    "--retries", "0", "download", url, str(directory / name), "-c", environment={}
+                )
+                self.assertEqual(status, 3)
+                self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint
+                self.script(serve_file(DATA))
+                status, _, err = self.run_main("download", url, str(directory / name), environment={})
+                self.assertEqual(status, 0, err)
+                self.assertEqual(
+                    err.splitlines()[0],
+                    f"continuing the partial file an interrupted -c download left for {directory / name}",
+                )
+                self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
+                self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
+        self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
+        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "b.bin"), environment={})
+        self.assertEqual(status, 3)
+        self.assertTrue(
+            err.endswith(
+                ": connection closed after 976.6 KiB of 3.0 MiB; with -c, the partial file is kept "
+                "and the same command continues it\n"
+            ),
+            err,
+        )
+        self.assertEqual(sorted(os.listdir(directory)), ["link.bin", "out.bin", "real.bin"])
+
+    def test_errors_say_what_to_do(self) -> None:
+        base = self.server.url + "/api"
+        self.script(*[reply(401, {"message": "missing or wrong API key"})] * 2)
+        status, _, err = self.run_main("datasets", environment={"DATASET_CLIENT_BASE_URL": base})
+        self.assertEqual(
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: 401 Unauthorized: GET {base}/datasets: missing or wrong API key "
+                "(DATASET_CLIENT_API_KEY is not set)\n",
+            ),
+        )
+        self.assertIsNone(self.requests[0].headers.get("Authorization"))
+        status, _, err = self.run_main(
+            "datasets", environment={"DATASET_CLIENT_BASE_URL": base, "DATASET_CLIENT_API_KEY": KEY}
+        )
+        self.assertEqual(status, 1)
+        self.assertTrue(err.endswith(": missing or wrong API key\n"), err)
+        for argv, text in (
+            (["datset"], "unknown command 'datset': did you mean 'datasets'?"),
+            (["--output", "tabel", "datasets"], "unknown --output value 'tabel': did you mean 'table'?"),
+            (
+                ["export", "trades", "--symbols", "V", "--start", "2024/01/02", "--end", "2024-01-03"],
+                "argument --start: invalid date '2024/01/02': use YYYY-MM-DD",
+            ),
+            (
+                ["--base-url", "localhost:8765", "datasets"],
+                "--base-url 'localhost:8765' has no scheme: did you mean 'http://localhost:8765'?",
+            ),
+            (
+                ["download", "/x", "out", "--limit-rate", "10X"],
+                "argument --limit-rate: invalid rate '10X': bytes per second, such as 500K, 10M or 1G",
+            ),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertRegex(
+                    err.splitlines()[-1], rf"^dataset-client( download| export)?: error: {re.escape(text)}$"
+                )
+        self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
+
+    def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body=[])
+        environment = {"DATASET_CLIENT_BASE_URL": tls.url + "/api"}
+        status, _, err = self.run_main("--retries", "0", "datasets", environment=environment)
+        self.assertEqual(status, 3)
+        self.assertIn(": TLS certificate verification failed: ", err)
+        self.assertTrue(
+            err.endswith("; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE\n"), err
+        )
+        status, out, err = self.run_main("--ca-bundle", CA_FILE, "datasets", environment=environment)
+        self.assertEqual((status, json.loads(out)), (0, []), err)
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[default]\nca_bundle = "{CA_FILE}"\n')
+        status, out, err = self.run_main("datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)})
+        self.assertEqual((status, json.loads(out)), (0, []), err)
+        status, _, err = self.run_main("--ca-bundle", str(config), "datasets", environment=environment)
+        self.assertEqual(status, 2)
+        self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
+
+    def test_connections_to_what_cannot_take_parts_download_as_one_stream(self) -> None:
+        self.server.default = serve_file(DATA)
+        result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
+        self.assertEqual((result.returncode, result.stdout), (0, DATA), result.stderr)
+        warning = "dataset-client: warning: --connections 4: {} cannot take parts; downloading as one stream"
+        self.assertEqual(result.stderr.decode().splitlines()[0], warning.format("stdout"))
+        fifo = self.tmp() / "fifo"
+        os.mkfifo(fifo)
+        received = bytearray()
+        reader = threading.Thread(target=lambda: received.extend(fifo.read_bytes()))
+        reader.start()
+        self.addCleanup(reader.join, 10)
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(fifo), "--connections", "4", environment={}
+        )
+        reader.join(10)
+        self.assertEqual((status, bytes(received)), (0, DATA), err)
+        self.assertEqual(err.splitlines()[0], warning.format(fifo))
+        self.assertEqual({r.headers.get("Range") for r in self.requests}, {None}, "one stream")
+
+    def test_help_per_command(self) -> None:
+        status, out, _ = self.run_main("--help")
+        self.assertEqual(status, 0)
+        self.assertIn("Exit status: 0 ok", out)
+        for command in dc._COMMANDS:
+            with self.subTest(command=command):
+                status, out, _ = self.run_main(command, "--help")
+                self.assertEqual(status, 0)
+                self.assertTrue(out.startswith(f"usage: dataset-client {command} [-h]"), out)
+                options, examples = out.split("\nexamples:\n")
+                self.assertNotIn("Exit status", out, "the global epilog is not repeated")
+                self.assertNotIn("--base-url", options)
+                self.assertNotIn("--output", options)
+                self.assertIn(f"dataset-client {command}", examples)
+                self.assertTrue(all(len(line) < 80 for line in out.splitlines()), out)
+        self.assertIn("--limit-rate RATE", self.run_main("download", "--help")[1])
+
+    def test_limit_rate_is_the_librarys_max_rate(self) -> None:
+        rates: list[object] = []
+
+        def recording(client: DatasetClient, *args: object, **options: object) -> None:
+            rates.append(options.get("max_rate", "not passed"))
+
+        url = self.server.url + "/files/x"
+        with mock.patch.object(dc.DatasetClient, "download", recording):
+            for rate in ("500K", "10M", "1G", "1.5k", "2048", None):
+                argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
+                self.assertEqual(self.run_main(*argv, environment={})[0], 0)
+        self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
+        for rate in ("0", "-5", "1T", "fast"):
+            with self.subTest(rate=rate):
+                status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
+                self.assertEqual(status, 2)
+                self.assertIn("bytes per second, such as 500K, 10M or 1G", err)
+        self.server.default = serve_file(DATA)
+        destination = self.tmp() / "x"
+        status, _, err = self.run_main(
+            "download", url, str(destination), "--limit-rate", "1G", "--connections", "2", environment={}
+        )
+        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
+
+    def test_profiles(self) -> None:
+        other = self.server.url + "/api"
+        self.server.default = reply(body=[{"name": "scripted"}])
+        config = self.tmp() / "config.toml"
+        config.write_text(
+            f'[default]\nbase_url = "{self.base_url}"\napi_key = "stand-in-key"\n\n'
+            f'[staging]\nbase_url = "{other}"\napi_key = "{KEY}"\ntimeout = 5\n'
+        )
+        config.chmod(0o600)
+        chosen = {"DATASET_CLIENT_CONFIG": str(config)}
+
+        def names(*argv: str, **environment: str) -> list[str]:
+            status, out, err = self.run_main(
+                *argv, "--output", "json", "datasets", environment={**chosen, **environment}
+            )
+            self.assertEqual(status, 0, err)
+            return [dataset["name"] for dataset in json.loads(out)]
+
+        self.assertEqual(names(), ["daily_bars", "trades"], "[default]")
+        self.assertEqual(names("--profile", "staging"), ["scripted"])
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(names(DATASET_CLIENT_PROFILE="staging"), ["scripted"])
+        self.assertEqual(names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file")
+        self.assertIsNone(self.requests[-1].headers["Authorization"], "[default]'s key is for its own base_url only")
+        self.server.script.append(reply(401, {"message": "missing or wrong API key"}))
+        status, _, err = self.run_main("datasets", environment={**chosen, "DATASET_CLIENT_BASE_URL": other})
+        self.assertEqual(
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: 401 Unauthorized: GET {other}/datasets: missing or wrong API key "
+                "(DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)\n",
+            ),
+        )
+        self.assertEqual(
+            names(
+                DATASET_CLIENT_PROFILE="staging",
+                DATASET_CLIENT_API_KEY="stand-in-key",
+                DATASET_CLIENT_BASE_URL=self.base_url,
+            ),
+            ["daily_bars", "trades"],
+        )
+        self.assertEqual(
+            names("--base-url", other, DATASET_CLIENT_BASE_URL=self.base_url),
+            ["scripted"],
+            "an option beats a variable",
+        )
+        home = self.tmp()  # the file's usual place
+        (home / ".config" / "dataset-client").mkdir(parents=True)
+        os.link(config, home / ".config" / "dataset-client" / "config.toml")
+        status, out, err = self.run_main("--profile", "staging", "datasets", environment={"HOME": str(home)})
+        self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
+        for argv, environment, text in (
+            (["--profile", "prod"], chosen, f"no profile 'prod' in {config}; its profiles: default, staging"),
+            (
+                [],
+                {"DATASET_CLIENT_PROFILE": "prod", "HOME": str(home)},
+                f"no profile 'prod' in {home}/.config/dataset-client/config.toml; its profiles: default, staging",
+            ),
+            (
+                ["--profile", "staging"],
+                {"DATASET_CLIENT_CONFIG": str(home / "none.toml")},
+                f"no config file {home}/none.toml for --profile staging",
+            ),
+        ):
+            with self.subTest(argv=argv, environment=environment):
+                status, _, err = self.run_main(*argv, "datasets", environment=environment)
+                self.assertEqual((status, err), (2, f"dataset-client: error: {text}\n"))
+        config.chmod(0o640)
+        status, _, err = self.run_main("datasets", environment=chosen)
+        self.assertEqual(
+            (status, err),
+            (
+                2,
+                f"dataset-client: error: {config} holds an api_key and is readable by others: run chmod 600 {config}\n",
+            ),
+        )
+        config.write_text('[default]\nbase-url = "http://x"\n')
+        status, _, err = self.run_main("datasets", environment=chosen)
+        self.assertEqual(status, 2)
+        self.assertIn("unknown key 'base-url' in [default]", err)
+
+    def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
+        def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
+            start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
+            handler.send_response(206)
+            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
+            handler.send_header("Content-Length", str(end - start))
+            handler.send_header("ETag", '"v1"')
+            handler.end_headers()
+            handler.wfile.write(BIG[start : start + 1024 * 1024])
+            handler.wfile.flush()
+            # Not a timing assertion: the client shows a rate once half a second has passed, and the retry's
+            # wait before this response (at the default backoff, at least a quarter of a second) counts too.
+            time.sleep(0.3)
+            handler.wfile.write(BIG[start + 1024 * 1024 : end])
+
+        self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause)
+        target = self.tmp() / "big.bin"
+        status, drawn = self.run_in_terminal(["-v", "download", self.server.url + "/big", str(target)], 80)
+        self.assertEqual((status, target.read_bytes() == BIG), (0, True), drawn)
+        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
+        frames = [piece for row in text.split("\r\n") for piece in row.split("\r") if piece.startswith("[")]
+        self.assertGreaterEqual(len(frames), 5, text)
+        self.assertTrue(all(len(frame) < 80 for frame in frames), [f for f in frames if len(f) >= 80])
+        bars = {len(re.match(r"\[[#-]+\]", frame)[0]) for frame in frames}  # type: ignore[index]
+        self.assertEqual(len(bars), 1, frames)
+        self.assertNotIn("/s", frames[0])
+        self.assertRegex(frames[-1], r"\]  100%  8\.0/8\.0 MiB  +[\d.]+ [KMG]iB/s +0:00 left$")
+        retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
+        retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
+        self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
+
+    def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
+        sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
+        for columns, expected in (
+            (
+                40,
+                [
+                    "about" + " " * 17 + "  " + " " * 10 + "big  t",  # a number's column on the right, whole
+                    "-" * 22 + "  " + "-" * 13 + "  -",
+                    "a rather long descrip…  1234567890123  x",  # the text gave way
+                ],
+            ),
+            (24, ["-[ RECORD 1 ]-", "about | a rather long d…", "big   | 1234567890123", "t     | x"]),
+            (12, ["-[ RECORD 1 ]-", "abo… | a ra…", "big  | 1234567890123", "t    | x"]),
+        ):
+            with self.subTest(columns=columns), mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
+                status, out, err = self.run_main("--output", "table", "query", sql)
+                self.assertEqual((status, out.splitlines()), (0, [*expected, "(1 row)"]), err)
+
+
+# ---------------------------------------------------------------------------
+# Shell completion, run by the shells themselves
+# ---------------------------------------------------------------------------
+
+
+COMPLETION_CASES = [  # (the words typed, the last one being completed), what is offered
+    (["d"], ["datasets", "download"]),
+    (["--output", ""], ["table", "json", "jsonl", "csv"]),
+    (["-q", "export", "trades", "--f"], ["--format"]),
+    (["export", "trades", "--format", ""], ["parquet", "csv", "jsonl"]),
+    (["completion", ""], ["bash", "zsh"]),
+    (["--base-url", ""], []),
+    (["download", "--l"], ["--limit-rate"]),
+    (["download", "http://host/f", "o"], ["other.csv", "out.bin"]),  # DEST: file names
+]
+
+
+COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
+class CompletionTests(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.directory = Path(directory.name)
+        for name in ("out.bin", "other.csv", "z.txt"):
+            (self.directory / name).touch()
+
+    def script(self, shell: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "dataset_client", "completion", shell], cwd=HERE, capture_output=True, check=True
+        )
+        self.assertEqual(result.stderr, b"")
+        return result.stdout.decode()
+
+    def run_shell(self, shell: list[str], lines: list[str], name: str) -> str:
+        """``lines`` run by ``shell`` (the code its last argument) among the test's files, with ``name``'s
+        completion script in $SCRIPT; what it printed, once it ended well and said nothing on stderr."""
+        result = subprocess.run(
+            [*shell, "\n".join(lines)],
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script(name)},
+            cwd=self.directory,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        return result.stdout
+
+    def test_bash_completes_commands_options_values_and_file_names(self) -> None:
+        lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
+            lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
+        stdout = self.run_shell(["bash", "--norc", "--noprofile", "-c"], lines, "bash")
+        registered, *offered = stdout.split("\n", 1)[0], *stdout.split("\n", 1)[1].split("===\n")[:-1]
+        self.assertEqual(registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client")
+        for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
+            with self.subTest(typed=typed):
+                self.assertEqual(got.split(), sorted(expected))
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_completes_commands_options_values_and_file_names(self) -> None:
+        # Outside an interactive shell's completion system: compadd and _files stood in for, so that what the
+        # function offers is printed (the file names themselves are zsh's _files at the terminal).
+        lines = ['compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }', "_files() { print -- FILES }"]
+        lines += ["compdef() { print -- compdef $@ }", 'eval "$SCRIPT"']
+        for typed, _ in COMPLETION_CASES:
+            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
+            lines.append(f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}")
+            lines.append("_dataset_client | sort; print -- '==='")
+        registered, rest = self.run_shell(["zsh", "-f", "-c"], lines, "zsh").split("\n", 1)
+        self.assertEqual(registered, "compdef _dataset_client dataset-client")
+        for (typed, expected), got in zip(COMPLETION_CASES, rest.split("===\n")[:-1], strict=True):
+            with self.subTest(typed=typed):
+                if typed[0] == "download" and not typed[-1].startswith("-"):
+                    self.assertEqual(got.split(), ["FILES"])
+                else:
+                    offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
+                    self.assertEqual(offered, sorted(expected))
+
+    def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
+        """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
+        process = subprocess.Popen(
+            shell,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=environment,
+            cwd=self.directory,  # out.bin, other.csv, z.txt
+            start_new_session=True,  # its own session: the pty becomes its terminal, with job control
+        )
+        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        screen = b""
+
+        def type_until(keys: bytes, wanted: bytes) -> None:
+            nonlocal screen
+            os.write(master, keys)
+            deadline = time.monotonic() + 10
+            while wanted not in screen and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    screen += os.read(master, 4096)
+            self.assertIn(wanted, screen)
+
+        type_until(setup + b"; echo READY\n", b"READY\r\n")
+        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"")  # shows the line as completed
+        type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
+        type_until(b"dataset-client download http://h/f z\t\n", b"<download><http://h/f><z.txt>\r\n")  # DEST
+        type_until(b"exit\n", b"exit")
+        self.assertEqual(process.wait(10), 0)
+
+    def test_bash_at_a_terminal_completes_with_tab(self) -> None:
+        script = f'eval "$({COPIED_FILE} completion bash)"'
+        self.complete_at_a_terminal(["bash", "--norc", "--noprofile", "-i"], script.encode())
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_at_a_terminal_completes_with_tab(self) -> None:
+        script = f'eval "$({COPIED_FILE} completion zsh)"'
+        setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
+        self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
+
+
+# ---------------------------------------------------------------------------
+# The stand-in service (examples/local_service.py), its Parquet writer, and the stand-in as a process
+# ---------------------------------------------------------------------------
 
 
 class StandInTests(StandInTestCase):
@@ -3996,507 +5358,6 @@ class StandInServiceTests(StandInTestCase):
         self.assertEqual(process.stdout.read(), "")  # type: ignore[union-attr]
 
 
-class CommandLineTests(StandInTestCase):
-    def run_main(
-        self, *argv: str, stdin: str = "", key: str | None = "stand-in-key", base_url: str | None = None
-    ) -> tuple[int, str, str]:
-        environment = {"DATASET_CLIENT_BASE_URL": base_url or self.base_url}
-        if key is not None:
-            environment["DATASET_CLIENT_API_KEY"] = key
-        out, err = io.StringIO(), io.StringIO()
-        with (
-            mock.patch.dict(os.environ, environment),
-            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
-            contextlib.redirect_stdout(out),
-            contextlib.redirect_stderr(err),
-        ):
-            status = dc.main(list(argv))
-        return status, out.getvalue(), err.getvalue()
-
-    def run_process(
-        self, *argv: str, key: str | None = "stand-in-key", base_url: str | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        environment["DATASET_CLIENT_BASE_URL"] = base_url if base_url is not None else self.base_url
-        if key is not None:
-            environment["DATASET_CLIENT_API_KEY"] = key
-        return subprocess.run(
-            [sys.executable, "-m", "dataset_client", *argv],
-            env=environment,
-            cwd=HERE,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-
-    def test_datasets_query_export(self) -> None:
-        status, out, err = self.run_main("datasets")
-        self.assertEqual((status, err), (0, ""))
-        self.assertEqual([d["name"] for d in json.loads(out)], ["daily_bars", "trades"])
-        self.assertIn('\n  {\n    "name"', out, "pretty-printed")
-        status, out, _ = self.run_main("query", "-", stdin="SELECT 40 + 2 AS answer")
-        self.assertEqual((status, json.loads(out)["rows"]), (0, [[42]]))
-        status, out, _ = self.run_main("query", "SELECT 'é' AS e")
-        self.assertEqual(json.loads(out)["rows"], [["é"]])
-        status, out, _ = self.run_main(
-            "export",
-            "daily_bars",
-            "--symbols",
-            "AAPL, MSFT",
-            "--start",
-            "2024-01-01",
-            "--end",
-            "2024-01-31",
-            "--format",
-            "csv",
-        )
-        export = json.loads(out)
-        self.assertEqual((status, export["symbols"], export["start_date"]), (0, ["AAPL", "MSFT"], "2024-01-01"))
-        target = self.tmp() / "out.csv"
-        status, out, err = self.run_main("download", export["download_url"], str(target), "--sha256", export["sha256"])
-        self.assertEqual((status, out), (0, ""))
-        self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
-
-    def test_output_formats(self) -> None:
-        sql = "SELECT symbol, count(*) AS days, round(avg(close), 2) AS mean FROM daily_bars GROUP BY symbol LIMIT 3"
-        status, out, err = self.run_main("query", sql)  # stdout is not a terminal: JSON, exactly the result
-        result = json.loads(out)
-        self.assertEqual((status, err, result["columns"]), (0, "", ["symbol", "days", "mean"]))
-        status, out, _ = self.run_main("query", sql, "--output", "table")  # options after the command too
-        lines = out.splitlines()
-        self.assertEqual(lines[0].split(), ["symbol", "days", "mean"])
-        self.assertEqual(lines[1].split(), ["------", "----", "------"])
-        self.assertEqual(lines[2].split(), ["AAPL", "522", str(result["rows"][0][2])])
-        self.assertTrue(lines[2].endswith(str(result["rows"][0][2])), "numbers on the right")
-        self.assertEqual(lines[-1], "(3 rows)")
-        self.assertEqual(len({len(line) for line in lines[:-1]}), 1, "aligned")
-        status, out, _ = self.run_main("--output", "csv", "query", sql)
-        self.assertEqual(out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"])
-        status, out, _ = self.run_main("--output", "jsonl", "query", sql)
-        self.assertEqual(
-            [json.loads(line) for line in out.splitlines()],
-            [dict(zip(result["columns"], row, strict=True)) for row in result["rows"]],
-        )
-        status, out, _ = self.run_main("--output", "table", "datasets")  # a list of objects: the union of their keys
-        self.assertEqual(out.splitlines()[0].split()[:2], ["name", "description"])
-        self.assertIn('[{"name":"date","type":"DATE"},', out, "a nested value as compact JSON")
-        self.assertEqual(out.splitlines()[-1], "(2 rows)")
-
-    def test_a_result_that_is_not_a_table_is_json_and_a_cut_one_is_said(self) -> None:
-        status, out, _ = self.run_main(
-            "--output",
-            "csv",
-            "export",
-            "trades",
-            "--symbols",
-            "V",
-            "--start",
-            "2024-01-02",
-            "--end",
-            "2024-01-02",
-            "--format",
-            "csv",
-        )
-        self.assertEqual((status, json.loads(out)["status"]), (0, "ready"))
-        status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
-        self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
-        self.assertEqual(err.count("\n"), 1)
-        self.assertEqual(err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n')
-        self.assertEqual(self.run_main("-q", "query", "SELECT * FROM trades")[2], "", "-q: errors only")
-
-    def test_export_and_download_in_one_command(self) -> None:
-        directory = self.tmp()
-        status, out, err = self.run_main(
-            "export",
-            "daily_bars",
-            "--symbols",
-            "AAPL,MSFT",
-            "--start",
-            "2024-01-01",
-            "--end",
-            "2024-03-31",
-            "--format",
-            "csv",
-            "--download",
-            str(directory),
-        )
-        export = json.loads(out)
-        target = directory / export["download_url"].rsplit("/", 1)[1]
-        self.assertEqual(status, 0, err)
-        self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
-        self.assertEqual([p.name for p in directory.iterdir()], [target.name])
-
-    def test_download_destinations(self) -> None:
-        export = self.stand_in_client().create_export(
-            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-03", format="csv"
-        )
-        url, name = export["download_url"], export["download_url"].rsplit("/", 1)[1]
-        directory = self.tmp()
-        with contextlib.chdir(directory):
-            self.assertEqual(self.run_main("download", url)[0], 0)  # no DEST: the URL's name, here
-        self.assertEqual(self.run_main("download", url, str(directory / "sub.csv"))[0], 0)
-        os.mkdir(directory / "into")
-        self.assertEqual(self.run_main("download", url, str(directory / "into"), "-c", "--connections", "2")[0], 0)
-        self.assertEqual(
-            sorted(str(p.relative_to(directory)) for p in directory.rglob("*")),
-            sorted([name, "sub.csv", "into", f"into/{name}"]),
-        )
-        for path in (directory / name, directory / "sub.csv", directory / "into" / name):
-            self.assertEqual(hashlib.sha256(path.read_bytes()).hexdigest(), export["sha256"])
-        for argv, text in (
-            (["download", url.rsplit("/", 1)[0] + "/"], "cannot name a file after"),
-            (["download", url.rsplit("/", 1)[0] + "/..", str(directory)], "cannot name a file after"),
-            (["download", url.rsplit("/", 1)[0] + "/a%2Fb"], "cannot name a file after"),
-            (["download", url, "-", "-c"], "-c needs a file"),
-            (["download", url, "x", "--connections", "0"], "--connections: must be at least 1"),
-            (["download", url, "x", "--sha256", "abc"], "--sha256 must be 64 hexadecimal digits"),
-        ):
-            with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv)
-                self.assertEqual((status, out), (2, ""))
-                self.assertIn(text, err)
-
-    def test_retries_timeout_and_verbosity(self) -> None:
-        base = self.server.url + "/api"
-        self.script(reply(503, {"message": "busy"}), reply(503, {"message": "busy"}), reply(body=[]))
-        status, _, err = self.run_main("--retries", "0", "-v", "datasets", base_url=base)
-        self.assertEqual(status, 1)
-        self.assertEqual(len(self.requests), 1)
-        self.assertRegex(
-            err, r"^dataset-client: GET http://127\.0\.0\.1:\d+/api/datasets: 503 Service Unavailable \(\d+ ms\)\n"
-        )
-        self.assertIn("dataset-client: error: 503 Service Unavailable: GET", err)
-        with recorded_sleeps():
-            status, out, err = self.run_main("--timeout", "0", "-v", "datasets", base_url=base)
-        self.assertEqual((status, json.loads(out)), (0, []))
-        self.assertEqual(err.count("retrying GET"), 1, err)
-        self.assertEqual(err.count(": 200 OK ("), 1, err)
-        self.assertNotIn("stand-in-key", err)
-
-    def test_a_resumed_transfer_says_so(self) -> None:
-        directory = self.tmp()
-        url = self.server.url + "/files/x"
-        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
-        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
-        self.assertEqual(status, 3)
-        self.assertIn("connection closed after 1.4 MiB of 3.0 MiB\n", err)  # sizes for people, not bytes
-        self.script(serve_file(DATA))
-        with recorded_sleeps():
-            status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
-        self.assertEqual(status, 0, err)
-        lines = err.splitlines()
-        self.assertEqual(lines[0], f"dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded, GET {url}")
-        self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
-        self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-
-    def test_errors_speak_in_the_command_lines_own_terms(self) -> None:
-        base = self.server.url + "/api"
-        self.script(reply(429, {"message": "slow down"}, {"Retry-After": "120"}))
-        cases = [
-            (
-                ["--base-url", "ftp://x/api", "datasets"],
-                {},
-                2,
-                "--base-url (or DATASET_CLIENT_BASE_URL) must be an http:// or https:// URL, not 'ftp'",
-            ),
-            (
-                ["datasets"],
-                {"DATASET_CLIENT_API_KEY": "two words"},
-                2,
-                "DATASET_CLIENT_API_KEY contains whitespace or a control character (CR, LF, ...)",
-            ),
-            (
-                ["export", "d", "--symbols", "A", "--start", "2024-02-01", "--end", "2024-01-01"],
-                {},
-                2,
-                "--start 2024-02-01 is after --end 2024-01-01",
-            ),
-            (
-                ["--base-url", base, "datasets"],
-                {},
-                1,
-                "429 Too Many Requests: GET " + base + "/datasets: slow down; try again in 2:00",
-            ),
-        ]
-        for argv, environment, expected, text in cases:
-            with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv, key=environment.get("DATASET_CLIENT_API_KEY", "stand-in-key"))
-                self.assertEqual((status, out), (expected, ""))
-                self.assertEqual(err, f"dataset-client: error: {text}\n")
-
-    def test_a_proxy_in_the_way_is_named(self) -> None:
-        port = free_port()  # a proxy that is not there
-        with mock.patch.dict(os.environ, {"HTTP_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": ""}):
-            status, _, err = self.run_main("--retries", "0", "datasets")
-        self.assertEqual(status, 3)
-        self.assertIn(f"via proxy 127.0.0.1:{port} (NO_PROXY bypasses it): could not connect", err)
-
-    def test_a_full_disk_is_a_one_line_error(self) -> None:
-        class FullDisk(io.StringIO):
-            def write(self, text: str) -> int:
-                raise OSError(errno.ENOSPC, "No space left on device")
-
-        for argv in (["datasets"], ["query", "SELECT 1"]):
-            err = io.StringIO()
-            with (
-                mock.patch.dict(
-                    os.environ, {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
-                ),
-                contextlib.redirect_stdout(FullDisk()),
-                contextlib.redirect_stderr(err),
-            ):
-                status = dc.main(argv)
-            self.assertEqual(status, 1)
-            self.assertEqual(err.getvalue(), "dataset-client: error: cannot write stdout: No space left on device\n")
-        self.script(reply(200, b"x" * 1000, {"ETag": '"v1"'}))
-        with file_size_limit(100):
-            status, _, err = self.run_main("download", self.server.url + "/f", str(self.tmp() / "f"))
-        self.assertEqual(status, 1)
-        self.assertRegex(err, r"^dataset-client: error: cannot write .*/f: File too large\n$")
-
-    def test_signals_end_a_download_with_their_status_and_nothing_left(self) -> None:
-        for signal_name, status, keep in (
-            ("SIGTERM", 143, False),
-            ("SIGHUP", 129, False),
-            ("SIGTERM", 143, True),
-            ("SIGINT", 130, False),
-        ):
-            if not hasattr(signal, signal_name):  # Windows has no SIGHUP
-                continue
-            self.script(first_bytes_then_stall(DATA, 1_500_000))
-            directory = self.tmp()
-            environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-            argv = ["download", self.server.url + "/files/x", str(directory / "out.bin"), *(["-c"] if keep else [])]
-            with inherited_signals(signal.SIG_DFL, "SIGINT", "SIGHUP", "SIGTERM"):  # as in a terminal
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
-                    env=environment,
-                    cwd=HERE,
-                    stderr=subprocess.PIPE,
-                )
-            self.addCleanup(process.kill)
-            with self.subTest(signal=signal_name, keep=keep):
-                _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
-                process.send_signal(getattr(signal, signal_name))
-                _, err = process.communicate(timeout=10)
-                self.assertEqual(process.returncode, status)
-                hint = "" if keep else "; with -c, the partial file is kept and the same command continues it"
-                self.assertEqual(
-                    err.decode().splitlines()[-1],
-                    f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}{hint}",
-                )
-                left = sorted(p.name for p in directory.iterdir())
-                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if keep else [])
-            self.server.script.clear()
-
-    @unittest.skipUnless(sys.platform == "linux", "reads /proc/PID/status")
-    def test_a_download_started_by_nohup_goes_on_after_a_hang_up(self) -> None:
-        rest = threading.Event()
-        self.addCleanup(rest.set)
-        self.script(first_bytes_then_stall(DATA, 1_500_000, rest_when=rest))
-        destination = self.tmp() / "out.bin"
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        argv = ["--base-url", self.server.url, "download", self.server.url + "/files/x", str(destination)]
-        if not hasattr(signal, "SIGHUP"):
-            self.skipTest("this platform has no SIGHUP (nor nohup)")
-        with inherited_signals(signal.SIG_IGN, "SIGHUP"):  # what nohup does before it runs the command
-            process = subprocess.Popen(
-                [sys.executable, "-m", "dataset_client", *argv], env=environment, cwd=HERE, stderr=subprocess.PIPE
-            )
-        self.addCleanup(process.communicate)
-        self.addCleanup(process.kill)
-        _wait_for(lambda: any(p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()))
-        self.assertIn(signal.SIGHUP, ignored_signals(process.pid), "SIGHUP stays ignored while downloading")
-        process.send_signal(signal.SIGHUP)
-        rest.set()
-        _, err = process.communicate(timeout=10)
-        self.assertEqual((process.returncode, destination.read_bytes()), (0, DATA), err.decode())
-
-    def run_in_terminal(
-        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
-    ) -> tuple[int, str]:
-        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew."""
-        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
-
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-        environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        environment |= {
-            "DATASET_CLIENT_BASE_URL": self.base_url,
-            "DATASET_CLIENT_API_KEY": "stand-in-key",
-            "TERM": "xterm",
-        }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dataset_client", *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            cwd=HERE,
-        )
-        self.addCleanup(process.kill)
-        os.close(slave)
-        drawn = b""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the process closed its end
-                break
-            if not data:
-                break
-            drawn += data
-            if on_screen is not None:
-                on_screen(drawn.decode("utf-8", errors="replace"))
-        os.close(master)
-        return process.wait(10), drawn.decode()
-
-    def test_the_progress_line_fits_the_terminal_and_redraws_in_place(self) -> None:
-        for columns in (80, 40):
-            frames_seen = threading.Semaphore(0)
-            seen = [0]
-
-            def on_screen(text: str, frames_seen: threading.Semaphore = frames_seen, seen: list[int] = seen) -> None:
-                frames = text.count("%")
-                while seen[0] < frames:  # one chunk more for each frame drawn
-                    seen[0] += 1
-                    frames_seen.release()
-
-            def paced(handler: Handler, frames_seen: threading.Semaphore = frames_seen) -> None:
-                handler.send_response(200)
-                handler.send_header("Content-Length", str(len(BIG)))
-                handler.send_header("ETag", '"v1"')
-                handler.end_headers()
-                for start in range(0, len(BIG), 1024 * 1024):
-                    frames_seen.acquire(timeout=5)
-                    handler.wfile.write(BIG[start : start + 1024 * 1024])
-
-            self.script(paced)
-            target = self.tmp() / "big.bin"
-            with self.subTest(columns=columns):
-                status, drawn = self.run_in_terminal(
-                    ["download", self.server.url + "/big", str(target)], columns, on_screen
-                )
-                self.assertEqual(status, 0, drawn)
-                self.assertEqual(target.read_bytes(), BIG)
-                text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
-                rows = text.split("\r\n")
-                self.assertEqual(rows[1:], [""], "one row: the progress redrawn in place, then the summary over it")
-                *frames, summary = [frame for frame in rows[0].split("\r") if frame]
-                self.assertGreaterEqual(len(frames), 9)
-                self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
-                self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
-                self.assertRegex(frames[-1], r"100%  8\.0/8\.0 MiB")
-                self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
-
-    def test_no_progress_line_over_a_file_written_to_the_terminal(self) -> None:
-        export = self.stand_in_client().create_export(
-            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-31", format="jsonl"
-        )
-        status, drawn = self.run_in_terminal(["download", export["download_url"], "-"], 80)
-        self.assertEqual(status, 0)
-        self.assertIn('{"date": "2024-01-02"', drawn)
-        self.assertNotIn("%", drawn, "a progress line among the file's bytes")
-        self.assertRegex(drawn, r"downloaded stdout: [\d.]+ KiB, [\d.]+ s, [\d.]+ [KMG]?i?B/s")
-
-    def test_a_wide_table_fits_the_terminal(self) -> None:
-        numbers = [str(dataset["rows"]) for dataset in self.stand_in_client().list_datasets()]
-        for columns in (80, 40):
-            with self.subTest(columns=columns):
-                status, drawn = self.run_in_terminal(["datasets"], columns)  # a terminal: a table by default
-                rows = drawn.split("\r\n")
-                self.assertEqual(status, 0)
-                self.assertEqual(rows[-2:], ["(2 rows)", ""])
-                self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
-                words = drawn.split()
-                self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
-                if columns == 80:  # text columns narrowed, the dates whole
-                    self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
-                    self.assertIn(" 2023-01-02 ", rows[2])
-                else:  # too narrow even so: one block per record, as psql's expanded mode
-                    self.assertEqual(rows[0], "-[ RECORD 1 ]-")
-                    self.assertEqual(rows[1], "name        | daily_bars")
-                    self.assertIn(f"rows        | {numbers[1]}", rows)
-                    self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
-
-    def test_a_long_cell_is_measured_once_per_character(self) -> None:
-        import unicodedata
-
-        measured: list[str] = []
-        real = unicodedata.east_asian_width
-        sql = "SELECT replace(hex(zeroblob(3000)), '00', 'é') AS long, 7 AS n"  # 3000 characters, not ASCII
-        with (
-            mock.patch.dict(os.environ, {"COLUMNS": "80"}),
-            mock.patch.object(unicodedata, "east_asian_width", lambda c: measured.append(c) or real(c)),
-        ):
-            status, out, _ = self.run_main("--output", "table", "query", sql)
-        rows = out.splitlines()
-        self.assertEqual(status, 0)
-        self.assertEqual(rows[2], "é" * 76 + "…  7")  # 80 columns
-        self.assertEqual(rows[3], "(1 row)")
-        self.assertLess(len(measured), 4 * 3000, "cutting a cell must not measure it again for each character dropped")
-
-    def test_help_for_every_command(self) -> None:
-        for argv in ([], ["datasets"], ["query"], ["export"], ["download"]):
-            with self.subTest(argv=argv):
-                status, out, _ = self.run_main(*argv, "--help")
-                self.assertEqual(status, 0)
-                self.assertIn("usage: dataset-client", out)
-
-    def test_usage_errors_send_nothing(self) -> None:
-        for argv in (
-            ["bogus"],
-            ["export", "daily_bars", "--symbols", "A", "--start", "2024-02-30", "--end", "2024-03-01"],
-            ["export", "daily_bars", "--symbols", "A", "--start", "2024-03-01", "--end", "2024-02-01"],
-            ["export", "daily_bars", "--symbols", ",", "--start", "2024-01-01", "--end", "2024-02-01"],
-            ["query", "  "],
-            ["--timeout", "-1", "datasets"],
-            ["download", "ftp://host/file", "out"],
-        ):
-            with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv)
-                self.assertEqual((status, out), (2, ""))
-                self.assertTrue(err)
-
-    def test_exit_statuses_and_streams_of_the_process(self) -> None:
-        ok = self.run_process("datasets")
-        self.assertEqual((ok.returncode, ok.stderr), (0, b""))
-        self.assertEqual(json.loads(ok.stdout)[1]["name"], "trades")
-        secret = "sk-live-NEVER-PRINT-ME"
-        denied = self.run_process("datasets", key=secret)
-        self.assertEqual((denied.returncode, denied.stdout), (1, b""))
-        self.assertRegex(
-            denied.stderr.decode(),
-            r"^dataset-client: error: 401 Unauthorized: GET .*/datasets: missing or wrong API key\n$",
-        )
-        self.assertNotIn(secret.encode(), denied.stderr)
-        missing = self.run_process("datasets", base_url="")
-        self.assertEqual(missing.returncode, 2)
-        self.assertIn(b"DATASET_CLIENT_BASE_URL", missing.stderr)
-        unreachable = self.run_process(  # one retry: its wait leaves no line behind
-            "--timeout", "2", "--retries", "1", "datasets", base_url=f"http://127.0.0.1:{free_port()}", key=secret
-        )
-        self.assertEqual((unreachable.returncode, unreachable.stdout), (3, b""))
-        self.assertEqual(unreachable.stderr.count(b"\n"), 1, "one line")
-        self.assertNotIn(secret.encode(), unreachable.stderr)
-
-    def test_download_to_stdout(self) -> None:
-        export = self.stand_in_client().create_export(
-            "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02", format="jsonl"
-        )
-        result = self.run_process("download", export["download_url"], "-")
-        self.assertEqual(result.returncode, 0)
-        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
-
-
-# ---------------------------------------------------------------------------
-# The stand-in as a process: SIGTERM, and its key from the environment
-# ---------------------------------------------------------------------------
-
-
 class StandInProcessTests(ServerTestCase):
     def test_sigterm_removes_its_files_and_the_key_may_come_from_the_environment(self) -> None:
         temporary = self.tmp()
@@ -4517,626 +5378,6 @@ class StandInProcessTests(ServerTestCase):
         _, err = process.communicate(timeout=10)
         self.assertEqual(process.returncode, 0, err)
         self.assertEqual(list(temporary.iterdir()), [], "its temporary directory and exports are gone")
-
-
-# ---------------------------------------------------------------------------
-# The command line as a new user meets it: streams, server strings, files, re-runs, errors
-# ---------------------------------------------------------------------------
-
-RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
-
-
-def hostile(text: str) -> str:
-    """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
-    return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
-
-
-class TerminalOutput(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-class CommandLineTerminalTests(StandInTestCase):
-    run_process = CommandLineTests.run_process
-    run_in_terminal = CommandLineTests.run_in_terminal
-
-    def run_main(
-        self, *argv: str, environment: dict[str, str] | None = None, stdin: str = "", terminal: bool = False
-    ) -> tuple[int, str, str]:
-        """main() with exactly the DATASET_CLIENT_ variables given (default: the stand-in's) and an empty HOME;
-        ``terminal``: stdout says it is a terminal."""
-        if environment is None:
-            environment = {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
-        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
-        with (
-            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
-            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
-            contextlib.redirect_stdout(out),
-            contextlib.redirect_stderr(err),
-        ):
-            status = dc.main(list(argv))
-        return status, out.getvalue(), err.getvalue()
-
-    def export_argv(self, *more: str) -> list[str]:
-        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
-
-    def test_export_download_to_stdout_writes_the_file_alone(self) -> None:
-        result = self.run_process(*self.export_argv("--format", "csv", "--download", "-"))
-        self.assertEqual(result.returncode, 0, result.stderr)
-        printed, summary = result.stderr.decode().rsplit("\n", 2)[:2]
-        export = json.loads(printed)  # the export went to stderr
-        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"], "stdout: the file alone")
-        self.assertTrue(result.stdout.startswith(b"date,"), result.stdout[:40])
-        self.assertRegex(summary, r"^downloaded stdout: .*sha256 verified$")
-        quiet = self.run_process("-q", *self.export_argv("--format", "csv", "--download", "-"))
-        self.assertEqual((quiet.returncode, quiet.stderr), (0, b""))
-        self.assertEqual(quiet.stdout, result.stdout)
-
-    def test_no_control_character_from_the_server_reaches_the_terminal(self) -> None:
-        base = self.server.url + "/api"
-        table = {"columns": [hostile("name"), "n"], "rows": [[hostile("cell"), 1]]}
-        self.script(reply(body=table), reply(body=table), reply(body=table), reply(body=table))
-        for output in ("table", "csv"):
-            with self.subTest(output=output):
-                status, out, err = self.run_main(
-                    "--output",
-                    output,
-                    "query",
-                    "SELECT 1",
-                    environment={"DATASET_CLIENT_BASE_URL": base},
-                    terminal=True,
-                )
-                self.assertEqual((status, err), (0, ""))
-                self.assertIsNone(RAW_CONTROL.search(out.replace("\r\n", "\n")), repr(out))  # csv ends lines so
-                self.assertIn(r"\x1b]0;pwned\x07cell\x1b[2J\x9b32mok\x7f", out)
-        for output in ("json", "jsonl"):
-            with self.subTest(output=output):
-                status, out, err = self.run_main(
-                    "--output", output, "query", "SELECT 1", environment={"DATASET_CLIENT_BASE_URL": base}
-                )
-                self.assertIsNone(RAW_CONTROL.search(out), repr(out))
-                self.assertIn(r"\u001b]0;pwned\u0007cell\u001b[2J\u009b32mok\u007f", out)
-                decoded = json.loads(out) if output == "json" else {"rows": [list(json.loads(out).values())]}
-                self.assertEqual(decoded["rows"][0][0], hostile("cell"), "the same text, escaped as JSON does")
-
-        def reason(handler: Handler) -> None:  # a reason phrase and a message of its own choosing
-            body = json.dumps({"message": hostile("message")}).encode()
-            handler.send_response(503, hostile("reason"))
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
-
-        self.script(reason, reason)
-        with recorded_sleeps():
-            status, out, err = self.run_main(
-                "-v", "--retries", "1", "datasets", environment={"DATASET_CLIENT_BASE_URL": base}
-            )
-        self.assertEqual(status, 1)
-        self.assertIsNone(RAW_CONTROL.search(err), repr(err))
-        self.assertEqual(err.count("\n"), 4, err)  # two requests, a retry, the error: each escaped
-        self.assertIn(r"503 \x1b]0;pwned\x07reason\x1b[2J\x9b32mok\x7f", err.splitlines()[0])
-        self.assertIn(r"\x1b]0;pwned\x07message\x1b[2J\x9b32mok\x7f", err.splitlines()[-1])
-
-    def test_a_name_from_the_url_never_replaces_a_file(self) -> None:
-        directory = self.tmp()
-        url = self.server.url + "/files/"
-        with contextlib.chdir(directory):
-            for name, refused in ((".bashrc", "starts with a dot"), ("a%1b%5B2Jb", "holds a control character")):
-                with self.subTest(name=name):
-                    status, out, err = self.run_main("download", url + name)
-                    self.assertEqual((status, out), (2, ""))
-                    self.assertIn(refused, err)
-                    self.assertIsNone(RAW_CONTROL.search(err), repr(err))
-            Path("data.bin").write_bytes(b"mine")
-            status, _, err = self.run_main("download", url + "data.bin", "--sha256", DATA_SHA)
-            self.assertEqual(status, 1)
-            self.assertEqual(
-                err,
-                "dataset-client: error: data.bin exists and was not replaced (its name came from the URL): "
-                "give DEST to replace it\n",
-            )
-            self.assertEqual(Path("data.bin").read_bytes(), b"mine")
-            self.assertEqual(self.requests, [], "nothing was sent")
-            Path("data.bin").write_bytes(DATA)  # already the file: not fetched again, with or without DEST
-            for argv in (["download", url + "data.bin"], ["download", url + "data.bin", "data.bin"]):
-                with self.subTest(argv=argv):
-                    status, _, err = self.run_main(*argv, "--sha256", DATA_SHA)
-                    self.assertEqual(
-                        (status, err), (0, "data.bin already has the expected sha256: not downloaded again\n")
-                    )
-            self.assertEqual(self.requests, [], "nothing was sent")
-            self.script(serve_file(DATA))
-            Path("data.bin").write_bytes(b"old")  # DEST given, another file: replaced
-            status, _, err = self.run_main("download", url + "data.bin", "data.bin", "--sha256", DATA_SHA)
-            self.assertEqual((status, Path("data.bin").read_bytes()), (0, DATA), err)
-            self.assertEqual(sorted(os.listdir()), ["data.bin"])
-
-    def test_an_absolute_url_needs_no_service_and_gets_no_key(self) -> None:
-        self.script(serve_file(DATA))
-        destination = self.tmp() / "out.bin"
-        status, _, err = self.run_main(
-            "download", self.server.url + "/files/x", str(destination), environment={"DATASET_CLIENT_API_KEY": KEY}
-        )
-        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
-        self.assertEqual(
-            [(r.method, r.path, r.headers.get("Authorization")) for r in self.requests], [("GET", "/files/x", None)]
-        )
-        status, _, err = self.run_main("download", "/files/x", str(destination), environment={})
-        self.assertEqual(status, 2)
-        self.assertIn("no service address", err)
-
-    def idempotent_service(self) -> dict[str, int]:
-        """POST /api/exports gives one export per Idempotency-Key (its number, in what is returned); its file's
-        first GET stalls after 1.5 MB, later ones serve it whole or the range asked for."""
-        exports: dict[str, int] = {}
-        lock = threading.Lock()
-
-        def respond(handler: Handler) -> None:
-            if handler.command == "POST":
-                with lock:
-                    number = exports.setdefault(handler.headers["Idempotency-Key"], len(exports) + 1)
-                export = {"id": f"exp_{number}", "download_url": f"/files/exp_{number}.bin", "sha256": DATA_SHA}
-                return reply(201, export)(handler)
-            first = sum(r.method == "GET" for r in self.requests) == 1
-            return (first_bytes_then_stall(DATA, 1_500_000) if first else serve_file(DATA))(handler)
-
-        self.server.default = respond
-        return exports
-
-    def test_an_interrupted_export_download_with_c_continues_when_run_again(self) -> None:
-        exports = self.idempotent_service()
-        directory = self.tmp()
-        base = ["--base-url", self.server.url + "/api"]
-        argv = [*base, *self.export_argv("--download", str(directory / "out.bin"), "-c")]
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        with inherited_signals(signal.SIG_DFL, "SIGINT"):  # as in a terminal
-            process = subprocess.Popen(
-                [sys.executable, "-m", "dataset_client", *argv],
-                env={**environment, "HOME": str(self.tmp()), "DATASET_CLIENT_API_KEY": KEY},
-                cwd=HERE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        self.addCleanup(process.kill)
-        _wait_for(lambda: (state := saved_state(directory)) is not None and state["parts"][0][2] > 0)  # bytes kept
-        process.send_signal(signal.SIGINT)  # Ctrl-C
-        _, err = process.communicate(timeout=10)
-        self.assertEqual(
-            (process.returncode, err.decode().splitlines()[-1]), (130, "dataset-client: error: interrupted")
-        )
-        status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
-        self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
-        self.assertEqual(os.listdir(directory), ["out.bin"])
-        posts = [r for r in self.requests if r.method == "POST"]
-        gets = [r for r in self.requests if r.method == "GET"]
-        self.assertEqual(len(posts), 2)
-        self.assertEqual(posts[0].headers["Idempotency-Key"], posts[1].headers["Idempotency-Key"])
-        self.assertEqual(exports, {posts[0].headers["Idempotency-Key"]: 1}, "one export, got twice")
-        self.assertEqual([r.path for r in gets], ["/files/exp_1.bin"] * 2)
-        self.assertRegex(gets[1].headers["Range"], r"^bytes=[1-9]\d*-$", "the partial file continued")
-        for _ in range(2):  # without -c, each run is a new export
-            self.assertEqual(
-                self.run_main(*base, *self.export_argv(), environment={"DATASET_CLIENT_API_KEY": KEY})[0], 0
-            )
-        self.assertEqual(len(exports), 3)
-
-    def test_a_download_without_c_continues_what_a_c_run_left_and_leaves_nothing(self) -> None:
-        directory = self.tmp()
-        url = self.server.url + "/files/x"
-        os.symlink("real.bin", directory / "link.bin")  # through a symlink: the partial file is beside real.bin
-        for name, left in (("out.bin", ["link.bin", "out.bin"]), ("link.bin", ["link.bin", "out.bin", "real.bin"])):
-            with self.subTest(name=name):
-                self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
-                status, _, err = self.run_main(
-                    "--retries", "0", "download", url, str(directory / name), "-c", environment={}
-                )
-                self.assertEqual(status, 3)
-                self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint
-                self.script(serve_file(DATA))
-                status, _, err = self.run_main("download", url, str(directory / name), environment={})
-                self.assertEqual(status, 0, err)
-                self.assertEqual(
-                    err.splitlines()[0],
-                    f"continuing the partial file an interrupted -c download left for {directory / name}",
-                )
-                self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
-                self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
-        self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
-        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "b.bin"), environment={})
-        self.assertEqual(status, 3)
-        self.assertTrue(
-            err.endswith(
-                ": connection closed after 976.6 KiB of 3.0 MiB; with -c, the partial file is kept "
-                "and the same command continues it\n"
-            ),
-            err,
-        )
-        self.assertEqual(sorted(os.listdir(directory)), ["link.bin", "out.bin", "real.bin"])
-
-    def test_errors_say_what_to_do(self) -> None:
-        base = self.server.url + "/api"
-        self.script(*[reply(401, {"message": "missing or wrong API key"})] * 2)
-        status, _, err = self.run_main("datasets", environment={"DATASET_CLIENT_BASE_URL": base})
-        self.assertEqual(
-            (status, err),
-            (
-                1,
-                f"dataset-client: error: 401 Unauthorized: GET {base}/datasets: missing or wrong API key "
-                "(DATASET_CLIENT_API_KEY is not set)\n",
-            ),
-        )
-        self.assertIsNone(self.requests[0].headers.get("Authorization"))
-        status, _, err = self.run_main(
-            "datasets", environment={"DATASET_CLIENT_BASE_URL": base, "DATASET_CLIENT_API_KEY": KEY}
-        )
-        self.assertEqual(status, 1)
-        self.assertTrue(err.endswith(": missing or wrong API key\n"), err)
-        for argv, text in (
-            (["datset"], "unknown command 'datset': did you mean 'datasets'?"),
-            (["--output", "tabel", "datasets"], "unknown --output value 'tabel': did you mean 'table'?"),
-            (
-                ["export", "trades", "--symbols", "V", "--start", "2024/01/02", "--end", "2024-01-03"],
-                "argument --start: invalid date '2024/01/02': use YYYY-MM-DD",
-            ),
-            (
-                ["--base-url", "localhost:8765", "datasets"],
-                "--base-url 'localhost:8765' has no scheme: did you mean 'http://localhost:8765'?",
-            ),
-            (
-                ["download", "/x", "out", "--limit-rate", "10X"],
-                "argument --limit-rate: invalid rate '10X': bytes per second, such as 500K, 10M or 1G",
-            ),
-        ):
-            with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv)
-                self.assertEqual((status, out), (2, ""))
-                self.assertRegex(
-                    err.splitlines()[-1], rf"^dataset-client( download| export)?: error: {re.escape(text)}$"
-                )
-        self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
-
-    def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(self) -> None:
-        tls = self.start_server(server_tls_context())
-        tls.default = reply(body=[])
-        environment = {"DATASET_CLIENT_BASE_URL": tls.url + "/api"}
-        status, _, err = self.run_main("--retries", "0", "datasets", environment=environment)
-        self.assertEqual(status, 3)
-        self.assertIn(": TLS certificate verification failed: ", err)
-        self.assertTrue(
-            err.endswith("; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE\n"), err
-        )
-        status, out, err = self.run_main("--ca-bundle", CA_FILE, "datasets", environment=environment)
-        self.assertEqual((status, json.loads(out)), (0, []), err)
-        config = self.tmp() / "config.toml"
-        config.write_text(f'[default]\nca_bundle = "{CA_FILE}"\n')
-        status, out, err = self.run_main("datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)})
-        self.assertEqual((status, json.loads(out)), (0, []), err)
-        status, _, err = self.run_main("--ca-bundle", str(config), "datasets", environment=environment)
-        self.assertEqual(status, 2)
-        self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
-
-    def test_connections_to_what_cannot_take_parts_download_as_one_stream(self) -> None:
-        self.server.default = serve_file(DATA)
-        result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
-        self.assertEqual((result.returncode, result.stdout), (0, DATA), result.stderr)
-        warning = "dataset-client: warning: --connections 4: {} cannot take parts; downloading as one stream"
-        self.assertEqual(result.stderr.decode().splitlines()[0], warning.format("stdout"))
-        fifo = self.tmp() / "fifo"
-        os.mkfifo(fifo)
-        received = bytearray()
-        reader = threading.Thread(target=lambda: received.extend(fifo.read_bytes()))
-        reader.start()
-        self.addCleanup(reader.join, 10)
-        status, _, err = self.run_main(
-            "download", self.server.url + "/files/x", str(fifo), "--connections", "4", environment={}
-        )
-        reader.join(10)
-        self.assertEqual((status, bytes(received)), (0, DATA), err)
-        self.assertEqual(err.splitlines()[0], warning.format(fifo))
-        self.assertEqual({r.headers.get("Range") for r in self.requests}, {None}, "one stream")
-
-    def test_help_per_command(self) -> None:
-        status, out, _ = self.run_main("--help")
-        self.assertEqual(status, 0)
-        self.assertIn("Exit status: 0 ok", out)
-        for command in dc._COMMANDS:
-            with self.subTest(command=command):
-                status, out, _ = self.run_main(command, "--help")
-                self.assertEqual(status, 0)
-                self.assertTrue(out.startswith(f"usage: dataset-client {command} [-h]"), out)
-                options, examples = out.split("\nexamples:\n")
-                self.assertNotIn("Exit status", out, "the global epilog is not repeated")
-                self.assertNotIn("--base-url", options)
-                self.assertNotIn("--output", options)
-                self.assertIn(f"dataset-client {command}", examples)
-                self.assertTrue(all(len(line) < 80 for line in out.splitlines()), out)
-        self.assertIn("--limit-rate RATE", self.run_main("download", "--help")[1])
-
-    def test_limit_rate_is_the_librarys_max_rate(self) -> None:
-        rates: list[object] = []
-
-        def recording(client: DatasetClient, *args: object, **options: object) -> None:
-            rates.append(options.get("max_rate", "not passed"))
-
-        url = self.server.url + "/files/x"
-        with mock.patch.object(dc.DatasetClient, "download", recording):
-            for rate in ("500K", "10M", "1G", "1.5k", "2048", None):
-                argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
-                self.assertEqual(self.run_main(*argv, environment={})[0], 0)
-        self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
-        for rate in ("0", "-5", "1T", "fast"):
-            with self.subTest(rate=rate):
-                status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
-                self.assertEqual(status, 2)
-                self.assertIn("bytes per second, such as 500K, 10M or 1G", err)
-        self.server.default = serve_file(DATA)
-        destination = self.tmp() / "x"
-        status, _, err = self.run_main(
-            "download", url, str(destination), "--limit-rate", "1G", "--connections", "2", environment={}
-        )
-        self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
-
-    def test_profiles(self) -> None:
-        other = self.server.url + "/api"
-        self.server.default = reply(body=[{"name": "scripted"}])
-        config = self.tmp() / "config.toml"
-        config.write_text(
-            f'[default]\nbase_url = "{self.base_url}"\napi_key = "stand-in-key"\n\n'
-            f'[staging]\nbase_url = "{other}"\napi_key = "{KEY}"\ntimeout = 5\n'
-        )
-        config.chmod(0o600)
-        chosen = {"DATASET_CLIENT_CONFIG": str(config)}
-
-        def names(*argv: str, **environment: str) -> list[str]:
-            status, out, err = self.run_main(
-                *argv, "--output", "json", "datasets", environment={**chosen, **environment}
-            )
-            self.assertEqual(status, 0, err)
-            return [dataset["name"] for dataset in json.loads(out)]
-
-        self.assertEqual(names(), ["daily_bars", "trades"], "[default]")
-        self.assertEqual(names("--profile", "staging"), ["scripted"])
-        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
-        self.assertEqual(names(DATASET_CLIENT_PROFILE="staging"), ["scripted"])
-        self.assertEqual(names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file")
-        self.assertIsNone(self.requests[-1].headers["Authorization"], "[default]'s key is for its own base_url only")
-        self.server.script.append(reply(401, {"message": "missing or wrong API key"}))
-        status, _, err = self.run_main("datasets", environment={**chosen, "DATASET_CLIENT_BASE_URL": other})
-        self.assertEqual(
-            (status, err),
-            (
-                1,
-                f"dataset-client: error: 401 Unauthorized: GET {other}/datasets: missing or wrong API key "
-                "(DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)\n",
-            ),
-        )
-        self.assertEqual(
-            names(
-                DATASET_CLIENT_PROFILE="staging",
-                DATASET_CLIENT_API_KEY="stand-in-key",
-                DATASET_CLIENT_BASE_URL=self.base_url,
-            ),
-            ["daily_bars", "trades"],
-        )
-        self.assertEqual(
-            names("--base-url", other, DATASET_CLIENT_BASE_URL=self.base_url),
-            ["scripted"],
-            "an option beats a variable",
-        )
-        home = self.tmp()  # the file's usual place
-        (home / ".config" / "dataset-client").mkdir(parents=True)
-        os.link(config, home / ".config" / "dataset-client" / "config.toml")
-        status, out, err = self.run_main("--profile", "staging", "datasets", environment={"HOME": str(home)})
-        self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
-        for argv, environment, text in (
-            (["--profile", "prod"], chosen, f"no profile 'prod' in {config}; its profiles: default, staging"),
-            (
-                [],
-                {"DATASET_CLIENT_PROFILE": "prod", "HOME": str(home)},
-                f"no profile 'prod' in {home}/.config/dataset-client/config.toml; its profiles: default, staging",
-            ),
-            (
-                ["--profile", "staging"],
-                {"DATASET_CLIENT_CONFIG": str(home / "none.toml")},
-                f"no config file {home}/none.toml for --profile staging",
-            ),
-        ):
-            with self.subTest(argv=argv, environment=environment):
-                status, _, err = self.run_main(*argv, "datasets", environment=environment)
-                self.assertEqual((status, err), (2, f"dataset-client: error: {text}\n"))
-        config.chmod(0o640)
-        status, _, err = self.run_main("datasets", environment=chosen)
-        self.assertEqual(
-            (status, err),
-            (
-                2,
-                f"dataset-client: error: {config} holds an api_key and is readable by others: run chmod 600 {config}\n",
-            ),
-        )
-        config.write_text('[default]\nbase-url = "http://x"\n')
-        status, _, err = self.run_main("datasets", environment=chosen)
-        self.assertEqual(status, 2)
-        self.assertIn("unknown key 'base-url' in [default]", err)
-
-    def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
-        def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
-            start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
-            handler.send_response(206)
-            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
-            handler.send_header("Content-Length", str(end - start))
-            handler.send_header("ETag", '"v1"')
-            handler.end_headers()
-            handler.wfile.write(BIG[start : start + 1024 * 1024])
-            handler.wfile.flush()
-            time.sleep(0.6)  # not a timing assertion: the client shows a rate once half a second has passed
-            handler.wfile.write(BIG[start + 1024 * 1024 : end])
-
-        self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause)
-        target = self.tmp() / "big.bin"
-        status, drawn = self.run_in_terminal(["-v", "download", self.server.url + "/big", str(target)], 80)
-        self.assertEqual((status, target.read_bytes() == BIG), (0, True), drawn)
-        text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
-        frames = [piece for row in text.split("\r\n") for piece in row.split("\r") if piece.startswith("[")]
-        self.assertGreaterEqual(len(frames), 5, text)
-        self.assertTrue(all(len(frame) < 80 for frame in frames), [f for f in frames if len(f) >= 80])
-        bars = {len(re.match(r"\[[#-]+\]", frame)[0]) for frame in frames}  # type: ignore[index]
-        self.assertEqual(len(bars), 1, frames)
-        self.assertNotIn("/s", frames[0])
-        self.assertRegex(frames[-1], r"\]  100%  8\.0/8\.0 MiB  +[\d.]+ [KMG]iB/s +0:00 left$")
-        retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
-        retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
-        self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
-
-    def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
-        sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
-        for columns, expected in (
-            (
-                40,
-                [
-                    "about" + " " * 17 + "  " + " " * 10 + "big  t",  # a number's column on the right, whole
-                    "-" * 22 + "  " + "-" * 13 + "  -",
-                    "a rather long descrip…  1234567890123  x",  # the text gave way
-                ],
-            ),
-            (24, ["-[ RECORD 1 ]-", "about | a rather long d…", "big   | 1234567890123", "t     | x"]),
-            (12, ["-[ RECORD 1 ]-", "abo… | a ra…", "big  | 1234567890123", "t    | x"]),
-        ):
-            with self.subTest(columns=columns), mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
-                status, out, err = self.run_main("--output", "table", "query", sql)
-                self.assertEqual((status, out.splitlines()), (0, [*expected, "(1 row)"]), err)
-
-
-# ---------------------------------------------------------------------------
-# Shell completion, run by the shells themselves
-# ---------------------------------------------------------------------------
-
-COMPLETION_CASES = [  # (the words typed, the last one being completed), what is offered
-    (["d"], ["datasets", "download"]),
-    (["--output", ""], ["table", "json", "jsonl", "csv"]),
-    (["-q", "export", "trades", "--f"], ["--format"]),
-    (["export", "trades", "--format", ""], ["parquet", "csv", "jsonl"]),
-    (["completion", ""], ["bash", "zsh"]),
-    (["--base-url", ""], []),
-    (["download", "--l"], ["--limit-rate"]),
-    (["download", "http://host/f", "o"], ["other.csv", "out.bin"]),  # DEST: file names
-]
-
-
-COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
-
-
-class CompletionTests(unittest.TestCase):
-    def setUp(self) -> None:
-        directory = tempfile.TemporaryDirectory()
-        self.addCleanup(directory.cleanup)
-        self.directory = Path(directory.name)
-        for name in ("out.bin", "other.csv", "z.txt"):
-            (self.directory / name).touch()
-
-    def script(self, shell: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "-m", "dataset_client", "completion", shell], cwd=HERE, capture_output=True, check=True
-        )
-        self.assertEqual(result.stderr, b"")
-        return result.stdout.decode()
-
-    def test_bash_completes_commands_options_values_and_file_names(self) -> None:
-        lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
-        for typed, _ in COMPLETION_CASES:
-            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
-            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
-            lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
-        result = subprocess.run(
-            ["bash", "--norc", "--noprofile", "-c", "\n".join(lines)],
-            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("bash")},
-            cwd=self.directory,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        self.assertEqual((result.returncode, result.stderr), (0, ""))
-        registered, *offered = result.stdout.split("\n", 1)[0], *result.stdout.split("\n", 1)[1].split("===\n")[:-1]
-        self.assertEqual(registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client")
-        for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
-            with self.subTest(typed=typed):
-                self.assertEqual(got.split(), sorted(expected))
-
-    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
-    def test_zsh_completes_commands_options_values_and_file_names(self) -> None:
-        # Outside an interactive shell's completion system: compadd and _files stood in for, so that what the
-        # function offers is printed (the file names themselves are zsh's _files at the terminal).
-        lines = ['compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }', "_files() { print -- FILES }"]
-        lines += ["compdef() { print -- compdef $@ }", 'eval "$SCRIPT"']
-        for typed, _ in COMPLETION_CASES:
-            words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
-            lines.append(f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}")
-            lines.append("_dataset_client | sort; print -- '==='")
-        result = subprocess.run(
-            ["zsh", "-f", "-c", "\n".join(lines)],
-            env={"PATH": os.environ["PATH"], "SCRIPT": self.script("zsh")},
-            cwd=self.directory,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        self.assertEqual((result.returncode, result.stderr), (0, ""))
-        registered, rest = result.stdout.split("\n", 1)
-        self.assertEqual(registered, "compdef _dataset_client dataset-client")
-        for (typed, expected), got in zip(COMPLETION_CASES, rest.split("===\n")[:-1], strict=True):
-            with self.subTest(typed=typed):
-                if typed[0] == "download" and not typed[-1].startswith("-"):
-                    self.assertEqual(got.split(), ["FILES"])
-                else:
-                    offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
-                    self.assertEqual(offered, sorted(expected))
-
-    def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
-        """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
-        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
-
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
-        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
-        process = subprocess.Popen(
-            shell,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            cwd=self.directory,  # out.bin, other.csv, z.txt
-            start_new_session=True,  # its own session: the pty becomes its terminal, with job control
-        )
-        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
-        os.close(slave)
-        self.addCleanup(os.close, master)
-        screen = b""
-
-        def type_until(keys: bytes, wanted: bytes) -> None:
-            nonlocal screen
-            os.write(master, keys)
-            deadline = time.monotonic() + 10
-            while wanted not in screen and time.monotonic() < deadline:
-                if select.select([master], [], [], 0.5)[0]:
-                    screen += os.read(master, 4096)
-            self.assertIn(wanted, screen)
-
-        type_until(setup + b"; echo READY\n", b"READY\r\n")
-        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }\n", b"")  # shows the line as completed
-        type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
-        type_until(b"dataset-client download http://h/f z\t\n", b"<download><http://h/f><z.txt>\r\n")  # DEST
-        type_until(b"exit\n", b"exit")
-        self.assertEqual(process.wait(10), 0)
-
-    def test_bash_at_a_terminal_completes_with_tab(self) -> None:
-        script = f'eval "$({COPIED_FILE} completion bash)"'
-        self.complete_at_a_terminal(["bash", "--norc", "--noprofile", "-i"], script.encode())
-
-    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
-    def test_zsh_at_a_terminal_completes_with_tab(self) -> None:
-        script = f'eval "$({COPIED_FILE} completion zsh)"'
-        setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
-        self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
 
 if __name__ == "__main__":

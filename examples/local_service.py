@@ -109,26 +109,32 @@ class Service:
     def __init__(self, api_key: str) -> None:
         self.api_key = api_key
         self.lock = threading.Lock()
-        self.database = sqlite3.connect(":memory:", check_same_thread=False)
+        self._database: sqlite3.Connection | None = None  # made on first use: see _data()
         self.files = tempfile.mkdtemp(prefix="dataset-service-")
         self.exports: dict[str, dict[str, Any]] = {}
         self.by_idempotency_key: dict[str, tuple[str, dict[str, Any]]] = {}
         self.exports_lock = threading.Lock()
-        self._load_sample_data()
-        self.database.execute("PRAGMA query_only = ON")
 
     def close(self) -> None:
-        self.database.close()
+        if self._database is not None:
+            self._database.close()
         shutil.rmtree(self.files, ignore_errors=True)
 
-    def _load_sample_data(self) -> None:
-        for name, spec in DATASETS.items():
-            columns = ", ".join(f"{column} {kind}" for column, kind in spec["columns"].items())
-            self.database.execute(f"CREATE TABLE {name} ({columns})")
-        bars, trades = _sample_rows()
-        self.database.executemany("INSERT INTO daily_bars VALUES (?, ?, ?, ?, ?, ?, ?)", bars)
-        self.database.executemany("INSERT INTO trades VALUES (?, ?, ?, ?, ?)", trades)
-        self.database.commit()
+    def _data(self) -> sqlite3.Connection:
+        """The sample database, made on first use (with ``self.lock`` held): a service only started and
+        stopped never spends the 0.2 s its data takes to make."""
+        if self._database is None:
+            database = sqlite3.connect(":memory:", check_same_thread=False)
+            for name, spec in DATASETS.items():
+                columns = ", ".join(f"{column} {kind}" for column, kind in spec["columns"].items())
+                database.execute(f"CREATE TABLE {name} ({columns})")
+            bars, trades = _sample_rows()
+            database.executemany("INSERT INTO daily_bars VALUES (?, ?, ?, ?, ?, ?, ?)", bars)
+            database.executemany("INSERT INTO trades VALUES (?, ?, ?, ?, ?)", trades)
+            database.commit()
+            database.execute("PRAGMA query_only = ON")
+            self._database = database
+        return self._database
 
     def check_key(self, authorization: str | None) -> None:
         expected = f"Bearer {self.api_key}"
@@ -139,7 +145,7 @@ class Service:
         listing = []
         with self.lock:
             for name, spec in DATASETS.items():
-                (rows,) = self.database.execute(f"SELECT count(*) FROM {name}").fetchone()
+                (rows,) = self._data().execute(f"SELECT count(*) FROM {name}").fetchone()
                 listing.append({
                     "name": name,
                     "description": spec["description"],
@@ -156,9 +162,10 @@ class Service:
         if not isinstance(sql, str) or not sql.strip():
             raise HTTPError(422, 'the body must be {"sql": "<a SELECT statement>"}')
         with self.lock:
-            self.database.set_authorizer(_read_only)
+            database = self._data()
+            database.set_authorizer(_read_only)
             try:
-                cursor = self.database.execute(sql)
+                cursor = database.execute(sql)
                 rows = cursor.fetchmany(MAX_QUERY_ROWS + 1)
             except sqlite3.DatabaseError as exc:
                 status = 403 if "not authorized" in str(exc) or "readonly" in str(exc) else 400
@@ -166,7 +173,7 @@ class Service:
             except sqlite3.Warning as exc:  # e.g. more than one statement
                 raise HTTPError(400, f"query failed: {exc}") from None
             finally:
-                self.database.set_authorizer(None)
+                database.set_authorizer(None)
         columns = [column[0] for column in cursor.description or ()]
         truncated = len(rows) > MAX_QUERY_ROWS
         rows = [[_json_value(value) for value in row] for row in rows[:MAX_QUERY_ROWS]]
@@ -194,7 +201,7 @@ class Service:
         sql = (f"SELECT {', '.join(columns)} FROM {dataset} WHERE symbol IN ({marks}) "
                f"AND date BETWEEN ? AND ? ORDER BY date, symbol")  # fmt: skip
         with self.lock:
-            rows = self.database.execute(sql, [*symbols, start.isoformat(), end.isoformat()]).fetchall()
+            rows = self._data().execute(sql, [*symbols, start.isoformat(), end.isoformat()]).fetchall()
         if file_format == "parquet":
             types = DATASETS[dataset]["columns"]
             write_parquet(path, [(column, PARQUET_KINDS[types[column]]) for column in columns], rows)
@@ -435,7 +442,7 @@ class Server(http.server.ThreadingHTTPServer):
         if ":" in host:
             self.address_family = socket.AF_INET6
         self.verbose = verbose
-        super().__init__((host, port), Handler)  # a port in use fails here, before the data is made (0.2 s)
+        super().__init__((host, port), Handler)  # a port in use fails here
         try:
             self.service = Service(api_key)
         except BaseException:
