@@ -1380,7 +1380,7 @@ class _Transfer:
         self.lock = _thread.allocate_lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
         self.parts = [_Part(self, 0, None)]
-        self.threads: list[threading.Thread] = []
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each part thread, and its end
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
@@ -1421,12 +1421,10 @@ class _Transfer:
         self._start_workers()
         self._work()
         try:
-            for thread in self.threads:  # their reads end at once when a part failed
-                thread.join()
+            self._wait_for_threads()  # their reads end at once when a part failed
         except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
             self.fail(exc)
-            for thread in self.threads:
-                thread.join()
+            self._wait_for_threads()
             raise
         if self.error is not None:
             raise self.error
@@ -1436,16 +1434,31 @@ class _Transfer:
         import threading
 
         while len(self.threads) < min(self.connections, len(self.parts)) - 1:
-            self.threads.append(threading.Thread(target=self._work, name="dataset-client-part", daemon=True))
-            self.threads[-1].start()
+            ended = threading.Event()
+            thread = threading.Thread(target=self._work, args=(ended,), name="dataset-client-part", daemon=True)
+            self.threads.append((thread, ended))
+            thread.start()
 
-    def _work(self) -> None:
+    def _wait_for_threads(self) -> None:
+        """Return once every part thread has ended.
+
+        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
+        interrupts takes the thread for ended while it still runs, and would not wait again.
+        """
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()  # at once: the thread is past its last line
+
+    def _work(self, ended: threading.Event | None = None) -> None:
         try:
             while (part := self._next_part()) is not None:
                 with contextlib.suppress(_PartStopped):  # then no part is left to take, or the next one
                     self._fetch(part)
         except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
             self.fail(exc)
+        finally:
+            if ended is not None:
+                ended.set()
 
     def _fetch(self, part: _Part) -> None:
         """Fetch one part, resuming it where it stopped when a response is cut."""
@@ -1690,7 +1703,7 @@ class _Transfer:
         with self.lock:
             if self.error is None:
                 self.error = error
-        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread in self.threads)})
+        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
         if self.digest is not None and self.expected_digest is not None:
