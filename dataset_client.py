@@ -1671,8 +1671,10 @@ class _Transfer:
             self.progress(self.done, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if part.end is None:  # a body of unknown length ends where the connection closed
+        if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
+            if self.progress is not None:
+                self.progress(self.done, self.total)
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
