@@ -2677,6 +2677,20 @@ class ResumeTests(ServerTestCase):
             else:
                 self.assertTrue(ranges[1:] and all(r and i == '"v1"' for r, i in ranges[1:]), ranges)
 
+    def test_a_malformed_content_range_of_another_version_starts_over(self) -> None:
+        # Found in review: a 206 of another ETag says the file changed, whatever its Content-Range.
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers:
+                return reply(206, DATA[1000:], {"Content-Range": "bytes garbage", "ETag": '"v2"'})(handler)
+            (cut(DATA, 1000, {"ETag": '"v1"'}) if len(self.requests) == 1 else serve_file(DATA, etag='"v2"'))(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "out.bin"
+        self.client().download("files/x", out)
+        self.assertEqual(out.read_bytes(), DATA)
+        ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+        self.assertEqual(ranges, [(None, None), ("bytes=1000-", '"v1"'), (None, None)])
+
     def test_progress_resets_the_retry_count(self) -> None:
         cuts = list(range(100_000, len(DATA), 1_100_000))  # more than a chunk (1 MiB) between cuts
         self.server.default = serve_file(DATA, cuts=cuts)
@@ -2792,6 +2806,44 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.assertEqual(self.server.bytes_served, len(DATA) - kept)
         self.assertEqual(seen[0], (kept, len(DATA)))
         self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+
+    def test_ctrl_c_as_the_state_is_read_or_the_file_moved_into_place_keeps_what_resumes(self) -> None:
+        # Found in review: a KeyboardInterrupt while the kept state was read, or at the start of the
+        # commit, lost the partial file (and left a stale state beside nothing).
+        directory = self.tmp()
+        out = directory / "out.bin"
+        commit, fstat = dc._FileTarget.commit, os.fstat
+        committing: list[int] = []
+
+        def ctrl_c_in_commit(target: Any, total: int | None) -> None:
+            committing.append(threading.get_ident())
+            commit(target, total)
+
+        def fstat_or_ctrl_c(fd: int) -> os.stat_result:
+            if threading.get_ident() in committing:
+                raise KeyboardInterrupt
+            return fstat(fd)
+
+        def ctrl_c(fd: int) -> None:
+            raise KeyboardInterrupt
+
+        self.server.default = serve_file(DATA)
+        with (
+            mock.patch.object(dc._FileTarget, "commit", ctrl_c_in_commit),
+            mock.patch.object(dc.os, "fstat", fstat_or_ctrl_c),
+            self.assertRaises(KeyboardInterrupt),
+        ):
+            self.client().download("files/x", out, resume=True)
+        self.assertEqual(sorted(os.listdir(directory)), [".out.bin.part", ".out.bin.part.json"])
+        self.assertEqual((directory / ".out.bin.part").read_bytes(), DATA, "the whole file, kept")
+        with mock.patch.object(dc, "_read_state", ctrl_c), self.assertRaises(KeyboardInterrupt):
+            self.client().download("files/x", out, resume=True)
+        self.assertEqual(sorted(os.listdir(directory)), [".out.bin.part", ".out.bin.part.json"])
+        self.client().download("files/x", out, resume=True)  # the lock was let go: the same file, continued
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={len(DATA) - 1}-", "its last byte, asked again")
+        self.assertEqual(len(self.requests), 2, "the run interrupted while reading the state sent nothing")
 
     def test_a_file_changed_on_the_server_between_runs_starts_over(self) -> None:
         new = bytes(reversed(DATA))
@@ -4523,6 +4575,24 @@ class CommandLineTerminalTests(StandInTestCase):
             err,
         )
         self.assertEqual(sorted(os.listdir(directory)), ["link.bin", "out.bin", "real.bin"])
+
+    def test_an_empty_file_a_c_run_left_is_continued_and_removed_too(self) -> None:
+        # Found in review: a state of total 0 was not taken for a partial file, and stayed for ever.
+        directory = self.tmp()
+        self.script(serve_file(b""))
+
+        def ctrl_c(done: int, total: int | None) -> None:
+            raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            self.client(self.server.url).download("files/x", directory / "out.bin", resume=True, progress=ctrl_c)
+        self.assertEqual(sorted(os.listdir(directory)), [".out.bin.part", ".out.bin.part.json"])
+        self.script(serve_file(b""))
+        status, _, err = self.run_main("download", self.server.url + "/files/x", str(directory / "out.bin"))
+        self.assertEqual(status, 0, err)
+        self.assertTrue(err.startswith("continuing the partial file an interrupted -c download left"), err)
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+        self.assertEqual((directory / "out.bin").read_bytes(), b"")
 
     def test_errors_say_what_to_do(self) -> None:
         base = self.server.url + "/api"
