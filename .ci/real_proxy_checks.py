@@ -21,15 +21,17 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import dataset_client as dc  # noqa: E402  (from this repository, whatever is installed)
+
+sys.path.insert(0, str(ROOT / "examples"))
+from local_service import serving  # noqa: E402  (a server run for the length of a with block)
 
 USER, PASSWORD = "alice", "s3cret-Corp_9"  # tinyproxy's BasicAuth takes word characters and '-' only
 
@@ -65,17 +67,6 @@ class OriginHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
-
-
-@contextlib.contextmanager
-def serving(origin: Origin) -> Iterator[Origin]:
-    thread = threading.Thread(target=origin.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield origin
-    finally:
-        origin.shutdown()
-        origin.server_close()
 
 
 class Tinyproxy:

@@ -34,6 +34,7 @@ import secrets
 import shlex
 import shutil
 import socket
+import socketserver
 import sqlite3
 import sys
 import tempfile
@@ -41,11 +42,13 @@ import threading
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # parquet_writer.py, beside this file
 from parquet_writer import write_parquet
+
+_AnyServer = TypeVar("_AnyServer", bound=socketserver.BaseServer)
 
 SYMBOLS = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
 FIRST_DAY = datetime.date(2023, 1, 2)
@@ -465,10 +468,16 @@ class Server(http.server.ThreadingHTTPServer):
             service.close()
 
 
-@contextlib.contextmanager
-def running(host: str = "127.0.0.1", port: int = 0, api_key: str | None = None) -> Iterator[Server]:
+def running(
+    host: str = "127.0.0.1", port: int = 0, api_key: str | None = None
+) -> contextlib.AbstractContextManager[Server]:
     """Serve in a background thread for the duration of a ``with`` block."""
-    server = Server(host, port, api_key or secrets.token_urlsafe(24))
+    return serving(Server(host, port, api_key or secrets.token_urlsafe(24)))
+
+
+@contextlib.contextmanager
+def serving(server: _AnyServer) -> Iterator[_AnyServer]:
+    """Run ``server`` in a background thread for the duration of a ``with`` block, then close it."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:
