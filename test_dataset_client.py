@@ -1198,6 +1198,7 @@ class HostileServerSecretTests(ServerTestCase):
         interrupter.start()
         self.addCleanup(interrupter.join, 10)
         error = outcome_of(lambda: client.query("SELECT '" + "x" * 16_000_000 + "'"))
+        self.assertIsInstance(error, KeyboardInterrupt, repr(error))
         assert isinstance(error, KeyboardInterrupt)
         frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
         self.assertIn("query", [frame.f_code.co_name for frame in frames])
