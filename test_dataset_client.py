@@ -1194,6 +1194,8 @@ class HostileServerSecretTests(ServerTestCase):
                 _wait_for(lambda: bool(self.requests) and frame_names(main)[:2] == ["send", "_send_output"], 10)
                 signal.pthread_kill(main.ident or 0, signal.SIGINT)
 
+        # Python's own Ctrl-C, whatever the run inherited (a background job starts with SIGINT ignored).
+        self.addCleanup(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
         interrupter = threading.Thread(target=ctrl_c_once_blocked_sending)
         interrupter.start()
         self.addCleanup(interrupter.join, 10)
