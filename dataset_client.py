@@ -1864,9 +1864,8 @@ class _FileTarget:
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
         self.seeking = _thread.allocate_lock()  # where there is no os.pwrite/os.pread (Windows)
-        directory, name = os.path.split(destination)
-        self.directory = directory or "."
-        self.stem = os.path.join(self.directory, _hidden_stem(self.directory, name))
+        self.directory = os.path.dirname(destination) or "."
+        self.stem = _hidden_stem(destination)
         self.path = ""
         self.state: _StateFile | None = None  # with resume: where the state of the partial file is kept
         self.lock_path = ""  # a .part.lock file, where there is no flock
@@ -2311,9 +2310,7 @@ def _open_device(path: str) -> BinaryIO | None:
 def _has_resumable_partial(destination: str, url: str) -> bool:
     """True when an earlier ``resume=True`` download of ``url`` (resolved) left a partial file for ``destination``."""
     with contextlib.suppress(OSError):
-        directory, name = os.path.split(_follow_destination_links(destination))
-        stem = os.path.join(directory or ".", _hidden_stem(directory or ".", name))
-        fd = _open_own_file(stem + ".part.json", create=False)
+        fd = _open_own_file(_hidden_stem(_follow_destination_links(destination)) + ".part.json", create=False)
         return fd is not None and _checked_state(_read_state(fd), url) is not None
     return False
 
@@ -2323,17 +2320,20 @@ def _writable(stream: Any) -> bool:
     return not callable(writable) or bool(writable())
 
 
-def _hidden_stem(directory: str, name: str) -> str:
-    """``.NAME`` for the files beside NAME, shortened (with a hash) to leave room for a suffix within NAME_MAX."""
+def _hidden_stem(path: str) -> str:
+    """``DIRECTORY/.NAME``, the start of the names of the files beside ``path`` (DIRECTORY/NAME), NAME
+    shortened (with a hash) to leave room for a suffix within NAME_MAX."""
+    directory, name = os.path.split(path)
+    directory = directory or "."
     try:
         limit = os.pathconf(directory, "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
         limit = 255
     encoded = os.fsencode(name)
     room = limit - 24  # the longest suffix: ".0123456789ab.part"
-    if len(encoded) < room:
-        return "." + name
-    return "." + os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
+    if len(encoded) >= room:
+        name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
+    return os.path.join(directory, "." + name)
 
 
 # ---------------------------------------------------------------------------
