@@ -1132,6 +1132,8 @@ class HostileServerSecretTests(ServerTestCase):
                     for form in (key, key.replace("/", "\\/"), key[:9]):
                         self.assertNotIn(form, text)
                 self.assertLessEqual(len(body), 64 * 1024)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {key}", "sent, so echoed")
+                self.assertIn("<redacted>", str(error) + body, "the echo was there, and was redacted")
 
     def test_a_body_that_is_not_utf8_keeps_no_key_in_the_errors_cause(self) -> None:
         def respond(handler: Handler) -> None:
@@ -2036,9 +2038,13 @@ class ProxyAuthenticationTests(ServerTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.proxy = self.start_proxy()
-        self.proxy.required = "Basic " + base64.b64encode(f"alice:{self.PASSWORD}".encode()).decode()
+        self.proxy.required = self.basic(self.PASSWORD)
         self.where = f"127.0.0.1:{self.proxy.server_address[1]}"
         os.environ["NO_PROXY"] = ""
+
+    def basic(self, password: str) -> str:
+        """The Proxy-Authorization a client sends for alice and ``password``."""
+        return "Basic " + base64.b64encode(f"alice:{password}".encode()).decode()
 
     def proxy_url(self, password: str | None) -> str:
         credentials = "" if password is None else f"alice:{urllib_parse.quote(password, safe='')}@"
@@ -2084,6 +2090,7 @@ class ProxyAuthenticationTests(ServerTestCase):
         os.environ["HTTP_PROXY"] = self.proxy_url("wrong" + self.PASSWORD)
         error = self.refused(self.server.url + "/api")
         self.assertIn("407 Proxy Authentication Required: the proxy refused the credentials in HTTP_PROXY:", str(error))
+        self.assertEqual(self.proxy.proxy_authorizations, [self.basic("wrong" + self.PASSWORD)], "sent once")
         self.assertEqual(self.requests, [])
 
     def test_missing_and_wrong_credentials_through_connect(self) -> None:
@@ -2102,6 +2109,7 @@ class ProxyAuthenticationTests(ServerTestCase):
         os.environ["HTTPS_PROXY"] = self.proxy_url(self.PASSWORD + "x")
         error = self.refused(url, ssl_context=context)
         self.assertIn("the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=http://USER:", str(error))
+        self.assertEqual(self.proxy.proxy_authorizations, [None, self.basic(self.PASSWORD + "x")], "each sent once")
         self.assertEqual(tls.requests, [])
 
     def test_a_connect_refused_with_401_is_the_same_error(self) -> None:
@@ -2112,6 +2120,7 @@ class ProxyAuthenticationTests(ServerTestCase):
         self.assertIn(
             ": 401 Unauthorized: the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=", str(error)
         )
+        self.assertEqual(self.proxy.proxy_authorizations, [self.basic("wrong")])
 
     def test_right_credentials_over_plain_http_and_through_connect(self) -> None:
         tls = self.start_server(server_tls_context())
@@ -2339,14 +2348,8 @@ class DownloadTests(ServerTestCase):
         (request,) = self.requests
         self.assertEqual((request.method, request.path, request.headers["Range"]), ("GET", "/api/v1/files/x", None))
         self.assertEqual(seen[0], (0, None), "no length said")
-        self.assertEqual(seen[-1][0], len(DATA))
-
-    # Found while writing the test above: the last call was (size, None), the total known by then not passed on.
-    def test_the_last_progress_of_a_body_without_a_length_gives_its_size(self) -> None:
-        self.script(until_closed(DATA))
-        seen: list[tuple[int, int | None]] = []
-        self.client().download("files/x", self.tmp() / "out.bin", progress=lambda d, t: seen.append((d, t)))
-        self.assertEqual(seen[-1], (len(DATA), len(DATA)))
+        # Found while writing this test: the last call was (size, None), the total known by then not passed on.
+        self.assertEqual(seen[-1], (len(DATA), len(DATA)), "the size, once the connection closed")
 
     def test_download_replaces_an_existing_file_and_keeps_umask_permissions(self) -> None:
         self.script(serve_file(DATA))
@@ -3190,16 +3193,16 @@ class SharedDirectoryTests(ServerTestCase):
 
     def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
         user = self.user()
-        shared, notes = self.shared(0o777), self.victim_file()
-        for name in (".out.bin.part", ".out.bin.part.json.tmp"):
-            self.plant(shared / name, user, link_to=notes)
-        self.script(serve_file(DATA))
-        self.client().download("files/x", shared / "out.bin", resume=True)
-        self.assertEqual(notes.read_text(), "the victim's notes")
-        self.assertEqual((shared / "out.bin").read_bytes(), DATA)
-        self.assertEqual(
-            sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json.tmp", "out.bin"]
-        )
+        # The partial file, its state, and a save of the state that kill -9 cut short (which is cleaned up).
+        for name in (".out.bin.part", ".out.bin.part.json", ".out.bin.part.json.0123abcd.tmp"):
+            with self.subTest(name):
+                shared, notes = self.shared(0o777), self.victim_file()
+                self.plant(shared / name, user, link_to=notes)
+                self.script(serve_file(DATA))
+                self.client().download("files/x", shared / "out.bin", resume=True)
+                self.assertEqual(notes.read_text(), "the victim's notes")
+                self.assertEqual((shared / "out.bin").read_bytes(), DATA)
+                self.assertEqual(sorted(p.name for p in shared.iterdir()), sorted([name, "out.bin"]))
 
     def test_a_planted_partial_file_and_forged_state_are_left_alone(self) -> None:
         user = self.user()
@@ -3215,6 +3218,12 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertIsNone(self.requests[0].headers["Range"])
         self.assertEqual((shared / ".out.bin.part").read_bytes(), b"EVIL", "nothing written into the planted file")
         self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json", "out.bin"])
+        own = self.tmp()  # the control: the same files, this user's own, are taken up (their last byte asked again)
+        (own / ".out.bin.part").write_bytes(b"EVIL")
+        (own / ".out.bin.part.json").write_text(json.dumps(forged))
+        self.server.default = serve_file(DATA)  # a 206 of another size: the file changed, it starts over
+        self.client().download("files/x", own / "out.bin", resume=True)
+        self.assertEqual(self.requests[1].headers["Range"], "bytes=3-")
 
     def test_a_planted_world_writable_partial_file_never_receives_the_download(self) -> None:
         user = self.user()
@@ -3388,6 +3397,10 @@ class StateFileTests(ServerTestCase):
             "parts not a list": {**good, "parts": "0-100"},
             "not an object": [1, 2, 3],
         }
+        directory = self.prepare(good)  # the control: the sound state these are made from is taken up
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+        self.assertEqual([r.headers["Range"] for r in self.requests], ["bytes=1000-"])
         for name, state in cases.items():
             with self.subTest(name):
                 self.server.requests.clear()
@@ -3402,11 +3415,14 @@ class StateFileTests(ServerTestCase):
     def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
         url = self.server.url + "/api/v1/files/x"
         state = json.dumps({"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]})
-        directory = self.prepare(None, raw=state.encode() + b" " * (1024 * 1024))
-        self.script(serve_file(DATA))
-        self.client().download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertIsNone(self.requests[0].headers["Range"])
+        for size, asked in ((1024 * 1024, "bytes=1000-"), (1024 * 1024 + 1, None)):  # 1 MiB is read, 1 byte more not
+            with self.subTest(size=size):
+                self.server.requests.clear()
+                directory = self.prepare(None, raw=state.encode().ljust(size))
+                self.script(serve_file(DATA))
+                self.client().download("files/x", directory / "out.bin", resume=True)
+                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                self.assertEqual([r.headers["Range"] for r in self.requests], [asked])
 
     def test_a_fifo_or_a_link_to_a_device_as_the_state_never_hangs(self) -> None:
         for kind in ("fifo", "link to /dev/zero"):
@@ -3468,8 +3484,9 @@ class HostileResponseTests(ServerTestCase):
             connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
 
         client = self.client(raw_server(self, flood), max_retries=2)
-        with self.assertRaisesRegex(dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses"):
+        with self.assertRaisesRegex(dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses") as caught:
             client.list_datasets()
+        self.assertEqual(caught.exception.attempts, 1, "not retried: the same server would flood again")
 
     def test_a_head_cut_off_before_its_blank_line_is_an_incomplete_response(self) -> None:
         heads = [b'HTTP/1.1 200 OK\r\nETag: "v1"\r\nContent-Le', b"HTTP/1.1 200 O"]
@@ -3503,7 +3520,9 @@ class HostileResponseTests(ServerTestCase):
         out = self.tmp() / "big.bin"
         self.client().download("files/big", out, connections=2, sha256=BIG_SHA)
         self.assertEqual(out.read_bytes(), BIG)
-        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 2, "the cut one was asked again")
+        ranges = [r.headers["Range"] for r in self.requests if r.headers["Range"]]
+        self.assertEqual(len(ranges), 2, "the cut one was asked again")
+        self.assertEqual(ranges[0], ranges[1], "for the same range")
 
     def test_an_endless_body_or_one_in_tiny_chunks_in_a_child_under_a_memory_limit(self) -> None:
         size = 1024 * 1024  # at least this much, or the allocator's noise hides the growth
@@ -3574,13 +3593,21 @@ class DownloadFaultTests(ServerTestCase):
         self.assertEqual(seen[-1], (len(DATA), len(DATA)))
 
     def test_no_thread_outlives_a_download_whose_progress_raises(self) -> None:
-        def broken(done: int, total: int | None) -> None:
+        def broken(done: int, total: int | None) -> None:  # on its first call, before any part thread starts
             raise RuntimeError("the progress bar broke")
 
-        for connections in (1, 1, 4):
+        def broken_once_bytes_arrive(done: int, total: int | None) -> None:  # the parts' threads have started
+            if done:
+                raise RuntimeError("the progress bar broke")
+
+        for progress, connections in ((broken, 1), (broken, 1), (broken_once_bytes_arrive, 4)):
             self.server.default = serve_file(BIG)
+            destination = self.tmp() / "big.bin"
             with self.subTest(connections=connections), self.assertRaisesRegex(RuntimeError, "progress bar broke"):
-                self.client().download("files/big", io.BytesIO(), sha256=BIG_SHA, progress=broken)
+                self.client().download(
+                    "files/big", destination, connections=connections, sha256=BIG_SHA, progress=progress
+                )
+            self.assertEqual(list(destination.parent.iterdir()), [])
         threads = [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
         self.assertEqual(threads, [])
 
@@ -3599,8 +3626,8 @@ class DownloadFaultTests(ServerTestCase):
         self.assertEqual(sorted(bool(r.headers["Range"]) for r in self.requests), [False, True, True, True])
 
     def download_ended_by_ctrl_c(self, destination: Path, *, resume: bool = False) -> list[threading.Thread]:
-        """download(connections=4) of BIG, ended by a real SIGINT to this (the main) thread while it waits in
-        Thread.join for the three other parts; the part threads still alive when KeyboardInterrupt came out.
+        """download(connections=4) of BIG, ended by a real SIGINT to this (the main) thread while it waits
+        for the three other parts; the part threads still alive when KeyboardInterrupt came out.
 
         The server sends the first part whole and 1 MiB of each other one. Each part thread's write of
         that MiB is held until, after the SIGINT, the main thread waits for that very thread (a frame of
@@ -3753,21 +3780,14 @@ class DownloadFaultTests(ServerTestCase):
                 directory = self.tmp()
                 self.complete_partial(directory, DATA)
                 self.script(serve_file(served, etag=etag))
-                self.client().download("files/x", directory / "out.bin", resume=True)
+                digest = hashlib.sha256(served).hexdigest()  # another version: downloaded again, not refused
+                self.client().download("files/x", directory / "out.bin", resume=True, sha256=digest)
                 self.assertEqual((directory / "out.bin").read_bytes(), served)
                 (request,) = self.requests
                 self.assertEqual(
                     (request.headers["Range"], request.headers["If-Range"]), (f"bytes={len(DATA) - 1}-", '"v1"')
                 )
                 self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-
-    def test_a_complete_partial_of_another_version_is_downloaded_again_not_refused(self) -> None:
-        new = bytes(reversed(DATA))
-        directory = self.tmp()
-        self.complete_partial(directory, DATA)
-        self.script(serve_file(new, etag='"v2"'))
-        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
-        self.assertEqual((directory / "out.bin").read_bytes(), new)
 
     def test_a_wrong_total_kept_from_a_lying_server_is_discarded_on_416(self) -> None:
         directory = self.tmp()
@@ -3815,6 +3835,12 @@ class DownloadFaultTests(ServerTestCase):
         )
         self.assertEqual((directory / "out.bin").read_bytes(), new)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+        asked = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+        restart = asked.index((None, None))  # the whole file anew, once the kept parts were refused
+        kept = [f"bytes={start + 1000}-{'' if end == len(BIG) else end - 1}" for start, end, _ in parts]
+        self.assertTrue(asked[:restart], "the kept parts asked for first")
+        self.assertLessEqual(set(asked[:restart]), {(range_, '"v1"') for range_ in kept}, "each from where it stopped")
+        self.assertTrue(all(if_range == '"v2"' for _, if_range in asked[restart + 1 :]), asked)
 
     def test_a_file_that_keeps_changing_is_refused_after_three_restarts(self) -> None:
         versions = itertools.count()
@@ -4048,6 +4074,8 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
         self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        asked = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
+        self.assertEqual(asked, [(None, None), ("bytes=1500000-", '"v1"'), ("bytes=2500000-", '"v1"')])
 
     def test_errors_speak_in_the_command_lines_own_terms(self) -> None:
         base = self.server.url + "/api"
@@ -4713,6 +4741,7 @@ class CommandLineTerminalTests(StandInTestCase):
                 status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
                 self.assertEqual(status, 2)
                 self.assertIn("bytes per second, such as 500K, 10M or 1G", err)
+        self.assertEqual(self.requests, [], "a bad rate sends nothing")
         self.server.default = serve_file(DATA)
         destination = self.tmp() / "x"
         status, _, err = self.run_main(
