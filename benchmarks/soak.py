@@ -180,7 +180,8 @@ def start_origin(store: Store) -> http.server.ThreadingHTTPServer:
         daemon_threads = True
 
         def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # the relay hung up: a fault it was told to make
+            if not isinstance(sys.exc_info()[1], OSError):  # the relay hung up: a fault it was told to make
+                super().handle_error(request, client_address)  # anything else is a bug of the origin's: shown
 
     server = Server(("127.0.0.1", 0), Origin)
     threading.Thread(target=server.serve_forever, name="soak-origin", daemon=True).start()
