@@ -21,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -57,14 +56,8 @@ def serving(data: bytes) -> Iterator[str]:
             if not isinstance(sys.exc_info()[1], ConnectionError):  # a client done with a connection hangs up
                 super().handle_error(request, client_address)
 
-    server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with local_service.serving(Server(("127.0.0.1", 0), Handler)) as server:
         yield f"http://127.0.0.1:{server.server_port}/file.bin"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def wall_time(argv: list[str]) -> float:
