@@ -108,6 +108,7 @@ _MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more is a
 _MAX_CONNECTIONS = 32  # ranged requests at once for one download
 _MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
+_SCHEME_PROBE_TIMEOUT = 5.0  # seconds for the one connection that asks whether a server speaks the other scheme
 _REDACTED = "<redacted>"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
@@ -258,7 +259,7 @@ class DatasetClient:
         backoff_factor: float = 0.5,
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
-        self._timeout = None if timeout is None else float(_check_number(timeout, "timeout", positive=True))
+        self._timeout = None if timeout is None else float(_check_number(timeout, "timeout", positive=True, none=True))
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
@@ -291,6 +292,11 @@ class DatasetClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    @property
+    def base_url(self) -> str:
+        """The service address the client was made with, without a trailing slash (read-only)."""
+        return self._base_url
 
     def close(self) -> None:
         """Close every connection, ending calls under way in other threads. Idempotent."""
@@ -371,7 +377,7 @@ class DatasetClient:
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
             raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
-        limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True))
+        limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True, none=True))
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
@@ -388,7 +394,7 @@ class DatasetClient:
         if stream is not None:
             with stream:
                 return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections, limit).run()
-        with _FileTarget(file_path, resume) as target:
+        with _file_target(file_path, resume, path) as target:
             transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit)
             transfer.run()
             target.commit(transfer.total)
@@ -455,6 +461,8 @@ class DatasetClient:
             return None
         elif isinstance(error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)):
             return None  # the same certificate again, or the same proxy wanting credentials
+        elif isinstance(error, _WrongSchemeError):
+            return None  # the server will speak the same scheme again
         elif method != "GET" and not error.connecting:
             return None  # a POST may have been acted on: only a failed connect is safe to repeat
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
@@ -775,7 +783,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
-                raise _transport_error(exc, method, url, proxy=proxy) from exc.with_traceback(None)
+                error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
+                raise error from exc.with_traceback(None)
             except BaseException as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
                 self._discard(connection)
                 raise exc.with_traceback(None) from None
@@ -986,9 +995,16 @@ def _transport_error(
     connecting: bool = False,
     proxy: str | None = None,
     context: ssl.SSLContext | None = None,
+    fresh: bool = False,
 ) -> DatasetClientError:
-    """The public exception for a socket, TLS or HTTP protocol failure (``context``: the TLS one used)."""
+    """The public exception for a socket, TLS or HTTP protocol failure (``context``: the TLS one used;
+    ``fresh``: the request went on a new connection, so a failure may say the server speaks TLS)."""
     where = _request_name(method, url, proxy)
+    instead = None if proxy else _url_in_the_scheme_spoken(exc, url, connecting=connecting, fresh=fresh)
+    if instead is not None:
+        spoken = "HTTPS (TLS), not plain HTTP" if instead.startswith("https:") else "plain HTTP, not HTTPS (TLS)"
+        message = f"{where}: the server answered in {spoken}: use {instead} instead"
+        return _WrongSchemeError(message, method=method, url=url, connecting=connecting)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
         return RequestTimeoutError(message, method=method, url=url, connecting=connecting)
@@ -1008,6 +1024,64 @@ def _transport_error(
     else:
         detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
     return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+
+
+class _WrongSchemeError(NetworkError):
+    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS): never retried."""
+
+
+def _url_in_the_scheme_spoken(exc: BaseException, url: str, *, connecting: bool, fresh: bool) -> str | None:
+    """``url`` in the other scheme when ``exc`` may come from a server speaking it, and a probe of
+    that scheme (one connection, which sends nothing of the request) finds it does; else None.
+
+    https:// to a plain-HTTP server fails the handshake (OpenSSL reads "HTTP/1.1 400" as a TLS
+    record: WRONG_VERSION_NUMBER); http:// to a TLS server sees the connection closed or reset
+    on a new connection, which a plain server that drops a request does as well: hence the probe.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return None  # TLS was spoken
+        other, probe = "http", _speaks_plain_http
+    elif parts.scheme == "http" and fresh and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
+        other, probe = "https", _speaks_tls
+    else:
+        return None
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        if not probe(host, port):
+            return None
+    except (OSError, ValueError):  # refused, timed out, a TLS failure (ssl.SSLError is an OSError)
+        return None
+    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port it answered on, kept
+    return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
+
+
+def _speaks_plain_http(host: str, port: int) -> bool:
+    """Whether the server at host:port answers plain HTTP: ``OPTIONS *`` (RFC 9110 9.3.7, the
+    server's "ping"), no credentials, on a connection of its own; its reply's first bytes say."""
+    with socket.create_connection((host, port), timeout=_SCHEME_PROBE_TIMEOUT) as sock:
+        sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
+        received = b""
+        for _ in range(5):  # "HTTP/" may come in pieces
+            chunk = sock.recv(5 - len(received))
+            received += chunk
+            if not chunk or len(received) == 5:
+                break
+        return received == b"HTTP/"
+
+
+def _speaks_tls(host: str, port: int) -> bool:
+    """Whether the server at host:port completes a TLS handshake. Nothing is sent over it, so its
+    certificate is not what is asked here (the request, in https://, will check it as always)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection((host, port), timeout=_SCHEME_PROBE_TIMEOUT) as sock,
+        context.wrap_socket(sock, server_hostname=host or None),
+    ):
+        return True
 
 
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
@@ -2029,6 +2103,37 @@ class _FileTarget:
         self.finished = True
 
 
+def _file_target(file_path: str, resume: bool, destination: str) -> _FileTarget:
+    """The _FileTarget for ``file_path``; an OSError making its files names ``destination`` (and
+    what is wrong with its directory), never the name of a file of the client's own."""
+    try:
+        return _FileTarget(file_path, resume)
+    except OSError as exc:
+        directory = os.path.dirname(file_path) or "."
+        problem = _directory_problem(directory)
+        reason = exc.strerror or str(exc)
+        # OSError(errno, ...) is the subclass of that errno: PermissionError, FileNotFoundError...
+        # Raised without its cause, whose text names the temporary file.
+        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, destination) from None
+
+
+def _directory_problem(directory: str) -> str | None:
+    """What keeps files from being made in ``directory``, in a few words; None when nothing is seen."""
+    try:
+        status = os.stat(directory)
+    except FileNotFoundError:
+        return f"the directory {directory} does not exist"
+    except NotADirectoryError:
+        return f"a part of {directory} is not a directory"
+    except OSError:
+        return None
+    if not stat.S_ISDIR(status.st_mode):
+        return f"{directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"the directory {directory} is not writable"
+    return None
+
+
 class _StateFile:
     """The state of a resumable download (``.NAME.part.json``): what a later run needs to continue it.
 
@@ -2346,6 +2451,8 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     if not isinstance(base_url, str):
         raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
     _check_url_characters(base_url, "base_url")
+    if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost": say what was meant
+        raise ValueError(f"base_url {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
@@ -2376,12 +2483,19 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
-def _check_number(value: float, argument: str, *, whole: bool = False, positive: bool = False) -> float:
-    """A finite number (an int when ``whole``), above zero when ``positive``, else at least zero."""
+def _check_number(
+    value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
+) -> float:
+    """A finite number (an int when ``whole``), above zero when ``positive``, else at least zero.
+
+    ``none``: the argument also takes None for no limit, which the message says (a caller
+    passing 0 for "no limit", as curl and the command line take it, learns what to pass).
+    """
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         raise TypeError(f"{argument} must be {'an int' if whole else 'a number'}, not {type(value).__name__}")
     if not (value > 0 if positive else value >= 0) or not math.isfinite(value):
-        raise ValueError(f"{argument} must be {'above' if positive else 'at least'} 0 and finite, got {value!r}")
+        message = f"{argument} must be {'above' if positive else 'at least'} 0 and finite, got {value!r}"
+        raise ValueError(f"{message} (None means no limit)" if none else message)
     return value
 
 

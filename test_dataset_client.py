@@ -638,6 +638,123 @@ class ConstructionTests(ServerTestCase):
         self.assertTrue(issubclass(ServiceError, RuntimeError))
 
 
+class FirstHourLibraryTests(ServerTestCase):
+    """What a new user meets first from a Python prompt: a wrong scheme, a destination that cannot be
+    written, a base URL without its scheme, a zero time-out, and the client's base_url."""
+
+    def test_https_to_a_plain_http_server_says_so_and_is_not_retried(self) -> None:
+        self.server.default = reply(body=[])
+        url = self.server.url.replace("http://", "https://")
+        with self.assertRaises(dc.NetworkError) as caught:
+            self.client(url + "/api/v1", max_retries=2).list_datasets()
+        port = self.server.server_port
+        self.assertEqual(
+            str(caught.exception),
+            f"GET https://127.0.0.1:{port}/api/v1/datasets: the server answered in plain HTTP, not HTTPS (TLS):"
+            f" use http://127.0.0.1:{port}/api/v1/datasets instead",
+        )
+        self.assertEqual(caught.exception.attempts, 1)
+        self.assertEqual(self.server.connections, 2, "the handshake, then one probe; never the request again")
+        self.assertEqual(self.requests, [], "the probe (OPTIONS *) is no request of the service's")
+
+    def test_http_to_a_tls_server_says_so_and_is_not_retried(self) -> None:
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body=[])
+        url = tls.url.replace("https://", "http://")
+        with self.assertRaises(dc.NetworkError) as caught:
+            self.client(url + "/api/v1", max_retries=2).create_export(
+                "daily_bars", symbols="AAPL", start_date="2024-01-02", end_date="2024-01-05"
+            )
+        port = tls.server_port
+        self.assertEqual(
+            str(caught.exception),
+            f"POST http://127.0.0.1:{port}/api/v1/exports: the server answered in HTTPS (TLS), not plain HTTP:"
+            f" use https://127.0.0.1:{port}/api/v1/exports instead",
+        )
+        self.assertEqual(caught.exception.attempts, 1)
+        self.assertEqual(tls.connections, 2, "the request's, then a handshake that sends nothing")
+        self.assertEqual(tls.requests, [])
+
+    def test_a_plain_server_that_drops_a_request_is_still_retried(self) -> None:
+        self.script(drop, reply(body=["ok"]))
+        self.assertEqual(self.client().list_datasets(), ["ok"])
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/datasets"] * 2)
+
+    def test_a_download_that_cannot_write_names_the_destination(self) -> None:
+        directory = self.tmp()
+        (directory / "a-file").write_bytes(b"")
+        for destination, error, problem in (
+            (
+                directory / "missing" / "out.bin",
+                FileNotFoundError,
+                f"the directory {directory / 'missing'} does not exist",
+            ),
+            (directory / "a-file" / "out.bin", NotADirectoryError, f"{directory / 'a-file'} is not a directory"),
+        ):
+            with self.subTest(problem):
+                with self.assertRaises(error) as caught:
+                    self.client().download("files/x", destination)
+                self.assertEqual(caught.exception.filename, str(destination))
+                self.assertIn(f"({problem})", str(caught.exception))
+                self.assertNotRegex(str(caught.exception), r"\.(new|part)\b", "never the client's own file")
+                self.assertIsNone(caught.exception.__cause__)
+                status, err = self.run_cli("download", self.server.url + "/files/x", str(destination))
+                self.assertEqual(status, 1)
+                reason = os.strerror(caught.exception.errno)
+                self.assertEqual(err, f"dataset-client: error: cannot write {destination}: {reason} ({problem})\n")
+        self.assertEqual(self.requests, [], "refused before any request")
+
+    def test_a_download_into_a_directory_that_is_not_writable_says_so(self) -> None:
+        directory = self.tmp() / "read-only"
+        directory.mkdir(0o555)
+        destination = directory / "out.bin"
+        if os.geteuid() == 0:  # root writes anywhere: the file system's refusal, as another user would meet it
+            real_open = os.open
+
+            def refusing(path: Any, flags: int, mode: int = 0o777, **options: Any) -> int:
+                if os.path.dirname(path) == str(directory) and flags & os.O_CREAT:
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+                return real_open(path, flags, mode, **options)
+
+            refused = contextlib.ExitStack()
+            refused.enter_context(mock.patch.object(dc.os, "open", refusing))
+            refused.enter_context(mock.patch.object(dc.os, "access", lambda path, mode: path != str(directory)))
+        else:
+            refused = contextlib.ExitStack()
+        with refused, self.assertRaises(PermissionError) as caught:
+            self.client().download("files/x", destination)
+        self.assertEqual(caught.exception.filename, str(destination))
+        self.assertEqual(
+            str(caught.exception),
+            f"[Errno 13] Permission denied (the directory {directory} is not writable): '{destination}'",
+        )
+        self.assertEqual(list(directory.iterdir()), [])
+        self.assertEqual(self.requests, [])
+
+    def test_the_library_says_what_the_command_line_says(self) -> None:
+        with self.assertRaisesRegex(
+            ValueError, r"^base_url 'localhost:8000' has no scheme: did you mean 'http://localhost:8000'\?$"
+        ):
+            DatasetClient("localhost:8000")
+        with self.assertRaisesRegex(ValueError, r"^timeout must be above 0 and finite, got 0 \(None means no limit\)$"):
+            DatasetClient("http://h", timeout=0)
+        client = self.client(self.server.url + "/api/v1/")
+        self.assertEqual(client.base_url, self.server.url + "/api/v1")
+        with self.assertRaises(AttributeError):
+            client.base_url = "http://elsewhere"  # type: ignore[misc]
+        self.script(reply(body=[]))
+        client.list_datasets()
+        self.assertEqual(self.requests[0].path, "/api/v1/datasets", "the address it shows is the one it uses")
+
+    def run_cli(self, *argv: str) -> tuple[int, str]:
+        """The command line in this process: its exit status and stderr (stdout must stay empty)."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = dc.main(list(argv))
+        self.assertEqual(out.getvalue(), "")
+        return status, err.getvalue()
+
+
 # ---------------------------------------------------------------------------
 # The operations on the wire: list_datasets, query, create_export (and their arguments)
 # ---------------------------------------------------------------------------
