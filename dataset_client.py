@@ -2088,7 +2088,7 @@ class _FileTarget:
     def commit(self, total: int | None) -> None:
         """Move the file into place, once it is ``total`` bytes long (when that is known)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
-        # curl and wget; a sync halves the speed. See "Decisions" in the README.
+        # curl and wget; a sync halves the speed. See docs/DESIGN.md, "Decisions".
         size = os.fstat(self.fd).st_size
         try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
             if total is not None and size != total:

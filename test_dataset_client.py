@@ -5128,6 +5128,70 @@ class CompletionTests(unittest.TestCase):
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
 
+class ReadmeTests(unittest.TestCase):
+    """The README stays a guide (short, the quick start near the top) and its API part cannot go stale."""
+
+    README = HERE / "README.md"
+    API_HEADING = "## The Python API"
+
+    def api_part(self, text: str) -> tuple[str, str]:
+        """The README's API part: its code blocks, and its prose (the rest), apart."""
+        self.assertIn(f"\n{self.API_HEADING}\n", text)
+        start = text.index(self.API_HEADING)
+        end = text.find("\n## ", start + 1)
+        part = text[start : end if end >= 0 else len(text)]
+        pieces = part.split("```")
+        return "\n".join(pieces[1::2]), "\n".join(pieces[0::2])
+
+    def public_parameters(self) -> dict[str, list[str]]:
+        """The parameter names of the constructor and of every public method, by method."""
+        import inspect
+
+        methods = {"DatasetClient": DatasetClient.__init__}
+        for name, member in inspect.getmembers(DatasetClient, inspect.isfunction):
+            if not name.startswith("_"):
+                methods[name] = member
+        return {
+            name: [p for p in inspect.signature(method).parameters if p != "self"] for name, method in methods.items()
+        }
+
+    def missing_from(self, text: str) -> list[str]:
+        """Each public parameter (as method.name) not both in the API part's signatures and described in its prose."""
+        code, prose = self.api_part(text)
+        missing = []
+        for method, names in self.public_parameters().items():
+            if not re.search(rf"\b{method}\(", code):
+                missing.append(f"{method}()")
+            for name in names:
+                if not re.search(rf"\b{name}\b", code) or f"`{name}`" not in prose:
+                    missing.append(f"{method}.{name}")
+        return missing
+
+    def test_every_public_parameter_is_in_the_readmes_api_part(self) -> None:
+        text = self.README.read_text(encoding="utf-8")
+        parameters = self.public_parameters()
+        self.assertIn("max_rate", parameters["download"], "the check sees the real signatures")
+        self.assertIn("idempotency_key", parameters["create_export"])
+        self.assertEqual(self.missing_from(text), [])
+        # The check fails when a parameter goes: removed from the signatures, or from the prose.
+        self.assertIn("download.max_rate", self.missing_from(re.sub(r"\bmax_rate=None, ", "", text)))
+        self.assertIn("create_export.idempotency_key", self.missing_from(text.replace("- `idempotency_key`:", "-")))
+        self.assertIn("DatasetClient.base_url", self.missing_from(text.replace("`base_url`", "base_url")))
+
+    def test_the_readme_is_short_with_the_quick_start_near_the_top(self) -> None:
+        text = self.README.read_text(encoding="utf-8")
+        self.assertLess(len(text), 15_000)
+        lines = text.splitlines()
+        quick_start = next(i for i, line in enumerate(lines) if line.startswith("## ") and "Quick start" in line)
+        self.assertLess(quick_start, 100)
+        self.assertEqual(lines[quick_start + 2], "```python")
+        for command in ("python3 examples/local_service.py --demo", "python3 -m unittest -v"):
+            self.assertIn(f"\n{command} ", text, "the two set-up commands, as typed")
+        self.assertIn("alias dataset-client='python3 -m dataset_client'", text)
+        self.assertTrue((HERE / "docs" / "DESIGN.md").is_file())
+        self.assertIn("(docs/DESIGN.md)", text)
+
+
 # ---------------------------------------------------------------------------
 # The stand-in service (examples/local_service.py), its Parquet writer, and the stand-in as a process
 # ---------------------------------------------------------------------------
