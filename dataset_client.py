@@ -108,7 +108,7 @@ _MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more is a
 _MAX_CONNECTIONS = 32  # ranged requests at once for one download
 _MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
-_SCHEME_PROBE_TIMEOUT = 5.0  # seconds for the one connection that asks whether a server speaks the other scheme
+_SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
 _REDACTED = "<redacted>"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
@@ -783,7 +783,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
-                error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
+                error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused, timeout=request.timeout)
                 raise error from exc.with_traceback(None)
             except BaseException as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
                 self._discard(connection)
@@ -835,7 +835,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy answers wrong credentials with a 401
                 error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
                 raise error from _ProxyAuthenticationRequired(refusal)
-            raise _transport_error(exc, method, url, connecting=True, proxy=proxy, context=self._ssl_context) from exc
+            context, timeout = self._ssl_context, request.timeout
+            failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=context, timeout=timeout)
+            raise failure from exc
         except BaseException as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
             connection.close()
             raise exc.with_traceback(None) from None
@@ -996,11 +998,13 @@ def _transport_error(
     proxy: str | None = None,
     context: ssl.SSLContext | None = None,
     fresh: bool = False,
+    timeout: float | None = None,
 ) -> DatasetClientError:
     """The public exception for a socket, TLS or HTTP protocol failure (``context``: the TLS one used;
-    ``fresh``: the request went on a new connection, so a failure may say the server speaks TLS)."""
+    ``fresh``: the request went on a new connection, so a failure may say the server speaks TLS;
+    ``timeout``: the request's, which bounds a probe of the other scheme too)."""
     where = _request_name(method, url, proxy)
-    instead = None if proxy else _url_in_the_scheme_spoken(exc, url, connecting=connecting, fresh=fresh)
+    instead = _url_in_the_scheme_spoken(exc, url, proxy, connecting=connecting, fresh=fresh, timeout=timeout)
     if instead is not None:
         spoken = "HTTPS (TLS), not plain HTTP" if instead.startswith("https:") else "plain HTTP, not HTTPS (TLS)"
         message = f"{where}: the server answered in {spoken}: use {instead} instead"
@@ -1030,7 +1034,9 @@ class _WrongSchemeError(NetworkError):
     """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS): never retried."""
 
 
-def _url_in_the_scheme_spoken(exc: BaseException, url: str, *, connecting: bool, fresh: bool) -> str | None:
+def _url_in_the_scheme_spoken(
+    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool, timeout: float | None
+) -> str | None:
     """``url`` in the other scheme when ``exc`` may come from a server speaking it, and a probe of
     that scheme (one connection, which sends nothing of the request) finds it does; else None.
 
@@ -1039,6 +1045,8 @@ def _url_in_the_scheme_spoken(exc: BaseException, url: str, *, connecting: bool,
     on a new connection, which a plain server that drops a request does as well: hence the probe.
     """
     parts = urllib.parse.urlsplit(url)
+    if proxy is not None:
+        return None  # the proxy answered, not the server
     if parts.scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
         if isinstance(exc, ssl.SSLCertVerificationError):
             return None  # TLS was spoken
@@ -1048,8 +1056,9 @@ def _url_in_the_scheme_spoken(exc: BaseException, url: str, *, connecting: bool,
     else:
         return None
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    wait = min(timeout, _SCHEME_PROBE_TIMEOUT) if isinstance(timeout, (int, float)) else _SCHEME_PROBE_TIMEOUT
     try:
-        if not probe(host, port):
+        if not probe(host, port, wait):
             return None
     except (OSError, ValueError):  # refused, timed out, a TLS failure (ssl.SSLError is an OSError)
         return None
@@ -1057,10 +1066,10 @@ def _url_in_the_scheme_spoken(exc: BaseException, url: str, *, connecting: bool,
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
 
-def _speaks_plain_http(host: str, port: int) -> bool:
+def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
     """Whether the server at host:port answers plain HTTP: ``OPTIONS *`` (RFC 9110 9.3.7, the
     server's "ping"), no credentials, on a connection of its own; its reply's first bytes say."""
-    with socket.create_connection((host, port), timeout=_SCHEME_PROBE_TIMEOUT) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
         for _ in range(5):  # "HTTP/" may come in pieces
@@ -1071,14 +1080,14 @@ def _speaks_plain_http(host: str, port: int) -> bool:
         return received == b"HTTP/"
 
 
-def _speaks_tls(host: str, port: int) -> bool:
+def _speaks_tls(host: str, port: int, timeout: float) -> bool:
     """Whether the server at host:port completes a TLS handshake. Nothing is sent over it, so its
     certificate is not what is asked here (the request, in https://, will check it as always)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     with (
-        socket.create_connection((host, port), timeout=_SCHEME_PROBE_TIMEOUT) as sock,
+        socket.create_connection((host, port), timeout=timeout) as sock,
         context.wrap_socket(sock, server_hostname=host or None),
     ):
         return True

@@ -656,6 +656,14 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertEqual(caught.exception.attempts, 1)
         self.assertEqual(self.server.connections, 2, "the handshake, then one probe; never the request again")
         self.assertEqual(self.requests, [], "the probe (OPTIONS *) is no request of the service's")
+        copy = pickle.loads(pickle.dumps(caught.exception))
+        self.assertEqual((type(copy), str(copy)), (type(caught.exception), str(caught.exception)))
+        status, err = self.run_cli("--base-url", url, "--retries", "2", "datasets")
+        self.assertEqual(status, 3)
+        self.assertIn(
+            f": the server answered in plain HTTP, not HTTPS (TLS): use http://127.0.0.1:{port}/datasets", err
+        )
+        self.assertEqual(self.server.connections, 4, "the command line: one more of each")
 
     def test_http_to_a_tls_server_says_so_and_is_not_retried(self) -> None:
         tls = self.start_server(server_tls_context())
