@@ -1086,11 +1086,10 @@ def _speaks_tls(host: str, port: int, timeout: float) -> bool:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    with (
-        socket.create_connection((host, port), timeout=timeout) as sock,
-        context.wrap_socket(sock, server_hostname=host or None),
-    ):
-        return True
+    # Nested, not parenthesized: Python 3.8 must parse this module to say it needs 3.11.
+    with socket.create_connection((host, port), timeout=timeout) as sock:  # noqa: SIM117
+        with context.wrap_socket(sock, server_hostname=host or None):
+            return True
 
 
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
