@@ -2102,7 +2102,10 @@ class _FileTarget:
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
                 raise InvalidResponseError(message, method="GET")
-            os.replace(self.path, self.destination)
+            try:
+                os.replace(self.path, self.destination)
+            except OSError as exc:  # its text names the temporary file: the caller's name instead
+                raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
         finally:
             if self.state is not None:
                 self.state.remove()

@@ -739,6 +739,22 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertEqual(list(directory.iterdir()), [])
         self.assertEqual(self.requests, [])
 
+    def test_a_final_move_that_fails_names_the_destination(self) -> None:
+        directory = self.tmp()
+        destination = directory / "out.bin"
+
+        def make_a_directory_there(done: int, total: int | None) -> None:  # as another program might
+            if not destination.exists():
+                destination.mkdir()
+                (destination / "keep").write_bytes(b"")
+
+        self.script(serve_file(DATA))
+        with self.assertRaises(IsADirectoryError) as caught:
+            self.client().download("files/x", destination, progress=make_a_directory_there)
+        self.assertEqual(str(caught.exception), f"[Errno {errno.EISDIR}] {os.strerror(errno.EISDIR)}: '{destination}'")
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"], "the temporary file removed")
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
+
     def test_the_library_says_what_the_command_line_says(self) -> None:
         with self.assertRaisesRegex(
             ValueError, r"^base_url 'localhost:8000' has no scheme: did you mean 'http://localhost:8000'\?$"
