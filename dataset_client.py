@@ -722,11 +722,21 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child, at once: let go of the parent's connections, never using them or shutting them down."""
+        """In a forked child, at once: let go of the parent's connections, never using them or shutting them down.
+
+        Only the child's copies of the descriptors are closed (the parent's stay open), and
+        without calling into http.client or io: ``HTTPConnection.close()`` closes its
+        response's buffered reader, whose lock a parent thread reading at the fork holds for
+        ever in the child. ``detach()`` first, so that no later close of the socket object
+        closes a descriptor number the child has reused.
+        """
         inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
         for connection in inherited:
-            connection.close()  # closes the child's copy of the descriptor; the parent's stays open
+            sock = connection.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    os.close(sock.detach())
 
     def close(self) -> None:
         with self._lock:

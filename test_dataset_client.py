@@ -1486,6 +1486,63 @@ class ConnectionTests(ServerTestCase):
         _wait_for(lambda: self.server.closed_connections == 1)
 
 
+# Beyond one process: a client forked under a reading thread, pickled, copied, handed to other processes
+class BeyondOneProcessTests(ServerTestCase):
+    def test_fork_while_another_thread_reads_a_response_returns_at_once_in_the_child(self) -> None:
+        body, go_on = b"x" * 1000, threading.Event()
+
+        def trickle(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body[:10])
+            handler.wfile.flush()
+            go_on.wait(10)
+            handler.wfile.write(body[10:])
+
+        self.script(trickle, reply(body=["after"]))
+        client, sink = self.client(), io.BytesIO()
+        reading = threading.Thread(target=client.download, args=("files/x", sink))
+        reading.start()
+        self.addCleanup(reading.join, 10)
+        self.addCleanup(go_on.set)
+        _wait_for(lambda: _blocked_in_a_socket_read(reading))  # its buffered reader's lock is held now
+        pid = _fork_quietly()
+        if pid == 0:  # the child: leave at once, never returning into the test runner
+            os._exit(0)
+        self.assertEqual(_wait_for_child(pid, 5), 0, "the child hung in fork() on the reading thread's lock")
+        go_on.set()
+        reading.join(10)
+        self.assertEqual(sink.getvalue(), body, "the parent's read went on, its socket left open")
+        self.assertEqual(client.list_datasets(), ["after"])
+        self.assertEqual([r.connection for r in self.requests], [1, 1])
+
+
+def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
+    """True when ``thread`` waits in socket.SocketIO.readinto (under a BufferedReader, its lock held)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and frame.f_code.co_name == "readinto" and frame.f_code.co_filename == socket.__file__
+
+
+def _fork_quietly() -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+        return os.fork()
+
+
+def _wait_for_child(pid: int, seconds: float) -> int | None:
+    """The child's exit status, or None (and the child killed) when it has not ended in ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
 class HostileServerTests(ServerTestCase):
     def test_any_number_of_dead_idle_connections_end_in_a_fresh_one(self) -> None:
         # Three kept-alive connections a NAT dropped: they still poll as open, then reset on the next request.
