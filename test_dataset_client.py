@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import copy
 import csv
 import datetime
 import errno
@@ -1516,6 +1517,84 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(sink.getvalue(), body, "the parent's read went on, its socket left open")
         self.assertEqual(client.list_datasets(), ["after"])
         self.assertEqual([r.connection for r in self.requests], [1, 1])
+
+    def test_a_pickled_or_copied_client_has_the_same_settings_and_connections_of_its_own(self) -> None:
+        def echo(handler: Handler) -> None:
+            reply(body={"connection": handler.connection_number})(handler)
+
+        self.server.default = echo
+        client = self.client(timeout=7, max_retries=3, headers={"X-Team": "blue"}, user_agent="fan/1")
+        self.assertEqual(client.list_datasets(), {"connection": 1})
+        ways = {"pickle": lambda c: pickle.loads(pickle.dumps(c)), "copy": copy.copy, "deepcopy": copy.deepcopy}
+        for number, (way, make) in enumerate(ways.items(), start=2):
+            with self.subTest(way=way):
+                other = make(client)
+                self.addCleanup(other.close)
+                self.assertIsInstance(other, DatasetClient)
+                self.assertIsNot(other._pool, client._pool)
+                self.assertEqual(other.list_datasets(), {"connection": number}, "a connection of its own")
+                sent = self.requests[-1].headers
+                self.assertEqual(
+                    (sent["Authorization"], sent["X-Team"], sent["User-Agent"], self.requests[-1].path),
+                    (f"Bearer {KEY}", "blue", "fan/1", "/api/v1/datasets"),
+                )
+                settings = (other._base_url, other._timeout, other._max_retries, other._backoff_factor)
+                self.assertEqual(settings, (self.server.url + "/api/v1", 7.0, 3, 0.001))
+                self.assertNotIn(KEY, repr(vars(other)))
+        self.assertEqual(client.list_datasets(), {"connection": 1}, "the original kept its own")
+        self.assertEqual(self.server.connections, 4)
+
+    def test_a_closed_client_pickles_and_copies_closed(self) -> None:
+        client = self.client()
+        client.close()
+        for other in (pickle.loads(pickle.dumps(client)), copy.copy(client), copy.deepcopy(client)):
+            with self.assertRaises(dc.ClientClosedError):
+                other.list_datasets()
+            self.assertEqual(repr(other), f"<DatasetClient {self.server.url + '/api/v1'!r} (closed)>")
+        self.assertEqual((self.requests, self.server.connections), ([], 0))
+
+    def test_a_caller_s_ssl_context_cannot_be_pickled_but_is_shared_by_copies(self) -> None:
+        context = ssl.create_default_context(cafile=CA_FILE)
+        client = self.client(ssl_context=context)
+        message = (
+            "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot): pass"
+            " ca_bundle=FILE instead of the context, or build the client in the worker"
+        )
+        with self.assertRaisesRegex(TypeError, f"^{re.escape(message)}$"):
+            pickle.dumps(client)
+        for other in (copy.copy(client), copy.deepcopy(client)):
+            self.addCleanup(other.close)
+            self.assertIs(other._pool._ssl_context, context)
+
+    def test_ca_bundle_trusts_its_file_or_directory_and_survives_pickling(self) -> None:
+        for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+            os.environ.pop(name, None)
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tls": True})
+        with self.assertRaises(dc.NetworkError):  # the test CA is in no store but the bundle
+            self.client(tls.url, max_retries=0).list_datasets()
+        bundles = [CA_FILE, Path(CA_FILE)]
+        if shutil.which("openssl"):
+            bundles.append(CertificateTrustTests.hashed_directory(self))  # type: ignore[arg-type]
+        for bundle in bundles:
+            with self.subTest(bundle=bundle):
+                client = self.client(tls.url, ca_bundle=bundle)
+                self.assertEqual(client.list_datasets(), {"tls": True})
+                unpickled = pickle.loads(pickle.dumps(client))
+                self.addCleanup(unpickled.close)
+                self.assertEqual(unpickled.list_datasets(), {"tls": True})
+        self.assertEqual([r.path for r in tls.requests], ["/datasets"] * 2 * len(bundles))
+
+    def test_an_unreadable_ca_bundle_is_its_readers_error_at_construction_naming_it(self) -> None:
+        missing, not_pem = self.tmp() / "corp.pem", self.tmp() / "notes.txt"
+        not_pem.write_text("no certificate here\n")
+        with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(str(missing))}, which is not a"):
+            DatasetClient(self.server.url, KEY, ca_bundle=missing)
+        with self.assertRaisesRegex(ssl.SSLError, f"^ca_bundle names {re.escape(str(not_pem))}, which is not a"):
+            DatasetClient(self.server.url, KEY, ca_bundle=str(not_pem))
+        with self.assertRaisesRegex(ValueError, "^ca_bundle and ssl_context cannot both be given"):
+            DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE, ssl_context=ssl.create_default_context())
+        self.assertEqual(self.requests, [])
 
 
 def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
