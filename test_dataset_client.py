@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import concurrent.futures
 import contextlib
 import copy
 import csv
@@ -22,6 +23,7 @@ import importlib.util
 import io
 import itertools
 import json
+import multiprocessing
 import os
 import pickle
 import re
@@ -1595,6 +1597,25 @@ class BeyondOneProcessTests(ServerTestCase):
         with self.assertRaisesRegex(ValueError, "^ca_bundle and ssl_context cannot both be given"):
             DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE, ssl_context=ssl.create_default_context())
         self.assertEqual(self.requests, [])
+
+    def test_a_process_pool_s_workers_use_the_client_on_connections_of_their_own(self) -> None:
+        # fork here (fast); .ci/process_checks.py runs spawn and forkserver too.
+        def echo(handler: Handler) -> None:
+            answer = {"sql": json.loads(handler.body)["sql"], "connection": handler.connection_number}
+            reply(body=answer)(handler)
+
+        self.server.default = echo
+        client = self.client()
+        self.assertEqual(client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+            context = multiprocessing.get_context("fork")
+            with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+                answers = list(pool.map(client.query, [f"SELECT {n}" for n in range(4)], timeout=30))
+        self.assertEqual([answer["sql"] for answer in answers], [f"SELECT {n}" for n in range(4)])
+        self.assertEqual(sorted(answer["connection"] for answer in answers), [2, 3, 4, 5], "a connection each")
+        self.assertEqual(client.query("SELECT 'parent again'")["connection"], 1)
+        self.assertEqual({r.headers["Authorization"] for r in self.requests}, {f"Bearer {KEY}"})
 
 
 def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
