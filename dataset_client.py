@@ -306,18 +306,18 @@ class DatasetClient:
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
 
-    def __reduce__(self) -> tuple[Callable[[dict[str, Any], bool], DatasetClient], tuple[dict[str, Any], bool]]:
+    def __reduce__(self) -> tuple[Callable[..., DatasetClient], tuple[type[DatasetClient], dict[str, Any], bool]]:
         """Pickle as the constructor's arguments: a new client, no connections, closed if this one is."""
         if self._arguments["ssl_context"] is not None:
             raise TypeError(
                 "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot): pass"
                 " ca_bundle=FILE instead of the context, or build the client in the worker"
             )
-        return _rebuilt_client, (self._arguments, self._pool.closed)
+        return _rebuilt_client, (type(self), self._arguments, self._pool.closed)
 
     def __copy__(self) -> DatasetClient:
         """A new client with the same settings (a given ssl_context shared) and no connections yet."""
-        return _rebuilt_client(self._arguments, self._pool.closed)
+        return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DatasetClient:
         return self.__copy__()  # nothing to copy deeper: settings are immutable or copied by the constructor
@@ -559,9 +559,9 @@ class DatasetClient:
         return urllib.parse.urlunsplit(_split_http_url(url, "download_url"))
 
 
-def _rebuilt_client(arguments: dict[str, Any], closed: bool) -> DatasetClient:
+def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
     """A client made anew from another's constructor arguments (what a pickled client unpickles to)."""
-    client = DatasetClient(**arguments)
+    client = cls(**arguments)
     if closed:
         client.close()
     return client

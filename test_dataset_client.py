@@ -1568,9 +1568,15 @@ class BeyondOneProcessTests(ServerTestCase):
             self.addCleanup(other.close)
             self.assertIs(other._pool._ssl_context, context)
 
-    def test_ca_bundle_trusts_its_file_or_directory_and_survives_pickling(self) -> None:
-        for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+    def use_an_empty_system_store(self) -> None:
+        """No CA but the test's (and no 0.2 s a context spent loading the system's hundreds)."""
+        for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
             os.environ.pop(name, None)
+        os.environ["SSL_CERT_FILE"] = str(self.tmp() / "none.pem")
+        os.environ["SSL_CERT_DIR"] = str(self.tmp())
+
+    def test_ca_bundle_trusts_its_file_or_directory_and_survives_pickling(self) -> None:
+        self.use_an_empty_system_store()
         tls = self.start_server(server_tls_context())
         tls.default = reply(body={"tls": True})
         with self.assertRaises(dc.NetworkError):  # the test CA is in no store but the bundle
@@ -1588,6 +1594,7 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual([r.path for r in tls.requests], ["/datasets"] * 2 * len(bundles))
 
     def test_an_unreadable_ca_bundle_is_its_readers_error_at_construction_naming_it(self) -> None:
+        self.use_an_empty_system_store()
         missing, not_pem = self.tmp() / "corp.pem", self.tmp() / "notes.txt"
         not_pem.write_text("no certificate here\n")
         with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(str(missing))}, which is not a"):
@@ -1616,6 +1623,59 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(sorted(answer["connection"] for answer in answers), [2, 3, 4, 5], "a connection each")
         self.assertEqual(client.query("SELECT 'parent again'")["connection"], 1)
         self.assertEqual({r.headers["Authorization"] for r in self.requests}, {f"Bearer {KEY}"})
+
+    def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(self) -> None:
+        fan_out = _load_example("fan_out")
+        argv = ["daily_bars", "--symbols", "AAPL, MSFT,AAPL", "--start", "2024-01-15", "--end", "2024-03-10"]
+        jobs = fan_out.plan(fan_out.parse_arguments([*argv, "--by", "month", "--format", "csv", "--into", "d"]))
+        self.assertEqual(
+            [(job.label, str(job.start), str(job.end), job.symbols, job.name) for job in jobs],
+            [
+                ("2024-01", "2024-01-15", "2024-01-31", ("AAPL", "MSFT"), "daily_bars-2024-01.csv"),
+                ("2024-02", "2024-02-01", "2024-02-29", ("AAPL", "MSFT"), "daily_bars-2024-02.csv"),
+                ("2024-03", "2024-03-01", "2024-03-10", ("AAPL", "MSFT"), "daily_bars-2024-03.csv"),
+            ],
+        )
+        stderr = io.StringIO()
+        with mock.patch.dict(sys.modules, {"dask": None, "dask.distributed": None}), contextlib.redirect_stderr(stderr):
+            status = fan_out.main([*argv, "--into", str(self.tmp())])
+        self.assertEqual((status, stderr.getvalue()), (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'))
+        self.assertEqual(self.requests, [])
+
+    def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(self) -> None:
+        fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:5000]
+        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        refused = reply(422, {"message": "unknown symbols: ZZZZ"})
+        self.script(export, serve_file(data), export, serve_file(data), refused)
+        day = datetime.date(2024, 1, 2)
+        job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
+        client = self.client()
+        self.assertEqual(fan_out.fetch(client, job, str(into)), (("AAPL", None)))
+        self.assertEqual((into / job.name).read_bytes(), data)
+        recorded = (into / f"{job.name}.sha256").read_text()
+        self.assertEqual(recorded, f"{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
+        self.assertEqual(len(self.requests), 2, "a file there and verified is not fetched again")
+        with open(into / job.name, "ab") as altered:
+            altered.write(b"x")
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
+        self.assertEqual((into / job.name).read_bytes(), data)
+        failing = job._replace(label="ZZZZ", symbols=("ZZZZ",), name="daily_bars-ZZZZ.csv")
+        label, error = fan_out.fetch(client, failing, str(into))
+        self.assertEqual((label, error[:46]), ("ZZZZ", "ServiceError: 422 Unprocessable Entity: POST h"))
+        self.assertTrue(error.endswith("/exports: unknown symbols: ZZZZ"), error)
+        self.assertEqual([r.method for r in self.requests], ["POST", "GET", "POST", "GET", "POST"])
+        self.assertEqual(self.requests[-1].json()["symbols"], ["ZZZZ"])
+        self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
+
+
+def _load_example(name: str) -> Any:
+    """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
+    spec = importlib.util.spec_from_file_location(name, HERE / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
