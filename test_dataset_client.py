@@ -1624,6 +1624,32 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(client.query("SELECT 'parent again'")["connection"], 1)
         self.assertEqual({r.headers["Authorization"] for r in self.requests}, {f"Bearer {KEY}"})
 
+    def test_close_ends_sixty_four_calls_in_flight_and_leaves_no_descriptor(self) -> None:
+        # The short version of .ci/thread_stress.py's last phase.
+        if not os.path.isdir("/proc/self/fd"):
+            self.skipTest("no /proc/self/fd to count descriptors in")
+
+        def until_the_client_closes(handler: Handler) -> None:
+            select.select([handler.connection], [], [], 10)  # readable: the client's end closed
+            handler.close_connection = True
+
+        self.server.default = until_the_client_closes
+        self.server.socket.listen(128)  # 64 connecting at once: none left to a 1 s SYN retransmission
+        descriptors = len(os.listdir("/proc/self/fd"))
+        client = self.client(timeout=30)
+        calls = (client.list_datasets, lambda: client.query("SELECT 1"), lambda: client.download("f", io.BytesIO()))
+        outcomes: list[object] = []
+        threads = [threading.Thread(target=lambda n=n: outcomes.append(outcome_of(calls[n % 3]))) for n in range(64)]
+        for thread in threads:
+            thread.start()
+        _wait_for(lambda: len(self.requests) == 64)
+        client.close()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual({type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError})
+        self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
+        _wait_for(lambda: len(os.listdir("/proc/self/fd")) == descriptors)  # the server's ends too, once closed
+
     def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(self) -> None:
         fan_out = _load_example("fan_out")
         argv = ["daily_bars", "--symbols", "AAPL, MSFT,AAPL", "--start", "2024-01-15", "--end", "2024-03-10"]
