@@ -578,9 +578,11 @@ def _checked_trust(
         return ssl_context, None
     if ssl_context is not None:
         raise ValueError("ca_bundle and ssl_context cannot both be given: load the CAs into the context instead")
-    path = os.fspath(ca_bundle)
-    if not isinstance(path, str) or not path:
-        raise TypeError("ca_bundle must be the path of a file or directory of PEM CA certificates")
+    path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}")
+    if not path:
+        raise FileNotFoundError("ca_bundle is empty: name a file or directory of PEM CA certificates")
     return _default_ssl_context(path, "ca_bundle"), path
 
 

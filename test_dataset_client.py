@@ -1601,6 +1601,10 @@ class BeyondOneProcessTests(ServerTestCase):
             DatasetClient(self.server.url, KEY, ca_bundle=missing)
         with self.assertRaisesRegex(ssl.SSLError, f"^ca_bundle names {re.escape(str(not_pem))}, which is not a"):
             DatasetClient(self.server.url, KEY, ca_bundle=str(not_pem))
+        with self.assertRaisesRegex(FileNotFoundError, "^ca_bundle is empty: name a file or directory of PEM CA"):
+            DatasetClient(self.server.url, KEY, ca_bundle="")
+        with self.assertRaisesRegex(TypeError, r"^ca_bundle must be a path \(str or os.PathLike\), not bytes$"):
+            DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE.encode())  # type: ignore[arg-type]
         with self.assertRaisesRegex(ValueError, "^ca_bundle and ssl_context cannot both be given"):
             DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE, ssl_context=ssl.create_default_context())
         self.assertEqual(self.requests, [])
