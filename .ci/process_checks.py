@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the spawned workers inherit sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import dataset_client as dc  # after the path above
+import local_service  # type: ignore[import-not-found]  # its serving(): a server in a thread
+
+import dataset_client as dc  # after the paths above
 
 KEY = "sk-process-checks-0123456789"
 TASKS = 6
@@ -46,11 +49,8 @@ class Echo(http.server.BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.seen.append((answer, self.headers["Authorization"]))
         data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        self.wfile.write(head.encode() + data)  # one write: head and body in one segment
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -100,24 +100,17 @@ def main() -> int:
     for name in [name for name in os.environ if name.lower().endswith("_proxy")]:
         del os.environ[name]
     os.environ["NO_PROXY"] = "127.0.0.1,localhost"
-    server = Server()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
     problems = []
-    try:
-        with dc.DatasetClient(f"http://127.0.0.1:{server.server_port}", KEY, timeout=30) as client:
-            for method in ("spawn", "forkserver", "fork"):
-                if method in multiprocessing.get_all_start_methods():
-                    problems += [f"{method}: {problem}" for problem in check(method, client, server)]
-                else:
-                    print(f"{method}: not available on this platform, skipped")
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-    for problem in problems:
-        print(problem)
-    print("process pools: " + ("FAILED" if problems else "every start method passed"))
+    with (
+        local_service.serving(Server()) as server,
+        dc.DatasetClient(f"http://127.0.0.1:{server.server_port}", KEY) as client,
+    ):
+        for method in ("spawn", "forkserver", "fork"):
+            if method not in multiprocessing.get_all_start_methods():
+                print(f"{method}: not available on this platform, skipped")
+                continue
+            problems += [f"{method}: {problem}" for problem in check(method, client, server)]
+    print("\n".join([*problems, f"process pools: {'FAILED' if problems else 'every start method passed'}"]))
     return 1 if problems else 0
 
 
