@@ -243,7 +243,14 @@ class DatasetClient:
     limit). ``max_retries`` is how many times a retryable failure is retried.
     ``headers`` are extra headers for every service request (and, like the key, sent
     only to ``base_url``'s origin). ``backoff_factor`` scales the waits between retries
-    (``backoff_factor * 2**n`` seconds, with jitter). One client may be shared by threads.
+    (``backoff_factor * 2**n`` seconds, with jitter). ``ca_bundle`` is a file or directory
+    of CA certificates trusted besides the system store (an unreadable one raises its
+    ``FileNotFoundError``/``ssl.SSLError`` here); ``ssl_context`` replaces the default one
+    (not both). One client may be shared by threads.
+
+    A client pickles and copies (for process pools and Dask) as a new client with the
+    same settings and no connections yet; the pickle holds the key. A client given an
+    ``ssl_context`` does not pickle (an SSLContext cannot): pass ``ca_bundle`` instead.
     """
 
     def __init__(
@@ -257,13 +264,13 @@ class DatasetClient:
         ssl_context: ssl.SSLContext | None = None,
         user_agent: str | None = None,
         backoff_factor: float = 0.5,
+        ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
         self._timeout = None if timeout is None else float(_check_number(timeout, "timeout", positive=True, none=True))
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
-        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-            raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
+        context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
         user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
@@ -271,11 +278,24 @@ class DatasetClient:
         if api_key is not None:
             key = _check_header_value(api_key, "api_key", token=True)
             credentials = _merge_headers({"Authorization": f"Bearer {key}"}, credentials)
+        # The settings as the constructor takes them, for a copy or an unpickled client to be
+        # built from (see __reduce__): every constructor argument belongs here.
+        self._arguments: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": None if api_key is None else _Secret(api_key),
+            "timeout": self._timeout,
+            "max_retries": self._max_retries,
+            "headers": {name: _Secret(value) for name, value in extra.items()},
+            "ssl_context": ssl_context,
+            "user_agent": user_agent,
+            "backoff_factor": self._backoff_factor,
+            "ca_bundle": ca_bundle,
+        }
         self._credentials = {name: _Secret(value) for name, value in credentials.items()}
         self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
         service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._service_headers = _merge_headers(service, self._credentials)
-        self._pool = _ConnectionPool(ssl_context)
+        self._pool = _ConnectionPool(context)
         proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
@@ -286,6 +306,22 @@ class DatasetClient:
 
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
+
+    def __reduce__(self) -> tuple[Callable[..., DatasetClient], tuple[type[DatasetClient], dict[str, Any], bool]]:
+        """Pickle as the constructor's arguments: a new client, no connections, closed if this one is."""
+        if self._arguments["ssl_context"] is not None:
+            raise TypeError(
+                "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot): pass"
+                " ca_bundle=FILE instead of the context, or build the client in the worker"
+            )
+        return _rebuilt_client, (type(self), self._arguments, self._pool.closed)
+
+    def __copy__(self) -> DatasetClient:
+        """A new client with the same settings (a given ssl_context shared) and no connections yet."""
+        return _rebuilt_client(type(self), self._arguments, self._pool.closed)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DatasetClient:
+        return self.__copy__()  # nothing to copy deeper: settings are immutable or copied by the constructor
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -531,6 +567,33 @@ class DatasetClient:
         return urllib.parse.urlunsplit(_split_http_url(url, "download_url"))
 
 
+def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
+    """A client made anew from another's constructor arguments (what a pickled client unpickles to)."""
+    client = cls(**arguments)
+    if closed:
+        client.close()
+    return client
+
+
+def _checked_trust(
+    ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """The context to use (the caller's, one trusting ``ca_bundle`` too, or None: made when first needed)
+    and ``ca_bundle`` as a path; an unreadable bundle raises its reader's error here."""
+    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+        raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
+    if ca_bundle is None:
+        return ssl_context, None
+    if ssl_context is not None:
+        raise ValueError("ca_bundle and ssl_context cannot both be given: load the CAs into the context instead")
+    path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}")
+    if not path:
+        raise FileNotFoundError("ca_bundle is empty: name a file or directory of PEM CA certificates")
+    return _default_ssl_context(path, "ca_bundle"), path
+
+
 class _Secret(str):
     """A header value that may carry a credential: its repr never shows it."""
 
@@ -730,11 +793,21 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child, at once: let go of the parent's connections, never using them or shutting them down."""
+        """In a forked child, at once: let go of the parent's connections, never using them or shutting them down.
+
+        Only the child's copies of the descriptors are closed (the parent's stay open), and
+        without calling into http.client or io: ``HTTPConnection.close()`` closes its
+        response's buffered reader, whose lock a parent thread reading at the fork holds for
+        ever in the child. ``detach()`` first, so that no later close of the socket object
+        closes a descriptor number the child has reused.
+        """
         inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
         for connection in inherited:
-            connection.close()  # closes the child's copy of the descriptor; the parent's stays open
+            sock = connection.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    os.close(sock.detach())
 
     def close(self) -> None:
         with self._lock:
@@ -881,22 +954,23 @@ if hasattr(os, "register_at_fork"):  # nothing to check on each request; embedde
     os.register_at_fork(after_in_child=_leave_parents_connections)
 
 
-def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+def _default_ssl_context(ca_bundle: str | None = None, source: str = "--ca-bundle") -> ssl.SSLContext:
     """Verification as requests does it: the system store (with SSL_CERT_FILE/SSL_CERT_DIR),
     plus the file or directory in REQUESTS_CA_BUNDLE (else CURL_CA_BUNDLE), plus ``ca_bundle``.
 
     Python 3.13 added VERIFY_X509_STRICT to the default context; the CAs of many
     TLS-inspecting proxies fail it while urllib3 accepts them, so it is left off.
-    A bundle that cannot be read is a ValueError naming where it came from.
+    A bundle that cannot be read is a ValueError naming where it came from (for the
+    ``ca_bundle`` argument: the reader's own FileNotFoundError, ssl.SSLError, ... naming it).
     """
     context = ssl.create_default_context()
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
     trusted = [_system_store()]
     variable = "REQUESTS_CA_BUNDLE" if os.environ.get("REQUESTS_CA_BUNDLE") else "CURL_CA_BUNDLE"
-    for source, path in ((variable, os.environ.get(variable)), ("--ca-bundle", ca_bundle)):
+    for origin, path in ((variable, os.environ.get(variable)), (source, ca_bundle)):
         if path:
-            _load_ca_bundle(context, path, source)
-            trusted.append(f"{path} from {source}")
+            _load_ca_bundle(context, path, origin)
+            trusted.append(f"{path} from {origin}")
     _trusted_by_default[context] = ", ".join(trusted)
     return context
 
@@ -926,9 +1000,12 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
             context.load_verify_locations(cafile=path)
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ValueError(
-            f"{source} names {path}, which is not a file or directory of PEM CA certificates: {reason}"
-        ) from None
+        message = f"{source} names {path}, which is not a file or directory of PEM CA certificates: {reason}"
+        if isinstance(exc, ssl.SSLError) and source == "ca_bundle":  # (errno, text): its str is the text alone
+            raise ssl.SSLError(exc.errno, message) from None
+        if source == "ca_bundle":  # the argument: the error reading it raised, FileNotFoundError...
+            raise type(exc)(message) from None
+        raise ValueError(message) from None
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -3079,8 +3156,12 @@ def _open_client(args: Any) -> DatasetClient:
         base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # no service: the key goes nowhere
     elif "://" not in base_url:
         raise _UsageError(f"{args.base_url_source} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
-    context = _default_ssl_context(args.ca_bundle) if args.ca_bundle else None  # a bad file: a ValueError naming it
-    return DatasetClient(base_url, api_key, timeout=args.timeout, max_retries=args.retries, ssl_context=context)
+    try:
+        return DatasetClient(
+            base_url, api_key, timeout=args.timeout, max_retries=args.retries, ca_bundle=args.ca_bundle or None
+        )
+    except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
+        raise _UsageError(str(exc).replace("ca_bundle", "--ca-bundle", 1)) from None  # its first word
 
 
 def _run_command(args: Any, stderr: _Stderr) -> int:

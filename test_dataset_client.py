@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import atexit
 import base64
+import concurrent.futures
 import contextlib
+import copy
 import csv
 import datetime
 import errno
@@ -21,6 +23,7 @@ import importlib.util
 import io
 import itertools
 import json
+import multiprocessing
 import os
 import pickle
 import re
@@ -1628,6 +1631,251 @@ class ConnectionTests(ServerTestCase):
         self.assertEqual(self.server.closed_connections, 0)
         client.close()
         _wait_for(lambda: self.server.closed_connections == 1)
+
+
+# Beyond one process: a client forked under a reading thread, pickled, copied, handed to other processes
+class BeyondOneProcessTests(ServerTestCase):
+    def test_fork_while_another_thread_reads_a_response_returns_at_once_in_the_child(self) -> None:
+        body, go_on = b"x" * 1000, threading.Event()
+
+        def trickle(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body[:10])
+            handler.wfile.flush()
+            go_on.wait(10)
+            handler.wfile.write(body[10:])
+
+        self.script(trickle, reply(body=["after"]))
+        client, sink = self.client(), io.BytesIO()
+        reading = threading.Thread(target=client.download, args=("files/x", sink))
+        reading.start()
+        self.addCleanup(reading.join, 10)
+        self.addCleanup(go_on.set)
+        _wait_for(lambda: _blocked_in_a_socket_read(reading))  # its buffered reader's lock is held now
+        pid = _fork_quietly()
+        if pid == 0:  # the child: leave at once, never returning into the test runner
+            os._exit(0)
+        self.assertEqual(_wait_for_child(pid, 5), 0, "the child hung in fork() on the reading thread's lock")
+        go_on.set()
+        reading.join(10)
+        self.assertEqual(sink.getvalue(), body, "the parent's read went on, its socket left open")
+        self.assertEqual(client.list_datasets(), ["after"])
+        self.assertEqual([r.connection for r in self.requests], [1, 1])
+
+    def test_a_pickled_or_copied_client_has_the_same_settings_and_connections_of_its_own(self) -> None:
+        def echo(handler: Handler) -> None:
+            reply(body={"connection": handler.connection_number})(handler)
+
+        self.server.default = echo
+        client = self.client(timeout=7, max_retries=3, headers={"X-Team": "blue"}, user_agent="fan/1")
+        self.assertEqual(client.list_datasets(), {"connection": 1})
+        ways = {"pickle": lambda c: pickle.loads(pickle.dumps(c)), "copy": copy.copy, "deepcopy": copy.deepcopy}
+        for number, (way, make) in enumerate(ways.items(), start=2):
+            with self.subTest(way=way):
+                other = make(client)
+                self.addCleanup(other.close)
+                self.assertIsInstance(other, DatasetClient)
+                self.assertIsNot(other._pool, client._pool)
+                self.assertEqual(other.list_datasets(), {"connection": number}, "a connection of its own")
+                sent = self.requests[-1].headers
+                self.assertEqual(
+                    (sent["Authorization"], sent["X-Team"], sent["User-Agent"], self.requests[-1].path),
+                    (f"Bearer {KEY}", "blue", "fan/1", "/api/v1/datasets"),
+                )
+                settings = (other._base_url, other._timeout, other._max_retries, other._backoff_factor)
+                self.assertEqual(settings, (self.server.url + "/api/v1", 7.0, 3, 0.001))
+                self.assertNotIn(KEY, repr(vars(other)))
+        self.assertEqual(client.list_datasets(), {"connection": 1}, "the original kept its own")
+        self.assertEqual(self.server.connections, 4)
+
+    def test_a_closed_client_pickles_and_copies_closed(self) -> None:
+        client = self.client()
+        client.close()
+        for other in (pickle.loads(pickle.dumps(client)), copy.copy(client), copy.deepcopy(client)):
+            with self.assertRaises(dc.ClientClosedError):
+                other.list_datasets()
+            self.assertEqual(repr(other), f"<DatasetClient {self.server.url + '/api/v1'!r} (closed)>")
+        self.assertEqual((self.requests, self.server.connections), ([], 0))
+
+    def test_a_caller_s_ssl_context_cannot_be_pickled_but_is_shared_by_copies(self) -> None:
+        context = ssl.create_default_context(cafile=CA_FILE)
+        client = self.client(ssl_context=context)
+        message = (
+            "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot): pass"
+            " ca_bundle=FILE instead of the context, or build the client in the worker"
+        )
+        with self.assertRaisesRegex(TypeError, f"^{re.escape(message)}$"):
+            pickle.dumps(client)
+        for other in (copy.copy(client), copy.deepcopy(client)):
+            self.addCleanup(other.close)
+            self.assertIs(other._pool._ssl_context, context)
+
+    def use_an_empty_system_store(self) -> None:
+        """No CA but the test's (and no 0.2 s a context spent loading the system's hundreds)."""
+        for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+            os.environ.pop(name, None)
+        os.environ["SSL_CERT_FILE"] = str(self.tmp() / "none.pem")
+        os.environ["SSL_CERT_DIR"] = str(self.tmp())
+
+    def test_ca_bundle_trusts_its_file_or_directory_and_survives_pickling(self) -> None:
+        self.use_an_empty_system_store()
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tls": True})
+        with self.assertRaises(dc.NetworkError):  # the test CA is in no store but the bundle
+            self.client(tls.url, max_retries=0).list_datasets()
+        bundles = [CA_FILE, Path(CA_FILE)]
+        if shutil.which("openssl"):
+            bundles.append(CertificateTrustTests.hashed_directory(self))  # type: ignore[arg-type]
+        for bundle in bundles:
+            with self.subTest(bundle=bundle):
+                client = self.client(tls.url, ca_bundle=bundle)
+                self.assertEqual(client.list_datasets(), {"tls": True})
+                unpickled = pickle.loads(pickle.dumps(client))
+                self.addCleanup(unpickled.close)
+                self.assertEqual(unpickled.list_datasets(), {"tls": True})
+        self.assertEqual([r.path for r in tls.requests], ["/datasets"] * 2 * len(bundles))
+
+    def test_an_unreadable_ca_bundle_is_its_readers_error_at_construction_naming_it(self) -> None:
+        self.use_an_empty_system_store()
+        missing, not_pem = self.tmp() / "corp.pem", self.tmp() / "notes.txt"
+        not_pem.write_text("no certificate here\n")
+        with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(str(missing))}, which is not a"):
+            DatasetClient(self.server.url, KEY, ca_bundle=missing)
+        with self.assertRaisesRegex(ssl.SSLError, f"^ca_bundle names {re.escape(str(not_pem))}, which is not a"):
+            DatasetClient(self.server.url, KEY, ca_bundle=str(not_pem))
+        with self.assertRaisesRegex(FileNotFoundError, "^ca_bundle is empty: name a file or directory of PEM CA"):
+            DatasetClient(self.server.url, KEY, ca_bundle="")
+        with self.assertRaisesRegex(TypeError, r"^ca_bundle must be a path \(str or os.PathLike\), not bytes$"):
+            DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE.encode())  # type: ignore[arg-type]
+        with self.assertRaisesRegex(ValueError, "^ca_bundle and ssl_context cannot both be given"):
+            DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE, ssl_context=ssl.create_default_context())
+        self.assertEqual(self.requests, [])
+
+    def test_a_process_pool_s_workers_use_the_client_on_connections_of_their_own(self) -> None:
+        # fork here (fast); .ci/process_checks.py runs spawn and forkserver too.
+        def echo(handler: Handler) -> None:
+            answer = {"sql": json.loads(handler.body)["sql"], "connection": handler.connection_number}
+            reply(body=answer)(handler)
+
+        self.server.default = echo
+        client = self.client()
+        self.assertEqual(client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+            context = multiprocessing.get_context("fork")
+            with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
+                answers = list(pool.map(client.query, [f"SELECT {n}" for n in range(4)], timeout=30))
+        self.assertEqual([answer["sql"] for answer in answers], [f"SELECT {n}" for n in range(4)])
+        self.assertEqual(sorted(answer["connection"] for answer in answers), [2, 3, 4, 5], "a connection each")
+        self.assertEqual(client.query("SELECT 'parent again'")["connection"], 1)
+        self.assertEqual({r.headers["Authorization"] for r in self.requests}, {f"Bearer {KEY}"})
+
+    def test_close_ends_sixty_four_calls_in_flight_and_leaves_no_descriptor(self) -> None:
+        # The short version of .ci/thread_stress.py's last phase.
+        if not os.path.isdir("/proc/self/fd"):
+            self.skipTest("no /proc/self/fd to count descriptors in")
+
+        def until_the_client_closes(handler: Handler) -> None:
+            select.select([handler.connection], [], [], 10)  # readable: the client's end closed
+            handler.close_connection = True
+
+        self.server.default = until_the_client_closes
+        self.server.socket.listen(128)  # 64 connecting at once: none left to a 1 s SYN retransmission
+        descriptors = len(os.listdir("/proc/self/fd"))
+        client = self.client(timeout=30)
+        calls = (client.list_datasets, lambda: client.query("SELECT 1"), lambda: client.download("f", io.BytesIO()))
+        outcomes: list[object] = []
+        threads = [threading.Thread(target=lambda n=n: outcomes.append(outcome_of(calls[n % 3]))) for n in range(64)]
+        for thread in threads:
+            thread.start()
+        _wait_for(lambda: len(self.requests) == 64)
+        client.close()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual({type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError})
+        self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
+        _wait_for(lambda: len(os.listdir("/proc/self/fd")) == descriptors)  # the server's ends too, once closed
+
+    def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(self) -> None:
+        fan_out = _load_example("fan_out")
+        argv = ["daily_bars", "--symbols", "AAPL, MSFT,AAPL", "--start", "2024-01-15", "--end", "2024-03-10"]
+        jobs = fan_out.plan(fan_out.parse_arguments([*argv, "--by", "month", "--format", "csv", "--into", "d"]))
+        self.assertEqual(
+            [(job.label, str(job.start), str(job.end), job.symbols, job.name) for job in jobs],
+            [
+                ("2024-01", "2024-01-15", "2024-01-31", ("AAPL", "MSFT"), "daily_bars-2024-01.csv"),
+                ("2024-02", "2024-02-01", "2024-02-29", ("AAPL", "MSFT"), "daily_bars-2024-02.csv"),
+                ("2024-03", "2024-03-01", "2024-03-10", ("AAPL", "MSFT"), "daily_bars-2024-03.csv"),
+            ],
+        )
+        stderr = io.StringIO()
+        with mock.patch.dict(sys.modules, {"dask": None, "dask.distributed": None}), contextlib.redirect_stderr(stderr):
+            status = fan_out.main([*argv, "--into", str(self.tmp())])
+        self.assertEqual((status, stderr.getvalue()), (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'))
+        self.assertEqual(self.requests, [])
+
+    def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(self) -> None:
+        fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:5000]
+        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        refused = reply(422, {"message": "unknown symbols: ZZZZ"})
+        self.script(export, serve_file(data), export, serve_file(data), refused)
+        day = datetime.date(2024, 1, 2)
+        job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
+        client = self.client()
+        self.assertEqual(fan_out.fetch(client, job, str(into)), (("AAPL", None)))
+        self.assertEqual((into / job.name).read_bytes(), data)
+        recorded = (into / f"{job.name}.sha256").read_text()
+        self.assertEqual(recorded, f"{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
+        self.assertEqual(len(self.requests), 2, "a file there and verified is not fetched again")
+        with open(into / job.name, "ab") as altered:
+            altered.write(b"x")
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
+        self.assertEqual((into / job.name).read_bytes(), data)
+        failing = job._replace(label="ZZZZ", symbols=("ZZZZ",), name="daily_bars-ZZZZ.csv")
+        label, error = fan_out.fetch(client, failing, str(into))
+        self.assertEqual(label, "ZZZZ")
+        where = re.escape(f"POST {self.server.url}/api/v1/exports")
+        self.assertRegex(error, rf"^ServiceError: 422 [\w ]+: {where}: unknown symbols: ZZZZ$")  # 3.13: "Content"
+        self.assertEqual([r.method for r in self.requests], ["POST", "GET", "POST", "GET", "POST"])
+        self.assertEqual(self.requests[-1].json()["symbols"], ["ZZZZ"])
+        self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
+
+
+def _load_example(name: str) -> Any:
+    """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
+    spec = importlib.util.spec_from_file_location(name, HERE / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
+    """True when ``thread`` waits in socket.SocketIO.readinto (under a BufferedReader, its lock held)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and frame.f_code.co_name == "readinto" and frame.f_code.co_filename == socket.__file__
+
+
+def _fork_quietly() -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+        return os.fork()
+
+
+def _wait_for_child(pid: int, seconds: float) -> int | None:
+    """The child's exit status, or None (and the child killed) when it has not ended in ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
 
 
 class HostileServerTests(ServerTestCase):

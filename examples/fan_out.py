@@ -1,0 +1,206 @@
+"""Many exports at once on a Dask cluster: one export per symbol (or per month), each downloaded and checked.
+
+    python examples/fan_out.py DATASET --symbols A,B,C --start YYYY-MM-DD --end YYYY-MM-DD \\
+           --into DIR [--by symbol|month] [--format parquet|csv|jsonl] \\
+           [--scheduler ADDRESS] [--workers N]
+
+Without ``--scheduler`` it starts a ``LocalCluster`` of ``--workers`` processes (default 2)
+on this machine; with it, it uses that cluster (and waits for ``--workers`` workers when
+given). Each task gets the ``DatasetClient`` made here, pickled (the pickle holds the key),
+creates its export, downloads it into ``DIR`` as ``DATASET-SYMBOL.EXT`` or
+``DATASET-YYYY-MM.EXT`` with the export's sha256 checked, and writes ``NAME.sha256`` beside
+it (``sha256sum`` format). A re-run skips every file whose ``.sha256`` it matches, so it
+downloads only what is missing or not verified. ``DIR`` must be reachable from every worker
+(a shared file system on a real cluster), and ``dataset_client.py`` importable by the
+scheduler and every worker (``PYTHONPATH``: the scheduler unpickles the task graph).
+
+The service address and key come from the same variables and profile as the command line's
+(``DATASET_CLIENT_BASE_URL``, ``DATASET_CLIENT_API_KEY``, ``DATASET_CLIENT_PROFILE``, the config
+file). It prints each failure on its own line, then ``N files, M bytes, F failed in S s on
+ADDRESS (W workers)``: ``N`` files there and verified (skipped ones included), ``M`` their
+bytes, ``S`` the seconds the fan-out took once the cluster was up. Exit status: 0 when every
+file is there and verified, 1 when any failed, 2 for a usage error or without Dask.
+
+Needs Dask (``pip install "dask[distributed]"``); the library itself never does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import hashlib
+import os
+import sys
+import time
+from typing import Any, NamedTuple
+
+try:
+    import dataset_client as dc
+except ImportError:  # run from a checkout: the library is one directory up
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import dataset_client as dc
+
+EXTENSIONS = {"parquet": ".parquet", "csv": ".csv", "jsonl": ".jsonl"}
+
+
+class Job(NamedTuple):
+    """One export to make and download: its label (a symbol or YYYY-MM), what it covers, its file's name."""
+
+    label: str
+    dataset: str
+    symbols: tuple[str, ...]
+    start: datetime.date
+    end: datetime.date
+    file_format: str
+    name: str
+
+
+class Outcome(NamedTuple):
+    label: str
+    error: str | None  # None: the file is there and verified
+
+
+def month_spans(start: datetime.date, end: datetime.date) -> list[tuple[str, datetime.date, datetime.date]]:
+    """Each calendar month the range touches, as (YYYY-MM, first day, last day), clipped to the range."""
+    spans = []
+    first = start.replace(day=1)
+    while first <= end:
+        following = (first + datetime.timedelta(days=32)).replace(day=1)
+        spans.append((first.strftime("%Y-%m"), max(start, first), min(end, following - datetime.timedelta(days=1))))
+        first = following
+    return spans
+
+
+def plan(args: argparse.Namespace) -> list[Job]:
+    """The exports to make: one per symbol, or one per month of the range with every symbol."""
+    extension = EXTENSIONS[args.format]
+    if args.by == "symbol":
+        spans = [(symbol, (symbol,), args.start, args.end) for symbol in args.symbols]
+    else:
+        spans = [(month, tuple(args.symbols), first, last) for month, first, last in month_spans(args.start, args.end)]
+    return [
+        Job(label, args.dataset, symbols, first, last, args.format, f"{args.dataset}-{label}{extension}")
+        for label, symbols, first, last in spans
+    ]
+
+
+def verified_size(path: str) -> int | None:
+    """The size of the file at ``path`` when its ``.sha256`` file names its digest; else None."""
+    try:
+        with open(path + ".sha256", encoding="ascii") as recorded, open(path, "rb") as file:
+            expected = recorded.read().split(" ", 1)[0]
+            digest = hashlib.file_digest(file, "sha256").hexdigest()
+            size = os.fstat(file.fileno()).st_size
+    except (OSError, UnicodeDecodeError):
+        return None
+    return size if digest == expected else None
+
+
+def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
+    """On a worker: make ``job``'s export and download it into ``into``, unless it is there and verified."""
+    path = os.path.join(into, job.name)
+    if verified_size(path) is not None:
+        return Outcome(job.label, None)
+    try:
+        with copy.copy(client) as own:  # this task's own connections, closed when it ends
+            export = own.create_export(
+                job.dataset, symbols=job.symbols, start_date=job.start, end_date=job.end, format=job.file_format
+            )
+            own.download(export["download_url"], path, sha256=export["sha256"])
+        partial = f"{path}.sha256.{os.getpid()}.part"
+        with open(partial, "w", encoding="ascii") as recorded:
+            recorded.write(f"{export['sha256']}  {job.name}\n")
+        os.replace(partial, path + ".sha256")
+    except Exception as exc:  # reported with its label; the other tasks go on
+        return Outcome(job.label, f"{type(exc).__name__}: {exc}")
+    return Outcome(job.label, None)
+
+
+def service_client() -> dc.DatasetClient:
+    """A client for the service named as the command line finds it: options aside, variables, then the profile."""
+    settings = argparse.Namespace()
+    dc._apply_settings(settings)  # the CLI's own reading of DATASET_CLIENT_* and the config file
+    if not settings.base_url:
+        raise dc._UsageError("no service address: set DATASET_CLIENT_BASE_URL, or give a profile a base_url")
+    return dc.DatasetClient(
+        settings.base_url,
+        settings.api_key,
+        timeout=settings.timeout,
+        max_retries=settings.retries,
+        ca_bundle=settings.ca_bundle,
+    )
+
+
+def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
+    """Fan the jobs out on the cluster; print the failures and the summary line; the exit status."""
+    if args.scheduler:
+        cluster, dask = None, distributed.Client(args.scheduler)
+        if args.workers:
+            dask.wait_for_workers(args.workers, timeout=120)
+    else:
+        cluster = distributed.LocalCluster(
+            n_workers=args.workers or 2, threads_per_worker=2, dashboard_address=None, host="127.0.0.1"
+        )
+        dask = distributed.Client(cluster)
+    try:
+        started = time.monotonic()
+        futures = [dask.submit(fetch, client, job, args.into, pure=False) for job in jobs]
+        outcomes = dask.gather(futures)
+        seconds = time.monotonic() - started
+        address, workers = dask.scheduler.address, len(dask.scheduler_info()["workers"])
+    finally:
+        dask.close()
+        if cluster is not None:
+            cluster.close()
+    sizes = [verified_size(os.path.join(args.into, job.name)) for job in jobs]
+    failures = [outcome for outcome, size in zip(outcomes, sizes, strict=True) if outcome.error or size is None]
+    for failure in failures:
+        print(f"failed {failure.label}: {failure.error or 'the file is not there, or does not match its sha256'}")
+    done = [size for size in sizes if size is not None]
+    summary = f"{len(done)} files, {sum(done)} bytes, {len(failures)} failed in {seconds:.1f} s"
+    print(f"{summary} on {address} ({workers} workers)")
+    return 1 if failures else 0
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", metavar="DATASET")
+    parser.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
+    parser.add_argument("--start", required=True, type=datetime.date.fromisoformat, help="YYYY-MM-DD")
+    parser.add_argument("--end", required=True, type=datetime.date.fromisoformat, help="YYYY-MM-DD")
+    parser.add_argument("--into", required=True, metavar="DIR", help="where the files go (made if missing)")
+    parser.add_argument("--by", choices=("symbol", "month"), default="symbol", help="one export per (default: symbol)")
+    parser.add_argument("--format", choices=tuple(EXTENSIONS), default="parquet")
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="a running scheduler (default: a LocalCluster)")
+    parser.add_argument("--workers", type=int, metavar="N", help="LocalCluster's workers (default 2); or wait for N")
+    args = parser.parse_args(argv)
+    args.symbols = list(dict.fromkeys(symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()))
+    if not args.symbols:
+        parser.error("--symbols names no symbol")
+    if args.start > args.end:
+        parser.error("--start is after --end")
+    if args.workers is not None and args.workers < 1:
+        parser.error("--workers must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    try:
+        import dask.distributed as distributed
+    except ImportError:
+        print('fan_out.py needs Dask: pip install "dask[distributed]"', file=sys.stderr)
+        return 2
+    try:
+        client = service_client()
+    except (dc._UsageError, ValueError, TypeError, OSError) as exc:
+        print(f"fan_out.py: {exc}", file=sys.stderr)
+        return 2
+    os.makedirs(args.into, exist_ok=True)
+    with client:
+        return run(distributed, args, client, plan(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
