@@ -2667,7 +2667,11 @@ def main(argv: list[str] | None = None) -> int:
 def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
     """The parsed command line; options not given are absent (settings from variables and profiles come later)."""
     parser = _build_parser(argparse)
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    unknown = _unknown_option(parser, arguments)
+    if unknown:
+        parser.error(unknown)
+    args = parser.parse_args(arguments)
     if getattr(args, "verbose", False) and getattr(args, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
     args.parser = parser
@@ -2762,11 +2766,16 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
 
 
 def _add_export_arguments(export: Any) -> None:
-    export.add_argument("dataset", metavar="DATASET")
+    export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
     export.add_argument("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
-    export.add_argument("--format", default="parquet", help="parquet (default), csv or jsonl")
+    export.add_argument(
+        "--format",
+        choices=_FORMATS,
+        default=None,
+        help="the file's format (default: DEST's extension, else parquet)",
+    )
     export.add_argument(
         "--download",
         nargs="?",
@@ -2789,7 +2798,7 @@ def _add_download_options(parser: Any) -> None:
     parser.add_argument(
         "--connections",
         metavar="N",
-        type=_at_least(1),
+        type=_at_least(1, _MAX_CONNECTIONS),
         default=1,
         help="ranged requests at once for one file (default: 1)",
     )
@@ -2798,8 +2807,67 @@ def _add_download_options(parser: Any) -> None:
         metavar="RATE",
         type=_rate,
         default=None,
-        help="bytes per second at most, as curl: 500K, 10M, 1G",
+        help="bytes per second at most, as curl: 500K, 10M, 1G (0: no limit)",
     )
+
+
+def _unknown_option(parser: Any, argv: list[str]) -> str | None:
+    """``unknown option '--outptu' (did you mean '--output'?)`` for the first option that neither the
+    parser nor the command met so far knows, before or after the command; None when all are known.
+
+    Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
+    """
+    known, commands = _options_of(parser), {command.prog.split()[-1]: command for command in _subparsers(parser)}
+    command, pending = None, 0
+    for word in argv:
+        if pending == 1 or (pending == -1 and (word == "-" or not word.startswith("-"))):
+            pending = 0  # the option's value, whatever it looks like
+            continue
+        pending = 0
+        if word == "--":
+            return None
+        if command is None and word in commands:
+            command, known = word, {**known, **_options_of(commands[word])}
+        if word == "-" or not word.startswith("-") or re.fullmatch(r"-\d[\d.]*", word):
+            continue
+        name = word.split("=", 1)[0]
+        found = _known_option(name, known)
+        if found is None:
+            return f"unknown option {_printable(name)!r}{_nearest_option(name, list(known))}"
+        pending = 0 if "=" in word else known[found]
+    return None
+
+
+def _nearest_option(name: str, options: list[str]) -> str:
+    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o``; empty when none is near."""
+    import difflib
+
+    long_options = [option for option in options if option.startswith("--")]
+    nearest = difflib.get_close_matches(name, long_options, n=1)
+    if not nearest and len(name) == 2:  # -o: the long option it would be short for
+        nearest = [option for option in long_options if option[2] == name[1]][:1]
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
+def _options_of(parser: Any) -> dict[str, int]:
+    """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
+    return {
+        name: {None: 1, "?": -1}.get(action.nargs, 0) for action in parser._actions for name in action.option_strings
+    }
+
+
+def _known_option(name: str, known: dict[str, int]) -> str | None:
+    """The option ``name`` stands for: itself, the one long option it begins (as argparse allows), or the
+    last of a run of short flags (``-vc``); None when it is none of these."""
+    if name in known:
+        return name
+    if name.startswith("--"):
+        starting = [option for option in known if option.startswith(name)]
+        return starting[0] if len(starting) == 1 else None
+    flags = [f"-{letter}" for letter in name[1:]]
+    if all(flag in known for flag in flags):
+        return flags[-1]
+    return None
 
 
 def _with_suggestion(message: str) -> str:
@@ -2820,18 +2888,25 @@ def _with_suggestion(message: str) -> str:
 
 
 def _seconds(text: str) -> float | None:
-    value = float(text)
+    """Seconds, 0 or more (0: no limit); argparse names the option in front of the message."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise ValueError(text)
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: give seconds, 0 or more (0: no limit)")
     return value or None  # 0: no limit
 
 
-def _at_least(least: int) -> Callable[[str], int]:
+def _at_least(least: int, most: int | None = None) -> Callable[[str], int]:
     def check(text: str) -> int:
-        if int(text) < least:
+        if int(text) < least or (most is not None and int(text) > most):
             import argparse
 
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+            allowed = f"at least {least}" if most is None else f"{least} to {most}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}")
         return int(text)
 
     check.__name__ = "number"  # argparse names it in "invalid number value"
@@ -2854,12 +2929,12 @@ def _date(text: str) -> datetime.date:
 def _rate(text: str) -> float:
     """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
-    value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else 0.0
-    if not value > 0:
+    value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
+    if not value >= 0:
         import argparse
 
         raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
-    return value
+    return value  # 0: no limit, as curl
 
 
 def _apply_settings(args: Any) -> None:
@@ -3035,6 +3110,7 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
 def _create_export(client: DatasetClient, args: Any) -> Any:
     """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
     symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
+    args.format = _export_format(args.format, args.download)
     key = None
     if args.resume:
         request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), args.format]
@@ -3042,6 +3118,21 @@ def _create_export(client: DatasetClient, args: Any) -> Any:
     return client.create_export(
         args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format, idempotency_key=key
     )
+
+
+def _export_format(asked: str | None, destination: str | None) -> str:
+    """--format, else the format DEST's extension names (``bars.csv``: csv), else parquet; a --format
+    that disagrees with DEST's extension is a usage error (the file would say one thing and hold another)."""
+    named = None
+    if destination and destination != "-" and not os.path.isdir(destination):
+        extension = os.path.splitext(destination)[1].lower()[1:]
+        named = extension if extension in _FORMATS else None
+    if asked and named and asked != named:
+        raise _UsageError(
+            f"--format {asked} disagrees with DEST {destination!r}, a .{named} name: "
+            f"drop --format, or give DEST a .{asked} name"
+        )
+    return asked or named or "parquet"
 
 
 def _export_file(export: Any) -> tuple[str, str | None]:

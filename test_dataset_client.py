@@ -4032,7 +4032,7 @@ class CommandLineTests(StandInTestCase):
             (["download", url.rsplit("/", 1)[0] + "/..", str(directory)], "cannot name a file after"),
             (["download", url.rsplit("/", 1)[0] + "/a%2Fb"], "cannot name a file after"),
             (["download", url, "-", "-c"], "-c needs a file"),
-            (["download", url, "x", "--connections", "0"], "--connections: must be at least 1"),
+            (["download", url, "x", "--connections", "0"], "--connections: must be 1 to 32"),
             (["download", url, "x", "--sha256", "abc"], "--sha256 must be 64 hexadecimal digits"),
         ):
             with self.subTest(argv=argv):
@@ -4377,6 +4377,140 @@ class CommandLineTests(StandInTestCase):
         result = self.run_process("download", export["download_url"], "-")
         self.assertEqual(result.returncode, 0)
         self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
+
+
+class FirstHourCommandLineTests(StandInTestCase):
+    """The contract's "The first hour": what a new user meets at the terminal."""
+
+    def run_main(
+        self, *argv: str, environment: dict[str, str] | None = None, terminal: bool = False
+    ) -> tuple[int, str, str]:
+        """main() in process with exactly the DATASET_CLIENT_ variables given (default: the scripted server's),
+        an empty HOME and no XDG_CONFIG_HOME or pager variables; ``terminal``: stdout says it is a terminal."""
+        if environment is None:
+            environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY}
+        unset = ("DATASET_CLIENT_", "XDG_CONFIG_HOME", "PAGER", "LESS", "COLUMNS", "LINES")
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
+        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
+            mock.patch.object(sys, "stdin", io.StringIO("")),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def test_a_mistyped_option_says_so_before_or_after_the_command(self) -> None:
+        for argv, text in (
+            (["--outptu", "csv", "datasets"], "unknown option '--outptu' (did you mean '--output'?)"),
+            (["-o", "csv", "datasets"], "unknown option '-o' (did you mean '--output'?)"),  # csv is not the command
+            (["datasets", "--outptu", "csv"], "unknown option '--outptu' (did you mean '--output'?)"),
+            (["export", "trades", "--formta", "csv"], "unknown option '--formta' (did you mean '--format'?)"),
+            (["datasets", "--symbols", "V"], "unknown option '--symbols'"),  # another command's option
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertEqual(err.splitlines()[-1], f"dataset-client: error: {text}")
+                self.assertNotIn("command", err.splitlines()[-1])
+        self.script(reply(body=[]), reply(body=[]), reply(body=[]))  # what is known still runs
+        for argv in (["--out", "csv", "datasets"], ["datasets", "--timeout=5"], ["-q", "datasets"]):
+            with self.subTest(argv=argv):
+                status, _, err = self.run_main(*argv)
+                self.assertEqual(status, 0, err)
+        self.assertEqual([r.path for r in self.requests], ["/api/datasets"] * 3, "nothing sent for a usage error")
+
+    def export_argv(self, *more: str) -> list[str]:
+        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+
+    def script_export(self, data: bytes, name: str) -> None:
+        digest = hashlib.sha256(data).hexdigest()
+        export = {"id": "exp_1", "download_url": f"/api/files/{name}", "sha256": digest, "size_bytes": len(data)}
+        self.script(reply(201, export), serve_file(data))
+
+    def test_the_file_name_picks_the_export_format(self) -> None:
+        for name, extra, sent in (
+            ("bars.csv", [], "csv"),
+            ("bars.JSONL", [], "jsonl"),
+            ("bars.parquet", [], "parquet"),
+            ("bars.bin", [], "parquet"),
+            ("bars.csv", ["--format", "csv"], "csv"),
+            ("bars.bin", ["--format", "jsonl"], "jsonl"),
+        ):
+            with self.subTest(name=name, extra=extra):
+                self.requests.clear()
+                directory = self.tmp()
+                self.script_export(b"a,b\r\n1,2\r\n", name)
+                status, _, err = self.run_main("-q", *self.export_argv("--download", str(directory / name), *extra))
+                self.assertEqual((status, err), (0, ""))
+                self.assertEqual(self.requests[0].json()["format"], sent)  # type: ignore[index]
+                self.assertEqual((directory / name).read_bytes(), b"a,b\r\n1,2\r\n")
+        for extra in ([], ["--download"], ["--download", str(self.tmp())]):  # no file name: parquet, as before
+            with self.subTest(extra=extra):
+                self.requests.clear()
+                self.script_export(b"PAR1", "x.parquet")
+                if not extra:
+                    self.server.script.pop()  # no download
+                with contextlib.chdir(self.tmp()):
+                    status, _, err = self.run_main("-q", *self.export_argv(*extra))
+                self.assertEqual(status, 0, err)
+                self.assertEqual(self.requests[0].json()["format"], "parquet")  # type: ignore[index]
+        self.assertEqual(dc._export_format(None, "-"), "parquet")  # to stdout
+        self.requests.clear()
+        status, out, err = self.run_main(*self.export_argv("--format", "jsonl", "--download", "bars.csv"))
+        self.assertEqual((status, out, self.requests), (2, "", []), "nothing sent")
+        self.assertEqual(
+            err,
+            "dataset-client: error: --format jsonl disagrees with DEST 'bars.csv', a .csv name: "
+            "drop --format, or give DEST a .jsonl name\n",
+        )
+
+    def test_bad_values_name_the_option_and_what_it_takes(self) -> None:
+        for argv, text in (
+            (
+                ["--timeout", "-1", "datasets"],
+                "argument --timeout: invalid value '-1': give seconds, 0 or more (0: no limit)",
+            ),
+            (
+                ["--timeout", "soon", "datasets"],
+                "argument --timeout: invalid value 'soon': give seconds, 0 or more (0: no limit)",
+            ),
+            (["download", "/x", "out", "--connections", "0"], "argument --connections: must be 1 to 32, got 0"),
+            (["download", "/x", "out", "--connections", "100"], "argument --connections: must be 1 to 32, got 100"),
+            (
+                ["download", "/x", "out", "--limit-rate", "-5"],
+                "argument --limit-rate: invalid rate '-5': bytes per second, such as 500K, 10M or 1G",
+            ),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertRegex(err, r"^usage: dataset-client")  # the same shape as any bad value
+                self.assertRegex(err.splitlines()[-1], rf"^dataset-client( download)?: error: {re.escape(text)}$")
+                self.assertNotIn("_seconds", err)
+        self.assertEqual(self.requests, [], "nothing sent")
+        status, out, _ = self.run_main("export", "--help")
+        self.assertEqual(status, 0)
+        self.assertIn("--format {parquet,csv,jsonl}", out)
+        for command in ("query", "export", "download", "completion"):
+            with self.subTest(command=command):
+                _, out, _ = self.run_main(command, "--help")
+                listed = out.split("positional arguments:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+                positionals = [line for line in listed if not line.startswith("   ")]  # not a wrapped help line
+                self.assertTrue(positionals)
+                self.assertTrue(all(len(line.split(None, 1)) == 2 for line in positionals), positionals)
+
+    def test_limit_rate_0_means_no_limit(self) -> None:
+        self.server.default = serve_file(DATA)
+        target = self.tmp() / "out.bin"
+        with mock.patch.object(
+            dc.DatasetClient, "download", autospec=True, side_effect=dc.DatasetClient.download
+        ) as called:
+            status, _, err = self.run_main("-q", "download", "/api/files/x", str(target), "--limit-rate", "0")
+        self.assertEqual((status, err, target.read_bytes()), (0, "", DATA))
+        self.assertNotIn("max_rate", called.call_args.kwargs)
+        self.assertEqual([r.path for r in self.requests], ["/api/files/x"])
 
 
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
@@ -4735,7 +4869,7 @@ class CommandLineTerminalTests(StandInTestCase):
                 argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
                 self.assertEqual(self.run_main(*argv, environment={})[0], 0)
         self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
-        for rate in ("0", "-5", "1T", "fast"):
+        for rate in ("-5", "1T", "fast"):  # 0: no limit (FirstHourCommandLineTests)
             with self.subTest(rate=rate):
                 status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
                 self.assertEqual(status, 2)
