@@ -2937,9 +2937,10 @@ def _rate(text: str) -> float:
     return value  # 0: no limit, as curl
 
 
-def _apply_settings(args: Any) -> None:
-    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile."""
-    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"))
+def _apply_settings(args: Any, warn: Callable[[str], None] | None = None) -> None:
+    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile
+    (``warn`` is told what in it was ignored)."""
+    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"), warn)
     if hasattr(args, "base_url"):
         args.base_url_source = "--base-url"
     elif os.environ.get("DATASET_CLIENT_BASE_URL"):
@@ -2968,11 +2969,11 @@ def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
     return profile.get("api_key") if same else None
 
 
-def _profile(asked: str | None) -> dict[str, Any]:
+def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The profile ``asked`` for (else ``[default]``, if there is one) from the config file; {} when none."""
     import tomllib
 
-    path = os.environ.get("DATASET_CLIENT_CONFIG") or os.path.expanduser("~/.config/dataset-client/config.toml")
+    path = _config_path()
     try:
         with open(path, "rb") as file:
             mode = os.fstat(file.fileno()).st_mode
@@ -2991,14 +2992,31 @@ def _profile(asked: str | None) -> dict[str, Any]:
         if not asked:
             return {}
         raise _UsageError(f"no profile {name!r} in {path}; its profiles: {', '.join(tables) or 'none'}")
-    return _checked_profile(tables[name], name, path)
+    return _checked_profile(tables[name], name, path, warn)
 
 
-def _checked_profile(profile: dict[str, Any], name: str, path: str) -> dict[str, Any]:
+def _config_path() -> str:
+    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one, as the
+    XDG spec says), else in ~/.config/dataset-client."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.expanduser("~/.config")
+    return os.environ.get("DATASET_CLIENT_CONFIG") or os.path.join(base, "dataset-client", "config.toml")
+
+
+def _checked_profile(
+    profile: dict[str, Any], name: str, path: str, warn: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The profile's known keys, checked; each unknown one is ignored, and ``warn`` says so with the nearest."""
+    import difflib
+
     where = f"[{name}] in {path}"
-    unknown = sorted(set(profile) - set(_PROFILE_KEYS))
-    if unknown:
-        raise _UsageError(f"unknown key {unknown[0]!r} in {where}; known: {', '.join(_PROFILE_KEYS)}")
+    for key in sorted(set(profile) - set(_PROFILE_KEYS)):
+        nearest = difflib.get_close_matches(key, _PROFILE_KEYS, n=1)
+        guess = f"did you mean {nearest[0]!r}?" if nearest else f"known keys: {', '.join(_PROFILE_KEYS)}"
+        if warn is not None:
+            warn(f"unknown key {_printable(key)!r} in {where} (ignored): {guess}")
+    profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
         wrong = isinstance(value, bool) or not (
             isinstance(value, (int, float)) and value >= 0 if key == "timeout" else isinstance(value, str) and value
@@ -3039,7 +3057,7 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
         if args.command == "completion":
             sys.stdout.write(_completion_script(args.shell, args.parser))
             return _EXIT_OK
-        _apply_settings(args)
+        _apply_settings(args, stderr.warning)
         with _open_client(args) as client:
             _run_with_client(client, args, stderr)
         return _EXIT_OK

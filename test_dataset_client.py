@@ -4501,6 +4501,47 @@ class FirstHourCommandLineTests(StandInTestCase):
                 self.assertTrue(positionals)
                 self.assertTrue(all(len(line.split(None, 1)) == 2 for line in positionals), positionals)
 
+    def test_a_profile_says_what_it_ignored_and_where_it_looked(self) -> None:
+        xdg, home = self.tmp(), self.tmp()
+        for directory, base_url in ((xdg, self.server.url + "/api"), (home / ".config", self.server.url + "/home")):
+            (directory / "dataset-client").mkdir(parents=True)
+            config = directory / "dataset-client" / "config.toml"
+            config.write_text(f'[default]\nbase_url = "{base_url}"\ntimout = 5\ncolour = "red"\n[other]\nx = 1\n')
+            config.chmod(0o600)
+        found = xdg / "dataset-client" / "config.toml"
+        self.script(reply(body=[]), reply(body=[]))
+        environment = {"XDG_CONFIG_HOME": str(xdg), "HOME": str(home), "DATASET_CLIENT_API_KEY": KEY}
+        status, out, err = self.run_main("datasets", environment=environment)
+        self.assertEqual((status, out), (0, "[]\n"))
+        self.assertEqual(
+            err.splitlines(),
+            [
+                f"dataset-client: warning: unknown key 'colour' in [default] in {found} (ignored): "
+                "known keys: base_url, api_key, ca_bundle, timeout",
+                f"dataset-client: warning: unknown key 'timout' in [default] in {found} (ignored): "
+                "did you mean 'timeout'?",
+            ],
+        )  # [other], not the profile used, says nothing
+        self.assertEqual([r.path for r in self.requests], ["/api/datasets"], "$XDG_CONFIG_HOME's file was read")
+        relative = {**environment, "XDG_CONFIG_HOME": "relative/dir"}  # not absolute: ignored, as the spec says
+        status, _, err = self.run_main("datasets", environment=relative)
+        self.assertEqual(status, 0)
+        self.assertIn(f"in {home}/.config/dataset-client/config.toml (ignored)", err)
+        self.assertEqual(self.requests[-1].path, "/home/datasets")
+        nowhere = self.tmp()
+        for argv, variables in ((["--profile", "staging"], {}), ([], {"DATASET_CLIENT_PROFILE": "staging"})):
+            with self.subTest(argv=argv, variables=variables):
+                status, out, err = self.run_main(
+                    *argv, "datasets", environment={**environment, **variables, "XDG_CONFIG_HOME": str(nowhere)}
+                )
+                self.assertEqual((status, out), (2, ""))
+                self.assertEqual(
+                    err,
+                    f"dataset-client: error: no config file {nowhere}/dataset-client/config.toml"
+                    " for --profile staging\n",
+                )
+        self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
+
     def test_limit_rate_0_means_no_limit(self) -> None:
         self.server.default = serve_file(DATA)
         target = self.tmp() / "out.bin"
@@ -4961,8 +5002,9 @@ class CommandLineTerminalTests(StandInTestCase):
         )
         config.write_text('[default]\nbase-url = "http://x"\n')
         status, _, err = self.run_main("datasets", environment=chosen)
-        self.assertEqual(status, 2)
+        self.assertEqual(status, 2)  # a warning, then: no service address
         self.assertIn("unknown key 'base-url' in [default]", err)
+        self.assertIn("(ignored): did you mean 'base_url'?", err)
 
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
         def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
