@@ -3175,16 +3175,11 @@ def _download_command(
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
         if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
-            resume = True  # what a -c run left is continued, then removed: not left lying about for ever
-            stderr.info(f"continuing the partial file an interrupted -c download left for {target}")
+            resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
     if args.connections > 1 and not _can_take_parts(target):
         where = "stdout" if target == "-" else target
         stderr.warning(f"--connections {args.connections}: {where} cannot take parts; downloading as one stream")
-    args.hint = (
-        "" if resume or target == "-" else "; with -c, the partial file is kept and the same command continues it"
-    )
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
-    args.hint = ""
 
 
 def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
@@ -3247,6 +3242,9 @@ def _cli_download(
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
+    except BaseException:  # said after the error or interruption (main() and _run_command() add it)
+        args.hint = _partial_file_hint(target, resume, received=progress.done > 0)
+        raise
     finally:
         progress.finish()
     if to_stdout:
@@ -3256,6 +3254,20 @@ def _cli_download(
     checked = ", sha256 verified" if sha256 else ""
     where = "stdout" if to_stdout else target
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
+
+
+def _partial_file_hint(target: str, resume: bool, *, received: bool) -> str:
+    """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
+    file is; without, that -c would have kept one (when anything was received at all)."""
+    if target == "-":
+        return ""
+    if not resume:
+        return "; with -c, the partial file is kept and the same command continues it" if received else ""
+    try:
+        partial = _hidden_stem(_follow_destination_links(target)) + ".part"
+    except OSError:
+        return ""
+    return f"; the same command continues its partial file {partial}" if os.path.exists(partial) else ""
 
 
 class _Stderr:
@@ -3308,6 +3320,8 @@ class _Stderr:
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
         text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
+        if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
+            text = text.rsplit(", GET ", 1)[0]
         if record.levelno >= _WARNING and not self.verbose:
             self.status(text)  # a retry: said while it waits, gone once it is over
         else:  # never cut: the cause of a retry is at the end

@@ -416,6 +416,20 @@ def ignored_signals(pid: int) -> set[int]:
     return {number for number in range(1, 65) if mask >> (number - 1) & 1}
 
 
+def waiting(pid: int) -> bool:
+    """True when every thread of (Linux) process ``pid`` sleeps, as a download's do once the bytes sent so far
+    are written and counted; elsewhere, True."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    states = []
+    for task in tasks:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as stat_file:
+            states.append(stat_file.read().rsplit(")", 1)[1].split()[0])
+    return all(state in "SD" for state in states)
+
+
 @contextlib.contextmanager
 def recorded_sleeps() -> Iterator[list[float]]:
     """The client's waits between retries (it calls time.sleep), recorded instead of slept."""
@@ -4063,14 +4077,17 @@ class CommandLineTests(StandInTestCase):
         self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
         status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 3)
-        self.assertIn("connection closed after 1.4 MiB of 3.0 MiB\n", err)  # sizes for people, not bytes
+        partial = directory / ".out.bin.part"
+        self.assertIn(
+            f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}\n", err
+        )  # sizes for people, not bytes
         self.script(serve_file(DATA))
         with recorded_sleeps():
             status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 0, err)
         lines = err.splitlines()
-        self.assertEqual(lines[0], f"dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded, GET {url}")
-        self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
+        self.assertEqual(lines[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded")  # -v: the URL
+        self.assertEqual(lines[1], "dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption")
         self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         asked = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
@@ -4164,10 +4181,14 @@ class CommandLineTests(StandInTestCase):
             self.addCleanup(process.kill)
             with self.subTest(signal=signal_name, keep=keep):
                 _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
+                _wait_for(
+                    lambda pid=process.pid: waiting(pid)
+                )  # the bytes counted too: the hint is said when some came
                 process.send_signal(getattr(signal, signal_name))
                 _, err = process.communicate(timeout=10)
                 self.assertEqual(process.returncode, status)
-                hint = "" if keep else "; with -c, the partial file is kept and the same command continues it"
+                partial = directory / ".out.bin.part"
+                hint = f"; the same command continues its partial file {partial}" if keep else HINT
                 self.assertEqual(
                     err.decode().splitlines()[-1],
                     f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}{hint}",
@@ -4542,6 +4563,41 @@ class FirstHourCommandLineTests(StandInTestCase):
                 )
         self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
 
+    def test_partial_files_are_named_and_a_resume_is_said_once(self) -> None:
+        url = self.server.url + "/files/a-rather-long-name-for-an-export-file-that-a-service-chose.bin"
+        target = self.tmp() / "out.bin"
+        self.script(cut(DATA, 0, {"ETag": '"v1"'}), first_bytes_then_stall(DATA, 0))  # nothing received
+        for argv in (["--retries", "0"], ["--retries", "0", "--timeout", "0.1"]):
+            with self.subTest(argv=argv):
+                status, _, err = self.run_main(*argv, "download", url, str(target), environment={})
+                self.assertEqual(status, 3)
+                self.assertRegex(
+                    err, r"^dataset-client: error: GET .*: (connection closed after 0 B of 3\.0 MiB|.*timed out.*)\n$"
+                )
+                self.assertNotIn("with -c", err)
+        for again in (["-c"], []):  # the same command, or without -c
+            with self.subTest(again=again):
+                self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), serve_file(DATA))
+                status, _, err = self.run_main("--retries", "0", "download", url, str(target), "-c", environment={})
+                partial = target.parent / ".out.bin.part"
+                self.assertEqual(
+                    (status, err.splitlines()[-1]),
+                    (
+                        3,
+                        "dataset-client: error: GET " + url + ": connection closed after 1.4 MiB of 3.0 MiB; "
+                        f"the same command continues its partial file {partial}",
+                    ),
+                )
+                self.assertEqual(partial.stat().st_size, 1_500_000)
+                status, _, err = self.run_main("download", url, str(target), *again, environment={})
+                self.assertEqual((status, target.read_bytes()), (0, DATA), err)
+                said = [line for line in err.splitlines() if re.search("resum|continu|partial", line, re.I)]
+                self.assertEqual(said, ["dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded"])
+                self.assertLessEqual(len(said[0]), 79)  # fits 80 columns
+                self.assertEqual(self.requests[-1].headers["Range"], "bytes=1500000-")
+                self.assertEqual(os.listdir(target.parent), ["out.bin"])
+                target.unlink()
+
     def test_limit_rate_0_means_no_limit(self) -> None:
         self.server.default = serve_file(DATA)
         target = self.tmp() / "out.bin"
@@ -4554,6 +4610,7 @@ class FirstHourCommandLineTests(StandInTestCase):
         self.assertEqual([r.path for r in self.requests], ["/api/files/x"])
 
 
+HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
 
 
@@ -4731,7 +4788,9 @@ class CommandLineTerminalTests(StandInTestCase):
             status, drawn = self.run_in_terminal(argv, 80, ctrl_c_once_counted)
         self.assertEqual(len(interrupted), 1, drawn)
         self.assertEqual(status, 130, drawn)
-        self.assertTrue(drawn.endswith("dataset-client: error: interrupted\r\n"), drawn)
+        partial = directory / ".out.bin.part"
+        said = f"dataset-client: error: interrupted; the same command continues its partial file {partial}\r\n"
+        self.assertTrue(drawn.endswith(said), drawn)
         status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
         self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
         self.assertEqual(os.listdir(directory), ["out.bin"])
@@ -4759,14 +4818,15 @@ class CommandLineTerminalTests(StandInTestCase):
                     "--retries", "0", "download", url, str(directory / name), "-c", environment={}
                 )
                 self.assertEqual(status, 3)
-                self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint
+                partial = directory / f".{'real' if name == 'link.bin' else 'out'}.bin.part"
+                said = (
+                    f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}"
+                )
+                self.assertTrue(err.endswith(said + "\n"), err)  # -c: where its partial file is
                 self.script(serve_file(DATA))
                 status, _, err = self.run_main("download", url, str(directory / name), environment={})
                 self.assertEqual(status, 0, err)
-                self.assertEqual(
-                    err.splitlines()[0],
-                    f"continuing the partial file an interrupted -c download left for {directory / name}",
-                )
+                self.assertEqual(err.splitlines()[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded")
                 self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
                 self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
         self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
@@ -4795,7 +4855,7 @@ class CommandLineTerminalTests(StandInTestCase):
         self.script(serve_file(b""))
         status, _, err = self.run_main("download", self.server.url + "/files/x", str(directory / "out.bin"))
         self.assertEqual(status, 0, err)
-        self.assertTrue(err.startswith("continuing the partial file an interrupted -c download left"), err)
+        self.assertRegex(err, r"^downloaded .*out\.bin: 0 B, ")  # no "resuming: 0 B of 0 B"
         self.assertEqual(os.listdir(directory), ["out.bin"])
         self.assertEqual((directory / "out.bin").read_bytes(), b"")
 
