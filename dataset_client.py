@@ -3118,6 +3118,9 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
     if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
         if not args.quiet:
             stderr.message(_json_text(shown, 2), raw=True)
+    elif args.command == "export" and args.output == "table" and isinstance(shown, dict):
+        sys.stdout.write(_export_block(shown))
+        sys.stdout.flush()
     else:
         _print_result(shown, args.output, stderr)
     if args.command == "export" and args.download is not None:
@@ -3360,6 +3363,20 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
     else:
         sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
     sys.stdout.flush()
+
+
+_EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download_url")
+
+
+def _export_block(export: dict[str, Any]) -> str:
+    """An export at a glance, as ``field | value`` lines (the fields people act on; --output json has all)."""
+    shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
+    if _is_number(shown.get("size")):
+        shown["size"] = _size(shown["size"])
+    if not shown:
+        return _json_text(export, 2) + "\n"
+    width = max(len(name) for name in shown)
+    return "".join(f"{name:<{width}} | {_printable(_cell(value))}\n" for name, value in shown.items())
 
 
 def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:

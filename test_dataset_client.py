@@ -4598,6 +4598,39 @@ class FirstHourCommandLineTests(StandInTestCase):
                 self.assertEqual(os.listdir(target.parent), ["out.bin"])
                 target.unlink()
 
+    def test_an_export_on_a_terminal_reads_at_a_glance(self) -> None:
+        export = {
+            "id": "exp_1",
+            "status": "ready",
+            "dataset": "trades",
+            "symbols": ["V"],
+            "format": "csv",
+            "rows": 1234,
+            "size": 3 * 1024 * 1024 + 99,
+            "sha256": DATA_SHA,
+            "download_url": "/files/exp_1.csv\x1b[2J",
+        }
+        self.script(*[reply(201, export)] * 3)
+        status, out, err = self.run_main(*self.export_argv(), terminal=True)
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual(
+            out.splitlines(),
+            [
+                "id           | exp_1",
+                "dataset      | trades",
+                "format       | csv",
+                "rows         | 1234",
+                "size         | 3.0 MiB",
+                f"sha256       | {DATA_SHA}",
+                "download_url | /files/exp_1.csv\\x1b[2J",
+            ],
+        )
+        for argv, terminal in ((["--output", "json"], True), ([], False)):  # JSON as before
+            with self.subTest(argv=argv, terminal=terminal):
+                status, out, err = self.run_main(*argv, *self.export_argv(), terminal=terminal)
+                self.assertEqual((status, err, json.loads(out)), (0, "", export))
+        self.assertEqual([r.path for r in self.requests], ["/api/exports"] * 3)
+
     def test_limit_rate_0_means_no_limit(self) -> None:
         self.server.default = serve_file(DATA)
         target = self.tmp() / "out.bin"
