@@ -2677,7 +2677,7 @@ def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
     args.parser = parser
     args.hint = ""  # said after an interruption or network error while a download is under way
     args.writing = "stdout"
-    for name, default in (("output", None), ("verbose", False), ("quiet", False)):
+    for name, default in (("output", None), ("verbose", False), ("quiet", False), ("no_pager", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
     args.output = args.output or ("table" if sys.stdout.isatty() else "json")
@@ -2756,6 +2756,11 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
         "--output",
         choices=_OUTPUTS,
         help=described("how results are printed (default: table on a terminal, else json)"),
+    )
+    parser.add_argument(
+        "--no-pager",
+        action="store_true",
+        help=described("never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"),
     )
     # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
     loudness = parser if hidden else parser.add_mutually_exclusive_group()
@@ -3122,7 +3127,7 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
         sys.stdout.write(_export_block(shown))
         sys.stdout.flush()
     else:
-        _print_result(shown, args.output, stderr)
+        _paged(lambda: _print_result(shown, args.output, stderr), allowed=not args.no_pager)
     if args.command == "export" and args.download is not None:
         url, digest = _export_file(result)
         _download_command(client, args, stderr, url, args.download or None, digest)
@@ -3363,6 +3368,91 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
     else:
         sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
     sys.stdout.flush()
+
+
+class _TerminalCopy(io.StringIO):
+    """What is printed for a terminal, kept to be paged: it answers isatty() and fileno() as the terminal does."""
+
+    def __init__(self, terminal: Any) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.terminal.fileno())
+
+
+def _paged(print_it: Callable[[], None], *, allowed: bool) -> None:
+    """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller than the
+    screen, as psql and gh do. Never when stdout is a file or pipe."""
+    terminal = sys.stdout
+    try:
+        on_terminal = allowed and terminal.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if not on_terminal:
+        print_it()
+        return
+    copy = _TerminalCopy(terminal)
+    with contextlib.redirect_stdout(copy):
+        print_it()
+    text = copy.getvalue()
+    height = _terminal_height(terminal)
+    command = _pager_command() if height and text.count("\n") >= height else None
+    if command is None or not _run_pager(command, text, terminal):
+        terminal.write(text)
+        terminal.flush()
+
+
+def _terminal_height(stream: Any) -> int:
+    """The rows of the terminal ``stream`` writes to ($LINES first, as shutil does); 0 when unknown."""
+    if os.environ.get("LINES", "").isdigit():
+        return int(os.environ["LINES"])
+    try:
+        return os.get_terminal_size(stream.fileno()).lines
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _pager_command() -> list[str] | None:
+    """$DATASET_CLIENT_PAGER, else $PAGER (the first that is set decides; set but empty: no pager, as git
+    and psql read them), else ``less -FRX`` when it is installed; None: no pager."""
+    import shlex
+
+    for name in ("DATASET_CLIENT_PAGER", "PAGER"):
+        if name in os.environ:
+            try:
+                return shlex.split(os.environ[name]) or None
+            except ValueError:  # unbalanced quotes: not a command that can run
+                return None
+    less = shutil.which("less")
+    return [less, "-FRX"] if less else None
+
+
+def _run_pager(command: list[str], text: str, terminal: Any) -> bool:
+    """``text`` through the pager on ``terminal``; False when the pager cannot start. Quitting it early
+    is fine (the rest is not wanted): no error."""
+    import subprocess
+
+    terminal.flush()
+    try:
+        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=terminal.fileno())
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    with contextlib.suppress(BrokenPipeError, OSError):  # the pager quit before reading all
+        pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
+    with contextlib.suppress(BrokenPipeError, OSError):
+        pager.stdin.close()
+    for _ in range(1000):  # Ctrl-C is the pager's to handle (less stays): wait for it, as git does
+        try:
+            pager.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    return True
 
 
 _EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download_url")

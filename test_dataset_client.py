@@ -4235,6 +4235,7 @@ class CommandLineTests(StandInTestCase):
             "DATASET_CLIENT_BASE_URL": self.base_url,
             "DATASET_CLIENT_API_KEY": "stand-in-key",
             "TERM": "xterm",
+            "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
         }
         process = subprocess.Popen(
             [sys.executable, "-m", "dataset_client", *argv],
@@ -4404,10 +4405,11 @@ class FirstHourCommandLineTests(StandInTestCase):
     """The contract's "The first hour": what a new user meets at the terminal."""
 
     def run_main(
-        self, *argv: str, environment: dict[str, str] | None = None, terminal: bool = False
+        self, *argv: str, environment: dict[str, str] | None = None, terminal: bool = False, stdout: Any = None
     ) -> tuple[int, str, str]:
         """main() in process with exactly the DATASET_CLIENT_ variables given (default: the scripted server's),
-        an empty HOME and no XDG_CONFIG_HOME or pager variables; ``terminal``: stdout says it is a terminal."""
+        an empty HOME and no XDG_CONFIG_HOME or pager variables; ``terminal``: stdout says it is a terminal;
+        ``stdout``: that stream instead (then the second value is empty)."""
         if environment is None:
             environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY}
         unset = ("DATASET_CLIENT_", "XDG_CONFIG_HOME", "PAGER", "LESS", "COLUMNS", "LINES")
@@ -4416,7 +4418,7 @@ class FirstHourCommandLineTests(StandInTestCase):
         with (
             mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
             mock.patch.object(sys, "stdin", io.StringIO("")),
-            contextlib.redirect_stdout(out),
+            contextlib.redirect_stdout(out if stdout is None else stdout),
             contextlib.redirect_stderr(err),
         ):
             status = dc.main(list(argv))
@@ -4630,6 +4632,83 @@ class FirstHourCommandLineTests(StandInTestCase):
                 status, out, err = self.run_main(*argv, *self.export_argv(), terminal=terminal)
                 self.assertEqual((status, err, json.loads(out)), (0, "", export))
         self.assertEqual([r.path for r in self.requests], ["/api/exports"] * 3)
+
+    def run_on_a_terminal(self, columns: int, *argv: str, pager: dict[str, str]) -> tuple[int, str, str]:
+        """main() in process, its stdout a real pty of 24 rows and ``columns`` columns, with the ``pager``
+        variables: its status, what the terminal got (the pager's output too), its stderr."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        drawn = bytearray()
+
+        def read() -> None:  # drained all along: a pty holds only a few KiB
+            with contextlib.suppress(OSError):  # EIO: every end of the slave is closed
+                while data := os.read(master, 65536):
+                    drawn.extend(data)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        terminal = open(slave, "w", encoding="utf-8")  # noqa: SIM115 (closed below, before the reader is joined)
+        environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY, **pager}
+        try:
+            status, _, err = self.run_main(*argv, environment=environment, stdout=terminal)
+        finally:
+            terminal.close()
+            reader.join(10)
+        return status, drawn.decode().replace("\r\n", "\n"), err
+
+    def test_long_output_pages_on_a_terminal(self) -> None:
+        paged = self.tmp() / "paged.txt"
+        into_a_file = {"DATASET_CLIENT_PAGER": f"sh -c 'cat > {paged}'"}
+        tall, short = "SELECT date, symbol, close FROM daily_bars LIMIT 40", "SELECT 1 AS one"
+
+        def rows(handler: Handler) -> None:  # 40 rows of three columns, or one of one
+            sql = json.loads(handler.body)["sql"]
+            table = {"columns": ["date", "symbol", "close"], "rows": [["2024-01-02", "AAPL", 185.64]] * 40}
+            reply(body=table if sql == tall else {"columns": ["one"], "rows": [[1]]})(handler)
+
+        self.server.default = rows
+        for columns in (80, 40):
+            with self.subTest(columns=columns):
+                status, drawn, err = self.run_on_a_terminal(columns, "query", tall, pager=into_a_file)
+                self.assertEqual((status, err, drawn), (0, "", ""), "the pager had it all")
+                lines = paged.read_text().splitlines()
+                self.assertEqual((len(lines), lines[-1]), (43, "(40 rows)"))
+                self.assertTrue(all(len(line) <= columns for line in lines), "laid out for this terminal")
+                paged.unlink()
+                status, drawn, err = self.run_on_a_terminal(columns, "query", tall, pager={"PAGER": "head -n 3"})
+                self.assertEqual((status, err, drawn.count("\n")), (0, "", 3), "quit early: exit 0, no error")
+        for argv, pager in (
+            (["query", short], into_a_file),  # fits the screen
+            (["--no-pager", "query", tall], into_a_file),
+            (["query", tall, "--no-pager"], into_a_file),
+            (
+                ["query", tall],
+                {"DATASET_CLIENT_PAGER": "", "PAGER": into_a_file["DATASET_CLIENT_PAGER"]},
+            ),  # set: decides
+            (["query", tall], {"PAGER": " "}),
+        ):
+            with self.subTest(argv=argv, pager=pager):
+                status, drawn, err = self.run_on_a_terminal(80, *argv, pager=pager)
+                self.assertEqual((status, err), (0, ""))
+                self.assertFalse(paged.exists())
+                self.assertTrue(drawn.endswith(" rows)\n") or drawn.endswith(" row)\n"), drawn)
+        status, out, _ = self.run_main(
+            "query",
+            tall,
+            environment={
+                "DATASET_CLIENT_BASE_URL": self.server.url + "/api",
+                "DATASET_CLIENT_API_KEY": KEY,
+                **into_a_file,
+            },
+        )
+        self.assertEqual((status, len(json.loads(out)["rows"]), paged.exists()), (0, 40, False), "not a terminal")
+        with mock.patch.dict(os.environ, {"PAGER": "x"}):
+            del os.environ["PAGER"]
+            self.assertEqual(dc._pager_command(), [shutil.which("less"), "-FRX"] if shutil.which("less") else None)
+            os.environ["PAGER"] = "more -s"
+            self.assertEqual(dc._pager_command(), ["more", "-s"])
 
     def test_limit_rate_0_means_no_limit(self) -> None:
         self.server.default = serve_file(DATA)
