@@ -3670,14 +3670,39 @@ def _option_words(parser: Any) -> tuple[list[str], dict[str, list[str]]]:
     return globals_, own
 
 
+# The profiles of the config file the command line reads (see _config_path): its [NAME] lines.
+_PROFILES_FUNCTION = r"""_dataset_client_profiles() {
+    local config="${DATASET_CLIENT_CONFIG:-}"
+    if [[ -z "$config" ]]; then
+        case "${XDG_CONFIG_HOME:-}" in /*) config="$XDG_CONFIG_HOME" ;; *) config="$HOME/.config" ;; esac
+        config="$config/dataset-client/config.toml"
+    fi
+    [[ -r "$config" ]] && sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
+}
+"""
 _BASH_COMPLETION = """\
 # dataset-client completion for bash: eval "$(dataset-client completion bash)"
+PROFILES_FUNCTION
+# File names, each one word whatever it holds (spaces, glob characters), but not the hidden files a
+# download makes beside its destination (.NAME.part, its state, lock and temporaries).
+_dataset_client_files() {
+    local name
+    compopt +o bashdefault 2>/dev/null  # its fallback would offer what is left out here
+    COMPREPLY=()
+    while IFS= read -r name; do
+        case "${name##*/}" in
+            HIDDEN) ;;
+            *) COMPREPLY+=("$name") ;;
+        esac
+    done < <(compgen -f -- "$cur")
+}
 _dataset_client() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" command="" word i
     case "$prev" in
         --output) COMPREPLY=($(compgen -W "OUTPUTS" -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W "FORMATS" -- "$cur")); return ;;
-        --ca-bundle|--download) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --profile) COMPREPLY=($(compgen -W "$(_dataset_client_profiles)" -- "$cur")); return ;;
+        --ca-bundle|--download) _dataset_client_files; return ;;
         VALUED) COMPREPLY=(); return ;;
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
@@ -3692,12 +3717,18 @@ complete -o filenames -o bashdefault -F _dataset_client dataset-client
 _ZSH_COMPLETION = """\
 #compdef dataset-client
 # dataset-client completion for zsh: eval "$(dataset-client completion zsh)" (after compinit)
+PROFILES_FUNCTION
+# File names, quoted by _files, but not the hidden files a download makes beside its destination.
+_dataset_client_files() {
+    _files -F "(HIDDEN_LIST)"
+}
 _dataset_client() {
     local command="" word
     case "${words[CURRENT-1]}" in
         --output) compadd -- OUTPUTS; return ;;
         --format) compadd -- FORMATS; return ;;
-        --ca-bundle|--download) _files; return ;;
+        --profile) compadd -- $(_dataset_client_profiles); return ;;
+        --ca-bundle|--download) _dataset_client_files; return ;;
         VALUED) return ;;
     esac
     for word in "${(@)words[2,CURRENT-1]}"; do
@@ -3707,7 +3738,29 @@ _dataset_client() {
 CASES    esac
 }
 compdef _dataset_client dataset-client
+# Under an alias (alias dataset-client='python3 -m dataset_client', as the README shows), zsh completes
+# the words the alias stands for, as a python3 command, unless complete_aliases is set: those words,
+# then, are completed here, and any other python3 command as before.
+if (( ${+aliases[dataset-client]} )) && [[ ! -o complete_aliases ]]; then
+    _dataset_client_alias=(${(z)aliases[dataset-client]})
+    _dataset_client_before=${_comps[${_dataset_client_alias[1]}]:-_default}
+    _dataset_client_aliased() {
+        local count=${#_dataset_client_alias}
+        if (( CURRENT > count )) && [[ "${(j: :)${(@)words[1,count]}}" == "${(j: :)_dataset_client_alias}" ]]; then
+            words=(dataset-client "${(@)words[count+1,-1]}")
+            (( CURRENT -= count - 1 ))
+            _dataset_client
+        else
+            "$_dataset_client_before" "$@"
+        fi
+    }
+    compdef _dataset_client_aliased "${_dataset_client_alias[1]}"
+fi
 """
+
+
+# The names of the files a download makes beside DEST (see _FileTarget, _StateFile): never offered for DEST.
+_HIDDEN_FILES = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp", ".*.????????????.new")
 
 
 def _completion_script(shell: str, parser: Any) -> str:
@@ -3716,12 +3769,15 @@ def _completion_script(shell: str, parser: Any) -> str:
     actions = [*parser._actions, *(action for command in _subparsers(parser) for action in command._actions)]
     taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
     valued = "|".join(
-        name for name in dict.fromkeys(taking_a_value) if name not in ("--output", "--format", "--ca-bundle")
+        name
+        for name in dict.fromkeys(taking_a_value)
+        if name not in ("--output", "--format", "--ca-bundle", "--profile")
     )
     if shell == "bash":
-        offer, files, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', 'COMPREPLY=($(compgen -f -- "$cur"))', "$cur"
+        offer, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', "$cur"
     else:
-        offer, files, test = "compadd -- {}", "_files", "$PREFIX"
+        offer, test = "compadd -- {}", "$PREFIX"
+    files = "_dataset_client_files"
     otherwise = {"": offer.format(" ".join(_COMMANDS)), "download": files, "completion": offer.format("bash zsh")}
     cases = ""
     for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
@@ -3729,6 +3785,9 @@ def _completion_script(shell: str, parser: Any) -> str:
         then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
         cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
     replacements = {
+        "PROFILES_FUNCTION": _PROFILES_FUNCTION,
+        "HIDDEN_LIST": " ".join(_HIDDEN_FILES),
+        "HIDDEN": "|".join(_HIDDEN_FILES),
         "OUTPUTS": " ".join(_OUTPUTS),
         "FORMATS": " ".join(_FORMATS),
         "VALUED": valued,

@@ -5358,6 +5358,65 @@ class CompletionTests(unittest.TestCase):
         setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
+    def complete_under_the_alias(self, shell: list[str], setup: bytes) -> None:
+        """In ``shell`` on a 40-column pty, with the README's alias: ``setup``, then Tab after words typed;
+        each line completed is shown as its words (Ctrl-A puts a printf before it), not run."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+        names = ["my file.csv", "[a]*.csv", ".env", ".out.bin.part", ".out.bin.part.json", ".out.bin.part.lock"]
+        names += [".out.bin.0123456789ab.part", ".out.bin.0123456789ab.new", ".out.bin.part.json.0a1b2c3d.tmp"]
+        for name in names:
+            (self.directory / name).touch()
+        (self.directory / "xdg" / "dataset-client").mkdir(parents=True)
+        profiles = '[default]\nbase_url = "http://x"\n  [staging]  # theirs\n[default.sub]\n'
+        (self.directory / "xdg" / "dataset-client" / "config.toml").write_text(profiles)
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        environment = {
+            "PATH": os.environ["PATH"],
+            "TERM": "dumb",
+            "PS1": "$ ",
+            "HOME": str(self.directory),
+            "XDG_CONFIG_HOME": str(self.directory / "xdg"),
+            "PYTHONPATH": str(HERE),  # python3 -m dataset_client from anywhere, as a pip install would
+        }
+        process = subprocess.Popen(
+            shell, stdin=slave, stdout=slave, stderr=slave, env=environment, cwd=self.directory, start_new_session=True
+        )
+        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        screen = b""
+
+        def type_until(keys: bytes, wanted: bytes) -> None:
+            nonlocal screen
+            os.write(master, keys)
+            deadline = time.monotonic() + 10
+            while wanted not in screen and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    screen += os.read(master, 4096)
+            self.assertIn(wanted, screen)
+
+        alias = b"alias dataset-client='python3 -m dataset_client'"
+        type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
+        show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match
+        type_until(b"dataset-client --output cs\t" + show, b"<dataset-client><--output><csv>")
+        type_until(b"dataset-client download http://h/f my\t" + show, b"<download><http://h/f><my file.csv>")
+        type_until(b"dataset-client download http://h/f \\[\t" + show, b"<download><http://h/f><[a]*.csv>")
+        type_until(b"dataset-client download http://h/f .o\t" + show, b"<download><http://h/f><.o>")  # none
+        type_until(b"dataset-client download http://h/f .e\t" + show, b"<download><http://h/f><.env>")
+        type_until(b"dataset-client --profile st\t" + show, b"<dataset-client><--profile><staging>")
+        type_until(b"exit\n", b"exit")
+        self.assertEqual(process.wait(10), 0)
+
+    def test_bash_completes_under_the_alias_quoted_without_partial_files(self) -> None:
+        setup = b'eval "$(dataset-client completion bash)"'
+        self.complete_under_the_alias(["bash", "--norc", "--noprofile", "-i"], setup)
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_completes_under_the_alias_quoted_without_partial_files(self) -> None:
+        setup = b'autoload -Uz compinit && compinit -u && eval "$(dataset-client completion zsh)"'
+        self.complete_under_the_alias(["zsh", "-f", "-i"], setup)
+
 
 # ---------------------------------------------------------------------------
 # The stand-in service (examples/local_service.py), its Parquet writer, and the stand-in as a process
