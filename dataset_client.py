@@ -2862,13 +2862,12 @@ def _options_of(parser: Any) -> dict[str, int]:
 
 
 def _known_option(name: str, known: dict[str, int]) -> str | None:
-    """The option ``name`` stands for: itself, the one long option it begins (as argparse allows), or the
-    last of a run of short flags (``-vc``); None when it is none of these."""
+    """The option ``name`` stands for: itself, a long option it begins (as argparse allows; argparse says
+    when it begins several), or the last of a run of short flags (``-vc``); None when it is none of these."""
     if name in known:
         return name
     if name.startswith("--"):
-        starting = [option for option in known if option.startswith(name)]
-        return starting[0] if len(starting) == 1 else None
+        return next((option for option in known if option.startswith(name)), None)
     flags = [f"-{letter}" for letter in name[1:]]
     if all(flag in known for flag in flags):
         return flags[-1]
@@ -3442,11 +3441,13 @@ def _run_pager(command: list[str], text: str, terminal: Any) -> bool:
     except OSError:
         return False
     assert pager.stdin is not None
-    with contextlib.suppress(BrokenPipeError, OSError):  # the pager quit before reading all
+    # The pager quit before reading all (BrokenPipeError), or Ctrl-C, which is the pager's to handle (less
+    # stays on): the rest is not wanted, and the pager is waited for, as git does.
+    with contextlib.suppress(OSError, KeyboardInterrupt):
         pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
-    with contextlib.suppress(BrokenPipeError, OSError):
+    with contextlib.suppress(OSError, KeyboardInterrupt):
         pager.stdin.close()
-    for _ in range(1000):  # Ctrl-C is the pager's to handle (less stays): wait for it, as git does
+    for _ in range(1000):
         try:
             pager.wait()
             break
