@@ -2529,14 +2529,15 @@ $DATASET_CLIENT_BASE_URL, then the profile's base_url; downloading an absolute
 URL needs no service address (and sends the key nowhere). Options may come
 before or after the command.
 
-Profiles: ~/.config/dataset-client/config.toml (or $DATASET_CLIENT_CONFIG)
-holds [default], [staging], ... with base_url, api_key, ca_bundle, timeout;
---profile NAME or $DATASET_CLIENT_PROFILE picks one. Options beat variables,
-variables beat the file.
+Profiles: ~/.config/dataset-client/config.toml ($XDG_CONFIG_HOME when set, or
+$DATASET_CLIENT_CONFIG) holds [default], [staging], ... with base_url, api_key,
+ca_bundle, timeout; --profile NAME or $DATASET_CLIENT_PROFILE picks one.
+Options beat variables, variables beat the file.
 
 Results: a table when stdout is a terminal, else JSON (exactly what the service
-sent); --output csv|jsonl|table|json chooses. A result that is not a table (an
-export) is JSON whatever the option.
+sent); --output csv|jsonl|table|json chooses. An export is a field | value
+block on a terminal, else JSON. Output taller than the terminal goes through
+$DATASET_CLIENT_PAGER, else $PAGER, else less -FRX (--no-pager: never).
 
 Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
 error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
