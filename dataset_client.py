@@ -2731,14 +2731,15 @@ $DATASET_CLIENT_BASE_URL, then the profile's base_url; downloading an absolute
 URL needs no service address (and sends the key nowhere). Options may come
 before or after the command.
 
-Profiles: ~/.config/dataset-client/config.toml (or $DATASET_CLIENT_CONFIG)
-holds [default], [staging], ... with base_url, api_key, ca_bundle, timeout;
---profile NAME or $DATASET_CLIENT_PROFILE picks one. Options beat variables,
-variables beat the file.
+Profiles: ~/.config/dataset-client/config.toml ($XDG_CONFIG_HOME when set, or
+$DATASET_CLIENT_CONFIG) holds [default], [staging], ... with base_url, api_key,
+ca_bundle, timeout; --profile NAME or $DATASET_CLIENT_PROFILE picks one.
+Options beat variables, variables beat the file.
 
 Results: a table when stdout is a terminal, else JSON (exactly what the service
-sent); --output csv|jsonl|table|json chooses. A result that is not a table (an
-export) is JSON whatever the option.
+sent); --output csv|jsonl|table|json chooses. An export is a field | value
+block on a terminal, else JSON. Output taller than the terminal goes through
+$DATASET_CLIENT_PAGER, else $PAGER, else less -FRX (--no-pager: never).
 
 Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
 error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
@@ -2869,13 +2870,17 @@ def main(argv: list[str] | None = None) -> int:
 def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
     """The parsed command line; options not given are absent (settings from variables and profiles come later)."""
     parser = _build_parser(argparse)
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    unknown = _unknown_option(parser, arguments)
+    if unknown:
+        parser.error(unknown)
+    args = parser.parse_args(arguments)
     if getattr(args, "verbose", False) and getattr(args, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
     args.parser = parser
     args.hint = ""  # said after an interruption or network error while a download is under way
     args.writing = "stdout"
-    for name, default in (("output", None), ("verbose", False), ("quiet", False)):
+    for name, default in (("output", None), ("verbose", False), ("quiet", False), ("no_pager", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
     args.output = args.output or ("table" if sys.stdout.isatty() else "json")
@@ -2955,6 +2960,11 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
         choices=_OUTPUTS,
         help=described("how results are printed (default: table on a terminal, else json)"),
     )
+    parser.add_argument(
+        "--no-pager",
+        action="store_true",
+        help=described("never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"),
+    )
     # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
     loudness = parser if hidden else parser.add_mutually_exclusive_group()
     loudness.add_argument(
@@ -2964,11 +2974,16 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
 
 
 def _add_export_arguments(export: Any) -> None:
-    export.add_argument("dataset", metavar="DATASET")
+    export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
     export.add_argument("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
-    export.add_argument("--format", default="parquet", help="parquet (default), csv or jsonl")
+    export.add_argument(
+        "--format",
+        choices=_FORMATS,
+        default=None,
+        help="the file's format (default: DEST's extension, else parquet)",
+    )
     export.add_argument(
         "--download",
         nargs="?",
@@ -2991,7 +3006,7 @@ def _add_download_options(parser: Any) -> None:
     parser.add_argument(
         "--connections",
         metavar="N",
-        type=_at_least(1),
+        type=_at_least(1, _MAX_CONNECTIONS),
         default=1,
         help="ranged requests at once for one file (default: 1)",
     )
@@ -3000,8 +3015,66 @@ def _add_download_options(parser: Any) -> None:
         metavar="RATE",
         type=_rate,
         default=None,
-        help="bytes per second at most, as curl: 500K, 10M, 1G",
+        help="bytes per second at most, as curl: 500K, 10M, 1G (0: no limit)",
     )
+
+
+def _unknown_option(parser: Any, argv: list[str]) -> str | None:
+    """``unknown option '--outptu' (did you mean '--output'?)`` for the first option that neither the
+    parser nor the command met so far knows, before or after the command; None when all are known.
+
+    Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
+    """
+    known, commands = _options_of(parser), {command.prog.split()[-1]: command for command in _subparsers(parser)}
+    command, pending = None, 0
+    for word in argv:
+        if pending == 1 or (pending == -1 and (word == "-" or not word.startswith("-"))):
+            pending = 0  # the option's value, whatever it looks like
+            continue
+        pending = 0
+        if word == "--":
+            return None
+        if command is None and word in commands:
+            command, known = word, {**known, **_options_of(commands[word])}
+        if word == "-" or not word.startswith("-") or re.fullmatch(r"-\d[\d.]*", word):
+            continue
+        name = word.split("=", 1)[0]
+        found = _known_option(name, known)
+        if found is None:
+            return f"unknown option {_printable(name)!r}{_nearest_option(name, list(known))}"
+        pending = 0 if "=" in word else known[found]
+    return None
+
+
+def _nearest_option(name: str, options: list[str]) -> str:
+    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o``; empty when none is near."""
+    import difflib
+
+    long_options = [option for option in options if option.startswith("--")]
+    nearest = difflib.get_close_matches(name, long_options, n=1)
+    if not nearest and len(name) == 2:  # -o: the long option it would be short for
+        nearest = [option for option in long_options if option[2] == name[1]][:1]
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
+def _options_of(parser: Any) -> dict[str, int]:
+    """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
+    return {
+        name: {None: 1, "?": -1}.get(action.nargs, 0) for action in parser._actions for name in action.option_strings
+    }
+
+
+def _known_option(name: str, known: dict[str, int]) -> str | None:
+    """The option ``name`` stands for: itself, a long option it begins (as argparse allows; argparse says
+    when it begins several), or the last of a run of short flags (``-vc``); None when it is none of these."""
+    if name in known:
+        return name
+    if name.startswith("--"):
+        return next((option for option in known if option.startswith(name)), None)
+    flags = [f"-{letter}" for letter in name[1:]]
+    if all(flag in known for flag in flags):
+        return flags[-1]
+    return None
 
 
 def _with_suggestion(message: str) -> str:
@@ -3022,18 +3095,25 @@ def _with_suggestion(message: str) -> str:
 
 
 def _seconds(text: str) -> float | None:
-    value = float(text)
+    """Seconds, 0 or more (0: no limit); argparse names the option in front of the message."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
     if not value >= 0 or value == float("inf"):
-        raise ValueError(text)
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: give seconds, 0 or more (0: no limit)")
     return value or None  # 0: no limit
 
 
-def _at_least(least: int) -> Callable[[str], int]:
+def _at_least(least: int, most: int | None = None) -> Callable[[str], int]:
     def check(text: str) -> int:
-        if int(text) < least:
+        if int(text) < least or (most is not None and int(text) > most):
             import argparse
 
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+            allowed = f"at least {least}" if most is None else f"{least} to {most}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}")
         return int(text)
 
     check.__name__ = "number"  # argparse names it in "invalid number value"
@@ -3056,17 +3136,18 @@ def _date(text: str) -> datetime.date:
 def _rate(text: str) -> float:
     """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
-    value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else 0.0
-    if not value > 0:
+    value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
+    if not value >= 0:
         import argparse
 
         raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
-    return value
+    return value  # 0: no limit, as curl
 
 
-def _apply_settings(args: Any) -> None:
-    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile."""
-    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"))
+def _apply_settings(args: Any, warn: Callable[[str], None] | None = None) -> None:
+    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile
+    (``warn`` is told what in it was ignored)."""
+    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"), warn)
     if hasattr(args, "base_url"):
         args.base_url_source = "--base-url"
     elif os.environ.get("DATASET_CLIENT_BASE_URL"):
@@ -3095,11 +3176,11 @@ def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
     return profile.get("api_key") if same else None
 
 
-def _profile(asked: str | None) -> dict[str, Any]:
+def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The profile ``asked`` for (else ``[default]``, if there is one) from the config file; {} when none."""
     import tomllib
 
-    path = os.environ.get("DATASET_CLIENT_CONFIG") or os.path.expanduser("~/.config/dataset-client/config.toml")
+    path = _config_path()
     try:
         with open(path, "rb") as file:
             mode = os.fstat(file.fileno()).st_mode
@@ -3118,14 +3199,31 @@ def _profile(asked: str | None) -> dict[str, Any]:
         if not asked:
             return {}
         raise _UsageError(f"no profile {name!r} in {path}; its profiles: {', '.join(tables) or 'none'}")
-    return _checked_profile(tables[name], name, path)
+    return _checked_profile(tables[name], name, path, warn)
 
 
-def _checked_profile(profile: dict[str, Any], name: str, path: str) -> dict[str, Any]:
+def _config_path() -> str:
+    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one, as the
+    XDG spec says), else in ~/.config/dataset-client."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.expanduser("~/.config")
+    return os.environ.get("DATASET_CLIENT_CONFIG") or os.path.join(base, "dataset-client", "config.toml")
+
+
+def _checked_profile(
+    profile: dict[str, Any], name: str, path: str, warn: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The profile's known keys, checked; each unknown one is ignored, and ``warn`` says so with the nearest."""
+    import difflib
+
     where = f"[{name}] in {path}"
-    unknown = sorted(set(profile) - set(_PROFILE_KEYS))
-    if unknown:
-        raise _UsageError(f"unknown key {unknown[0]!r} in {where}; known: {', '.join(_PROFILE_KEYS)}")
+    for key in sorted(set(profile) - set(_PROFILE_KEYS)):
+        nearest = difflib.get_close_matches(key, _PROFILE_KEYS, n=1)
+        guess = f"did you mean {nearest[0]!r}?" if nearest else f"known keys: {', '.join(_PROFILE_KEYS)}"
+        if warn is not None:
+            warn(f"unknown key {_printable(key)!r} in {where} (ignored): {guess}")
+    profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
         wrong = isinstance(value, bool) or not (
             isinstance(value, (int, float)) and value >= 0 if key == "timeout" else isinstance(value, str) and value
@@ -3170,7 +3268,7 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
         if args.command == "completion":
             sys.stdout.write(_completion_script(args.shell, args.parser))
             return _EXIT_OK
-        _apply_settings(args)
+        _apply_settings(args, stderr.warning)
         with _open_client(args) as client:
             _run_with_client(client, args, stderr)
         return _EXIT_OK
@@ -3231,8 +3329,11 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
     if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
         if not args.quiet:
             stderr.message(_json_text(shown, 2), raw=True)
+    elif args.command == "export" and args.output == "table" and isinstance(shown, dict):
+        sys.stdout.write(_export_block(shown))
+        sys.stdout.flush()
     else:
-        _print_result(shown, args.output, stderr)
+        _paged(lambda: _print_result(shown, args.output, stderr), allowed=not args.no_pager)
     if args.command == "export" and args.download is not None:
         url, digest = _export_file(result)
         _download_command(client, args, stderr, url, args.download or None, digest)
@@ -3241,6 +3342,7 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
 def _create_export(client: DatasetClient, args: Any) -> Any:
     """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
     symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
+    args.format = _export_format(args.format, args.download)
     key = None
     if args.resume:
         request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), args.format]
@@ -3248,6 +3350,21 @@ def _create_export(client: DatasetClient, args: Any) -> Any:
     return client.create_export(
         args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format, idempotency_key=key
     )
+
+
+def _export_format(asked: str | None, destination: str | None) -> str:
+    """--format, else the format DEST's extension names (``bars.csv``: csv), else parquet; a --format
+    that disagrees with DEST's extension is a usage error (the file would say one thing and hold another)."""
+    named = None
+    if destination and destination != "-" and not os.path.isdir(destination):
+        extension = os.path.splitext(destination)[1].lower()[1:]
+        named = extension if extension in _FORMATS else None
+    if asked and named and asked != named:
+        raise _UsageError(
+            f"--format {asked} disagrees with DEST {destination!r}, a .{named} name: "
+            f"drop --format, or give DEST a .{asked} name"
+        )
+    return asked or named or "parquet"
 
 
 def _export_file(export: Any) -> tuple[str, str | None]:
@@ -3272,16 +3389,11 @@ def _download_command(
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
         if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
-            resume = True  # what a -c run left is continued, then removed: not left lying about for ever
-            stderr.info(f"continuing the partial file an interrupted -c download left for {target}")
+            resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
     if args.connections > 1 and not _can_take_parts(target):
         where = "stdout" if target == "-" else target
         stderr.warning(f"--connections {args.connections}: {where} cannot take parts; downloading as one stream")
-    args.hint = (
-        "" if resume or target == "-" else "; with -c, the partial file is kept and the same command continues it"
-    )
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
-    args.hint = ""
 
 
 def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
@@ -3344,6 +3456,9 @@ def _cli_download(
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
+    except BaseException:  # said after the error or interruption (main() and _run_command() add it)
+        args.hint = _partial_file_hint(target, resume, received=progress.done > 0)
+        raise
     finally:
         progress.finish()
     if to_stdout:
@@ -3353,6 +3468,20 @@ def _cli_download(
     checked = ", sha256 verified" if sha256 else ""
     where = "stdout" if to_stdout else target
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
+
+
+def _partial_file_hint(target: str, resume: bool, *, received: bool) -> str:
+    """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
+    file is; without, that -c would have kept one (when anything was received at all)."""
+    if target == "-":
+        return ""
+    if not resume:
+        return "; with -c, the partial file is kept and the same command continues it" if received else ""
+    try:
+        partial = _hidden_stem(_follow_destination_links(target)) + ".part"
+    except OSError:
+        return ""
+    return f"; the same command continues its partial file {partial}" if os.path.exists(partial) else ""
 
 
 class _Stderr:
@@ -3405,6 +3534,8 @@ class _Stderr:
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
         text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
+        if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
+            text = text.rsplit(", GET ", 1)[0]
         if record.levelno >= _WARNING and not self.verbose:
             self.status(text)  # a retry: said while it waits, gone once it is over
         else:  # never cut: the cause of a retry is at the end
@@ -3443,6 +3574,107 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
     else:
         sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
     sys.stdout.flush()
+
+
+class _TerminalCopy(io.StringIO):
+    """What is printed for a terminal, kept to be paged: it answers isatty() and fileno() as the terminal does."""
+
+    def __init__(self, terminal: Any) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.terminal.fileno())
+
+
+def _paged(print_it: Callable[[], None], *, allowed: bool) -> None:
+    """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller than the
+    screen, as psql and gh do. Never when stdout is a file or pipe."""
+    terminal = sys.stdout
+    try:
+        on_terminal = allowed and terminal.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if not on_terminal:
+        print_it()
+        return
+    copy = _TerminalCopy(terminal)
+    with contextlib.redirect_stdout(copy):
+        print_it()
+    text = copy.getvalue()
+    height = _terminal_height(terminal)
+    command = _pager_command() if height and text.count("\n") >= height else None
+    if command is None or not _run_pager(command, text, terminal):
+        terminal.write(text)
+        terminal.flush()
+
+
+def _terminal_height(stream: Any) -> int:
+    """The rows of the terminal ``stream`` writes to ($LINES first, as shutil does); 0 when unknown."""
+    if os.environ.get("LINES", "").isdigit():
+        return int(os.environ["LINES"])
+    try:
+        return os.get_terminal_size(stream.fileno()).lines
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _pager_command() -> list[str] | None:
+    """$DATASET_CLIENT_PAGER, else $PAGER (the first that is set decides; set but empty: no pager, as git
+    and psql read them), else ``less -FRX`` when it is installed; None: no pager."""
+    import shlex
+
+    for name in ("DATASET_CLIENT_PAGER", "PAGER"):
+        if name in os.environ:
+            try:
+                return shlex.split(os.environ[name]) or None
+            except ValueError:  # unbalanced quotes: not a command that can run
+                return None
+    less = shutil.which("less")
+    return [less, "-FRX"] if less else None
+
+
+def _run_pager(command: list[str], text: str, terminal: Any) -> bool:
+    """``text`` through the pager on ``terminal``; False when the pager cannot start. Quitting it early
+    is fine (the rest is not wanted): no error."""
+    import subprocess
+
+    terminal.flush()
+    try:
+        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=terminal.fileno())
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    # The pager quit before reading all (BrokenPipeError), or Ctrl-C, which is the pager's to handle (less
+    # stays on): the rest is not wanted, and the pager is waited for, as git does.
+    with contextlib.suppress(OSError, KeyboardInterrupt):
+        pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
+    with contextlib.suppress(OSError, KeyboardInterrupt):
+        pager.stdin.close()
+    for _ in range(1000):
+        try:
+            pager.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    return True
+
+
+_EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download_url")
+
+
+def _export_block(export: dict[str, Any]) -> str:
+    """An export at a glance, as ``field | value`` lines (the fields people act on; --output json has all)."""
+    shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
+    if _is_number(shown.get("size")):
+        shown["size"] = _size(shown["size"])
+    if not shown:
+        return _json_text(export, 2) + "\n"
+    width = max(len(name) for name in shown)
+    return "".join(f"{name:<{width}} | {_printable(_cell(value))}\n" for name, value in shown.items())
 
 
 def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
@@ -3646,14 +3878,39 @@ def _option_words(parser: Any) -> tuple[list[str], dict[str, list[str]]]:
     return globals_, own
 
 
+# The profiles of the config file the command line reads (see _config_path): its [NAME] lines.
+_PROFILES_FUNCTION = r"""_dataset_client_profiles() {
+    local config="${DATASET_CLIENT_CONFIG:-}"
+    if [[ -z "$config" ]]; then
+        case "${XDG_CONFIG_HOME:-}" in /*) config="$XDG_CONFIG_HOME" ;; *) config="$HOME/.config" ;; esac
+        config="$config/dataset-client/config.toml"
+    fi
+    [[ -r "$config" ]] && sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
+}
+"""
 _BASH_COMPLETION = """\
 # dataset-client completion for bash: eval "$(dataset-client completion bash)"
+PROFILES_FUNCTION
+# File names, each one word whatever it holds (spaces, glob characters), but not the hidden files a
+# download makes beside its destination (.NAME.part, its state, lock and temporaries).
+_dataset_client_files() {
+    local name
+    compopt +o bashdefault 2>/dev/null  # its fallback would offer what is left out here
+    COMPREPLY=()
+    while IFS= read -r name; do
+        case "${name##*/}" in
+            HIDDEN) ;;
+            *) COMPREPLY+=("$name") ;;
+        esac
+    done < <(compgen -f -- "$cur")
+}
 _dataset_client() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" command="" word i
     case "$prev" in
         --output) COMPREPLY=($(compgen -W "OUTPUTS" -- "$cur")); return ;;
         --format) COMPREPLY=($(compgen -W "FORMATS" -- "$cur")); return ;;
-        --ca-bundle|--download) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --profile) COMPREPLY=($(compgen -W "$(_dataset_client_profiles)" -- "$cur")); return ;;
+        --ca-bundle|--download) _dataset_client_files; return ;;
         VALUED) COMPREPLY=(); return ;;
     esac
     for ((i = 1; i < COMP_CWORD; i++)); do
@@ -3668,12 +3925,18 @@ complete -o filenames -o bashdefault -F _dataset_client dataset-client
 _ZSH_COMPLETION = """\
 #compdef dataset-client
 # dataset-client completion for zsh: eval "$(dataset-client completion zsh)" (after compinit)
+PROFILES_FUNCTION
+# File names, quoted by _files, but not the hidden files a download makes beside its destination.
+_dataset_client_files() {
+    _files -F "(HIDDEN_LIST)"
+}
 _dataset_client() {
     local command="" word
     case "${words[CURRENT-1]}" in
         --output) compadd -- OUTPUTS; return ;;
         --format) compadd -- FORMATS; return ;;
-        --ca-bundle|--download) _files; return ;;
+        --profile) compadd -- $(_dataset_client_profiles); return ;;
+        --ca-bundle|--download) _dataset_client_files; return ;;
         VALUED) return ;;
     esac
     for word in "${(@)words[2,CURRENT-1]}"; do
@@ -3683,7 +3946,29 @@ _dataset_client() {
 CASES    esac
 }
 compdef _dataset_client dataset-client
+# Under an alias (alias dataset-client='python3 -m dataset_client', as the README shows), zsh completes
+# the words the alias stands for, as a python3 command, unless complete_aliases is set: those words,
+# then, are completed here, and any other python3 command as before.
+if (( ${+aliases[dataset-client]} )) && [[ ! -o complete_aliases ]]; then
+    _dataset_client_alias=(${(z)aliases[dataset-client]})
+    _dataset_client_before=${_comps[${_dataset_client_alias[1]}]:-_default}
+    _dataset_client_aliased() {
+        local count=${#_dataset_client_alias}
+        if (( CURRENT > count )) && [[ "${(j: :)${(@)words[1,count]}}" == "${(j: :)_dataset_client_alias}" ]]; then
+            words=(dataset-client "${(@)words[count+1,-1]}")
+            (( CURRENT -= count - 1 ))
+            _dataset_client
+        else
+            "$_dataset_client_before" "$@"
+        fi
+    }
+    compdef _dataset_client_aliased "${_dataset_client_alias[1]}"
+fi
 """
+
+
+# The names of the files a download makes beside DEST (see _FileTarget, _StateFile): never offered for DEST.
+_HIDDEN_FILES = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp", ".*.????????????.new")
 
 
 def _completion_script(shell: str, parser: Any) -> str:
@@ -3692,12 +3977,15 @@ def _completion_script(shell: str, parser: Any) -> str:
     actions = [*parser._actions, *(action for command in _subparsers(parser) for action in command._actions)]
     taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
     valued = "|".join(
-        name for name in dict.fromkeys(taking_a_value) if name not in ("--output", "--format", "--ca-bundle")
+        name
+        for name in dict.fromkeys(taking_a_value)
+        if name not in ("--output", "--format", "--ca-bundle", "--profile")
     )
     if shell == "bash":
-        offer, files, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', 'COMPREPLY=($(compgen -f -- "$cur"))', "$cur"
+        offer, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', "$cur"
     else:
-        offer, files, test = "compadd -- {}", "_files", "$PREFIX"
+        offer, test = "compadd -- {}", "$PREFIX"
+    files = "_dataset_client_files"
     otherwise = {"": offer.format(" ".join(_COMMANDS)), "download": files, "completion": offer.format("bash zsh")}
     cases = ""
     for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
@@ -3705,6 +3993,9 @@ def _completion_script(shell: str, parser: Any) -> str:
         then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
         cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
     replacements = {
+        "PROFILES_FUNCTION": _PROFILES_FUNCTION,
+        "HIDDEN_LIST": " ".join(_HIDDEN_FILES),
+        "HIDDEN": "|".join(_HIDDEN_FILES),
         "OUTPUTS": " ".join(_OUTPUTS),
         "FORMATS": " ".join(_FORMATS),
         "VALUED": valued,

@@ -419,6 +419,20 @@ def ignored_signals(pid: int) -> set[int]:
     return {number for number in range(1, 65) if mask >> (number - 1) & 1}
 
 
+def waiting(pid: int) -> bool:
+    """True when every thread of (Linux) process ``pid`` sleeps, as a download's do once the bytes sent so far
+    are written and counted; elsewhere, True."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    states = []
+    for task in tasks:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as stat_file:
+            states.append(stat_file.read().rsplit(")", 1)[1].split()[0])
+    return all(state in "SD" for state in states)
+
+
 @contextlib.contextmanager
 def recorded_sleeps() -> Iterator[list[float]]:
     """The client's waits between retries (it calls time.sleep), recorded instead of slept."""
@@ -4424,7 +4438,7 @@ class CommandLineTests(StandInTestCase):
             (["download", url.rsplit("/", 1)[0] + "/..", str(directory)], "cannot name a file after"),
             (["download", url.rsplit("/", 1)[0] + "/a%2Fb"], "cannot name a file after"),
             (["download", url, "-", "-c"], "-c needs a file"),
-            (["download", url, "x", "--connections", "0"], "--connections: must be at least 1"),
+            (["download", url, "x", "--connections", "0"], "--connections: must be 1 to 32"),
             (["download", url, "x", "--sha256", "abc"], "--sha256 must be 64 hexadecimal digits"),
         ):
             with self.subTest(argv=argv):
@@ -4455,14 +4469,17 @@ class CommandLineTests(StandInTestCase):
         self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
         status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 3)
-        self.assertIn("connection closed after 1.4 MiB of 3.0 MiB\n", err)  # sizes for people, not bytes
+        partial = directory / ".out.bin.part"
+        self.assertIn(
+            f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}\n", err
+        )  # sizes for people, not bytes
         self.script(serve_file(DATA))
         with recorded_sleeps():
             status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 0, err)
         lines = err.splitlines()
-        self.assertEqual(lines[0], f"dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded, GET {url}")
-        self.assertEqual(lines[1], f"dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption, GET {url}")
+        self.assertEqual(lines[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded")  # -v: the URL
+        self.assertEqual(lines[1], "dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption")
         self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         asked = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
@@ -4556,10 +4573,14 @@ class CommandLineTests(StandInTestCase):
             self.addCleanup(process.kill)
             with self.subTest(signal=signal_name, keep=keep):
                 _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
+                _wait_for(
+                    lambda pid=process.pid: waiting(pid)
+                )  # the bytes counted too: the hint is said when some came
                 process.send_signal(getattr(signal, signal_name))
                 _, err = process.communicate(timeout=10)
                 self.assertEqual(process.returncode, status)
-                hint = "" if keep else "; with -c, the partial file is kept and the same command continues it"
+                partial = directory / ".out.bin.part"
+                hint = f"; the same command continues its partial file {partial}" if keep else HINT
                 self.assertEqual(
                     err.decode().splitlines()[-1],
                     f"dataset-client: error: {'interrupted' if status == 130 else 'stopped by ' + signal_name}{hint}",
@@ -4606,6 +4627,7 @@ class CommandLineTests(StandInTestCase):
             "DATASET_CLIENT_BASE_URL": self.base_url,
             "DATASET_CLIENT_API_KEY": "stand-in-key",
             "TERM": "xterm",
+            "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
         }
         process = subprocess.Popen(
             [sys.executable, "-m", "dataset_client", *argv],
@@ -4771,6 +4793,326 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
 
 
+class FirstHourCommandLineTests(StandInTestCase):
+    """The contract's "The first hour": what a new user meets at the terminal."""
+
+    def run_main(
+        self, *argv: str, environment: dict[str, str] | None = None, terminal: bool = False, stdout: Any = None
+    ) -> tuple[int, str, str]:
+        """main() in process with exactly the DATASET_CLIENT_ variables given (default: the scripted server's),
+        an empty HOME and no XDG_CONFIG_HOME or pager variables; ``terminal``: stdout says it is a terminal;
+        ``stdout``: that stream instead (then the second value is empty)."""
+        if environment is None:
+            environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY}
+        unset = ("DATASET_CLIENT_", "XDG_CONFIG_HOME", "PAGER", "LESS", "COLUMNS", "LINES")
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
+        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
+            mock.patch.object(sys, "stdin", io.StringIO("")),
+            contextlib.redirect_stdout(out if stdout is None else stdout),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, out.getvalue(), err.getvalue()
+
+    def test_a_mistyped_option_says_so_before_or_after_the_command(self) -> None:
+        for argv, text in (
+            (["--outptu", "csv", "datasets"], "unknown option '--outptu' (did you mean '--output'?)"),
+            (["-o", "csv", "datasets"], "unknown option '-o' (did you mean '--output'?)"),  # csv is not the command
+            (["datasets", "--outptu", "csv"], "unknown option '--outptu' (did you mean '--output'?)"),
+            (["export", "trades", "--formta", "csv"], "unknown option '--formta' (did you mean '--format'?)"),
+            (["datasets", "--symbols", "V"], "unknown option '--symbols'"),  # another command's option
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertEqual(err.splitlines()[-1], f"dataset-client: error: {text}")
+                self.assertNotIn("command", err.splitlines()[-1])
+        self.script(reply(body=[]), reply(body=[]), reply(body=[]))  # what is known still runs
+        for argv in (["--out", "csv", "datasets"], ["datasets", "--timeout=5"], ["-q", "datasets"]):
+            with self.subTest(argv=argv):
+                status, _, err = self.run_main(*argv)
+                self.assertEqual(status, 0, err)
+        self.assertEqual([r.path for r in self.requests], ["/api/datasets"] * 3, "nothing sent for a usage error")
+
+    def export_argv(self, *more: str) -> list[str]:
+        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+
+    def script_export(self, data: bytes, name: str) -> None:
+        digest = hashlib.sha256(data).hexdigest()
+        export = {"id": "exp_1", "download_url": f"/api/files/{name}", "sha256": digest, "size_bytes": len(data)}
+        self.script(reply(201, export), serve_file(data))
+
+    def test_the_file_name_picks_the_export_format(self) -> None:
+        for name, extra, sent in (
+            ("bars.csv", [], "csv"),
+            ("bars.JSONL", [], "jsonl"),
+            ("bars.bin", [], "parquet"),
+            ("bars.bin", ["--format", "jsonl"], "jsonl"),
+        ):
+            with self.subTest(name=name, extra=extra):
+                self.requests.clear()
+                directory = self.tmp()
+                self.script_export(b"a,b\r\n1,2\r\n", name)
+                status, _, err = self.run_main("-q", *self.export_argv("--download", str(directory / name), *extra))
+                self.assertEqual((status, err), (0, ""))
+                self.assertEqual(self.requests[0].json()["format"], sent)  # type: ignore[index]
+                self.assertEqual((directory / name).read_bytes(), b"a,b\r\n1,2\r\n")
+        for extra in ([], ["--download", str(self.tmp())]):  # no file name: parquet, as before
+            with self.subTest(extra=extra):
+                self.requests.clear()
+                self.script_export(b"PAR1", "x.parquet")
+                if not extra:
+                    self.server.script.pop()  # no download
+                with contextlib.chdir(self.tmp()):
+                    status, _, err = self.run_main("-q", *self.export_argv(*extra))
+                self.assertEqual(status, 0, err)
+                self.assertEqual(self.requests[0].json()["format"], "parquet")  # type: ignore[index]
+        self.assertEqual(dc._export_format(None, "-"), "parquet")  # to stdout
+        self.requests.clear()
+        status, out, err = self.run_main(*self.export_argv("--format", "jsonl", "--download", "bars.csv"))
+        self.assertEqual((status, out, self.requests), (2, "", []), "nothing sent")
+        self.assertEqual(
+            err,
+            "dataset-client: error: --format jsonl disagrees with DEST 'bars.csv', a .csv name: "
+            "drop --format, or give DEST a .jsonl name\n",
+        )
+
+    def test_bad_values_name_the_option_and_what_it_takes(self) -> None:
+        for argv, text in (
+            (
+                ["--timeout", "-1", "datasets"],
+                "argument --timeout: invalid value '-1': give seconds, 0 or more (0: no limit)",
+            ),
+            (
+                ["--timeout", "soon", "datasets"],
+                "argument --timeout: invalid value 'soon': give seconds, 0 or more (0: no limit)",
+            ),
+            (["download", "/x", "out", "--connections", "0"], "argument --connections: must be 1 to 32, got 0"),
+            (["download", "/x", "out", "--connections", "100"], "argument --connections: must be 1 to 32, got 100"),
+            (
+                ["download", "/x", "out", "--limit-rate", "-5"],
+                "argument --limit-rate: invalid rate '-5': bytes per second, such as 500K, 10M or 1G",
+            ),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertRegex(err, r"^usage: dataset-client")  # the same shape as any bad value
+                self.assertRegex(err.splitlines()[-1], rf"^dataset-client( download)?: error: {re.escape(text)}$")
+                self.assertNotIn("_seconds", err)
+        self.assertEqual(self.requests, [], "nothing sent")
+        status, out, _ = self.run_main("export", "--help")
+        self.assertEqual(status, 0)
+        self.assertIn("--format {parquet,csv,jsonl}", out)
+        for command in ("query", "export", "download", "completion"):
+            with self.subTest(command=command):
+                _, out, _ = self.run_main(command, "--help")
+                listed = out.split("positional arguments:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+                positionals = [line for line in listed if not line.startswith("   ")]  # not a wrapped help line
+                self.assertTrue(positionals)
+                self.assertTrue(all(len(line.split(None, 1)) == 2 for line in positionals), positionals)
+
+    def test_a_profile_says_what_it_ignored_and_where_it_looked(self) -> None:
+        xdg, home = self.tmp(), self.tmp()
+        for directory, base_url in ((xdg, self.server.url + "/api"), (home / ".config", self.server.url + "/home")):
+            (directory / "dataset-client").mkdir(parents=True)
+            config = directory / "dataset-client" / "config.toml"
+            config.write_text(f'[default]\nbase_url = "{base_url}"\ntimout = 5\ncolour = "red"\n[other]\nx = 1\n')
+            config.chmod(0o600)
+        found = xdg / "dataset-client" / "config.toml"
+        self.script(reply(body=[]), reply(body=[]))
+        environment = {"XDG_CONFIG_HOME": str(xdg), "HOME": str(home), "DATASET_CLIENT_API_KEY": KEY}
+        status, out, err = self.run_main("datasets", environment=environment)
+        self.assertEqual((status, out), (0, "[]\n"))
+        self.assertEqual(
+            err.splitlines(),
+            [
+                f"dataset-client: warning: unknown key 'colour' in [default] in {found} (ignored): "
+                "known keys: base_url, api_key, ca_bundle, timeout",
+                f"dataset-client: warning: unknown key 'timout' in [default] in {found} (ignored): "
+                "did you mean 'timeout'?",
+            ],
+        )  # [other], not the profile used, says nothing
+        self.assertEqual([r.path for r in self.requests], ["/api/datasets"], "$XDG_CONFIG_HOME's file was read")
+        relative = {**environment, "XDG_CONFIG_HOME": "relative/dir"}  # not absolute: ignored, as the spec says
+        status, _, err = self.run_main("datasets", environment=relative)
+        self.assertEqual(status, 0)
+        self.assertIn(f"in {home}/.config/dataset-client/config.toml (ignored)", err)
+        self.assertEqual(self.requests[-1].path, "/home/datasets")
+        nowhere = self.tmp()
+        for argv, variables in ((["--profile", "staging"], {}), ([], {"DATASET_CLIENT_PROFILE": "staging"})):
+            with self.subTest(argv=argv, variables=variables):
+                status, out, err = self.run_main(
+                    *argv, "datasets", environment={**environment, **variables, "XDG_CONFIG_HOME": str(nowhere)}
+                )
+                self.assertEqual((status, out), (2, ""))
+                self.assertEqual(
+                    err,
+                    f"dataset-client: error: no config file {nowhere}/dataset-client/config.toml"
+                    " for --profile staging\n",
+                )
+        self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
+
+    def test_partial_files_are_named_and_a_resume_is_said_once(self) -> None:
+        url = self.server.url + "/files/a-rather-long-name-for-an-export-file-that-a-service-chose.bin"
+        target, data = self.tmp() / "out.bin", DATA[:300_000]
+        self.script(cut(DATA, 0, {"ETag": '"v1"'}), first_bytes_then_stall(DATA, 0))  # nothing received
+        for argv in (["--retries", "0"], ["--retries", "0", "--timeout", "0.1"]):
+            with self.subTest(argv=argv):
+                status, _, err = self.run_main(*argv, "download", url, str(target), environment={})
+                self.assertEqual(status, 3)
+                self.assertRegex(
+                    err, r"^dataset-client: error: GET .*: (connection closed after 0 B of 3\.0 MiB|.*timed out.*)\n$"
+                )
+                self.assertNotIn("with -c", err)
+        for again in (["-c"], []):  # the same command, or without -c
+            with self.subTest(again=again):
+                self.script(cut(data, 150_000, {"ETag": '"v1"'}), serve_file(data))
+                status, _, err = self.run_main("--retries", "0", "download", url, str(target), "-c", environment={})
+                partial = target.parent / ".out.bin.part"
+                self.assertEqual(
+                    (status, err.splitlines()[-1]),
+                    (
+                        3,
+                        "dataset-client: error: GET " + url + ": connection closed after 146.5 KiB of 293.0 KiB; "
+                        f"the same command continues its partial file {partial}",
+                    ),
+                )
+                self.assertEqual(partial.stat().st_size, 150_000)
+                status, _, err = self.run_main("download", url, str(target), *again, environment={})
+                self.assertEqual((status, target.read_bytes()), (0, data), err)
+                said = [line for line in err.splitlines() if re.search("resum|continu|partial", line, re.I)]
+                self.assertEqual(said, ["dataset-client: resuming: 146.5 KiB of 293.0 KiB already downloaded"])
+                self.assertLessEqual(len(said[0]), 79)  # fits 80 columns
+                self.assertEqual(self.requests[-1].headers["Range"], "bytes=150000-")
+                self.assertEqual(os.listdir(target.parent), ["out.bin"])
+                target.unlink()
+
+    def test_an_export_on_a_terminal_reads_at_a_glance(self) -> None:
+        export = {
+            "id": "exp_1",
+            "status": "ready",
+            "dataset": "trades",
+            "symbols": ["V"],
+            "format": "csv",
+            "rows": 1234,
+            "size": 3 * 1024 * 1024 + 99,
+            "sha256": DATA_SHA,
+            "download_url": "/files/exp_1.csv\x1b[2J",
+        }
+        self.script(*[reply(201, export)] * 3)
+        status, out, err = self.run_main(*self.export_argv(), terminal=True)
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual(
+            out.splitlines(),
+            [
+                "id           | exp_1",
+                "dataset      | trades",
+                "format       | csv",
+                "rows         | 1234",
+                "size         | 3.0 MiB",
+                f"sha256       | {DATA_SHA}",
+                "download_url | /files/exp_1.csv\\x1b[2J",
+            ],
+        )
+        for argv, terminal in ((["--output", "json"], True), ([], False)):  # JSON as before
+            with self.subTest(argv=argv, terminal=terminal):
+                status, out, err = self.run_main(*argv, *self.export_argv(), terminal=terminal)
+                self.assertEqual((status, err, json.loads(out)), (0, "", export))
+        self.assertEqual([r.path for r in self.requests], ["/api/exports"] * 3)
+
+    def run_on_a_terminal(self, columns: int, *argv: str, pager: dict[str, str]) -> tuple[int, str, str]:
+        """main() in process, its stdout a real pty of 24 rows and ``columns`` columns, with the ``pager``
+        variables: its status, what the terminal got (the pager's output too), its stderr."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        drawn = bytearray()
+
+        def read() -> None:  # drained all along: a pty holds only a few KiB
+            with contextlib.suppress(OSError):  # EIO: every end of the slave is closed
+                while data := os.read(master, 65536):
+                    drawn.extend(data)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        terminal = open(slave, "w", encoding="utf-8")  # noqa: SIM115 (closed below, before the reader is joined)
+        environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY, **pager}
+        try:
+            status, _, err = self.run_main(*argv, environment=environment, stdout=terminal)
+        finally:
+            terminal.close()
+            reader.join(10)
+        return status, drawn.decode().replace("\r\n", "\n"), err
+
+    def test_long_output_pages_on_a_terminal(self) -> None:
+        paged = self.tmp() / "paged.txt"
+        into_a_file = {"DATASET_CLIENT_PAGER": f"sh -c 'cat > {paged}'"}
+        tall, short = "SELECT date, symbol, close FROM daily_bars LIMIT 40", "SELECT 1 AS one"
+
+        def rows(handler: Handler) -> None:  # 40 rows of three columns, or one of one
+            sql = json.loads(handler.body)["sql"]
+            table = {"columns": ["date", "symbol", "close"], "rows": [["2024-01-02", "AAPL", 185.64]] * 40}
+            reply(body=table if sql == tall else {"columns": ["one"], "rows": [[1]]})(handler)
+
+        self.server.default = rows
+        for columns in (80, 40):
+            with self.subTest(columns=columns):
+                status, drawn, err = self.run_on_a_terminal(columns, "query", tall, pager=into_a_file)
+                self.assertEqual((status, err, drawn), (0, "", ""), "the pager had it all")
+                lines = paged.read_text().splitlines()
+                self.assertEqual((len(lines), lines[-1]), (43, "(40 rows)"))
+                self.assertTrue(all(len(line) <= columns for line in lines), "laid out for this terminal")
+                paged.unlink()
+                status, drawn, err = self.run_on_a_terminal(columns, "query", tall, pager={"PAGER": "head -n 3"})
+                self.assertEqual((status, err, drawn.count("\n")), (0, "", 3), "quit early: exit 0, no error")
+        for argv, pager in (
+            (["query", short], into_a_file),  # fits the screen
+            (["--no-pager", "query", tall], into_a_file),
+            (["query", tall, "--no-pager"], into_a_file),
+            (
+                ["query", tall],
+                {"DATASET_CLIENT_PAGER": "", "PAGER": into_a_file["DATASET_CLIENT_PAGER"]},
+            ),  # set: decides
+            (["query", tall], {"PAGER": " "}),
+        ):
+            with self.subTest(argv=argv, pager=pager):
+                status, drawn, err = self.run_on_a_terminal(80, *argv, pager=pager)
+                self.assertEqual((status, err), (0, ""))
+                self.assertFalse(paged.exists())
+                self.assertTrue(drawn.endswith(" rows)\n") or drawn.endswith(" row)\n"), drawn)
+        status, out, _ = self.run_main(
+            "query",
+            tall,
+            environment={
+                "DATASET_CLIENT_BASE_URL": self.server.url + "/api",
+                "DATASET_CLIENT_API_KEY": KEY,
+                **into_a_file,
+            },
+        )
+        self.assertEqual((status, len(json.loads(out)["rows"]), paged.exists()), (0, 40, False), "not a terminal")
+        with mock.patch.dict(os.environ, {"PAGER": "x"}):
+            del os.environ["PAGER"]
+            self.assertEqual(dc._pager_command(), [shutil.which("less"), "-FRX"] if shutil.which("less") else None)
+            os.environ["PAGER"] = "more -s"
+            self.assertEqual(dc._pager_command(), ["more", "-s"])
+
+    def test_limit_rate_0_means_no_limit(self) -> None:
+        self.server.default = serve_file(DATA)
+        target = self.tmp() / "out.bin"
+        with mock.patch.object(
+            dc.DatasetClient, "download", autospec=True, side_effect=dc.DatasetClient.download
+        ) as called:
+            status, _, err = self.run_main("-q", "download", "/api/files/x", str(target), "--limit-rate", "0")
+        self.assertEqual((status, err, target.read_bytes()), (0, "", DATA))
+        self.assertNotIn("max_rate", called.call_args.kwargs)
+        self.assertEqual([r.path for r in self.requests], ["/api/files/x"])
+
+
+HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
 
 
@@ -4948,7 +5290,9 @@ class CommandLineTerminalTests(StandInTestCase):
             status, drawn = self.run_in_terminal(argv, 80, ctrl_c_once_counted)
         self.assertEqual(len(interrupted), 1, drawn)
         self.assertEqual(status, 130, drawn)
-        self.assertTrue(drawn.endswith("dataset-client: error: interrupted\r\n"), drawn)
+        partial = directory / ".out.bin.part"
+        said = f"dataset-client: error: interrupted; the same command continues its partial file {partial}\r\n"
+        self.assertTrue(drawn.endswith(said), drawn)
         status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
         self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
         self.assertEqual(os.listdir(directory), ["out.bin"])
@@ -4976,14 +5320,15 @@ class CommandLineTerminalTests(StandInTestCase):
                     "--retries", "0", "download", url, str(directory / name), "-c", environment={}
                 )
                 self.assertEqual(status, 3)
-                self.assertTrue(err.endswith("connection closed after 1.4 MiB of 3.0 MiB\n"), err)  # -c: no hint
+                partial = directory / f".{'real' if name == 'link.bin' else 'out'}.bin.part"
+                said = (
+                    f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}"
+                )
+                self.assertTrue(err.endswith(said + "\n"), err)  # -c: where its partial file is
                 self.script(serve_file(DATA))
                 status, _, err = self.run_main("download", url, str(directory / name), environment={})
                 self.assertEqual(status, 0, err)
-                self.assertEqual(
-                    err.splitlines()[0],
-                    f"continuing the partial file an interrupted -c download left for {directory / name}",
-                )
+                self.assertEqual(err.splitlines()[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded")
                 self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
                 self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
         self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
@@ -5012,7 +5357,7 @@ class CommandLineTerminalTests(StandInTestCase):
         self.script(serve_file(b""))
         status, _, err = self.run_main("download", self.server.url + "/files/x", str(directory / "out.bin"))
         self.assertEqual(status, 0, err)
-        self.assertTrue(err.startswith("continuing the partial file an interrupted -c download left"), err)
+        self.assertRegex(err, r"^downloaded .*out\.bin: 0 B, ")  # no "resuming: 0 B of 0 B"
         self.assertEqual(os.listdir(directory), ["out.bin"])
         self.assertEqual((directory / "out.bin").read_bytes(), b"")
 
@@ -5127,7 +5472,7 @@ class CommandLineTerminalTests(StandInTestCase):
                 argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
                 self.assertEqual(self.run_main(*argv, environment={})[0], 0)
         self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
-        for rate in ("0", "-5", "1T", "fast"):
+        for rate in ("-5", "1T", "fast"):  # 0: no limit (FirstHourCommandLineTests)
             with self.subTest(rate=rate):
                 status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
                 self.assertEqual(status, 2)
@@ -5219,8 +5564,9 @@ class CommandLineTerminalTests(StandInTestCase):
         )
         config.write_text('[default]\nbase-url = "http://x"\n')
         status, _, err = self.run_main("datasets", environment=chosen)
-        self.assertEqual(status, 2)
+        self.assertEqual(status, 2)  # a warning, then: no service address
         self.assertIn("unknown key 'base-url' in [default]", err)
+        self.assertIn("(ignored): did you mean 'base_url'?", err)
 
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
         def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
@@ -5401,6 +5747,65 @@ class CompletionTests(unittest.TestCase):
         script = f'eval "$({COPIED_FILE} completion zsh)"'
         setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
+
+    def complete_under_the_alias(self, shell: list[str], setup: bytes) -> None:
+        """In ``shell`` on a 40-column pty, with the README's alias: ``setup``, then Tab after words typed;
+        each line completed is shown as its words (Ctrl-A puts a printf before it), not run."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+        names = ["my file.csv", "[a]*.csv", ".env", ".out.bin.part", ".out.bin.part.json", ".out.bin.part.lock"]
+        names += [".out.bin.0123456789ab.part", ".out.bin.0123456789ab.new", ".out.bin.part.json.0a1b2c3d.tmp"]
+        for name in names:
+            (self.directory / name).touch()
+        (self.directory / "xdg" / "dataset-client").mkdir(parents=True)
+        profiles = '[default]\nbase_url = "http://x"\n  [staging]  # theirs\n[default.sub]\n'
+        (self.directory / "xdg" / "dataset-client" / "config.toml").write_text(profiles)
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        environment = {
+            "PATH": os.environ["PATH"],
+            "TERM": "dumb",
+            "PS1": "$ ",
+            "HOME": str(self.directory),
+            "XDG_CONFIG_HOME": str(self.directory / "xdg"),
+            "PYTHONPATH": str(HERE),  # python3 -m dataset_client from anywhere, as a pip install would
+        }
+        process = subprocess.Popen(
+            shell, stdin=slave, stdout=slave, stderr=slave, env=environment, cwd=self.directory, start_new_session=True
+        )
+        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        screen = b""
+
+        def type_until(keys: bytes, wanted: bytes) -> None:
+            nonlocal screen
+            os.write(master, keys)
+            deadline = time.monotonic() + 10
+            while wanted not in screen and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    screen += os.read(master, 4096)
+            self.assertIn(wanted, screen)
+
+        alias = b"alias dataset-client='python3 -m dataset_client'"
+        type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
+        show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match
+        type_until(b"dataset-client --output cs\t" + show, b"<dataset-client><--output><csv>")
+        type_until(b"dataset-client download http://h/f my\t" + show, b"<download><http://h/f><my file.csv>")
+        type_until(b"dataset-client download http://h/f \\[\t" + show, b"<download><http://h/f><[a]*.csv>")
+        type_until(b"dataset-client download http://h/f .o\t" + show, b"<download><http://h/f><.o>")  # none
+        type_until(b"dataset-client download http://h/f .e\t" + show, b"<download><http://h/f><.env>")
+        type_until(b"dataset-client --profile st\t" + show, b"<dataset-client><--profile><staging>")
+        type_until(b"exit\n", b"exit")
+        self.assertEqual(process.wait(10), 0)
+
+    def test_bash_completes_under_the_alias_quoted_without_partial_files(self) -> None:
+        setup = b'eval "$(dataset-client completion bash)"'
+        self.complete_under_the_alias(["bash", "--norc", "--noprofile", "-i"], setup)
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_completes_under_the_alias_quoted_without_partial_files(self) -> None:
+        setup = b'autoload -Uz compinit && compinit -u && eval "$(dataset-client completion zsh)"'
+        self.complete_under_the_alias(["zsh", "-f", "-i"], setup)
 
 
 class ReadmeTests(unittest.TestCase):
