@@ -3268,14 +3268,15 @@ _NARROWEST_TEXT = 8  # columns a text column keeps before the table turns into o
 
 def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
     """Aligned columns, numbers on the right and never cut, no line wider than ``width`` (0: no limit):
-    text columns narrow first; when that is not enough, one block per record, as psql's expanded mode.
-    Then ``(N rows)``."""
+    nested values (compact JSON) narrow first, then text; when that is not enough, one block per record,
+    as psql's expanded mode. Then ``(N rows)``. Linear in the size of the result."""
     names = [_printable(name) for name in columns]
     cells = [[_printable(_cell(value)) for value in row] for row in rows]  # no escape codes reach the terminal
     right = [[_is_number(value) for value in row] for row in rows]
     numeric = [any(row[index] for row in right) for index in range(len(columns))]
+    nested = [any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
-    widths = _column_widths(names, cells, numeric, width)
+    widths = _column_widths(names, cells, numeric, width, nested)
     if widths is None:
         return [*_record_lines(names, cells, numeric, width), count]
 
@@ -3288,9 +3289,12 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     return [*lines, count]
 
 
-def _column_widths(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[int] | None:
-    """Each column's width: the widest text column gives way first, down to ``_NARROWEST_TEXT``; a column
-    with numbers never does. None when the columns cannot fit ``width`` so."""
+def _column_widths(
+    names: list[str], cells: list[list[str]], numeric: list[bool], width: int, nested: list[bool] | None = None
+) -> list[int] | None:
+    """Each column's width: the widest columns of nested values give way first, then the widest text
+    columns, each down to ``_NARROWEST_TEXT``; a column with numbers never does. None when the columns
+    cannot fit ``width`` so."""
     widths = [max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)]
     if not width:
         return widths
@@ -3298,33 +3302,79 @@ def _column_widths(names: list[str], cells: list[list[str]], numeric: list[bool]
     floors = [size if number else min(size, _NARROWEST_TEXT) for size, number in zip(widths, numeric, strict=True)]
     if sum(floors) > room:
         return None
-    while sum(widths) > room:
-        shrinkable = [index for index, size in enumerate(widths) if size > floors[index]]
-        widest = max(shrinkable, key=lambda index: widths[index])
-        widths[widest] -= 1
+    nested = nested or [False] * len(names)
+    for giving_way in (True, False):  # nested values first: text says more in the same room
+        chosen = [index for index, number in enumerate(numeric) if not number and nested[index] is giving_way]
+        _narrow(widths, floors, chosen, sum(widths) - room)
     return widths
 
 
+def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int) -> None:
+    """Take ``excess`` columns (or as many as the floors allow) off the widest of the ``chosen`` columns,
+    leaving them level as cutting the widest by one at a time would: a level found by bisection, so the
+    cost does not grow with the cells' length."""
+    if excess <= 0 or not chosen:
+        return
+
+    def cut_at(level: int) -> int:
+        return sum(max(0, widths[index] - max(level, floors[index])) for index in chosen)
+
+    low, high = 0, max(widths[index] for index in chosen)  # cut_at(high) is 0: not enough
+    while high - low > 1:  # the highest level that cuts enough (low: 0 when even the floors do not)
+        middle = (low + high) // 2
+        low, high = (middle, high) if cut_at(middle) >= excess else (low, middle)
+    spare = max(0, cut_at(low) - excess)  # fewer than the columns cut to the level exactly: one back each
+    for index in chosen:
+        narrowed = min(widths[index], max(low, floors[index]))
+        if spare and narrowed == low < widths[index]:
+            narrowed, spare = narrowed + 1, spare - 1
+        widths[index] = narrowed
+
+
 def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[str]:
-    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``; text values cut to ``width``, numbers never."""
-    name_width = min(max(map(_text_width, names), default=0), max(width // 3, 1))
+    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded wrapped format:
+    names take up to half of ``width`` and are cut only beyond it; a longer text value wraps onto indented
+    continuation lines; numbers are never cut."""
+    name_width = min(max(map(_text_width, names), default=0), max(width // 2, 1))
     room = max(width - name_width - 3, 1)
+    indent = " " * name_width + " | "
     lines = []
     for number, row in enumerate(cells, 1):
         lines.append(f"-[ RECORD {number} ]-")
         for name, value, whole in zip(names, row, numeric, strict=True):
-            shown = value if whole else _fit(value, room, False)
-            lines.append(f"{_fit(name, name_width, False)} | {shown}".rstrip())
+            pieces = [value] if whole else _wrapped(value, room)
+            head = _fit(name, name_width, False)
+            lines.append(f"{head} | {pieces[0]}" if value else f"{head} |")
+            lines += [indent + piece for piece in pieces[1:]]  # spaces kept: the pieces join up to the value
     return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two), in one pass."""
+    if text.isascii():
+        return [text[start : start + width] for start in range(0, len(text), width)] or [""]
+    pieces, start, used = [], 0, 0
+    for index, character in enumerate(text):
+        size = _text_width(character)
+        if used + size > width and index > start:
+            pieces.append(text[start:index])
+            start, used = index, 0
+        used += size
+    return [*pieces, text[start:]]
 
 
 def _text_width(text: str) -> int:
     """Columns ``text`` takes on a terminal: East Asian wide characters take two, combining marks none."""
+    if text.isascii() or max(text) < "\u0300":  # no wide character or combining mark comes before U+0300
+        return len(text)
+    return sum(map(_character_width, text))
+
+
+@functools.lru_cache(maxsize=4096)  # bounded: a server may send every character there is
+def _character_width(character: str) -> int:
     import unicodedata
 
-    if text.isascii():
-        return len(text)
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return 0 if unicodedata.combining(character) else 2 if unicodedata.east_asian_width(character) in "WF" else 1
 
 
 def _fit(text: str, width: int, right: bool) -> str:

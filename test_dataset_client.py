@@ -4300,14 +4300,20 @@ class CommandLineTests(StandInTestCase):
                 self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
                 words = drawn.split()
                 self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
-                if columns == 80:  # text columns narrowed, the dates whole
+                if columns == 80:  # nested values narrowed first, then text; the dates whole
                     self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
                     self.assertIn(" 2023-01-02 ", rows[2])
-                else:  # too narrow even so: one block per record, as psql's expanded mode
+                    description, nested, listed = re.split(r"  +", rows[2])[1:4]
+                    self.assertEqual((len(nested), len(listed)), (8, 8), rows[2])
+                    self.assertTrue(description.startswith("Daily open, high") and len(description) > 8, rows[2])
+                else:  # too narrow even so: one block per record, as psql's expanded wrapped mode
                     self.assertEqual(rows[0], "-[ RECORD 1 ]-")
                     self.assertEqual(rows[1], "name        | daily_bars")
                     self.assertIn(f"rows        | {numbers[1]}", rows)
                     self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
+                    start = rows.index("description | Daily open, high, low, clo")  # wrapped, not cut
+                    wrapped = ["            | se and volume per symbol, ", "            | on weekdays."]
+                    self.assertEqual(rows[start + 1 : start + 3], wrapped)
 
     def test_a_long_cell_is_measured_once_per_character(self) -> None:
         import unicodedata
@@ -4898,6 +4904,70 @@ COMPLETION_CASES = [  # (the words typed, the last one being completed), what is
 
 
 COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
+class TableLayoutTests(unittest.TestCase):
+    """_table_lines: what gives way when a table must fit the terminal, and what it costs."""
+
+    def test_nested_values_give_way_before_text(self) -> None:
+        description = "Daily open, high, low, close and volume per symbol, on weekdays."
+        nested = [{"name": "date", "type": "DATE"}, {"name": "symbol", "type": "TEXT"}]
+        rows = [["daily_bars", description, nested, ["AAPL", "AMZN", "GOOG"], 6264]]
+        lines = dc._table_lines(["name", "description", "columns", "symbols", "rows"], rows, 80)
+        self.assertTrue(all(len(line) <= 80 for line in lines), lines)
+        self.assertEqual(lines[-1], "(1 row)")
+        cells = re.split(r"  +", lines[2])
+        self.assertEqual(cells[0], "daily_bars")
+        self.assertEqual(cells[-1], "6264", "the number whole")
+        shown, columns, symbols = cells[1:4]
+        self.assertEqual(len(columns), dc._NARROWEST_TEXT, "nested values narrowed to the least a column keeps")
+        self.assertEqual((len(symbols), symbols[-1]), (dc._NARROWEST_TEXT, "…"))
+        self.assertTrue(shown.endswith("…") and description.startswith(shown[:-1]), shown)
+        self.assertEqual(len(shown), 80 - 2 * 4 - len("daily_bars") - 2 * 8 - 4, "the text took the rest")
+        nested_only = dc._table_lines(["name", "columns"], [["daily_bars", nested]], 40)  # no text to give way
+        self.assertEqual(nested_only[2], 'daily_bars  [{"name":"date","type":"DAT…')
+
+    def test_records_keep_names_whole_and_wrap_long_values(self) -> None:
+        text = "A long description that cannot fit on one line of a narrow terminal at all." * 2
+        wide = "数" * 30  # two columns each
+        rows = [[123456789012345, text, wide, 7, 123456789012345]]
+        lines = dc._table_lines(["opening_balance", "description", "wide", "n", "closing_balance"], rows, 40)
+        self.assertEqual(lines[0], "-[ RECORD 1 ]-")
+        self.assertEqual(lines[1], "opening_balance | 123456789012345", "a name that fits is never cut")
+        self.assertTrue(all(dc._text_width(line) <= 40 for line in lines), lines)
+        start = lines.index("description     | " + text[:22])
+        continued = list(itertools.takewhile(lambda line: line.startswith(" " * 15 + " | "), lines[start + 1 :]))
+        self.assertEqual("".join(line[18:] for line in [lines[start], *continued]), text, "wrapped, never cut")
+        self.assertEqual(len(continued), len(text) // 22)
+        start += 1 + len(continued)
+        self.assertEqual(lines[start], "wide            | " + "数" * 11)
+        self.assertEqual(lines[start + 2], " " * 15 + " | " + "数" * 8)
+        self.assertEqual(lines[start + 3 :], ["n               | 7", "closing_balance | 123456789012345", "(1 row)"])
+        long_name = dc._table_lines(["a_column_name_longer_than_half_the_width", "n"], [["x", 10**31]], 40)
+        self.assertEqual(long_name[1], "a_column_name_longe… | x", "names take at most half the width")
+
+    def test_fitting_is_linear_in_the_size_of_the_result(self) -> None:
+        columns = [f"c{index}" for index in range(20)]
+        rows = [["x" * 100_000 for _ in columns], [str(index) * 9 for index in range(20)]]
+        budget = [20_000]  # lines run in the module: cutting the widest column one at a time ran millions
+
+        def count(frame: Any, event: str, arg: object) -> Any:
+            if frame.f_globals is vars(dc):
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise AssertionError("fitting the table ran more lines than its 40 cells need")
+            return count
+
+        sys.settrace(count)
+        try:
+            lines = dc._table_lines(columns, rows, 400)
+        finally:
+            sys.settrace(None)
+        self.assertEqual(len(lines), 5, [line[:80] for line in lines])
+        self.assertTrue(all(len(line) <= 400 for line in lines), [len(line) for line in lines])
+        self.assertEqual(len(lines[2]), 400)
+        self.assertEqual({(len(cell), cell[-1]) for cell in lines[2].split()}, {(18, "…"), (19, "…")})  # level
+        self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
 
 
 class CompletionTests(unittest.TestCase):
