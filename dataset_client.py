@@ -263,7 +263,9 @@ class DatasetClient:
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
         # 1e300 seconds: the longest wait the platform takes (sockets and locks refuse more).
-        self._timeout = None if timeout is None else min(_check_number(timeout, "timeout", positive=True), _MAX_WAIT)
+        self._timeout = (
+            None if timeout is None else min(float(_check_number(timeout, "timeout", positive=True)), _MAX_WAIT)
+        )
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
@@ -2374,7 +2376,8 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
-    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    path = _percent_encoded(parts.path.rstrip("/"), "base_url")  # as a download_url's: http.client takes ASCII
+    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
 
@@ -2636,7 +2639,7 @@ class _Stopped(BaseException):
 def _printable(text: str) -> str:
     """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``), and the invisible characters
     and lone surrogates too (``\\u202e``): what reaches a terminal."""
-    return text.translate(_terminal_escapes())
+    return text.translate(_terminal_escapes()) if _escaped_characters().search(text) else text
 
 
 def _encodable(text: str) -> str:
@@ -2662,6 +2665,14 @@ def _json_escapes() -> dict[int, str]:
     # json.dumps leaves DEL, C1 and the invisible characters as they are (and a lone surrogate, which no
     # UTF-8 stream takes): its own \\u escapes, valid JSON that decodes to the same text.
     return {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), *_invisible_codes())}
+
+
+@functools.cache
+def _escaped_characters() -> re.Pattern[str]:
+    """What _printable escapes (C0, DEL, C1, _invisible_codes()): searched for first, as most text has none."""
+    return re.compile(
+        "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
+    )
 
 
 def _invisible_codes() -> tuple[int, ...]:
@@ -3371,9 +3382,15 @@ def _column_widths(
     """Each column's width: the widest columns of nested values give way first, then the widest text
     columns, each down to ``_NARROWEST_TEXT``; a column with numbers never does. None when the columns
     cannot fit ``width`` so."""
-    widths = [max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)]
     if not width:
-        return widths
+        return [
+            max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)
+        ]
+    # A cell is measured no further than the terminal's width: wider, it is cut anyway.
+    widths = [
+        max(_width_up_to(text, width) for text in [name] + [row[index] for row in cells])
+        for index, name in enumerate(names)
+    ]
     room = width - 2 * (len(names) - 1)
     floors = [size if number else min(size, _NARROWEST_TEXT) for size, number in zip(widths, numeric, strict=True)]
     if sum(floors) > room:
@@ -3426,17 +3443,19 @@ def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool],
 
 
 def _wrapped(text: str, width: int) -> list[str]:
-    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two), in one pass."""
-    if text.isascii():
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two)."""
+    if text.isascii() or max(text) < "\u0300":  # a column each (see _text_width)
         return [text[start : start + width] for start in range(0, len(text), width)] or [""]
-    pieces, start, used = [], 0, 0
-    for index, character in enumerate(text):
-        size = _text_width(character)
-        if used + size > width and index > start:
-            pieces.append(text[start:index])
-            start, used = index, 0
-        used += size
-    return [*pieces, text[start:]]
+    import bisect
+    import itertools
+
+    ends = list(itertools.accumulate(map(_character_width, text)))  # the columns taken up to each character
+    pieces, start = [], 0
+    while start < len(text):  # each piece ends where the next character would pass ``width``
+        stop = max(bisect.bisect_right(ends, (ends[start - 1] if start else 0) + width, lo=start), start + 1)
+        pieces.append(text[start:stop])
+        start = stop
+    return pieces
 
 
 def _text_width(text: str) -> int:
@@ -3453,9 +3472,19 @@ def _character_width(character: str) -> int:
     return 0 if unicodedata.combining(character) else 2 if unicodedata.east_asian_width(character) in "WF" else 1
 
 
+def _width_up_to(text: str, limit: int) -> int:
+    """``_text_width(text)`` when it is at most ``limit``; when wider, perhaps less than all of it (still above
+    ``limit``): a long text's first ``limit + 1`` characters tell, unless combining marks make them narrower."""
+    if len(text) > limit + 1:
+        first = _text_width(text[: limit + 1])
+        if first > limit:
+            return first
+    return _text_width(text)
+
+
 def _fit(text: str, width: int, right: bool) -> str:
     """``text`` padded to ``width`` columns, or cut to it with an ellipsis."""
-    if _text_width(text) > width:
+    if _width_up_to(text, width) > width:
         kept, room = 0, width - 1  # one pass: the characters that fit in front of the ellipsis
         for character in text:
             room -= _text_width(character)

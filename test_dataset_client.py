@@ -1899,6 +1899,9 @@ class SecondReviewHostileTextTests(ServerTestCase):
         self.client().download("files/r\u00e9sum\u00e9 \u6570.csv?name=\u00e9&q=%41"[:-1].replace(" ", ""), destination)
         self.assertEqual(destination.read_bytes(), DATA[:1000])
         self.assertEqual(self.requests[-1].path, "/api/v1/files/r%C3%A9sum%C3%A9%E6%95%B0.csv?name=%C3%A9&q=%4")
+        self.server.default = reply(body=[])
+        self.assertEqual(self.client(self.server.url + "/b\u00e4se").list_datasets(), [])  # the user's own, as well
+        self.assertEqual(self.requests[-1].path, "/b%C3%A4se/datasets")
         export = {"id": "e1", "download_url": "/files/\ud800.csv", "sha256": "0" * 64}
         self.script(reply(body=json.dumps(export).encode()))  # a lone surrogate: no UTF-8 for it
         argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", "--format", "csv"]
@@ -1973,7 +1976,7 @@ class SecondReviewHostileTextTests(ServerTestCase):
         self.assertEqual((len(self.requests), list(destination.parent.iterdir())), (2, []))
         config = self.tmp() / "config.toml"
         for content, expected in (
-            ("[default]\ntimeout = 5\nbase_url = " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+            ("[default]\ntimeout = 5\nbase_url = " + "[" * 3000 + "]" * 3000 + "\n", "cannot read the config file"),
             ("[default]\ntimeout = inf\n", "timeout in [default] in {config} must be a number of seconds"),
         ):
             config.write_text(content)
