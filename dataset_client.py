@@ -262,7 +262,7 @@ class DatasetClient:
         backoff_factor: float = 0.5,
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
-        # 1e300 seconds: the longest wait the platform takes (sockets and locks refuse more).
+        # A longer one (1e300) is the longest the platform waits: sockets and locks refuse more (OverflowError).
         self._timeout = (
             None if timeout is None else min(float(_check_number(timeout, "timeout", positive=True)), _MAX_WAIT)
         )
@@ -367,7 +367,7 @@ class DatasetClient:
         is called as bytes arrive; ``sha256`` is the hex digest the bytes must have.
         ``resume=True`` keeps a failed download's partial file and continues it next
         time; ``connections`` is how many ranged requests may fetch one file at once;
-        ``max_rate`` caps the bytes per second of the whole download (None: no cap).
+        ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
         """
         url = self._resolve_download_url(download_url)
         expected_digest = _check_sha256(sha256)
