@@ -100,6 +100,7 @@ _HASH_QUEUE_BYTES = 16 * 1024 * 1024  # chunks waiting for the hashing thread, a
 _MIN_PART_SIZE = _CHUNK_SIZE  # a parallel download's parts are at least this large
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for: the error is raised
+_LONGEST_RETRY_AFTER = 366 * 86400.0  # a Retry-After is read as at most a year
 _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
@@ -109,12 +110,15 @@ _MAX_CONNECTIONS = 32  # ranged requests at once for one download
 _MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
 _SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
+_MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
+_MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
 _REDACTED = "<redacted>"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
 # Sets, not regular expressions: compiling a pattern at import costs more than the rest of the module.
 _TOKEN_CHARACTERS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are when a URL is percent-encoded
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F)))  # tab is allowed in a value
 
 
@@ -267,7 +271,12 @@ class DatasetClient:
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
-        self._timeout = None if timeout is None else float(_check_number(timeout, "timeout", positive=True, none=True))
+        # A longer one (1e300) is the longest the platform waits: sockets and locks refuse more (OverflowError).
+        self._timeout = (
+            None
+            if timeout is None
+            else min(float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT)
+        )
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
@@ -402,7 +411,7 @@ class DatasetClient:
         is called as bytes arrive; ``sha256`` is the hex digest the bytes must have.
         ``resume=True`` keeps a failed download's partial file and continues it next
         time; ``connections`` is how many ranged requests may fetch one file at once;
-        ``max_rate`` caps the bytes per second of the whole download (None: no cap).
+        ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
         """
         url = self._resolve_download_url(download_url)
         expected_digest = _check_sha256(sha256)
@@ -414,6 +423,8 @@ class DatasetClient:
         if connections > _MAX_CONNECTIONS:
             raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
         limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True, none=True))
+        if limit is not None and limit.rate < 1:  # less than a byte a second: a transfer that never ends
+            raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         if not isinstance(destination, (str, os.PathLike)):
@@ -564,7 +575,10 @@ class DatasetClient:
         _check_text(download_url, "download_url")
         _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
         url = urllib.parse.urljoin(self._base_url + "/", download_url)  # RFC 3986 resolution
-        return urllib.parse.urlunsplit(_split_http_url(url, "download_url"))
+        parts = _split_http_url(url, "download_url")
+        # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
+        path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
+        return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
 
 def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
@@ -761,6 +775,9 @@ class _HeadReader:
 
     def close(self) -> None:
         self.raw.close()
+
+    def flush(self) -> None:  # http.client closes the response (which flushes) when a head line is too long
+        pass
 
 
 class _HeadCutOff(http.client.HTTPException):
@@ -1048,7 +1065,15 @@ def _read_framing(response: _PooledResponse) -> None:
             response.encoding = value.strip().lower()
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
-        raise _invalid(response, f"ambiguous Content-Length {', '.join(lengths)}")
+        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
+    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits: no file is so large
+        response.close()
+        raise _invalid(response, f"Content-Length {_shortened(str(lengths[0]))} is larger than any file")
+
+
+def _shortened(text: str, limit: int = 60) -> str:
+    """A header value for a message: a server's thousands of digits are not repeated whole."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 # ---------------------------------------------------------------------------
@@ -1391,14 +1416,14 @@ def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
     value = (value or "").strip()
     if value.isascii() and value.isdigit():
-        return float(value)
+        return min(float(value), _LONGEST_RETRY_AFTER)  # 400 digits: inf, which no sleep or message takes
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
-    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
+    return min(max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds()), _LONGEST_RETRY_AFTER)
 
 
 def _discard_body(response: _PooledResponse) -> None:
@@ -1739,13 +1764,13 @@ class _Transfer:
         if ranged and (other_total or other_validator):
             raise _FileChanged  # another version: its bytes are never spliced on
         if content_range is None:
-            raise _invalid(response, f"a malformed Content-Range {response.headers.get('Content-Range')!r}")
+            raise _invalid(response, f"a malformed Content-Range {_shortened(response.headers['Content-Range'])!r}")
         first, last, total = content_range
         end = part.end if part.end is not None else total
         if end is None:  # bytes N-M/* of a file whose length nobody said: where it ends is not known
             raise _invalid(response, "a 206 of a file of unknown length (Content-Range total '*'): refused")
         if not ranged or first != part.offset or last + 1 != end:
-            given = response.headers.get("Content-Range")
+            given = _shortened(response.headers.get("Content-Range", ""))
             raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
@@ -1933,8 +1958,12 @@ class _RateLimit:
 
 def _content_range(response: _PooledResponse) -> tuple[int, int, int | None] | None:
     """First byte, last byte and total (None: ``*``) of a 206's Content-Range (RFC 9110 14.4); None if malformed."""
-    match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", response.headers.get("Content-Range", ""))
-    if match is None:
+    # At most 19 digits: int() refuses thousands (ValueError), and a file offset holds no more.
+    number = r"(\d{1,19})"
+    match = re.fullmatch(
+        rf"\s*bytes\s+{number}-{number}/({number[1:-1]}|\*)\s*", response.headers.get("Content-Range", "")
+    )
+    if match is None or max(int(match[1]), int(match[2]), int(match[3]) if match[3] != "*" else 0) > _MAX_SIZE:
         return None
     return int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
 
@@ -2544,7 +2573,8 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
-    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    path = _percent_encoded(parts.path.rstrip("/"), "base_url")  # as a download_url's: http.client takes ASCII
+    url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
 
@@ -2569,6 +2599,16 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     if not parts.hostname:
         raise ValueError(f"{argument} has no host: {url!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
+
+
+def _percent_encoded(text: str, argument: str) -> str:
+    """``text`` with its non-ASCII characters percent-encoded as UTF-8; what is ASCII (``%41`` too) as it is."""
+    if text.isascii():
+        return text
+    try:
+        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION, encoding="utf-8", errors="strict")
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
+        raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
 
 
 def _check_number(
@@ -2802,8 +2842,14 @@ class _Stopped(BaseException):
 
 
 def _printable(text: str) -> str:
-    """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``): what reaches a terminal."""
-    return text.translate(_terminal_escapes())
+    """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``), and the invisible characters
+    and lone surrogates too (``\\u202e``): what reaches a terminal."""
+    return text.translate(_terminal_escapes()) if _escaped_characters().search(text) else text
+
+
+def _encodable(text: str) -> str:
+    """``text`` as it is, but for a lone surrogate (``\\ud800``), which no UTF-8 stream takes: data for a file."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _json_text(value: Any, indent: int | None = None) -> str:
@@ -2815,12 +2861,31 @@ def _json_text(value: Any, indent: int | None = None) -> str:
 # Made on first use: only the command line needs these tables (made at import, they were 2% of its cost).
 @functools.cache
 def _terminal_escapes() -> dict[int, str]:
-    return {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+    controls = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+    return controls | {code: f"\\u{code:04x}" for code in _invisible_codes()}
 
 
 @functools.cache
 def _json_escapes() -> dict[int, str]:
-    return {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}  # json.dumps leaves DEL and C1 as they are
+    # json.dumps leaves DEL, C1 and the invisible characters as they are (and a lone surrogate, which no
+    # UTF-8 stream takes): its own \\u escapes, valid JSON that decodes to the same text.
+    return {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), *_invisible_codes())}
+
+
+@functools.cache
+def _escaped_characters() -> re.Pattern[str]:
+    """What _printable escapes (C0, DEL, C1, _invisible_codes()): searched for first, as most text has none."""
+    return re.compile(
+        "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
+    )
+
+
+def _invisible_codes() -> tuple[int, ...]:
+    """Characters that show nothing yet change what is shown: bidirectional controls (a server's
+    ``denied\\u202e :ko`` reads "ok"), zero-width characters, line and paragraph separators; and lone
+    surrogates, which cannot be written as UTF-8 at all."""
+    bidi = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+    return (*bidi, 0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x2028, 0x2029, *range(0xD800, 0xE000))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -3137,7 +3202,7 @@ def _rate(text: str) -> float:
     """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
     value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
-    if not value >= 0:
+    if not (value == 0 or value >= 1):  # 0: no limit; under a byte a second would never end
         import argparse
 
         raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
@@ -3191,6 +3256,8 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise _UsageError(f"cannot read the config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except RecursionError:  # tomllib recurses into each nested array or table
+        raise _UsageError(f"cannot read the config file {path}: nested too deeply") from None
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     if any("api_key" in table for table in tables.values()) and mode & 0o044:  # as ssh refuses such a key
         raise _UsageError(f"{path} holds an api_key and is readable by others: run chmod 600 {_shell_quoted(path)}")
@@ -3226,7 +3293,9 @@ def _checked_profile(
     profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
         wrong = isinstance(value, bool) or not (
-            isinstance(value, (int, float)) and value >= 0 if key == "timeout" else isinstance(value, str) and value
+            isinstance(value, (int, float)) and 0 <= value < math.inf
+            if key == "timeout"
+            else isinstance(value, str) and value
         )
         if wrong:
             kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
@@ -3305,9 +3374,10 @@ def _error_text(exc: DatasetClientError, args: Any = None) -> str:
 
 def _sizes_for_people(text: str) -> str:
     """'1048576 of 3145728 bytes' as '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB."""
-    text = re.sub(r"\b(\d+) of (\d+) bytes\b", lambda m: f"{_size(int(m[1]))} of {_size(int(m[2]))}", text)
-    text = re.sub(r"\b(\d+) of \? bytes\b", lambda m: f"{_size(int(m[1]))} of ?", text)
-    return re.sub(r"\b(\d+) bytes\b", lambda m: _size(int(m[1])), text)
+    # At most 30 digits: a server's 5,000-digit "size" stays as it is (int() would refuse it).
+    text = re.sub(r"\b(\d{1,30}) of (\d{1,30}) bytes\b", lambda m: f"{_size(int(m[1]))} of {_size(int(m[2]))}", text)
+    text = re.sub(r"\b(\d{1,30}) of \? bytes\b", lambda m: f"{_size(int(m[1]))} of ?", text)
+    return re.sub(r"\b(\d{1,30}) bytes\b", lambda m: _size(int(m[1])), text)
 
 
 def _in_cli_terms(message: str) -> str:
@@ -3325,18 +3395,31 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
         result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
     else:
         result = _create_export(client, args)
-    shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
-    if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
-        if not args.quiet:
-            stderr.message(_json_text(shown, 2), raw=True)
-    elif args.command == "export" and args.output == "table" and isinstance(shown, dict):
-        sys.stdout.write(_export_block(shown))
-        sys.stdout.flush()
-    else:
-        _paged(lambda: _print_result(shown, args.output, stderr), allowed=not args.no_pager)
+    with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
+        shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
+        if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
+            if not args.quiet:
+                stderr.message(_json_text(shown, 2), raw=True)
+        elif args.command == "export" and args.output == "table" and isinstance(shown, dict):
+            sys.stdout.write(_export_block(shown))
+            sys.stdout.flush()
+        else:
+            _paged(lambda: _print_result(shown, args.output, stderr), allowed=not args.no_pager)
     if args.command == "export" and args.download is not None:
         url, digest = _export_file(result)
         _download_command(client, args, stderr, url, args.download or None, digest)
+
+
+@contextlib.contextmanager
+def _room_to_recurse() -> Iterator[None]:
+    """Three times the recursion limit, for a while: json.loads took a result nested almost as deep as the
+    limit, and walking it again (redacting, printing) from deeper in the stack needs the room."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(3 * limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _create_export(client: DatasetClient, args: Any) -> Any:
@@ -3372,6 +3455,12 @@ def _export_file(export: Any) -> tuple[str, str | None]:
     url = export.get("download_url") if isinstance(export, dict) else None
     if not isinstance(url, str) or not url:
         raise InvalidResponseError("the export has no download_url to download")
+    try:  # the service's URL: what the library would refuse is the service's fault, not a usage error
+        _check_url_characters(url, "download_url")
+        parts = _split_http_url(urllib.parse.urljoin("http://service/", url), "download_url")
+        _percent_encoded(parts.path + parts.query, "download_url")
+    except ValueError as exc:
+        raise InvalidResponseError(f"the export's download_url cannot be downloaded: {exc}") from None
     digest = export.get("sha256")
     return url, digest if isinstance(digest, str) and len(digest) == 64 else None
 
@@ -3409,7 +3498,7 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
     if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
         raise _UsageError(f"cannot name a file after {url!r}: give DEST")
     if name.startswith(".") or _printable(name) != name:
-        what = "starts with a dot" if name.startswith(".") else "holds a control character"
+        what = "starts with a dot" if name.startswith(".") else "holds a control character or an invisible one"
         raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
     return os.path.join(destination or "", name), True
 
@@ -3567,7 +3656,7 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
         import csv
 
         # A terminal shows the cells escaped; a file or pipe gets them as they are.
-        shown = _printable if sys.stdout.isatty() else str
+        shown = _printable if sys.stdout.isatty() else _encodable
         writer = csv.writer(sys.stdout, lineterminator="\r\n")  # RFC 4180
         writer.writerow([shown(name) for name in columns])
         writer.writerows([shown(_cell(value)) for value in row] for row in rows)
@@ -3706,14 +3795,15 @@ _NARROWEST_TEXT = 8  # columns a text column keeps before the table turns into o
 
 def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
     """Aligned columns, numbers on the right and never cut, no line wider than ``width`` (0: no limit):
-    text columns narrow first; when that is not enough, one block per record, as psql's expanded mode.
-    Then ``(N rows)``."""
+    nested values (compact JSON) narrow first, then text; when that is not enough, one block per record,
+    as psql's expanded mode. Then ``(N rows)``. Linear in the size of the result."""
     names = [_printable(name) for name in columns]
     cells = [[_printable(_cell(value)) for value in row] for row in rows]  # no escape codes reach the terminal
     right = [[_is_number(value) for value in row] for row in rows]
     numeric = [any(row[index] for row in right) for index in range(len(columns))]
+    nested = [any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
-    widths = _column_widths(names, cells, numeric, width)
+    widths = _column_widths(names, cells, numeric, width, nested)
     if widths is None:
         return [*_record_lines(names, cells, numeric, width), count]
 
@@ -3726,48 +3816,115 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     return [*lines, count]
 
 
-def _column_widths(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[int] | None:
-    """Each column's width: the widest text column gives way first, down to ``_NARROWEST_TEXT``; a column
-    with numbers never does. None when the columns cannot fit ``width`` so."""
-    widths = [max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)]
+def _column_widths(
+    names: list[str], cells: list[list[str]], numeric: list[bool], width: int, nested: list[bool] | None = None
+) -> list[int] | None:
+    """Each column's width: the widest columns of nested values give way first, then the widest text
+    columns, each down to ``_NARROWEST_TEXT``; a column with numbers never does. None when the columns
+    cannot fit ``width`` so."""
     if not width:
-        return widths
+        return [
+            max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)
+        ]
+    # A cell is measured no further than the terminal's width: wider, it is cut anyway.
+    widths = [
+        max(_width_up_to(text, width) for text in [name] + [row[index] for row in cells])
+        for index, name in enumerate(names)
+    ]
     room = width - 2 * (len(names) - 1)
     floors = [size if number else min(size, _NARROWEST_TEXT) for size, number in zip(widths, numeric, strict=True)]
     if sum(floors) > room:
         return None
-    while sum(widths) > room:
-        shrinkable = [index for index, size in enumerate(widths) if size > floors[index]]
-        widest = max(shrinkable, key=lambda index: widths[index])
-        widths[widest] -= 1
+    nested = nested or [False] * len(names)
+    for giving_way in (True, False):  # nested values first: text says more in the same room
+        chosen = [index for index, number in enumerate(numeric) if not number and nested[index] is giving_way]
+        _narrow(widths, floors, chosen, sum(widths) - room)
     return widths
 
 
+def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int) -> None:
+    """Take ``excess`` columns (or as many as the floors allow) off the widest of the ``chosen`` columns,
+    leaving them level as cutting the widest by one at a time would: a level found by bisection, so the
+    cost does not grow with the cells' length."""
+    if excess <= 0 or not chosen:
+        return
+
+    def cut_at(level: int) -> int:
+        return sum(max(0, widths[index] - max(level, floors[index])) for index in chosen)
+
+    low, high = 0, max(widths[index] for index in chosen)  # cut_at(high) is 0: not enough
+    while high - low > 1:  # the highest level that cuts enough (low: 0 when even the floors do not)
+        middle = (low + high) // 2
+        low, high = (middle, high) if cut_at(middle) >= excess else (low, middle)
+    spare = max(0, cut_at(low) - excess)  # fewer than the columns cut to the level exactly: one back each
+    for index in chosen:
+        narrowed = min(widths[index], max(low, floors[index]))
+        if spare and narrowed == low < widths[index]:
+            narrowed, spare = narrowed + 1, spare - 1
+        widths[index] = narrowed
+
+
 def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[str]:
-    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``; text values cut to ``width``, numbers never."""
-    name_width = min(max(map(_text_width, names), default=0), max(width // 3, 1))
+    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded wrapped format:
+    names take up to half of ``width`` and are cut only beyond it; a longer text value wraps onto indented
+    continuation lines; numbers are never cut."""
+    name_width = min(max(map(_text_width, names), default=0), max(width // 2, 1))
     room = max(width - name_width - 3, 1)
+    indent = " " * name_width + " | "
     lines = []
     for number, row in enumerate(cells, 1):
         lines.append(f"-[ RECORD {number} ]-")
         for name, value, whole in zip(names, row, numeric, strict=True):
-            shown = value if whole else _fit(value, room, False)
-            lines.append(f"{_fit(name, name_width, False)} | {shown}".rstrip())
+            pieces = [value] if whole else _wrapped(value, room)
+            head = _fit(name, name_width, False)
+            lines.append(f"{head} | {pieces[0]}" if value else f"{head} |")
+            lines += [indent + piece for piece in pieces[1:]]  # spaces kept: the pieces join up to the value
     return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two)."""
+    if text.isascii() or max(text) < "\u0300":  # a column each (see _text_width)
+        return [text[start : start + width] for start in range(0, len(text), width)] or [""]
+    import bisect
+    import itertools
+
+    ends = list(itertools.accumulate(map(_character_width, text)))  # the columns taken up to each character
+    pieces, start = [], 0
+    while start < len(text):  # each piece ends where the next character would pass ``width``
+        stop = max(bisect.bisect_right(ends, (ends[start - 1] if start else 0) + width, lo=start), start + 1)
+        pieces.append(text[start:stop])
+        start = stop
+    return pieces
 
 
 def _text_width(text: str) -> int:
     """Columns ``text`` takes on a terminal: East Asian wide characters take two, combining marks none."""
+    if text.isascii() or max(text) < "\u0300":  # no wide character or combining mark comes before U+0300
+        return len(text)
+    return sum(map(_character_width, text))
+
+
+@functools.lru_cache(maxsize=4096)  # bounded: a server may send every character there is
+def _character_width(character: str) -> int:
     import unicodedata
 
-    if text.isascii():
-        return len(text)
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return 0 if unicodedata.combining(character) else 2 if unicodedata.east_asian_width(character) in "WF" else 1
+
+
+def _width_up_to(text: str, limit: int) -> int:
+    """``_text_width(text)`` when it is at most ``limit``; when wider, perhaps less than all of it (still above
+    ``limit``): a long text's first ``limit + 1`` characters tell, unless combining marks make them narrower."""
+    if len(text) > limit + 1:
+        first = _text_width(text[: limit + 1])
+        if first > limit:
+            return first
+    return _text_width(text)
 
 
 def _fit(text: str, width: int, right: bool) -> str:
     """``text`` padded to ``width`` columns, or cut to it with an ellipsis."""
-    if _text_width(text) > width:
+    if _width_up_to(text, width) > width:
         kept, room = 0, width - 1  # one pass: the characters that fit in front of the ellipsis
         for character in text:
             room -= _text_width(character)

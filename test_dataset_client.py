@@ -2190,6 +2190,211 @@ class HostileServerTests(ServerTestCase):
 # ---------------------------------------------------------------------------
 
 
+INVISIBLE = (
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u200c\u200d\u2060\ufeff\u2028\u2029"
+)
+RAW_INVISIBLE = re.compile(f"[{INVISIBLE}\ud800-\udfff]")  # what must not reach a terminal either
+
+
+class SecondReviewHostileTextTests(ServerTestCase):
+    """Server text never ends in a bare exception, nothing invisible reaches the terminal, and the user's
+    own extreme settings get a clear error (the contract's second review)."""
+
+    def cli(
+        self, *argv: str, terminal: bool = False, environment: dict[str, str] | None = None
+    ) -> tuple[int, str, str]:
+        """main() against the scripted server, with a strict UTF-8 stdout (as a real one; ``terminal``: it says
+        it is one) and a HOME of its own; its status, stdout and stderr."""
+
+        class Stream(io.TextIOWrapper):
+            def isatty(self) -> bool:
+                return terminal
+
+        out = Stream(io.BytesIO(), encoding="utf-8", newline="")
+        err = Stream(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        base = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api/v1", "DATASET_CLIENT_API_KEY": KEY, "COLUMNS": "80"}
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **base, **(environment or {})}, clear=True),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        out.flush()
+        err.flush()
+        printed = [stream.buffer.getvalue().decode() for stream in (out, err)]  # type: ignore[attr-defined]
+        self.assertNotIn("Traceback", printed[1])
+        return status, printed[0], printed[1]
+
+    def test_numbers_of_thousands_of_digits_are_the_clients_errors(self) -> None:
+        digits = "9" * 5000
+        destination = self.tmp() / "out.bin"
+        cases: list[tuple[Respond, Callable[[DatasetClient], object]]] = [
+            (reply(headers={"Content-Length": digits}), lambda client: client.list_datasets()),  # int() refuses
+            (reply(headers={"Content-Length": digits[:4000]}), lambda client: client.download("f", destination)),
+            (
+                reply(206, b"abc", {"Content-Range": f"bytes 0-{digits}/{digits}"}),
+                lambda client: client.download("f", destination, connections=2),
+            ),
+        ]
+        for respond, call in cases:
+            self.requests.clear()
+            self.script(respond)
+            error = outcome_of(lambda: call(self.client(max_retries=0)))  # noqa: B023
+            with self.subTest(error=str(error)[:100]):
+                self.assertIsInstance(error, dc.InvalidResponseError)
+                self.assertLess(len(str(error)), 300, "the digits are not repeated whole")
+                self.assertEqual(len(self.requests), 1)
+                self.assertEqual(list(destination.parent.iterdir()), [])
+        self.requests.clear()
+        self.script(reply(503, b"", {"Retry-After": "9" * 400}))  # a float of it is inf: no sleep takes it
+        error = outcome_of(lambda: self.client(max_retries=1).list_datasets())
+        self.assertIsInstance(error, ServiceError)
+        assert isinstance(error, ServiceError)
+        self.assertEqual((error.retry_after, len(self.requests)), (366 * 86400, 1), "not waited for")
+        self.script(reply(503, b"", {"Retry-After": "9" * 400}))
+        status, out, err = self.cli("datasets")
+        self.assertEqual((status, out), (1, ""))
+        self.assertRegex(err, r"^dataset-client: error: 503 .*; try again in 8784:00:00\n$")
+
+    def test_a_head_too_long_or_with_too_many_headers_is_a_network_error(self) -> None:
+        heads = {
+            "a 70 KiB line": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n{}",
+            "101 headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: a\r\n" % n for n in range(101)) + b"\r\n{}",
+        }
+        for case, head in heads.items():
+            with self.subTest(case):
+                answered = []
+                url = raw_server(self, lambda connection, h=head, a=answered: a.append(connection.sendall(h)))  # type: ignore[misc]
+                error = outcome_of(lambda u=url: self.client(u, max_retries=1).list_datasets())  # type: ignore[misc]
+                self.assertIsInstance(error, dc.NetworkError)
+                self.assertEqual(len(answered), 2, "retried, as any broken response")
+                status, out, err = self.cli("--retries", "0", "datasets", environment={"DATASET_CLIENT_BASE_URL": url})
+                self.assertEqual((status, out, err.count("\n")), (3, "", 1), err)
+                self.assertIn("when reading header line" if "line" in case else "more than 100 headers", err)
+
+    def test_json_nested_deep_is_a_result_printed_whole_or_the_clients_error(self) -> None:
+        deep = "[" * 800 + "]" * 800
+        self.server.default = reply(body=f'[{{"name": "n", "deep": {deep}}}]'.encode())
+        result = self.client().list_datasets()
+        self.assertEqual(json.dumps(result, separators=(",", ":")), f'[{{"name":"n","deep":{deep}}}]')
+        status, out, err = self.cli("--output", "json", "datasets")
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual(json.dumps(json.loads(out), separators=(",", ":")), f'[{{"name":"n","deep":{deep}}}]')
+        status, out, err = self.cli("--output", "table", "datasets")
+        self.assertEqual((status, err), (0, ""))
+        self.assertEqual(out.splitlines()[2][:14], "n     [[[[[[[[", out[:300])
+        self.assertEqual(out.splitlines()[-1], "(1 row)")
+        thousands = "[" * 5000 + "]" * 5000
+        self.server.default = reply(body=thousands.encode())
+        self.assertIsInstance(outcome_of(lambda: self.client().list_datasets()), dc.InvalidResponseError)
+        self.assertEqual(self.cli("datasets")[0], 1)
+        self.assertEqual({request.path for request in self.requests}, {"/api/v1/datasets"})
+
+    def test_sizes_of_thousands_of_digits_in_a_message_are_left_as_they_are(self) -> None:
+        message = f"the file is {'9' * 5000} bytes, more than 1048576 bytes"
+        self.script(reply(413, {"message": message}))
+        status, out, err = self.cli("datasets")
+        self.assertEqual((status, out), (1, ""))
+        self.assertIn(f"the file is {'9' * 5000} bytes, more than 1.0 MiB", err)
+        self.assertEqual([request.path for request in self.requests], ["/api/v1/datasets"])
+
+    def test_a_non_ascii_download_url_is_fetched_percent_encoded_as_utf8(self) -> None:
+        self.server.default = serve_file(DATA[:1000])
+        destination = self.tmp() / "out.bin"
+        self.client().download("files/r\u00e9sum\u00e9 \u6570.csv?name=\u00e9&q=%41"[:-1].replace(" ", ""), destination)
+        self.assertEqual(destination.read_bytes(), DATA[:1000])
+        self.assertEqual(self.requests[-1].path, "/api/v1/files/r%C3%A9sum%C3%A9%E6%95%B0.csv?name=%C3%A9&q=%4")
+        self.server.default = reply(body=[])
+        self.assertEqual(self.client(self.server.url + "/b\u00e4se").list_datasets(), [])  # the user's own, as well
+        self.assertEqual(self.requests[-1].path, "/b%C3%A4se/datasets")
+        export = {"id": "e1", "download_url": "/files/\ud800.csv", "sha256": "0" * 64}
+        self.script(reply(body=json.dumps(export).encode()))  # a lone surrogate: no UTF-8 for it
+        argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", "--format", "csv"]
+        status, out, err = self.cli(*argv, "--output", "json", "--download", str(destination))
+        self.assertEqual(status, 1, "the service's fault, not a usage error")
+        self.assertIn('"download_url": "/files/\\ud800.csv"', out)
+        self.assertRegex(err, r"^dataset-client: error: the export's download_url cannot be downloaded: .*\\ud800")
+        self.assertEqual(self.requests[-1].method, "POST", "nothing fetched")
+
+    def test_a_lone_surrogate_in_a_result_is_escaped(self) -> None:
+        self.server.default = reply(body=b'{"columns": ["a\\ud800"], "rows": [["x\\udfffy"]]}')
+        for output, terminal, shown in (
+            ("json", False, '"x\\udfffy"'),
+            ("jsonl", False, '{"a\\ud800": "x\\udfffy"}'),
+            ("table", True, "x\\udfffy"),
+            ("csv", False, "a\\ud800\r\nx\\udfffy\r\n"),  # data for a file, as near as UTF-8 can write it
+        ):
+            with self.subTest(output=output):
+                status, out, err = self.cli("--output", output, "query", "SELECT 1", terminal=terminal)
+                self.assertEqual((status, err), (0, ""))
+                self.assertIn(shown, out)
+        self.assertEqual(len(self.requests), 4)
+
+    def test_invisible_characters_from_the_server_are_escaped(self) -> None:
+        text = "denied\u202e :ko" + INVISIBLE
+        escaped = "denied\\u202e :ko" + "".join(f"\\u{ord(c):04x}" for c in INVISIBLE)
+        self.server.default = reply(body={"columns": ["name" + INVISIBLE, "n"], "rows": [[text, 1]]})
+        for output in ("table", "json", "jsonl", "csv"):
+            with self.subTest(output=output, terminal=True):
+                wide = {"COLUMNS": "1000"}  # the cell whole
+                status, out, err = self.cli("--output", output, "query", "SELECT 1", terminal=True, environment=wide)
+                self.assertEqual((status, err), (0, ""))
+                self.assertIsNone(RAW_INVISIBLE.search(out), repr(out))
+                self.assertIn(escaped, out)
+                if output == "json":
+                    self.assertEqual(json.loads(out)["rows"][0][0], text, "the same text, escaped as JSON does")
+                elif output == "jsonl":
+                    self.assertEqual(json.loads(out), {"name" + INVISIBLE: text, "n": 1})
+        status, out, _ = self.cli("--output", "csv", "query", "SELECT 1")  # csv to a pipe is data
+        self.assertEqual(out.split("\r\n")[1], f"{text},1")
+        self.script(reply(403, {"message": text}))
+        status, out, err = self.cli("datasets")
+        self.assertEqual(status, 1)
+        self.assertIsNone(RAW_INVISIBLE.search(err), repr(err))
+        self.assertIn("denied\\u202e :ko\\u202a", err)
+        self.assertTrue(err.endswith("\\u2060\\ufeff\n"), err[-40:])  # the separators: whitespace in one line
+
+    def test_a_file_name_with_an_invisible_character_is_refused(self) -> None:
+        directory = self.tmp()
+        with contextlib.chdir(directory):
+            status, out, err = self.cli("download", self.server.url + "/files/report%E2%80%AEvsc.exe")
+        self.assertEqual((status, out), (2, ""))
+        self.assertEqual(
+            err,
+            "dataset-client: error: the file name 'report\\u202evsc.exe' the URL gives holds a control character or"
+            " an invisible one: give DEST\n",
+        )
+        self.assertEqual((self.requests, list(directory.iterdir())), ([], []))
+
+    def test_the_users_extreme_settings_get_a_clear_error_or_the_longest_wait(self) -> None:
+        self.server.default = reply(body=[])
+        self.assertEqual(self.client(timeout=1e300).list_datasets(), [])  # as long as the platform waits
+        self.assertEqual(self.cli("--timeout", "1e300", "datasets")[:2], (0, "[]\n"))
+        self.assertEqual(len(self.requests), 2)
+        destination = self.tmp() / "out.bin"
+        error = outcome_of(lambda: self.client().download("f", destination, max_rate=0.5))
+        self.assertEqual(str(error), "max_rate must be at least 1 (bytes per second), got 0.5")
+        self.server.default = reply(body=b"")  # were it sent, an empty file would be done at any rate
+        status, out, err = self.cli("download", "--limit-rate", "0.0000001", self.server.url + "/f", str(destination))
+        self.assertEqual((status, out), (2, ""))
+        self.assertIn("argument --limit-rate: invalid rate '0.0000001'", err)
+        self.assertEqual((len(self.requests), list(destination.parent.iterdir())), (2, []))
+        config = self.tmp() / "config.toml"
+        for content, expected in (
+            ("[default]\ntimeout = 5\nbase_url = " + "[" * 3000 + "]" * 3000 + "\n", "cannot read the config file"),
+            ("[default]\ntimeout = inf\n", "timeout in [default] in {config} must be a number of seconds"),
+        ):
+            config.write_text(content)
+            config.chmod(0o600)
+            status, out, err = self.cli("datasets", environment={"DATASET_CLIENT_CONFIG": str(config)})
+            with self.subTest(expected):
+                self.assertEqual((status, out, err.count("\n")), (2, "", 1), err)
+                self.assertIn(expected.format(config=config), err)
+                self.assertIn(str(config), err)
+        self.assertEqual(len(self.requests), 2)
+
+
 class Proxy(socketserver.ThreadingTCPServer):
     """A tiny forward proxy: absolute-form HTTP requests and CONNECT tunnels. Records request lines."""
 
@@ -4714,14 +4919,20 @@ class CommandLineTests(StandInTestCase):
                 self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
                 words = drawn.split()
                 self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
-                if columns == 80:  # text columns narrowed, the dates whole
+                if columns == 80:  # nested values narrowed first, then text; the dates whole
                     self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
                     self.assertIn(" 2023-01-02 ", rows[2])
-                else:  # too narrow even so: one block per record, as psql's expanded mode
+                    description, nested, listed = re.split(r"  +", rows[2])[1:4]
+                    self.assertEqual((len(nested), len(listed)), (8, 8), rows[2])
+                    self.assertTrue(description.startswith("Daily open, high") and len(description) > 8, rows[2])
+                else:  # too narrow even so: one block per record, as psql's expanded wrapped mode
                     self.assertEqual(rows[0], "-[ RECORD 1 ]-")
                     self.assertEqual(rows[1], "name        | daily_bars")
                     self.assertIn(f"rows        | {numbers[1]}", rows)
                     self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
+                    start = rows.index("description | Daily open, high, low, clo")  # wrapped, not cut
+                    wrapped = ["            | se and volume per symbol, ", "            | on weekdays."]
+                    self.assertEqual(rows[start + 1 : start + 3], wrapped)
 
     def test_a_long_cell_is_measured_once_per_character(self) -> None:
         import unicodedata
@@ -5610,8 +5821,26 @@ class CommandLineTerminalTests(StandInTestCase):
                     "a rather long descrip…  1234567890123  x",  # the text gave way
                 ],
             ),
-            (24, ["-[ RECORD 1 ]-", "about | a rather long d…", "big   | 1234567890123", "t     | x"]),
-            (12, ["-[ RECORD 1 ]-", "abo… | a ra…", "big  | 1234567890123", "t    | x"]),
+            (  # records: the names whole up to half the width, a long text wrapped, never cut
+                24,
+                [
+                    "-[ RECORD 1 ]-",
+                    "about | a rather long de",
+                    "      | scription of it",
+                    "big   | 1234567890123",
+                    "t     | x",
+                ],
+            ),
+            (
+                12,
+                [
+                    "-[ RECORD 1 ]-",
+                    "about | a ra",
+                    *[f"      | {p}" for p in ("ther", " lon", "g de", "scri", "ptio", "n of", " it")],
+                    "big   | 1234567890123",
+                    "t     | x",
+                ],
+            ),
         ):
             with self.subTest(columns=columns), mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
                 status, out, err = self.run_main("--output", "table", "query", sql)
@@ -5636,6 +5865,70 @@ COMPLETION_CASES = [  # (the words typed, the last one being completed), what is
 
 
 COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
+class TableLayoutTests(unittest.TestCase):
+    """_table_lines: what gives way when a table must fit the terminal, and what it costs."""
+
+    def test_nested_values_give_way_before_text(self) -> None:
+        description = "Daily open, high, low, close and volume per symbol, on weekdays."
+        nested = [{"name": "date", "type": "DATE"}, {"name": "symbol", "type": "TEXT"}]
+        rows = [["daily_bars", description, nested, ["AAPL", "AMZN", "GOOG"], 6264]]
+        lines = dc._table_lines(["name", "description", "columns", "symbols", "rows"], rows, 80)
+        self.assertTrue(all(len(line) <= 80 for line in lines), lines)
+        self.assertEqual(lines[-1], "(1 row)")
+        cells = re.split(r"  +", lines[2])
+        self.assertEqual(cells[0], "daily_bars")
+        self.assertEqual(cells[-1], "6264", "the number whole")
+        shown, columns, symbols = cells[1:4]
+        self.assertEqual(len(columns), dc._NARROWEST_TEXT, "nested values narrowed to the least a column keeps")
+        self.assertEqual((len(symbols), symbols[-1]), (dc._NARROWEST_TEXT, "…"))
+        self.assertTrue(shown.endswith("…") and description.startswith(shown[:-1]), shown)
+        self.assertEqual(len(shown), 80 - 2 * 4 - len("daily_bars") - 2 * 8 - 4, "the text took the rest")
+        nested_only = dc._table_lines(["name", "columns"], [["daily_bars", nested]], 40)  # no text to give way
+        self.assertEqual(nested_only[2], 'daily_bars  [{"name":"date","type":"DAT…')
+
+    def test_records_keep_names_whole_and_wrap_long_values(self) -> None:
+        text = "A long description that cannot fit on one line of a narrow terminal at all." * 2
+        wide = "数" * 30  # two columns each
+        rows = [[123456789012345, text, wide, 7, 123456789012345]]
+        lines = dc._table_lines(["opening_balance", "description", "wide", "n", "closing_balance"], rows, 40)
+        self.assertEqual(lines[0], "-[ RECORD 1 ]-")
+        self.assertEqual(lines[1], "opening_balance | 123456789012345", "a name that fits is never cut")
+        self.assertTrue(all(dc._text_width(line) <= 40 for line in lines), lines)
+        start = lines.index("description     | " + text[:22])
+        continued = list(itertools.takewhile(lambda line: line.startswith(" " * 15 + " | "), lines[start + 1 :]))
+        self.assertEqual("".join(line[18:] for line in [lines[start], *continued]), text, "wrapped, never cut")
+        self.assertEqual(len(continued), len(text) // 22)
+        start += 1 + len(continued)
+        self.assertEqual(lines[start], "wide            | " + "数" * 11)
+        self.assertEqual(lines[start + 2], " " * 15 + " | " + "数" * 8)
+        self.assertEqual(lines[start + 3 :], ["n               | 7", "closing_balance | 123456789012345", "(1 row)"])
+        long_name = dc._table_lines(["a_column_name_longer_than_half_the_width", "n"], [["x", 10**31]], 40)
+        self.assertEqual(long_name[1], "a_column_name_longe… | x", "names take at most half the width")
+
+    def test_fitting_is_linear_in_the_size_of_the_result(self) -> None:
+        columns = [f"c{index}" for index in range(20)]
+        rows = [["x" * 100_000 for _ in columns], [str(index) * 9 for index in range(20)]]
+        budget = [20_000]  # calls made in the module: cutting the widest column one at a time made millions
+
+        def count(frame: Any, event: str, arg: object) -> None:
+            if frame.f_globals is vars(dc):
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise AssertionError("fitting the table made more calls than its 40 cells need")
+
+        previous = sys.getprofile()  # a profile function, not a trace one: coverage.py traces the suite
+        sys.setprofile(count)
+        try:
+            lines = dc._table_lines(columns, rows, 400)
+        finally:
+            sys.setprofile(previous)
+        self.assertEqual(len(lines), 5, [line[:80] for line in lines])
+        self.assertTrue(all(len(line) <= 400 for line in lines), [len(line) for line in lines])
+        self.assertEqual(len(lines[2]), 400)
+        self.assertEqual({(len(cell), cell[-1]) for cell in lines[2].split()}, {(18, "…"), (19, "…")})  # level
+        self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
 
 
 class CompletionTests(unittest.TestCase):
