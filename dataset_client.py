@@ -1780,6 +1780,8 @@ class _Transfer:
                     self.digest.add_until(self._contiguous())  # the bytes held back from it
             if isinstance(self.target, _ReorderBuffer):
                 self.target.release()
+                with self.lock:
+                    self._saved_and_reported()  # what was held back is written now
             return
         if isinstance(self.target, _ReorderBuffer):
             self.target.discard(part, check.start)  # while still held: never written
