@@ -3396,9 +3396,6 @@ def _download_command(
         if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
             resume = True  # what a -c run left is continued, then removed: not left lying about for ever
             stderr.info(f"continuing the partial file an interrupted -c download left for {target}")
-    if args.connections > 1 and not _can_take_parts(target):
-        where = "stdout" if target == "-" else target
-        stderr.warning(f"--connections {args.connections}: {where} cannot take parts; downloading as one stream")
     args.hint = (
         "" if resume or target == "-" else "; with -c, the partial file is kept and the same command continues it"
     )
@@ -3441,16 +3438,6 @@ def _already_there(target: str, sha256: str | None, named_by_url: bool) -> bool:
     return False
 
 
-def _can_take_parts(target: str) -> bool:
-    """False for stdout, a FIFO or a device: written in order, as one stream."""
-    if target == "-":
-        return False
-    try:
-        return stat.S_ISREG(os.stat(target).st_mode)
-    except OSError:
-        return True  # a new file
-
-
 def _cli_download(
     client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None, resume: bool
 ) -> None:
@@ -3472,7 +3459,8 @@ def _cli_download(
         sys.stdout.buffer.flush()
     elapsed = max(time.monotonic() - progress.started, 1e-6)
     rate = _size((progress.done - (progress.first or 0)) / elapsed)
-    checked = ", sha256 verified" if sha256 else ""
+    servers = [check for check in progress.verified if check != "sha256"]
+    checked = ", sha256 verified" if sha256 else f", verified by the server's {servers[0]}" if servers else ""
     where = "stdout" if to_stdout else target
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
 
@@ -3716,6 +3704,7 @@ class _ProgressLine:
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
         self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
+        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): the download says
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:
