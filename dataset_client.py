@@ -1684,6 +1684,9 @@ class _Transfer:
             whole.end, whole.taken = self.total, True
             for part in self.parts:
                 part.dropped = part is not whole
+                if part.dropped and part.check is not None:  # its thread stops: so does its part's hash
+                    part.check.digest.close()
+                    part.check = None
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
