@@ -3188,6 +3188,12 @@ def serve_parts(data: bytes, *, headers: dict[str, str] | None = None, corrupt: 
     return respond
 
 
+SMALL = DATA[:200_000]  # one stream: a small file is enough
+
+
+SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
+
+
 class Verified:
     """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed."""
 
@@ -3214,7 +3220,7 @@ class ServerDigestTests(ServerTestCase):
         for header, algorithm, value in cases:
             with self.subTest(header=header, algorithm=algorithm):
                 self.server.requests.clear()
-                self.server.default = serve_parts(DATA, headers={header: value})
+                self.server.default = serve_parts(SMALL, headers={header: value})
                 directory = self.tmp()
                 with self.assertRaises(dc.ChecksumMismatchError) as caught:
                     self.client().download("files/x", directory / "out.bin", resume=True)
@@ -3222,34 +3228,34 @@ class ServerDigestTests(ServerTestCase):
                 self.assertEqual(
                     str(caught.exception),
                     f"{header} ({algorithm}) mismatch for {self.server.url}/api/v1/files/x: "
-                    f"expected {hashlib.new(name, other).hexdigest()}, got {hashlib.new(name, DATA).hexdigest()}",
+                    f"expected {hashlib.new(name, other).hexdigest()}, got {hashlib.new(name, SMALL).hexdigest()}",
                 )
                 self.assertEqual(list(directory.iterdir()), [], "the partial file is not the file: discarded")
                 self.assertEqual(self.ranges(), [None], "one GET of the whole file")
 
     def test_right_digests_of_each_kind_verify_the_file(self) -> None:
         headers = {
-            "Repr-Digest": digest_field(DATA) + ", " + digest_field(DATA, "sha-512"),
-            "Digest": digest_field(DATA, legacy=True),
+            "Repr-Digest": digest_field(SMALL) + ", " + digest_field(SMALL, "sha-512"),
+            "Digest": digest_field(SMALL, legacy=True),
         }
-        self.server.default = serve_parts(DATA, headers=headers)
+        self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = self.tmp() / "out.bin", Verified()
-        self.client().download("files/x", out, progress=progress, sha256=DATA_SHA)
-        self.assertEqual(out.read_bytes(), DATA)
+        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA)
+        self.assertEqual(out.read_bytes(), SMALL)
         expected = ["sha256", "Repr-Digest (sha-256)", "Repr-Digest (sha-512)", "Digest (sha-256)"]
         self.assertEqual(progress.verified, expected)
         self.assertEqual(self.ranges(), [None])
 
     def test_every_digest_is_checked_the_callers_too(self) -> None:
-        self.server.default = serve_parts(DATA, headers={"Repr-Digest": digest_field(DATA)})
+        self.server.default = serve_parts(SMALL, headers={"Repr-Digest": digest_field(SMALL)})
         with self.assertRaises(dc.ChecksumMismatchError) as caught:
             self.client().download("files/x", io.BytesIO(), sha256="0" * 64)
         self.assertTrue(str(caught.exception).startswith("sha256 mismatch for "), caught.exception)
         self.server.default = serve_parts(
-            DATA, headers={"Repr-Digest": digest_field(DATA), "Digest": digest_field(b"other", legacy=True)}
+            SMALL, headers={"Repr-Digest": digest_field(SMALL), "Digest": digest_field(b"other", legacy=True)}
         )
         with self.assertRaises(dc.ChecksumMismatchError) as caught:
-            self.client().download("files/x", io.BytesIO(), sha256=DATA_SHA)
+            self.client().download("files/x", io.BytesIO(), sha256=SMALL_SHA)
         self.assertIn("Digest (sha-256) mismatch for ", str(caught.exception))
 
     def test_unknown_algorithms_and_malformed_values_are_ignored_never_trusted(self) -> None:
@@ -3258,11 +3264,11 @@ class ServerDigestTests(ServerTestCase):
             "Content-Digest": "sha-512=:" + base64.b64encode(b"short").decode() + ":",
             "Digest": "UNIXsum=1234, SHA-256=" + base64.b64encode(bytes(31)).decode() + ", sha-256",
         }
-        self.server.default = serve_parts(DATA, headers=headers)
+        self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = io.BytesIO(), Verified()
         with self.assertLogs("dataset_client", level="DEBUG") as logs:
             self.client().download("files/x", out, progress=progress)
-        self.assertEqual(out.getvalue(), DATA)
+        self.assertEqual(out.getvalue(), SMALL)
         self.assertEqual(progress.verified, [], "nothing was verified: nothing is said to be")
         ignored = [line for line in logs.output if "ignored" in line]
         self.assertEqual(len(ignored), 7, logs.output)
@@ -3296,13 +3302,13 @@ class ServerDigestTests(ServerTestCase):
 
     def test_a_repr_digest_changed_on_a_resume_across_runs_starts_over(self) -> None:
         directory = self.tmp()
-        head = {"ETag": '"v1"', "Accept-Ranges": "bytes", "Repr-Digest": digest_field(DATA)}
-        self.script(cut(DATA, 1_500_000, head))
+        head = {"ETag": '"v1"', "Accept-Ranges": "bytes", "Repr-Digest": digest_field(SMALL)}
+        self.script(cut(SMALL, 100_000, head))
         with self.assertRaises(dc.IncompleteResponseError):
             self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
         state = json.loads((directory / ".out.bin.part.json").read_text())
-        self.assertEqual(state["digests"], [["Repr-Digest", "sha-256", DATA_SHA]])
-        changed = bytes(reversed(DATA))  # same size, same ETag: only its Repr-Digest says it is another
+        self.assertEqual(state["digests"], [["Repr-Digest", "sha-256", SMALL_SHA]])
+        changed = bytes(reversed(SMALL))  # same size, same ETag: only its Repr-Digest says it is another
         self.server.requests.clear()
         self.server.default = serve_parts(changed, headers={"Repr-Digest": digest_field(changed)})
         self.client().download("files/x", directory / "out.bin", resume=True)
@@ -3375,7 +3381,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.assertEqual(progress.verified, ["sha256", "Repr-Digest (sha-256)"])
 
     def test_a_reader_that_stops_reading_stops_the_fetching_and_memory_stays_bounded(self) -> None:
-        self.server.default = serve_file(BIG, digests=True)
+        self.server.default = serve_file(DATA, digests=True)
         buffers: list[Any] = []
         real_init = dc._ReorderBuffer.__init__
 
@@ -3383,7 +3389,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
             real_init(buffer, *args)
             buffers.append(buffer)
 
-        starts = self.pieces(len(BIG), 2)
+        starts = self.pieces(len(DATA), 2)
         read_end, write_end = os.pipe()
         go, received = threading.Event(), bytearray()
 
@@ -3400,7 +3406,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
         with mock.patch.object(dc._ReorderBuffer, "__init__", init), open(write_end, "wb", buffering=0) as pipe:
             download = threading.Thread(
                 target=lambda: outcome.append(
-                    outcome_of(lambda: self.client().download("files/big", pipe, connections=2))
+                    outcome_of(lambda: self.client().download("files/x", pipe, connections=2))
                 )
             )
             download.start()
@@ -3414,7 +3420,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
             download.join(10)
         reader.join(10)
         self.assertEqual(outcome, [None])
-        self.assertEqual(bytes(received), BIG)
+        self.assertEqual(bytes(received), DATA)
         (buffer,) = buffers
         self.assertEqual(buffer.limit, 2 * 1024 * 1024, "2 connections: two chunks")
         self.assertLessEqual(buffer.peak, buffer.limit)
