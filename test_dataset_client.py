@@ -3307,7 +3307,7 @@ class ServerDigestTests(ServerTestCase):
         with self.assertRaises(dc.IncompleteResponseError):
             self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
         state = json.loads((directory / ".out.bin.part.json").read_text())
-        self.assertEqual(state["digests"], [["Repr-Digest", "sha-256", SMALL_SHA]])
+        self.assertEqual(state.get("digests"), [["Repr-Digest", "sha-256", SMALL_SHA]], "kept in the state")
         changed = bytes(reversed(SMALL))  # same size, same ETag: only its Repr-Digest says it is another
         self.server.requests.clear()
         self.server.default = serve_parts(changed, headers={"Repr-Digest": digest_field(changed)})

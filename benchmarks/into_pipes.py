@@ -12,8 +12,9 @@ this script reads and hashes, then the same to a file. It prints the median wall
 each (runs interleaved) and the speed as a multiple of one stream's into the pipe; every run's
 bytes are checked. The target: 8 connections into a pipe at least 5x one stream.
 
-``serve`` serves one file of random bytes twice: ``/digest.bin`` with Repr-Digest (and
-Content-Digest on each 206), ``/plain.bin`` with none, and prints both URLs and the sha256,
+``serve`` serves one file of random bytes three times: ``/digest.bin`` with Repr-Digest (and
+Content-Digest on each 206), ``/repr.bin`` with Repr-Digest alone, ``/plain.bin`` with none,
+and prints the URLs and the sha256,
 so that two commands can be timed against each other: the download checked by the server's
 Repr-Digest (no ``--sha256``) against the one checked by ``--sha256``.
 """
@@ -48,7 +49,8 @@ MiB = 1024 * 1024
 
 @contextlib.contextmanager
 def serving(data: bytes) -> Iterator[str]:
-    """``data`` at ``/digest.bin`` (with the stand-in's digests) and ``/plain.bin`` (none); yields the base URL."""
+    """``data`` at ``/digest.bin`` (with the stand-in's digests), ``/repr.bin`` (Repr-Digest alone) and
+    ``/plain.bin`` (none); yields the base URL."""
     sha256 = hashlib.sha256(data).hexdigest()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -61,7 +63,7 @@ def serving(data: bytes) -> Iterator[str]:
                 io.BytesIO(data),
                 len(data),
                 '"v1"',
-                sha256=sha256 if digests else None,
+                sha256=sha256 if digests or self.path.endswith("/repr.bin") else None,
                 content_digest=digests,
             )
 
@@ -150,6 +152,7 @@ def serve(args: argparse.Namespace) -> int:
     data = os.urandom(args.size * MiB)
     with serving(data) as base:
         print(f"{base}/digest.bin  (Repr-Digest and Content-Digest)")
+        print(f"{base}/repr.bin    (Repr-Digest alone)")
         print(f"{base}/plain.bin   (no digest)")
         print(f"sha256 {hashlib.sha256(data).hexdigest()}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
