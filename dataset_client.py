@@ -1344,6 +1344,7 @@ class _Part:
         self.taken = False  # a thread is fetching it
         self.dropped = False  # merged into the first part: its thread stops
         self.check: _PartCheck | None = None  # the Content-Digest of the response being read
+        self.deferred: tuple[int, str, str] | None = None  # or (from, algorithm, hex), checked if the file's fails
         self.mismatches = 0  # responses whose bytes did not match their Content-Digest
 
     @property
@@ -1605,7 +1606,8 @@ class _Transfer:
         self.target.reset()
         if first.check is not None:
             first.check.digest.close()
-        first.check = None
+        first.check = first.deferred = None
+        first.mismatches = 0
         self.server_digests, self.digests_known = [], False
         if self.digest is not None:
             self.digest.close()
@@ -1759,10 +1761,16 @@ class _Transfer:
         if part.check is not None:  # a response cut short: its bytes stay, unchecked (the file's digest covers them)
             part.check.digest.close()
             part.check = None
+        part.deferred = None
         stated = _parse_digests_of(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
         _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
+        if isinstance(self.target, _FileTarget) and (self.expected_digest is not None or self.server_digests):
+            # The whole file is checked anyway: its parts are hashed again only if that fails (then read
+            # back from the file), so that the server's digests cost no more than a sha256.
+            part.deferred = (part.offset, algorithm, expected)
+            return
         held = isinstance(self.target, _FileTarget) or (
             isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self.chunk_size <= self.target.limit
         )
@@ -1872,11 +1880,52 @@ class _Transfer:
         for header, algorithm, expected in [*stated, *self.server_digests]:
             actual = self.digest.hexdigest(_DIGEST_ALGORITHMS[algorithm])
             if actual != expected:
+                if self._refetch_mismatched_parts():
+                    return self._fetch_all()  # bounded: a part that mismatches a second time raises
                 self._mismatch(header, algorithm, expected, actual)
             passed.append(header if header == "sha256" else f"{header} ({algorithm})")
         verified = getattr(self.progress, "verified", None)  # the CLI's progress line: for its summary
         if isinstance(verified, list):
             verified.extend(passed)
+
+    def _refetch_mismatched_parts(self) -> bool:
+        """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.
+
+        Those that mismatch are fetched once more (True: the hash starts again); a part that
+        mismatches a second time is the ChecksumMismatchError. False when every part matched.
+        """
+        if not isinstance(self.target, _FileTarget):
+            return False
+        bad = []
+        for part in self.parts:
+            if part.deferred is None or part.end is None:
+                continue
+            start, algorithm, expected = part.deferred
+            actual = _hash_of(self.target.read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
+            if actual != expected and part.mismatches:
+                self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
+            if actual != expected:
+                bad.append(part)
+        for part in bad:
+            start, algorithm, _ = part.deferred or (part.start, "", "")
+            message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
+            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self.url)
+            part.done, part.taken, part.deferred = start - part.start, False, None
+            part.mismatches += 1
+        if bad and self.digest is not None:
+            self.digest.close()
+            self.digest = None
+            self._start_digest()
+        return bool(bad)
+
+
+def _hash_of(read_at: Callable[[int, int], bytes], start: int, end: int, algorithm: str) -> str:
+    """The hex digest of bytes ``[start, end)`` of a file, read back."""
+    hash = hashlib.new(algorithm)
+    while start < end and (data := read_at(start, min(_CHUNK_SIZE, end - start))):
+        hash.update(data)
+        start += len(data)
+    return hash.hexdigest()
 
 
 def _skip(response: _PooledResponse, count: int) -> None:

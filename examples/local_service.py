@@ -409,10 +409,7 @@ def send_file(
     extra |= {"ETag": etag} if etag else {}
     extra |= {"Accept-Ranges": "bytes"} if ranges else {}
     extra |= {"Content-Type": content_type} if content_type else {}
-    extra |= {"Repr-Digest": _digest_field(bytes.fromhex(sha256))} if sha256 else {}
-    if span and content_digest:
-        file.seek(start)
-        extra["Content-Digest"] = _digest_field(hashlib.file_digest(_Slice(file, end - start), "sha256").digest())
+    extra |= _digest_headers(file, (start, end) if span else None, sha256, content_digest)
     for name, value in {"Content-Length": str(end - start), **extra, **(headers or {})}.items():
         handler.send_header(name, value)
     handler.end_headers()
@@ -427,6 +424,17 @@ def send_file(
         start += len(chunk)
     if stop < end:
         handler.close_connection = True
+
+
+def _digest_headers(file: BinaryIO, span: tuple[int, int] | None, sha256: str | None, content: bool) -> dict[str, str]:
+    """Repr-Digest (the file's ``sha256``), and a 206's Content-Digest (of ``span``, read from ``file``)."""
+    headers = {"Repr-Digest": _digest_field(bytes.fromhex(sha256))} if sha256 else {}
+    if span is not None and content:
+        file.seek(span[0])
+        headers["Content-Digest"] = _digest_field(
+            hashlib.file_digest(_Slice(file, span[1] - span[0]), "sha256").digest()
+        )
+    return headers
 
 
 def _digest_field(digest: bytes) -> str:
