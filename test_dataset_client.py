@@ -5630,6 +5630,22 @@ class StandInServiceTests(StandInTestCase):
                 kinds = {"DATE": 1, "TEXT": 6, "REAL": 5, "INTEGER": 2}
                 self.assertEqual([element[1] for element in schema], [kinds[types[name]] for name in header])
 
+    def test_files_carry_repr_digest_and_each_206_its_content_digest(self) -> None:
+        client = self.stand_in_client()
+        export = client.create_export("trades", symbols=["V"], start_date="2024-01-02", end_date="2024-01-03")
+        path = urllib_parse.urlsplit(export["download_url"]).path
+        response, body = self.raw("GET", path)
+        self.assertEqual(hashlib.sha256(body).hexdigest(), export["sha256"])
+        self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
+        self.assertIsNone(response.headers["Content-Digest"], "a 200's Content-Digest would say the same")
+        response, part = self.raw("GET", path, {"Range": "bytes=10-99"})
+        self.assertEqual((response.status, part), (206, body[10:100]))
+        self.assertEqual(response.headers["Content-Digest"], digest_field(body[10:100]))
+        self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
+        progress = Verified()
+        client.download(export["download_url"], io.BytesIO(), progress=progress)
+        self.assertEqual(progress.verified, ["Repr-Digest (sha-256)"])
+
     def test_values_json_cannot_hold_are_text(self) -> None:
         result = self.stand_in_client().query("SELECT x'00ff' AS blob, 1e999 AS big, -1e999 AS small, 1 AS one")
         self.assertEqual(result["rows"], [["00ff", "inf", "-inf", 1]])

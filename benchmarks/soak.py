@@ -1064,7 +1064,10 @@ def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -
     counts = " | ".join(str(tally.findings[kind]) for kind in ("WRONG", "STUCK", "LEFT", "HEALTHY", "UNCLEAN", "HUNG"))
     print(f"| {tried} | {survived} | {counts} |\n")
     print("(WRONG ... HUNG: trials with at least one such finding.)")
-    print(f"network corruption (flipped bits, short 200s with sha256): caught by sha256 {tally.caught}, ", end="")
+    print(
+        f"network corruption (flipped bits, short 200s with sha256 or digests): caught by sha256 or a digest {tally.caught}, ",
+        end="",
+    )
     print(f"committed unnoticed without sha256 {tally.missed} (not the client's fault: nothing can tell)")
     print(
         f"the origin stated its digests in {tally.with_digests} trials: {tally.flips_with_digests} bits flipped there "
