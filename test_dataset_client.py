@@ -3443,6 +3443,19 @@ class ParallelIntoStreamsTests(ServerTestCase):
                     self.assertIsInstance(outcome, dc.ChecksumMismatchError)
                     self.assertEqual(bytes(out.data), DATA[: starts[1]], "the bad bytes were never written")
 
+    def test_a_part_that_cannot_be_held_and_mismatches_is_the_error(self) -> None:
+        # One stream into a file object: a resumed 206's bytes go on as they come, so its Content-Digest
+        # can only be checked after them: a mismatch is the error, never a second copy appended.
+        self.script(cut(SMALL, 100_000, {"ETag": '"v1"', "Accept-Ranges": "bytes"}))
+        self.server.default = serve_parts(SMALL, corrupt=[100_000])
+        out = Recorder()
+        with self.assertRaises(dc.ChecksumMismatchError) as caught:
+            self.client().download("files/x", out)
+        where = f"{self.server.url}/api/v1/files/x (bytes 100000-{len(SMALL) - 1})"
+        self.assertIn(f"Content-Digest (sha-256) mismatch for {where}: ", str(caught.exception))
+        self.assertEqual([r.headers.get("Range") for r in self.requests], [None, "bytes=100000-"])
+        self.assertEqual(len(out.data), len(SMALL))
+
     def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
         self.server.default = ignoring_ranges
         out, progress = Recorder(), Verified()
