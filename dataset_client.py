@@ -20,7 +20,7 @@ and also from the built-in exception a caller would already catch::
     ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
     │   └── IncompleteResponseError          the body was shorter than Content-Length
     ├── InvalidResponseError (ValueError)    a body, redirect, range or framing the client refuses
-    ├── ChecksumMismatchError (ValueError)   downloaded bytes do not match the given sha256
+    ├── ChecksumMismatchError (ValueError)   downloaded bytes do not match the given sha256 or the server's digest
     └── ClientClosedError (RuntimeError)     the client was used after (or closed during) a call
 
 Bad arguments raise plain ``TypeError``/``ValueError`` before anything is sent. A
@@ -72,7 +72,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
     import threading
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-    from typing import Any, BinaryIO, TypeVar
+    from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
     _PoolKey = tuple[str, str, str | None]
@@ -112,6 +112,9 @@ _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read
 _SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
+_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream, at most
+# The digests a server may send (RFC 9530 and RFC 3230 names, lowercased) and hashlib's name for each.
+_DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
 _REDACTED = "<redacted>"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
@@ -1493,6 +1496,24 @@ class _PartStopped(Exception):
     """This part stops: another part failed, or ranges turned out ignored and the first response carries it."""
 
 
+class _PartMismatch(Exception):
+    """A part's bytes did not match its 206's Content-Digest: they were dropped, and it is fetched once more."""
+
+
+class _PartCheck:
+    """A 206's Content-Digest (RFC 9530 2): the bytes of that response, from ``start``, hashed by a thread
+    of their own. While it is pending those bytes do not count as received (nor, into a stream, as
+    written); ``held`` is false where they cannot be held back (a single stream into a file object).
+    """
+
+    def __init__(self, start: int, algorithm: str, expected: str, *, held: bool) -> None:
+        self.start, self.algorithm, self.expected, self.held = start, algorithm, expected, held
+        self.digest = _Digest(None, (_DIGEST_ALGORITHMS[algorithm],), start)
+
+    def actual(self) -> str:
+        return self.digest.hexdigest(_DIGEST_ALGORITHMS[self.algorithm])
+
+
 class _Part:
     """Bytes ``[start, end)`` of a download (``end`` None: up to an unknown length), ``done`` of them written.
 
@@ -1506,6 +1527,9 @@ class _Part:
         self.done = done
         self.taken = False  # a thread is fetching it
         self.dropped = False  # merged into the first part: its thread stops
+        self.check: _PartCheck | None = None  # the Content-Digest of the response being read
+        self.deferred: tuple[int, str, str] | None = None  # or (from, algorithm, hex), checked if the file's fails
+        self.mismatches = 0  # responses whose bytes did not match their Content-Digest
 
     @property
     def offset(self) -> int:
@@ -1557,10 +1581,15 @@ class _Transfer:
         self.url = url
         self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
         self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
-        self.target = target
+        self.target: _FileTarget | _StreamTarget | _ReorderBuffer = target
+        if isinstance(target, _StreamTarget) and connections > 1:  # parts fetched at once, written in order
+            limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+            self.target = _ReorderBuffer(target, limit, self._hash_written)
         self.progress = progress
         self.expected_digest = sha256
-        self.connections = connections if target.parallel else 1
+        self.server_digests: list[tuple[str, str, str]] = []  # (header, algorithm, hex) of the whole file
+        self.digests_known = False  # the first response of this version was seen (or the state said them)
+        self.connections = connections if self.target.parallel else 1
         self.lock = _thread.allocate_lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
         self.parts = [_Part(self, 0, None)]
@@ -1572,6 +1601,7 @@ class _Transfer:
         self.digest: _Digest | None = None
         if isinstance(target, _FileTarget) and (kept := target.take_up(url)) is not None:
             self._resume(*kept)
+            self._resume_digests(target.state.saved if target.state is not None else None)
 
     @property
     def total(self) -> int | None:
@@ -1593,6 +1623,9 @@ class _Transfer:
         finally:
             if self.digest is not None:
                 self.digest.close()
+            for part in self.parts:
+                if part.check is not None:
+                    part.check.digest.close()
 
     def _restart_after(self, changed: _FileChanged) -> None:
         self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
@@ -1612,6 +1645,8 @@ class _Transfer:
             raise
         if self.error is not None:
             raise self.error
+        if isinstance(self.target, _ReorderBuffer):
+            self.target.finish(self.total)
         self._check_digest()
 
     def _start_workers(self) -> None:
@@ -1663,8 +1698,11 @@ class _Transfer:
                 if response.status == 206 and response.read(1):
                     raise _invalid(response, "the 206 body runs past its Content-Range")
             self._check_complete(part, response)
+            self._verify_part(part)
 
-        self.client._retrying("GET", self.url, attempt, progress=lambda: part.done)
+        while True:  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
+            with contextlib.suppress(_PartMismatch):
+                return self.client._retrying("GET", self.url, attempt, progress=lambda: part.done)
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
         try:
@@ -1688,6 +1726,11 @@ class _Transfer:
     def done(self) -> int:
         return sum(part.done for part in self.parts)
 
+    @property
+    def written(self) -> int:
+        """Bytes at the destination: into a stream in parts, those already written in order."""
+        return self.target.position if isinstance(self.target, _ReorderBuffer) else self.done
+
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
         parts = [_Part(self, start, end, done) for start, end, done in spans]
@@ -1697,17 +1740,42 @@ class _Transfer:
         size = _size(spans[-1][1])
         _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), size, self.url)
 
+    def _resume_digests(self, saved: Any) -> None:
+        """Take up the digests of the whole file the first response of an earlier run stated."""
+        digests = saved.get("digests") if isinstance(saved, dict) else None
+        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+            self.server_digests = [(header, algorithm, value) for header, algorithm, value in digests]
+            self.digests_known = True
+
     def _start_digest(self) -> None:
-        if self.expected_digest is not None:
-            self.digest = _Digest(self.target.read_at if isinstance(self.target, _FileTarget) else None)
-            self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
+        """Start hashing (again) when a digest to check needs an algorithm the running hash lacks."""
+        algorithms = {_DIGEST_ALGORITHMS[algorithm] for _, algorithm, _ in self.server_digests}
+        algorithms |= {"sha256"} if self.expected_digest is not None else set()
+        if not algorithms or (self.digest is not None and algorithms <= self.digest.algorithms):
+            return
+        if self.digest is not None:
+            self.digest.close()
+        self.digest = _Digest(self.target.read_at if isinstance(self.target, _FileTarget) else None, algorithms)
+        self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
+
+    def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
+        """Note the digests of the whole file the first response of this version states."""
+        self.server_digests = _server_digests(response.headers, whole=whole and response.encoding == "identity")
+        self.digests_known = True
+        self._start_digest()
+
+    def _other_version(self, response: _PooledResponse) -> bool:
+        """True when ``response``'s Repr-Digest differs from the first response's: another version."""
+        first = {algorithm: value for header, algorithm, value in self.server_digests if header == "Repr-Digest"}
+        stated = _parse_digests_of(response.headers, "Repr-Digest")
+        return any(first.get(algorithm, value) != value for _, algorithm, value in stated)
 
     def _contiguous(self) -> int:
-        """How far from the first byte the file is complete."""
+        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
         end = 0
         for part in self.parts:
-            end = part.offset
-            if part.remaining != 0:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
                 break
         return end
 
@@ -1720,8 +1788,14 @@ class _Transfer:
         self.parts = [first]
         self.validator = self.error = None
         self.target.reset()
+        if first.check is not None:
+            first.check.digest.close()
+        first.check = first.deferred = None
+        first.mismatches = 0
+        self.server_digests, self.digests_known = [], False
         if self.digest is not None:
             self.digest.close()
+        self.digest = None
         self._start_digest()
 
     def _next_part(self) -> _Part | None:
@@ -1746,10 +1820,14 @@ class _Transfer:
         self.check_running(part)  # merged into another while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
+            if not self.digests_known:  # resumed from a state that did not say them
+                self._take_digests(response, whole=False)
+            self._start_part_check(response, part)
         elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # a part of a split file
             part = self._refused_range(response)
         else:  # the whole file: asked for, or what one stream got in answer to its resume
             self._accept_whole_file(response, part)
+            self._take_digests(response, whole=True)
             self._split(response)
         with self.lock:
             self._saved_and_reported()
@@ -1761,7 +1839,7 @@ class _Transfer:
         total = None if content_range is None else content_range[2]
         other_total = total is not None and self.total is not None and total != self.total
         other_validator = _validator(response.headers) not in (None, self.validator)
-        if ranged and (other_total or other_validator):
+        if ranged and (other_total or other_validator or self._other_version(response)):
             raise _FileChanged  # another version: its bytes are never spliced on
         if content_range is None:
             raise _invalid(response, f"a malformed Content-Range {_shortened(response.headers['Content-Range'])!r}")
@@ -1784,7 +1862,7 @@ class _Transfer:
         becomes one part again, carried by the first response while it is still read, else
         by this one (past what is already complete). Never a restart.
         """
-        if response.status != 200 or _validator(response.headers) != self.validator:
+        if response.status != 200 or _validator(response.headers) != self.validator or self._other_version(response):
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
@@ -1792,9 +1870,14 @@ class _Transfer:
             whole.end, whole.taken = self.total, True
             for part in self.parts:
                 part.dropped = part is not whole
+                if part.dropped and part.check is not None:  # its thread stops: so does its part's hash
+                    part.check.digest.close()
+                    part.check = None
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
+        if isinstance(self.target, _ReorderBuffer):
+            self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
         _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.url)
@@ -1819,6 +1902,8 @@ class _Transfer:
         count = min(self.connections, total // _MIN_PART_SIZE)
         if count < 2 or not accepts_ranges or not (self.validator or "").startswith('"'):  # a strong ETag
             return
+        if isinstance(self.target, _ReorderBuffer):  # into a stream: pieces taken in order, each fits its buffer
+            count = -(-total // (self.target.limit // self.connections))
         self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
         bounds = [total * index // count for index in range(count + 1)]
         self.parts[0].end = bounds[1]
@@ -1827,17 +1912,93 @@ class _Transfer:
 
     def write(self, part: _Part, data: bytes) -> None:
         self.check_running(part)
-        self.target.write_at(part.offset, data)
+        if isinstance(self.target, _ReorderBuffer):
+            self.target.put(part, data)
+        else:
+            self.target.write_at(part.offset, data)
         with self.lock:
             self.check_running(part)
             part.done += len(data)
-            if self.digest is not None and len(self.parts) == 1:
-                self.digest.add(data)  # one stream: its bytes, in order
-            elif self.digest is not None:
-                self.digest.add_until(self._contiguous())  # parts: what is complete, read back
+            if part.check is not None:
+                part.check.digest.add(data)
+            self._hash_received(part, data)
             self._saved_and_reported()
         if self.rate_limit is not None:
             self.rate_limit.take(len(data))
+
+    def _hash_received(self, part: _Part, data: bytes) -> None:
+        """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
+        if self.digest is None or isinstance(self.target, _ReorderBuffer):
+            return
+        if len(self.parts) == 1 and (part.check is None or not isinstance(self.target, _FileTarget)):
+            self.digest.add(data)  # one stream: its bytes, in order
+        else:
+            self.digest.add_until(self._contiguous())  # parts: what is complete (and checked), read back
+
+    def _hash_written(self, data: bytes) -> None:
+        """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before."""
+        if self.digest is not None:
+            self.digest.add(data)
+
+    def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
+        """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
+        if part.check is not None:  # a response cut short: its bytes stay, unchecked (the file's digest covers them)
+            part.check.digest.close()
+            part.check = None
+        part.deferred = None
+        stated = _parse_digests_of(response.headers, "Content-Digest")
+        if not stated or response.encoding != "identity":
+            return
+        _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
+        if isinstance(self.target, _FileTarget) and (self.expected_digest is not None or self.server_digests):
+            # The whole file is checked anyway: its parts are hashed again only if that fails (then read
+            # back from the file), so that the server's digests cost no more than a sha256.
+            part.deferred = (part.offset, algorithm, expected)
+            return
+        held = isinstance(self.target, _FileTarget) or (
+            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self.chunk_size <= self.target.limit
+        )
+        part.check = _PartCheck(part.offset, algorithm, expected, held=held)
+
+    def _verify_part(self, part: _Part) -> None:
+        """Compare a complete 206's bytes with its Content-Digest; on a first mismatch drop them and raise
+        _PartMismatch (the part is fetched again from there), on a second raise ChecksumMismatchError."""
+        check = part.check
+        if check is None:
+            return
+        actual = check.actual()
+        where = f"bytes {check.start}-{part.offset - 1}"
+        if actual == check.expected:
+            with self.lock:
+                part.check = None
+                if self.digest is not None and isinstance(self.target, _FileTarget):
+                    self.digest.add_until(self._contiguous())  # the bytes held back from it
+            if isinstance(self.target, _ReorderBuffer):
+                self.target.release()
+                with self.lock:
+                    self._saved_and_reported()  # what was held back is written now
+            return
+        if isinstance(self.target, _ReorderBuffer):
+            self.target.discard(part, check.start)  # while still held: never written
+        with self.lock:
+            part.check = None
+            part.mismatches += 1
+            again = check.held and part.mismatches < 2
+            if again:
+                part.done = check.start - part.start
+                self._saved_and_reported()
+        if again:
+            message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
+            _logger().warning(message, check.algorithm, where, self.url)
+            raise _PartMismatch
+        self._mismatch("Content-Digest", check.algorithm, check.expected, actual, f" ({where})")
+
+    def _mismatch(self, header: str, algorithm: str, expected: str, actual: str, where: str = "") -> NoReturn:
+        if self.target.state is not None:
+            self.target.state.remove()  # not resumable: those bytes are wrong
+        name = "sha256" if header == "sha256" else f"{header} ({algorithm})"
+        message = f"{name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
+        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
 
     @property
     def chunk_size(self) -> int:
@@ -1850,15 +2011,16 @@ class _Transfer:
         state = self.target.state
         if state is not None and self.validator is not None and self.total is not None:  # resumable
             parts = [[part.start, part.end, part.done] for part in self.parts]
-            state.save({"url": self.url, "validator": self.validator, "total": self.total, "parts": parts})
+            saved = {"url": self.url, "validator": self.validator, "total": self.total, "parts": parts}
+            state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
         if self.progress is not None:
-            self.progress(self.done, self.total)
+            self.progress(self.written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
             if self.progress is not None:
-                self.progress(self.done, self.total)
+                self.progress(self.written, self.total)
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
@@ -1889,16 +2051,65 @@ class _Transfer:
         with self.lock:
             if self.error is None:
                 self.error = error
+        if isinstance(self.target, _ReorderBuffer):
+            self.target.stop()  # a part waiting for room in it ends too
         self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
-        if self.digest is not None and self.expected_digest is not None:
-            actual = self.digest.hexdigest()
-            if actual != self.expected_digest:
-                if self.target.state is not None:
-                    self.target.state.remove()  # not resumable: those bytes are wrong
-                message = f"sha256 mismatch for {self.url}: expected {self.expected_digest}, got {actual}"
-                raise ChecksumMismatchError(message, url=self.url, expected=self.expected_digest, actual=actual)
+        """Check the whole file against every digest stated: the caller's sha256 and the server's."""
+        if self.digest is None:
+            return
+        stated = [("sha256", "sha-256", self.expected_digest)] if self.expected_digest is not None else []
+        passed = []
+        for header, algorithm, expected in [*stated, *self.server_digests]:
+            actual = self.digest.hexdigest(_DIGEST_ALGORITHMS[algorithm])
+            if actual != expected:
+                if self._refetch_mismatched_parts():
+                    return self._fetch_all()  # bounded: a part that mismatches a second time raises
+                self._mismatch(header, algorithm, expected, actual)
+            passed.append(header if header == "sha256" else f"{header} ({algorithm})")
+        verified = getattr(self.progress, "verified", None)  # the CLI's progress line: for its summary
+        if isinstance(verified, list):
+            verified.extend(passed)
+
+    def _refetch_mismatched_parts(self) -> bool:
+        """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.
+
+        Those that mismatch are fetched once more (True: the hash starts again); a part that
+        mismatches a second time is the ChecksumMismatchError. False when every part matched.
+        """
+        if not isinstance(self.target, _FileTarget):
+            return False
+        bad = []
+        for part in self.parts:
+            if part.deferred is None or part.end is None:
+                continue
+            start, algorithm, expected = part.deferred
+            actual = _hash_of(self.target.read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
+            if actual != expected and part.mismatches:
+                self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
+            if actual != expected:
+                bad.append(part)
+        for part in bad:
+            start, algorithm, _ = part.deferred or (part.start, "", "")
+            message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
+            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self.url)
+            part.done, part.taken, part.deferred = start - part.start, False, None
+            part.mismatches += 1
+        if bad and self.digest is not None:
+            self.digest.close()
+            self.digest = None
+            self._start_digest()
+        return bool(bad)
+
+
+def _hash_of(read_at: Callable[[int, int], bytes], start: int, end: int, algorithm: str) -> str:
+    """The hex digest of bytes ``[start, end)`` of a file, read back."""
+    hash = hashlib.new(algorithm)
+    while start < end and (data := read_at(start, min(_CHUNK_SIZE, end - start))):
+        hash.update(data)
+        start += len(data)
+    return hash.hexdigest()
 
 
 def _skip(response: _PooledResponse, count: int) -> None:
@@ -1975,21 +2186,26 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """The sha256 of a download in file order, computed by a thread of its own to overlap the network.
+    """The hashes (sha256 by default) of a download in file order, computed by a thread of its own to overlap
+    the network.
 
     It is given a single stream's chunks as they arrive (``add``), or told how far the
     file on disk is complete (``add_until``) and reads that back. Either is a job for the
-    thread, queued: at most _HASH_QUEUE_BYTES of chunks wait at once.
+    thread, queued: at most _HASH_QUEUE_BYTES of chunks wait at once. ``start`` is the
+    offset of the first byte it hashes (a part's own digest starts there).
     """
 
-    def __init__(self, read_at: Callable[[int, int], bytes] | None) -> None:
+    def __init__(
+        self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str] = ("sha256",), start: int = 0
+    ) -> None:
         import queue
         import threading
 
         self.read_at = read_at  # (offset, size) -> bytes of the file on disk
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)  # None: stop
-        self._hash = hashlib.sha256()
-        self._position = 0  # hashed so far (in the thread)
+        self.algorithms = frozenset(algorithms)
+        self._hashes = [hashlib.new(name) for name in sorted(self.algorithms)]
+        self._position = start  # hashed so far (in the thread)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
         self._thread.start()
@@ -2002,11 +2218,11 @@ class _Digest:
         """Hash the file on disk up to ``end``, from where hashing stopped."""
         self._jobs.put(functools.partial(self._hash_file_until, end))
 
-    def hexdigest(self) -> str:
+    def hexdigest(self, algorithm: str = "sha256") -> str:
         self.close()
         if self._error is not None:
             raise self._error
-        return self._hash.hexdigest()
+        return next(hash.hexdigest() for hash in self._hashes if hash.name == algorithm)
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -2022,7 +2238,8 @@ class _Digest:
                 self._error = exc
 
     def _hash_bytes(self, data: bytes) -> None:
-        self._hash.update(data)
+        for hash in self._hashes:
+            hash.update(data)
         self._position += len(data)
 
     def _hash_file_until(self, end: int) -> None:
@@ -2031,6 +2248,60 @@ class _Digest:
             if not data:
                 raise OSError(errno.EIO, "the downloaded file is shorter than was written")
             self._hash_bytes(data)
+
+
+def _server_digests(headers: http.client.HTTPMessage, *, whole: bool) -> list[tuple[str, str, str]]:
+    """The digests of the whole file a response states: ``(header, algorithm, hex)`` for each one the
+    client knows. ``whole``: the response carries the whole file without a content coding, so that its
+    Content-Digest is one of the file too. Unknown algorithms and malformed values are left out (DEBUG).
+    """
+    names = ["Repr-Digest", *(["Content-Digest"] if whole else []), "Digest"]
+    return [digest for name in names for digest in _parse_digests_of(headers, name)]
+
+
+def _parse_digests_of(headers: http.client.HTTPMessage, name: str) -> list[tuple[str, str, str]]:
+    return [digest for value in headers.get_all(name) or () for digest in _parse_digests(name, value)]
+
+
+def _is_saved_digest(saved: Any) -> bool:
+    """True for a ``[header, algorithm, hex]`` a state file may hold."""
+    if not isinstance(saved, list) or len(saved) != 3 or not all(isinstance(item, str) for item in saved):
+        return False
+    header, algorithm, value = saved
+    if header not in ("Repr-Digest", "Content-Digest", "Digest") or algorithm not in _DIGEST_ALGORITHMS:
+        return False
+    size = hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
+    return len(value) == 2 * size and all(character in "0123456789abcdef" for character in value)
+
+
+def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
+    """``(header, algorithm, hex)`` for each sha-256 or sha-512 member of one digest field's value.
+
+    RFC 9530 fields are a Structured Fields dictionary, ``sha-256=:BASE64:``; RFC 3230's
+    ``Digest`` is ``SHA-256=BASE64``. A member of another algorithm, or whose value is not
+    base64 of the algorithm's length, is ignored: never an error, never trusted.
+    """
+    import binascii
+
+    digests = []
+    for member in value.split(","):
+        name, _, encoded = member.partition(";")[0].strip().partition("=")
+        algorithm = name.strip().lower()
+        if header != "Digest":
+            algorithm = name.strip()  # a Structured Fields key is lowercase already (RFC 8941 3.2)
+            encoded = encoded[1:-1] if len(encoded) > 1 and encoded[0] == encoded[-1] == ":" else ""
+        if algorithm not in _DIGEST_ALGORITHMS:
+            _logger().debug("ignored a %s of an algorithm the client does not know: %r", header, name[:40])
+            continue
+        try:
+            raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
+        except binascii.Error:
+            raw = b""
+        if len(raw) != hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size:
+            _logger().debug("ignored a malformed %s %s value", header, algorithm)
+            continue
+        digests.append((header, algorithm, raw.hex()))
+    return digests
 
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
@@ -2516,6 +2787,115 @@ class _StreamTarget:
             if written <= 0:
                 raise OSError(errno.EIO, "the destination's write() made no progress")
             data = data[written:]
+
+
+class _ReorderBuffer:
+    """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
+
+    The bytes at the stream's position are written at once, by whichever part thread finds
+    them there; a part's bytes further ahead wait here, ``limit`` bytes at most: a part whose
+    bytes lie past ``position + limit`` waits for room, so that a reader that stops reading
+    stops the fetching and never grows the buffer. Bytes under a pending Content-Digest
+    (``_PartCheck.held``) are held until it checks (``release``) or dropped (``discard``).
+    ``written(data)`` is told each piece written, in order (the file's hash).
+    """
+
+    parallel = True  # parts are fetched at once
+    state: _StateFile | None = None  # never resumed
+
+    def __init__(self, target: _StreamTarget, limit: int, written: Callable[[bytes], None]) -> None:
+        import threading
+
+        self.target, self.limit, self.written = target, limit, written
+        self.condition = threading.Condition(_thread.allocate_lock())
+        self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
+        self.position = 0  # bytes written into the stream
+        self.buffered = self.peak = 0  # bytes waiting now, and at most
+        self.writing = False  # a thread is writing into the stream
+        self.stopped = False  # the transfer failed: no part waits for room any longer
+
+    def put(self, part: _Part, data: bytes) -> None:
+        """Take ``data``, the bytes of ``part`` at its offset; write what it lets be written in order."""
+        offset = part.offset
+        with self.condition:
+            while not self.stopped and offset + len(data) > self.position + max(self.limit, len(data)):
+                self.condition.wait()
+            if self.stopped or part.dropped:
+                raise _PartStopped
+            self.chunks[offset] = (data, part)
+            self.buffered += len(data)
+            self.peak = max(self.peak, self.buffered)
+        self.release()
+
+    def release(self) -> None:
+        """Write what lies at the position, unless another thread is writing it already."""
+        with self.condition:
+            if self.writing:
+                return
+            self.writing = True
+        try:
+            while (data := self._next_to_write()) is not None:
+                self.target.write_at(self.position, data)  # outside the lock: a slow reader blocks this thread only
+                self.written(data)
+                with self.condition:
+                    self.position += len(data)
+                    self.condition.notify_all()
+        except BaseException:
+            with self.condition:
+                self.writing = False
+                self.condition.notify_all()
+            raise
+
+    def _next_to_write(self) -> bytes | None:
+        """The bytes at the position, taken out; None (and no longer writing) when they are not there yet."""
+        with self.condition:
+            data, part = self.chunks.get(self.position, (b"", None))
+            check = None if part is None else part.check
+            if part is None or self.stopped or (check is not None and check.held and self.position >= check.start):
+                self.writing = False
+                return None
+            del self.chunks[self.position]
+            self.buffered -= len(data)
+            return data
+
+    def discard(self, part: _Part, start: int) -> None:
+        """Drop ``part``'s bytes from ``start`` on: they are fetched again."""
+        self._drop(lambda offset, owner: owner is part and offset >= start)
+
+    def discard_from(self, start: int) -> None:
+        """Drop every byte from ``start`` on: one stream sends them again."""
+        self._drop(lambda offset, owner: offset >= start)
+
+    def _drop(self, dropped: Callable[[int, _Part], bool]) -> None:
+        with self.condition:
+            for offset, (data, owner) in list(self.chunks.items()):
+                if dropped(offset, owner):
+                    del self.chunks[offset]
+                    self.buffered -= len(data)
+            self.condition.notify_all()
+
+    def stop(self) -> None:
+        with self.condition:
+            self.stopped = True
+            self.condition.notify_all()
+
+    def finish(self, total: int | None) -> None:
+        """Once every part is in: write what is left; all of it must have joined up."""
+        self.release()
+        if self.chunks or (total is not None and self.position != total):
+            raise InvalidResponseError(f"the parts of the download did not join up at byte {self.position}")
+
+    def reset(self) -> None:
+        with self.condition:
+            self.chunks.clear()
+            self.buffered = 0
+            self.stopped = False
+            if self.position:  # else nothing was written: nothing to take back
+                self.target.reset()
+            self.position = 0
+
+    def reserve(self, size: int | None) -> None:
+        pass  # a stream of the caller's: its space is the caller's business
 
 
 def _open_device(path: str) -> BinaryIO | None:
@@ -3479,9 +3859,6 @@ def _download_command(
         # The real path: through a symlink, the partial file lies beside the file it names.
         if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
             resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
-    if args.connections > 1 and not _can_take_parts(target):
-        where = "stdout" if target == "-" else target
-        stderr.warning(f"--connections {args.connections}: {where} cannot take parts; downloading as one stream")
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
 
 
@@ -3520,16 +3897,6 @@ def _already_there(target: str, sha256: str | None, named_by_url: bool) -> bool:
     return False
 
 
-def _can_take_parts(target: str) -> bool:
-    """False for stdout, a FIFO or a device: written in order, as one stream."""
-    if target == "-":
-        return False
-    try:
-        return stat.S_ISREG(os.stat(target).st_mode)
-    except OSError:
-        return True  # a new file
-
-
 def _cli_download(
     client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None, resume: bool
 ) -> None:
@@ -3554,7 +3921,8 @@ def _cli_download(
         sys.stdout.buffer.flush()
     elapsed = max(time.monotonic() - progress.started, 1e-6)
     rate = _size((progress.done - (progress.first or 0)) / elapsed)
-    checked = ", sha256 verified" if sha256 else ""
+    servers = [check for check in progress.verified if check != "sha256"]
+    checked = ", sha256 verified" if sha256 else f", verified by the server's {servers[0]}" if servers else ""
     where = "stdout" if to_stdout else target
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
 
@@ -3983,6 +4351,7 @@ class _ProgressLine:
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
         self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
+        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): the download says
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:

@@ -251,17 +251,36 @@ def reset(handler: Handler) -> None:
 
 
 def serve_file(
-    data: bytes, *, etag: str | None = '"v1"', ranges: bool = True, cuts: list[int] | None = None
+    data: bytes,
+    *,
+    etag: str | None = '"v1"',
+    ranges: bool = True,
+    cuts: list[int] | None = None,
+    digests: bool = False,
 ) -> Respond:
-    """A static file with Range support (the stand-in's own code); each offset in ``cuts`` ends one response there."""
+    """A static file with Range support (the stand-in's own code); each offset in ``cuts`` ends one response there.
+
+    ``digests``: with the stand-in's Repr-Digest, and Content-Digest on each 206.
+    """
     pending = list(cuts or [])
+    sha256 = hashlib.sha256(data).hexdigest() if digests else None
 
     def respond(handler: Handler) -> None:
         def count(size: int) -> None:
             with handler.server.lock:
                 handler.server.bytes_served += size
 
-        local_service.send_file(handler, io.BytesIO(data), len(data), etag, ranges=ranges, cuts=pending, sending=count)
+        local_service.send_file(
+            handler,
+            io.BytesIO(data),
+            len(data),
+            etag,
+            ranges=ranges,
+            cuts=pending,
+            sending=count,
+            sha256=sha256,
+            content_digest=digests,
+        )
 
     return respond
 
@@ -3744,6 +3763,328 @@ def other_user() -> tuple[str, int, int] | None:
     return _OTHER_USER[0]
 
 
+# ---------------------------------------------------------------------------
+# Downloads checked by the server's own digest; parallel into pipes and file objects (issue 24)
+# ---------------------------------------------------------------------------
+
+
+def digest_field(data: bytes, algorithm: str = "sha-256", *, legacy: bool = False) -> str:
+    """An RFC 9530 field value (``sha-256=:BASE64:``) of ``data``'s digest, or RFC 3230's (``SHA-256=BASE64``)."""
+    encoded = base64.b64encode(hashlib.new(algorithm.replace("-", ""), data).digest()).decode()
+    return f"{algorithm.upper()}={encoded}" if legacy else f"{algorithm}=:{encoded}:"
+
+
+def serve_parts(data: bytes, *, headers: dict[str, str] | None = None, corrupt: list[int] | None = None) -> Respond:
+    """``data`` with ranges and a strong ETag, ``headers`` on each response, each 206 with the Content-Digest
+    of the right bytes; each offset in ``corrupt`` makes the next 206 starting there flip a bit of its body."""
+    pending = list(corrupt or [])
+
+    def respond(handler: Handler) -> None:
+        span = local_service._requested_range(handler.headers.get("Range"), len(data))
+        start, end = span or (0, len(data))
+        body = data[start:end]
+        sent = {"Content-Length": str(end - start), "ETag": '"v1"', "Accept-Ranges": "bytes", **(headers or {})}
+        if span:
+            sent |= {"Content-Range": f"bytes {start}-{end - 1}/{len(data)}", "Content-Digest": digest_field(body)}
+            with handler.server.lock:
+                if start in pending:
+                    pending.remove(start)
+                    body = bytes([body[0] ^ 1]) + body[1:]
+        handler.send_response(206 if span else 200)
+        for name, value in sent.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return respond
+
+
+SMALL = DATA[:200_000]  # one stream: a small file is enough
+
+
+SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
+
+
+class Verified:
+    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed."""
+
+    def __init__(self) -> None:
+        self.verified: list[str] = []
+        self.seen: list[tuple[int, int | None]] = []
+
+    def __call__(self, done: int, total: int | None) -> None:
+        self.seen.append((done, total))
+
+
+class ServerDigestTests(ServerTestCase):
+    def ranges(self) -> list[str | None]:
+        return [r.headers.get("Range") for r in self.requests]
+
+    def test_a_wrong_server_digest_is_a_checksum_mismatch_and_nothing_is_left(self) -> None:
+        other = b"another file"
+        cases = [
+            ("Repr-Digest", "sha-256", digest_field(other)),
+            ("Repr-Digest", "sha-512", digest_field(other, "sha-512")),
+            ("Content-Digest", "sha-256", digest_field(other)),  # a 200 without a content coding: the file's
+            ("Digest", "sha-512", digest_field(other, "sha-512", legacy=True)),
+        ]
+        for header, algorithm, value in cases:
+            with self.subTest(header=header, algorithm=algorithm):
+                self.server.requests.clear()
+                self.server.default = serve_parts(SMALL, headers={header: value})
+                directory = self.tmp()
+                with self.assertRaises(dc.ChecksumMismatchError) as caught:
+                    self.client().download("files/x", directory / "out.bin", resume=True)
+                name = algorithm.replace("-", "")
+                self.assertEqual(
+                    str(caught.exception),
+                    f"{header} ({algorithm}) mismatch for {self.server.url}/api/v1/files/x: "
+                    f"expected {hashlib.new(name, other).hexdigest()}, got {hashlib.new(name, SMALL).hexdigest()}",
+                )
+                self.assertEqual(list(directory.iterdir()), [], "the partial file is not the file: discarded")
+                self.assertEqual(self.ranges(), [None], "one GET of the whole file")
+
+    def test_right_digests_of_each_kind_verify_the_file(self) -> None:
+        headers = {
+            "Repr-Digest": digest_field(SMALL) + ", " + digest_field(SMALL, "sha-512"),
+            "Digest": digest_field(SMALL, legacy=True),
+        }
+        self.server.default = serve_parts(SMALL, headers=headers)
+        out, progress = self.tmp() / "out.bin", Verified()
+        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA)
+        self.assertEqual(out.read_bytes(), SMALL)
+        expected = ["sha256", "Repr-Digest (sha-256)", "Repr-Digest (sha-512)", "Digest (sha-256)"]
+        self.assertEqual(progress.verified, expected)
+        self.assertEqual(self.ranges(), [None])
+
+    def test_every_digest_is_checked_the_callers_too(self) -> None:
+        self.server.default = serve_parts(SMALL, headers={"Repr-Digest": digest_field(SMALL)})
+        with self.assertRaises(dc.ChecksumMismatchError) as caught:
+            self.client().download("files/x", io.BytesIO(), sha256="0" * 64)
+        self.assertTrue(str(caught.exception).startswith("sha256 mismatch for "), caught.exception)
+        self.server.default = serve_parts(
+            SMALL, headers={"Repr-Digest": digest_field(SMALL), "Digest": digest_field(b"other", legacy=True)}
+        )
+        with self.assertRaises(dc.ChecksumMismatchError) as caught:
+            self.client().download("files/x", io.BytesIO(), sha256=SMALL_SHA)
+        self.assertIn("Digest (sha-256) mismatch for ", str(caught.exception))
+
+    def test_unknown_algorithms_and_malformed_values_are_ignored_never_trusted(self) -> None:
+        headers = {
+            "Repr-Digest": "md5=:AAAAAAAAAAAAAAAAAAAAAA==:, sha-256=:not base64!:, SHA-256=:" + 44 * "A" + ":",
+            "Content-Digest": "sha-512=:" + base64.b64encode(b"short").decode() + ":",
+            "Digest": "UNIXsum=1234, SHA-256=" + base64.b64encode(bytes(31)).decode() + ", sha-256",
+        }
+        self.server.default = serve_parts(SMALL, headers=headers)
+        out, progress = io.BytesIO(), Verified()
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            self.client().download("files/x", out, progress=progress)
+        self.assertEqual(out.getvalue(), SMALL)
+        self.assertEqual(progress.verified, [], "nothing was verified: nothing is said to be")
+        ignored = [line for line in logs.output if "ignored" in line]
+        self.assertEqual(len(ignored), 7, logs.output)
+        self.assertEqual(self.ranges(), [None])
+
+    def test_a_wrong_content_digest_on_one_part_is_fetched_once_more_then_an_error(self) -> None:
+        third = len(DATA) // 3
+        expected_ranges = [None, f"bytes={third}-{2 * third - 1}", f"bytes={2 * third}-"]
+        # With the file's own Repr-Digest the parts are checked once it fails; without, as they arrive.
+        for flips, whole in itertools.product((1, 2), ({}, {"Repr-Digest": digest_field(DATA)})):
+            with self.subTest(flips=flips, whole=whole):
+                self.server.requests.clear()
+                self.server.default = serve_parts(DATA, headers=whole, corrupt=[third] * flips)
+                directory = self.tmp()
+                download = functools.partial(self.client().download, "files/x", directory / "out.bin")
+                outcome = outcome_of(functools.partial(download, connections=3, resume=True))
+                ranges = self.ranges()
+                self.assertEqual(sorted(set(ranges), key=str), sorted(expected_ranges, key=str))
+                self.assertEqual(ranges.count(expected_ranges[1]), 2, "the bad part, fetched once more")
+                self.assertEqual(len(ranges), 4, "the other parts kept")
+                if flips == 1:
+                    self.assertIsNone(outcome)
+                    self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                else:
+                    self.assertIsInstance(outcome, dc.ChecksumMismatchError)
+                    where = f"(bytes {third}-{2 * third - 1})"
+                    self.assertIn(
+                        f"Content-Digest (sha-256) mismatch for {self.server.url}/api/v1/files/x {where}: ",
+                        str(outcome),
+                    )
+                    self.assertEqual(list(directory.iterdir()), [], "nothing left")
+
+    def test_a_repr_digest_changed_on_a_resume_across_runs_starts_over(self) -> None:
+        directory = self.tmp()
+        head = {"ETag": '"v1"', "Accept-Ranges": "bytes", "Repr-Digest": digest_field(SMALL)}
+        self.script(cut(SMALL, 100_000, head))
+        with self.assertRaises(dc.IncompleteResponseError):
+            self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
+        state = json.loads((directory / ".out.bin.part.json").read_text())
+        self.assertEqual(state.get("digests"), [["Repr-Digest", "sha-256", SMALL_SHA]], "kept in the state")
+        changed = bytes(reversed(SMALL))  # same size, same ETag: only its Repr-Digest says it is another
+        self.server.requests.clear()
+        self.server.default = serve_parts(changed, headers={"Repr-Digest": digest_field(changed)})
+        self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual((directory / "out.bin").read_bytes(), changed, "never spliced onto the first version")
+        self.assertEqual(self.requests[0].headers["If-Range"], '"v1"')
+        self.assertTrue(self.requests[0].headers["Range"].startswith("bytes="))
+        self.assertEqual(self.ranges()[1:], [None], "started over")
+
+    def test_a_repr_digest_changed_on_a_part_is_another_version(self) -> None:
+        first = {"Repr-Digest": digest_field(DATA)}
+        parts = {"Repr-Digest": digest_field(b"other")}
+
+        def respond(handler: Handler) -> None:
+            headers = parts if "Range" in handler.headers else first
+            serve_parts(DATA, headers=headers)(handler)
+
+        self.server.default = respond
+        directory = self.tmp()
+        with self.assertRaises(dc.InvalidResponseError) as caught:
+            self.client().download("files/x", directory / "out.bin", connections=2)
+        self.assertIn("the file changed on the server during each of 4 tries", str(caught.exception))
+        self.assertEqual(list(directory.iterdir()), [])
+        self.assertEqual(self.ranges().count(None), 4, "started over each time")
+
+
+class Recorder:
+    """A binary stream that cannot seek: what was written to it, in order."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+class ParallelIntoStreamsTests(ServerTestCase):
+    def pieces(self, size: int, connections: int) -> list[int]:
+        """Where the parts of a download of ``size`` bytes into a stream start."""
+        count = -(-size // (min(64, connections) * 1024 * 1024 // connections))
+        return [size * index // count for index in range(count)]
+
+    def ranged(self) -> list[str]:
+        return [r.headers["Range"] for r in self.requests if "Range" in r.headers]
+
+    def test_parts_are_fetched_at_once_into_a_file_object_and_written_in_order(self) -> None:
+        together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
+
+        def respond(handler: Handler) -> None:
+            if "Range" in handler.headers:
+                together.wait(5)
+            serve_file(DATA, digests=True)(handler)
+
+        self.server.default = respond
+        out, progress = io.BytesIO(b"head"), Verified()
+        out.seek(4)
+        self.client().download("files/x", out, connections=4, sha256=DATA_SHA, progress=progress)
+        self.assertEqual(out.getvalue(), b"head" + DATA)
+        starts = self.pieces(len(DATA), 4)
+        self.assertEqual(len(starts), 4)
+        self.assertEqual(
+            sorted(self.ranged()),
+            sorted([f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts[1:])] + [f"bytes={starts[-1]}-"]),
+        )
+        self.assertEqual([d for d, _ in progress.seen], sorted(d for d, _ in progress.seen), "never goes back")
+        self.assertEqual(progress.seen[-1], (len(DATA), len(DATA)))
+        self.assertEqual(progress.verified, ["sha256", "Repr-Digest (sha-256)"])
+
+    def test_a_reader_that_stops_reading_stops_the_fetching_and_memory_stays_bounded(self) -> None:
+        self.server.default = serve_file(DATA, digests=True)
+        buffers: list[Any] = []
+        real_init = dc._ReorderBuffer.__init__
+
+        def init(buffer: Any, *args: Any) -> None:
+            real_init(buffer, *args)
+            buffers.append(buffer)
+
+        starts = self.pieces(len(DATA), 2)
+        read_end, write_end = os.pipe()
+        go, received = threading.Event(), bytearray()
+
+        def read() -> None:
+            with open(read_end, "rb", buffering=0) as pipe:
+                go.wait(10)
+                while chunk := pipe.read(65536):
+                    received.extend(chunk)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        self.addCleanup(reader.join, 10)
+        outcome: list[object] = []
+        with mock.patch.object(dc._ReorderBuffer, "__init__", init), open(write_end, "wb", buffering=0) as pipe:
+            download = threading.Thread(
+                target=lambda: outcome.append(
+                    outcome_of(lambda: self.client().download("files/x", pipe, connections=2))
+                )
+            )
+            download.start()
+            self.addCleanup(go.set)
+            # The first part fills the pipe; the second waits in the buffer; the third waits for room, its request sent.
+            piece = starts[2] - starts[1]
+            _wait_for(lambda: len(self.requests) == 3 and bool(buffers) and buffers[0].buffered == piece)
+            time.sleep(0.05)  # were it not stopped, it would go on within this
+            self.assertEqual((len(self.requests), buffers[0].buffered), (3, piece), "the fetching stopped")
+            go.set()
+            download.join(10)
+        reader.join(10)
+        self.assertEqual(outcome, [None])
+        self.assertEqual(bytes(received), DATA)
+        (buffer,) = buffers
+        self.assertEqual(buffer.limit, 2 * 1024 * 1024, "2 connections: two chunks")
+        self.assertLessEqual(buffer.peak, buffer.limit)
+        self.assertEqual(len(self.ranged()), len(starts) - 1)
+
+    def test_a_part_with_a_wrong_content_digest_is_held_and_never_written(self) -> None:
+        starts = self.pieces(len(DATA), 3)
+        for flips in (1, 2):
+            with self.subTest(flips=flips):
+                self.server.requests.clear()
+                self.server.default = serve_parts(DATA, corrupt=[starts[1]] * flips)
+                out = Recorder()
+                outcome = outcome_of(functools.partial(self.client().download, "files/x", out, connections=3))
+                self.assertEqual(self.ranged().count(f"bytes={starts[1]}-{starts[2] - 1}"), 2)
+                if flips == 1:
+                    self.assertIsNone(outcome)
+                    self.assertEqual(bytes(out.data), DATA)
+                else:
+                    self.assertIsInstance(outcome, dc.ChecksumMismatchError)
+                    self.assertEqual(bytes(out.data), DATA[: starts[1]], "the bad bytes were never written")
+
+    def test_a_part_that_cannot_be_held_and_mismatches_is_the_error(self) -> None:
+        # One stream into a file object: a resumed 206's bytes go on as they come, so its Content-Digest
+        # can only be checked after them: a mismatch is the error, never a second copy appended.
+        self.script(cut(SMALL, 100_000, {"ETag": '"v1"', "Accept-Ranges": "bytes"}))
+        self.server.default = serve_parts(SMALL, corrupt=[100_000])
+        out = Recorder()
+        with self.assertRaises(dc.ChecksumMismatchError) as caught:
+            self.client().download("files/x", out)
+        where = f"{self.server.url}/api/v1/files/x (bytes 100000-{len(SMALL) - 1})"
+        self.assertIn(f"Content-Digest (sha-256) mismatch for {where}: ", str(caught.exception))
+        self.assertEqual([r.headers.get("Range") for r in self.requests], [None, "bytes=100000-"])
+        self.assertEqual(len(out.data), len(SMALL))
+
+    def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
+        self.server.default = ignoring_ranges
+        out, progress = Recorder(), Verified()
+        self.client().download("files/big", out, connections=4, sha256=BIG_SHA, progress=progress)
+        self.assertEqual(bytes(out.data), BIG)
+        self.assertEqual(progress.seen[-1], (len(BIG), len(BIG)))
+        self.assertEqual([d for d, _ in progress.seen], sorted(d for d, _ in progress.seen))
+
+    def test_a_cut_part_is_resumed_from_its_own_offset(self) -> None:
+        starts = self.pieces(len(DATA), 3)
+        whole, ranged = serve_file(DATA), serve_file(DATA, cuts=[starts[2] + 1000])  # a part is cut, not the first
+        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(handler)
+        out = Recorder()
+        self.client().download("files/x", out, connections=3, sha256=DATA_SHA)
+        self.assertEqual(bytes(out.data), DATA)
+        self.assertIn(f"bytes={starts[2] + 1000}-{starts[3] - 1}", self.ranged())
+
+
 class SharedDirectoryTests(ServerTestCase):
     """Downloads into directories other people can write to: real links, real second users."""
 
@@ -5634,12 +5975,14 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(status, 2)
         self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
 
-    def test_connections_to_what_cannot_take_parts_download_as_one_stream(self) -> None:
-        self.server.default = serve_file(DATA)
+    def test_connections_into_stdout_and_a_fifo_fetch_parts_at_once(self) -> None:
+        self.server.default = serve_file(DATA, digests=True)
         result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
         self.assertEqual((result.returncode, result.stdout), (0, DATA), result.stderr)
-        warning = "dataset-client: warning: --connections 4: {} cannot take parts; downloading as one stream"
-        self.assertEqual(result.stderr.decode().splitlines()[0], warning.format("stdout"))
+        summary = r"^downloaded {}: .*, verified by the server's Repr-Digest \(sha-256\)$"
+        self.assertRegex(result.stderr.decode().strip(), summary.format("stdout"))
+        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 3, "parts at once")
+        self.server.requests.clear()
         fifo = self.tmp() / "fifo"
         os.mkfifo(fifo)
         received = bytearray()
@@ -5651,8 +5994,8 @@ class CommandLineTerminalTests(StandInTestCase):
         )
         reader.join(10)
         self.assertEqual((status, bytes(received)), (0, DATA), err)
-        self.assertEqual(err.splitlines()[0], warning.format(fifo))
-        self.assertEqual({r.headers.get("Range") for r in self.requests}, {None}, "one stream")
+        self.assertRegex(err.strip(), summary.format(re.escape(str(fifo))))
+        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 3, "parts at once")
 
     def test_help_per_command(self) -> None:
         status, out, _ = self.run_main("--help")
@@ -6453,6 +6796,22 @@ class StandInServiceTests(StandInTestCase):
                 ]
                 kinds = {"DATE": 1, "TEXT": 6, "REAL": 5, "INTEGER": 2}
                 self.assertEqual([element[1] for element in schema], [kinds[types[name]] for name in header])
+
+    def test_files_carry_repr_digest_and_each_206_its_content_digest(self) -> None:
+        client = self.stand_in_client()
+        export = client.create_export("trades", symbols=["V"], start_date="2024-01-02", end_date="2024-01-03")
+        path = urllib_parse.urlsplit(export["download_url"]).path
+        response, body = self.raw("GET", path)
+        self.assertEqual(hashlib.sha256(body).hexdigest(), export["sha256"])
+        self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
+        self.assertIsNone(response.headers["Content-Digest"], "a 200's Content-Digest would say the same")
+        response, part = self.raw("GET", path, {"Range": "bytes=10-99"})
+        self.assertEqual((response.status, part), (206, body[10:100]))
+        self.assertEqual(response.headers["Content-Digest"], digest_field(body[10:100]))
+        self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
+        progress = Verified()
+        client.download(export["download_url"], io.BytesIO(), progress=progress)
+        self.assertEqual(progress.verified, ["Repr-Digest (sha-256)"])
 
     def test_values_json_cannot_hold_are_text(self) -> None:
         result = self.stand_in_client().query("SELECT x'00ff' AS blob, 1e999 AS big, -1e999 AS small, 1 AS one")

@@ -24,9 +24,12 @@ LEFT     anything beside the destination after a success or a failure without re
 UNCLEAN  an error that is no ``DatasetClientError`` (a bare TypeError, a traceback)
 HUNG     a run that did not end within RUN_LIMIT seconds
 
-A bit flipped by the network (and a 200 shorter than the file, sent only when a sha256 is
-given) can only be caught by ``sha256``: it is counted apart, caught or missed, and a file
-that differs from the server's only where the network flipped bits is not WRONG.
+In half the trials the origin also states its digests: ``Repr-Digest`` with each file and
+``Content-Digest`` on each 206 (the stand-in's), which the client checks with or without a
+``sha256``. A bit flipped by the network (and a 200 shorter than the file, sent only when a
+sha256 or digests are given) can only be caught by ``sha256`` or a digest: it is counted
+apart, caught or missed, and a file that differs from the server's only where the network
+flipped bits is not WRONG when neither was given; where a digest was sent it is WRONG.
 Exit status: 0 when no trial had a finding, 1 otherwise. Nothing is left behind: the
 servers are shut down and the temporary directories removed.
 """
@@ -133,6 +136,7 @@ class Store:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.digests = False  # the origin sends Repr-Digest and each 206's Content-Digest
         self.versions: list[Version] = []
         self.name = "t0"
         self.seed = ""
@@ -171,7 +175,16 @@ def start_origin(store: Store) -> http.server.ThreadingHTTPServer:
         def do_GET(self) -> None:
             version = store.current()  # a response in flight keeps its version
             headers = {"Last-Modified": version.last_modified}
-            local_service.send_file(self, io.BytesIO(version.data), len(version.data), version.etag, headers=headers)
+            digest = version.sha256 if store.digests else None
+            local_service.send_file(
+                self,
+                io.BytesIO(version.data),
+                len(version.data),
+                version.etag,
+                headers=headers,
+                sha256=digest,
+                content_digest=store.digests,
+            )
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -673,6 +686,7 @@ class Trial:
     max_retries: int
     previous: bytes | None  # what is at the destination before the first run
     runs: list[RunPlan]
+    digests: bool = False  # the origin states its digests
 
     @property
     def name(self) -> str:
@@ -682,7 +696,7 @@ class Trial:
         previous = "an existing destination" if self.previous is not None else "no destination yet"
         return (
             f"{self.size} bytes, resume={self.resume}, connections={self.connections}, sha256={self.sha256}, "
-            f"max_retries={self.max_retries}, {previous}"
+            f"digests={self.digests}, max_retries={self.max_retries}, {previous}"
         )
 
 
@@ -710,7 +724,8 @@ def draw_trial(seed: int, number: int) -> Trial:
         plan = RunPlan(random.Random(f"{seed}:{number}:clean{index}"))
         plan.change_before = index == 0 and plan.rng.random() < 0.25  # a healthy server's file may change
         runs.append(plan)
-    return Trial(seed, number, size, resume, connections, sha256, max_retries, previous, runs)
+    digests = random.Random(f"{seed}:{number}:digests").random() < 0.5  # its own draw: the rest stays as it was
+    return Trial(seed, number, size, resume, connections, sha256, max_retries, previous, runs, digests)
 
 
 @dataclass
@@ -759,7 +774,7 @@ class Outcome:
     findings: list[str] = field(default_factory=list)  # "KIND: what"
     log: list[str] = field(default_factory=list)
     succeeded: bool = False
-    caught: int = 0  # network corruption caught by sha256
+    caught: int = 0  # network corruption caught by sha256 or a digest (as a ChecksumMismatchError)
     missed: int = 0  # network corruption committed (no sha256 given)
     runs: int = 0
 
@@ -784,7 +799,7 @@ def run_child(world: World, trial: Trial, plan: RunPlan, destination: str) -> di
     environment = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
     environment |= {"NO_PROXY": "127.0.0.1,localhost", "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-I", "-c", CHILD, world.repo, json.dumps(job)]
-    world.relay.sha256_given = trial.sha256
+    world.relay.sha256_given = trial.sha256 or trial.digests  # what can catch a shorter 200
     world.relay.begin_run(plan)  # before the child can connect
     child = subprocess.Popen(command, cwd=world.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     world.relay.child = child
@@ -834,6 +849,7 @@ def _only_flips(data: bytes, version: Version, flips: list[tuple[int, int, int]]
 def run_trial(world: World, trial: Trial) -> Outcome:
     outcome = Outcome(trial, log=[f"trial {trial.name}: {trial.describe()}"])
     world.store.start(trial.name, trial.size)
+    world.store.digests = trial.digests
     world.relay.flips, world.relay.lies = [], 0
     directory = tempfile.mkdtemp(prefix=f"trial{trial.number}-", dir=world.root)
     destination = os.path.join(directory, "export.bin")
@@ -926,6 +942,8 @@ def check_committed(
         outcome.find("WRONG", f"run {outcome.runs} committed {len(data)} bytes whose sha256 is not the one given")
     elif any(data == version.data for version in valid):
         return
+    elif outcome.trial.digests and any(_only_flips(data, version, world.relay.flips) for version in valid):
+        outcome.find("WRONG", f"run {outcome.runs} committed the bits the network flipped, the server's digest sent")
     elif not outcome.trial.sha256 and any(_only_flips(data, version, world.relay.flips) for version in valid):
         outcome.missed += 1
         outcome.log.append("    (committed with the bits the network flipped: no sha256 was given)")
@@ -981,6 +999,8 @@ class Tally:
     findings: collections.Counter[str] = field(default_factory=collections.Counter)  # trials with each
     caught: int = 0
     missed: int = 0
+    with_digests: int = 0  # trials whose origin stated its digests
+    flips_with_digests: int = 0  # bits flipped on the way in those trials
     failed: list[Outcome] = field(default_factory=list)
 
     def add(self, outcome: Outcome, faults: collections.Counter[str]) -> None:
@@ -989,6 +1009,7 @@ class Tally:
         self.faults += faults
         self.caught += outcome.caught
         self.missed += outcome.missed
+        self.with_digests += outcome.trial.digests
         if outcome.findings:
             self.hit += faults
             self.failed.append(outcome)
@@ -1018,6 +1039,7 @@ def soak(arguments: argparse.Namespace) -> Tally:
             before = collections.Counter(here.relay.faults)
             outcome = run_trial(here, trial)
             tally.add(outcome, trial_faults(here, trial, outcome, before))
+            tally.flips_with_digests += len(here.relay.flips) if trial.digests else 0
             if outcome.findings or arguments.verbose:
                 print("\n".join(outcome.log), flush=True)
             if tally.trials % 25 == 0:
@@ -1042,8 +1064,15 @@ def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -
     counts = " | ".join(str(tally.findings[kind]) for kind in ("WRONG", "STUCK", "LEFT", "HEALTHY", "UNCLEAN", "HUNG"))
     print(f"| {tried} | {survived} | {counts} |\n")
     print("(WRONG ... HUNG: trials with at least one such finding.)")
-    print(f"network corruption (flipped bits, short 200s with sha256): caught by sha256 {tally.caught}, ", end="")
+    print(
+        f"network corruption (flipped bits, short 200s with sha256 or digests): caught by sha256 or a digest {tally.caught}, ",
+        end="",
+    )
     print(f"committed unnoticed without sha256 {tally.missed} (not the client's fault: nothing can tell)")
+    print(
+        f"the origin stated its digests in {tally.with_digests} trials: {tally.flips_with_digests} bits flipped there "
+        "(one committed would be a WRONG above)"
+    )
     for outcome in tally.failed:
         findings = "; ".join(outcome.findings)
         print(

@@ -9,7 +9,8 @@ It serves deterministic sample data from an in-memory sqlite3 database:
     GET  /datasets        the datasets, with their columns, symbols and date ranges
     POST /query           {"sql": ...}: read-only SQL -> {"columns", "rows", "row_count", "truncated"}
     POST /exports         {"dataset", "symbols", "start_date", "end_date", "format"} -> the export
-    GET  /files/NAME      an export's file, with Content-Length, ETag, Accept-Ranges and Range
+    GET  /files/NAME      an export's file, with Content-Length, ETag, Accept-Ranges and Range,
+                          Repr-Digest (RFC 9530), and Content-Digest on each 206
 
 Every request needs ``Authorization: Bearer <key>``. Errors are JSON ``{"message": ...}``.
 Formats: parquet (the default; written by parquet_writer.py beside this file, standard
@@ -19,6 +20,7 @@ library only, read by pyarrow, DuckDB and Polars), csv and jsonl.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import csv
 import datetime
@@ -356,6 +358,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 etag,
                 content_type=kind,
                 headers={"X-Request-Id": request_id},
+                sha256=self.server.service.exports[os.path.basename(path)]["sha256"],
+                content_digest=True,
             )
 
 
@@ -373,12 +377,16 @@ def send_file(
     ranges: bool = True,
     cuts: list[int] | None = None,
     sending: Callable[[int], None] | None = None,
+    sha256: str | None = None,
+    content_digest: bool = False,
 ) -> None:
     """Answer a GET for a file: 200, 206 for one byte range (Range and If-Range, RFC 9110 14), or 416.
 
     Also used by the tests and the benchmarks. ``ranges=False`` ignores Range. Each offset in
     ``cuts`` ends the one response that reaches it there, then closes the connection (a cut
-    transfer). ``sending`` is told how many body bytes go out, before they are sent.
+    transfer). ``sending`` is told how many body bytes go out, before they are sent. ``sha256``
+    (the file's, hex) is sent as ``Repr-Digest``; ``content_digest`` sends each 206's own
+    ``Content-Digest`` (RFC 9530), the sha-256 of the bytes it carries.
     """
     span = _requested_range(handler.headers.get("Range"), size) if ranges else None
     if span is not None and handler.headers.get("If-Range") not in (None, etag):
@@ -401,6 +409,7 @@ def send_file(
     extra |= {"ETag": etag} if etag else {}
     extra |= {"Accept-Ranges": "bytes"} if ranges else {}
     extra |= {"Content-Type": content_type} if content_type else {}
+    extra |= _digest_headers(file, (start, end) if span else None, sha256, content_digest)
     for name, value in {"Content-Length": str(end - start), **extra, **(headers or {})}.items():
         handler.send_header(name, value)
     handler.end_headers()
@@ -415,6 +424,38 @@ def send_file(
         start += len(chunk)
     if stop < end:
         handler.close_connection = True
+
+
+def _digest_headers(file: BinaryIO, span: tuple[int, int] | None, sha256: str | None, content: bool) -> dict[str, str]:
+    """Repr-Digest (the file's ``sha256``), and a 206's Content-Digest (of ``span``, read from ``file``)."""
+    headers = {"Repr-Digest": _digest_field(bytes.fromhex(sha256))} if sha256 else {}
+    if span is not None and content:
+        file.seek(span[0])
+        headers["Content-Digest"] = _digest_field(
+            hashlib.file_digest(_Slice(file, span[1] - span[0]), "sha256").digest()
+        )
+    return headers
+
+
+def _digest_field(digest: bytes) -> str:
+    """An RFC 9530 digest field's value for a sha-256 ``digest``."""
+    return f"sha-256=:{base64.b64encode(digest).decode()}:"
+
+
+class _Slice:
+    """The next ``size`` bytes of ``file``, read as a file (for hashlib.file_digest)."""
+
+    def __init__(self, file: BinaryIO, size: int) -> None:
+        self.file, self.left = file, size
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        view = memoryview(buffer)[: self.left]
+        count = self.file.readinto(view)  # type: ignore[attr-defined]
+        self.left -= count or 0
+        return count or 0
+
+    def readable(self) -> bool:
+        return True
 
 
 def _requested_range(value: str | None, size: int) -> tuple[int, int] | None:
