@@ -1494,12 +1494,20 @@ def _redirect_target(method: str, url: str, location: str) -> str:
 
 
 def _is_loopback(host: str) -> bool:
-    """localhost, 127.0.0.0/8 or ::1: a host whose traffic never leaves the machine."""
-    import ipaddress  # only a key sent over plain http:// gets here
+    """localhost, 127.0.0.0/8 or ::1 (``host`` as urlsplit's hostname gives it): traffic that never leaves
+    the machine."""
+    if host == "localhost":
+        return True
+    parts = host.split(".")
+    if len(parts) == 4 and all(part.isascii() and part.isdigit() and int(part) < 256 for part in parts):
+        return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
+    if ":" not in host:
+        return False  # a name
+    import ipaddress
 
     try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a name
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
         return False
 
 
