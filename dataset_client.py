@@ -594,16 +594,17 @@ class _Secrets:
     """The secrets to redact in what a server sends back, held so that no repr shows them.
 
     ``texts`` are the secrets as given (each a ``_Secret``); the forms a server may echo
-    them in (percent-encoded, JSON- and HTML-escaped, any case of hex) are matched by one
-    pattern, built on first use: redaction happens on error and log paths, so a
-    successful request never pays for it. Pickles as its texts alone.
+    them in (percent-encoded, JSON- and HTML-escaped, any case of hex) are matched by
+    patterns built the first time a text holds an escape (some 50 ms): redaction happens
+    on error and log paths, so a successful request never pays for it. Pickles as its
+    texts alone.
     """
 
-    __slots__ = ("_patterns", "texts")
+    __slots__ = ("_redact_forms", "texts")
 
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self.texts = tuple(_Secret(text) for text in sorted(set(texts), key=len, reverse=True))
-        self._patterns: list[re.Pattern[str]] | None = None
+        self._redact_forms: Callable[[str], str] | None = None
 
     def __repr__(self) -> str:
         return f"<{len(self.texts)} secrets, redacted>"
@@ -622,11 +623,14 @@ class _Secrets:
     def redact(self, text: str) -> str:
         if not self.texts:
             return text
-        if self._patterns is None:
-            self._patterns = _secrets_patterns(self.texts)
-        for pattern in self._patterns:  # longest first
-            text = pattern.sub(_REDACTED, text)
-        return str(text)
+        if _escape_in(text) is None:  # then a secret can only be there as itself: no pattern needed
+            for secret in self.texts:
+                if secret in text:
+                    text = text.replace(secret, _REDACTED)
+            return text
+        if self._redact_forms is None:
+            self._redact_forms = _forms_redactor(self.texts)
+        return self._redact_forms(text)
 
     def found_in(self, text: str) -> bool:
         return self.redact(text) != text
@@ -1308,8 +1312,19 @@ def _unreadable_url(url: str) -> str | None:
     return None
 
 
-def _secrets_patterns(texts: tuple[str, ...]) -> list[re.Pattern[str]]:
-    """Patterns matching each secret in every form servers echo it in, whatever mix of them:
+@functools.cache
+def _escape_finder() -> Callable[[str], re.Match[str] | None]:
+    # What every form but the character itself starts with (see _character_forms).
+    return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
+
+
+def _escape_in(text: str) -> re.Match[str] | None:
+    """The first escape (percent, JSON, HTML) in ``text``, or None: text without one needs no pattern."""
+    return _escape_finder()(text)
+
+
+def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
+    """A function replacing each secret in every form servers echo it in, whatever mix of them:
     each character as itself, percent-encoded (hex in either case; so quote() with or without
     "/" kept), JSON-escaped (``\\/``, ``\\u002f`` in either case), or an HTML entity
     (``&#47;``, ``&#x2F;``, ``&sol;``). Built once per client, on the first redaction."""
@@ -1320,11 +1335,18 @@ def _secrets_patterns(texts: tuple[str, ...]) -> list[re.Pattern[str]]:
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
     # One pattern a secret: alternatives of several would stop the engine skipping ahead (see below).
-    return [re.compile("".join(_character_forms(character, entities) for character in text)) for text in texts]
+    patterns = [re.compile("".join(_character_forms(character, entities) for character in text)) for text in texts]
+
+    def redact(text: str) -> str:  # a closure: the patterns spell the secrets out, and no repr shows them
+        for pattern in patterns:  # longest first
+            text = pattern.sub(_REDACTED, text)
+        return text
+
+    return redact
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for one character of a secret, in each form ``_secrets_pattern`` lists.
+    """A pattern for one character of a secret, in each form ``_forms_redactor`` lists.
 
     Each form starts with a literal character ("%", "\\", "&"), outside the case-insensitive
     groups: the regular expression engine then skips ahead to those characters, five times

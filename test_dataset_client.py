@@ -1380,9 +1380,11 @@ class SecondReviewSecretTests(ServerTestCase):
         proxy = f"http://alice:{password}@127.0.0.1:9"
         with mock.patch.dict(os.environ, {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy}):
             client = self.client(headers={"X-Tenant": tenant})
+        client._secrets.redact("%41 \\u0041 &#65;")  # the patterns for the escaped forms made
         shown = [repr(client), repr(vars(client))]
         for value in vars(client).values():
             shown += [repr(value), *(repr(item) for item in getattr(value, "__dict__", {}).values())]
+            shown += [repr(getattr(value, name, None)) for name in getattr(type(value), "__slots__", ())]
         for handler in client._opener.handlers:
             shown += [repr(handler), *(repr(item) for item in vars(handler).values())]
         for secret in (KEY, tenant, password, base64.b64encode(f"alice:{password}".encode()).decode()):
