@@ -1425,10 +1425,7 @@ def _redact_nested(value: dict[Any, Any] | list[Any], secrets: _Secrets) -> dict
 def _redact_error(error: BaseException, secrets: _Secrets) -> None:
     """Redact the secrets a server echoed in ``error`` and its causes (args and fields); drop the
     causes' frames, whose locals hold the response's bytes."""
-    seen: set[int] = set()
-    exc: BaseException | None = error
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
+    for exc in _exception_chain(error):
         exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
         for name, value in list(vars(exc).items()):
             if name.startswith("__"):
@@ -1439,7 +1436,19 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
             setattr(exc, name, _redact_value(value, secrets))
         if exc is not error:
             exc.__traceback__ = None
-        exc = exc.__cause__ or exc.__context__
+
+
+def _exception_chain(error: BaseException) -> list[BaseException]:
+    """``error``, its causes and contexts (both: ``raise X from Y`` in an ``except Z`` keeps Z too), each once."""
+    chain: list[BaseException] = []
+    pending = [error]
+    while pending:  # bounded: each exception once
+        exc = pending.pop()
+        if any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        pending += [linked for linked in (exc.__context__, exc.__cause__) if linked is not None]
+    return chain
 
 
 def _clear_library_frames(error: BaseException) -> None:
@@ -1447,10 +1456,7 @@ def _clear_library_frames(error: BaseException) -> None:
     this module's and the standard library's (json's holds the body it decoded); a caller's own
     frames, such as a progress callback's, are left as they were."""
     stdlib = os.path.dirname(os.__file__)
-    seen: set[int] = set()
-    exc: BaseException | None = error
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
+    for exc in _exception_chain(error):
         tb = exc.__traceback__
         while tb is not None:
             frame, tb = tb.tb_frame, tb.tb_next
@@ -1459,7 +1465,6 @@ def _clear_library_frames(error: BaseException) -> None:
             if ours:
                 with contextlib.suppress(RuntimeError):  # a frame still running (the one catching it)
                     frame.clear()
-        exc = exc.__cause__ or exc.__context__
 
 
 def _json_or_none(text: str) -> Any:

@@ -1226,10 +1226,13 @@ def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
         if summary.filename != __file__:  # the test's own frames hold what it passed
             text = repr(summary.locals)
             found += [f"capture_locals {summary.name}: {secret}" for secret in secrets if secret in text]
-    seen: set[int] = set()
-    exc: BaseException | None = error
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
+    chain, pending = [], [error]
+    while pending:  # the causes and the contexts: a context is kept even when a cause is given
+        exc = pending.pop()
+        if any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        pending += [linked for linked in (exc.__cause__, exc.__context__) if linked is not None]
         values = {
             f"{frame.f_code.co_name}: {name}": value
             for frame, _ in traceback.walk_tb(exc.__traceback__)
@@ -1241,7 +1244,6 @@ def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
         found += [
             f"{where} holds {secret}" for where, value in values.items() for secret in secrets if secret in repr(value)
         ]
-        exc = exc.__cause__ or exc.__context__
     return found
 
 
@@ -1325,6 +1327,20 @@ class SecondReviewSecretTests(ServerTestCase):
         self.assertEqual(status, 1, err)
         self.assertIn("401", err)
         self.assertNotIn(KEY, err)
+
+    def test_a_body_that_is_not_json_or_not_utf8_leaves_no_key_in_causes_or_contexts(self) -> None:
+        # Found in review: the UnicodeDecodeError replaced as the cause stayed as the context, body and all.
+        for body in (b"{\x80 ", b"<html> ", b"[" * 100_000 + b" "):
+
+            def respond(handler: Handler, body: bytes = body) -> None:
+                reply(200, body + handler.headers["Authorization"].encode(), content_type="text/plain")(handler)
+
+            with self.subTest(body=body[:8]):
+                self.script(respond)
+                error = outcome_of(self.client().list_datasets)
+                assert isinstance(error, dc.InvalidResponseError), repr(error)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+                self.assertEqual(secrets_in_frames(error, KEY), [])
 
     def test_an_error_body_nested_600_deep_is_redacted_and_pickles(self) -> None:
         # Found in review: RecursionError out of _redact_error, with the secrets in its frames.
