@@ -1327,7 +1327,8 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     """A function replacing each secret in every form servers echo it in, whatever mix of them:
     each character as itself, percent-encoded (hex in either case; so quote() with or without
     "/" kept), JSON-escaped (``\\/``, ``\\u002f`` in either case), or an HTML entity
-    (``&#47;``, ``&#x2F;``, ``&sol;``). Built once per client, on the first redaction."""
+    (``&#47;``, ``&#x2F;``, ``&sol;``). Built once per client, the first time a text to redact
+    holds an escape."""
     from html.entities import html5  # only an error or log path gets here
 
     entities: dict[str, list[str]] = {}
@@ -1452,7 +1453,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of the finished frames an escaping exception (and its causes) went through,
+    """Clear the locals of the finished frames an escaping exception (and its causes and contexts) went through,
     this module's and the standard library's (json's holds the body it decoded); a caller's own
     frames, such as a progress callback's, are left as they were."""
     stdlib = os.path.dirname(os.__file__)
