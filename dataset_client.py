@@ -1301,12 +1301,12 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
 
 def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be read (a bad IPv6 address, a port that is no number), or None.
+    """Why ``url`` cannot be split (a broken IPv6 literal), or None.
 
     Said in a separate frame: the exception and its frames, which hold the URL, end here.
     """
     try:
-        urllib.parse.urlsplit(url).port  # noqa: B018 (a bad port is refused now, not at the first request)
+        urllib.parse.urlsplit(url)
     except ValueError as exc:
         return str(exc)
     return None

@@ -1378,7 +1378,7 @@ class SecondReviewSecretTests(ServerTestCase):
             ({"headers": {"X-Tenant": tenant, "X-Bad": "a\nb"}}, {}),
             ({"base_url": "ftp://h"}, {}),
             ({}, {"HTTP_PROXY": f"http://alice:{password}@[::1"}),
-            ({}, {"HTTPS_PROXY": f"http://alice:{password}@proxy:port"}),
+            ({}, {"HTTPS_PROXY": f"http://alice:{password}@proxy]:3128"}),
         ]
         for options, env in cases:
             with self.subTest(options=options, env=env), mock.patch.dict(os.environ, env):
