@@ -199,6 +199,24 @@ class ServiceError(DatasetClientError, RuntimeError):
         self.request_id = self.headers.get("X-Request-Id") or self.headers.get("Request-Id")
         self.retry_after = _parse_retry_after(self.headers.get("Retry-After"))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The payload goes as JSON text: pickle recurses deeper per level than json does, and a
+        # payload json decoded may nest too deep for it.
+        try:
+            payload = json.dumps(self.payload)
+        except (ValueError, TypeError, RecursionError):  # not as json decoded it: pickled as it is
+            return super().__reduce__()
+        state = {**self.__dict__, "payload": None}
+        return (_rebuild_service_error, (type(self), self.args, state, self.__cause__, payload))
+
+
+def _rebuild_service_error(
+    cls: type[ServiceError], args: tuple[Any, ...], state: dict[str, Any], cause: BaseException | None, payload: str
+) -> DatasetClientError:
+    error = _rebuild_exception(cls, args, state, cause)
+    error.payload = json.loads(payload)  # type: ignore[attr-defined]
+    return error
+
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
     """Connecting, or waiting for data, took longer than the client's ``timeout``."""
@@ -273,6 +291,9 @@ class DatasetClient:
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
+        # The key and the headers' values are held as _Secret from the first line: should a check
+        # below fail, the traceback's locals show no credential.
+        api_key, headers = _as_secret(api_key), _as_secret_headers(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
         # A longer one (1e300) is the longest the platform waits: sockets and locks refuse more (OverflowError).
         self._timeout = (
@@ -286,24 +307,20 @@ class DatasetClient:
         user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
-        credentials = extra = _check_headers(headers)
-        if api_key is not None:
-            key = _check_header_value(api_key, "api_key", token=True)
-            credentials = _merge_headers({"Authorization": f"Bearer {key}"}, credentials)
+        self._credentials, secret_values = _credential_headers(api_key, headers)
         # The settings as the constructor takes them, for a copy or an unpickled client to be
         # built from (see __reduce__): every constructor argument belongs here.
         self._arguments: dict[str, Any] = {
             "base_url": base_url,
-            "api_key": None if api_key is None else _Secret(api_key),
+            "api_key": api_key,
             "timeout": self._timeout,
             "max_retries": self._max_retries,
-            "headers": {name: _Secret(value) for name, value in extra.items()},
+            "headers": {name: _Secret(value) for name, value in _check_headers(headers).items()},
             "ssl_context": ssl_context,
             "user_agent": user_agent,
             "backoff_factor": self._backoff_factor,
             "ca_bundle": ca_bundle,
         }
-        self._credentials = {name: _Secret(value) for name, value in credentials.items()}
         self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
         service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._service_headers = _merge_headers(service, self._credentials)
@@ -314,10 +331,14 @@ class DatasetClient:
         self._opener.add_handler(self._pool)
         # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
-        self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
+        self._secrets = _secret_texts(secret_values, self._proxies)
+        if api_key is not None and self._origin[0] == "http" and not _is_loopback(self._origin[1]):
+            _warn_of_a_key_in_clear(self._origin[1])
 
     def __repr__(self) -> str:
-        return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"
+        # Safe on a client whose constructor failed part way: a traceback with locals shows ``self``.
+        pool = getattr(self, "_pool", None)
+        return f"<DatasetClient {getattr(self, '_base_url', '?')!r}{' (closed)' if pool and pool.closed else ''}>"
 
     def __reduce__(self) -> tuple[Callable[..., DatasetClient], tuple[type[DatasetClient], dict[str, Any], bool]]:
         """Pickle as the constructor's arguments: a new client, no connections, closed if this one is."""
@@ -484,7 +505,8 @@ class DatasetClient:
                     _redact_error(error, self._secrets)
                     error = error.with_traceback(None)
                 if self._pool.closed and not isinstance(error, ClientClosedError):
-                    raise ClientClosedError(f"the DatasetClient was closed during {method} {url}") from error
+                    shown = _redact(url, self._secrets)
+                    raise ClientClosedError(f"the DatasetClient was closed during {method} {shown}") from error
                 done = 0 if progress is None else progress()
                 if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
                     last_progress, retries_left = done, self._max_retries
@@ -494,9 +516,17 @@ class DatasetClient:
                     raise error
                 retries_left -= 1
                 _logger().warning(
-                    "retrying %s %s in %.2f s (attempt %d failed: %s)", method, url, delay, attempts, error
+                    "retrying %s %s in %.2f s (attempt %d failed: %s)",
+                    method,
+                    _redact(url, self._secrets),
+                    delay,
+                    attempts,
+                    error,
                 )
                 time.sleep(delay)
+            except BaseException as exc:  # not the client's own: a bug, a signal, a callback's exception
+                _clear_library_frames(exc)  # whatever escapes, no frame below shows a secret or a body
+                raise
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None when it is not retried."""
@@ -570,8 +600,8 @@ class DatasetClient:
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
-            reason = _redact(response.reason, self._secrets)
-            _logger().debug("%s %s: %d %s (%.0f ms)", method, url, response.status, reason, elapsed)
+            reason, shown = _redact(response.reason, self._secrets), _redact(url, self._secrets)
+            _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed)
         return response
 
     def _resolve_download_url(self, download_url: str) -> str:
@@ -620,6 +650,75 @@ class _Secret(str):
         return "'<redacted>'"
 
 
+def _as_secret(value: _T) -> _T:
+    """``value`` as a _Secret when it is text; anything else as it is, for the checks to refuse."""
+    return _Secret(value) if isinstance(value, str) else value  # type: ignore[return-value]
+
+
+def _as_secret_headers(headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """A copy of ``headers`` whose values are _Secret; anything but a dict as it is, for the checks."""
+    if not isinstance(headers, dict):
+        return headers
+    return {name: _as_secret(value) for name, value in headers.items()}
+
+
+def _credential_headers(api_key: str | None, headers: Mapping[str, str] | None) -> tuple[dict[str, str], list[str]]:
+    """The headers only base_url's origin gets (Authorization from the key, then ``headers``),
+    checked, and the values to redact (the key, the headers' values); all held as _Secret."""
+    extra = {name: _Secret(value) for name, value in _check_headers(headers).items()}
+    credentials: dict[str, str] = dict(extra)
+    if api_key is not None:
+        key = _Secret(_check_header_value(api_key, "api_key", token=True))
+        credentials = _merge_headers({"Authorization": _Secret(f"Bearer {key}")}, extra)
+    return {name: _Secret(value) for name, value in credentials.items()}, [_Secret(api_key or ""), *extra.values()]
+
+
+class _Secrets:
+    """The secrets to redact in what a server sends back, held so that no repr shows them.
+
+    ``texts`` are the secrets as given (each a ``_Secret``); the forms a server may echo
+    them in (percent-encoded, JSON- and HTML-escaped, any case of hex) are matched by
+    patterns built the first time a text holds an escape (some 50 ms): redaction happens
+    on error and log paths, so a successful request never pays for it. Pickles as its
+    texts alone.
+    """
+
+    __slots__ = ("_redact_forms", "texts")
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self.texts = tuple(_Secret(text) for text in sorted(set(texts), key=len, reverse=True))
+        self._redact_forms: Callable[[str], str] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{len(self.texts)} secrets, redacted>"
+
+    def __bool__(self) -> bool:
+        return bool(self.texts)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Secrets, (self.texts,))
+
+    @property
+    def longest(self) -> int:
+        """How many characters the longest form of a secret can take (an escape is at most 8 a character)."""
+        return 8 * len(self.texts[0]) if self.texts else 0
+
+    def redact(self, text: str) -> str:
+        if not self.texts:
+            return text
+        if _escape_in(text) is None:  # then a secret can only be there as itself: no pattern needed
+            for secret in self.texts:
+                if secret in text:
+                    text = text.replace(secret, _REDACTED)
+            return text
+        if self._redact_forms is None:
+            self._redact_forms = _forms_redactor(self.texts)
+        return self._redact_forms(text)
+
+    def found_in(self, text: str) -> bool:
+        return self.redact(text) != text
+
+
 # ---------------------------------------------------------------------------
 # Private helpers: the connection pool
 # ---------------------------------------------------------------------------
@@ -633,7 +732,8 @@ class _ProxyHandler(urllib.request.ProxyHandler):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        # Each proxy URL held as a _Secret: it may carry a password, and the client keeps this dict.
+        super().__init__({scheme: _Secret(url) for scheme, url in urllib.request.getproxies().items()})
         self._no_proxy = urllib.request.getproxies_environment().get("no")  # read now, as the proxies are
         self._rules: _NoProxy | None = None
         self._bypass: dict[tuple[str, str], bool] = {}
@@ -1232,18 +1332,29 @@ class _ProxyAuthenticationRequired(OSError):
     """The cause of a proxy's 407 NetworkError (its status line): not worth retrying."""
 
 
-def _read_json(response: _PooledResponse, secrets: tuple[str, ...]) -> Any:
+def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
-        content_type = response.headers.get("Content-Type", "no content type")
-        start = _redact_value(bytes(data[: 200 + _longest(secrets)]), secrets)[:200]  # redacted, then cut
-        text = f"{response.status} response is not JSON ({content_type}): {start!r}"
-        # A UnicodeDecodeError holds the whole body in a field no redaction reaches: its message will do.
-        raise _invalid(response, text) from (ValueError(str(exc)) if isinstance(exc, UnicodeError) else exc)
+        cause = _without_body(exc)
+    content_type = response.headers.get("Content-Type", "no content type")
+    start = _redact_value(bytes(data[: 200 + _longest(secrets)]), secrets)[:200]  # redacted, then cut
+    text = f"{response.status} response is not JSON ({content_type}): {start!r}"
+    # Raised outside the except clause: the exception caught would stay as the context, body and all.
+    raise _invalid(response, text) from cause
+
+
+def _without_body(exc: BaseException) -> ValueError:
+    """A decoding error as a cause to keep, without the body (and the frames) the one raised holds:
+    a JSONDecodeError's ``doc``, a UnicodeDecodeError's ``object``, a RecursionError's frames."""
+    if isinstance(exc, json.JSONDecodeError):
+        clean = json.JSONDecodeError(exc.msg, "", 0)
+        clean.args, clean.pos, clean.lineno, clean.colno = exc.args, exc.pos, exc.lineno, exc.colno
+        return clean
+    return ValueError(str(exc))  # its message says what and where
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
@@ -1299,9 +1410,7 @@ def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
     return data
 
 
-def _service_error(
-    response: _PooledResponse, secrets: tuple[str, ...], *, too_many_redirects: bool = False
-) -> ServiceError:
+def _service_error(response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False) -> ServiceError:
     """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
     try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
         raw = _read_body(response, _ERROR_BODY_LIMIT + _longest(secrets), truncate=True)
@@ -1309,10 +1418,7 @@ def _service_error(
         raw = b""
     finally:
         response.close()
-    try:
-        body = raw.decode(response.headers.get_content_charset() or "utf-8", errors="replace")
-    except LookupError:  # a charset Python does not know
-        body = raw.decode("utf-8", errors="replace")
+    body = _decode_text(raw, response.headers.get_content_charset())
     return ServiceError(
         response.status,
         _redact(response.reason, secrets) or http.client.responses.get(response.status, ""),
@@ -1325,74 +1431,223 @@ def _service_error(
     )
 
 
-def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> tuple[str, ...]:
+def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
+    """A body as text in its charset; one Python does not know, or cannot decode with replacement
+    characters (``idna`` raises UnicodeError; ``hex`` is no text encoding), is read as UTF-8."""
+    try:
+        return bytes(raw).decode(charset or "utf-8", errors="replace")
+    except (LookupError, UnicodeError, ValueError, TypeError):  # raised before any text is made
+        return bytes(raw).decode("utf-8", errors="replace")
+
+
+def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
     """The credentials to redact in what a server sends back: ``values`` (the key, the extra
-    headers' values) and the proxies' passwords, as given, percent-encoded and in Basic form.
+    headers' values) and the proxies' passwords (as given and decoded), each also in base64,
+    and a proxy's ``USER:PASSWORD`` in base64 (its Basic credentials).
 
     Values shorter than 4 characters are left: replacing every "1" in a body would hide the
-    body, and such a value is no secret.
+    body, and such a value is no secret. Every text is held as a ``_Secret`` from the start:
+    no frame's locals show one.
     """
     import base64  # already imported by urllib.request
 
-    texts = {value for value in values if len(value) >= 4}
-    for proxy in proxies.values():
-        parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    texts = [_Secret(value) for value in values if len(value) >= 4]
+    for password, basic in _proxy_passwords(proxies):
+        texts += [password, _Secret(urllib.parse.unquote(password)), basic]
+    encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
+    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded or not
+    return _Secrets(text for text in texts if len(text) >= 4)
+
+
+def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
+    """Each proxy's password (as in its URL) and its Basic credentials (base64 of ``USER:PASSWORD``).
+
+    A proxy URL that cannot be read is a ValueError naming its variable, never showing it: it may hold a password.
+    """
+    import base64
+
+    found = []
+    for scheme, proxy in proxies.items():
+        if scheme == "no":  # NO_PROXY, which urllib lists with them: hosts, not a URL
+            continue
+        url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
+        reason = _unreadable_url(url)
+        if reason is not None:
+            raise ValueError(f"{scheme.upper()}_PROXY is not a valid proxy URL ({reason}); its value is not shown")
+        parts = urllib.parse.urlsplit(url)
         if parts.password:
-            user, password = urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password)
-            texts |= {parts.password, password, base64.b64encode(f"{user}:{password}".encode()).decode()}
-    texts |= {urllib.parse.quote(text, safe="") for text in texts}
-    escaped = {json.dumps(text)[1:-1] for text in texts}  # as a JSON string holds it (quotes, \\, \\uXXXX)
-    texts |= escaped | {text.replace("/", "\\/") for text in escaped}  # and as PHP's json_encode writes "/"
-    return tuple(sorted((text for text in texts if len(text) >= 4), key=len, reverse=True))  # longest first
+            password = _Secret(urllib.parse.unquote(parts.password))
+            user = _Secret(urllib.parse.unquote(parts.username or ""))
+            found.append((_Secret(parts.password), _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())))
+    return found
 
 
-def _longest(secrets: tuple[str, ...]) -> int:
-    return len(secrets[0]) if secrets else 0  # longest first
+def _unreadable_url(url: str) -> str | None:
+    """Why ``url`` cannot be split (a broken IPv6 literal), or None.
+
+    Said in a separate frame: the exception and its frames, which hold the URL, end here.
+    """
+    try:
+        urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, _REDACTED)
-    return text
+@functools.cache
+def _escape_finder() -> Callable[[str], re.Match[str] | None]:
+    # What every form but the character itself starts with (see _character_forms).
+    return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
-def _redact_value(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` with every secret replaced: text, bytes, headers, and decoded JSON (walked)."""
-    if isinstance(value, str):
-        return _redact(value, secrets)
-    if isinstance(value, (bytes, bytearray)):
-        for secret in secrets:
-            value = value.replace(secret.encode("utf-8"), _REDACTED.encode())
+def _escape_in(text: str) -> re.Match[str] | None:
+    """The first escape (percent, JSON, HTML) in ``text``, or None: text without one needs no pattern."""
+    return _escape_finder()(text)
+
+
+def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
+    """A function replacing each secret in every form servers echo it in, whatever mix of them:
+    each character as itself, percent-encoded (hex in either case; so quote() with or without
+    "/" kept), JSON-escaped (``\\/``, ``\\u002f`` in either case), or an HTML entity
+    (``&#47;``, ``&#x2F;``, ``&sol;``). Built once per client, the first time a text to redact
+    holds an escape."""
+    from html.entities import html5  # only an error or log path gets here
+
+    entities: dict[str, list[str]] = {}
+    for name, character in html5.items():
+        if name.endswith(";") and len(character) == 1:
+            entities.setdefault(character, []).append(name)
+    # One pattern a secret: alternatives of several would stop the engine skipping ahead (see below).
+    patterns = [re.compile("".join(_character_forms(character, entities) for character in text)) for text in texts]
+
+    def redact(text: str) -> str:  # a closure: the patterns spell the secrets out, and no repr shows them
+        for pattern in patterns:  # longest first
+            text = pattern.sub(_REDACTED, text)
+        return text
+
+    return redact
+
+
+def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
+    """A pattern for one character of a secret, in each form ``_forms_redactor`` lists.
+
+    Each form starts with a literal character ("%", "\\", "&"), outside the case-insensitive
+    groups: the regular expression engine then skips ahead to those characters, five times
+    faster through a long body.
+    """
+    code = ord(character)
+    percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
+    units = character.encode("utf-16-be", "surrogatepass")
+    escaped = "".join(f"\\\\(?i:u{units[i]:02x}{units[i + 1]:02x})" for i in range(0, len(units), 2))
+    forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
+    forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
+    if character in '/"\\':
+        forms.append(re.escape(f"\\{character}"))  # JSON's short escapes (PHP's json_encode writes "\\/")
+    return f"(?:{'|'.join(forms)})"
+
+
+def _longest(secrets: _Secrets) -> int:
+    return secrets.longest
+
+
+def _redact(text: str, secrets: _Secrets) -> str:
+    return secrets.redact(text) if secrets else text
+
+
+def _redact_value(value: Any, secrets: _Secrets) -> Any:
+    """``value`` with every secret replaced: text, bytes, headers (names and values), and decoded
+    JSON (walked without recursion: a payload may nest thousands deep)."""
+    if not secrets:
         return value
+    if isinstance(value, str):
+        return secrets.redact(value)
+    if isinstance(value, (bytes, bytearray)):
+        text = bytes(value).decode("utf-8", "surrogateescape")  # every byte kept as it was
+        clean = secrets.redact(text)
+        return value if clean == text else clean.encode("utf-8", "surrogateescape")
     if isinstance(value, http.client.HTTPMessage):
-        if not any(_redact(text, secrets) != text for text in value.values()):
+        if not any(secrets.found_in(f"{name}: {text}") for name, text in value.items()):
             return value
-        clean = http.client.HTTPMessage()
+        headers = http.client.HTTPMessage()
         for name, text in value.items():
-            clean[name] = _redact(text, secrets)
-        return clean
-    if isinstance(value, dict):
-        return {_redact_value(key, secrets): _redact_value(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact_value(item, secrets) for item in value]
+            headers[secrets.redact(name)] = secrets.redact(text)
+        return headers
+    if isinstance(value, (dict, list)):
+        return _redact_nested(value, secrets)
     return value
 
 
-def _redact_error(error: BaseException, secrets: tuple[str, ...]) -> None:
+def _redact_nested(value: dict[Any, Any] | list[Any], secrets: _Secrets) -> dict[Any, Any] | list[Any]:
+    """A copy of nested dicts and lists with every string (keys too) redacted, one container at a time."""
+
+    def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
+        if isinstance(container, dict):
+            return {secrets.redact(key) if isinstance(key, str) else key: item for key, item in container.items()}
+        return list(container)
+
+    top = shallow(value)
+    copies = {id(value): top}  # a container met twice (or inside itself) is copied once
+    pending = [top]
+    while pending:  # each container once: bounded by their number
+        container = pending.pop()
+        places = container.keys() if isinstance(container, dict) else range(len(container))
+        for place in list(places):
+            item = container[place]
+            if isinstance(item, str):
+                container[place] = secrets.redact(item)
+            elif isinstance(item, (dict, list)):
+                if id(item) not in copies:
+                    copies[id(item)] = shallow(item)
+                    pending.append(copies[id(item)])
+                container[place] = copies[id(item)]
+            elif isinstance(item, (bytes, bytearray, http.client.HTTPMessage)):
+                container[place] = _redact_value(item, secrets)
+    return top
+
+
+def _redact_error(error: BaseException, secrets: _Secrets) -> None:
     """Redact the secrets a server echoed in ``error`` and its causes (args and fields); drop the
     causes' frames, whose locals hold the response's bytes."""
-    seen: set[int] = set()
-    exc: BaseException | None = error
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
+    for exc in _exception_chain(error):
         exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
         for name, value in list(vars(exc).items()):
-            if not name.startswith("__"):
-                setattr(exc, name, _redact_value(value, secrets))
+            if name.startswith("__"):
+                continue
+            if exc is not error and isinstance(value, (str, bytes, bytearray)) and len(value) > _ERROR_BODY_LIMIT:
+                # A cause's copy of a body (IncompleteRead.partial): kept as an error keeps a body, its start.
+                value = _redact_value(value[: _ERROR_BODY_LIMIT + secrets.longest], secrets)[:_ERROR_BODY_LIMIT]
+            setattr(exc, name, _redact_value(value, secrets))
         if exc is not error:
             exc.__traceback__ = None
-        exc = exc.__cause__ or exc.__context__
+
+
+def _exception_chain(error: BaseException) -> list[BaseException]:
+    """``error``, its causes and contexts (both: ``raise X from Y`` in an ``except Z`` keeps Z too), each once."""
+    chain: list[BaseException] = []
+    pending = [error]
+    while pending:  # bounded: each exception once
+        exc = pending.pop()
+        if any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        pending += [linked for linked in (exc.__context__, exc.__cause__) if linked is not None]
+    return chain
+
+
+def _clear_library_frames(error: BaseException) -> None:
+    """Clear the locals of the finished frames an escaping exception (and its causes and contexts) went through,
+    this module's and the standard library's (json's holds the body it decoded); a caller's own
+    frames, such as a progress callback's, are left as they were."""
+    stdlib = os.path.dirname(os.__file__)
+    for exc in _exception_chain(error):
+        tb = exc.__traceback__
+        while tb is not None:
+            frame, tb = tb.tb_frame, tb.tb_next
+            name = frame.f_code.co_filename
+            ours = frame.f_globals is globals() or (name.startswith(stdlib) and "-packages" not in name)
+            if ours:
+                with contextlib.suppress(RuntimeError):  # a frame still running (the one catching it)
+                    frame.clear()
 
 
 def _json_or_none(text: str) -> Any:
@@ -1446,6 +1701,31 @@ def _redirect_target(method: str, url: str, location: str) -> str:
         raise InvalidResponseError(
             f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
         ) from None
+
+
+def _warn_of_a_key_in_clear(host: str) -> None:
+    """Said once per client, as it is made; "lasting": the CLI prints it as a message, not a passing status."""
+    _logger().warning(
+        "the API key goes to %s over plain http://: it travels in clear (use https://)", host, extra={"lasting": True}
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    """localhost, 127.0.0.0/8 or ::1 (``host`` as urlsplit's hostname gives it): traffic that never leaves
+    the machine."""
+    if host == "localhost":
+        return True
+    parts = host.split(".")
+    if len(parts) == 4 and all(part.isascii() and part.isdigit() and int(part) < 256 for part in parts):
+        return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
+    if ":" not in host:
+        return False  # a name
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _origin_of(url: str) -> tuple[str, str, int]:
@@ -1603,6 +1883,10 @@ class _Transfer:
             self._resume(*kept)
             self._resume_digests(target.state.saved if target.state is not None else None)
 
+    def shown_url(self) -> str:
+        """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
+        return _redact(self.url, self.client._secrets)
+
     @property
     def total(self) -> int | None:
         """The file's size, once a response has said it: where the last part ends."""
@@ -1620,6 +1904,10 @@ class _Transfer:
                         message = f"GET {self.url}: the file changed on the server during each of {restarts + 1} tries"
                         raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
+        except DatasetClientError as error:  # its message and url name a URL that may carry a secret
+            if self.client._secrets:
+                _redact_error(error, self.client._secrets)
+            raise
         finally:
             if self.digest is not None:
                 self.digest.close()
@@ -1629,7 +1917,7 @@ class _Transfer:
 
     def _restart_after(self, changed: _FileChanged) -> None:
         self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
-        _logger().info("starting over: %s, GET %s", changed.reason, self.url)
+        _logger().info("starting over: %s, GET %s", changed.reason, self.shown_url())
         self.restart()
 
     def _fetch_all(self) -> None:
@@ -1689,7 +1977,7 @@ class _Transfer:
             attempts += 1
             if part.done and attempts > 1:
                 where = f"{_size(part.offset)} of {_size(self.total or 0)}"
-                _logger().info("resuming at %s after an interruption, GET %s", where, self.url)
+                _logger().info("resuming at %s after an interruption, GET %s", where, self.shown_url())
             headers = self._request_headers(part)
             response = self._send(headers)
             with self._receiving(response):
@@ -1738,7 +2026,7 @@ class _Transfer:
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
         self.parts, self.validator = parts, validator
         size = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), size, self.url)
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), size, self.shown_url())
 
     def _resume_digests(self, saved: Any) -> None:
         """Take up the digests of the whole file the first response of an earlier run stated."""
@@ -1880,7 +2168,7 @@ class _Transfer:
             self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
-        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.url)
+        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.shown_url())
         _skip(response, whole.done)
         return whole
 
@@ -3719,6 +4007,7 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
             return _EXIT_OK
         _apply_settings(args, stderr.warning)
         with _open_client(args) as client:
+            stderr.secrets = client._secrets  # whatever a line holds, it shows none of them
             _run_with_client(client, args, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -3850,6 +4139,8 @@ def _download_command(
 ) -> None:
     """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
+    if named_by_url and client._secrets.found_in(url):  # KEY.csv, or a key in a name the summary prints
+        raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     args.writing = target
     resume = args.resume
     if target != "-":
@@ -3958,6 +4249,7 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
+        self.secrets = _Secrets()  # the client's, once it is made: redacted in every line written
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:
@@ -3993,7 +4285,7 @@ class _Stderr:
         text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
         if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
             text = text.rsplit(", GET ", 1)[0]
-        if record.levelno >= _WARNING and not self.verbose:
+        if record.levelno >= _WARNING and not self.verbose and not getattr(record, "lasting", False):
             self.status(text)  # a retry: said while it waits, gone once it is over
         else:  # never cut: the cause of a retry is at the end
             self.message(text)
@@ -4004,7 +4296,7 @@ class _Stderr:
 
     def _write(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not hide the real error
-            self.stream.write(text)
+            self.stream.write(self.secrets.redact(text))
             self.stream.flush()
 
 

@@ -1398,6 +1398,271 @@ class HostileServerSecretTests(ServerTestCase):
 # ---------------------------------------------------------------------------
 
 
+def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
+    """Where a secret shows in the repr of a local of a frame below the test's own (``error``'s and its
+    causes'), as traceback's capture_locals=True shows them (which must not fail), or in their fields."""
+    found = []
+    for summary in traceback.TracebackException.from_exception(error, capture_locals=True).stack:
+        if summary.filename != __file__:  # the test's own frames hold what it passed
+            text = repr(summary.locals)
+            found += [f"capture_locals {summary.name}: {secret}" for secret in secrets if secret in text]
+    chain, pending = [], [error]
+    while pending:  # the causes and the contexts: a context is kept even when a cause is given
+        exc = pending.pop()
+        if any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        pending += [linked for linked in (exc.__cause__, exc.__context__) if linked is not None]
+        values = {
+            f"{frame.f_code.co_name}: {name}": value
+            for frame, _ in traceback.walk_tb(exc.__traceback__)
+            if frame.f_code.co_filename != __file__
+            for name, value in frame.f_locals.items()
+        }
+        fields = (*exc.args, *vars(exc).values(), getattr(exc, "object", b""), getattr(exc, "doc", ""))
+        values.update({f"{type(exc).__name__} field {number}": value for number, value in enumerate(fields)})
+        found += [
+            f"{where} holds {secret}" for where, value in values.items() for secret in secrets if secret in repr(value)
+        ]
+    return found
+
+
+class SecondReviewSecretTests(ServerTestCase):
+    """Issue 23's second review: no key in a URL shown, in a traceback's locals, in any form a server echoes."""
+
+    def run_cli(self, *argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY, **(env or {})}),
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
+            status = dc.main(["--base-url", self.server.url + "/api/v1", "--retries", "0", *argv])
+        return status, stdout.getvalue(), stderr.getvalue()
+
+    def test_a_redirect_holding_the_key_is_logged_and_raised_redacted(self) -> None:
+        # Found in review: the -v line and the DEBUG record showed "?token=KEY" as the server sent it.
+        for final in (reply(200, []), reply(404, {"message": "gone"})):
+            self.script(reply(302, b"", {"Location": f"/api/v1/datasets2?token={KEY}"}), final)
+            with self.assertLogs("dataset_client", level="DEBUG") as logs:
+                outcome = outcome_of(self.client(max_retries=0).list_datasets)
+            self.assertEqual(self.requests[-1].path, f"/api/v1/datasets2?token={KEY}", "the key went, as told")
+            shown = "\n".join(logs.output) + (f"{outcome}{outcome.url}" if isinstance(outcome, ServiceError) else "")
+            self.assertIn("/api/v1/datasets2?token=<redacted>", shown)
+            self.assertNotIn(KEY, shown)
+        self.script(reply(302, b"", {"Location": f"/api/v1/datasets2?token={KEY}"}), reply(404, {"message": "gone"}))
+        status, _, err = self.run_cli("-v", "datasets")
+        self.assertEqual(status, 1)
+        self.assertIn("datasets2?token=<redacted>", err)
+        self.assertNotIn(KEY, err)
+        self.script(reply(302, b"", {"Location": f"/api/v1/datasets2?token={KEY}"}), reply(200, []))
+        status, out, err = self.run_cli("-v", "datasets")
+        self.assertEqual((status, out.strip()), (0, "[]"), err)
+        self.assertIn("GET http://127.0.0.1", err)
+        self.assertNotIn(KEY, err)
+
+    def test_a_download_url_holding_the_key_names_no_file_and_is_shown_redacted(self) -> None:
+        # Found in review: `export --download` created KEY.csv and printed its name; the retry line showed the URL.
+        directory = self.tmp()
+        export = {"id": "e1", "download_url": f"/api/v1/files/{KEY}.csv", "sha256": "0" * 64}
+        self.script(reply(201, export))
+        argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03"]
+        status, out, err = self.run_cli("-v", *argv, "--format", "csv", "--download", str(directory))
+        self.assertEqual(status, 1, err)
+        self.assertEqual([request.method for request in self.requests], ["POST"], "nothing downloaded")
+        self.assertEqual(list(directory.iterdir()), [])
+        self.assertIn('"download_url": "/api/v1/files/<redacted>.csv"', out)
+        self.assertIn("holds a secret", err)
+        self.assertNotIn(KEY, out + err)
+        self.script(reply(503, b"busy"), serve_file(DATA))
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            self.client(max_retries=1).download(f"files/{KEY}.csv", directory / "out.csv")  # DEST given: fine
+        self.assertEqual(self.requests[-1].path, f"/api/v1/files/{KEY}.csv")
+        self.assertEqual((directory / "out.csv").read_bytes(), DATA)
+        self.assertEqual(len([line for line in logs.output if "retrying GET" in line]), 1)
+        self.assertNotIn(KEY, "\n".join(logs.output))
+
+    def test_an_unknown_or_hostile_charset_is_read_as_utf8(self) -> None:
+        # Found in review: charset=idna raised a bare UnicodeError (frames holding the key and the body);
+        # the CLI exited 2 (a usage error) and a 503 was not retried.
+        def echo(status: int, charset: str) -> Respond:
+            def respond(handler: Handler) -> None:
+                body = f"denied: {handler.headers['Authorization']}".encode()
+                reply(status, body, content_type=f"text/plain; charset={charset}")(handler)
+
+            return respond
+
+        for charset in ("idna", "hex", "no-such-charset", "rot13"):
+            with self.subTest(charset=charset):
+                self.script(echo(503, charset), reply(200, {"ok": 1}))
+                self.assertEqual(self.client(max_retries=1).list_datasets(), {"ok": 1}, "the 503 was retried")
+                self.script(echo(401, charset))
+                error = outcome_of(self.client(max_retries=0).list_datasets)
+                assert isinstance(error, ServiceError), repr(error)
+                self.assertEqual(error.body, "denied: Bearer <redacted>")
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+                self.assertEqual(secrets_in_frames(error, KEY), [])
+        self.script(echo(401, "idna"))
+        status, _, err = self.run_cli("datasets")
+        self.assertEqual(status, 1, err)
+        self.assertIn("401", err)
+        self.assertNotIn(KEY, err)
+
+    def test_a_body_that_is_not_json_or_not_utf8_leaves_no_key_in_causes_or_contexts(self) -> None:
+        # Found in review: the UnicodeDecodeError replaced as the cause stayed as the context, body and all.
+        for body in (b"{\x80 ", b"<html> ", b"[" * 100_000 + b" "):
+
+            def respond(handler: Handler, body: bytes = body) -> None:
+                reply(200, body + handler.headers["Authorization"].encode(), content_type="text/plain")(handler)
+
+            with self.subTest(body=body[:8]):
+                self.script(respond)
+                error = outcome_of(self.client().list_datasets)
+                assert isinstance(error, dc.InvalidResponseError), repr(error)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+                self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_an_error_body_nested_600_deep_is_redacted_and_pickles(self) -> None:
+        # Found in review: RecursionError out of _redact_error, with the secrets in its frames.
+        def deep(handler: Handler) -> None:
+            body = '{"a": ' * 600 + json.dumps(handler.headers["Authorization"]) + "}" * 600
+            reply(400, body.encode())(handler)
+
+        self.script(deep)
+        error = outcome_of(self.client(max_retries=0).list_datasets)
+        assert isinstance(error, ServiceError), repr(error)
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+        copy = pickle.loads(pickle.dumps(error))
+        for payload in (error.payload, copy.payload):
+            for _ in range(600):
+                payload = payload["a"]
+            self.assertEqual(payload, "Bearer <redacted>")
+        self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_a_non_client_exception_escaping_leaves_no_secret_or_body_in_frames(self) -> None:
+        # A bare exception from deep inside (here a Ctrl-C while an echoed 401 is read): no frame keeps them.
+        self.script(echo_credentials(401))
+        with mock.patch.object(dc, "_message_of", side_effect=KeyboardInterrupt):
+            error = outcome_of(self.client(max_retries=0).list_datasets)
+        assert isinstance(error, KeyboardInterrupt), repr(error)
+        names = [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)]
+        self.assertIn("_service_error", names, "the frames that held the body were searched")
+        self.assertEqual(secrets_in_frames(error, KEY, "bad credentials"), [])
+
+    def test_a_failing_constructor_leaves_no_secret_in_its_frames(self) -> None:
+        # Found in review: api_key in __init__'s frame, repr() of the half-built client raising (so
+        # capture_locals crashed), a malformed HTTP_PROXY leaving its password in frames.
+        tenant, password = "tenant-secret-0042", "proxy-pass-0099"
+        cases: list[tuple[dict[str, object], dict[str, str]]] = [
+            ({"timeout": "soon"}, {}),
+            ({"headers": {"X-Tenant": tenant, "X-Bad": "a\nb"}}, {}),
+            ({"base_url": "ftp://h"}, {}),
+            ({}, {"HTTP_PROXY": f"http://alice:{password}@[::1"}),
+            ({}, {"HTTPS_PROXY": f"http://alice:{password}@proxy]:3128"}),
+        ]
+        for options, env in cases:
+            with self.subTest(options=options, env=env), mock.patch.dict(os.environ, env):
+                arguments: dict[str, Any] = {"base_url": self.server.url, "api_key": KEY, "headers": {"X-T": tenant}}
+                arguments.update(options)
+                error = outcome_of(functools.partial(DatasetClient, **arguments))
+                assert isinstance(error, (TypeError, ValueError)), repr(error)
+                self.assertEqual(secrets_in_frames(error, KEY, tenant, password), [])
+                if env:
+                    self.assertIn(f"{next(iter(env))} is not a valid proxy URL", str(error))
+
+    def test_a_clients_attributes_and_their_reprs_show_no_secret(self) -> None:
+        # Found in review: vars(client) showed the key and the proxy password.
+        tenant, password = "tenant-secret-0042", "proxy-pass-0099"
+        proxy = f"http://alice:{password}@127.0.0.1:9"
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy}):
+            client = self.client(headers={"X-Tenant": tenant})
+        client._secrets.redact("%41 \\u0041 &#65;")  # the patterns for the escaped forms made
+        shown = [repr(client), repr(vars(client))]
+        for value in vars(client).values():
+            shown += [repr(value), *(repr(item) for item in getattr(value, "__dict__", {}).values())]
+            shown += [repr(getattr(value, name, None)) for name in getattr(type(value), "__slots__", ())]
+        for handler in client._opener.handlers:
+            shown += [repr(handler), *(repr(item) for item in vars(handler).values())]
+        for secret in (KEY, tenant, password, base64.b64encode(f"alice:{password}".encode()).decode()):
+            self.assertNotIn(secret, "\n".join(shown))
+        copy = pickle.loads(pickle.dumps(client._secrets))
+        self.assertEqual(copy.redact(f"a {KEY} b {tenant}"), "a <redacted> b <redacted>")
+
+    def test_redaction_covers_the_forms_servers_use(self) -> None:
+        # Found in review: lower-case hex, quote() with "/" kept, \u002f, HTML entities, base64 and header
+        # names went unredacted.
+        key = "sk/live+4f9a=2b7c-Z"
+        quoted = urllib_parse.quote(key, safe="")
+        forms = {
+            "lower hex": quoted.lower().replace("sk", "sk").replace("%2f", "%2f"),
+            "mixed hex": quoted.replace("%2F", "%2f"),
+            "quote() with / kept": urllib_parse.quote(key),
+            "\\u002f": key.replace("/", "\\u002f").replace("+", "\\u002B"),
+            "&#47;": key.replace("/", "&#47;"),
+            "&#x2f;": key.replace("/", "&#x2f;").replace("+", "&#X2B;"),
+            "named entities": key.replace("/", "&sol;").replace("+", "&plus;").replace("=", "&equals;"),
+            "base64": base64.b64encode(key.encode()).decode(),
+            "base64 unpadded": base64.b64encode(key.encode()).decode().rstrip("="),
+        }
+        forms["lower hex"] = "sk" + quoted[2:].replace("%2F", "%2f").replace("%2B", "%2b").replace("%3D", "%3d")
+        header = "X-Echo-" + base64.b64encode(key.encode()).decode().rstrip("=")
+
+        def echo(handler: Handler) -> None:
+            self.assertEqual(handler.headers["Authorization"], f"Bearer {key}")
+            body = "\n".join(f"{name}: {form}" for name, form in forms.items()).encode()
+            reply(401, body, {header: "1"}, content_type="text/plain")(handler)
+
+        self.script(echo)
+        error = outcome_of(self.client(api_key=key, max_retries=0).list_datasets)
+        assert isinstance(error, ServiceError), repr(error)
+        expected = "\n".join(f"{name}: <redacted>" for name in forms)
+        self.assertEqual(error.body, expected)
+        self.assertEqual(error.headers["X-Echo-<redacted>"], "1")
+        self.assertNotIn(header, str(error.headers))
+
+    def test_a_proxy_password_is_redacted_in_base64_and_percent_encoded(self) -> None:
+        user, password = "alice", "pa/ss:word-0099"
+        proxy = f"http://{user}:{urllib_parse.quote(password, safe='')}@127.0.0.1:{self.server.server_port}"
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": proxy, "NO_PROXY": ""}):
+            client = self.client("http://data.example.invalid/api/v1", api_key=None, max_retries=0)
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        forms = [password, urllib_parse.quote(password, safe="").lower(), basic, basic.rstrip("=")]
+        self.script(reply(502, "\n".join(forms).encode(), content_type="text/plain"))
+        error = outcome_of(client.list_datasets)
+        assert isinstance(error, ServiceError), repr(error)
+        self.assertEqual(self.requests[-1].headers["Proxy-Authorization"], f"Basic {basic}")
+        self.assertEqual(error.body, "\n".join(["<redacted>"] * len(forms)))
+
+    def test_a_key_over_plain_http_to_a_remote_host_is_warned_of_once(self) -> None:
+        with mock.patch.dict(os.environ, {"HTTP_PROXY": self.server.url, "NO_PROXY": ""}):
+            with self.assertLogs("dataset_client", level="WARNING") as logs:
+                client = self.client("http://data.example.invalid/api/v1", max_retries=0)
+                self.script(reply(200, []), reply(200, []))
+                client.list_datasets()
+                client.list_datasets()
+            self.assertEqual(
+                logs.output,
+                [
+                    "WARNING:dataset_client:the API key goes to data.example.invalid over plain http://:"
+                    " it travels in clear (use https://)"
+                ],
+            )
+            self.script(reply(200, []))
+            status, out, err = self.run_cli("--base-url", "http://data.example.invalid/api/v1", "datasets")
+        self.assertEqual((status, out.strip()), (0, "[]"), err)
+        self.assertEqual(err.count("travels in clear"), 1, err)
+        for base_url, key in [
+            ("http://127.0.0.1:9", KEY),
+            ("http://127.8.9.10:9", KEY),
+            ("http://localhost:9", KEY),
+            ("http://[::1]:9", KEY),
+            ("https://data.example.invalid", KEY),
+            ("http://data.example.invalid", None),
+        ]:
+            with self.subTest(base_url=base_url), self.assertNoLogs("dataset_client", level="WARNING"):
+                self.client(base_url, api_key=key)
+
+
 class RedirectTests(ServerTestCase):
     def test_same_origin_redirect_keeps_credentials(self) -> None:
         self.script(reply(302, b"", {"Location": "/api/v2/datasets"}), reply(body=["d"]))
