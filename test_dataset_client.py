@@ -366,6 +366,30 @@ class ServerTestCase(unittest.TestCase):
         self.addCleanup(directory.cleanup)
         return Path(directory.name)
 
+    def start_proxy(self) -> Proxy:
+        """A forwarding proxy (Proxy, below) on a free port, stopped when the test ends."""
+        proxy = Proxy()
+        thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+
+        def stop() -> None:
+            proxy.shutdown()
+            proxy.server_close()
+
+        self.addCleanup(stop)
+        return proxy
+
+    def hashed_directory(self) -> Path:
+        """A directory holding the test CA under its subject hash, as `openssl rehash` names it."""
+        if shutil.which("openssl") is None:
+            self.skipTest("openssl is not installed: it names the files of a hashed CA directory")
+        name = subprocess.run(
+            ["openssl", "x509", "-hash", "-noout", "-in", CA_FILE], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        directory = self.tmp()
+        shutil.copy(CA_FILE, directory / f"{name}.0")
+        return directory
+
 
 # ---------------------------------------------------------------------------
 # Helpers the tests share
@@ -2025,7 +2049,7 @@ class BeyondOneProcessTests(ServerTestCase):
             self.client(tls.url, max_retries=0).list_datasets()
         bundles = [CA_FILE, Path(CA_FILE)]
         if shutil.which("openssl"):
-            bundles.append(CertificateTrustTests.hashed_directory(self))  # type: ignore[arg-type]
+            bundles.append(self.hashed_directory())
         for bundle in bundles:
             with self.subTest(bundle=bundle):
                 client = self.client(tls.url, ca_bundle=bundle)
@@ -2755,18 +2779,6 @@ def server_tls_context() -> ssl.SSLContext:
 
 
 class ProxyAndTLSTests(ServerTestCase):
-    def start_proxy(self) -> Proxy:
-        proxy = Proxy()
-        thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-
-        def stop() -> None:
-            proxy.shutdown()
-            proxy.server_close()
-
-        self.addCleanup(stop)
-        return proxy
-
     def test_http_proxy_and_no_proxy(self) -> None:
         proxy = self.start_proxy()
         os.environ["HTTP_PROXY"] = f"http://user:pa%40ss@127.0.0.1:{proxy.server_address[1]}"
@@ -2837,8 +2849,6 @@ class ProxyAndTLSTests(ServerTestCase):
 
 class NoProxyTests(ServerTestCase):
     """NO_PROXY as requests and curl read it: each form checked by what the proxy received, or did not."""
-
-    start_proxy = ProxyAndTLSTests.start_proxy
 
     def setUp(self) -> None:
         super().setUp()
@@ -2926,7 +2936,6 @@ class NoProxyTests(ServerTestCase):
 class ProxyAuthenticationTests(ServerTestCase):
     """A proxy that wants credentials (407): one attempt, a message that says what to do, never the password."""
 
-    start_proxy = ProxyAndTLSTests.start_proxy
     PASSWORD = "s3cret@pa:ss"
 
     def setUp(self) -> None:
@@ -3075,17 +3084,6 @@ class CertificateTrustTests(ServerTestCase):
         self.assertEqual(caught.exception.attempts, 1)
         self.assertEqual(self.tls.requests, [])
         return str(caught.exception)
-
-    def hashed_directory(self) -> Path:
-        """A directory holding the test CA under its subject hash, as `openssl rehash` names it."""
-        if shutil.which("openssl") is None:
-            self.skipTest("openssl is not installed: it names the files of a hashed CA directory")
-        name = subprocess.run(
-            ["openssl", "x509", "-hash", "-noout", "-in", CA_FILE], check=True, capture_output=True, text=True
-        ).stdout.strip()
-        directory = self.tmp()
-        shutil.copy(CA_FILE, directory / f"{name}.0")
-        return directory
 
     def test_requests_ca_bundle_file_is_trusted(self) -> None:
         os.environ["REQUESTS_CA_BUNDLE"] = CA_FILE
@@ -5094,19 +5092,35 @@ class StandInTestCase(ServerTestCase):
         response = connection.getresponse()
         return response, response.read()
 
+    cli_unset: tuple[str, ...] = ("DATASET_CLIENT_",)  # the variables run_main leaves out of the environment
 
-class CommandLineTests(StandInTestCase):
-    def run_main(
-        self, *argv: str, stdin: str = "", key: str | None = "stand-in-key", base_url: str | None = None
-    ) -> tuple[int, str, str]:
+    def cli_environment(self, key: str | None = "stand-in-key", base_url: str | None = None) -> dict[str, str]:
+        """The DATASET_CLIENT_ variables run_main sets unless given others: the stand-in's URL, ``key`` (None: none)."""
         environment = {"DATASET_CLIENT_BASE_URL": base_url or self.base_url}
         if key is not None:
             environment["DATASET_CLIENT_API_KEY"] = key
-        out, err = io.StringIO(), io.StringIO()
+        return environment
+
+    def run_main(
+        self,
+        *argv: str,
+        environment: dict[str, str] | None = None,
+        stdin: str = "",
+        terminal: bool = False,
+        stdout: Any = None,
+        **stand_in: str | None,
+    ) -> tuple[int, str, str]:
+        """main() in process: its status, stdout and stderr. The environment is this one less the variables
+        starting with ``cli_unset``, an empty HOME, and ``environment`` (default: ``cli_environment(**stand_in)``);
+        ``terminal``: stdout says it is a terminal; ``stdout``: that stream instead (then the second value is empty)."""
+        if environment is None:
+            environment = self.cli_environment(**stand_in)
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
+        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
         with (
-            mock.patch.dict(os.environ, environment),
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
             mock.patch.object(sys, "stdin", io.StringIO(stdin)),
-            contextlib.redirect_stdout(out),
+            contextlib.redirect_stdout(out if stdout is None else stdout),
             contextlib.redirect_stderr(err),
         ):
             status = dc.main(list(argv))
@@ -5128,6 +5142,51 @@ class CommandLineTests(StandInTestCase):
             check=False,
         )
 
+    def run_in_terminal(
+        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
+    ) -> tuple[int, str]:
+        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
+
+        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``."""
+        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
+
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        environment |= {
+            "DATASET_CLIENT_BASE_URL": self.base_url,
+            "DATASET_CLIENT_API_KEY": "stand-in-key",
+            "TERM": "xterm",
+            "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dataset_client", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env=environment,
+            cwd=HERE,
+        )
+        self.addCleanup(process.kill)
+        self.in_terminal = process
+        os.close(slave)
+        drawn = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not data:
+                break
+            drawn += data
+            if on_screen is not None:
+                on_screen(drawn.decode("utf-8", errors="replace"))
+        os.close(master)
+        return process.wait(10), drawn.decode()
+
+
+class CommandLineTests(StandInTestCase):
     def test_datasets_query_export(self) -> None:
         status, out, err = self.run_main("datasets")
         self.assertEqual((status, err), (0, ""))
@@ -5423,49 +5482,6 @@ class CommandLineTests(StandInTestCase):
         _, err = process.communicate(timeout=10)
         self.assertEqual((process.returncode, destination.read_bytes()), (0, DATA), err.decode())
 
-    def run_in_terminal(
-        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
-    ) -> tuple[int, str]:
-        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
-
-        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``."""
-        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
-
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-        environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        environment |= {
-            "DATASET_CLIENT_BASE_URL": self.base_url,
-            "DATASET_CLIENT_API_KEY": "stand-in-key",
-            "TERM": "xterm",
-            "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
-        }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dataset_client", *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            cwd=HERE,
-        )
-        self.addCleanup(process.kill)
-        self.in_terminal = process
-        os.close(slave)
-        drawn = b""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the process closed its end
-                break
-            if not data:
-                break
-            drawn += data
-            if on_screen is not None:
-                on_screen(drawn.decode("utf-8", errors="replace"))
-        os.close(master)
-        return process.wait(10), drawn.decode()
-
     def test_the_progress_line_fits_the_terminal_and_redraws_in_place(self) -> None:
         for columns in (80, 40):
             frames_seen = threading.Semaphore(0)
@@ -5613,25 +5629,11 @@ class CommandLineTests(StandInTestCase):
 class FirstHourCommandLineTests(StandInTestCase):
     """The contract's "The first hour": what a new user meets at the terminal."""
 
-    def run_main(
-        self, *argv: str, environment: dict[str, str] | None = None, terminal: bool = False, stdout: Any = None
-    ) -> tuple[int, str, str]:
-        """main() in process with exactly the DATASET_CLIENT_ variables given (default: the scripted server's),
-        an empty HOME and no XDG_CONFIG_HOME or pager variables; ``terminal``: stdout says it is a terminal;
-        ``stdout``: that stream instead (then the second value is empty)."""
-        if environment is None:
-            environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY}
-        unset = ("DATASET_CLIENT_", "XDG_CONFIG_HOME", "PAGER", "LESS", "COLUMNS", "LINES")
-        kept = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
-        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
-        with (
-            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
-            mock.patch.object(sys, "stdin", io.StringIO("")),
-            contextlib.redirect_stdout(out if stdout is None else stdout),
-            contextlib.redirect_stderr(err),
-        ):
-            status = dc.main(list(argv))
-        return status, out.getvalue(), err.getvalue()
+    cli_unset = ("DATASET_CLIENT_", "XDG_CONFIG_HOME", "PAGER", "LESS", "COLUMNS", "LINES")
+
+    def cli_environment(self, key: str | None = KEY, base_url: str | None = None) -> dict[str, str]:
+        """The scripted server's: this class scripts what a new user meets."""
+        return super().cli_environment(key, base_url or self.server.url + "/api")
 
     def test_a_mistyped_option_says_so_before_or_after_the_command(self) -> None:
         for argv, text in (
@@ -5944,27 +5946,6 @@ class TerminalOutput(io.StringIO):
 
 
 class CommandLineTerminalTests(StandInTestCase):
-    run_process = CommandLineTests.run_process
-    run_in_terminal = CommandLineTests.run_in_terminal
-
-    def run_main(
-        self, *argv: str, environment: dict[str, str] | None = None, stdin: str = "", terminal: bool = False
-    ) -> tuple[int, str, str]:
-        """main() with exactly the DATASET_CLIENT_ variables given (default: the stand-in's) and an empty HOME;
-        ``terminal``: stdout says it is a terminal."""
-        if environment is None:
-            environment = {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
-        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
-        with (
-            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
-            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
-            contextlib.redirect_stdout(out),
-            contextlib.redirect_stderr(err),
-        ):
-            status = dc.main(list(argv))
-        return status, out.getvalue(), err.getvalue()
-
     def export_argv(self, *more: str) -> list[str]:
         return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
 
