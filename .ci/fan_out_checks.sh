@@ -3,8 +3,8 @@
 # dependency alone): against the stand-in (examples/local_service.py --port 0), on a LocalCluster
 # and on a separate `dask scheduler` with two `dask worker` processes on 127.0.0.1. Checks the
 # summary lines, that a re-run fetches only what is missing or altered, --by month's clipping,
-# a failure's line and exit 1, and the one-line advice without Dask. Skipped, saying why, when
-# pip cannot reach the package index. Stops everything it started.
+# a failure's line and exit 1, and the one-line advice without Dask. When pip cannot reach the
+# package index, a line "SKIPPED: why" (.ci/run counts it), exit status 0. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,7 @@ pins="dask[distributed]==2026.8.0"
 if [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins" ]; then # made anew when the pins change
   if ! { python3 -m venv --clear "$venv" &&
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 "$pins"; }; then
-    echo "== no package index reachable (pip install $pins failed): the Dask example is skipped"
+    echo "SKIPPED: the Dask example: no package index reachable (pip install $pins failed)"
     exit 0
   fi
   echo "$pins" >"$venv/pins"
@@ -106,7 +106,7 @@ unset PYTHONPATH
 
 echo "== without Dask: one line saying how to install it, exit 2"
 if python3 -c "import dask" 2>/dev/null; then
-  echo "    this machine's python3 has Dask: skipped"
+  echo "SKIPPED: fan_out.py without Dask: this machine's python3 has Dask"
 else
   status=0
   python3 examples/fan_out.py "${bars[@]}" >"$work/out" 2>"$work/err" || status=$?

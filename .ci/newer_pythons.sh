@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Python 3.14 and 3.15, from Debian's unstable archive, in a chroot built once and cached
 # outside the repository: the README's test command on each, from a copy of the repository.
-# Needs root (debootstrap, chroot, mounts) and Debian's archive; skipped, saying why, without.
+# Needs root (debootstrap, chroot, mounts) and Debian's archive; without, a line "SKIPPED: why" (.ci/run counts it).
 #   bash .ci/newer_pythons.sh                       # the README's test command on each
 #   bash .ci/newer_pythons.sh --run SCRIPT ARGS...  # a script of the repository instead (chroot built already)
 set -euo pipefail
@@ -17,7 +17,7 @@ if [ "${1:-}" = "--run" ]; then
 fi
 
 skip() {
-  echo "== Python ${versions[*]} (Debian unstable chroot) skipped: $*"
+  echo "SKIPPED: Python ${versions[*]} (Debian unstable chroot): $*"
   exit 0
 }
 

@@ -6,7 +6,8 @@ is judged by what the proxy logged and by the Via header the origin received.
 
     python3 .ci/real_proxy_checks.py     # apt-get installs tinyproxy when root and it is missing
 
-Skipped, saying why, where tinyproxy cannot be had. Exit status 1 when a check fails.
+Where tinyproxy cannot be had, a line "SKIPPED: why" (.ci/run counts it), exit status 0.
+Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -250,13 +251,13 @@ def main() -> int:
     if shutil.which("tinyproxy") is None and os.geteuid() == 0:
         apt_install("tinyproxy")
     if shutil.which("tinyproxy") is None:
-        print("== real proxy checks skipped: tinyproxy is not installed (apt-get install tinyproxy, as root)")
+        print("SKIPPED: real proxy checks: tinyproxy is not installed (apt-get install tinyproxy, as root)")
         return 0
     for name in [*(n for n in os.environ if n.lower().endswith("_proxy")), "SSL_CERT_FILE", "SSL_CERT_DIR"]:
         os.environ.pop(name, None)
     print("== NO_PROXY and 407 through tinyproxy, under", sys.version.split()[0], flush=True)
     if not has_ipv6_loopback():
-        print("== no IPv6 loopback here: the [::1] NO_PROXY cases are skipped")
+        print("SKIPPED: the [::1] NO_PROXY cases: no IPv6 loopback here")
     checks = Checks()
     hosts = ["127.0.0.1", "localhost", *(["::1"] if has_ipv6_loopback() else [])]
     with tempfile.TemporaryDirectory(prefix="dataset-client-proxies-") as directory, contextlib.ExitStack() as stack:

@@ -8,7 +8,8 @@ Run by .ci/tls_probe.py under each Python: 3.11 to 3.13 here, 3.14 and 3.15 in t
 
     python3 .ci/tls_inspecting_proxy.py
 
-Skipped, saying why, where mitmproxy, nginx or openssl cannot be had. Exit status 1 when a check fails.
+Where mitmproxy, nginx or openssl cannot be had, a line "SKIPPED: why" (.ci/run counts it), exit
+status 0; so for each Python that is not there. Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ subjectKeyIdentifier = hash
 
 
 def skip(why: str) -> int:
-    print(f"== TLS-inspecting proxy checks skipped: {why}")
+    print(f"SKIPPED: TLS-inspecting proxy checks: {why}")
     return 0
 
 
@@ -166,7 +167,7 @@ def pythons() -> list[str]:
         if candidates:
             found.append(str(candidates[-1]))
         else:
-            print(f"== Python {version} not installed here: skipped")
+            print(f"SKIPPED: TLS-inspecting proxy checks on Python {version}: not installed here")
     return found
 
 
@@ -182,7 +183,7 @@ def run_probes(directory: Path, proxy: str, origin: str, sha256: str) -> int:
         probe = [".ci/tls_probe.py", proxy, origin, str(inside), sha256]
         status |= subprocess.run(["bash", str(ROOT / ".ci" / "newer_pythons.sh"), "--run", *probe]).returncode
     else:
-        print(f"== Python 3.14 and 3.15: no chroot in {chroot} (.ci/newer_pythons.sh builds it): skipped")
+        print(f"SKIPPED: TLS-inspecting proxy checks on Python 3.14 and 3.15: no chroot in {chroot} (newer_pythons.sh)")
     return status
 
 
