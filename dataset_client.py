@@ -1125,8 +1125,10 @@ def _url_in_the_scheme_spoken(
     if proxy is not None:
         return None  # the proxy answered, not the server
     if parts.scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return None  # TLS was spoken
+        # TLS was spoken: a certificate to verify, or an alert (a TLS record) refusing the handshake.
+        # nginx answers the probe's plain HTTP on its TLS port too ("400 ... sent to HTTPS port").
+        if isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or ""):
+            return None
         other, probe = "http", _speaks_plain_http
     elif parts.scheme == "http" and fresh and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
         other, probe = "https", _speaks_tls

@@ -784,6 +784,40 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertEqual(out.getvalue(), "")
         return status, err.getvalue()
 
+    def test_a_tls_server_refusing_the_handshake_is_no_wrong_scheme(self) -> None:
+        # nginx on its TLS port: a handshake it refuses gets an alert, plain HTTP gets "HTTP/1.1 400".
+        for variable in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # this machine's: slow to load
+            os.environ.pop(variable, None)
+        os.environ["SSL_CERT_FILE"] = CA_FILE  # the handshake fails before any certificate
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(listener.close)
+        listener.settimeout(5)
+        received: list[bytes] = []
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                for _ in range(3):
+                    connection, _ = listener.accept()
+                    with connection:
+                        received.append(connection.recv(65536)[:1])
+                        if received[-1] == b"\x16":  # a ClientHello: a fatal handshake_failure alert
+                            connection.sendall(b"\x15\x03\x03\x00\x02\x02\x28")
+                        else:
+                            connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        url = f"https://127.0.0.1:{listener.getsockname()[1]}"
+        with self.assertRaises(dc.NetworkError) as caught:
+            self.client(url, max_retries=2).list_datasets()
+        thread.join(5)
+        self.assertNotIsInstance(caught.exception, dc._WrongSchemeError)
+        self.assertIn(
+            f"GET {url}/datasets: could not connect: [SSL: SSLV3_ALERT_HANDSHAKE_FAILURE]", str(caught.exception)
+        )
+        self.assertEqual(caught.exception.attempts, 3, "retried as any failed handshake")
+        self.assertEqual(received, [b"\x16"] * 3, "three handshakes, no probe in plain HTTP")
+
 
 # ---------------------------------------------------------------------------
 # The operations on the wire: list_datasets, query, create_export (and their arguments)
