@@ -1861,7 +1861,8 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(fan_out.fetch(client, job, str(into)), (("AAPL", None)))
         self.assertEqual((into / job.name).read_bytes(), data)
         recorded = (into / f"{job.name}.sha256").read_text()
-        self.assertEqual(recorded, f"{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
+        covers = "# daily_bars AAPL 2024-01-02 2024-01-02 csv\n"
+        self.assertEqual(recorded, f"{covers}{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
         self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
         self.assertEqual(len(self.requests), 2, "a file there and verified is not fetched again")
         with open(into / job.name, "ab") as altered:
@@ -1876,6 +1877,31 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual([r.method for r in self.requests], ["POST", "GET", "POST", "GET", "POST"])
         self.assertEqual(self.requests[-1].json()["symbols"], ["ZZZZ"])
         self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
+
+    def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_it_through_no_link(self) -> None:
+        fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:3000]
+        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        self.script(export, serve_file(data), export, serve_file(data))
+        argv = ["daily_bars", "--symbols", "BRK/A", "--start", "2024-01-02", "--end", "2024-01-02", "--into", "d"]
+        (job,) = fan_out.plan(fan_out.parse_arguments(argv))
+        self.assertEqual(job.name, "daily_bars-BRK%2FA.parquet", "one file in the directory, whatever the symbol")
+        victim = into / "victim"
+        victim.write_text("not the example's\n")
+        os.symlink(victim, into / f"{job.name}.sha256.{os.getpid()}.part")  # where a neighbour could plant it
+        client = self.client()
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("BRK/A", None))
+        self.assertEqual(victim.read_text(), "not the example's\n")
+        wider = job._replace(end=datetime.date(2024, 1, 31))  # a re-run over more days: the file is not that export
+        self.assertIsNone(fan_out.verified_size(str(into / job.name), wider))
+        self.assertEqual(fan_out.fetch(client, wider, str(into)), ("BRK/A", None))
+        self.assertEqual(
+            [r.json()["end_date"] for r in self.requests if r.method == "POST"], ["2024-01-02", "2024-01-31"]
+        )
+        self.assertEqual(
+            (into / f"{job.name}.sha256").read_text().splitlines()[0],
+            "# daily_bars BRK%2FA 2024-01-02 2024-01-31 parquet",
+        )
+        self.assertEqual(fan_out.verified_size(str(into / job.name), wider), len(data))
 
 
 def _load_example(name: str) -> Any:
