@@ -302,7 +302,8 @@ class DatasetClient:
         self._opener.add_handler(self._pool)
         # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
-        self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
+        # Redacted in repr too: vars(client), a debugger or a crash reporter's locals never show them.
+        self._secrets = tuple(map(_Secret, _secret_texts([api_key or "", *extra.values()], self._proxies)))
 
     def __repr__(self) -> str:
         return f"<DatasetClient {self._base_url!r}{' (closed)' if self._pool.closed else ''}>"

@@ -1903,6 +1903,20 @@ class BeyondOneProcessTests(ServerTestCase):
         )
         self.assertEqual(fan_out.verified_size(str(into / job.name), wider), len(data))
 
+    def test_no_form_of_the_key_shows_in_vars_of_a_client_made_or_unpickled(self) -> None:
+        key = "sk/test+0123456789"  # percent-encoded and JSON-escaped ("\\/") forms are redacted too
+        self.script(reply(400, {"message": f"bad key {key} sk%2Ftest%2B0123456789"}))
+        client = self.client(api_key=key, headers={"X-Token": "header-secret"})
+        for made in (client, pickle.loads(pickle.dumps(client))):
+            self.addCleanup(made.close)
+            shown = repr(vars(made))
+            for form in (key, "sk%2Ftest%2B0123456789", "sk\\/test+0123456789", "header-secret"):
+                self.assertNotIn(form, shown)
+        with self.assertRaises(dc.ServiceError) as caught:
+            client.list_datasets()
+        self.assertIn(": bad key <redacted> <redacted>", str(caught.exception), "still redacted where it is echoed")
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {key}")
+
 
 def _load_example(name: str) -> Any:
     """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
