@@ -849,6 +849,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 connection = self._connect(request, key, proxy, proxy_authorization)
             try:
                 connection.request(method, request.selector, request.data, headers)
+                sock = connection.sock
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 self._discard(connection)
@@ -864,7 +865,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
             response.method, response.url, response.proxy = method, url, proxy
-            response.sock = connection.sock
+            # getresponse() lets go of the socket of a response read to the connection's close (its
+            # descriptor open until the response closes): kept, for close(), interrupt() and a forked
+            # child to reach it. Such a response is never reused (see _PooledResponse.close).
+            connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _read_framing(response)
             return response

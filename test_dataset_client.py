@@ -1917,6 +1917,37 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertIn(": bad key <redacted> <redacted>", str(caught.exception), "still redacted where it is echoed")
         self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {key}")
 
+    def test_close_ends_a_download_whose_response_reads_to_the_connection_s_close(self) -> None:
+        go_on = threading.Event()  # http.client lets go of the socket of a "Connection: close" response
+
+        def trickle(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", "1000")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(b"x" * 10)
+            handler.wfile.flush()
+            go_on.wait(10)
+
+        self.script(trickle)
+        client, outcome = self.client(timeout=30), list[BaseException]()  # not ended by its time-out
+
+        def download() -> None:
+            try:
+                client.download("files/x", io.BytesIO())
+            except dc.DatasetClientError as exc:
+                outcome.append(exc)
+
+        reading = threading.Thread(target=download)
+        reading.start()
+        self.addCleanup(reading.join, 10)
+        self.addCleanup(go_on.set)
+        _wait_for(lambda: _blocked_in_a_socket_read(reading))
+        client.close()
+        reading.join(5)
+        self.assertEqual([type(error) for error in outcome], [dc.ClientClosedError], "ended before the server went on")
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
+
 
 def _load_example(name: str) -> Any:
     """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
