@@ -1001,6 +1001,8 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
     try:
         if os.path.isdir(path):
             context.load_verify_locations(capath=path)
+        elif os.path.exists(path) and not os.path.isfile(path):  # a pipe (<(...)), a FIFO, a device
+            context.load_verify_locations(cadata=_read_ca_stream(path) or "\n")  # "": a ValueError
         else:
             context.load_verify_locations(cafile=path)
     except (OSError, ssl.SSLError) as exc:
@@ -1011,6 +1013,17 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         if source == "ca_bundle":  # the argument: the error reading it raised, FileNotFoundError...
             raise type(exc)(message) from None
         raise ValueError(message) from None
+
+
+def _read_ca_stream(path: str) -> str:
+    """The text of a CA bundle that is no regular file, read here: OpenSSL would wait for ever on
+    a FIFO no process writes to (opened without blocking, it reads as empty), and to the end of a device."""
+    nonblocking = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFO
+    fd = os.open(path, os.O_RDONLY | nonblocking)
+    with open(fd, "rb") as stream:
+        if nonblocking:
+            os.set_blocking(fd, True)  # a writer that is there but slow (bash's <(...)) is waited for
+        return stream.read(_MAX_STATE_SIZE * 16).decode("latin-1")  # 16 MB: hundreds of times a full store
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:

@@ -1948,6 +1948,31 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual([type(error) for error in outcome], [dc.ClientClosedError], "ended before the server went on")
         self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
 
+    def test_a_ca_bundle_in_a_fifo_nothing_writes_to_is_an_error_not_a_hang_and_a_pipe_is_read(self) -> None:
+        self.use_an_empty_system_store()
+        fifo, outcome = self.tmp() / "ca.pem", list[BaseException]()
+        os.mkfifo(fifo)
+
+        def make() -> None:
+            try:
+                DatasetClient(self.server.url, KEY, ca_bundle=fifo)
+            except ssl.SSLError as exc:
+                outcome.append(exc)
+
+        making = threading.Thread(target=make, daemon=True)
+        making.start()
+        making.join(5)
+        if making.is_alive():  # let it go: a writer that comes and goes is its end of file
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        self.assertEqual([str(error).partition(", which")[0] for error in outcome], [f"ca_bundle names {fifo}"])
+        read, write = os.pipe()  # as bash's <(cat ca.pem) gives it
+        self.addCleanup(os.close, read)
+        with open(write, "wb") as writing:
+            writing.write(Path(CA_FILE).read_bytes())
+        client = self.client(ca_bundle=f"/dev/fd/{read}")
+        self.assertEqual(client._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
+        self.assertEqual(self.requests, [])
+
 
 def _load_example(name: str) -> Any:
     """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
