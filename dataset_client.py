@@ -592,7 +592,8 @@ def _checked_trust(
         raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}")
     if not path:
         raise FileNotFoundError("ca_bundle is empty: name a file or directory of PEM CA certificates")
-    return _default_ssl_context(path, "ca_bundle"), path
+    # Kept absolute: a copy unpickled in a worker that started in another directory finds it too.
+    return _default_ssl_context(path, "ca_bundle"), os.path.abspath(path)
 
 
 class _Secret(str):

@@ -1973,6 +1973,20 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(client._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
         self.assertEqual(self.requests, [])
 
+    def test_a_relative_ca_bundle_is_found_by_a_copy_unpickled_in_another_directory(self) -> None:
+        self.use_an_empty_system_store()
+        here, elsewhere = self.tmp(), self.tmp()
+        shutil.copy(CA_FILE, here / "corp.pem")
+        with contextlib.chdir(here):
+            client = self.client(ca_bundle="corp.pem")
+        pickled = pickle.dumps(client)
+        with contextlib.chdir(elsewhere):  # a process pool's or Dask's worker, started elsewhere
+            unpickled = pickle.loads(pickled)
+        self.addCleanup(unpickled.close)
+        self.assertEqual(unpickled._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
+        self.assertTrue(os.path.isabs(unpickled._arguments["ca_bundle"]))
+        self.assertTrue(os.path.samefile(unpickled._arguments["ca_bundle"], here / "corp.pem"))
+
 
 def _load_example(name: str) -> Any:
     """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
