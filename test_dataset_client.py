@@ -1902,6 +1902,16 @@ class BeyondOneProcessTests(ServerTestCase):
             "# daily_bars BRK%2FA 2024-01-02 2024-01-31 parquet",
         )
         self.assertEqual(fan_out.verified_size(str(into / job.name), wider), len(data))
+        os.unlink(into / f"{job.name}.sha256")
+        os.mkfifo(into / f"{job.name}.sha256")  # planted by a neighbour: read by no task, which would wait for ever
+        looked = list[int | None]()
+        looking = threading.Thread(target=lambda: looked.append(fan_out.verified_size(str(into / job.name), wider)))
+        looking.daemon = True
+        looking.start()
+        looking.join(5)
+        if looking.is_alive():  # let it go: a writer that comes and goes is its end of file
+            os.close(os.open(into / f"{job.name}.sha256", os.O_WRONLY | os.O_NONBLOCK))
+        self.assertEqual(looked, [None])
 
     def test_no_form_of_the_key_shows_in_vars_of_a_client_made_or_unpickled(self) -> None:
         key = "sk/test+0123456789"  # percent-encoded and JSON-escaped ("\\/") forms are redacted too

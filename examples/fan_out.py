@@ -32,8 +32,11 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import errno
 import hashlib
+import io
 import os
+import stat
 import sys
 import time
 import urllib.parse
@@ -104,8 +107,8 @@ def verified_size(path: str, job: Job) -> int | None:
     """The size of the file at ``path`` when its ``.sha256`` record names its digest and says it
     covers ``job`` (a file of another range or symbols is no file of this run's); else None."""
     try:
-        with open(path + ".sha256", encoding="ascii") as recorded, open(path, "rb") as file:
-            lines = recorded.read(4096).splitlines()  # two short lines: a bigger file is none of ours
+        with open_regular(path + ".sha256") as recorded, open_regular(path) as file:
+            lines = recorded.read(4096).decode("ascii").splitlines()  # two short lines: more is none of ours
             if len(lines) != 2 or lines[0] != covers(job):
                 return None
             expected = lines[1].split(" ", 1)[0]
@@ -114,6 +117,16 @@ def verified_size(path: str, job: Job) -> int | None:
     except (OSError, UnicodeDecodeError):
         return None
     return size if digest == expected else None
+
+
+def open_regular(path: str) -> io.BufferedReader:
+    """``path`` open for reading when it is a regular file; else an OSError (a FIFO or device
+    planted in a shared directory would have the task wait or read for ever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return os.fdopen(fd, "rb")
 
 
 def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
