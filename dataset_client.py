@@ -638,7 +638,8 @@ def _checked_trust(
         raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}")
     if not path:
         raise FileNotFoundError("ca_bundle is empty: name a file or directory of PEM CA certificates")
-    return _default_ssl_context(path, "ca_bundle"), path
+    # Kept absolute: a copy unpickled in a worker that started in another directory finds it too.
+    return _default_ssl_context(path, "ca_bundle"), os.path.abspath(path)
 
 
 class _Secret(str):
@@ -968,6 +969,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 connection = self._connect(request, key, proxy, proxy_authorization)
             try:
                 connection.request(method, request.selector, request.data, headers)
+                sock = connection.sock
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 self._discard(connection)
@@ -983,7 +985,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
             response.method, response.url, response.proxy = method, url, proxy
-            response.sock = connection.sock
+            # getresponse() lets go of the socket of a response read to the connection's close (its
+            # descriptor open until the response closes): kept, for close(), interrupt() and a forked
+            # child to reach it. Such a response is never reused (see _PooledResponse.close).
+            connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _read_framing(response)
             return response
@@ -1116,6 +1121,8 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
     try:
         if os.path.isdir(path):
             context.load_verify_locations(capath=path)
+        elif os.path.exists(path) and not os.path.isfile(path):  # a pipe (<(...)), a FIFO, a device
+            context.load_verify_locations(cadata=_read_ca_stream(path) or "\n")  # "": a ValueError
         else:
             context.load_verify_locations(cafile=path)
     except (OSError, ssl.SSLError) as exc:
@@ -1126,6 +1133,17 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         if source == "ca_bundle":  # the argument: the error reading it raised, FileNotFoundError...
             raise type(exc)(message) from None
         raise ValueError(message) from None
+
+
+def _read_ca_stream(path: str) -> str:
+    """The text of a CA bundle that is no regular file, read here: OpenSSL would wait for ever on
+    a FIFO no process writes to (opened without blocking, it reads as empty), and to the end of a device."""
+    nonblocking = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFO
+    fd = os.open(path, os.O_RDONLY | nonblocking)
+    with open(fd, "rb") as stream:
+        if nonblocking:
+            os.set_blocking(fd, True)  # a writer that is there but slow (bash's <(...)) is waited for
+        return stream.read(_MAX_STATE_SIZE * 16).decode("latin-1")  # 16 MB: hundreds of times a full store
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -1253,8 +1271,10 @@ def _url_in_the_scheme_spoken(
     if proxy is not None:
         return None  # the proxy answered, not the server
     if parts.scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return None  # TLS was spoken
+        # TLS was spoken: a certificate to verify, or an alert (a TLS record) refusing the handshake.
+        # nginx answers the probe's plain HTTP on its TLS port too ("400 ... sent to HTTPS port").
+        if isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or ""):
+            return None
         other, probe = "http", _speaks_plain_http
     elif parts.scheme == "http" and fresh and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
         other, probe = "https", _speaks_tls

@@ -841,6 +841,40 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertEqual(out.getvalue(), "")
         return status, err.getvalue()
 
+    def test_a_tls_server_refusing_the_handshake_is_no_wrong_scheme(self) -> None:
+        # nginx on its TLS port: a handshake it refuses gets an alert, plain HTTP gets "HTTP/1.1 400".
+        for variable in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # this machine's: slow to load
+            os.environ.pop(variable, None)
+        os.environ["SSL_CERT_FILE"] = CA_FILE  # the handshake fails before any certificate
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(listener.close)
+        listener.settimeout(5)
+        received: list[bytes] = []
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                for _ in range(3):
+                    connection, _ = listener.accept()
+                    with connection:
+                        received.append(connection.recv(65536)[:1])
+                        if received[-1] == b"\x16":  # a ClientHello: a fatal handshake_failure alert
+                            connection.sendall(b"\x15\x03\x03\x00\x02\x02\x28")
+                        else:
+                            connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        url = f"https://127.0.0.1:{listener.getsockname()[1]}"
+        with self.assertRaises(dc.NetworkError) as caught:
+            self.client(url, max_retries=2).list_datasets()
+        thread.join(5)
+        self.assertNotIsInstance(caught.exception, dc._WrongSchemeError)
+        self.assertIn(
+            f"GET {url}/datasets: could not connect: [SSL: SSLV3_ALERT_HANDSHAKE_FAILURE]", str(caught.exception)
+        )
+        self.assertEqual(caught.exception.attempts, 3, "retried as any failed handshake")
+        self.assertEqual(received, [b"\x16"] * 3, "three handshakes, no probe in plain HTTP")
+
 
 # ---------------------------------------------------------------------------
 # The operations on the wire: list_datasets, query, create_export (and their arguments)
@@ -2149,7 +2183,8 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(fan_out.fetch(client, job, str(into)), (("AAPL", None)))
         self.assertEqual((into / job.name).read_bytes(), data)
         recorded = (into / f"{job.name}.sha256").read_text()
-        self.assertEqual(recorded, f"{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
+        covers = "# daily_bars AAPL 2024-01-02 2024-01-02 csv\n"
+        self.assertEqual(recorded, f"{covers}{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
         self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
         self.assertEqual(len(self.requests), 2, "a file there and verified is not fetched again")
         with open(into / job.name, "ab") as altered:
@@ -2164,6 +2199,125 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual([r.method for r in self.requests], ["POST", "GET", "POST", "GET", "POST"])
         self.assertEqual(self.requests[-1].json()["symbols"], ["ZZZZ"])
         self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
+
+    def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_it_through_no_link(self) -> None:
+        fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:3000]
+        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        self.script(export, serve_file(data), export, serve_file(data))
+        argv = ["daily_bars", "--symbols", "BRK/A", "--start", "2024-01-02", "--end", "2024-01-02", "--into", "d"]
+        (job,) = fan_out.plan(fan_out.parse_arguments(argv))
+        self.assertEqual(job.name, "daily_bars-BRK%2FA.parquet", "one file in the directory, whatever the symbol")
+        victim = into / "victim"
+        victim.write_text("not the example's\n")
+        os.symlink(victim, into / f"{job.name}.sha256.{os.getpid()}.part")  # where a neighbour could plant it
+        client = self.client()
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("BRK/A", None))
+        self.assertEqual(victim.read_text(), "not the example's\n")
+        wider = job._replace(end=datetime.date(2024, 1, 31))  # a re-run over more days: the file is not that export
+        self.assertIsNone(fan_out.verified_size(str(into / job.name), wider))
+        self.assertEqual(fan_out.fetch(client, wider, str(into)), ("BRK/A", None))
+        self.assertEqual(
+            [r.json()["end_date"] for r in self.requests if r.method == "POST"], ["2024-01-02", "2024-01-31"]
+        )
+        self.assertEqual(
+            (into / f"{job.name}.sha256").read_text().splitlines()[0],
+            "# daily_bars BRK%2FA 2024-01-02 2024-01-31 parquet",
+        )
+        self.assertEqual(fan_out.verified_size(str(into / job.name), wider), len(data))
+        os.unlink(into / f"{job.name}.sha256")
+        os.mkfifo(into / f"{job.name}.sha256")  # planted by a neighbour: read by no task, which would wait for ever
+        looked = list[int | None]()
+        looking = threading.Thread(target=lambda: looked.append(fan_out.verified_size(str(into / job.name), wider)))
+        looking.daemon = True
+        looking.start()
+        looking.join(5)
+        if looking.is_alive():  # let it go: a writer that comes and goes is its end of file
+            os.close(os.open(into / f"{job.name}.sha256", os.O_WRONLY | os.O_NONBLOCK))
+        self.assertEqual(looked, [None])
+
+    def test_no_form_of_the_key_shows_in_vars_of_a_client_made_or_unpickled(self) -> None:
+        key = "sk/test+0123456789"  # percent-encoded and JSON-escaped ("\\/") forms are redacted too
+        self.script(reply(400, {"message": f"bad key {key} sk%2Ftest%2B0123456789"}))
+        client = self.client(api_key=key, headers={"X-Token": "header-secret"})
+        for made in (client, pickle.loads(pickle.dumps(client))):
+            self.addCleanup(made.close)
+            shown = repr(vars(made))
+            for form in (key, "sk%2Ftest%2B0123456789", "sk\\/test+0123456789", "header-secret"):
+                self.assertNotIn(form, shown)
+        with self.assertRaises(dc.ServiceError) as caught:
+            client.list_datasets()
+        self.assertIn(": bad key <redacted> <redacted>", str(caught.exception), "still redacted where it is echoed")
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {key}")
+
+    def test_close_ends_a_download_whose_response_reads_to_the_connection_s_close(self) -> None:
+        go_on = threading.Event()  # http.client lets go of the socket of a "Connection: close" response
+
+        def trickle(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", "1000")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(b"x" * 10)
+            handler.wfile.flush()
+            go_on.wait(10)
+
+        self.script(trickle)
+        client, outcome = self.client(timeout=30), list[BaseException]()  # not ended by its time-out
+
+        def download() -> None:
+            try:
+                client.download("files/x", io.BytesIO())
+            except dc.DatasetClientError as exc:
+                outcome.append(exc)
+
+        reading = threading.Thread(target=download)
+        reading.start()
+        self.addCleanup(reading.join, 10)
+        self.addCleanup(go_on.set)
+        _wait_for(lambda: _blocked_in_a_socket_read(reading))
+        client.close()
+        reading.join(5)
+        self.assertEqual([type(error) for error in outcome], [dc.ClientClosedError], "ended before the server went on")
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
+
+    def test_a_ca_bundle_in_a_fifo_nothing_writes_to_is_an_error_not_a_hang_and_a_pipe_is_read(self) -> None:
+        self.use_an_empty_system_store()
+        fifo, outcome = self.tmp() / "ca.pem", list[BaseException]()
+        os.mkfifo(fifo)
+
+        def make() -> None:
+            try:
+                DatasetClient(self.server.url, KEY, ca_bundle=fifo)
+            except ssl.SSLError as exc:
+                outcome.append(exc)
+
+        making = threading.Thread(target=make, daemon=True)
+        making.start()
+        making.join(5)
+        if making.is_alive():  # let it go: a writer that comes and goes is its end of file
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        self.assertEqual([str(error).partition(", which")[0] for error in outcome], [f"ca_bundle names {fifo}"])
+        read, write = os.pipe()  # as bash's <(cat ca.pem) gives it
+        self.addCleanup(os.close, read)
+        with open(write, "wb") as writing:
+            writing.write(Path(CA_FILE).read_bytes())
+        client = self.client(ca_bundle=f"/dev/fd/{read}")
+        self.assertEqual(client._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
+        self.assertEqual(self.requests, [])
+
+    def test_a_relative_ca_bundle_is_found_by_a_copy_unpickled_in_another_directory(self) -> None:
+        self.use_an_empty_system_store()
+        here, elsewhere = self.tmp(), self.tmp()
+        shutil.copy(CA_FILE, here / "corp.pem")
+        with contextlib.chdir(here):
+            client = self.client(ca_bundle="corp.pem")
+        pickled = pickle.dumps(client)
+        with contextlib.chdir(elsewhere):  # a process pool's or Dask's worker, started elsewhere
+            unpickled = pickle.loads(pickled)
+        self.addCleanup(unpickled.close)
+        self.assertEqual(unpickled._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
+        self.assertTrue(os.path.isabs(unpickled._arguments["ca_bundle"]))
+        self.assertTrue(os.path.samefile(unpickled._arguments["ca_bundle"], here / "corp.pem"))
 
 
 def _load_example(name: str) -> Any:

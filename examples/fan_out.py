@@ -8,11 +8,14 @@ Without ``--scheduler`` it starts a ``LocalCluster`` of ``--workers`` processes 
 on this machine; with it, it uses that cluster (and waits for ``--workers`` workers when
 given). Each task gets the ``DatasetClient`` made here, pickled (the pickle holds the key),
 creates its export, downloads it into ``DIR`` as ``DATASET-SYMBOL.EXT`` or
-``DATASET-YYYY-MM.EXT`` with the export's sha256 checked, and writes ``NAME.sha256`` beside
-it (``sha256sum`` format). A re-run skips every file whose ``.sha256`` it matches, so it
-downloads only what is missing or not verified. ``DIR`` must be reachable from every worker
-(a shared file system on a real cluster), and ``dataset_client.py`` importable by the
-scheduler and every worker (``PYTHONPATH``: the scheduler unpickles the task graph).
+``DATASET-YYYY-MM.EXT`` (other characters than letters, digits, ``_.-~`` percent-encoded:
+``BRK/A`` is ``BRK%2FA``) with the export's sha256 checked, and writes ``NAME.sha256`` beside
+it (``sha256sum`` format, after a comment line saying what the export covers). A re-run
+skips every file whose ``.sha256`` it matches and that covers what is asked now (the same
+symbols, dates and format), so it downloads only what is missing, not verified or of
+another range. ``DIR`` must be reachable from every worker (a shared file system on a real
+cluster), and ``dataset_client.py`` importable by the scheduler and every worker
+(``PYTHONPATH``: the scheduler unpickles the task graph).
 
 The service address and key come from the same variables and profile as the command line's
 (``DATASET_CLIENT_BASE_URL``, ``DATASET_CLIENT_API_KEY``, ``DATASET_CLIENT_PROFILE``, the config
@@ -29,10 +32,14 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import errno
 import hashlib
+import io
 import os
+import stat
 import sys
 import time
+import urllib.parse
 from typing import Any, NamedTuple
 
 try:
@@ -80,16 +87,31 @@ def plan(args: argparse.Namespace) -> list[Job]:
     else:
         spans = [(month, tuple(args.symbols), first, last) for month, first, last in month_spans(args.start, args.end)]
     return [
-        Job(label, args.dataset, symbols, first, last, args.format, f"{args.dataset}-{label}{extension}")
+        Job(label, args.dataset, symbols, first, last, args.format, f"{file_name(args.dataset, label)}{extension}")
         for label, symbols, first, last in spans
     ]
 
 
-def verified_size(path: str) -> int | None:
-    """The size of the file at ``path`` when its ``.sha256`` file names its digest; else None."""
+def file_name(dataset: str, label: str) -> str:
+    """``DATASET-LABEL``, each percent-encoded: one file in the directory whatever a symbol holds (``/``, ``..``)."""
+    return f"{urllib.parse.quote(dataset, safe='')}-{urllib.parse.quote(label, safe='')}"
+
+
+def covers(job: Job) -> str:
+    """The comment line of ``job``'s ``.sha256`` record: what its export holds (``sha256sum -c`` skips it)."""
+    symbols = ",".join(urllib.parse.quote(symbol, safe="") for symbol in job.symbols)
+    return f"# {urllib.parse.quote(job.dataset, safe='')} {symbols} {job.start} {job.end} {job.file_format}"
+
+
+def verified_size(path: str, job: Job) -> int | None:
+    """The size of the file at ``path`` when its ``.sha256`` record names its digest and says it
+    covers ``job`` (a file of another range or symbols is no file of this run's); else None."""
     try:
-        with open(path + ".sha256", encoding="ascii") as recorded, open(path, "rb") as file:
-            expected = recorded.read().split(" ", 1)[0]
+        with open_regular(path + ".sha256") as recorded, open_regular(path) as file:
+            lines = recorded.read(4096).decode("ascii").splitlines()  # two short lines: more is none of ours
+            if len(lines) != 2 or lines[0] != covers(job):
+                return None
+            expected = lines[1].split(" ", 1)[0]
             digest = hashlib.file_digest(file, "sha256").hexdigest()
             size = os.fstat(file.fileno()).st_size
     except (OSError, UnicodeDecodeError):
@@ -97,10 +119,20 @@ def verified_size(path: str) -> int | None:
     return size if digest == expected else None
 
 
+def open_regular(path: str) -> io.BufferedReader:
+    """``path`` open for reading when it is a regular file; else an OSError (a FIFO or device
+    planted in a shared directory would have the task wait or read for ever)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return os.fdopen(fd, "rb")
+
+
 def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
     """On a worker: make ``job``'s export and download it into ``into``, unless it is there and verified."""
     path = os.path.join(into, job.name)
-    if verified_size(path) is not None:
+    if verified_size(path, job) is not None:
         return Outcome(job.label, None)
     try:
         with copy.copy(client) as own:  # this task's own connections, closed when it ends
@@ -108,9 +140,12 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
                 job.dataset, symbols=job.symbols, start_date=job.start, end_date=job.end, format=job.file_format
             )
             own.download(export["download_url"], path, sha256=export["sha256"])
-        partial = f"{path}.sha256.{os.getpid()}.part"
-        with open(partial, "w", encoding="ascii") as recorded:
-            recorded.write(f"{export['sha256']}  {job.name}\n")
+        # A name of its own, made with O_EXCL and O_NOFOLLOW: in a shared directory another user's
+        # link planted at a predictable name would have this write go where the link points.
+        partial = f"{path}.sha256.{os.urandom(6).hex()}.part"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        with open(os.open(partial, flags, 0o666), "w", encoding="ascii") as recorded:
+            recorded.write(f"{covers(job)}\n{export['sha256']}  {job.name}\n")
         os.replace(partial, path + ".sha256")
     except Exception as exc:  # reported with its label; the other tasks go on
         return Outcome(job.label, f"{type(exc).__name__}: {exc}")
@@ -153,7 +188,7 @@ def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jo
         dask.close()
         if cluster is not None:
             cluster.close()
-    sizes = [verified_size(os.path.join(args.into, job.name)) for job in jobs]
+    sizes = [verified_size(os.path.join(args.into, job.name), job) for job in jobs]
     failures = [outcome for outcome, size in zip(outcomes, sizes, strict=True) if outcome.error or size is None]
     for failure in failures:
         print(f"failed {failure.label}: {failure.error or 'the file is not there, or does not match its sha256'}")
