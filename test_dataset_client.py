@@ -7394,5 +7394,162 @@ class StandInProcessTests(ServerTestCase):
         self.assertEqual(list(temporary.iterdir()), [], "its temporary directory and exports are gone")
 
 
+# --------------------------------------------------------------------------------------
+# The README's command on every core: `python -m unittest` (discovery) runs the suite in
+# one forked process per core, each taking every other test, and reports each outcome as it
+# comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
+# one process as usual. DATASET_CLIENT_TEST_PROCESSES=1 turns it off.
+# --------------------------------------------------------------------------------------
+
+
+class ChildFailure(Exception):
+    """A failure or error in a worker process, carrying the worker's own traceback text."""
+
+
+class Reported:
+    """A test as the parent reports it: the worker's description of it."""
+
+    failureException = AssertionError
+
+    def __init__(self, name: str, description: str | None) -> None:
+        self.name, self.description = name, description
+
+    def __str__(self) -> str:
+        return self.name
+
+    def id(self) -> str:
+        return self.name
+
+    def shortDescription(self) -> str | None:
+        return self.description
+
+
+class OutcomeWriter(unittest.TestResult):
+    """A worker's result: each outcome as one JSON line on a pipe."""
+
+    def __init__(self, pipe: Any) -> None:
+        super().__init__()
+        self.pipe = pipe
+
+    def send(self, test: Any, outcome: str, detail: str = "") -> None:
+        line = {"name": str(test), "description": test.shortDescription(), "outcome": outcome, "detail": detail}
+        self.pipe.write(json.dumps(line) + "\n")
+        self.pipe.flush()
+
+    def addSuccess(self, test: Any) -> None:
+        self.send(test, "success")
+
+    def addSkip(self, test: Any, reason: str) -> None:
+        self.send(test, "skip", reason)
+
+    def addExpectedFailure(self, test: Any, err: Any) -> None:
+        self.send(test, "expected_failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+
+    def addUnexpectedSuccess(self, test: Any) -> None:
+        self.send(test, "unexpected_success")
+
+    def addFailure(self, test: Any, err: Any) -> None:
+        self.send(test, "failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+
+    def addError(self, test: Any, err: Any) -> None:
+        self.send(test, "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+
+    def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
+        if err is not None:
+            failed = issubclass(err[0], test.failureException)
+            self.send(subtest, "failure" if failed else "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+
+
+def replay(line: dict[str, Any], result: unittest.TestResult) -> None:
+    """One worker's outcome, reported to the runner's own result as if run here."""
+    test: Any = Reported(line["name"], line["description"])
+    outcome, detail = line["outcome"], line["detail"]
+    result.startTest(test)
+    if outcome == "success":
+        result.addSuccess(test)
+    elif outcome == "skip":
+        result.addSkip(test, detail)
+    elif outcome == "expected_failure":
+        result.addExpectedFailure(test, (ChildFailure, ChildFailure(detail), None))
+    elif outcome == "unexpected_success":
+        result.addUnexpectedSuccess(test)
+    else:
+        add = result.addFailure if outcome == "failure" else result.addError
+        add(test, (ChildFailure, ChildFailure("\n" + detail), None))
+    result.stopTest(test)
+
+
+class SuiteOnEveryCore(unittest.TestSuite):
+    """Runs its tests in ``processes`` forked workers, every ``processes``-th test each."""
+
+    def __init__(self, tests: unittest.TestSuite, processes: int) -> None:
+        super().__init__()
+        self.tests, self.processes = list(iterate_tests(tests)), processes
+
+    def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
+        workers = {}
+        for index in range(self.processes):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: its share, then out without atexit (the parent's clean-ups)
+                os.close(read)
+                os._exit(self.run_share(index, os.fdopen(write, "w")))
+            os.close(write)
+            workers[pid] = os.fdopen(read)
+        try:
+            self.report(workers, result)
+        finally:
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        return result
+
+    def run_share(self, index: int, pipe: Any) -> int:
+        try:
+            share = unittest.TestSuite(self.tests[index :: self.processes])
+            share.run(OutcomeWriter(pipe))
+            pipe.close()
+            return 0
+        except BaseException:  # anything: the parent says a worker failed
+            traceback.print_exc()
+            return 1
+
+    def report(self, workers: dict[int, Any], result: unittest.TestResult) -> None:
+        pipes = dict(workers)
+        while pipes:
+            readable, _, _ = select.select(list(pipes.values()), [], [])
+            for pipe in readable:
+                line = pipe.readline()
+                if line:
+                    replay(json.loads(line), result)
+                    continue
+                pid = next(pid for pid, each in pipes.items() if each is pipe)
+                del pipes[pid]
+                pipe.close()
+                _, status = os.waitpid(pid, 0)
+                workers.pop(pid)
+                if status != 0:
+                    failure = (ChildFailure, ChildFailure(f"a test worker ended with status {status:#x}"), None)
+                    result.addError(Reported(f"worker {pid}", None), failure)  # type: ignore[arg-type]
+
+
+def iterate_tests(suite: unittest.TestSuite | unittest.TestCase) -> Iterator[unittest.TestCase]:
+    if isinstance(suite, unittest.TestCase):
+        yield suite
+        return
+    for each in suite:
+        yield from iterate_tests(each)
+
+
+def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None) -> unittest.TestSuite:
+    """unittest's hook, called for discovery (`python -m unittest`): the suite on every core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(cores, 4)))
+    if processes < 2 or not hasattr(os, "fork"):
+        return tests
+    return SuiteOnEveryCore(tests, processes)
+
+
 if __name__ == "__main__":
     unittest.main()
