@@ -193,7 +193,20 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting, or waiting for data, took longer than the client's ``timeout``."""
+    """Connecting, or waiting for data, took longer than the client's ``timeout``; or the call
+    outlived its ``deadline``; or a download's connection stalled below ``min_rate``.
+
+    ``deadline`` is the call's deadline in seconds when that is what ended it (else None);
+    ``retry_after`` is then the wait a server asked for (Retry-After) that would have ended
+    past it, or None.
+    """
+
+    deadline: float | None = None
+    retry_after: float | None = None
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text} (after 1 attempt)" if self.deadline is not None and self.attempts == 1 else text
 
 
 class NetworkError(DatasetClientError, ConnectionError):
@@ -242,7 +255,9 @@ class DatasetClient:
     limit). ``max_retries`` is how many times a retryable failure is retried.
     ``headers`` are extra headers for every service request (and, like the key, sent
     only to ``base_url``'s origin). ``backoff_factor`` scales the waits between retries
-    (``backoff_factor * 2**n`` seconds, with jitter). One client may be shared by threads.
+    (``backoff_factor * 2**n`` seconds, with jitter). ``deadline`` bounds each whole call
+    in seconds, its retries, waits and redirects included (``None``: no limit): then it
+    ends with a ``RequestTimeoutError``. One client may be shared by threads.
     """
 
     def __init__(
@@ -255,10 +270,12 @@ class DatasetClient:
         headers: Mapping[str, str] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         user_agent: str | None = None,
+        deadline: float | None = None,
         backoff_factor: float = 0.5,
     ) -> None:
         self._base_url, self._origin = _parse_base_url(base_url)
         self._timeout = None if timeout is None else float(_check_number(timeout, "timeout", positive=True))
+        self._deadline = _check_seconds(deadline, "deadline")  # a plain float (or None): copied as it is
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
@@ -350,6 +367,8 @@ class DatasetClient:
         resume: bool = False,
         connections: int = 1,
         max_rate: float | None = None,
+        deadline: float | None = None,
+        min_rate: float | None = None,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
@@ -361,7 +380,10 @@ class DatasetClient:
         ``resume=True`` keeps a failed download's partial file and continues it next
         time; ``connections`` is how many ranged requests may fetch one file at once;
         ``max_rate`` caps the bytes per second of the whole download (None: no cap).
+        ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
+        below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
         """
+        limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = self._resolve_download_url(download_url)
         expected_digest = _check_sha256(sha256)
         if progress is not None and not callable(progress):
@@ -374,8 +396,9 @@ class DatasetClient:
         limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True))
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
+        transfer = functools.partial(_Transfer, self, url)
         if not isinstance(destination, (str, os.PathLike)):
-            return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections, limit).run()
+            return transfer(_StreamTarget(destination), progress, expected_digest, connections, limit, limits).run()
         path = _check_destination_path(destination)
         file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
         try:
@@ -387,11 +410,11 @@ class DatasetClient:
         stream = None if stat.S_ISREG(mode) else _open_device(path)  # /dev/null, a FIFO: written directly
         if stream is not None:
             with stream:
-                return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections, limit).run()
+                return transfer(_StreamTarget(stream), progress, expected_digest, connections, limit, limits).run()
         with _FileTarget(file_path, resume) as target:
-            transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit)
-            transfer.run()
-            target.commit(transfer.total)
+            fetched = transfer(target, progress, expected_digest, connections, limit, limits)
+            fetched.run()
+            target.commit(fetched.total)
         return None
 
     # end of public API --------------------------------------------------------
@@ -401,17 +424,24 @@ class DatasetClient:
         url = self._base_url + path
         body = None if payload is None else _encode_json(payload)
         headers = self._service_headers if extra_headers is None else {**self._service_headers, **extra_headers}
+        deadline = None if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
-            with self._send_handling_redirects(method, url, body, headers, trusted=True) as response:
+            with self._send_handling_redirects(method, url, body, headers, trusted=True, deadline=deadline) as response:
                 return _read_json(response, self._secrets)
 
-        return self._retrying(method, url, attempt)
+        return self._retrying(method, url, attempt, deadline=deadline)
 
     def _retrying(
-        self, method: str, url: str, attempt: Callable[[], _T], progress: Callable[[], int] | None = None
+        self,
+        method: str,
+        url: str,
+        attempt: Callable[[], _T],
+        progress: Callable[[], int] | None = None,
+        *,
+        deadline: _Deadline | None = None,
     ) -> _T:
-        """Run ``attempt`` until it succeeds, fails for good, or retries run out.
+        """Run ``attempt`` until it succeeds, fails for good, or retries run out (or ``deadline`` is reached).
 
         ``progress`` (bytes done) lets a download that made progress start its count of
         retries again, so a long flaky transfer still completes.
@@ -422,6 +452,8 @@ class DatasetClient:
         while True:
             attempts += 1
             try:
+                if deadline is not None:
+                    deadline.check(method, url)  # not another attempt once it is reached
                 return attempt()
             except DatasetClientError as error:
                 if self._secrets:  # before it is logged or raised; its frames held the response
@@ -433,6 +465,8 @@ class DatasetClient:
                 if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
                     last_progress, retries_left = done, self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
+                if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
+                    error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
                 if delay is None:
                     error.attempts = attempts
                     raise error
@@ -461,7 +495,14 @@ class DatasetClient:
         return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
 
     def _send_handling_redirects(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str], *, trusted: bool
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        trusted: bool,
+        deadline: _Deadline | None = None,
     ) -> _PooledResponse:
         """Send one request, following redirects; return a 2xx response or raise.
 
@@ -470,7 +511,7 @@ class DatasetClient:
         """
         hops = 0
         while True:
-            response = self._send_single_request(method, url, body, headers)
+            response = self._send_single_request(method, url, body, headers, deadline)
             status = response.status
             location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
             if status < 300:
@@ -498,16 +539,19 @@ class DatasetClient:
         return error
 
     def _send_single_request(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str]
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], deadline: _Deadline | None = None
     ) -> _PooledResponse:
-        """One request through urllib's opener: its proxy rules, then the pool."""
+        """One request through urllib's opener: its proxy rules, then the pool; each wait within ``deadline``."""
         # origin_req_host given: urllib otherwise works it out with urlparse, for cookies we do not use.
         request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
         # Set directly, not through add_header, which would re-case every name; a copy,
         # since urllib's ProxyHandler adds Proxy-Authorization to it.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
-        response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
+        timeout = self._timeout if deadline is None else deadline.wait(self._timeout, method, url)
+        response: _PooledResponse = self._opener.open(request, timeout=timeout)
+        if deadline is not None:  # its body is read within the deadline too
+            response.watch = _Watch(self._timeout, deadline)
         # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
@@ -631,6 +675,7 @@ class _PooledResponse(http.client.HTTPResponse):
     encoding = "identity"  # its Content-Encoding
     proxy: str | None = None  # host:port of the proxy it came through
     sock: socket.socket | None = None  # to shut down from another thread
+    watch: _Watch | None = None  # what bounds its reads besides timeout: a deadline, a lowest rate
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
@@ -662,7 +707,9 @@ class _PooledResponse(http.client.HTTPResponse):
 
     def read(self, amount: int | None = None) -> bytes:
         try:
-            return super().read(amount)
+            return super().read(amount) if self.watch is None else self.watch.read(self, amount)
+        except DatasetClientError:  # the watch's own (a TimeoutError, which is an OSError)
+            raise
         except (OSError, http.client.HTTPException) as exc:
             raise _transport_error(exc, self.method, self.url, proxy=self.proxy) from exc
 
@@ -765,6 +812,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             reused = connection is not None
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
+            elif connection.sock is not None and connection.sock.gettimeout() != request.timeout:
+                connection.sock.settimeout(request.timeout)  # this request's: a deadline shortened the last one's
             try:
                 connection.request(method, request.selector, request.data, headers)
                 response = connection.getresponse()
@@ -961,6 +1010,148 @@ def _read_framing(response: _PooledResponse) -> None:
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
         raise _invalid(response, f"ambiguous Content-Length {', '.join(lengths)}")
+
+
+class _Deadline:
+    """When a call must have ended: ``seconds`` after it started. Its threads (parts) share it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+    def check(self, method: str, url: str) -> None:
+        """Raise the deadline's RequestTimeoutError once it is reached."""
+        if self.left() <= 0:
+            raise self.reached(method, url)
+
+    def wait(self, timeout: float | None, method: str, url: str) -> float:
+        """The time-out of the next wait: the smaller of ``timeout`` and the time left (reached: raised)."""
+        left = self.left()
+        if left <= 0:
+            raise self.reached(method, url)
+        return left if timeout is None else min(timeout, left)
+
+    def reached(self, method: str, url: str, what: str = "was reached") -> RequestTimeoutError:
+        error = RequestTimeoutError(
+            f"{method} {url}: the deadline of {self.seconds:g} s {what}", method=method, url=url
+        )
+        error.deadline = self.seconds
+        return error
+
+    def stop(self, error: DatasetClientError, method: str, url: str, delay: float | None) -> RequestTimeoutError | None:
+        """The error that ends the call after ``error``: the deadline reached, or a retry in ``delay``
+        seconds that would come after it (not waited for); None while the call may go on."""
+        if isinstance(error, RequestTimeoutError) and error.deadline is not None:
+            return error  # a wait cut short by it
+        left = self.left()
+        if left > 0 and (delay is None or delay < left):
+            return None
+        if left <= 0 or delay is None:
+            ended = self.reached(method, url)
+        else:  # the server asked for a wait (Retry-After) or the back-off is one, past the deadline
+            asked = error.retry_after if isinstance(error, ServiceError) else None
+            wait = f"the retry in {delay:g} s that Retry-After asks for" if asked is not None else "the next retry"
+            ended = self.reached(method, url, f"comes before {wait}: not waited for")
+            ended.retry_after = asked
+        ended.__cause__ = error
+        return ended
+
+
+class _Watch:
+    """The reads of one response, within the call's deadline and (a download's) above its lowest rate.
+
+    http.client's ``read(n)`` waits for all ``n`` bytes, however slowly they trickle in;
+    here each read returns to check after every receive, and no receive waits past the
+    deadline. A connection that brings less than ``min_rate`` bytes a second over a stretch
+    of ``timeout`` seconds (30 when None) has stalled: a RequestTimeoutError.
+    """
+
+    def __init__(self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None) -> None:
+        self.timeout = timeout
+        self.deadline = deadline
+        self.min_rate = min_rate
+        self.period = timeout or 30.0
+        self.started = time.monotonic()  # the stretch measured, and the bytes it brought
+        self.received = 0
+        self.ended: DatasetClientError | None = None  # raised by the next read: this one had bytes to give
+
+    def read(self, response: _PooledResponse, amount: int | None) -> bytes:
+        """``response.read(amount)``, one receive at a time; the bytes received before a stall or the
+        deadline are returned first (a resumed download keeps them), the error by the next read."""
+        if self.ended is not None:
+            raise self.ended
+        data = bytearray()
+        try:
+            while amount is None or len(data) < amount:
+                self._before_receiving(response)
+                try:
+                    piece = http.client.HTTPResponse.read1(response, amount - len(data) if amount else _CHUNK_SIZE)
+                except TimeoutError:
+                    raise self._timed_out(response) from None
+                if not piece:
+                    break
+                data += piece
+                self._count(response, len(piece))
+        except DatasetClientError as error:
+            if not data or amount is None:
+                raise
+            self.ended = error
+            return bytes(data)
+        if response.length == 0 and response.fp is not None:
+            http.client.HTTPResponse.read(response, 0)  # read1 leaves a finished body open: so it is reused
+        if amount is None and response.length:  # as read() does: the body ended short of its Content-Length
+            raise http.client.IncompleteRead(bytes(data), response.length)
+        return bytes(data)
+
+    def _before_receiving(self, response: _PooledResponse) -> None:
+        wait = self.timeout
+        if self.deadline is not None:
+            wait = self.deadline.wait(wait, response.method, response.url)
+        if self.min_rate is not None:
+            wait = self.period if wait is None else min(wait, self.period)
+        if response.sock is not None and response.sock.gettimeout() != wait:
+            response.sock.settimeout(wait)
+
+    def _count(self, response: _PooledResponse, count: int) -> None:
+        self.received += count
+        now = time.monotonic()
+        if self.min_rate is not None and now - self.started >= self.period:
+            if self.received < self.min_rate * (now - self.started):
+                raise self._stalled(response, now)
+            self.started, self.received = now, 0
+
+    def _timed_out(self, response: _PooledResponse) -> DatasetClientError:
+        if self.deadline is not None and self.deadline.left() < 0.01:
+            return self.deadline.reached(response.method, response.url)
+        if self.min_rate is not None:
+            return self._stalled(response, time.monotonic())
+        return _transport_error(TimeoutError(), response.method, response.url, proxy=response.proxy)
+
+    def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
+        elapsed = now - self.started
+        rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
+        where = _request_name(response.method, response.url, response.proxy)
+        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s, below the {_size(asked)}/s of min_rate"
+        return RequestTimeoutError(message, method=response.method, url=response.url)
+
+
+class _Limits:
+    """What bounds one download besides ``timeout``: its deadline, and the lowest rate a connection may bring."""
+
+    __slots__ = ("deadline", "min_rate")
+
+    def __init__(self, deadline: _Deadline | None = None, min_rate: float | None = None) -> None:
+        self.deadline = deadline
+        self.min_rate = min_rate
+
+    @classmethod
+    def checked(cls, deadline: float | None, min_rate: float | None) -> _Limits:
+        """The limits of a download that starts now; bad arguments are a TypeError/ValueError naming them."""
+        seconds = _check_seconds(deadline, "deadline")
+        return cls(None if seconds is None else _Deadline(seconds), _check_seconds(min_rate, "min_rate"))
 
 
 # ---------------------------------------------------------------------------
@@ -1367,9 +1558,11 @@ class _Transfer:
         sha256: str | None,
         connections: int,
         rate_limit: _RateLimit | None = None,
+        limits: _Limits | None = None,
     ) -> None:
         self.client = client
         self.rate_limit = rate_limit
+        self.limits = limits or _Limits()
         self.url = url
         self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
         self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
@@ -1480,11 +1673,14 @@ class _Transfer:
                     raise _invalid(response, "the 206 body runs past its Content-Range")
             self._check_complete(part, response)
 
-        self.client._retrying("GET", self.url, attempt, progress=lambda: part.done)
+        self.client._retrying("GET", self.url, attempt, progress=lambda: part.done, deadline=self.limits.deadline)
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
+        deadline = self.limits.deadline
         try:
-            return self.client._send_handling_redirects("GET", self.url, None, headers, trusted=self.trusted)
+            response = self.client._send_handling_redirects(
+                "GET", self.url, None, headers, trusted=self.trusted, deadline=deadline
+            )
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
                 raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
@@ -1492,6 +1688,9 @@ class _Transfer:
         except DatasetClientError:
             self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
             raise
+        if self.limits.min_rate is not None:  # measured from here: the head is in
+            response.watch = _Watch(self.client._timeout, deadline, self.limits.min_rate)
+        return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
         shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)
@@ -1653,7 +1852,7 @@ class _Transfer:
                 self.digest.add_until(self._contiguous())  # parts: what is complete, read back
             self._saved_and_reported()
         if self.rate_limit is not None:
-            self.rate_limit.take(len(data))
+            self.rate_limit.take(len(data), self.limits.deadline)
 
     @property
     def chunk_size(self) -> int:
@@ -1763,11 +1962,13 @@ class _RateLimit:
         self.started = time.monotonic()
         self.taken = 0
 
-    def take(self, count: int) -> None:
-        """Count ``count`` bytes received; wait until the rate allows them."""
+    def take(self, count: int, deadline: _Deadline | None = None) -> None:
+        """Count ``count`` bytes received; wait until the rate allows them (never past ``deadline``)."""
         with self.lock:
             self.taken += count
             wait = self.started + self.taken / self.rate - time.monotonic()
+        if deadline is not None:
+            wait = min(wait, deadline.left())
         if wait > 0:
             time.sleep(wait)
 
@@ -2385,6 +2586,11 @@ def _check_number(value: float, argument: str, *, whole: bool = False, positive:
     return value
 
 
+def _check_seconds(value: float | None, argument: str) -> float | None:
+    """None, or a positive finite number of seconds (or bytes per second) as a float."""
+    return None if value is None else float(_check_number(value, argument, positive=True))
+
+
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
     """Latin-1 text without control characters; a ``token`` (the key) is ASCII without whitespace too.
 
@@ -2508,6 +2714,8 @@ _CLI_NAMES = {
     "max_retries": "--retries",
     "connections": "--connections",
     "max_rate": "--limit-rate",
+    "deadline": "--max-time",
+    "min_rate": "--speed-limit",
     "download_url": "URL",
     "destination": "DEST",
     "sha256": "--sha256",
@@ -2746,6 +2954,12 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
         help=described("seconds per connect or read; 0: no limit (default: 30)"),
     )
     parser.add_argument(
+        "--max-time",
+        metavar="S",
+        type=_seconds,
+        help=described("seconds each request may take in all, retries and waits included (default: no limit)"),
+    )
+    parser.add_argument(
         "--retries", metavar="N", type=_at_least(0), help=described("times a failed request is retried (default: 2)")
     )
     parser.add_argument(
@@ -2799,6 +3013,13 @@ def _add_download_options(parser: Any) -> None:
         type=_rate,
         default=None,
         help="bytes per second at most, as curl: 500K, 10M, 1G",
+    )
+    parser.add_argument(
+        "--speed-limit",
+        metavar="RATE",
+        type=_rate,
+        default=None,
+        help="a connection slower than RATE over --timeout seconds has stalled: resumed on a new one",
     )
 
 
@@ -2955,7 +3176,10 @@ def _open_client(args: Any) -> DatasetClient:
     elif "://" not in base_url:
         raise _UsageError(f"{args.base_url_source} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     context = _default_ssl_context(args.ca_bundle) if args.ca_bundle else None  # a bad file: a ValueError naming it
-    return DatasetClient(base_url, api_key, timeout=args.timeout, max_retries=args.retries, ssl_context=context)
+    deadline = getattr(args, "max_time", None)
+    return DatasetClient(
+        base_url, api_key, timeout=args.timeout, max_retries=args.retries, ssl_context=context, deadline=deadline
+    )
 
 
 def _run_command(args: Any, stderr: _Stderr) -> int:
@@ -2994,6 +3218,8 @@ def _error_text(exc: DatasetClientError, args: Any = None) -> str:
             text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
         elif exc.status == 401 and getattr(args, "key_unset", False):
             text += " (DATASET_CLIENT_API_KEY is not set)"
+    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
+        text += f"; raise --max-time {exc.deadline:g} to let it run longer"
     elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
@@ -3133,6 +3359,8 @@ def _cli_download(
     if to_stdout:
         sys.stdout.flush()
     options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
+    if args.speed_limit:
+        options["min_rate"] = args.speed_limit
     try:
         destination: Any = sys.stdout.buffer if to_stdout else target
         client.download(
