@@ -3859,28 +3859,28 @@ class DownloadFaultTests(ServerTestCase):
 # ---------------------------------------------------------------------------
 
 
-def trickle(data: bytes, first: int, interval: float, *, at_most: int = 40, etag: str = '"v1"') -> Respond:
+def trickle(data: bytes, first: int, interval: float, *, at_most: int = 40) -> Respond:
     """Serve ``data`` (or the range asked for): its first ``first`` bytes at once, then a byte every
-    ``interval`` seconds, ``at_most`` of them (until the client hangs up), then nothing more."""
+    ``interval`` seconds, ``at_most`` of them (until the client hangs up), then close."""
 
     def respond(handler: Handler) -> None:
         span = local_service._requested_range(handler.headers.get("Range"), len(data))
         start, end = span or (0, len(data))
         handler.send_response(206 if span else 200)
         handler.send_header("Content-Length", str(end - start))
-        handler.send_header("ETag", etag)
+        handler.send_header("ETag", '"v1"')
         handler.send_header("Accept-Ranges", "bytes")
         if span:
             handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         handler.end_headers()
         handler.wfile.write(data[start : start + first])
         handler.wfile.flush()
+        handler.close_connection = True
         for position in range(start + first, min(end, start + first + at_most)):
             if handler.server.stop.wait(interval):
                 break
-            handler.wfile.write(data[position : position + 1])  # a client that hung up: an error ends the loop
+            handler.wfile.write(data[position : position + 1])  # a client that hung up: an error ends it
             handler.wfile.flush()
-        handler.close_connection = True
 
     return respond
 
@@ -3900,21 +3900,22 @@ class DeadlineTests(ServerTestCase):
         self.assertFalse([name for name in names if name.startswith("dataset-client")], names)
 
     def test_a_server_that_never_answers_ends_the_call_at_its_deadline(self) -> None:
-        answered = threading.Event()
-        received: list[bytes] = []
+        hung_up: list[bool] = []
 
-        def never_answer(connection: socket.socket) -> None:
-            received.append(b"")
-            answered.wait(5)
+        def never_answer(connection: socket.socket) -> None:  # the request has been read
+            with contextlib.suppress(TimeoutError):
+                hung_up.append(connection.recv(1) == b"")  # the client's close, long before 5 s
+            hung_up.append(False)
 
         base_url = raw_server(self, never_answer)
-        self.addCleanup(answered.set)  # before the server closes (cleanups run last-in first-out)
         client = self.client(base_url + "/api/v1", timeout=30, deadline=0.3)
         error = outcome_of(client.list_datasets)  # a 30 s timeout would fail the suite's time budget first
         self.assert_deadline_reached(error, 0.3)
         said = f"GET {base_url}/api/v1/datasets: the deadline of 0.3 s was reached (after 1 attempt)"
         self.assertEqual(str(error), said)
-        self.assertEqual(len(received), 1, "one attempt: no retry once the deadline is reached")
+        _wait_for(lambda: len(hung_up) == 2)
+        self.assertEqual(hung_up[0], True, "the client hung up: it did not wait for its 30 s time-out")
+        self.assertEqual(len(hung_up), 2, "one attempt: no retry once the deadline is reached")
         self.assertIsNone(error.retry_after)  # type: ignore[union-attr]
 
     def test_a_body_trickled_a_byte_every_0_2_s_ends_at_the_deadline_and_leaves_its_partial_file(self) -> None:
@@ -3933,6 +3934,7 @@ class DeadlineTests(ServerTestCase):
         self.assertFalse(out.exists())
         self.assertGreaterEqual(len(kept), 1000, "the bytes received before the deadline are kept")
         self.assertEqual(kept, data[: len(kept)])
+        self.assertLess(len(kept), 1000 + 40, "ended by the deadline, not by the end of the trickle")
         self.script(serve_file(data))  # and the next run continues from there
         self.client().download("/files/x", out, resume=True, sha256=hashlib.sha256(data).hexdigest())
         self.assertEqual(out.read_bytes(), data)
@@ -3975,6 +3977,43 @@ class DeadlineTests(ServerTestCase):
                     with self.assertRaisesRegex(error, f"^{name} must be"):
                         self.client().download("/files/x", io.BytesIO(), **{name: value})
         self.assertEqual(self.requests, [], "nothing sent")
+
+    def test_a_parallel_download_with_a_silent_part_ends_at_its_deadline_with_every_thread(self) -> None:
+        quarter = len(BIG) // 4
+
+        def respond(handler: Handler) -> None:
+            if handler.headers.get("Range", "").startswith(f"bytes={2 * quarter}-"):
+                first_bytes_then_stall(BIG, 1000)(handler)  # then silent until the test ends
+            else:
+                serve_file(BIG)(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "big.bin"
+        client = self.client(timeout=30, deadline=0.4)
+        error = outcome_of(lambda: client.download("files/big", out, connections=4, sha256=BIG_SHA, resume=True))
+        self.assert_deadline_reached(error, 0.4)
+        self.assert_no_thread_left()
+        self.assertEqual(len(self.requests), 4, "each part asked once")
+        names = sorted(path.name for path in out.parent.iterdir())
+        self.assertEqual(names, [".big.bin.part", ".big.bin.part.json"], "what resume=True keeps")
+        parts = json.loads((out.parent / ".big.bin.part.json").read_text())["parts"]
+        self.assertEqual([done for _, _, done in parts][2], 1000, "the silent part's bytes are kept")
+        self.server.default = serve_file(BIG)
+        client.download("files/big", out, connections=4, sha256=BIG_SHA, resume=True)  # within 0.4 s once more
+        self.assertEqual(out.read_bytes(), BIG)
+        self.assertIn(
+            f"bytes={2 * quarter + 1000}-{len(BIG) * 3 // 4 - 1}", [r.headers["Range"] for r in self.requests]
+        )
+
+    def test_a_connection_a_deadline_shortened_gets_the_whole_timeout_back_for_the_next_call(self) -> None:
+        self.script(reply(200, []), reply(200, []))
+        client = self.client(timeout=5)
+        self.assertEqual(client.download("/files/x", io.BytesIO(), deadline=0.5), None)
+        (connection,) = [c for idle in client._pool._idle.values() for c in idle]
+        self.assertLessEqual(connection.sock.gettimeout(), 0.5)
+        self.assertEqual(client.list_datasets(), [])
+        self.assertEqual(connection.sock.gettimeout(), 5.0, "not the 0.5 s the download left it")
+        self.assertEqual([(r.path, r.connection) for r in self.requests], [("/files/x", 1), ("/api/v1/datasets", 1)])
 
     def test_a_stalled_part_is_fetched_again_from_its_offset_while_the_others_go_on(self) -> None:
         quarter = len(BIG) // 4
