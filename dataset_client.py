@@ -548,10 +548,15 @@ class DatasetClient:
         # since urllib's ProxyHandler adds Proxy-Authorization to it.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
-        timeout = self._timeout if deadline is None else deadline.wait(self._timeout, method, url)
-        response: _PooledResponse = self._opener.open(request, timeout=timeout)
-        if deadline is not None:  # its body is read within the deadline too
-            response.watch = _Watch(self._timeout, deadline)
+        if deadline is None:
+            response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
+        else:
+            _sending.within = (deadline, self._timeout)  # its head is read within the deadline
+            try:
+                response = self._opener.open(request, timeout=deadline.wait(self._timeout, method, url))
+            finally:
+                _sending.within = None
+            response.watch = _Watch(self._timeout, deadline)  # and its body
         # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
@@ -679,6 +684,9 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
+        within = getattr(_sending, "within", None)  # the deadline of the request this answers, if it has one
+        if within is not None:
+            self.fp = _bounded_stream(self.fp, *within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
@@ -721,6 +729,45 @@ class _PooledResponse(http.client.HTTPResponse):
         release, self._release = self._release, None
         if release is not None:
             release(complete and not self.will_close)
+
+
+_sending = _thread._local()  # per thread, ``within``: (deadline, timeout) of the request being sent, if it has one
+
+
+def _bounded_stream(stream: Any, deadline: _Deadline, timeout: float | None) -> io.BufferedReader:
+    """A response's stream (fresh: nothing read yet) whose every receive ends by ``deadline``."""
+    if stream.__class__ is not io.BufferedReader or stream.raw.__class__ is _ReceivingWithin:
+        return stream  # type: ignore[no-any-return]
+    return io.BufferedReader(_ReceivingWithin(stream.detach(), deadline, timeout))  # detached: never closed twice
+
+
+class _ReceivingWithin(io.RawIOBase):
+    """A socket's stream whose receives never wait past a deadline: a head (or a CONNECT tunnel's
+    answer) trickled a byte at a time, which no per-receive time-out bounds, ends at the deadline."""
+
+    def __init__(self, raw: Any, deadline: _Deadline, timeout: float | None) -> None:
+        super().__init__()
+        self.raw = raw  # socket.SocketIO
+        self.deadline = deadline
+        self.timeout = timeout
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self.deadline.left()
+        if left <= 0:
+            raise TimeoutError("the deadline was reached")  # mapped by the reader, as a time-out is
+        sock = self.raw._sock
+        waits = sock.gettimeout()
+        if waits is None or waits > left:  # a shorter wait (a watched read's) is kept
+            sock.settimeout(left)
+        return self.raw.readinto(buffer)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()
 
 
 class _HeadReader:

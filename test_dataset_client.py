@@ -3918,6 +3918,25 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual(len(hung_up), 2, "one attempt: no retry once the deadline is reached")
         self.assertIsNone(error.retry_after)  # type: ignore[union-attr]
 
+    def test_a_head_trickled_a_byte_at_a_time_ends_at_the_deadline(self) -> None:
+        sent: list[int] = []  # bytes of the head sent when the client hung up
+
+        def trickle_the_head(connection: socket.socket) -> None:
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Slow: " + b"a" * 40 + b"\r\n\r\n[]"
+            for index in range(len(head)):  # a byte every 0.05 s: no receive waits long; the whole head 3.5 s
+                try:
+                    connection.sendall(head[index : index + 1])
+                except OSError:
+                    break
+                time.sleep(0.05)
+            sent.append(index)
+
+        base_url = raw_server(self, trickle_the_head)
+        error = outcome_of(self.client(base_url + "/api/v1", timeout=30, deadline=0.3, max_retries=0).list_datasets)
+        self.assert_deadline_reached(error, 0.3)
+        _wait_for(lambda: bool(sent))
+        self.assertLess(sent[0], 20, "the client hung up at its deadline, in the middle of the status line")
+
     def test_a_body_trickled_a_byte_every_0_2_s_ends_at_the_deadline_and_leaves_its_partial_file(self) -> None:
         data = os.urandom(5000)
         self.script(trickle(data, 1000, 0.2))
