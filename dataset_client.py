@@ -3267,6 +3267,8 @@ def _error_text(exc: DatasetClientError, args: Any = None) -> str:
             text += " (DATASET_CLIENT_API_KEY is not set)"
     elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
         text += f"; raise --max-time {exc.deadline:g} to let it run longer"
+    elif isinstance(exc, RequestTimeoutError):
+        text = text.replace("/s of min_rate", "/s of --speed-limit")
     elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text

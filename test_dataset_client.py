@@ -4076,7 +4076,7 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual([r.headers["Range"] is None for r in self.requests[2:]], [True, False], "resumed once")
         self.assertEqual(out.read_bytes(), data, "the file already there is untouched")
 
-    def test_the_command_line_s_max_time_is_exit_3_naming_it(self) -> None:
+    def test_the_command_line_s_max_time_and_speed_limit_are_exit_3_naming_them(self) -> None:
         self.server.default = hang
         err = io.StringIO()
         with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, {"DATASET_CLIENT_BASE_URL": self.server.url}):
@@ -4088,6 +4088,31 @@ class DeadlineTests(ServerTestCase):
             "(after 1 attempt); raise --max-time 0.3 to let it run longer\n",
         )
         self.assertEqual([r.path for r in self.requests], ["/datasets"])
+        self.server.default = trickle(os.urandom(100_000), 1000, 0.03)
+        out = self.tmp() / "out.bin"
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = dc.main(
+                [
+                    "download",
+                    f"{self.server.url}/files/x",
+                    str(out),
+                    "--speed-limit",
+                    "1M",
+                    "--timeout",
+                    "0.2",
+                    "--retries",
+                    "0",
+                    "-q",
+                ]
+            )
+        self.assertEqual(status, 3)
+        self.assertRegex(
+            err.getvalue(),
+            rf"^dataset-client: error: GET {self.server.url}/files/x: stalled at [\d.]+ (B|KiB)/s over 0\.\d s, "
+            r"below the 1\.0 MiB/s of --speed-limit; with -c, the partial file is kept [^\n]*\n$",
+        )
+        self.assertEqual([r.path for r in self.requests], ["/datasets", "/files/x"])
 
 
 # ---------------------------------------------------------------------------
