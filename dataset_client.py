@@ -16,7 +16,7 @@ and also from the built-in exception a caller would already catch::
 
     DatasetClientError
     ├── ServiceError (RuntimeError)          the service answered >= 400, or a 3xx was left
-    ├── RequestTimeoutError (TimeoutError)   connecting or waiting for data timed out
+    ├── RequestTimeoutError (TimeoutError)   a wait timed out, the deadline came, a download stalled
     ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
     │   └── IncompleteResponseError          the body was shorter than Content-Length
     ├── InvalidResponseError (ValueError)    a body, redirect, range or framing the client refuses
