@@ -684,7 +684,7 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
-        within = getattr(_sending, "within", None)  # the deadline of the request this answers, if it has one
+        within = _sending.within  # the deadline of the request this answers, if it has one
         if within is not None:
             self.fp = _bounded_stream(self.fp, *within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
@@ -731,7 +731,13 @@ class _PooledResponse(http.client.HTTPResponse):
             release(complete and not self.will_close)
 
 
-_sending = _thread._local()  # per thread, ``within``: (deadline, timeout) of the request being sent, if it has one
+class _Sending(_thread._local):
+    """Per thread: the deadline and timeout of the request being sent, if it has a deadline."""
+
+    within: tuple[_Deadline, float | None] | None = None  # a class default: no lookup that fails, for speed
+
+
+_sending = _Sending()
 
 
 def _bounded_stream(stream: Any, deadline: _Deadline, timeout: float | None) -> io.BufferedReader:
