@@ -551,6 +551,7 @@ class DatasetClient:
         if deadline is None:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
+            _Sending.used = True
             _sending.within = (deadline, self._timeout)  # its head is read within the deadline
             try:
                 response = self._opener.open(request, timeout=deadline.wait(self._timeout, method, url))
@@ -684,8 +685,7 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
-        within = _sending.within  # the deadline of the request this answers, if it has one
-        if within is not None:
+        if _Sending.used and (within := _sending.within) is not None:  # the deadline of the request this answers
             self.fp = _bounded_stream(self.fp, *within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
@@ -734,6 +734,7 @@ class _PooledResponse(http.client.HTTPResponse):
 class _Sending(_thread._local):
     """Per thread: the deadline and timeout of the request being sent, if it has a deadline."""
 
+    used = False  # set (on the class) once any request had a deadline: until then nothing here is looked at
     within: tuple[_Deadline, float | None] | None = None  # a class default: no lookup that fails, for speed
 
 
@@ -865,8 +866,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             reused = connection is not None
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
-            elif connection.sock is not None and connection.sock.gettimeout() != request.timeout:
-                connection.sock.settimeout(request.timeout)  # this request's: a deadline shortened the last one's
+            elif _Sending.used and connection.sock.gettimeout() != request.timeout:
+                connection.sock.settimeout(request.timeout)  # this request's: a deadline may have shortened it
             try:
                 connection.request(method, request.selector, request.data, headers)
                 response = connection.getresponse()
@@ -1166,6 +1167,7 @@ class _Watch:
         if self.min_rate is not None:
             wait = self.period if wait is None else min(wait, self.period)
         if response.sock is not None and response.sock.gettimeout() != wait:
+            _Sending.used = True  # the pool sets a reused connection's timeout back
             response.sock.settimeout(wait)
 
     def _count(self, response: _PooledResponse, count: int) -> None:
