@@ -551,13 +551,14 @@ class DatasetClient:
         if deadline is None:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
-            _Sending.used = True
+            global _deadlines_used
+            _deadlines_used = True
             _sending.within = (deadline, self._timeout)  # its head is read within the deadline
             try:
                 response = self._opener.open(request, timeout=deadline.wait(self._timeout, method, url))
             finally:
                 _sending.within = None
-            response.watch = _Watch(self._timeout, deadline)  # and its body
+            _Watch(self._timeout, deadline).take(response)  # and its body
         # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
@@ -681,11 +682,10 @@ class _PooledResponse(http.client.HTTPResponse):
     encoding = "identity"  # its Content-Encoding
     proxy: str | None = None  # host:port of the proxy it came through
     sock: socket.socket | None = None  # to shut down from another thread
-    watch: _Watch | None = None  # what bounds its reads besides timeout: a deadline, a lowest rate
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
-        if _Sending.used and (within := _sending.within) is not None:  # the deadline of the request this answers
+        if _deadlines_used and (within := _sending.within) is not None:  # the deadline of the request this answers
             self.fp = _bounded_stream(self.fp, *within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
@@ -715,9 +715,7 @@ class _PooledResponse(http.client.HTTPResponse):
 
     def read(self, amount: int | None = None) -> bytes:
         try:
-            return super().read(amount) if self.watch is None else self.watch.read(self, amount)
-        except DatasetClientError:  # the watch's own (a TimeoutError, which is an OSError)
-            raise
+            return super().read(amount)
         except (OSError, http.client.HTTPException) as exc:
             raise _transport_error(exc, self.method, self.url, proxy=self.proxy) from exc
 
@@ -734,11 +732,13 @@ class _PooledResponse(http.client.HTTPResponse):
 class _Sending(_thread._local):
     """Per thread: the deadline and timeout of the request being sent, if it has a deadline."""
 
-    used = False  # set (on the class) once any request had a deadline: until then nothing here is looked at
     within: tuple[_Deadline, float | None] | None = None  # a class default: no lookup that fails, for speed
 
 
 _sending = _Sending()
+# Set once any request had a deadline (or a read was watched): until then a request pays for neither
+# the per-thread lookup nor the check of a reused connection's timeout.
+_deadlines_used = False
 
 
 def _bounded_stream(stream: Any, deadline: _Deadline, timeout: float | None) -> io.BufferedReader:
@@ -866,7 +866,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             reused = connection is not None
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
-            elif _Sending.used and connection.sock.gettimeout() != request.timeout:
+            elif _deadlines_used and connection.sock.gettimeout() != request.timeout:
                 connection.sock.settimeout(request.timeout)  # this request's: a deadline may have shortened it
             try:
                 connection.request(method, request.selector, request.data, headers)
@@ -1132,7 +1132,20 @@ class _Watch:
         self.received = 0
         self.ended: DatasetClientError | None = None  # raised by the next read: this one had bytes to give
 
-    def read(self, response: _PooledResponse, amount: int | None) -> bytes:
+    def take(self, response: _PooledResponse) -> None:
+        """Read ``response`` through this watch from now on (an unwatched one pays nothing for it)."""
+        response.read = functools.partial(self.read, response)  # type: ignore[method-assign]
+
+    def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
+        """What ``response.read(amount)`` gives, its errors mapped as _PooledResponse.read maps them."""
+        try:
+            return self._read(response, amount)
+        except DatasetClientError:  # its own (a TimeoutError, which is an OSError too)
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            raise _transport_error(exc, response.method, response.url, proxy=response.proxy) from exc
+
+    def _read(self, response: _PooledResponse, amount: int | None) -> bytes:
         """``response.read(amount)``, one receive at a time; the bytes received before a stall or the
         deadline are returned first (a resumed download keeps them), the error by the next read."""
         if self.ended is not None:
@@ -1167,7 +1180,8 @@ class _Watch:
         if self.min_rate is not None:
             wait = self.period if wait is None else min(wait, self.period)
         if response.sock is not None and response.sock.gettimeout() != wait:
-            _Sending.used = True  # the pool sets a reused connection's timeout back
+            global _deadlines_used
+            _deadlines_used = True  # from now on the pool sets a reused connection's timeout back
             response.sock.settimeout(wait)
 
     def _count(self, response: _PooledResponse, count: int) -> None:
@@ -1744,7 +1758,7 @@ class _Transfer:
             self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
             raise
         if self.limits.min_rate is not None:  # measured from here: the head is in
-            response.watch = _Watch(self.client._timeout, deadline, self.limits.min_rate)
+            _Watch(self.client._timeout, deadline, self.limits.min_rate).take(response)
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
