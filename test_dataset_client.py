@@ -4080,32 +4080,20 @@ class DeadlineTests(ServerTestCase):
         self.server.default = hang
         err = io.StringIO()
         with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, {"DATASET_CLIENT_BASE_URL": self.server.url}):
-            status = dc.main(["datasets", "--max-time", "0.3", "--timeout", "30"])
+            status = dc.main(["datasets", "--max-time", "0.15", "--timeout", "30"])
         self.assertEqual(status, 3)
         self.assertEqual(
             err.getvalue(),
-            f"dataset-client: error: GET {self.server.url}/datasets: the deadline of 0.3 s was reached "
-            "(after 1 attempt); raise --max-time 0.3 to let it run longer\n",
+            f"dataset-client: error: GET {self.server.url}/datasets: the deadline of 0.15 s was reached "
+            "(after 1 attempt); raise --max-time 0.15 to let it run longer\n",
         )
         self.assertEqual([r.path for r in self.requests], ["/datasets"])
         self.server.default = trickle(os.urandom(100_000), 1000, 0.03)
         out = self.tmp() / "out.bin"
         err = io.StringIO()
+        argv = ["download", f"{self.server.url}/files/x", str(out), "--speed-limit", "1M", "--timeout", "0.15"]
         with contextlib.redirect_stderr(err):
-            status = dc.main(
-                [
-                    "download",
-                    f"{self.server.url}/files/x",
-                    str(out),
-                    "--speed-limit",
-                    "1M",
-                    "--timeout",
-                    "0.2",
-                    "--retries",
-                    "0",
-                    "-q",
-                ]
-            )
+            status = dc.main([*argv, "--retries", "0", "-q"])
         self.assertEqual(status, 3)
         self.assertRegex(
             err.getvalue(),
