@@ -3959,6 +3959,30 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual(out.read_bytes(), data)
         self.assertEqual(self.requests[1].headers["Range"], f"bytes={len(kept)}-")
 
+    def test_a_deadline_never_lengthens_a_wait_nor_hides_a_cut_body(self) -> None:
+        def head_then_silence(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", "10")
+            handler.end_headers()
+            handler.wfile.write(b"[1")
+            handler.wfile.flush()
+            hang(handler)
+
+        self.script(cut(b"[1, 2, 3]\n", 5), head_then_silence)
+        with self.assertLogs("dataset_client", "WARNING") as logs:
+            error = outcome_of(self.client(timeout=0.1, deadline=5, max_retries=1).list_datasets)
+        self.assertIn("(attempt 1 failed: GET ", logs.output[0])
+        self.assertTrue(
+            logs.output[0].endswith("/api/v1/datasets: connection closed after 5 of 10 bytes)"), logs.output
+        )
+        self.assertIsInstance(error, dc.RequestTimeoutError)
+        assert isinstance(error, dc.RequestTimeoutError)
+        self.assertIsNone(error.deadline, "its 0.1 s time-out ended it, long before the deadline")
+        self.assertEqual(
+            str(error), f"GET {self.server.url}/api/v1/datasets: timed out waiting for data (after 2 attempts)"
+        )
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/datasets"] * 2)
+
     def test_a_retry_after_longer_than_the_deadline_is_not_waited_for(self) -> None:
         self.script(reply(503, {"message": "busy"}, {"Retry-After": "5"}))
         with recorded_sleeps() as sleeps:
@@ -4068,7 +4092,7 @@ class DeadlineTests(ServerTestCase):
         # Cut after about 0.2 s of trickle (7 bytes), not when the 40 bytes the server trickles ran out.
         self.assertTrue(50_000 <= start < 50_030, self.requests[1].headers["Range"])
         self.assertEqual(self.requests[1].headers["If-Range"], '"v1"')
-        self.script(trickle(data, 1000, 0.03), trickle(data, 1000, 0.03))
+        self.script(trickle(data, 1000, 0.03), trickle(data, 1000, 1))  # the second silent past its time-out
         error = outcome_of(lambda: self.client(timeout=0.2, max_retries=1).download("/x", out, min_rate=1024 * 1024))
         self.assertIsInstance(error, dc.RequestTimeoutError)
         rate = r"stalled at [\d.]+ (B|KiB)/s over 0\.\d s, below the 1\.0 MiB/s of min_rate"
