@@ -16,7 +16,7 @@ and also from the built-in exception a caller would already catch::
 
     DatasetClientError
     ├── ServiceError (RuntimeError)          the service answered >= 400, or a 3xx was left
-    ├── RequestTimeoutError (TimeoutError)   connecting or waiting for data timed out
+    ├── RequestTimeoutError (TimeoutError)   a wait timed out, the deadline came, a download stalled
     ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
     │   └── IncompleteResponseError          the body was shorter than Content-Length
     ├── InvalidResponseError (ValueError)    a body, redirect, range or framing the client refuses
@@ -219,7 +219,20 @@ def _rebuild_service_error(
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting, or waiting for data, took longer than the client's ``timeout``."""
+    """Connecting, or waiting for data, took longer than the client's ``timeout``; or the call
+    outlived its ``deadline``; or a download's connection stalled below ``min_rate``.
+
+    ``deadline`` is the call's deadline in seconds when that is what ended it (else None);
+    ``retry_after`` is then the wait a server asked for (Retry-After) that would have ended
+    past it, or None.
+    """
+
+    deadline: float | None = None
+    retry_after: float | None = None
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text} (after 1 attempt)" if self.deadline is not None and self.attempts == 1 else text
 
 
 class NetworkError(DatasetClientError, ConnectionError):
@@ -271,7 +284,9 @@ class DatasetClient:
     (``backoff_factor * 2**n`` seconds, with jitter). ``ca_bundle`` is a file or directory
     of CA certificates trusted besides the system store (an unreadable one raises its
     ``FileNotFoundError``/``ssl.SSLError`` here); ``ssl_context`` replaces the default one
-    (not both). One client may be shared by threads.
+    (not both). ``deadline`` bounds each whole call in seconds, its retries, waits and
+    redirects included (``None``: no limit): then it ends with a ``RequestTimeoutError``.
+    One client may be shared by threads.
 
     A client pickles and copies (for process pools and Dask) as a new client with the
     same settings and no connections yet; the pickle holds the key. A client given an
@@ -288,6 +303,7 @@ class DatasetClient:
         headers: Mapping[str, str] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         user_agent: str | None = None,
+        deadline: float | None = None,
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -301,6 +317,7 @@ class DatasetClient:
             if timeout is None
             else min(float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT)
         )
+        self._deadline = _check_seconds(deadline, "deadline")  # a plain float (or None): copied as it is
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
@@ -320,6 +337,7 @@ class DatasetClient:
             "user_agent": user_agent,
             "backoff_factor": self._backoff_factor,
             "ca_bundle": ca_bundle,
+            "deadline": self._deadline,
         }
         self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
         service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
@@ -425,6 +443,8 @@ class DatasetClient:
         resume: bool = False,
         connections: int = 1,
         max_rate: float | None = None,
+        deadline: float | None = None,
+        min_rate: float | None = None,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
@@ -436,7 +456,10 @@ class DatasetClient:
         ``resume=True`` keeps a failed download's partial file and continues it next
         time; ``connections`` is how many ranged requests may fetch one file at once;
         ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
+        ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
+        below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
         """
+        limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = self._resolve_download_url(download_url)
         expected_digest = _check_sha256(sha256)
         if progress is not None and not callable(progress):
@@ -446,13 +469,12 @@ class DatasetClient:
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
             raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
-        limit = None if max_rate is None else _RateLimit(_check_number(max_rate, "max_rate", positive=True, none=True))
-        if limit is not None and limit.rate < 1:  # less than a byte a second: a transfer that never ends
-            raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
+        limit = _rate_limit(max_rate)
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
+        transfer = functools.partial(_Transfer, self, url)
         if not isinstance(destination, (str, os.PathLike)):
-            return _Transfer(self, url, _StreamTarget(destination), progress, expected_digest, connections, limit).run()
+            return transfer(_StreamTarget(destination), progress, expected_digest, connections, limit, limits).run()
         path = _check_destination_path(destination)
         file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
         try:
@@ -464,11 +486,11 @@ class DatasetClient:
         stream = None if stat.S_ISREG(mode) else _open_device(path)  # /dev/null, a FIFO: written directly
         if stream is not None:
             with stream:
-                return _Transfer(self, url, _StreamTarget(stream), progress, expected_digest, connections, limit).run()
+                return transfer(_StreamTarget(stream), progress, expected_digest, connections, limit, limits).run()
         with _file_target(file_path, resume, path) as target:
-            transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit)
-            transfer.run()
-            target.commit(transfer.total)
+            fetched = transfer(target, progress, expected_digest, connections, limit, limits)
+            fetched.run()
+            target.commit(fetched.total)
         return None
 
     # end of public API --------------------------------------------------------
@@ -478,17 +500,24 @@ class DatasetClient:
         url = self._base_url + path
         body = None if payload is None else _encode_json(payload)
         headers = self._service_headers if extra_headers is None else {**self._service_headers, **extra_headers}
+        deadline = None if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
-            with self._send_handling_redirects(method, url, body, headers, trusted=True) as response:
+            with self._send_handling_redirects(method, url, body, headers, trusted=True, deadline=deadline) as response:
                 return _read_json(response, self._secrets)
 
-        return self._retrying(method, url, attempt)
+        return self._retrying(method, url, attempt, deadline=deadline)
 
     def _retrying(
-        self, method: str, url: str, attempt: Callable[[], _T], progress: Callable[[], int] | None = None
+        self,
+        method: str,
+        url: str,
+        attempt: Callable[[], _T],
+        progress: Callable[[], int] | None = None,
+        *,
+        deadline: _Deadline | None = None,
     ) -> _T:
-        """Run ``attempt`` until it succeeds, fails for good, or retries run out.
+        """Run ``attempt`` until it succeeds, fails for good, or retries run out (or ``deadline`` is reached).
 
         ``progress`` (bytes done) lets a download that made progress start its count of
         retries again, so a long flaky transfer still completes.
@@ -499,6 +528,8 @@ class DatasetClient:
         while True:
             attempts += 1
             try:
+                if deadline is not None:
+                    deadline.check(method, url)  # not another attempt once it is reached
                 return attempt()
             except DatasetClientError as error:
                 if self._secrets:  # before it is logged or raised; its frames held the response
@@ -511,6 +542,8 @@ class DatasetClient:
                 if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
                     last_progress, retries_left = done, self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
+                if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
+                    error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
                 if delay is None:
                     error.attempts = attempts
                     raise error
@@ -549,7 +582,14 @@ class DatasetClient:
         return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
 
     def _send_handling_redirects(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str], *, trusted: bool
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        trusted: bool,
+        deadline: _Deadline | None = None,
     ) -> _PooledResponse:
         """Send one request, following redirects; return a 2xx response or raise.
 
@@ -558,7 +598,7 @@ class DatasetClient:
         """
         hops = 0
         while True:
-            response = self._send_single_request(method, url, body, headers)
+            response = self._send_single_request(method, url, body, headers, deadline)
             status = response.status
             location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
             if status < 300:
@@ -586,16 +626,26 @@ class DatasetClient:
         return error
 
     def _send_single_request(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str]
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], deadline: _Deadline | None = None
     ) -> _PooledResponse:
-        """One request through urllib's opener: its proxy rules, then the pool."""
+        """One request through urllib's opener: its proxy rules, then the pool; each wait within ``deadline``."""
         # origin_req_host given: urllib otherwise works it out with urlparse, for cookies we do not use.
         request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
         # Set directly, not through add_header, which would re-case every name; a copy,
         # since urllib's ProxyHandler adds Proxy-Authorization to it.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
-        response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
+        if deadline is None:
+            response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
+        else:
+            global _deadlines_used
+            _deadlines_used = True
+            _sending.within = (deadline, self._timeout)  # its head is read within the deadline
+            try:
+                response = self._opener.open(request, timeout=deadline.wait(self._timeout, method, url))
+            finally:
+                _sending.within = None
+            _Watch(self._timeout, deadline).take(response)  # and its body
         # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
@@ -823,6 +873,8 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
+        if _deadlines_used and (within := _sending.within) is not None:  # the deadline of the request this answers
+            self.fp = _bounded_stream(self.fp, *within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
@@ -863,6 +915,54 @@ class _PooledResponse(http.client.HTTPResponse):
         release, self._release = self._release, None
         if release is not None:
             release(complete and not self.will_close)
+
+
+class _Sending(_thread._local):
+    """Per thread: the deadline and timeout of the request being sent, if it has a deadline."""
+
+    within: tuple[_Deadline, float | None] | None = None  # a class default: no lookup that fails, for speed
+
+
+_sending = _Sending()
+# Set once any request had a deadline (or a read was watched): until then a request pays for neither
+# the per-thread lookup nor the check of a reused connection's timeout.
+_deadlines_used = False
+
+
+def _bounded_stream(stream: Any, deadline: _Deadline, timeout: float | None) -> io.BufferedReader:
+    """A response's stream (fresh: nothing read yet) whose every receive ends by ``deadline``."""
+    if stream.__class__ is not io.BufferedReader or stream.raw.__class__ is _ReceivingWithin:
+        return stream  # type: ignore[no-any-return]
+    return io.BufferedReader(_ReceivingWithin(stream.detach(), deadline, timeout))  # detached: never closed twice
+
+
+class _ReceivingWithin(io.RawIOBase):
+    """A socket's stream whose receives never wait past a deadline: a head (or a CONNECT tunnel's
+    answer) trickled a byte at a time, which no per-receive time-out bounds, ends at the deadline."""
+
+    def __init__(self, raw: Any, deadline: _Deadline, timeout: float | None) -> None:
+        super().__init__()
+        self.raw = raw  # socket.SocketIO
+        self.deadline = deadline
+        self.timeout = timeout
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self.deadline.left()
+        if left <= 0:
+            raise TimeoutError("the deadline was reached")  # mapped by the reader, as a time-out is
+        sock = self.raw._sock
+        waits = sock.gettimeout()
+        if waits is None or waits > left:  # a shorter wait (a watched read's) is kept
+            sock.settimeout(left)
+        return self.raw.readinto(buffer)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+        super().close()
 
 
 class _HeadReader:
@@ -967,6 +1067,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             reused = connection is not None
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
+            elif _deadlines_used and connection.sock.gettimeout() != request.timeout:
+                connection.sock.settimeout(request.timeout)  # this request's: a deadline may have shortened it
             try:
                 connection.request(method, request.selector, request.data, headers)
                 sock = connection.sock
@@ -1195,6 +1297,163 @@ def _read_framing(response: _PooledResponse) -> None:
 def _shortened(text: str, limit: int = 60) -> str:
     """A header value for a message: a server's thousands of digits are not repeated whole."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+class _Deadline:
+    """When a call must have ended: ``seconds`` after it started. Its threads (parts) share it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+    def check(self, method: str, url: str) -> None:
+        """Raise the deadline's RequestTimeoutError once it is reached."""
+        if self.left() <= 0:
+            raise self.reached(method, url)
+
+    def wait(self, timeout: float | None, method: str, url: str) -> float:
+        """The time-out of the next wait: the smaller of ``timeout`` and the time left (reached: raised)."""
+        left = self.left()
+        if left <= 0:
+            raise self.reached(method, url)
+        return left if timeout is None else min(timeout, left)
+
+    def reached(self, method: str, url: str, what: str = "was reached") -> RequestTimeoutError:
+        error = RequestTimeoutError(
+            f"{method} {url}: the deadline of {self.seconds:g} s {what}", method=method, url=url
+        )
+        error.deadline = self.seconds
+        return error
+
+    def stop(self, error: DatasetClientError, method: str, url: str, delay: float | None) -> RequestTimeoutError | None:
+        """The error that ends the call after ``error``: the deadline reached, or a retry in ``delay``
+        seconds that would come after it (not waited for); None while the call may go on."""
+        if isinstance(error, RequestTimeoutError) and error.deadline is not None:
+            return error  # a wait cut short by it
+        left = self.left()
+        if left > 0 and (delay is None or delay < left):
+            return None
+        if left <= 0 or delay is None:
+            ended = self.reached(method, url)
+        else:  # the server asked for a wait (Retry-After) or the back-off is one, past the deadline
+            asked = error.retry_after if isinstance(error, ServiceError) else None
+            wait = f"the retry in {delay:g} s that Retry-After asks for" if asked is not None else "the next retry"
+            ended = self.reached(method, url, f"comes before {wait}: not waited for")
+            ended.retry_after = asked
+        ended.__cause__ = error
+        return ended
+
+
+class _Watch:
+    """The reads of one response, within the call's deadline and (a download's) above its lowest rate.
+
+    http.client's ``read(n)`` waits for all ``n`` bytes, however slowly they trickle in;
+    here each read returns to check after every receive, and no receive waits past the
+    deadline. A connection that brings less than ``min_rate`` bytes a second over a stretch
+    of ``timeout`` seconds (30 when None) has stalled: a RequestTimeoutError.
+    """
+
+    def __init__(self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None) -> None:
+        self.timeout = timeout
+        self.deadline = deadline
+        self.min_rate = min_rate
+        self.period = timeout or 30.0
+        self.started = time.monotonic()  # the stretch measured, and the bytes it brought
+        self.received = 0
+        self.ended: DatasetClientError | None = None  # raised by the next read: this one had bytes to give
+
+    def take(self, response: _PooledResponse) -> None:
+        """Read ``response`` through this watch from now on (an unwatched one pays nothing for it)."""
+        response.read = functools.partial(self.read, response)  # type: ignore[method-assign]
+
+    def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
+        """What ``response.read(amount)`` gives, its errors mapped as _PooledResponse.read maps them."""
+        try:
+            return self._read(response, amount)
+        except DatasetClientError:  # its own (a TimeoutError, which is an OSError too)
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            raise _transport_error(exc, response.method, response.url, proxy=response.proxy) from exc
+
+    def _read(self, response: _PooledResponse, amount: int | None) -> bytes:
+        """``response.read(amount)``, one receive at a time; the bytes received before a stall or the
+        deadline are returned first (a resumed download keeps them), the error by the next read."""
+        if self.ended is not None:
+            raise self.ended
+        data = bytearray()
+        try:
+            while amount is None or len(data) < amount:
+                self._before_receiving(response)
+                try:
+                    piece = http.client.HTTPResponse.read1(response, amount - len(data) if amount else _CHUNK_SIZE)
+                except TimeoutError:
+                    raise self._timed_out(response) from None
+                if not piece:
+                    break
+                data += piece
+                self._count(response, len(piece))
+        except DatasetClientError as error:
+            if not data or amount is None:
+                raise
+            self.ended = error
+            return bytes(data)
+        if response.length == 0 and response.fp is not None:
+            http.client.HTTPResponse.read(response, 0)  # read1 leaves a finished body open: so it is reused
+        if amount is None and response.length:  # as read() does: the body ended short of its Content-Length
+            raise http.client.IncompleteRead(bytes(data), response.length)
+        return bytes(data)
+
+    def _before_receiving(self, response: _PooledResponse) -> None:
+        wait = self.timeout
+        if self.deadline is not None:
+            wait = self.deadline.wait(wait, response.method, response.url)
+        if self.min_rate is not None:
+            wait = self.period if wait is None else min(wait, self.period)
+        if response.sock is not None and response.sock.gettimeout() != wait:
+            global _deadlines_used
+            _deadlines_used = True  # from now on the pool sets a reused connection's timeout back
+            response.sock.settimeout(wait)
+
+    def _count(self, response: _PooledResponse, count: int) -> None:
+        self.received += count
+        now = time.monotonic()
+        if self.min_rate is not None and now - self.started >= self.period:
+            if self.received < self.min_rate * (now - self.started):
+                raise self._stalled(response, now)
+            self.started, self.received = now, 0
+
+    def _timed_out(self, response: _PooledResponse) -> DatasetClientError:
+        if self.deadline is not None and self.deadline.left() < 0.01:
+            return self.deadline.reached(response.method, response.url)
+        if self.min_rate is not None:
+            return self._stalled(response, time.monotonic())
+        return _transport_error(TimeoutError(), response.method, response.url, proxy=response.proxy)
+
+    def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
+        elapsed = now - self.started
+        rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
+        where = _request_name(response.method, response.url, response.proxy)
+        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s, below the {_size(asked)}/s of min_rate"
+        return RequestTimeoutError(message, method=response.method, url=response.url)
+
+
+class _Limits:
+    """What bounds one download besides ``timeout``: its deadline, and the lowest rate a connection may bring."""
+
+    __slots__ = ("deadline", "min_rate")
+
+    def __init__(self, deadline: _Deadline | None = None, min_rate: float | None = None) -> None:
+        self.deadline = deadline
+        self.min_rate = min_rate
+
+    @classmethod
+    def checked(cls, deadline: float | None, min_rate: float | None) -> _Limits:
+        """The limits of a download that starts now; bad arguments are a TypeError/ValueError naming them."""
+        seconds = _check_seconds(deadline, "deadline")
+        return cls(None if seconds is None else _Deadline(seconds), _check_seconds(min_rate, "min_rate"))
 
 
 # ---------------------------------------------------------------------------
@@ -1875,9 +2134,11 @@ class _Transfer:
         sha256: str | None,
         connections: int,
         rate_limit: _RateLimit | None = None,
+        limits: _Limits | None = None,
     ) -> None:
         self.client = client
         self.rate_limit = rate_limit
+        self.limits = limits or _Limits()
         self.url = url
         self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
         self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
@@ -2010,11 +2271,16 @@ class _Transfer:
 
         while True:  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
             with contextlib.suppress(_PartMismatch):
-                return self.client._retrying("GET", self.url, attempt, progress=lambda: part.done)
+                return self.client._retrying(
+                    "GET", self.url, attempt, progress=lambda: part.done, deadline=self.limits.deadline
+                )
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
+        deadline = self.limits.deadline
         try:
-            return self.client._send_handling_redirects("GET", self.url, None, headers, trusted=self.trusted)
+            response = self.client._send_handling_redirects(
+                "GET", self.url, None, headers, trusted=self.trusted, deadline=deadline
+            )
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
                 raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
@@ -2022,6 +2288,9 @@ class _Transfer:
         except DatasetClientError:
             self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
             raise
+        if self.limits.min_rate is not None:  # measured from here: the head is in
+            _Watch(self.client._timeout, deadline, self.limits.min_rate).take(response)
+        return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
         shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)
@@ -2232,7 +2501,7 @@ class _Transfer:
             self._hash_received(part, data)
             self._saved_and_reported()
         if self.rate_limit is not None:
-            self.rate_limit.take(len(data))
+            self.rate_limit.take(len(data), self.limits.deadline)
 
     def _hash_received(self, part: _Part, data: bytes) -> None:
         """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
@@ -2457,6 +2726,16 @@ def _is_count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
+def _rate_limit(max_rate: float | None) -> _RateLimit | None:
+    """``max_rate`` checked, as a limit (None: no cap)."""
+    if max_rate is None:
+        return None
+    rate = _check_number(max_rate, "max_rate", positive=True, none=True)
+    if rate < 1:  # less than a byte a second: a transfer that never ends
+        raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
+    return _RateLimit(rate)
+
+
 class _RateLimit:
     """At most ``rate`` bytes a second over a whole download, all its connections together (curl's --limit-rate)."""
 
@@ -2466,11 +2745,13 @@ class _RateLimit:
         self.started = time.monotonic()
         self.taken = 0
 
-    def take(self, count: int) -> None:
-        """Count ``count`` bytes received; wait until the rate allows them."""
+    def take(self, count: int, deadline: _Deadline | None = None) -> None:
+        """Count ``count`` bytes received; wait until the rate allows them (never past ``deadline``)."""
         with self.lock:
             self.taken += count
             wait = self.started + self.taken / self.rate - time.monotonic()
+        if deadline is not None:
+            wait = min(wait, deadline.left())
         if wait > 0:
             time.sleep(wait)
 
@@ -3315,6 +3596,11 @@ def _check_number(
     return value
 
 
+def _check_seconds(value: float | None, argument: str) -> float | None:
+    """None, or a positive finite number of seconds (or bytes per second) as a float."""
+    return None if value is None else float(_check_number(value, argument, positive=True))
+
+
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
     """Latin-1 text without control characters; a ``token`` (the key) is ASCII without whitespace too.
 
@@ -3438,6 +3724,8 @@ _CLI_NAMES = {
     "max_retries": "--retries",
     "connections": "--connections",
     "max_rate": "--limit-rate",
+    "deadline": "--max-time",
+    "min_rate": "--speed-limit",
     "download_url": "URL",
     "destination": "DEST",
     "sha256": "--sha256",
@@ -3706,6 +3994,12 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
         help=described("seconds per connect or read; 0: no limit (default: 30)"),
     )
     parser.add_argument(
+        "--max-time",
+        metavar="S",
+        type=_seconds,
+        help=described("seconds each request may take in all, retries and waits included (default: no limit)"),
+    )
+    parser.add_argument(
         "--retries", metavar="N", type=_at_least(0), help=described("times a failed request is retried (default: 2)")
     )
     parser.add_argument(
@@ -3769,6 +4063,13 @@ def _add_download_options(parser: Any) -> None:
         type=_rate,
         default=None,
         help="bytes per second at most, as curl: 500K, 10M, 1G (0: no limit)",
+    )
+    parser.add_argument(
+        "--speed-limit",
+        metavar="RATE",
+        type=_rate,
+        default=None,
+        help="a connection slower than RATE over --timeout seconds has stalled: resumed on a new one",
     )
 
 
@@ -4013,7 +4314,12 @@ def _open_client(args: Any) -> DatasetClient:
         raise _UsageError(f"{args.base_url_source} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     try:
         return DatasetClient(
-            base_url, api_key, timeout=args.timeout, max_retries=args.retries, ca_bundle=args.ca_bundle or None
+            base_url,
+            api_key,
+            timeout=args.timeout,
+            max_retries=args.retries,
+            ca_bundle=args.ca_bundle or None,
+            deadline=getattr(args, "max_time", None),
         )
     except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
         raise _UsageError(str(exc).replace("ca_bundle", "--ca-bundle", 1)) from None  # its first word
@@ -4056,6 +4362,10 @@ def _error_text(exc: DatasetClientError, args: Any = None) -> str:
             text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
         elif exc.status == 401 and getattr(args, "key_unset", False):
             text += " (DATASET_CLIENT_API_KEY is not set)"
+    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
+        text += f"; raise --max-time {exc.deadline:g} to let it run longer"
+    elif isinstance(exc, RequestTimeoutError):
+        text = text.replace("/s of min_rate", "/s of --speed-limit")
     elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
@@ -4218,6 +4528,8 @@ def _cli_download(
     if to_stdout:
         sys.stdout.flush()
     options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
+    if args.speed_limit:
+        options["min_rate"] = args.speed_limit
     try:
         destination: Any = sys.stdout.buffer if to_stdout else target
         client.download(
