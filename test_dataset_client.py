@@ -2025,7 +2025,7 @@ class BeyondOneProcessTests(ServerTestCase):
             reply(body={"connection": handler.connection_number})(handler)
 
         self.server.default = echo
-        client = self.client(timeout=7, max_retries=3, headers={"X-Team": "blue"}, user_agent="fan/1")
+        client = self.client(timeout=7, max_retries=3, headers={"X-Team": "blue"}, user_agent="fan/1", deadline=60)
         self.assertEqual(client.list_datasets(), {"connection": 1})
         ways = {"pickle": lambda c: pickle.loads(pickle.dumps(c)), "copy": copy.copy, "deepcopy": copy.deepcopy}
         for number, (way, make) in enumerate(ways.items(), start=2):
@@ -2040,8 +2040,8 @@ class BeyondOneProcessTests(ServerTestCase):
                     (sent["Authorization"], sent["X-Team"], sent["User-Agent"], self.requests[-1].path),
                     (f"Bearer {KEY}", "blue", "fan/1", "/api/v1/datasets"),
                 )
-                settings = (other._base_url, other._timeout, other._max_retries, other._backoff_factor)
-                self.assertEqual(settings, (self.server.url + "/api/v1", 7.0, 3, 0.001))
+                settings = (other.base_url, other._timeout, other._max_retries, other._backoff_factor, other._deadline)
+                self.assertEqual(settings, (self.server.url + "/api/v1", 7.0, 3, 0.001, 60.0))
                 self.assertNotIn(KEY, repr(vars(other)))
         self.assertEqual(client.list_datasets(), {"connection": 1}, "the original kept its own")
         self.assertEqual(self.server.connections, 4)
