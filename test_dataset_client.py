@@ -7078,8 +7078,11 @@ class CompletionTests(unittest.TestCase):
         (self.directory / "xdg" / "dataset-client" / "config.toml").write_text(profiles)
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
+        programs = self.directory / "bin"  # python3 is this Python, as the README's alias runs it (a chroot has none)
+        programs.mkdir(exist_ok=True)
+        (programs / "python3").symlink_to(sys.executable)
         environment = {
-            "PATH": os.environ["PATH"],
+            "PATH": f"{programs}{os.pathsep}{os.environ['PATH']}",
             "TERM": "dumb",
             "PS1": "$ ",
             "HOME": str(self.directory),
