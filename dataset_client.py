@@ -2351,8 +2351,15 @@ _DESCRIPTOR_DIRECTORY = re.compile(r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/t
 
 def _is_descriptor_link(path: str) -> bool:
     """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (``/dev/stdout`` and ``/dev/stderr`` lead there)."""
-    directory, name = os.path.split(os.path.normpath(path))
-    return _DESCRIPTOR_DIRECTORY.fullmatch(directory) is not None and name.isascii() and name.isdigit()
+    return _descriptor_directory(path) is not None
+
+
+def _descriptor_directory(path: str) -> re.Match[str] | None:
+    """The match of ``path``'s directory, as written or as resolved, as a directory of descriptors."""
+    directory, name = os.path.split(os.path.abspath(path))
+    if not (name.isascii() and name.isdigit()):
+        return None
+    return _DESCRIPTOR_DIRECTORY.fullmatch(directory) or _DESCRIPTOR_DIRECTORY.fullmatch(os.path.realpath(directory))
 
 
 def _open_descriptor(path: str) -> BinaryIO:
@@ -2360,12 +2367,11 @@ def _open_descriptor(path: str) -> BinaryIO:
     so that bytes go at its position: ``>> log`` appends); another process's opened to append. The file
     behind it is never resolved nor replaced.
     """
-    directory, name = os.path.split(os.path.normpath(path))
-    process = _DESCRIPTOR_DIRECTORY.fullmatch(directory).group(1)  # type: ignore[union-attr]
+    process = _descriptor_directory(path).group(1)  # type: ignore[union-attr]
     if process is not None and process not in ("self", "thread-self") and int(process) != os.getpid():
         return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
     try:
-        fd = os.dup(int(name))
+        fd = os.dup(int(os.path.basename(path)))
     except OverflowError:
         raise OSError(errno.EBADF, "no such file descriptor", path) from None
     return open(fd, "wb", buffering=0)
@@ -3233,8 +3239,8 @@ def _is_own_file_with_digest(target: str, sha256: str) -> bool:
     """
     try:
         file_path = _follow_destination_links(target)
-        if _is_descriptor_link(file_path):
-            return False
+        if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
+            return False  # a stream, a FIFO, a device: never opened only to be looked at
         fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0))
     except OSError:  # refused, a link, or not readable: the download decides
         return False

@@ -3424,8 +3424,17 @@ class SecondReviewFileTests(ServerTestCase):
         self.addCleanup(os.close, fd)
         link = self.tmp() / "to-the-log"
         link.symlink_to(f"/dev/fd/{fd}")
+        descriptors = link.with_name("descriptors")
+        descriptors.symlink_to("/proc/self/fd")  # a link to their directory
         expected = b"earlier lines\n"
-        for name in (f"/dev/fd/{fd}", f"/proc/self/fd/{fd}", f"/proc/{os.getpid()}/fd/{fd}", str(link)):
+        names = (
+            f"/dev/fd/{fd}",
+            f"/proc/self/fd/{fd}",
+            f"/proc/{os.getpid()}/fd/{fd}",
+            str(link),
+            f"{descriptors}/{fd}",
+        )
+        for name in names:
             with self.subTest(name):
                 self.script(serve_file(b"appended\n"))
                 self.client().download("files/x", name)
