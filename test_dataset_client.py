@@ -3442,6 +3442,10 @@ class SecondReviewFileTests(ServerTestCase):
                 self.assertEqual(log.read_bytes(), expected)
                 self.assertEqual(log.stat().st_ino, inode, "the log itself, never a file moved over it")
                 self.assertEqual([p.name for p in log.parent.iterdir()], ["t.log"])
+        with self.assertRaises(OSError) as caught:  # no such descriptor: an OSError, never an OverflowError
+            self.client().download("files/x", "/dev/fd/" + "9" * 30)
+        self.assertEqual(caught.exception.errno, errno.EBADF)
+        self.assertEqual(len(self.requests), len(names), "nothing asked for a descriptor there is not")
 
     def test_the_clis_skip_trusts_only_the_users_own_file(self) -> None:
         # Found in review: another user's file with the expected sha256 was trusted (and left as it was).
