@@ -115,6 +115,7 @@ _MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a fi
 _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream, at most
 # The digests a server may send (RFC 9530 and RFC 3230 names, lowercased) and hashlib's name for each.
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
+_LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
 _REDACTED = "<redacted>"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
@@ -477,13 +478,7 @@ class DatasetClient:
             return transfer(_StreamTarget(destination), progress, expected_digest, connections, limit, limits).run()
         path = _check_destination_path(destination)
         file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
-        try:
-            mode = os.stat(path).st_mode  # one look at what is there
-        except OSError:  # nothing yet, or not reachable: creating the file will say why
-            mode = stat.S_IFREG
-        if stat.S_ISDIR(mode):
-            raise ValueError(f"destination is a directory: {path!r}")
-        stream = None if stat.S_ISREG(mode) else _open_device(path)  # /dev/null, a FIFO: written directly
+        stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
         if stream is not None:
             with stream:
                 return transfer(_StreamTarget(stream), progress, expected_digest, connections, limit, limits).run()
@@ -2975,18 +2970,16 @@ class _FileTarget:
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
         path = self.stem + ".part.lock"
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-            except FileExistsError:
-                if not _take_over_abandoned_lock(path):
-                    return False
-                continue
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+        except FileExistsError:
+            if not _take_over_abandoned_lock(path):
+                return False
+        else:
             with os.fdopen(fd, "w") as file:
                 file.write(str(os.getpid()))
-            self.lock_path = path
-            return True
-        return False
+        self.lock_path = path
+        return True
 
     def _unlock(self) -> None:
         if self.lock_path:
@@ -3240,7 +3233,8 @@ def _remove_abandoned_temporaries(stem: str) -> None:
 
 
 def _sibling_names(stem: str, suffixes: tuple[str, ...], hex_length: int) -> list[str]:
-    """The paths ``STEM.<hex_length characters>SUFFIX`` in the stem's directory, one listing for all suffixes."""
+    """The paths ``STEM.<hex_length lower-case hex digits>SUFFIX`` in the stem's directory, one listing for all
+    suffixes: the exact names the client makes."""
     directory, prefix = os.path.split(stem)
     try:
         names = os.listdir(directory or ".")
@@ -3251,8 +3245,16 @@ def _sibling_names(stem: str, suffixes: tuple[str, ...], hex_length: int) -> lis
         os.path.join(directory, name)
         for name in names
         for suffix in suffixes
-        if name.startswith(prefix) and name.endswith(suffix) and len(name) == len(prefix) + hex_length + len(suffix)
+        if name.startswith(prefix)
+        and name.endswith(suffix)
+        and len(name) == len(prefix) + hex_length + len(suffix)
+        and _is_lower_hex(name[len(prefix) : len(prefix) + hex_length])  # the client's names only, never a user's
     ]
+
+
+def _is_lower_hex(text: str) -> bool:
+    """True when ``text`` is what ``os.urandom(n).hex()`` gives: digits and a-f only."""
+    return all(character in "0123456789abcdef" for character in text)
 
 
 def _open_and_check(path: str) -> bool:
@@ -3264,37 +3266,64 @@ def _open_and_check(path: str) -> bool:
 
 
 def _take_over_abandoned_lock(path: str) -> bool:
-    """Move a ``.part.lock`` whose process is gone out of the way; True when the way is free.
+    """Replace a ``.part.lock`` that is provably abandoned with this process's own lock file, in one
+    step; True when the lock is ours.
 
-    Moved aside and read again, never simply removed: two downloads may both find it abandoned,
-    and the second must not remove the lock the first has just made.
+    Never unlinked nor renamed away (some interleaving would then remove another live process's
+    lock). A claim file named after the abandoned file (O_EXCL) lets one process at a time take
+    over that file, and the holder checks that the lock is still the very file judged abandoned,
+    and still abandoned, before it replaces it: that file is then changed by no one else.
+    A claim a killed process left keeps that lock from being taken over: never stolen.
     """
-    pid = _lock_file_pid(path)
-    if pid is None or _process_exists(pid):
+    judged = _abandoned_lock(path)
+    if judged is None:
         return False
-    moved = f"{path}.{os.urandom(4).hex()}"
+    claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
     try:
-        os.rename(path, moved)  # one download moves a given file
-    except OSError:
-        return True  # already moved: creating it anew decides who goes on
-    if _lock_file_pid(moved) == pid:
-        os.unlink(moved)
+        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600))
+    except OSError:  # another download is taking it over
+        return False
+    try:
+        again = _abandoned_lock(path)
+        if again is None or (again.st_dev, again.st_ino) != (judged.st_dev, judged.st_ino):
+            return False  # taken over meanwhile, and in use
+        own = f"{path}.{os.urandom(4).hex()}.new"
+        try:
+            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(str(os.getpid()))
+            os.replace(own, path)  # one step: the abandoned file goes as ours takes its name
+        except BaseException:
+            _remove(own)
+            raise
         return True
-    with contextlib.suppress(OSError):
-        os.link(moved, path)  # a live lock, moved by mistake: back in place
-    with contextlib.suppress(OSError):
-        os.unlink(moved)
-    return False
+    finally:
+        _remove(claim)
 
 
-def _lock_file_pid(path: str) -> int | None:
-    """The process id in the ``.part.lock`` file at ``path``, when it is this user's own file."""
+def _abandoned_lock(path: str) -> os.stat_result | None:
+    """The status of the ``.part.lock`` at ``path`` (this user's own file) when it is provably abandoned:
+    its process is gone, or it is empty or garbled (its process killed before it wrote its id) and
+    older than a few seconds. None otherwise.
+    """
     fd = _open_own_file(path, create=False)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
-        text = file.read(32).decode("ascii", "replace")
-    return int(text) if text.isdigit() else None
+        status = os.fstat(fd)
+        pid = _lock_file_pid(file.read(32))
+    if pid is None:
+        return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
+    return None if _process_exists(pid) else status
+
+
+def _lock_file_pid(data: bytes) -> int | None:
+    """The process id a ``.part.lock`` file's bytes hold; None when they are empty or garbled."""
+    text = data.decode("ascii", "replace")
+    if not text.isdigit() or len(text) > 10:
+        return None
+    pid = int(text)
+    return pid if 0 < pid < 2**31 else None  # os.kill takes a C int: a larger number is no process id
 
 
 def _process_exists(pid: int) -> bool:
@@ -3322,8 +3351,11 @@ def _follow_destination_links(path: str) -> str:
 
     Only the last component is followed here (for the temporary file to be made beside the
     file itself); the directories on the way are left to the kernel, which applies the rule.
+    A descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
     """
     for _ in range(40):  # the kernel's own limit on links in a row
+        if _is_descriptor_link(path):
+            return path  # /proc/self/fd/N: a stream, never the file behind it (which would be replaced)
         try:
             link = os.lstat(path)
         except OSError:
@@ -3487,15 +3519,85 @@ class _ReorderBuffer:
         pass  # a stream of the caller's: its space is the caller's business
 
 
-def _open_device(path: str) -> BinaryIO | None:
-    """A device or FIFO at ``path`` opened for writing, as curl -o does; None when a regular file is
-    there by now. Never created nor truncated: what was checked may have been swapped since.
+def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
+    """The destination opened for writing when it is not a regular file (``file_path``, what ``path``
+    names: see _follow_destination_links): a descriptor such as ``/dev/stdout`` at its position, a
+    device or FIFO; None when it is a regular file or nothing yet (a file of its own is made beside it).
     """
-    fd = os.open(path, os.O_WRONLY | _O_BINARY)  # a FIFO waits for its reader here, as with curl
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
+    if _is_descriptor_link(file_path):
+        return _open_descriptor(file_path)
+    try:
+        status = os.lstat(file_path)  # one look at what is there
+    except OSError:  # nothing yet, or not reachable: creating the file will say why
         return None
+    if stat.S_ISDIR(status.st_mode):
+        raise ValueError(f"destination is a directory: {path!r}")
+    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # a link: 40 in a row, left to the kernel
+        return None
+    return _open_device(file_path, status)
+
+
+_DESCRIPTOR_DIRECTORY = re.compile(r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd")
+
+
+def _is_descriptor_link(path: str) -> bool:
+    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (``/dev/stdout`` and ``/dev/stderr`` lead there)."""
+    return _descriptor_directory(path) is not None
+
+
+def _descriptor_directory(path: str) -> re.Match[str] | None:
+    """The match of ``path``'s directory, as written or as resolved, as a directory of descriptors."""
+    directory, name = os.path.split(os.path.abspath(path))
+    if not (name.isascii() and name.isdigit()):
+        return None
+    return _DESCRIPTOR_DIRECTORY.fullmatch(directory) or _DESCRIPTOR_DIRECTORY.fullmatch(os.path.realpath(directory))
+
+
+def _open_descriptor(path: str) -> BinaryIO:
+    """A stream for ``/dev/fd/N`` or ``/proc/PID/fd/N``: this process's descriptor N itself (duplicated,
+    so that bytes go at its position: ``>> log`` appends); another process's opened to append. The file
+    behind it is never resolved nor replaced.
+    """
+    process = _descriptor_directory(path).group(1)  # type: ignore[union-attr]
+    if process is not None and process not in ("self", "thread-self") and int(process) != os.getpid():
+        return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
+    try:
+        fd = os.dup(int(os.path.basename(path)))
+    except OverflowError:
+        raise OSError(errno.EBADF, "no such file descriptor", path) from None
     return open(fd, "wb", buffering=0)
+
+
+def _open_device(path: str, status: os.stat_result) -> BinaryIO:
+    """The device or FIFO at ``path`` (``status``: its lstat) opened for writing, as curl -o does.
+
+    Only where the kernel's ``fs.protected_fifos`` rule would let this user open it with O_CREAT
+    (see _check_special_file); never created, truncated, nor reached through a link; and only the
+    very file that was looked at (another may have been put there since). Else PermissionError.
+    """
+    _check_special_file(path, status)
+    fd = os.open(path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader here, as with curl
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino):
+        os.close(fd)
+        raise PermissionError(errno.EACCES, "the destination was replaced while it was being opened", path)
+    return open(fd, "wb", buffering=0)
+
+
+def _check_special_file(path: str, status: os.stat_result) -> None:
+    """PermissionError unless the FIFO or device at ``path`` is one the kernel's ``fs.protected_fifos``
+    rule lets this user open with O_CREAT: the user's own, or its directory is not both sticky and
+    world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
+    rule: another user's FIFO planted in /tmp would receive the whole download.)
+    """
+    if not hasattr(os, "geteuid") or status.st_uid == os.geteuid():
+        return
+    parent = os.stat(os.path.dirname(path) or ".")
+    sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
+    if sticky_and_world_writable and status.st_uid != parent.st_uid:
+        what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+        message = f"refusing to write to {what} another user made in a sticky world-writable directory"
+        raise PermissionError(errno.EACCES, message, path)
 
 
 def _has_resumable_partial(destination: str, url: str) -> bool:
@@ -4237,7 +4339,9 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
     path = _config_path()
     try:
         with open(path, "rb") as file:
-            mode = os.fstat(file.fileno()).st_mode
+            status = os.fstat(file.fileno())
+            _check_config_file_is_own(path, status)  # before a byte of it is believed
+            mode = status.st_mode
             config = tomllib.load(file)
     except FileNotFoundError:
         if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
@@ -4265,6 +4369,24 @@ def _config_path() -> str:
     if not os.path.isabs(base):
         base = os.path.expanduser("~/.config")
     return os.environ.get("DATASET_CLIENT_CONFIG") or os.path.join(base, "dataset-client", "config.toml")
+
+
+def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
+    """_UsageError, saying why, unless the config file (the file a link leads to) is the user's own
+    and writable by no one else, as ssh checks its config: whoever can write it sets ``base_url``,
+    and the key goes there. Owned by root is fine, as for ssh. (Not on Windows: no such modes.)
+    """
+    if not hasattr(os, "geteuid"):
+        return
+    quoted = _shell_quoted(path)
+    if status.st_uid not in (os.geteuid(), 0):
+        copy = "~/dataset-client.toml"
+        raise _UsageError(
+            f"{path} is owned by another user (uid {status.st_uid}): not used; a copy of your own with mode 600"
+            f" works: install -m 600 {quoted} {copy} and set DATASET_CLIENT_CONFIG={copy}"
+        )
+    if status.st_mode & 0o022:
+        raise _UsageError(f"{path} is writable by group or others: not used; run chmod go-w {quoted}")
 
 
 def _checked_profile(
@@ -4475,6 +4597,7 @@ def _download_command(
     resume = args.resume
     if target != "-":
         if _already_there(target, sha256, named_by_url):
+            _drop_partial_files(target)  # never stranded by a download someone else finished
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
@@ -4503,19 +4626,48 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
 
 def _already_there(target: str, sha256: str | None, named_by_url: bool) -> bool:
     """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused)."""
-    try:
-        is_file = stat.S_ISREG(os.stat(target).st_mode)
-    except OSError:
-        is_file = False
-        if not os.path.lexists(target):
-            return False
-    if is_file and sha256:
-        with open(target, "rb") as existing:
-            if hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower():
-                return True
+    if not os.path.lexists(target):
+        return False
+    if sha256 and _is_own_file_with_digest(target, sha256):
+        return True
     if named_by_url:
         raise _Refused(f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it")
     return False
+
+
+def _is_own_file_with_digest(target: str, sha256: str) -> bool:
+    """True when ``target`` leads to the user's own regular file and its bytes have ``sha256``.
+
+    Reached as a download reaches it (another user's link in a sticky directory is not followed,
+    a descriptor such as /dev/stdout is a stream, not the file behind it) and opened without
+    following a link: a file someone else made, or reached through their link, is not trusted.
+    """
+    try:
+        file_path = _follow_destination_links(target)
+        if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
+            return False  # a stream, a FIFO, a device: never opened only to be looked at
+        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:  # refused, a link, or not readable: the download decides
+        return False
+    with open(fd, "rb") as existing:
+        status = os.fstat(fd)
+        owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
+            return False
+        return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
+
+
+def _drop_partial_files(target: str) -> None:
+    """Remove the partial file (and its state) an earlier ``-c`` download to ``target`` left: the file is
+    complete now. Only the user's own, and only when no other download holds them (see _FileTarget).
+    """
+    with contextlib.suppress(OSError):
+        file_path = _follow_destination_links(target)
+        if not os.path.lexists(_hidden_stem(file_path) + ".part"):
+            return
+        with _FileTarget(file_path, resume=True) as files:
+            if files.state is not None:
+                files.state.kept = False  # so that closing it removes both
 
 
 def _cli_download(

@@ -4631,25 +4631,37 @@ class SharedDirectoryTests(ServerTestCase):
     def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
         # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
         # following links): swapped for a link in between, the link's target was truncated and written.
-        shared, notes = self.shared(0o1777), self.victim_file()
-        destination = shared / "out.bin"
-        os.mkfifo(destination)
-        look = os.stat
-        swapped: list[str] = []
+        look = os.lstat
+        for swap_after in (1, 2):  # the look for a link, then the look at what the destination is
+            with self.subTest(swap_after_look=swap_after):
+                shared, notes = self.shared(0o1777), self.victim_file()
+                destination = shared / "out.bin"
+                os.mkfifo(destination)
+                looks: list[str] = []
 
-        def look_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
-            status = look(path, *args, **kwargs)
-            if str(path) == str(destination) and not swapped:
-                swapped.append("now")  # the other user's move, right after the client's look
-                destination.unlink()
-                destination.symlink_to(notes)
-            return status
+                def look_then_swap(
+                    path: Any,
+                    *args: Any,
+                    at: int = swap_after,
+                    seen: list[str] = looks,
+                    watched: str = str(destination),
+                    target: str = str(notes),
+                    **kwargs: Any,
+                ) -> os.stat_result:
+                    status = look(path, *args, **kwargs)
+                    if str(path) == watched:
+                        seen.append("looked")
+                        if len(seen) == at:  # the other user's move, right after the client's look
+                            os.unlink(path)
+                            os.symlink(target, path)
+                    return status
 
-        self.script(serve_file(DATA))
-        with mock.patch.object(dc.os, "stat", look_then_swap):
-            outcome = outcome_of(lambda: self.client().download("files/x", destination))
-        self.assertEqual(swapped, ["now"])
-        self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
+                self.script(serve_file(DATA))
+                with mock.patch.object(dc.os, "lstat", look_then_swap):
+                    outcome = outcome_of(lambda d=destination: self.client().download("files/x", d))  # type: ignore[misc]
+                self.assertGreaterEqual(len(looks), swap_after)
+                self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
+                self.server.script.clear()
 
     def test_dev_stdout_and_other_magic_links_are_written_through(self) -> None:
         self.script(serve_file(b"through /dev/stdout\n"))
@@ -4706,6 +4718,247 @@ class SharedDirectoryTests(ServerTestCase):
                 self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
 
 
+class SecondReviewFileTests(ServerTestCase):
+    """The second review's file-system findings: planted FIFOs, descriptors as streams, the CLI's skip,
+    the config file's owner, the sweep's names, the lock without flock. In-process; a real second user
+    is .ci/second_user_checks.py's."""
+
+    STRANGER = 4242  # a uid no one here has: files "another user" made (chown needs root)
+
+    def as_stranger(self, path: Path) -> Path:
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give a file to another user")
+        os.chown(path, self.STRANGER, self.STRANGER, follow_symlinks=False)
+        return path
+
+    def sticky(self) -> Path:
+        directory = self.tmp()
+        directory.chmod(0o1777)
+        return directory
+
+    def cli(self, *argv: str, environment: dict[str, str] | None = None) -> tuple[int, str]:
+        """main() with no DATASET_CLIENT_ variables but ``environment``; (exit status, stderr)."""
+        kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        err = io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **(environment or {})}, clear=True),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(err),
+        ):
+            status = dc.main(list(argv))
+        return status, err.getvalue()
+
+    def read_fifo(self, fifo: Path) -> Callable[[], bytes]:
+        """Start a reader of ``fifo``; the function returned ends it and gives what it read (also a cleanup)."""
+        received = bytearray()
+        reader = threading.Thread(target=lambda: received.extend(fifo.read_bytes()), daemon=True)
+        reader.start()
+
+        def finish() -> bytes:
+            with contextlib.suppress(OSError):  # a writer's open lets a reader still waiting in open() go on
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            reader.join(10)
+            return bytes(received)
+
+        self.addCleanup(finish)
+        return finish
+
+    def test_a_fifo_another_user_planted_in_a_sticky_directory_is_refused(self) -> None:
+        shared = self.sticky()
+        os.mkfifo(shared / "report.csv", 0o622)
+        self.as_stranger(shared / "report.csv")
+        received = self.read_fifo(shared / "report.csv")  # the other user, waiting for it
+        with self.assertRaises(PermissionError) as caught:
+            self.client().download("files/x", shared / "report.csv")
+        self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
+        self.assertEqual(received(), b"")
+        self.assertIn("a FIFO another user made in a sticky world-writable directory", str(caught.exception))
+        self.assertEqual(self.requests, [], "refused before any request")
+
+    def test_fifos_the_kernel_would_let_the_user_open_are_written(self) -> None:
+        for case in ("own, sticky", "another's, not sticky", "the directory owner's, sticky"):
+            with self.subTest(case):
+                directory = self.tmp()
+                directory.chmod(0o777 if "not sticky" in case else 0o1777)
+                fifo = directory / "out.bin"
+                os.mkfifo(fifo)
+                if case != "own, sticky":
+                    self.as_stranger(fifo)
+                if "owner" in case:
+                    os.chown(directory, self.STRANGER, self.STRANGER)
+                received = self.read_fifo(fifo)
+                self.script(serve_file(b"through the FIFO"))
+                self.client().download("files/x", fifo)
+                self.assertEqual(received(), b"through the FIFO")
+                self.assertEqual([p.name for p in directory.iterdir()], ["out.bin"])
+
+    def test_descriptors_are_streams_written_at_their_position(self) -> None:
+        # Found in review: `download URL /dev/stdout >> t.log` resolved /dev/stdout to t.log and replaced it.
+        log = self.tmp() / "t.log"
+        log.write_bytes(b"earlier lines\n")
+        inode = log.stat().st_ino
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)  # as the shell's >> opens it
+        self.addCleanup(os.close, fd)
+        link = self.tmp() / "to-the-log"
+        link.symlink_to(f"/dev/fd/{fd}")
+        descriptors = link.with_name("descriptors")
+        descriptors.symlink_to("/proc/self/fd")  # a link to their directory
+        expected = b"earlier lines\n"
+        names = (
+            f"/dev/fd/{fd}",
+            f"/proc/self/fd/{fd}",
+            f"/proc/{os.getpid()}/fd/{fd}",
+            str(link),
+            f"{descriptors}/{fd}",
+        )
+        for name in names:
+            with self.subTest(name):
+                self.script(serve_file(b"appended\n"))
+                self.client().download("files/x", name)
+                expected += b"appended\n"
+                self.assertEqual(log.read_bytes(), expected)
+                self.assertEqual(log.stat().st_ino, inode, "the log itself, never a file moved over it")
+                self.assertEqual([p.name for p in log.parent.iterdir()], ["t.log"])
+        with self.assertRaises(OSError) as caught:  # no such descriptor: an OSError, never an OverflowError
+            self.client().download("files/x", "/dev/fd/" + "9" * 30)
+        self.assertEqual(caught.exception.errno, errno.EBADF)
+        self.assertEqual(len(self.requests), len(names), "nothing asked for a descriptor there is not")
+
+    def test_the_clis_skip_trusts_only_the_users_own_file(self) -> None:
+        # Found in review: another user's file with the expected sha256 was trusted (and left as it was).
+        directory = self.tmp()
+        theirs = directory / "out.bin"
+        theirs.write_bytes(DATA)
+        self.as_stranger(theirs)
+        self.script(serve_file(DATA))
+        status, err = self.cli("download", self.server.url + "/files/x", str(theirs), "--sha256", DATA_SHA)
+        self.assertEqual(status, 0, err)
+        self.assertNotIn("already has the expected sha256", err)
+        self.assertEqual(len(self.requests), 1, "downloaded")
+        self.assertEqual(theirs.stat().st_uid, os.geteuid(), "the user's own file now")
+        status, err = self.cli("download", self.server.url + "/files/x", str(theirs), "--sha256", DATA_SHA)
+        self.assertEqual((status, err), (0, f"{theirs} already has the expected sha256: not downloaded again\n"))
+        self.assertEqual(len(self.requests), 1, "the control: the user's own file is trusted")
+
+    def test_the_clis_skip_never_follows_a_link_the_download_refuses(self) -> None:
+        shared, notes = self.sticky(), self.tmp() / "notes.bin"
+        notes.write_bytes(DATA)  # the user's own, with the expected sha256
+        (shared / "out.bin").symlink_to(notes)
+        self.as_stranger(shared / "out.bin")
+        status, err = self.cli("download", self.server.url + "/files/x", str(shared / "out.bin"), "--sha256", DATA_SHA)
+        self.assertEqual(status, 1, err)
+        self.assertIn("refusing to follow a symbolic link another user made", err)
+        self.assertEqual(self.requests, [])
+        self.assertEqual(notes.read_bytes(), DATA)
+
+    def test_a_skipped_download_leaves_no_partial_files(self) -> None:
+        # Found in review: after the file was downloaded some other way, the -c partial files stayed for good.
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        (directory / ".out.bin.part").write_bytes(DATA[:1000])
+        state = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+        (directory / "out.bin").write_bytes(DATA)
+        status, err = self.cli("download", url, str(directory / "out.bin"), "--sha256", DATA_SHA, "-c")
+        self.assertEqual(
+            (status, err), (0, f"{directory / 'out.bin'} already has the expected sha256: not downloaded again\n")
+        )
+        self.assertEqual(self.requests, [])
+        self.assertEqual([p.name for p in directory.iterdir()], ["out.bin"])
+
+    def config_file(self, *, mode: int = 0o600) -> Path:
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[default]\nbase_url = "{self.server.url}/api/v1"\napi_key = "{KEY}"\n')
+        config.chmod(mode)
+        return config
+
+    def test_a_config_file_another_user_owns_or_can_write_is_refused(self) -> None:
+        # Found in review: whoever could write the file set base_url, and the key went there.
+        theirs = self.as_stranger(self.config_file())
+        link = self.tmp() / "config.toml"
+        link.symlink_to(theirs)
+        writable = self.config_file(mode=0o620)
+        self.server.default = reply(body=[])
+        for path, said in (
+            (
+                theirs,
+                f"{theirs} is owned by another user (uid {self.STRANGER}): not used; a copy of your own with"
+                f" mode 600 works: install -m 600 {theirs} ~/dataset-client.toml and set"
+                " DATASET_CLIENT_CONFIG=~/dataset-client.toml",
+            ),
+            (link, f"{link} is owned by another user (uid {self.STRANGER})"),
+            (writable, f"{writable} is writable by group or others: not used; run chmod go-w {writable}"),
+        ):
+            with self.subTest(str(path)):
+                status, err = self.cli("datasets", environment={"DATASET_CLIENT_CONFIG": str(path)})
+                self.assertEqual(status, 2, err)
+                self.assertIn(said, err)
+                self.assertEqual(self.requests, [], "nothing sent where that file says")
+        status, err = self.cli("datasets", environment={"DATASET_CLIENT_CONFIG": str(self.config_file())})
+        self.assertEqual(status, 0, err)
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}", "the control: the user's own")
+
+    def test_the_sweep_removes_only_the_names_the_client_makes(self) -> None:
+        # Found in review: a download to notes.txt removed .notes.txt.from-laptop1.part (its length matched).
+        import_or_skip(self, "fcntl")
+        directory = self.tmp()
+        users = [".notes.txt.from-laptop1.part", ".notes.txt.0123456789AB.part", ".notes.txt.part.json.laptop-1.tmp"]
+        for name in [*users, ".notes.txt.0123456789ab.part", ".notes.txt.part.json.0123abcd.tmp"]:
+            (directory / name).write_bytes(b"kept")
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "notes.txt", resume=True)
+        self.assertEqual(sorted(p.name for p in directory.iterdir()), sorted([*users, "notes.txt"]))
+        self.assertEqual(len(self.requests), 1)
+
+    def test_an_empty_or_garbled_lock_is_abandoned_once_it_is_a_few_seconds_old(self) -> None:
+        # Found in review: an empty lock (a process killed before it wrote) was never taken over, and
+        # a pid too large for os.kill raised OverflowError.
+        directory = self.tmp()
+        lock = directory / ".out.bin.part.lock"
+        for content in (b"", b"12ab", b"9" * 40, b"0", b"-5", b"\xff7"):
+            with self.subTest(content=content), dc._FileTarget(str(directory / "out.bin"), resume=False) as target:
+                lock.write_bytes(content)
+                self.assertFalse(target._lock_with_a_file(), "young: a process may be writing it now")
+                self.assertEqual(lock.read_bytes(), content)
+                os.utime(lock, (time.time() - 60, time.time() - 60))
+                self.assertTrue(target._lock_with_a_file())
+                self.assertEqual(lock.read_text(), str(os.getpid()))
+                target._unlock()
+            self.assertEqual([p.name for p in directory.iterdir()], [])
+
+    def test_three_take_overs_of_one_abandoned_lock_make_one_holder_in_any_interleaving(self) -> None:
+        # Found in review: A and B both judged a lock abandoned; B moved it away and made its own; A then
+        # moved B's live lock away, C created one in the gap, and two processes wrote one .part.
+        judge, take_over = dc._abandoned_lock, dc._take_over_abandoned_lock
+        for pause in (1, 2):  # A paused after its first look, or after its claim and second look
+            with self.subTest(pause_after_look=pause):
+                directory = self.tmp()
+                lock = directory / ".out.bin.part.lock"
+                lock.write_text("4194303")  # a process that is gone
+                looks: list[str] = []
+                others: list[bool] = []
+
+                def look_then_let_the_others_run(
+                    path: str, at: int = pause, seen: list[str] = looks, done: list[bool] = others
+                ) -> os.stat_result | None:
+                    status = judge(path)
+                    seen.append(path)
+                    if len(seen) == at and not done:  # A has looked: B, then C, take their turn
+                        done.append(take_over(path))
+                        done.append(take_over(path))
+                    return status
+
+                with (
+                    mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
+                    mock.patch.object(dc, "_abandoned_lock", look_then_let_the_others_run),
+                ):
+                    first = take_over(str(lock))
+                self.assertEqual([first, *others].count(True), 1, f"A {first}, B and C {others}")
+                self.assertEqual(first, pause == 2, "the claim's holder goes on; without it, the first to claim")
+                self.assertEqual(lock.read_text(), str(os.getpid()))
+                self.assertEqual([p.name for p in directory.iterdir()], [lock.name], "no claim or new file left")
+
+
 class LockFileTests(ServerTestCase):
     """Without flock (Windows), ``.NAME.part.lock`` holds the downloading process's id."""
 
@@ -4715,20 +4968,20 @@ class LockFileTests(ServerTestCase):
         directory = self.tmp()
         lock = directory / ".out.bin.part.lock"
         lock.write_text("4194303")  # a process that is gone
-        read = dc._lock_file_pid
+        judge = dc._abandoned_lock
         looks: list[str] = []
 
-        def another_takes_it_over_meanwhile(path: str) -> int | None:
-            pid = read(path)
-            if not looks:  # right after this download's look: the other one moves it and makes its own
-                os.unlink(lock)
-                lock.write_text(str(os.getpid()))
+        def another_takes_it_over_meanwhile(path: str) -> os.stat_result | None:
+            status = judge(path)
+            if not looks:  # right after this download's look: the other one replaces it with its own
+                lock.with_name("other").write_text(str(os.getpid()))
+                os.replace(lock.with_name("other"), lock)
             looks.append(path)
-            return pid
+            return status
 
         with (
             mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
-            mock.patch.object(dc, "_lock_file_pid", another_takes_it_over_meanwhile),
+            mock.patch.object(dc, "_abandoned_lock", another_takes_it_over_meanwhile),
             dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
         ):
             self.assertFalse(target._lock_with_a_file(), "the other download's lock was taken")

@@ -28,6 +28,7 @@ TEST_CLASSES = [
     "HostileResponseTests",
     "DownloadFaultTests",
     "SharedDirectoryTests",
+    "SecondReviewFileTests",
     "LockFileTests",
     "HostileServerSecretTests",
     "CommandLineTests",

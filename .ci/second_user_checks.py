@@ -1,0 +1,229 @@
+"""Shared directories with REAL second users (issue 23): a victim and an attacker made with useradd,
+driven with runuser, the CLI run as the victim in a sticky world-writable directory.
+
+    sudo python3 .ci/second_user_checks.py
+
+Skips, saying why, without root, useradd or runuser; removes the users it made. Ends with
+'N passed, N failed' (exit 1 when any failed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.server
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
+
+RUNUSER = shutil.which("runuser") or "runuser"
+ROOT = Path(__file__).resolve().parent.parent
+DATA = os.urandom(300_000)
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+class Files(http.server.BaseHTTPRequestHandler):
+    """Serves DATA at any path; counts the requests."""
+
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        Files.requests.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(DATA)))
+        self.end_headers()
+        self.wfile.write(DATA)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class Checks:
+    def __init__(self, work: Path, url: str, victim: str, attacker: str, python: str) -> None:
+        self.work, self.url, self.victim, self.attacker, self.python = work, url, victim, attacker, python
+        self.passed = self.failed = 0
+
+    def check(self, name: str, test: Callable[[], str | None]) -> None:
+        """Run ``test`` (None: passed; else what went wrong)."""
+        Files.requests.clear()
+        try:
+            wrong = test()
+        except Exception as exc:  # a check that raised is a failed check, not the end of the run
+            wrong = f"{type(exc).__name__}: {exc}"
+        if wrong is None:
+            self.passed += 1
+            print(f"ok    {name}")
+        else:
+            self.failed += 1
+            print(f"FAIL  {name}: {wrong}")
+
+    def as_user(self, user: str, command: str, **options: object) -> subprocess.CompletedProcess[bytes]:
+        environment = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "NO_PROXY": "127.0.0.1",
+            "HOME": str(self.work),
+        }
+        done: subprocess.CompletedProcess[bytes] = subprocess.run(
+            [RUNUSER, "-u", user, "--", "sh", "-c", command],
+            env=environment,
+            capture_output=True,
+            timeout=30,
+            **options,  # type: ignore[call-overload]
+        )
+        return done
+
+    def download(self, *arguments: str, cwd: Path, environment: str = "") -> subprocess.CompletedProcess[bytes]:
+        quoted = " ".join(f"'{argument}'" for argument in arguments)
+        client = f"{self.python} {self.work / 'dataset_client.py'}"
+        return self.as_user(self.victim, f"cd '{cwd}' && {environment} {client} download {quoted}")
+
+    def sticky(self) -> Path:
+        directory = Path(tempfile.mkdtemp(dir=self.work))
+        directory.chmod(0o1777)
+        return directory
+
+    def planted_fifo_gets_nothing(self) -> str | None:
+        shared = self.sticky()
+        fifo = shared / "report.csv"
+        self.as_user(self.attacker, f"mkfifo -m 622 '{fifo}'").check_returncode()
+        reader = subprocess.Popen(
+            [RUNUSER, "-u", self.attacker, "--", "timeout", "20", "cat", str(fifo)], stdout=subprocess.PIPE
+        )
+        done = self.download(self.url, "report.csv", "--sha256", SHA, cwd=shared)
+        release = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) if reader.poll() is None else None
+        if release is not None:
+            os.close(release)  # the reader still waits in open(): let it go
+        got = reader.communicate(timeout=30)[0]
+        if got or done.returncode == 0 or Files.requests:
+            return f"the attacker read {len(got)} bytes; exit {done.returncode}; {len(Files.requests)} requests"
+        if b"a FIFO another user made" not in done.stderr:
+            return f"not said: {done.stderr!r}"
+        return None
+
+    def own_fifo_is_written(self) -> str | None:
+        shared = self.sticky()
+        fifo = shared / "out.csv"
+        self.as_user(self.victim, f"mkfifo -m 600 '{fifo}'").check_returncode()
+        reader = subprocess.Popen(
+            [RUNUSER, "-u", self.victim, "--", "timeout", "20", "cat", str(fifo)], stdout=subprocess.PIPE
+        )
+        got: list[bytes] = []
+        draining = threading.Thread(target=lambda: got.append(reader.communicate(timeout=30)[0]))
+        draining.start()  # read as it comes: a full pipe would stop the reader, then the writer
+        done = self.download(self.url, "out.csv", "--sha256", SHA, cwd=shared)
+        draining.join(30)
+        if (done.returncode, got) != (0, [DATA]):
+            return f"exit {done.returncode}, {len(b''.join(got))} of {len(DATA)} bytes read: {done.stderr!r}"
+        return None
+
+    def dev_stdout_appends(self) -> str | None:
+        directory = self.sticky()
+        log = directory / "t.log"
+        self.as_user(self.victim, f"echo earlier > '{log}'").check_returncode()
+        client = f"{self.python} {self.work / 'dataset_client.py'}"
+        done = self.as_user(self.victim, f"cd '{directory}' && {client} download '{self.url}' /dev/stdout >> t.log")
+        return None if log.read_bytes() == b"earlier\n" + DATA else f"exit {done.returncode}: {done.stderr!r}"
+
+    def skip_never_follows_the_attackers_link(self) -> str | None:
+        shared = self.sticky()
+        notes = shared / "notes.bin"
+        self.as_user(self.victim, f"cat > '{notes}'", input=DATA).check_returncode()  # has the expected sha256
+        self.as_user(self.attacker, f"ln -s '{notes}' '{shared / 'report.csv'}'").check_returncode()
+        done = self.download(self.url, "report.csv", "--sha256", SHA, cwd=shared)
+        if done.returncode != 1 or b"refusing to follow a symbolic link" not in done.stderr:
+            return f"exit {done.returncode}: {done.stderr!r}"
+        return None if notes.read_bytes() == DATA and not Files.requests else "the link was followed"
+
+    def skip_never_trusts_the_attackers_file(self) -> str | None:
+        shared = Path(tempfile.mkdtemp(dir=self.work))
+        shared.chmod(0o777)  # a team's directory: not sticky
+        self.as_user(self.attacker, f"cat > '{shared / 'report.csv'}'", input=DATA).check_returncode()
+        done = self.download(self.url, "report.csv", "--sha256", SHA, cwd=shared)
+        owner = pwd.getpwuid((shared / "report.csv").stat().st_uid).pw_name
+        if done.returncode != 0 or len(Files.requests) != 1 or owner != self.victim:
+            return f"exit {done.returncode}, {len(Files.requests)} requests, owner {owner}: {done.stderr!r}"
+        return None
+
+    def config_of_another_user_is_refused(self) -> str | None:
+        config = self.sticky() / "config.toml"
+        text = f'[default]\\nbase_url = "{self.url}"\\n'
+        self.as_user(self.attacker, f"umask 022 && printf '{text}' > '{config}'").check_returncode()
+        environment = f"DATASET_CLIENT_CONFIG='{config}'"
+        client = f"{self.python} {self.work / 'dataset_client.py'}"
+        done = self.as_user(self.victim, f"{environment} {client} datasets")
+        if done.returncode != 2 or b"is owned by another user" not in done.stderr or Files.requests:
+            return f"exit {done.returncode}, {len(Files.requests)} requests: {done.stderr!r}"
+        own = config.with_name("own.toml")
+        self.as_user(self.victim, f"install -m 600 '{config}' '{own}'").check_returncode()  # as the message says
+        done = self.as_user(self.victim, f"DATASET_CLIENT_CONFIG='{own}' {client} datasets")
+        return None if len(Files.requests) == 1 else f"the user's own copy: {done.stderr!r}"
+
+
+def python_for(user: str) -> str | None:
+    """A Python 3.11+ that ``user`` can run (this one may lie under root's home)."""
+    for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        code = "import sys; sys.exit(sys.version_info < (3, 11))"
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            if (
+                subprocess.run(
+                    [RUNUSER, "-u", user, "--", python, "-c", code], capture_output=True, timeout=30
+                ).returncode
+                == 0
+            ):
+                return python
+    return None
+
+
+def make_user(prefix: str) -> str:
+    name = f"{prefix}{os.urandom(3).hex()}"
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    return name
+
+
+def main() -> int:
+    missing = [tool for tool in ("useradd", "userdel", "runuser") if shutil.which(tool) is None]
+    if os.geteuid() != 0 or missing:
+        print(f"== second users: skipped ({'not root' if os.geteuid() else 'no ' + ', '.join(missing)})")
+        return 0
+    print("== second users (useradd, runuser) in sticky world-writable directories")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    users: list[str] = []
+    checks: Checks | None = None
+    work = Path(tempfile.mkdtemp(prefix="second-users-"))
+    try:
+        users += [make_user("dcfs"), make_user("dcfs")]
+        work.chmod(0o755)
+        shutil.copy(ROOT / "dataset_client.py", work / "dataset_client.py")
+        python = python_for(users[0])
+        if python is None:
+            print("== second users: skipped (no Python 3.11+ that another user can run)")
+            return 0
+        url = f"http://127.0.0.1:{server.server_address[1]}/files/report.csv"
+        checks = Checks(work, url, users[0], users[1], python)
+        checks.check("a FIFO another user planted gets nothing", checks.planted_fifo_gets_nothing)
+        checks.check("the user's own FIFO is written", checks.own_fifo_is_written)
+        checks.check("download URL /dev/stdout >> t.log appends", checks.dev_stdout_appends)
+        checks.check("the sha256 skip never follows another's link", checks.skip_never_follows_the_attackers_link)
+        checks.check("the sha256 skip never trusts another's file", checks.skip_never_trusts_the_attackers_file)
+        checks.check("a config file another user owns is refused", checks.config_of_another_user_is_refused)
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(work, ignore_errors=True)
+        for user in users:
+            subprocess.run(["userdel", user], capture_output=True)
+    assert checks is not None
+    print(f"{checks.passed} passed, {checks.failed} failed")
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
