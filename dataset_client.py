@@ -4468,8 +4468,10 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
         return stderr.error(str(exc), _EXIT_USAGE)
     except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
-    except BrokenPipeError:  # stdout closed early, as by `| head`
-        return _EXIT_OK
+    except BrokenPipeError as exc:
+        if args.writing in ("stdout", "-"):  # stdout closed early, as by `| head`
+            return _EXIT_OK
+        return stderr.error(f"cannot write {args.writing}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
     except OSError as exc:
         return stderr.error(f"cannot write {exc.filename or args.writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
 

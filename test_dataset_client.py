@@ -4792,6 +4792,25 @@ class SecondReviewFileTests(ServerTestCase):
                 self.assertEqual(received(), b"through the FIFO")
                 self.assertEqual([p.name for p in directory.iterdir()], ["out.bin"])
 
+    def test_a_fifo_whose_reader_goes_away_is_a_failed_download(self) -> None:
+        # Found in this pass: the CLI took the FIFO's broken pipe for stdout's `| head` and exited 0.
+        fifo = self.tmp() / "out.bin"
+        os.mkfifo(fifo)
+
+        def read_a_little() -> None:
+            with fifo.open("rb") as reading:
+                reading.read(1000)
+
+        reader = threading.Thread(target=read_a_little, daemon=True)
+        reader.start()
+        self.script(serve_file(DATA))
+        status, err = self.cli("download", self.server.url + "/files/x", str(fifo))
+        reader.join(10)
+        self.assertEqual(
+            (status, err), (1, f"dataset-client: error: cannot write {fifo}: its reader went away (Broken pipe)\n")
+        )
+        self.assertEqual(len(self.requests), 1)
+
     def test_descriptors_are_streams_written_at_their_position(self) -> None:
         # Found in review: `download URL /dev/stdout >> t.log` resolved /dev/stdout to t.log and replaced it.
         log = self.tmp() / "t.log"
