@@ -125,6 +125,26 @@ _TOKEN_CHARACTERS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwx
 _ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are when a URL is percent-encoded
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F)))  # tab is allowed in a value
 
+# Platform features, probed once (as CPython's shutil does): the code branches on these names.
+# Windows has none of them; .ci/without_posix_extras.py runs the tests as if they were missing.
+_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek and a write (or read) under a lock
+_HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
+_HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
+
+
+@functools.cache
+def _fcntl() -> Any:
+    """The fcntl module (flock), or None where there is none (Windows): imported on first use, not with this
+    module (it is only needed once a download writes a file)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    return fcntl
+
 
 # ---------------------------------------------------------------------------
 # Exceptions
@@ -1172,7 +1192,7 @@ def _leave_parents_connections() -> None:
         pool._leave_parents_connections()
 
 
-if hasattr(os, "register_at_fork"):  # nothing to check on each request; embedders that fork call it too
+if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork call it too
     os.register_at_fork(after_in_child=_leave_parents_connections)
 
 
@@ -1235,10 +1255,9 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
 def _read_ca_stream(path: str) -> str:
     """The text of a CA bundle that is no regular file, read here: OpenSSL would wait for ever on
     a FIFO no process writes to (opened without blocking, it reads as empty), and to the end of a device."""
-    nonblocking = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFO
-    fd = os.open(path, os.O_RDONLY | nonblocking)
+    fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     with open(fd, "rb") as stream:
-        if nonblocking:
+        if _O_NONBLOCK:
             os.set_blocking(fd, True)  # a writer that is there but slow (bash's <(...)) is waited for
         return stream.read(_MAX_STATE_SIZE * 16).decode("latin-1")  # 16 MB: hundreds of times a full store
 
@@ -2888,10 +2907,6 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     return digests
 
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
-_O_BINARY = getattr(os, "O_BINARY", 0)
-
-
 class _FileTarget:
     """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
 
@@ -2957,9 +2972,8 @@ class _FileTarget:
         return validator, [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
 
     def _lock(self, fd: int) -> bool:
-        try:
-            import fcntl
-        except ImportError:  # not on Linux: Windows has no flock; a lock file holding our process id
+        fcntl = _fcntl()
+        if fcntl is None:  # not on Linux: Windows has no flock; a lock file holding our process id
             return self._lock_with_a_file()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -3037,7 +3051,7 @@ class _FileTarget:
     def write_at(self, offset: int, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            if hasattr(os, "pwrite"):
+            if _HAS_PWRITE:
                 written = os.pwrite(self.fd, view, offset)
             else:  # not on Linux: Windows has no os.pwrite
                 with self.seeking:
@@ -3046,7 +3060,7 @@ class _FileTarget:
             view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
-        if not hasattr(os, "pread"):  # not on Linux: Windows has no os.pread
+        if not _HAS_PWRITE:  # not on Linux: Windows has no os.pread
             with self.seeking:
                 os.lseek(self.fd, offset, os.SEEK_SET)
                 return os.read(self.fd, size)
@@ -3157,7 +3171,7 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
     """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
     and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
     """
-    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
+    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK  # a FIFO must not block
     if create:
         try:
             return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
@@ -3184,7 +3198,7 @@ def _is_named(fd: int, path: str) -> bool:
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
-    owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid
+    owner = os.geteuid() if _HAS_GETEUID else status.st_uid
     return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_uid == owner
 
 
@@ -3206,10 +3220,10 @@ def _hold(fd: int) -> None:
     Waiting, not LOCK_NB: a sweeping download may hold it for an instant, and a file left
     unlocked would be taken for abandoned.
     """
-    with contextlib.suppress(ImportError, OSError):
-        import fcntl
-
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    fcntl = _fcntl()
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _remove_abandoned_temporaries(stem: str) -> None:
@@ -3218,9 +3232,8 @@ def _remove_abandoned_temporaries(stem: str) -> None:
     A ``.new`` one, killed in the instant before its lock, goes once it is a minute old. Without
     flock none is known to be abandoned.
     """
-    try:
-        import fcntl
-    except ImportError:  # not on Linux: Windows has no flock
+    fcntl = _fcntl()
+    if fcntl is None:  # not on Linux: Windows has no flock
         return
     for path in _sibling_names(stem, (".part", ".new"), 12):
         fd = _open_own_file(path, create=False)
@@ -3363,7 +3376,7 @@ def _follow_destination_links(path: str) -> str:
         if not stat.S_ISLNK(link.st_mode):
             return path
         directory = os.path.dirname(path) or "."
-        if hasattr(os, "geteuid") and link.st_uid != os.geteuid():
+        if _HAS_GETEUID and link.st_uid != os.geteuid():
             parent = os.stat(directory)
             sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
             if sticky_and_world_writable and link.st_uid != parent.st_uid:
@@ -3590,7 +3603,7 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
     world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
     rule: another user's FIFO planted in /tmp would receive the whole download.)
     """
-    if not hasattr(os, "geteuid") or status.st_uid == os.geteuid():
+    if not _HAS_GETEUID or status.st_uid == os.geteuid():
         return
     parent = os.stat(os.path.dirname(path) or ".")
     sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
@@ -4648,12 +4661,12 @@ def _is_own_file_with_digest(target: str, sha256: str) -> bool:
         file_path = _follow_destination_links(target)
         if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
             return False  # a stream, a FIFO, a device: never opened only to be looked at
-        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)
     except OSError:  # refused, a link, or not readable: the download decides
         return False
     with open(fd, "rb") as existing:
         status = os.fstat(fd)
-        owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid
+        owner = os.geteuid() if _HAS_GETEUID else status.st_uid
         if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
             return False
         return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
