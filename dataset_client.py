@@ -466,6 +466,7 @@ class DatasetClient:
         max_rate: float | None = None,
         deadline: float | None = None,
         min_rate: float | None = None,
+        _verified: Callable[[str], object] | None = None,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
@@ -479,6 +480,7 @@ class DatasetClient:
         ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
         ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
         below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
+        (``_verified``, private: called with the name of each digest the file passed, for the CLI's summary.)
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = self._resolve_download_url(download_url)
@@ -493,20 +495,13 @@ class DatasetClient:
         limit = _rate_limit(max_rate)
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
-        transfer = functools.partial(_Transfer, self, url)
-        if not isinstance(destination, (str, os.PathLike)):
-            return transfer(_StreamTarget(destination), progress, expected_digest, connections, limit, limits).run()
-        path = _check_destination_path(destination)
-        file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
-        stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
-        if stream is not None:
-            with stream:
-                return transfer(_StreamTarget(stream), progress, expected_digest, connections, limit, limits).run()
-        with _file_target(file_path, resume, path) as target:
-            fetched = transfer(target, progress, expected_digest, connections, limit, limits)
-            fetched.run()
-            target.commit(fetched.total)
-        return None
+        with _open_target(destination, resume) as target:
+            transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit, limits)
+            transfer.run()
+            target.commit(transfer.total)
+        if _verified is not None:
+            for check in transfer.verified:
+                _verified(check)
 
     # end of public API --------------------------------------------------------
 
@@ -2174,7 +2169,8 @@ class _Transfer:
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
-        if isinstance(target, _FileTarget) and (kept := target.take_up(url)) is not None:
+        self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
+        if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
             self._resume_digests(target.state.saved if target.state is not None else None)
 
@@ -2659,9 +2655,7 @@ class _Transfer:
                     return self._fetch_all()  # bounded: a part that mismatches a second time raises
                 self._mismatch(header, algorithm, expected, actual)
             passed.append(header if header == "sha256" else f"{header} ({algorithm})")
-        verified = getattr(self.progress, "verified", None)  # the CLI's progress line: for its summary
-        if isinstance(verified, list):
-            verified.extend(passed)
+        self.verified = passed
 
     def _refetch_mismatched_parts(self) -> bool:
         """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.
@@ -3087,6 +3081,21 @@ class _FileTarget:
         self.finished = True
 
 
+def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -> _FileTarget | _StreamTarget:
+    """Where a download goes, ``destination`` examined once: a binary file object, written at its position
+    and left open; a device, FIFO or descriptor (``/dev/stdout``), opened and written directly; else a
+    file of its own beside the file the path names (see _FileTarget), moved over it by ``commit``.
+    """
+    if not isinstance(destination, (str, os.PathLike)):
+        return _StreamTarget(destination)
+    path = _check_destination_path(destination)
+    file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
+    stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
+    if stream is not None:
+        return _StreamTarget(stream, opened=True)
+    return _file_target(file_path, resume, path)
+
+
 def _file_target(file_path: str, resume: bool, destination: str) -> _FileTarget:
     """The _FileTarget for ``file_path``; an OSError making its files names ``destination`` (and
     what is wrong with its directory), never the name of a file of the client's own."""
@@ -3392,7 +3401,8 @@ class _StreamTarget:
     parallel = False  # written in order only
     state: _StateFile | None = None  # never resumed
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
+        self.opened = opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
         if not callable(getattr(stream, "write", None)) or isinstance(stream, io.TextIOBase) or not _writable(stream):
             raise TypeError(
                 f"destination must be a path or a binary file object open for writing, not {type(stream).__name__}"
@@ -3409,6 +3419,20 @@ class _StreamTarget:
         self.stream.seek(self.start)
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
+
+    def __enter__(self) -> _StreamTarget:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.opened:
+            self.stream.close()
+
+    def take_up(self, url: str) -> None:
+        """Nothing kept from an earlier run: a stream is never resumed."""
+        return None
+
+    def commit(self, total: int | None) -> None:
+        """Nothing to move into place: the bytes are in the stream."""
 
     def reserve(self, size: int | None) -> None:
         pass  # a stream of the caller's: its space is the caller's business
@@ -4699,6 +4723,7 @@ def _cli_download(
         options["min_rate"] = args.speed_limit
     try:
         destination: Any = sys.stdout.buffer if to_stdout else target
+        options["_verified"] = progress.verified.append  # for the summary: what the file was checked against
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
@@ -5142,7 +5167,7 @@ class _ProgressLine:
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
         self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
-        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): the download says
+        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): _verified says
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:

@@ -4231,7 +4231,8 @@ SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
 
 
 class Verified:
-    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed."""
+    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed
+    (given to ``download`` as ``_verified=progress.verified.append``)."""
 
     def __init__(self) -> None:
         self.verified: list[str] = []
@@ -4276,7 +4277,7 @@ class ServerDigestTests(ServerTestCase):
         }
         self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = self.tmp() / "out.bin", Verified()
-        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA)
+        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA, _verified=progress.verified.append)
         self.assertEqual(out.read_bytes(), SMALL)
         expected = ["sha256", "Repr-Digest (sha-256)", "Repr-Digest (sha-512)", "Digest (sha-256)"]
         self.assertEqual(progress.verified, expected)
@@ -4303,7 +4304,7 @@ class ServerDigestTests(ServerTestCase):
         self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = io.BytesIO(), Verified()
         with self.assertLogs("dataset_client", level="DEBUG") as logs:
-            self.client().download("files/x", out, progress=progress)
+            self.client().download("files/x", out, progress=progress, _verified=progress.verified.append)
         self.assertEqual(out.getvalue(), SMALL)
         self.assertEqual(progress.verified, [], "nothing was verified: nothing is said to be")
         ignored = [line for line in logs.output if "ignored" in line]
@@ -4405,7 +4406,9 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.server.default = respond
         out, progress = io.BytesIO(b"head"), Verified()
         out.seek(4)
-        self.client().download("files/x", out, connections=4, sha256=DATA_SHA, progress=progress)
+        self.client().download(
+            "files/x", out, connections=4, sha256=DATA_SHA, progress=progress, _verified=progress.verified.append
+        )
         self.assertEqual(out.getvalue(), b"head" + DATA)
         starts = self.pieces(len(DATA), 4)
         self.assertEqual(len(starts), 4)
@@ -4495,7 +4498,9 @@ class ParallelIntoStreamsTests(ServerTestCase):
     def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
         self.server.default = ignoring_ranges
         out, progress = Recorder(), Verified()
-        self.client().download("files/big", out, connections=4, sha256=BIG_SHA, progress=progress)
+        self.client().download(
+            "files/big", out, connections=4, sha256=BIG_SHA, progress=progress, _verified=progress.verified.append
+        )
         self.assertEqual(bytes(out.data), BIG)
         self.assertEqual(progress.seen[-1], (len(BIG), len(BIG)))
         self.assertEqual([d for d, _ in progress.seen], sorted(d for d, _ in progress.seen))
@@ -7766,7 +7771,7 @@ class StandInServiceTests(StandInTestCase):
         self.assertEqual(response.headers["Content-Digest"], digest_field(body[10:100]))
         self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
         progress = Verified()
-        client.download(export["download_url"], io.BytesIO(), progress=progress)
+        client.download(export["download_url"], io.BytesIO(), progress=progress, _verified=progress.verified.append)
         self.assertEqual(progress.verified, ["Repr-Digest (sha-256)"])
 
     def test_values_json_cannot_hold_are_text(self) -> None:
