@@ -496,7 +496,8 @@ class DatasetClient:
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
-            transfer = _Transfer(self, url, target, progress, expected_digest, connections, limit, limits)
+            requests = self._download_requests(url)
+            transfer = _Transfer(requests, url, target, progress, expected_digest, connections, limit, limits)
             transfer.run()
             target.commit(transfer.total)
         if _verified is not None:
@@ -672,6 +673,18 @@ class DatasetClient:
         # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
         path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
         return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
+
+    def _download_requests(self, url: str) -> _DownloadRequests:
+        """What a download of ``url`` needs of this client, handed to it (see _DownloadRequests)."""
+        trusted = _origin_of(url) == self._origin  # credentials go to base_url's origin only
+        return _DownloadRequests(
+            headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
+            send=functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted),
+            retry=functools.partial(self._retrying, "GET", url),
+            interrupt=self._pool.interrupt,
+            secrets=self._secrets,
+            timeout=self._timeout,
+        )
 
 
 def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
@@ -2125,6 +2138,28 @@ class _BoundedReader:
         return self.response.read(min(amount, remaining)) if remaining > 0 else b""
 
 
+class _DownloadRequests:
+    """What a download needs of the client that made it, handed over rather than reached for (as huggingface_hub's
+    ``http_get`` knows headers, not a client): the headers of each GET (with the credentials when the URL is on
+    ``base_url``'s origin), the client's time-out and secrets (to redact), and callables: ``send(headers, *,
+    deadline)`` sends the GET and follows its redirects, ``retry(attempt, progress, *, deadline)`` runs an
+    attempt with the client's retries, ``interrupt(threads)`` ends those threads' reads at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        headers: dict[str, str],
+        send: Callable[..., _PooledResponse],
+        retry: Callable[..., None],
+        interrupt: Callable[[Collection[int]], None],
+        secrets: _Secrets,
+        timeout: float | None,
+    ) -> None:
+        self.headers, self.send, self.retry, self.interrupt = headers, send, retry, interrupt
+        self.secrets, self.timeout = secrets, timeout
+
+
 class _Transfer:
     """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
 
@@ -2136,7 +2171,7 @@ class _Transfer:
 
     def __init__(
         self,
-        client: DatasetClient,
+        requests: _DownloadRequests,
         url: str,
         target: _FileTarget | _StreamTarget,
         progress: _Progress | None,
@@ -2145,12 +2180,11 @@ class _Transfer:
         rate_limit: _RateLimit | None = None,
         limits: _Limits | None = None,
     ) -> None:
-        self.client = client
+        self.requests = requests
         self.rate_limit = rate_limit
         self.limits = limits or _Limits()
         self.url = url
-        self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
-        self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
+        self.headers = requests.headers
         self.target: _FileTarget | _StreamTarget | _ReorderBuffer = target
         if isinstance(target, _StreamTarget) and connections > 1:  # parts fetched at once, written in order
             limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
@@ -2176,7 +2210,7 @@ class _Transfer:
 
     def shown_url(self) -> str:
         """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
-        return _redact(self.url, self.client._secrets)
+        return _redact(self.url, self.requests.secrets)
 
     @property
     def total(self) -> int | None:
@@ -2196,8 +2230,8 @@ class _Transfer:
                         raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
         except DatasetClientError as error:  # its message and url name a URL that may carry a secret
-            if self.client._secrets:
-                _redact_error(error, self.client._secrets)
+            if self.requests.secrets:
+                _redact_error(error, self.requests.secrets)
             raise
         finally:
             if self.digest is not None:
@@ -2281,16 +2315,12 @@ class _Transfer:
 
         while True:  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
             with contextlib.suppress(_PartMismatch):
-                return self.client._retrying(
-                    "GET", self.url, attempt, progress=lambda: part.done, deadline=self.limits.deadline
-                )
+                return self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline)
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
         deadline = self.limits.deadline
         try:
-            response = self.client._send_handling_redirects(
-                "GET", self.url, None, headers, trusted=self.trusted, deadline=deadline
-            )
+            response = self.requests.send(headers, deadline=deadline)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
                 raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
@@ -2299,7 +2329,7 @@ class _Transfer:
             self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
             raise
         if self.limits.min_rate is not None:  # measured from here: the head is in
-            _Watch(self.client._timeout, deadline, self.limits.min_rate).take(response)
+            _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
@@ -2640,7 +2670,7 @@ class _Transfer:
                 self.error = error
         if isinstance(self.target, _ReorderBuffer):
             self.target.stop()  # a part waiting for room in it ends too
-        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
+        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
         """Check the whole file against every digest stated: the caller's sha256 and the server's."""
