@@ -2208,7 +2208,7 @@ class _Transfer:
             self._resume(*kept)
             self._resume_digests(target.state.saved if target.state is not None else None)
 
-    def shown_url(self) -> str:
+    def _shown_url(self) -> str:
         """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
         return _redact(self.url, self.requests.secrets)
 
@@ -2242,8 +2242,8 @@ class _Transfer:
 
     def _restart_after(self, changed: _FileChanged) -> None:
         self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
-        _logger().info("starting over: %s, GET %s", changed.reason, self.shown_url())
-        self.restart()
+        _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
+        self._restart()
 
     def _fetch_all(self) -> None:
         self.caller = _thread.get_ident()  # fetches the first part itself
@@ -2253,7 +2253,7 @@ class _Transfer:
         try:
             self._wait_for_threads()  # their reads end at once when a part failed
         except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
-            self.fail(exc)
+            self._fail(exc)
             self._wait_for_threads()
             raise
         if self.error is not None:
@@ -2287,7 +2287,7 @@ class _Transfer:
                 with contextlib.suppress(_PartStopped):  # then no part is left to take, or the next one
                     self._fetch(part)
         except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
-            self.fail(exc)
+            self._fail(exc)
         finally:
             if ended is not None:
                 ended.set()
@@ -2298,11 +2298,11 @@ class _Transfer:
 
         def attempt() -> None:
             nonlocal attempts, part
-            self.check_running(part)
+            self._check_running(part)
             attempts += 1
             if part.done and attempts > 1:
                 where = f"{_size(part.offset)} of {_size(self.total or 0)}"
-                _logger().info("resuming at %s after an interruption, GET %s", where, self.shown_url())
+                _logger().info("resuming at %s after an interruption, GET %s", where, self._shown_url())
             headers = self._request_headers(part)
             response = self._send(headers)
             with self._receiving(response):
@@ -2326,27 +2326,27 @@ class _Transfer:
                 raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
             raise
         except DatasetClientError:
-            self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
+            self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
             raise
         if self.limits.min_rate is not None:  # measured from here: the head is in
             _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)
+        shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)
         if response is self.whole_file_response:
             with self.lock:
                 self.whole_file_response = None  # from now on, no part is merged into this one
-            shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)  # what a merge added
+            shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)  # what a merge added
 
     @property
-    def done(self) -> int:
+    def _done(self) -> int:
         return sum(part.done for part in self.parts)
 
     @property
-    def written(self) -> int:
+    def _written(self) -> int:
         """Bytes at the destination: into a stream in parts, those already written in order."""
-        return self.target.position if isinstance(self.target, _ReorderBuffer) else self.done
+        return self.target.position if isinstance(self.target, _ReorderBuffer) else self._done
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
@@ -2355,7 +2355,7 @@ class _Transfer:
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
         self.parts, self.validator = parts, validator
         size = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), size, self.shown_url())
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self._done), size, self._shown_url())
 
     def _resume_digests(self, saved: Any) -> None:
         """Take up the digests of the whole file the first response of an earlier run stated."""
@@ -2396,7 +2396,7 @@ class _Transfer:
                 break
         return end
 
-    def restart(self, *, taken: bool = False) -> None:
+    def _restart(self, *, taken: bool = False) -> None:
         """Forget what was received: the server sent the file anew, or another version of it."""
         first = self.parts[0]
         first.start = first.done = 0
@@ -2434,7 +2434,7 @@ class _Transfer:
 
         Returns the part its body fills: ``part``, or the whole file when ranges turn out ignored.
         """
-        self.check_running(part)  # merged into another while its request was under way
+        self._check_running(part)  # merged into another while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
             if not self.digests_known:  # resumed from a state that did not say them
@@ -2497,14 +2497,14 @@ class _Transfer:
             self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
-        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.shown_url())
+        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self._shown_url())
         _skip(response, whole.done)
         return whole
 
     def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
         """A 200: the whole file from its first byte, one part."""
         if part.done:
-            self.restart(taken=True)  # the whole file, from its first byte
+            self._restart(taken=True)  # the whole file, from its first byte
         self.validator = _validator(response.headers)
         part.end = response.length
         self.target.reserve(self.total)
@@ -2528,13 +2528,13 @@ class _Transfer:
         self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
-        self.check_running(part)
+        self._check_running(part)
         if isinstance(self.target, _ReorderBuffer):
             self.target.put(part, data)
         else:
             self.target.write_at(part.offset, data)
         with self.lock:
-            self.check_running(part)
+            self._check_running(part)
             part.done += len(data)
             if part.check is not None:
                 part.check.digest.add(data)
@@ -2573,7 +2573,7 @@ class _Transfer:
             part.deferred = (part.offset, algorithm, expected)
             return
         held = isinstance(self.target, _FileTarget) or (
-            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self.chunk_size <= self.target.limit
+            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self._chunk_size <= self.target.limit
         )
         part.check = _PartCheck(part.offset, algorithm, expected, held=held)
 
@@ -2618,7 +2618,7 @@ class _Transfer:
         raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
 
     @property
-    def chunk_size(self) -> int:
+    def _chunk_size(self) -> int:
         """Bytes read at once: a capped rate reads in smaller steps, so that its waits stay short."""
         if self.rate_limit is None:
             return _CHUNK_SIZE
@@ -2631,13 +2631,13 @@ class _Transfer:
             saved = {"url": self.url, "validator": self.validator, "total": self.total, "parts": parts}
             state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
         if self.progress is not None:
-            self.progress(self.written, self.total)
+            self.progress(self._written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
             if self.progress is not None:
-                self.progress(self.written, self.total)
+                self.progress(self._written, self.total)
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
@@ -2645,17 +2645,17 @@ class _Transfer:
                 message, method="GET", url=response.url, expected=expected, received=part.done
             )
 
-    def check_running(self, part: _Part | None = None) -> None:
+    def _check_running(self, part: _Part | None = None) -> None:
         if self.error is not None or (part is not None and part.dropped):
             raise _PartStopped
 
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
-        """While ``response`` is read: ``fail`` can end it, and then this part stops instead of retrying."""
+        """While ``response`` is read: ``_fail`` can end it, and then this part stops instead of retrying."""
         try:
             yield
         except DatasetClientError:
-            self.check_running()
+            self._check_running()
             raise
         finally:
             with self.lock:
@@ -2663,7 +2663,7 @@ class _Transfer:
                     self.whole_file_response = None
             response.close()
 
-    def fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException) -> None:
         """Record the first failure and end every part's wait or read at once (their connections are shut)."""
         with self.lock:
             if self.error is None:
