@@ -483,7 +483,7 @@ class DatasetClient:
         (``_verified``, private: called with the name of each digest the file passed, for the CLI's summary.)
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
-        url = self._resolve_download_url(download_url)
+        url = _resolve_download_url(self._base_url, download_url)
         expected_digest = _check_sha256(sha256)
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be callable, not {type(progress).__name__}")
@@ -665,15 +665,6 @@ class DatasetClient:
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed)
         return response
 
-    def _resolve_download_url(self, download_url: str) -> str:
-        _check_text(download_url, "download_url")
-        _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
-        url = urllib.parse.urljoin(self._base_url + "/", download_url)  # RFC 3986 resolution
-        parts = _split_http_url(url, "download_url")
-        # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
-        path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
-        return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
-
     def _download_requests(self, url: str) -> _DownloadRequests:
         """What a download of ``url`` needs of this client, handed to it (see _DownloadRequests)."""
         trusted = _origin_of(url) == self._origin  # credentials go to base_url's origin only
@@ -693,6 +684,12 @@ def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed:
     if closed:
         client.close()
     return client
+
+
+def _client_secrets(client: DatasetClient) -> _Secrets:
+    """The texts ``client`` never shows (its key, its headers' values, its proxies' passwords), for the CLI
+    to redact what it prints and to name no file after a URL holding one."""
+    return client._secrets
 
 
 def _checked_trust(
@@ -3667,12 +3664,30 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
         raise PermissionError(errno.EACCES, message, path)
 
 
-def _has_resumable_partial(destination: str, url: str) -> bool:
-    """True when an earlier ``resume=True`` download of ``url`` (resolved) left a partial file for ``destination``."""
-    with contextlib.suppress(OSError):
-        fd = _open_own_file(_hidden_stem(_follow_destination_links(destination)) + ".part.json", create=False)
+class _PartialFile:
+    """The partial file a ``resume=True`` download to the path ``destination`` keeps (``path``, hidden beside the
+    file the destination names through its links, as a download follows them), with its state beside it: what
+    the CLI asks about a destination, never rebuilding those names. An OSError when a download would refuse
+    the destination's link (see _follow_destination_links).
+    """
+
+    def __init__(self, destination: str) -> None:
+        self.file_path = _follow_destination_links(destination)
+        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
+
+    def resumable(self, url: str) -> bool:
+        """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
+        fd = _open_own_file(self.path + ".json", create=False)
         return fd is not None and _checked_state(_read_state(fd), url) is not None
-    return False
+
+    def remove(self) -> None:
+        """Remove it and its state (the file is complete now): only the user's own, and only when no other
+        download holds them (see _FileTarget)."""
+        if not os.path.lexists(self.path):
+            return
+        with _FileTarget(self.file_path, resume=True) as files:
+            if files.state is not None:
+                files.state.kept = False  # so that closing it removes both
 
 
 def _writable(stream: Any) -> bool:
@@ -3870,6 +3885,17 @@ def _check_sha256(sha256: str | None) -> str | None:
     if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
         raise ValueError(f"sha256 must be 64 hexadecimal digits, got {sha256!r}")
     return digest
+
+
+def _resolve_download_url(base_url: str, download_url: str) -> str:
+    """``download_url`` resolved against ``base_url`` (a client's ``base_url``), as ``download`` fetches it."""
+    _check_text(download_url, "download_url")
+    _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
+    url = urllib.parse.urljoin(base_url + "/", download_url)  # RFC 3986 resolution
+    parts = _split_http_url(url, "download_url")
+    # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
+    path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
+    return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
 
 def _check_destination_path(destination: str | os.PathLike[str]) -> str:
@@ -4660,7 +4686,7 @@ def _download_command(
 ) -> None:
     """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
-    if named_by_url and client._secrets.found_in(url):  # KEY.csv, or a key in a name the summary prints
+    if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     args.writing = target
     resume = args.resume
@@ -4670,7 +4696,7 @@ def _download_command(
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
-        if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
+        if not resume and _has_resumable_partial(target, _resolve_download_url(client.base_url, url)):
             resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
 
@@ -4731,12 +4757,14 @@ def _drop_partial_files(target: str) -> None:
     complete now. Only the user's own, and only when no other download holds them (see _FileTarget).
     """
     with contextlib.suppress(OSError):
-        file_path = _follow_destination_links(target)
-        if not os.path.lexists(_hidden_stem(file_path) + ".part"):
-            return
-        with _FileTarget(file_path, resume=True) as files:
-            if files.state is not None:
-                files.state.kept = False  # so that closing it removes both
+        _PartialFile(target).remove()
+
+
+def _has_resumable_partial(target: str, url: str) -> bool:
+    """True when an earlier ``-c`` download of ``url`` (resolved) left a partial file for ``target``."""
+    with contextlib.suppress(OSError):
+        return _PartialFile(target).resumable(url)
+    return False
 
 
 def _cli_download(
@@ -4780,7 +4808,7 @@ def _partial_file_hint(target: str, resume: bool, *, received: bool) -> str:
     if not resume:
         return "; with -c, the partial file is kept and the same command continues it" if received else ""
     try:
-        partial = _hidden_stem(_follow_destination_links(target)) + ".part"
+        partial = _PartialFile(target).path
     except OSError:
         return ""
     return f"; the same command continues its partial file {partial}" if os.path.exists(partial) else ""
