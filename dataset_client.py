@@ -141,7 +141,7 @@ def _fcntl() -> Any:
     module (it is only needed once a download writes a file)."""
     try:
         import fcntl
-    except ImportError:
+    except ImportError:  # not on Linux: Windows has no flock
         return None
     return fcntl
 
