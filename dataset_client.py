@@ -127,6 +127,7 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F
 
 # Platform features, probed once (as CPython's shutil does): the code branches on these names.
 # Windows has none of them; .ci/without_posix_extras.py runs the tests as if they were missing.
+_WINDOWS = os.name == "nt"
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek and a write (or read) under a lock
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
 _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
@@ -3376,7 +3377,7 @@ def _lock_file_pid(data: bytes) -> int | None:
 
 
 def _process_exists(pid: int) -> bool:
-    if os.name == "nt":  # not on Linux: there os.kill(pid, 0) would end the process
+    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
