@@ -2370,7 +2370,7 @@ class _Transfer:
             return
         if self.digest is not None:
             self.digest.close()
-        self.digest = _Digest(self.target.read_at if isinstance(self.target, _FileTarget) else None, algorithms)
+        self.digest = _Digest(self.target.read_at, algorithms)
         self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
@@ -2545,7 +2545,7 @@ class _Transfer:
         """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
         if self.digest is None or isinstance(self.target, _ReorderBuffer):
             return
-        if len(self.parts) == 1 and (part.check is None or not isinstance(self.target, _FileTarget)):
+        if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
         else:
             self.digest.add_until(self._contiguous())  # parts: what is complete (and checked), read back
@@ -2565,12 +2565,12 @@ class _Transfer:
         if not stated or response.encoding != "identity":
             return
         _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
-        if isinstance(self.target, _FileTarget) and (self.expected_digest is not None or self.server_digests):
+        if self.target.read_at is not None and (self.expected_digest is not None or self.server_digests):
             # The whole file is checked anyway: its parts are hashed again only if that fails (then read
             # back from the file), so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, algorithm, expected)
             return
-        held = isinstance(self.target, _FileTarget) or (
+        held = self.target.read_at is not None or (
             isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self._chunk_size <= self.target.limit
         )
         part.check = _PartCheck(part.offset, algorithm, expected, held=held)
@@ -2586,7 +2586,7 @@ class _Transfer:
         if actual == check.expected:
             with self.lock:
                 part.check = None
-                if self.digest is not None and isinstance(self.target, _FileTarget):
+                if self.digest is not None and self.target.read_at is not None:
                     self.digest.add_until(self._contiguous())  # the bytes held back from it
             if isinstance(self.target, _ReorderBuffer):
                 self.target.release()
@@ -2691,14 +2691,15 @@ class _Transfer:
         Those that mismatch are fetched once more (True: the hash starts again); a part that
         mismatches a second time is the ChecksumMismatchError. False when every part matched.
         """
-        if not isinstance(self.target, _FileTarget):
+        read_at = self.target.read_at
+        if read_at is None:
             return False
         bad = []
         for part in self.parts:
             if part.deferred is None or part.end is None:
                 continue
             start, algorithm, expected = part.deferred
-            actual = _hash_of(self.target.read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
+            actual = _hash_of(read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
             if actual != expected and part.mismatches:
                 self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
             if actual != expected:
@@ -3082,6 +3083,7 @@ class _FileTarget:
             view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
+        """Bytes written, read back (to hash them): a stream target's ``read_at`` is None, it cannot."""
         if not _HAS_PWRITE:  # not on Linux: Windows has no os.pread
             with self.seeking:
                 os.lseek(self.fd, offset, os.SEEK_SET)
@@ -3428,6 +3430,7 @@ class _StreamTarget:
 
     parallel = False  # written in order only
     state: _StateFile | None = None  # never resumed
+    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
         self.opened = opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
@@ -3488,6 +3491,7 @@ class _ReorderBuffer:
 
     parallel = True  # parts are fetched at once
     state: _StateFile | None = None  # never resumed
+    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
 
     def __init__(self, target: _StreamTarget, limit: int, written: Callable[[bytes], None]) -> None:
         import threading
