@@ -125,6 +125,27 @@ _TOKEN_CHARACTERS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwx
 _ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are when a URL is percent-encoded
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F)))  # tab is allowed in a value
 
+# Platform features, probed once (as CPython's shutil does): the code branches on these names.
+# Windows has none of them; .ci/without_posix_extras.py runs the tests as if they were missing.
+_WINDOWS = os.name == "nt"
+_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek and a write (or read) under a lock
+_HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
+_HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
+
+
+@functools.cache
+def _fcntl() -> Any:
+    """The fcntl module (flock), or None where there is none (Windows): imported on first use, not with this
+    module (it is only needed once a download writes a file)."""
+    try:
+        import fcntl
+    except ImportError:  # not on Linux: Windows has no flock
+        return None
+    return fcntl
+
 
 # ---------------------------------------------------------------------------
 # Exceptions
@@ -446,6 +467,7 @@ class DatasetClient:
         max_rate: float | None = None,
         deadline: float | None = None,
         min_rate: float | None = None,
+        _verified: Callable[[str], object] | None = None,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
@@ -459,9 +481,10 @@ class DatasetClient:
         ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
         ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
         below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
+        (``_verified``, private: called with the name of each digest the file passed, for the CLI's summary.)
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
-        url = self._resolve_download_url(download_url)
+        url = _resolve_download_url(self._base_url, download_url)
         expected_digest = _check_sha256(sha256)
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be callable, not {type(progress).__name__}")
@@ -473,20 +496,14 @@ class DatasetClient:
         limit = _rate_limit(max_rate)
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
-        transfer = functools.partial(_Transfer, self, url)
-        if not isinstance(destination, (str, os.PathLike)):
-            return transfer(_StreamTarget(destination), progress, expected_digest, connections, limit, limits).run()
-        path = _check_destination_path(destination)
-        file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
-        stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
-        if stream is not None:
-            with stream:
-                return transfer(_StreamTarget(stream), progress, expected_digest, connections, limit, limits).run()
-        with _file_target(file_path, resume, path) as target:
-            fetched = transfer(target, progress, expected_digest, connections, limit, limits)
-            fetched.run()
-            target.commit(fetched.total)
-        return None
+        with _open_target(destination, resume) as target:
+            requests = self._download_requests(url)
+            transfer = _Transfer(requests, url, target, progress, expected_digest, connections, limit, limits)
+            transfer.run()
+            target.commit(transfer.total)
+        if _verified is not None:
+            for check in transfer.verified:
+                _verified(check)
 
     # end of public API --------------------------------------------------------
 
@@ -649,14 +666,17 @@ class DatasetClient:
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed)
         return response
 
-    def _resolve_download_url(self, download_url: str) -> str:
-        _check_text(download_url, "download_url")
-        _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
-        url = urllib.parse.urljoin(self._base_url + "/", download_url)  # RFC 3986 resolution
-        parts = _split_http_url(url, "download_url")
-        # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
-        path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
-        return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
+    def _download_requests(self, url: str) -> _DownloadRequests:
+        """What a download of ``url`` needs of this client, handed to it (see _DownloadRequests)."""
+        trusted = _origin_of(url) == self._origin  # credentials go to base_url's origin only
+        return _DownloadRequests(
+            headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
+            send=functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted),
+            retry=functools.partial(self._retrying, "GET", url),
+            interrupt=self._pool.interrupt,
+            secrets=self._secrets,
+            timeout=self._timeout,
+        )
 
 
 def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
@@ -665,6 +685,12 @@ def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed:
     if closed:
         client.close()
     return client
+
+
+def _client_secrets(client: DatasetClient) -> _Secrets:
+    """The texts ``client`` never shows (its key, its headers' values, its proxies' passwords), for the CLI
+    to redact what it prints and to name no file after a URL holding one."""
+    return client._secrets
 
 
 def _checked_trust(
@@ -1172,7 +1198,7 @@ def _leave_parents_connections() -> None:
         pool._leave_parents_connections()
 
 
-if hasattr(os, "register_at_fork"):  # nothing to check on each request; embedders that fork call it too
+if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork call it too
     os.register_at_fork(after_in_child=_leave_parents_connections)
 
 
@@ -1235,10 +1261,9 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
 def _read_ca_stream(path: str) -> str:
     """The text of a CA bundle that is no regular file, read here: OpenSSL would wait for ever on
     a FIFO no process writes to (opened without blocking, it reads as empty), and to the end of a device."""
-    nonblocking = getattr(os, "O_NONBLOCK", 0)  # not on Windows, which has no FIFO
-    fd = os.open(path, os.O_RDONLY | nonblocking)
+    fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     with open(fd, "rb") as stream:
-        if nonblocking:
+        if _O_NONBLOCK:
             os.set_blocking(fd, True)  # a writer that is there but slow (bash's <(...)) is waited for
         return stream.read(_MAX_STATE_SIZE * 16).decode("latin-1")  # 16 MB: hundreds of times a full store
 
@@ -2111,6 +2136,28 @@ class _BoundedReader:
         return self.response.read(min(amount, remaining)) if remaining > 0 else b""
 
 
+class _DownloadRequests:
+    """What a download needs of the client that made it, handed over rather than reached for (as huggingface_hub's
+    ``http_get`` knows headers, not a client): the headers of each GET (with the credentials when the URL is on
+    ``base_url``'s origin), the client's time-out and secrets (to redact), and callables: ``send(headers, *,
+    deadline)`` sends the GET and follows its redirects, ``retry(attempt, progress, *, deadline)`` runs an
+    attempt with the client's retries, ``interrupt(threads)`` ends those threads' reads at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        headers: dict[str, str],
+        send: Callable[..., _PooledResponse],
+        retry: Callable[..., None],
+        interrupt: Callable[[Collection[int]], None],
+        secrets: _Secrets,
+        timeout: float | None,
+    ) -> None:
+        self.headers, self.send, self.retry, self.interrupt = headers, send, retry, interrupt
+        self.secrets, self.timeout = secrets, timeout
+
+
 class _Transfer:
     """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
 
@@ -2122,7 +2169,7 @@ class _Transfer:
 
     def __init__(
         self,
-        client: DatasetClient,
+        requests: _DownloadRequests,
         url: str,
         target: _FileTarget | _StreamTarget,
         progress: _Progress | None,
@@ -2131,12 +2178,11 @@ class _Transfer:
         rate_limit: _RateLimit | None = None,
         limits: _Limits | None = None,
     ) -> None:
-        self.client = client
+        self.requests = requests
         self.rate_limit = rate_limit
         self.limits = limits or _Limits()
         self.url = url
-        self.trusted = _origin_of(url) == client._origin  # credentials go to base_url's origin only
-        self.headers = _merge_headers(client._download_headers, client._credentials if self.trusted else {})
+        self.headers = requests.headers
         self.target: _FileTarget | _StreamTarget | _ReorderBuffer = target
         if isinstance(target, _StreamTarget) and connections > 1:  # parts fetched at once, written in order
             limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
@@ -2155,13 +2201,14 @@ class _Transfer:
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
-        if isinstance(target, _FileTarget) and (kept := target.take_up(url)) is not None:
+        self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
+        if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
             self._resume_digests(target.state.saved if target.state is not None else None)
 
-    def shown_url(self) -> str:
+    def _shown_url(self) -> str:
         """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
-        return _redact(self.url, self.client._secrets)
+        return _redact(self.url, self.requests.secrets)
 
     @property
     def total(self) -> int | None:
@@ -2181,8 +2228,8 @@ class _Transfer:
                         raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
         except DatasetClientError as error:  # its message and url name a URL that may carry a secret
-            if self.client._secrets:
-                _redact_error(error, self.client._secrets)
+            if self.requests.secrets:
+                _redact_error(error, self.requests.secrets)
             raise
         finally:
             if self.digest is not None:
@@ -2193,8 +2240,8 @@ class _Transfer:
 
     def _restart_after(self, changed: _FileChanged) -> None:
         self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
-        _logger().info("starting over: %s, GET %s", changed.reason, self.shown_url())
-        self.restart()
+        _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
+        self._restart()
 
     def _fetch_all(self) -> None:
         self.caller = _thread.get_ident()  # fetches the first part itself
@@ -2204,7 +2251,7 @@ class _Transfer:
         try:
             self._wait_for_threads()  # their reads end at once when a part failed
         except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
-            self.fail(exc)
+            self._fail(exc)
             self._wait_for_threads()
             raise
         if self.error is not None:
@@ -2238,7 +2285,7 @@ class _Transfer:
                 with contextlib.suppress(_PartStopped):  # then no part is left to take, or the next one
                     self._fetch(part)
         except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
-            self.fail(exc)
+            self._fail(exc)
         finally:
             if ended is not None:
                 ended.set()
@@ -2249,11 +2296,11 @@ class _Transfer:
 
         def attempt() -> None:
             nonlocal attempts, part
-            self.check_running(part)
+            self._check_running(part)
             attempts += 1
             if part.done and attempts > 1:
                 where = f"{_size(part.offset)} of {_size(self.total or 0)}"
-                _logger().info("resuming at %s after an interruption, GET %s", where, self.shown_url())
+                _logger().info("resuming at %s after an interruption, GET %s", where, self._shown_url())
             headers = self._request_headers(part)
             response = self._send(headers)
             with self._receiving(response):
@@ -2266,42 +2313,38 @@ class _Transfer:
 
         while True:  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
             with contextlib.suppress(_PartMismatch):
-                return self.client._retrying(
-                    "GET", self.url, attempt, progress=lambda: part.done, deadline=self.limits.deadline
-                )
+                return self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline)
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
         deadline = self.limits.deadline
         try:
-            response = self.client._send_handling_redirects(
-                "GET", self.url, None, headers, trusted=self.trusted, deadline=deadline
-            )
+            response = self.requests.send(headers, deadline=deadline)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
                 raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
             raise
         except DatasetClientError:
-            self.check_running()  # ended by ``fail`` (another part failed): stop, not retry
+            self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
             raise
         if self.limits.min_rate is not None:  # measured from here: the head is in
-            _Watch(self.client._timeout, deadline, self.limits.min_rate).take(response)
+            _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)
+        shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)
         if response is self.whole_file_response:
             with self.lock:
                 self.whole_file_response = None  # from now on, no part is merged into this one
-            shutil.copyfileobj(_BoundedReader(response, part), part, self.chunk_size)  # what a merge added
+            shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)  # what a merge added
 
     @property
-    def done(self) -> int:
+    def _done(self) -> int:
         return sum(part.done for part in self.parts)
 
     @property
-    def written(self) -> int:
+    def _written(self) -> int:
         """Bytes at the destination: into a stream in parts, those already written in order."""
-        return self.target.position if isinstance(self.target, _ReorderBuffer) else self.done
+        return self.target.position if isinstance(self.target, _ReorderBuffer) else self._done
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
@@ -2310,7 +2353,7 @@ class _Transfer:
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
         self.parts, self.validator = parts, validator
         size = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.done), size, self.shown_url())
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self._done), size, self._shown_url())
 
     def _resume_digests(self, saved: Any) -> None:
         """Take up the digests of the whole file the first response of an earlier run stated."""
@@ -2327,7 +2370,7 @@ class _Transfer:
             return
         if self.digest is not None:
             self.digest.close()
-        self.digest = _Digest(self.target.read_at if isinstance(self.target, _FileTarget) else None, algorithms)
+        self.digest = _Digest(self.target.read_at, algorithms)
         self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
@@ -2351,7 +2394,7 @@ class _Transfer:
                 break
         return end
 
-    def restart(self, *, taken: bool = False) -> None:
+    def _restart(self, *, taken: bool = False) -> None:
         """Forget what was received: the server sent the file anew, or another version of it."""
         first = self.parts[0]
         first.start = first.done = 0
@@ -2389,7 +2432,7 @@ class _Transfer:
 
         Returns the part its body fills: ``part``, or the whole file when ranges turn out ignored.
         """
-        self.check_running(part)  # merged into another while its request was under way
+        self._check_running(part)  # merged into another while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
             if not self.digests_known:  # resumed from a state that did not say them
@@ -2452,14 +2495,14 @@ class _Transfer:
             self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
-        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self.shown_url())
+        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self._shown_url())
         _skip(response, whole.done)
         return whole
 
     def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
         """A 200: the whole file from its first byte, one part."""
         if part.done:
-            self.restart(taken=True)  # the whole file, from its first byte
+            self._restart(taken=True)  # the whole file, from its first byte
         self.validator = _validator(response.headers)
         part.end = response.length
         self.target.reserve(self.total)
@@ -2483,13 +2526,13 @@ class _Transfer:
         self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
-        self.check_running(part)
+        self._check_running(part)
         if isinstance(self.target, _ReorderBuffer):
             self.target.put(part, data)
         else:
             self.target.write_at(part.offset, data)
         with self.lock:
-            self.check_running(part)
+            self._check_running(part)
             part.done += len(data)
             if part.check is not None:
                 part.check.digest.add(data)
@@ -2502,7 +2545,7 @@ class _Transfer:
         """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
         if self.digest is None or isinstance(self.target, _ReorderBuffer):
             return
-        if len(self.parts) == 1 and (part.check is None or not isinstance(self.target, _FileTarget)):
+        if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
         else:
             self.digest.add_until(self._contiguous())  # parts: what is complete (and checked), read back
@@ -2522,13 +2565,13 @@ class _Transfer:
         if not stated or response.encoding != "identity":
             return
         _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
-        if isinstance(self.target, _FileTarget) and (self.expected_digest is not None or self.server_digests):
+        if self.target.read_at is not None and (self.expected_digest is not None or self.server_digests):
             # The whole file is checked anyway: its parts are hashed again only if that fails (then read
             # back from the file), so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, algorithm, expected)
             return
-        held = isinstance(self.target, _FileTarget) or (
-            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self.chunk_size <= self.target.limit
+        held = self.target.read_at is not None or (
+            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self._chunk_size <= self.target.limit
         )
         part.check = _PartCheck(part.offset, algorithm, expected, held=held)
 
@@ -2543,7 +2586,7 @@ class _Transfer:
         if actual == check.expected:
             with self.lock:
                 part.check = None
-                if self.digest is not None and isinstance(self.target, _FileTarget):
+                if self.digest is not None and self.target.read_at is not None:
                     self.digest.add_until(self._contiguous())  # the bytes held back from it
             if isinstance(self.target, _ReorderBuffer):
                 self.target.release()
@@ -2573,7 +2616,7 @@ class _Transfer:
         raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
 
     @property
-    def chunk_size(self) -> int:
+    def _chunk_size(self) -> int:
         """Bytes read at once: a capped rate reads in smaller steps, so that its waits stay short."""
         if self.rate_limit is None:
             return _CHUNK_SIZE
@@ -2586,13 +2629,13 @@ class _Transfer:
             saved = {"url": self.url, "validator": self.validator, "total": self.total, "parts": parts}
             state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
         if self.progress is not None:
-            self.progress(self.written, self.total)
+            self.progress(self._written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
             if self.progress is not None:
-                self.progress(self.written, self.total)
+                self.progress(self._written, self.total)
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
@@ -2600,17 +2643,17 @@ class _Transfer:
                 message, method="GET", url=response.url, expected=expected, received=part.done
             )
 
-    def check_running(self, part: _Part | None = None) -> None:
+    def _check_running(self, part: _Part | None = None) -> None:
         if self.error is not None or (part is not None and part.dropped):
             raise _PartStopped
 
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
-        """While ``response`` is read: ``fail`` can end it, and then this part stops instead of retrying."""
+        """While ``response`` is read: ``_fail`` can end it, and then this part stops instead of retrying."""
         try:
             yield
         except DatasetClientError:
-            self.check_running()
+            self._check_running()
             raise
         finally:
             with self.lock:
@@ -2618,14 +2661,14 @@ class _Transfer:
                     self.whole_file_response = None
             response.close()
 
-    def fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException) -> None:
         """Record the first failure and end every part's wait or read at once (their connections are shut)."""
         with self.lock:
             if self.error is None:
                 self.error = error
         if isinstance(self.target, _ReorderBuffer):
             self.target.stop()  # a part waiting for room in it ends too
-        self.client._pool.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
+        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
         """Check the whole file against every digest stated: the caller's sha256 and the server's."""
@@ -2640,9 +2683,7 @@ class _Transfer:
                     return self._fetch_all()  # bounded: a part that mismatches a second time raises
                 self._mismatch(header, algorithm, expected, actual)
             passed.append(header if header == "sha256" else f"{header} ({algorithm})")
-        verified = getattr(self.progress, "verified", None)  # the CLI's progress line: for its summary
-        if isinstance(verified, list):
-            verified.extend(passed)
+        self.verified = passed
 
     def _refetch_mismatched_parts(self) -> bool:
         """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.
@@ -2650,14 +2691,15 @@ class _Transfer:
         Those that mismatch are fetched once more (True: the hash starts again); a part that
         mismatches a second time is the ChecksumMismatchError. False when every part matched.
         """
-        if not isinstance(self.target, _FileTarget):
+        read_at = self.target.read_at
+        if read_at is None:
             return False
         bad = []
         for part in self.parts:
             if part.deferred is None or part.end is None:
                 continue
             start, algorithm, expected = part.deferred
-            actual = _hash_of(self.target.read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
+            actual = _hash_of(read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
             if actual != expected and part.mismatches:
                 self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
             if actual != expected:
@@ -2888,10 +2930,6 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     return digests
 
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
-_O_BINARY = getattr(os, "O_BINARY", 0)
-
-
 class _FileTarget:
     """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
 
@@ -2957,9 +2995,8 @@ class _FileTarget:
         return validator, [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
 
     def _lock(self, fd: int) -> bool:
-        try:
-            import fcntl
-        except ImportError:  # not on Linux: Windows has no flock; a lock file holding our process id
+        fcntl = _fcntl()
+        if fcntl is None:  # not on Linux: Windows has no flock; a lock file holding our process id
             return self._lock_with_a_file()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -3037,7 +3074,7 @@ class _FileTarget:
     def write_at(self, offset: int, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            if hasattr(os, "pwrite"):
+            if _HAS_PWRITE:
                 written = os.pwrite(self.fd, view, offset)
             else:  # not on Linux: Windows has no os.pwrite
                 with self.seeking:
@@ -3046,7 +3083,8 @@ class _FileTarget:
             view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
-        if not hasattr(os, "pread"):  # not on Linux: Windows has no os.pread
+        """Bytes written, read back (to hash them): a stream target's ``read_at`` is None, it cannot."""
+        if not _HAS_PWRITE:  # not on Linux: Windows has no os.pread
             with self.seeking:
                 os.lseek(self.fd, offset, os.SEEK_SET)
                 return os.read(self.fd, size)
@@ -3071,6 +3109,21 @@ class _FileTarget:
         os.close(self.fd)
         self._unlock()
         self.finished = True
+
+
+def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -> _FileTarget | _StreamTarget:
+    """Where a download goes, ``destination`` examined once: a binary file object, written at its position
+    and left open; a device, FIFO or descriptor (``/dev/stdout``), opened and written directly; else a
+    file of its own beside the file the path names (see _FileTarget), moved over it by ``commit``.
+    """
+    if not isinstance(destination, (str, os.PathLike)):
+        return _StreamTarget(destination)
+    path = _check_destination_path(destination)
+    file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
+    stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
+    if stream is not None:
+        return _StreamTarget(stream, opened=True)
+    return _file_target(file_path, resume, path)
 
 
 def _file_target(file_path: str, resume: bool, destination: str) -> _FileTarget:
@@ -3157,7 +3210,7 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
     """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
     and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
     """
-    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block
+    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK  # a FIFO must not block
     if create:
         try:
             return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
@@ -3184,7 +3237,7 @@ def _is_named(fd: int, path: str) -> bool:
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
-    owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid
+    owner = os.geteuid() if _HAS_GETEUID else status.st_uid
     return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_uid == owner
 
 
@@ -3206,10 +3259,10 @@ def _hold(fd: int) -> None:
     Waiting, not LOCK_NB: a sweeping download may hold it for an instant, and a file left
     unlocked would be taken for abandoned.
     """
-    with contextlib.suppress(ImportError, OSError):
-        import fcntl
-
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    fcntl = _fcntl()
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _remove_abandoned_temporaries(stem: str) -> None:
@@ -3218,9 +3271,8 @@ def _remove_abandoned_temporaries(stem: str) -> None:
     A ``.new`` one, killed in the instant before its lock, goes once it is a minute old. Without
     flock none is known to be abandoned.
     """
-    try:
-        import fcntl
-    except ImportError:  # not on Linux: Windows has no flock
+    fcntl = _fcntl()
+    if fcntl is None:  # not on Linux: Windows has no flock
         return
     for path in _sibling_names(stem, (".part", ".new"), 12):
         fd = _open_own_file(path, create=False)
@@ -3327,7 +3379,7 @@ def _lock_file_pid(data: bytes) -> int | None:
 
 
 def _process_exists(pid: int) -> bool:
-    if os.name == "nt":  # not on Linux: there os.kill(pid, 0) would end the process
+    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
@@ -3363,7 +3415,7 @@ def _follow_destination_links(path: str) -> str:
         if not stat.S_ISLNK(link.st_mode):
             return path
         directory = os.path.dirname(path) or "."
-        if hasattr(os, "geteuid") and link.st_uid != os.geteuid():
+        if _HAS_GETEUID and link.st_uid != os.geteuid():
             parent = os.stat(directory)
             sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
             if sticky_and_world_writable and link.st_uid != parent.st_uid:
@@ -3378,8 +3430,10 @@ class _StreamTarget:
 
     parallel = False  # written in order only
     state: _StateFile | None = None  # never resumed
+    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
+        self.opened = opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
         if not callable(getattr(stream, "write", None)) or isinstance(stream, io.TextIOBase) or not _writable(stream):
             raise TypeError(
                 f"destination must be a path or a binary file object open for writing, not {type(stream).__name__}"
@@ -3396,6 +3450,20 @@ class _StreamTarget:
         self.stream.seek(self.start)
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
+
+    def __enter__(self) -> _StreamTarget:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.opened:
+            self.stream.close()
+
+    def take_up(self, url: str) -> None:
+        """Nothing kept from an earlier run: a stream is never resumed."""
+        return None
+
+    def commit(self, total: int | None) -> None:
+        """Nothing to move into place: the bytes are in the stream."""
 
     def reserve(self, size: int | None) -> None:
         pass  # a stream of the caller's: its space is the caller's business
@@ -3423,6 +3491,7 @@ class _ReorderBuffer:
 
     parallel = True  # parts are fetched at once
     state: _StateFile | None = None  # never resumed
+    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
 
     def __init__(self, target: _StreamTarget, limit: int, written: Callable[[bytes], None]) -> None:
         import threading
@@ -3590,7 +3659,7 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
     world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
     rule: another user's FIFO planted in /tmp would receive the whole download.)
     """
-    if not hasattr(os, "geteuid") or status.st_uid == os.geteuid():
+    if not _HAS_GETEUID or status.st_uid == os.geteuid():
         return
     parent = os.stat(os.path.dirname(path) or ".")
     sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
@@ -3600,12 +3669,30 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
         raise PermissionError(errno.EACCES, message, path)
 
 
-def _has_resumable_partial(destination: str, url: str) -> bool:
-    """True when an earlier ``resume=True`` download of ``url`` (resolved) left a partial file for ``destination``."""
-    with contextlib.suppress(OSError):
-        fd = _open_own_file(_hidden_stem(_follow_destination_links(destination)) + ".part.json", create=False)
+class _PartialFile:
+    """The partial file a ``resume=True`` download to the path ``destination`` keeps (``path``, hidden beside the
+    file the destination names through its links, as a download follows them), with its state beside it: what
+    the CLI asks about a destination, never rebuilding those names. An OSError when a download would refuse
+    the destination's link (see _follow_destination_links).
+    """
+
+    def __init__(self, destination: str) -> None:
+        self.file_path = _follow_destination_links(destination)
+        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
+
+    def resumable(self, url: str) -> bool:
+        """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
+        fd = _open_own_file(self.path + ".json", create=False)
         return fd is not None and _checked_state(_read_state(fd), url) is not None
-    return False
+
+    def remove(self) -> None:
+        """Remove it and its state (the file is complete now): only the user's own, and only when no other
+        download holds them (see _FileTarget)."""
+        if not os.path.lexists(self.path):
+            return
+        with _FileTarget(self.file_path, resume=True) as files:
+            if files.state is not None:
+                files.state.kept = False  # so that closing it removes both
 
 
 def _writable(stream: Any) -> bool:
@@ -3803,6 +3890,17 @@ def _check_sha256(sha256: str | None) -> str | None:
     if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
         raise ValueError(f"sha256 must be 64 hexadecimal digits, got {sha256!r}")
     return digest
+
+
+def _resolve_download_url(base_url: str, download_url: str) -> str:
+    """``download_url`` resolved against ``base_url`` (a client's ``base_url``), as ``download`` fetches it."""
+    _check_text(download_url, "download_url")
+    _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
+    url = urllib.parse.urljoin(base_url + "/", download_url)  # RFC 3986 resolution
+    parts = _split_http_url(url, "download_url")
+    # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
+    path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
+    return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
 
 def _check_destination_path(destination: str | os.PathLike[str]) -> str:
@@ -4593,7 +4691,7 @@ def _download_command(
 ) -> None:
     """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
-    if named_by_url and client._secrets.found_in(url):  # KEY.csv, or a key in a name the summary prints
+    if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     args.writing = target
     resume = args.resume
@@ -4603,7 +4701,7 @@ def _download_command(
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
-        if not resume and _has_resumable_partial(target, client._resolve_download_url(url)):
+        if not resume and _has_resumable_partial(target, _resolve_download_url(client.base_url, url)):
             resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
 
@@ -4648,12 +4746,12 @@ def _is_own_file_with_digest(target: str, sha256: str) -> bool:
         file_path = _follow_destination_links(target)
         if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
             return False  # a stream, a FIFO, a device: never opened only to be looked at
-        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)
     except OSError:  # refused, a link, or not readable: the download decides
         return False
     with open(fd, "rb") as existing:
         status = os.fstat(fd)
-        owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid
+        owner = os.geteuid() if _HAS_GETEUID else status.st_uid
         if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
             return False
         return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
@@ -4664,12 +4762,14 @@ def _drop_partial_files(target: str) -> None:
     complete now. Only the user's own, and only when no other download holds them (see _FileTarget).
     """
     with contextlib.suppress(OSError):
-        file_path = _follow_destination_links(target)
-        if not os.path.lexists(_hidden_stem(file_path) + ".part"):
-            return
-        with _FileTarget(file_path, resume=True) as files:
-            if files.state is not None:
-                files.state.kept = False  # so that closing it removes both
+        _PartialFile(target).remove()
+
+
+def _has_resumable_partial(target: str, url: str) -> bool:
+    """True when an earlier ``-c`` download of ``url`` (resolved) left a partial file for ``target``."""
+    with contextlib.suppress(OSError):
+        return _PartialFile(target).resumable(url)
+    return False
 
 
 def _cli_download(
@@ -4686,6 +4786,7 @@ def _cli_download(
         options["min_rate"] = args.speed_limit
     try:
         destination: Any = sys.stdout.buffer if to_stdout else target
+        options["_verified"] = progress.verified.append  # for the summary: what the file was checked against
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
@@ -4712,7 +4813,7 @@ def _partial_file_hint(target: str, resume: bool, *, received: bool) -> str:
     if not resume:
         return "; with -c, the partial file is kept and the same command continues it" if received else ""
     try:
-        partial = _hidden_stem(_follow_destination_links(target)) + ".part"
+        partial = _PartialFile(target).path
     except OSError:
         return ""
     return f"; the same command continues its partial file {partial}" if os.path.exists(partial) else ""
@@ -5129,7 +5230,7 @@ class _ProgressLine:
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
         self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
-        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): the download says
+        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): _verified says
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:

@@ -4232,7 +4232,8 @@ SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
 
 
 class Verified:
-    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed."""
+    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed
+    (given to ``download`` as ``_verified=progress.verified.append``)."""
 
     def __init__(self) -> None:
         self.verified: list[str] = []
@@ -4277,7 +4278,7 @@ class ServerDigestTests(ServerTestCase):
         }
         self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = self.tmp() / "out.bin", Verified()
-        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA)
+        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA, _verified=progress.verified.append)
         self.assertEqual(out.read_bytes(), SMALL)
         expected = ["sha256", "Repr-Digest (sha-256)", "Repr-Digest (sha-512)", "Digest (sha-256)"]
         self.assertEqual(progress.verified, expected)
@@ -4304,7 +4305,7 @@ class ServerDigestTests(ServerTestCase):
         self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = io.BytesIO(), Verified()
         with self.assertLogs("dataset_client", level="DEBUG") as logs:
-            self.client().download("files/x", out, progress=progress)
+            self.client().download("files/x", out, progress=progress, _verified=progress.verified.append)
         self.assertEqual(out.getvalue(), SMALL)
         self.assertEqual(progress.verified, [], "nothing was verified: nothing is said to be")
         ignored = [line for line in logs.output if "ignored" in line]
@@ -4406,7 +4407,9 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.server.default = respond
         out, progress = io.BytesIO(b"head"), Verified()
         out.seek(4)
-        self.client().download("files/x", out, connections=4, sha256=DATA_SHA, progress=progress)
+        self.client().download(
+            "files/x", out, connections=4, sha256=DATA_SHA, progress=progress, _verified=progress.verified.append
+        )
         self.assertEqual(out.getvalue(), b"head" + DATA)
         starts = self.pieces(len(DATA), 4)
         self.assertEqual(len(starts), 4)
@@ -4496,7 +4499,9 @@ class ParallelIntoStreamsTests(ServerTestCase):
     def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
         self.server.default = ignoring_ranges
         out, progress = Recorder(), Verified()
-        self.client().download("files/big", out, connections=4, sha256=BIG_SHA, progress=progress)
+        self.client().download(
+            "files/big", out, connections=4, sha256=BIG_SHA, progress=progress, _verified=progress.verified.append
+        )
         self.assertEqual(bytes(out.data), BIG)
         self.assertEqual(progress.seen[-1], (len(BIG), len(BIG)))
         self.assertEqual([d for d, _ in progress.seen], sorted(d for d, _ in progress.seen))
@@ -7417,7 +7422,7 @@ class ReadmeTests(unittest.TestCase):
         return "\n".join(pieces[1::2]), "\n".join(pieces[0::2])
 
     def public_parameters(self) -> dict[str, list[str]]:
-        """The parameter names of the constructor and of every public method, by method."""
+        """The public parameter names of the constructor and of every public method, by method."""
         import inspect
 
         methods = {"DatasetClient": DatasetClient.__init__}
@@ -7425,8 +7430,9 @@ class ReadmeTests(unittest.TestCase):
             if not name.startswith("_"):
                 methods[name] = member
         return {
-            name: [p for p in inspect.signature(method).parameters if p != "self"] for name, method in methods.items()
-        }
+            name: [p for p in inspect.signature(method).parameters if p != "self" and not p.startswith("_")]
+            for name, method in methods.items()
+        }  # a keyword with a leading underscore is private (download's _verified, for the CLI): not the README's
 
     def missing_from(self, text: str) -> list[str]:
         """Each public parameter (as method.name) not both in the API part's signatures and described in its prose."""
@@ -7767,7 +7773,7 @@ class StandInServiceTests(StandInTestCase):
         self.assertEqual(response.headers["Content-Digest"], digest_field(body[10:100]))
         self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
         progress = Verified()
-        client.download(export["download_url"], io.BytesIO(), progress=progress)
+        client.download(export["download_url"], io.BytesIO(), progress=progress, _verified=progress.verified.append)
         self.assertEqual(progress.verified, ["Repr-Digest (sha-256)"])
 
     def test_values_json_cannot_hold_are_text(self) -> None:
