@@ -7295,21 +7295,16 @@ class CompletionTests(unittest.TestCase):
                     offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
                     self.assertEqual(offered, sorted(expected))
 
-    def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
-        """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
+    def shell_at_a_terminal(
+        self, shell: list[str], environment: dict[str, str]
+    ) -> tuple[Callable[[bytes, bytes], None], subprocess.Popen[bytes]]:
+        """``shell`` started on a 40-column pty in self.directory, and a function that types keys and waits
+        (at most 10 s) until what the screen shows holds what is wanted."""
         fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
-
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
-        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
-        process = subprocess.Popen(
-            shell,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            cwd=self.directory,  # out.bin, other.csv, z.txt
-            start_new_session=True,  # its own session: the pty becomes its terminal, with job control
+        process = subprocess.Popen(  # its own session: the pty becomes its terminal, with job control
+            shell, stdin=slave, stdout=slave, stderr=slave, env=environment, cwd=self.directory, start_new_session=True
         )
         self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
         os.close(slave)
@@ -7325,6 +7320,14 @@ class CompletionTests(unittest.TestCase):
                     screen += os.read(master, 4096)
             self.assertIn(wanted, screen)
 
+        return type_until, process
+
+    def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
+        """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
+        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
+        type_until, process = self.shell_at_a_terminal(
+            shell, environment
+        )  # in self.directory: out.bin, other.csv, z.txt
         type_until(setup + b"; echo READY\n", b"READY\r\n")
         # Shows the line as completed. DEFI''NED: the typed line's own echo must not pass for the output.
         type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }; echo DEFI''NED\n", b"DEFINED\r\n")
@@ -7346,7 +7349,6 @@ class CompletionTests(unittest.TestCase):
     def complete_under_the_alias(self, shell: list[str], setup: bytes) -> None:
         """In ``shell`` on a 40-column pty, with the README's alias: ``setup``, then Tab after words typed;
         each line completed is shown as its words (Ctrl-A puts a printf before it), not run."""
-        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
         names = ["my file.csv", "[a]*.csv", ".env", ".out.bin.part", ".out.bin.part.json", ".out.bin.part.lock"]
         names += [".out.bin.0123456789ab.part", ".out.bin.0123456789ab.new", ".out.bin.part.json.0a1b2c3d.tmp"]
         for name in names:
@@ -7354,8 +7356,6 @@ class CompletionTests(unittest.TestCase):
         (self.directory / "xdg" / "dataset-client").mkdir(parents=True)
         profiles = '[default]\nbase_url = "http://x"\n  [staging]  # theirs\n[default.sub]\n'
         (self.directory / "xdg" / "dataset-client" / "config.toml").write_text(profiles)
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
         programs = self.directory / "bin"  # python3 is this Python, as the README's alias runs it (a chroot has none)
         programs.mkdir(exist_ok=True)
         (programs / "python3").symlink_to(sys.executable)
@@ -7367,23 +7367,7 @@ class CompletionTests(unittest.TestCase):
             "XDG_CONFIG_HOME": str(self.directory / "xdg"),
             "PYTHONPATH": str(HERE),  # python3 -m dataset_client from anywhere, as a pip install would
         }
-        process = subprocess.Popen(
-            shell, stdin=slave, stdout=slave, stderr=slave, env=environment, cwd=self.directory, start_new_session=True
-        )
-        self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
-        os.close(slave)
-        self.addCleanup(os.close, master)
-        screen = b""
-
-        def type_until(keys: bytes, wanted: bytes) -> None:
-            nonlocal screen
-            os.write(master, keys)
-            deadline = time.monotonic() + 10
-            while wanted not in screen and time.monotonic() < deadline:
-                if select.select([master], [], [], 0.5)[0]:
-                    screen += os.read(master, 4096)
-            self.assertIn(wanted, screen)
-
+        type_until, process = self.shell_at_a_terminal(shell, environment)
         alias = b"alias dataset-client='python3 -m dataset_client'"
         type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
         show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match

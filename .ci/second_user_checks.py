@@ -89,13 +89,15 @@ class Checks:
         directory.chmod(0o1777)
         return directory
 
+    def fifo_read_by(self, user: str, fifo: Path, mode: str) -> tuple[Path, subprocess.Popen[bytes]]:
+        """A FIFO ``user`` makes (with ``mode``) and reads, for at most 20 s."""
+        self.as_user(user, f"mkfifo -m {mode} '{fifo}'").check_returncode()
+        command = [RUNUSER, "-u", user, "--", "timeout", "20", "cat", str(fifo)]
+        return fifo, subprocess.Popen(command, stdout=subprocess.PIPE)
+
     def planted_fifo_gets_nothing(self) -> str | None:
         shared = self.sticky()
-        fifo = shared / "report.csv"
-        self.as_user(self.attacker, f"mkfifo -m 622 '{fifo}'").check_returncode()
-        reader = subprocess.Popen(
-            [RUNUSER, "-u", self.attacker, "--", "timeout", "20", "cat", str(fifo)], stdout=subprocess.PIPE
-        )
+        fifo, reader = self.fifo_read_by(self.attacker, shared / "report.csv", "622")
         done = self.download(self.url, "report.csv", "--sha256", SHA, cwd=shared)
         release = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) if reader.poll() is None else None
         if release is not None:
@@ -109,11 +111,7 @@ class Checks:
 
     def own_fifo_is_written(self) -> str | None:
         shared = self.sticky()
-        fifo = shared / "out.csv"
-        self.as_user(self.victim, f"mkfifo -m 600 '{fifo}'").check_returncode()
-        reader = subprocess.Popen(
-            [RUNUSER, "-u", self.victim, "--", "timeout", "20", "cat", str(fifo)], stdout=subprocess.PIPE
-        )
+        _, reader = self.fifo_read_by(self.victim, shared / "out.csv", "600")
         got: list[bytes] = []
         draining = threading.Thread(target=lambda: got.append(reader.communicate(timeout=30)[0]))
         draining.start()  # read as it comes: a full pipe would stop the reader, then the writer
