@@ -3606,7 +3606,8 @@ def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
     return _open_device(file_path, status)
 
 
-_DESCRIPTOR_DIRECTORY = re.compile(r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd")
+# A pattern, compiled (and cached by re) on first use: not at import.
+_DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
 def _is_descriptor_link(path: str) -> bool:
@@ -3619,7 +3620,9 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
     directory, name = os.path.split(os.path.abspath(path))
     if not (name.isascii() and name.isdigit()):
         return None
-    return _DESCRIPTOR_DIRECTORY.fullmatch(directory) or _DESCRIPTOR_DIRECTORY.fullmatch(os.path.realpath(directory))
+    return re.fullmatch(_DESCRIPTOR_DIRECTORY, directory) or re.fullmatch(
+        _DESCRIPTOR_DIRECTORY, os.path.realpath(directory)
+    )
 
 
 def _open_descriptor(path: str) -> BinaryIO:
