@@ -237,7 +237,17 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed."""
+    """The connection failed: refused, reset, closed early, or TLS failed.
+
+    ``certificate`` is true when the server's TLS certificate failed verification (another CA to
+    trust, through ``ca_bundle=`` or ``ssl_context=``, may be the fix).
+    """
+
+    def __init__(
+        self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False, certificate: bool = False
+    ) -> None:
+        super().__init__(message, method=method, url=url, connecting=connecting)
+        self.certificate = certificate
 
 
 class IncompleteResponseError(NetworkError):
@@ -1176,7 +1186,7 @@ if hasattr(os, "register_at_fork"):  # nothing to check on each request; embedde
     os.register_at_fork(after_in_child=_leave_parents_connections)
 
 
-def _default_ssl_context(ca_bundle: str | None = None, source: str = "--ca-bundle") -> ssl.SSLContext:
+def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
     """Verification as requests does it: the system store (with SSL_CERT_FILE/SSL_CERT_DIR),
     plus the file or directory in REQUESTS_CA_BUNDLE (else CURL_CA_BUNDLE), plus ``ca_bundle``.
 
@@ -1502,8 +1512,8 @@ def _transport_error(
         return IncompleteResponseError(message, method=method, url=url, expected=expected, received=received)
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}{_trust_advice(exc, context)}"
-    else:
-        detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
+        return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting, certificate=True)
+    detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
     return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
 
 
@@ -1580,7 +1590,7 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
         return "; trusted: the ssl_context given, as given (add a CA with its load_verify_locations(FILE))"
     return (
         f"; trusted: {trusted}; to trust another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or"
-        " SSL_CERT_FILE=FILE (in place of its file), --ca-bundle FILE on the command line, ssl_context= in code"
+        " SSL_CERT_FILE=FILE (in place of its file), ca_bundle=FILE or ssl_context= in code"
     )
 
 
@@ -4490,7 +4500,7 @@ def _error_text(exc: DatasetClientError, args: Any = None) -> str:
         text += f"; raise --max-time {exc.deadline:g} to let it run longer"
     elif isinstance(exc, RequestTimeoutError):
         text = text.replace("/s of min_rate", "/s of --speed-limit")
-    elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
+    elif isinstance(exc, NetworkError) and exc.certificate:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
 

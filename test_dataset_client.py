@@ -2991,6 +2991,8 @@ class ProxyAndTLSTests(ServerTestCase):
         with self.assertRaisesRegex(dc.NetworkError, "certificate verification failed") as caught:
             self.client(tls.url + "/api", ssl_context=system_only).list_datasets()
         self.assertEqual(caught.exception.attempts, 1)
+        self.assertTrue(caught.exception.certificate)  # a field, for callers (and the CLI) to act on
+        self.assertTrue(pickle.loads(pickle.dumps(caught.exception)).certificate)
         self.assertEqual(tls.requests, [])
         _wait_for(lambda: tls.tls_failures == 1)
 
@@ -3293,20 +3295,20 @@ class CertificateTrustTests(ServerTestCase):
             f"GET {self.tls.url}/api/datasets: TLS certificate verification failed: unable to get local issuer"
             f" certificate; trusted: the system's CA store ({store}), {empty} from REQUESTS_CA_BUNDLE; to trust"
             " another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or SSL_CERT_FILE=FILE (in place of"
-            " its file), --ca-bundle FILE on the command line, ssl_context= in code",
+            " its file), ca_bundle=FILE or ssl_context= in code",
         )
         os.environ["SSL_CERT_FILE"] = str(HERE / "README.md")  # no CA in it
         self.assertIn(f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE", self.refusal())
 
-    def test_a_context_made_for_the_command_lines_ca_bundle(self) -> None:
+    def test_a_context_made_for_a_ca_bundle_names_it_by_the_librarys_keyword(self) -> None:
         missing = str(self.tmp() / "corp.pem")
-        with self.assertRaisesRegex(ValueError, f"^--ca-bundle names {re.escape(missing)}, which is not a file"):
+        with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(missing)}, which is not a file"):
             dc._default_ssl_context(missing)
         self.assert_trusted(ssl_context=dc._default_ssl_context(CA_FILE))
         self.tls.requests.clear()
         empty = self.tmp()
         message = self.refusal(ssl_context=dc._default_ssl_context(str(empty)))
-        self.assertIn(f"), {empty} from --ca-bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
+        self.assertIn(f"), {empty} from ca_bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
 
     def test_given_context_is_used_exactly_as_given(self) -> None:
         os.environ["REQUESTS_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # would be an error if it were read
@@ -6927,6 +6929,14 @@ class CommandLineTerminalTests(StandInTestCase):
         status, _, err = self.run_main("--ca-bundle", str(config), "datasets", environment=environment)
         self.assertEqual(status, 2)
         self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
+
+    def test_the_certificate_advice_follows_the_errors_certificate_field_not_its_words(self) -> None:
+        advice = "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
+        failed = dc.NetworkError("GET https://h/x: TLS handshake failed", certificate=True)
+        self.assertEqual(dc._error_text(failed), "GET https://h/x: TLS handshake failed" + advice)
+        self.assertEqual(dc._error_text(pickle.loads(pickle.dumps(failed))), str(failed) + advice)
+        other = dc.NetworkError("GET https://h/x: connection lost: the certificate verifier went away")
+        self.assertEqual(dc._error_text(other), str(other))
 
     def test_connections_into_stdout_and_a_fifo_fetch_parts_at_once(self) -> None:
         self.server.default = serve_file(DATA, digests=True)
