@@ -70,6 +70,7 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
+    import argparse
     import threading
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -3978,21 +3979,21 @@ def _invisible_codes() -> tuple[int, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
-    import argparse  # the command line's imports stay off the library's import path
-    import logging
+    import logging  # the command line's imports stay off the library's import path
     import signal
     import threading
 
     try:
-        args = _parse_arguments(argparse, argv)
+        namespace = _parse_arguments(argv)
     except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
         return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
-    stderr = _Stderr(quiet=args.quiet, verbose=args.verbose)
+    verbose = getattr(namespace, "verbose", False)
+    stderr = _Stderr(quiet=getattr(namespace, "quiet", False), verbose=verbose)
     logger = _logger()
     handler = logging.Handler()
     handler.emit = stderr.log  # type: ignore[method-assign]
     level = logger.level
-    logger.setLevel(_DEBUG if args.verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
+    logger.setLevel(_DEBUG if verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
     logger.addHandler(handler)
 
     def stop(signal_number: int, frame: object) -> None:
@@ -4005,12 +4006,12 @@ def main(argv: list[str] | None = None) -> int:
             if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: a hang-up stays ignored
                 previous[number] = signal.signal(number, stop)
     try:
-        return _run_command(args, stderr)
+        return _run_command(namespace, stderr)
     except _Stopped as stopped:
-        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{args.hint}")
+        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{_hint(stopped)}")
         return 128 + stopped.signal_number
-    except KeyboardInterrupt:
-        stderr.error(f"interrupted{args.hint}")
+    except KeyboardInterrupt as interrupt:
+        stderr.error(f"interrupted{_hint(interrupt)}")
         return 130
     finally:
         for number, action in previous.items():
@@ -4020,29 +4021,25 @@ def main(argv: list[str] | None = None) -> int:
         stderr.close()
 
 
-def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
-    """The parsed command line; options not given are absent (settings from variables and profiles come later)."""
-    parser = _build_parser(argparse)
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line, as argparse gives it: options not given are absent (_read_settings reads it
+    with the variables and the profile); never changed afterwards."""
+    parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
     unknown = _unknown_option(parser, arguments)
     if unknown:
         parser.error(unknown)
-    args = parser.parse_args(arguments)
-    if getattr(args, "verbose", False) and getattr(args, "quiet", False):
+    namespace = parser.parse_args(arguments)
+    if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
-    args.parser = parser
-    args.hint = ""  # said after an interruption or network error while a download is under way
-    args.writing = "stdout"
-    for name, default in (("output", None), ("verbose", False), ("quiet", False), ("no_pager", False)):
-        if not hasattr(args, name):
-            setattr(args, name, default)
-    args.output = args.output or ("table" if sys.stdout.isatty() else "json")
-    return args
+    return namespace
 
 
-def _build_parser(argparse: Any) -> Any:
-    class Parser(argparse.ArgumentParser):  # type: ignore[misc]
-        def error(self, message: str) -> Any:
+def _build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
             super().error(_with_suggestion(message))
 
     parser = Parser(
@@ -4052,7 +4049,7 @@ def _build_parser(argparse: Any) -> Any:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
-    _add_global_options(argparse, parser, hidden=False)
+    _add_global_options(parser, hidden=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     made = {}
@@ -4067,7 +4064,7 @@ def _build_parser(argparse: Any) -> Any:
             formatter_class=argparse.RawDescriptionHelpFormatter,
             argument_default=argparse.SUPPRESS,
         )
-        _add_global_options(argparse, made[name], hidden=True)  # accepted after the command, listed once
+        _add_global_options(made[name], hidden=True)  # accepted after the command, listed once
     made["query"].add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
     made["completion"].add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
     _add_export_arguments(made["export"])
@@ -4088,8 +4085,9 @@ _GLOBAL_OPTIONS_HINT = (
 )
 
 
-def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
+def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> None:
     """The options of every command; ``hidden``: accepted but left out of a command's own --help."""
+    import argparse
 
     def described(text: str) -> str:
         return argparse.SUPPRESS if hidden else text
@@ -4125,14 +4123,14 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
         help=described("never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"),
     )
     # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
-    loudness = parser if hidden else parser.add_mutually_exclusive_group()
+    loudness: argparse._ActionsContainer = parser if hidden else parser.add_mutually_exclusive_group()
     loudness.add_argument(
         "-v", "--verbose", action="store_true", help=described("a stderr line per request, retry, resume")
     )
     loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
 
 
-def _add_export_arguments(export: Any) -> None:
+def _add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
@@ -4153,7 +4151,7 @@ def _add_export_arguments(export: Any) -> None:
     )
 
 
-def _add_download_options(parser: Any) -> None:
+def _add_download_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c",
         "--continue",
@@ -4185,7 +4183,7 @@ def _add_download_options(parser: Any) -> None:
     )
 
 
-def _unknown_option(parser: Any, argv: list[str]) -> str | None:
+def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """``unknown option '--outptu' (did you mean '--output'?)`` for the first option that neither the
     parser nor the command met so far knows, before or after the command; None when all are known.
 
@@ -4223,11 +4221,10 @@ def _nearest_option(name: str, options: list[str]) -> str:
     return f" (did you mean {nearest[0]!r}?)" if nearest else ""
 
 
-def _options_of(parser: Any) -> dict[str, int]:
+def _options_of(parser: argparse.ArgumentParser) -> dict[str, int]:
     """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
-    return {
-        name: {None: 1, "?": -1}.get(action.nargs, 0) for action in parser._actions for name in action.option_strings
-    }
+    values: dict[int | str | None, int] = {None: 1, "?": -1}
+    return {name: values.get(action.nargs, 0) for action in parser._actions for name in action.option_strings}
 
 
 def _known_option(name: str, known: dict[str, int]) -> str | None:
@@ -4310,25 +4307,106 @@ def _rate(text: str) -> float:
     return value  # 0: no limit, as curl
 
 
-def _apply_settings(args: Any, warn: Callable[[str], None] | None = None) -> None:
-    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile
-    (``warn`` is told what in it was ignored)."""
-    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"), warn)
-    if hasattr(args, "base_url"):
-        args.base_url_source = "--base-url"
-    elif os.environ.get("DATASET_CLIENT_BASE_URL"):
-        args.base_url, args.base_url_source = os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL"
-    else:
-        args.base_url, args.base_url_source = profile.get("base_url"), "the profile's base_url"
-    args.api_key = os.environ.get("DATASET_CLIENT_API_KEY") or _profile_key(profile, args.base_url)
-    args.key_unset = args.api_key is None
-    args.key_withheld = args.key_unset and "api_key" in profile
-    if not hasattr(args, "ca_bundle"):
-        args.ca_bundle = profile.get("ca_bundle")
-    if not hasattr(args, "timeout"):
-        args.timeout = profile["timeout"] or None if "timeout" in profile else 30.0
-    if not hasattr(args, "retries"):
-        args.retries = 2
+class _Settings:
+    """What one run of the command line was asked to do, read once (_read_settings) and never changed.
+
+    The command and its arguments as parsed (an argument another command has keeps the default
+    below); ``output`` chosen; the service's address and key; ``client_options``, the keyword
+    arguments of DatasetClient the user set (by an option or the profile: the library's own
+    defaults hold for the rest); and ``sources``, where each service setting came from: its
+    option (``--timeout``), its variable (``DATASET_CLIENT_API_KEY``), the profile
+    (``[default] in /home/me/.config/dataset-client/config.toml``) or ``default``.
+    """
+
+    command: str
+    output: str
+    no_pager: bool = False
+    verbose: bool = False
+    quiet: bool = False
+    sql: str = ""
+    dataset: str = ""
+    symbols: str = ""
+    start: datetime.date | None = None
+    end: datetime.date | None = None
+    format: str | None = None
+    download: str | None = None  # export --download: "" for the file's own name
+    url: str = ""
+    destination: str | None = None
+    sha256: str | None = None
+    resume: bool = False
+    connections: int = 1
+    limit_rate: float | None = None
+    speed_limit: float | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    key_withheld: bool = False  # no key: the profile's is for another base_url
+    client_options: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __init__(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"settings are read once: {name} cannot be changed")
+
+    def __repr__(self) -> str:  # the key's source, never the key
+        shown = {name: getattr(self, name) for name in _Settings.__annotations__ if name != "api_key"}
+        return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+# The options that name the service and how to reach it: read with the variables and the profile.
+_SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
+
+
+def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], None] | None = None) -> _Settings:
+    """The settings of this run: the parsed command line, then variables, then the profile (``warn`` is told
+    what in it was ignored)."""
+    given = vars(namespace)
+    parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
+    output = given.get("output") or ("table" if sys.stdout.isatty() else "json")
+    return _Settings(**{**parsed, "output": output}, **_service_settings(given, warn))
+
+
+def _service_settings(options: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The service's address, key and DatasetClient's other keyword arguments (those set: options, then
+    variables, then the profile), and where each came from; the fields of _Settings so named."""
+    asked = options.get("profile") or os.environ.get("DATASET_CLIENT_PROFILE")
+    profile = _profile(asked, warn)
+    in_profile, variable = f"[{asked or 'default'}] in {_config_path()}", "DATASET_CLIENT_BASE_URL"
+    base_url, base_url_source = _first(
+        ("--base-url", "base_url" in options, options.get("base_url")),
+        (variable, bool(os.environ.get(variable)), os.environ.get(variable)),
+        (in_profile, "base_url" in profile, profile.get("base_url")),
+    )
+    chosen = {
+        "timeout": _first(
+            ("--timeout", "timeout" in options, options.get("timeout")),
+            (in_profile, "timeout" in profile, profile.get("timeout") or None),  # 0: no limit
+        ),
+        "max_retries": _first(("--retries", "retries" in options, options.get("retries"))),
+        "deadline": _first(("--max-time", "max_time" in options, options.get("max_time"))),
+        "ca_bundle": _first(
+            ("--ca-bundle", "ca_bundle" in options, options.get("ca_bundle") or None),
+            (in_profile, "ca_bundle" in profile, profile.get("ca_bundle")),
+        ),
+    }
+    key, own_key = os.environ.get("DATASET_CLIENT_API_KEY"), _profile_key(profile, base_url)
+    api_key, api_key_source = _first(("DATASET_CLIENT_API_KEY", bool(key), key), (in_profile, bool(own_key), own_key))
+    sources = {"base_url": base_url_source, "api_key": api_key_source}
+    sources.update((name, source) for name, (_, source) in chosen.items())
+    return {
+        "base_url": base_url,
+        "api_key": api_key,
+        "key_withheld": api_key is None and "api_key" in profile,
+        "client_options": {name: value for name, (value, source) in chosen.items() if source != "default"},
+        "sources": sources,
+    }
+
+
+def _first(*candidates: tuple[str, bool, Any]) -> tuple[Any, str]:
+    """The value of the first candidate (source, present, value) present, and its source; else (None, "default")."""
+    return next(((value, source) for source, present, value in candidates if present), (None, "default"))
 
 
 def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
@@ -4432,46 +4510,45 @@ def _shell_quoted(text: str) -> str:
     return shlex.quote(text)
 
 
-def _open_client(args: Any) -> DatasetClient:
+def _open_client(settings: _Settings) -> DatasetClient:
     """The client for this command; a download of an absolute URL without a service address needs no service."""
-    base_url, api_key = args.base_url, args.api_key
+    base_url, api_key = settings.base_url, settings.api_key
     if not base_url:
-        if args.command != "download" or urllib.parse.urlsplit(args.url).scheme.lower() not in ("http", "https"):
+        if settings.command != "download" or urllib.parse.urlsplit(settings.url).scheme.lower() not in (
+            "http",
+            "https",
+        ):
             raise _UsageError(
                 "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL, or give a profile a base_url"
             )
-        parts = urllib.parse.urlsplit(args.url)
+        parts = urllib.parse.urlsplit(settings.url)
         base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # no service: the key goes nowhere
     elif "://" not in base_url:
-        raise _UsageError(f"{args.base_url_source} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+        source = settings.sources["base_url"]
+        named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
+        raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     try:
-        return DatasetClient(
-            base_url,
-            api_key,
-            timeout=args.timeout,
-            max_retries=args.retries,
-            ca_bundle=args.ca_bundle or None,
-            deadline=getattr(args, "max_time", None),
-        )
+        return DatasetClient(base_url, api_key, **settings.client_options)
     except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
         raise _UsageError(str(exc).replace("ca_bundle", "--ca-bundle", 1)) from None  # its first word
 
 
-def _run_command(args: Any, stderr: _Stderr) -> int:
+def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
     """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
+    settings = None
     try:
-        if args.command == "completion":
-            sys.stdout.write(_completion_script(args.shell, args.parser))
+        if namespace.command == "completion":  # reads no variable, no profile
+            sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
             return _EXIT_OK
-        _apply_settings(args, stderr.warning)
-        with _open_client(args) as client:
+        settings = _read_settings(namespace, stderr.warning)
+        with _open_client(settings) as client:
             stderr.secrets = client._secrets  # whatever a line holds, it shows none of them
-            _run_with_client(client, args, stderr)
+            _run_with_client(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
-        return stderr.error(_error_text(exc) + args.hint, _EXIT_NETWORK_ERROR)
+        return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
     except DatasetClientError as exc:
-        return stderr.error(_error_text(exc, args), _EXIT_SERVICE_ERROR)
+        return stderr.error(_error_text(exc, settings), _EXIT_SERVICE_ERROR)
     except _Refused as exc:
         return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
     except _UsageError as exc:
@@ -4479,22 +4556,36 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
     except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError as exc:
-        if args.writing in ("stdout", "-"):  # stdout closed early, as by `| head`
+        if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names a file's pipe)
             return _EXIT_OK
-        return stderr.error(f"cannot write {args.writing}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
+        return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
     except OSError as exc:
-        return stderr.error(f"cannot write {exc.filename or args.writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
+        return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
 
 
-def _error_text(exc: DatasetClientError, args: Any = None) -> str:
+def _hint(exc: BaseException) -> str:
+    """What _noted added to ``exc``: where a download it stopped left its partial file, or that -c keeps one."""
+    return "".join(note for note in getattr(exc, "__notes__", ()) if note.startswith("; "))
+
+
+def _noted(exc: BaseException, target: str, hint: str) -> None:
+    """Tell the handlers up the stack (main, _run_command) what a download into ``target`` that ``exc``
+    stopped left (``hint``, a note) and, for a write that failed unnamed, which file it was writing."""
+    if hint:
+        exc.add_note(hint)
+    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and exc.filename is None:
+        exc.filename = target
+
+
+def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> str:
     """A library error in the command line's words: sizes for people, and what to do about it."""
     text = _sizes_for_people(str(exc))
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
-        if exc.status == 401 and getattr(args, "key_withheld", False):
+        if exc.status == 401 and settings is not None and settings.key_withheld:
             text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
-        elif exc.status == 401 and getattr(args, "key_unset", False):
+        elif exc.status == 401 and settings is not None and settings.api_key is None:
             text += " (DATASET_CLIENT_API_KEY is not set)"
     elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
         text += f"; raise --max-time {exc.deadline:g} to let it run longer"
@@ -4518,7 +4609,7 @@ def _in_cli_terms(message: str) -> str:
     return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
 
 
-def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
+def _run_with_client(client: DatasetClient, args: _Settings, stderr: _Stderr) -> None:
     if args.command == "download":
         _download_command(client, args, stderr, args.url, args.destination, args.sha256)
         return
@@ -4527,7 +4618,7 @@ def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
     elif args.command == "query":
         result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
     else:
-        result = _create_export(client, args)
+        result = _create_export(client, args, _export_format(args.format, args.download))
     with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
         shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
         if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
@@ -4555,16 +4646,16 @@ def _room_to_recurse() -> Iterator[None]:
         sys.setrecursionlimit(limit)
 
 
-def _create_export(client: DatasetClient, args: Any) -> Any:
+def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> Any:
     """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
     symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
-    args.format = _export_format(args.format, args.download)
+    start, end = args.start or datetime.date.min, args.end or datetime.date.min  # required by export's parser
     key = None
     if args.resume:
-        request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), args.format]
+        request = [args.dataset, symbols, start.isoformat(), end.isoformat(), file_format]
         key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
     return client.create_export(
-        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format, idempotency_key=key
+        args.dataset, symbols=symbols, start_date=start, end_date=end, format=file_format, idempotency_key=key
     )
 
 
@@ -4605,7 +4696,6 @@ def _download_command(
     target, named_by_url = _download_target(url, destination, args.resume)
     if named_by_url and client._secrets.found_in(url):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
-    args.writing = target
     resume = args.resume
     if target != "-":
         if _already_there(target, sha256, named_by_url):
@@ -4699,8 +4789,8 @@ def _cli_download(
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
-    except BaseException:  # said after the error or interruption (main() and _run_command() add it)
-        args.hint = _partial_file_hint(target, resume, received=progress.done > 0)
+    except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
+        _noted(exc, target, _partial_file_hint(target, resume, received=progress.done > 0))
         raise
     finally:
         progress.finish()

@@ -7085,6 +7085,42 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertIn("unknown key 'base-url' in [default]", err)
         self.assertIn("(ignored): did you mean 'base_url'?", err)
 
+    def test_settings_are_read_once_say_where_each_came_from_and_hand_the_library_only_what_was_set(self) -> None:
+        self.server.default = reply(body=[{"name": "scripted"}])
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[staging]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 0\n')
+        config.chmod(0o600)
+        chosen = {"DATASET_CLIENT_CONFIG": str(config), "DATASET_CLIENT_PROFILE": "staging"}
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
+        with mock.patch.dict(os.environ, {**kept, **chosen}, clear=True):
+            argv = ["--retries", "0", "--output", "csv", "download", "/files/x.csv", "-c"]
+            settings = dc._read_settings(dc._parse_arguments(argv))
+        with mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp())}, clear=True):  # no profile at all
+            bare = dc._read_settings(dc._parse_arguments(["--base-url", self.base_url, "datasets"]))
+        where = f"[staging] in {config}"
+        self.assertEqual(settings.client_options, {"timeout": None, "max_retries": 0})  # timeout 0: no limit
+        self.assertEqual(
+            settings.sources,
+            {
+                **{"base_url": where, "api_key": where, "timeout": where},
+                **{"max_retries": "--retries", "deadline": "default", "ca_bundle": "default"},
+            },
+        )
+        self.assertEqual(
+            (settings.command, settings.url, settings.resume, settings.connections, settings.output, settings.api_key),
+            ("download", "/files/x.csv", True, 1, "csv", KEY),
+        )
+        self.assertNotIn(KEY, repr(settings))
+        with self.assertRaises(AttributeError):
+            settings.resume = False  # type: ignore[misc]
+        self.assertEqual((bare.client_options, bare.sources["timeout"]), ({}, "default"))
+        with dc._open_client(bare) as client:  # the library's own defaults, said there alone
+            self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (30.0, 2))
+        status, out, err = self.run_main("--output", "json", "datasets", environment=chosen)
+        self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
+        self.assertEqual(self.requests[-1].path, "/api/datasets")
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")  # the profile's key, sent
+
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
         def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
             start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
