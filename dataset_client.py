@@ -3849,9 +3849,9 @@ _CLI_NAMES = {
     "format": "--format",
     "sql": "SQL",
 }
-_COMMANDS = ("datasets", "query", "export", "download", "completion")
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
+_SHELLS = ("bash", "zsh")
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 _CLI_HELP = """\
 The key is read from $DATASET_CLIENT_API_KEY (or a profile), never from the
@@ -3875,43 +3875,6 @@ error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 
 "dataset-client COMMAND --help" shows a command's own options and examples.
 """
-_COMMAND_HELP = {  # its summary, description and examples
-    "datasets": ("list the datasets", "List the datasets.", ["dataset-client datasets --output json"]),
-    "query": (
-        "run an SQL query",
-        "Run a read-only SQL query and print its result.",
-        [
-            "dataset-client query 'SELECT symbol, count(*) FROM trades GROUP BY 1'",
-            "echo 'SELECT count(*) FROM trades' | dataset-client query - --output csv",
-        ],
-    ),
-    "export": (
-        "create an export (and download it)",
-        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
-        [
-            "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
-            "    --start 2024-01-01 --end 2024-03-31 --download",
-            "dataset-client export trades --symbols V --start 2024-01-02 \\\n"
-            "    --end 2024-01-02 --format csv --download - > v.csv",
-        ],
-    ),
-    "download": (
-        "download a file",
-        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
-        [
-            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
-            "dataset-client download /files/exp_1.csv out.csv --connections 4",
-        ],
-    ),
-    "completion": (
-        "print a shell completion script",
-        "Print a completion script for bash or zsh.",
-        [
-            'eval "$(dataset-client completion bash)"    # in ~/.bashrc',
-            'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
-        ],
-    ),
-}
 
 
 class _UsageError(Exception):
@@ -4052,30 +4015,19 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_global_options(parser, hidden=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    made = {}
-    for name, (summary, description, examples) in _COMMAND_HELP.items():
-        made[name] = commands.add_parser(
+    for name, command in _COMMANDS.items():
+        made = commands.add_parser(
             name,
-            help=summary,
-            description=description,
+            help=command.summary,
+            description=command.description,
             epilog="examples:\n"
-            + "".join(f"  {line}\n" for e in examples for line in e.splitlines())
+            + "".join(f"  {line}\n" for e in command.examples for line in e.splitlines())
             + _GLOBAL_OPTIONS_HINT,
             formatter_class=argparse.RawDescriptionHelpFormatter,
             argument_default=argparse.SUPPRESS,
         )
-        _add_global_options(made[name], hidden=True)  # accepted after the command, listed once
-    made["query"].add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
-    made["completion"].add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
-    _add_export_arguments(made["export"])
-    download = made["download"]
-    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
-    download.add_argument(
-        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
-    )
-    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
-    for command in (made["export"], download):
-        _add_download_options(command)
+        _add_global_options(made, hidden=True)  # accepted after the command, listed once
+        command.add_arguments(made)
     return parser
 
 
@@ -4130,6 +4082,27 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
     loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
 
 
+def _add_no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A command with options only (the global ones)."""
+
+
+def _add_query_arguments(query: argparse.ArgumentParser) -> None:
+    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
+
+
+def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
+    completion.add_argument("shell", choices=_SHELLS, help="the shell to complete for")
+
+
+def _add_download_arguments(download: argparse.ArgumentParser) -> None:
+    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
+    download.add_argument(
+        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
+    )
+    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
+    _add_download_options(download)
+
+
 def _add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
@@ -4149,6 +4122,7 @@ def _add_export_arguments(export: argparse.ArgumentParser) -> None:
         metavar="DEST",
         help="download the export's file too (default DEST: its name)",
     )
+    _add_download_options(export)
 
 
 def _add_download_options(parser: argparse.ArgumentParser) -> None:
@@ -4537,13 +4511,14 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
     """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
     settings = None
     try:
-        if namespace.command == "completion":  # reads no variable, no profile
+        run = _COMMANDS[namespace.command].run
+        if run is None:  # completion: reads no variable, no profile
             sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
             stderr.secrets = client._secrets  # whatever a line holds, it shows none of them
-            _run_with_client(client, settings, stderr)
+            run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
         return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
@@ -4609,29 +4584,115 @@ def _in_cli_terms(message: str) -> str:
     return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
 
 
-def _run_with_client(client: DatasetClient, args: _Settings, stderr: _Stderr) -> None:
-    if args.command == "download":
-        _download_command(client, args, stderr, args.url, args.destination, args.sha256)
-        return
-    if args.command == "datasets":
-        result = client.list_datasets()
-    elif args.command == "query":
-        result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
-    else:
-        result = _create_export(client, args, _export_format(args.format, args.download))
+def _list_datasets(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _show(client.list_datasets(), client, settings, stderr)
+
+
+def _run_query(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _show(client.query(sys.stdin.read() if settings.sql == "-" else settings.sql), client, settings, stderr)
+
+
+def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Create the export and print it; with --download, download its file too."""
+    result = _create_export(client, settings, _export_format(settings.format, settings.download))
+    _show(result, client, settings, stderr)
+    if settings.download is not None:
+        url, digest = _export_file(result)
+        _download_command(client, settings, stderr, url, settings.download or None, digest)
+
+
+def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _download_command(client, settings, stderr, settings.url, settings.destination, settings.sha256)
+
+
+def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Print a command's result as --output says (an export on a terminal: a field | value block)."""
     with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
         shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
-        if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
-            if not args.quiet:
+        if settings.command == "export" and settings.download == "-":  # stdout holds the file's bytes alone
+            if not settings.quiet:
                 stderr.message(_json_text(shown, 2), raw=True)
-        elif args.command == "export" and args.output == "table" and isinstance(shown, dict):
+        elif settings.command == "export" and settings.output == "table" and isinstance(shown, dict):
             sys.stdout.write(_export_block(shown))
             sys.stdout.flush()
         else:
-            _paged(lambda: _print_result(shown, args.output, stderr), allowed=not args.no_pager)
-    if args.command == "export" and args.download is not None:
-        url, digest = _export_file(result)
-        _download_command(client, args, stderr, url, args.download or None, digest)
+            _paged(lambda: _print_result(shown, settings.output, stderr), allowed=not settings.no_pager)
+
+
+class _Command:
+    """One command: its help (a summary, a description, examples), how to add its own arguments to its
+    parser, how to run it with a client (None: it runs without one, as completion does), and what
+    completes its operands (``files``: file names; else ``operands``, the words it takes)."""
+
+    def __init__(
+        self,
+        summary: str,
+        description: str,
+        examples: list[str],
+        add_arguments: Callable[[argparse.ArgumentParser], None],
+        run: Callable[[DatasetClient, _Settings, _Stderr], None] | None,
+        *,
+        operands: tuple[str, ...] = (),
+        files: bool = False,
+    ) -> None:
+        self.summary, self.description, self.examples = summary, description, examples
+        self.add_arguments, self.run, self.operands, self.files = add_arguments, run, operands, files
+
+
+# The commands, in the order --help lists them: adding one is adding its entry here.
+_COMMANDS = {
+    "datasets": _Command(
+        "list the datasets",
+        "List the datasets.",
+        ["dataset-client datasets --output json"],
+        _add_no_arguments,
+        _list_datasets,
+    ),
+    "query": _Command(
+        "run an SQL query",
+        "Run a read-only SQL query and print its result.",
+        [
+            "dataset-client query 'SELECT symbol, count(*) FROM trades GROUP BY 1'",
+            "echo 'SELECT count(*) FROM trades' | dataset-client query - --output csv",
+        ],
+        _add_query_arguments,
+        _run_query,
+    ),
+    "export": _Command(
+        "create an export (and download it)",
+        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
+        [
+            "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
+            "    --start 2024-01-01 --end 2024-03-31 --download",
+            "dataset-client export trades --symbols V --start 2024-01-02 \\\n"
+            "    --end 2024-01-02 --format csv --download - > v.csv",
+        ],
+        _add_export_arguments,
+        _export,
+    ),
+    "download": _Command(
+        "download a file",
+        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
+        [
+            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
+            "dataset-client download /files/exp_1.csv out.csv --connections 4",
+        ],
+        _add_download_arguments,
+        _download,
+        files=True,
+    ),
+    "completion": _Command(
+        "print a shell completion script",
+        "Print a completion script for bash or zsh.",
+        [
+            'eval "$(dataset-client completion bash)"    # in ~/.bashrc',
+            'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
+        ],
+        _add_completion_arguments,
+        None,  # run by _run_command before any setting is read
+        operands=_SHELLS,
+    ),
+}
 
 
 @contextlib.contextmanager
@@ -5390,7 +5451,9 @@ def _completion_script(shell: str, parser: Any) -> str:
     else:
         offer, test = "compadd -- {}", "$PREFIX"
     files = "_dataset_client_files"
-    otherwise = {"": offer.format(" ".join(_COMMANDS)), "download": files, "completion": offer.format("bash zsh")}
+    otherwise = {"": offer.format(" ".join(_COMMANDS))}  # after each command: its operands
+    otherwise.update((name, files) for name, command in _COMMANDS.items() if command.files)
+    otherwise.update((name, offer.format(" ".join(c.operands))) for name, c in _COMMANDS.items() if c.operands)
     cases = ""
     for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
         words = " ".join(sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_))

@@ -7121,6 +7121,36 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(self.requests[-1].path, "/api/datasets")
         self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")  # the profile's key, sent
 
+    def test_a_command_is_one_entry_of_the_table_its_help_arguments_run_and_completion(self) -> None:
+        self.server.default = reply(body=[{"name": "scripted"}])
+        ran = []
+
+        def run(client: dc.DatasetClient, settings: Any, stderr: Any) -> None:
+            ran.append((settings.command, settings.thing, client.list_datasets()))
+
+        ping = dc._Command(
+            "ping the service",
+            "Ping it.",
+            ["dataset-client ping x"],
+            lambda parser: parser.add_argument("thing", metavar="THING", choices=("x", "y")),
+            run,
+            operands=("x", "y"),
+        )
+        with mock.patch.dict(dc._COMMANDS, {"ping": ping}):
+            status, out, err = self.run_main("--base-url", self.server.url + "/api", "ping", "x")
+            self.assertEqual((status, out, err), (0, "", ""))
+            self.assertEqual(ran, [("ping", "x", [{"name": "scripted"}])])
+            self.assertEqual(self.requests[-1].path, "/api/datasets")
+            status, out, _ = self.run_main("--help")
+            self.assertIn("    ping                ping the service\n", out)
+            status, out, _ = self.run_main("ping", "--help")
+            self.assertIn("Ping it.\n\npositional arguments:\n  THING\n", out)
+            self.assertIn("examples:\n  dataset-client ping x\n", out)
+            script = dc._completion_script("bash", dc._build_parser())
+        self.assertIn('"ping") if [[ $cur == -* ]]; then', script)
+        self.assertIn('else COMPREPLY=($(compgen -W "x y" -- "$cur")); fi ;;', script)
+        self.assertIn('case "$word" in datasets|query|export|download|completion|ping)', script)
+
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
         def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
             start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
