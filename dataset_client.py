@@ -4163,7 +4163,7 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | N
 
     Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
     """
-    known, commands = _options_of(parser), {command.prog.split()[-1]: command for command in _subparsers(parser)}
+    known, commands = _options_of(parser), _command_parsers(parser)
     command, pending = None, 0
     for word in argv:
         if pending == 1 or (pending == -1 and (word == "-" or not word.startswith("-"))):
@@ -4284,12 +4284,13 @@ def _rate(text: str) -> float:
 class _Settings:
     """What one run of the command line was asked to do, read once (_read_settings) and never changed.
 
-    The command and its arguments as parsed (an argument another command has keeps the default
-    below); ``output`` chosen; the service's address and key; ``client_options``, the keyword
-    arguments of DatasetClient the user set (by an option or the profile: the library's own
-    defaults hold for the rest); and ``sources``, where each service setting came from: its
-    option (``--timeout``), its variable (``DATASET_CLIENT_API_KEY``), the profile
-    (``[default] in /home/me/.config/dataset-client/config.toml``) or ``default``.
+    The command and its arguments as parsed (a command's required arguments are there for it
+    alone; the others keep the defaults below for the commands without them); ``output`` chosen;
+    the service's address and key; ``client_options``, the keyword arguments of DatasetClient the
+    user set (by an option or the profile: the library's own defaults hold for the rest); and
+    ``sources``, where each service setting came from: its option (``--timeout``), its variable
+    (``DATASET_CLIENT_API_KEY``), the profile (``[default] in ~/.config/dataset-client/config.toml``)
+    or ``default``.
     """
 
     command: str
@@ -4297,14 +4298,14 @@ class _Settings:
     no_pager: bool = False
     verbose: bool = False
     quiet: bool = False
-    sql: str = ""
-    dataset: str = ""
-    symbols: str = ""
-    start: datetime.date | None = None
-    end: datetime.date | None = None
+    sql: str
+    dataset: str
+    symbols: str
+    start: datetime.date
+    end: datetime.date
     format: str | None = None
     download: str | None = None  # export --download: "" for the file's own name
-    url: str = ""
+    url: str
     destination: str | None = None
     sha256: str | None = None
     resume: bool = False
@@ -4325,7 +4326,7 @@ class _Settings:
         raise AttributeError(f"settings are read once: {name} cannot be changed")
 
     def __repr__(self) -> str:  # the key's source, never the key
-        shown = {name: getattr(self, name) for name in _Settings.__annotations__ if name != "api_key"}
+        shown = {name: value for name, value in vars(self).items() if name != "api_key"}
         return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
 
@@ -4710,13 +4711,12 @@ def _room_to_recurse() -> Iterator[None]:
 def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> Any:
     """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
     symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
-    start, end = args.start or datetime.date.min, args.end or datetime.date.min  # required by export's parser
     key = None
     if args.resume:
-        request = [args.dataset, symbols, start.isoformat(), end.isoformat(), file_format]
+        request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), file_format]
         key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
     return client.create_export(
-        args.dataset, symbols=symbols, start_date=start, end_date=end, format=file_format, idempotency_key=key
+        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=file_format, idempotency_key=key
     )
 
 
@@ -5332,10 +5332,10 @@ class _ProgressLine:
             self.stderr.status(None)
 
 
-def _option_words(parser: Any) -> tuple[list[str], dict[str, list[str]]]:
+def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]]]:
     """The global options, and each command's own, as the parser knows them."""
     globals_ = [name for action in parser._actions for name in action.option_strings]
-    commands = next(action for action in parser._actions if action.dest == "command").choices
+    commands = _command_parsers(parser)
     own = {
         name: [word for action in command._actions for word in action.option_strings if word not in globals_]
         for name, command in commands.items()
@@ -5436,10 +5436,11 @@ fi
 _HIDDEN_FILES = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp", ".*.????????????.new")
 
 
-def _completion_script(shell: str, parser: Any) -> str:
+def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
     """A completion script for ``shell``: commands, options, --output/--format values, file names for DEST."""
     globals_, own = _option_words(parser)
-    actions = [*parser._actions, *(action for command in _subparsers(parser) for action in command._actions)]
+    commands = _command_parsers(parser).values()
+    actions = [*parser._actions, *(action for command in commands for action in command._actions)]
     taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
     valued = "|".join(
         name
@@ -5473,8 +5474,11 @@ def _completion_script(shell: str, parser: Any) -> str:
     return re.sub("|".join(replacements), lambda found: replacements[found[0]], script)
 
 
-def _subparsers(parser: Any) -> list[Any]:
-    return list(next(action for action in parser._actions if action.dest == "command").choices.values())
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's own parser, by the command's name."""
+    import argparse
+
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
 
 
 if __name__ == "__main__":
