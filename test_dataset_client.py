@@ -7151,6 +7151,27 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertIn('else COMPREPLY=($(compgen -W "x y" -- "$cur")); fi ;;', script)
         self.assertIn('case "$word" in datasets|query|export|download|completion|ping)', script)
 
+    def test_stdout_whose_reader_went_away_ends_quietly_and_a_failed_write_names_stdout(self) -> None:
+        self.server.default = reply(body=[{"name": "scripted"}])
+
+        class Closed(io.StringIO):
+            def write(self, text: str) -> int:
+                raise self.error
+
+        closed = Closed()
+        for closed.error, expected in (
+            (BrokenPipeError(errno.EPIPE, "Broken pipe"), (0, "")),  # as under `| head`
+            (OSError(errno.ENOSPC, "No space left on device"), (1, "cannot write stdout: No space left on device")),
+        ):
+            with self.subTest(error=closed.error):
+                status, _, err = self.run_main(
+                    "--base-url", self.server.url + "/api", "--output", "json", "datasets", stdout=closed
+                )
+                self.assertEqual(
+                    (status, err), (expected[0], expected[1] and f"dataset-client: error: {expected[1]}\n")
+                )
+                self.assertEqual(self.requests[-1].path, "/api/datasets")
+
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
         def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
             start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
