@@ -2172,6 +2172,22 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual((status, stderr.getvalue()), (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'))
         self.assertEqual(self.requests, [])
 
+    def test_fan_out_s_client_is_the_command_lines_service_with_the_librarys_own_defaults(self) -> None:
+        fan_out, config = _load_example("fan_out"), self.tmp() / "config.toml"
+        config.write_text(f'[default]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 5\n')
+        config.chmod(0o600)
+        self.server.default = reply(body=[])
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))}
+        with mock.patch.dict(os.environ, {**kept, "DATASET_CLIENT_CONFIG": str(config)}, clear=True):
+            with fan_out.service_client() as client:
+                self.assertEqual(client.list_datasets(), [])
+                self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (5, 2))
+            config.write_text("[default]\n")
+            with self.assertRaisesRegex(dc._UsageError, "^no service address: set DATASET_CLIENT_BASE_URL"):
+                fan_out.service_client()
+        (request,) = self.requests
+        self.assertEqual((request.path, request.headers["Authorization"]), ("/api/datasets", f"Bearer {KEY}"))
+
     def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(self) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:5000]
         export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
