@@ -4751,7 +4751,7 @@ def _export_file(export: Any) -> tuple[str, str | None]:
 
 
 def _download_command(
-    client: DatasetClient, args: Any, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
+    client: DatasetClient, args: _Settings, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
 ) -> None:
     """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
@@ -4834,7 +4834,7 @@ def _drop_partial_files(target: str) -> None:
 
 
 def _cli_download(
-    client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None, resume: bool
+    client: DatasetClient, url: str, target: str, args: _Settings, stderr: _Stderr, *, sha256: str | None, resume: bool
 ) -> None:
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
