@@ -4555,7 +4555,7 @@ def _noted(exc: BaseException, target: str, hint: str) -> None:
 
 def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> str:
     """A library error in the command line's words: sizes for people, and what to do about it."""
-    text = _sizes_for_people(str(exc))
+    text = _sizes_for_people(exc)
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
@@ -4572,12 +4572,15 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
     return text
 
 
-def _sizes_for_people(text: str) -> str:
-    """'1048576 of 3145728 bytes' as '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB."""
-    # At most 30 digits: a server's 5,000-digit "size" stays as it is (int() would refuse it).
-    text = re.sub(r"\b(\d{1,30}) of (\d{1,30}) bytes\b", lambda m: f"{_size(int(m[1]))} of {_size(int(m[2]))}", text)
-    text = re.sub(r"\b(\d{1,30}) of \? bytes\b", lambda m: f"{_size(int(m[1]))} of ?", text)
-    return re.sub(r"\b(\d{1,30}) bytes\b", lambda m: _size(int(m[1])), text)
+def _sizes_for_people(exc: DatasetClientError) -> str:
+    """``str(exc)``, its sizes ('1048576 of 3145728 bytes', from its ``received`` and ``expected``) as
+    '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB. What a server wrote is left as it is."""
+    text = str(exc)
+    if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
+        unknown = exc.expected is None
+        counted = f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
+        return text.replace(counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}")
+    return text
 
 
 def _in_cli_terms(message: str) -> str:
@@ -4929,7 +4932,8 @@ class _Stderr:
 
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
-        text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
+        shown = tuple(_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in record.args or ())
+        text = "dataset-client: " + (record.msg % shown if shown else record.getMessage())  # a retry's cause too
         if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
             text = text.rsplit(", GET ", 1)[0]
         if record.levelno >= _WARNING and not self.verbose and not getattr(record, "lasting", False):
