@@ -70,6 +70,7 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
+    import argparse
     import threading
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -258,7 +259,17 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed."""
+    """The connection failed: refused, reset, closed early, or TLS failed.
+
+    ``certificate`` is true when the server's TLS certificate failed verification (another CA to
+    trust, through ``ca_bundle=`` or ``ssl_context=``, may be the fix).
+    """
+
+    def __init__(
+        self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False, certificate: bool = False
+    ) -> None:
+        super().__init__(message, method=method, url=url, connecting=connecting)
+        self.certificate = certificate
 
 
 class IncompleteResponseError(NetworkError):
@@ -1202,7 +1213,7 @@ if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork cal
     os.register_at_fork(after_in_child=_leave_parents_connections)
 
 
-def _default_ssl_context(ca_bundle: str | None = None, source: str = "--ca-bundle") -> ssl.SSLContext:
+def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
     """Verification as requests does it: the system store (with SSL_CERT_FILE/SSL_CERT_DIR),
     plus the file or directory in REQUESTS_CA_BUNDLE (else CURL_CA_BUNDLE), plus ``ca_bundle``.
 
@@ -1527,8 +1538,8 @@ def _transport_error(
         return IncompleteResponseError(message, method=method, url=url, expected=expected, received=received)
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}{_trust_advice(exc, context)}"
-    else:
-        detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
+        return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting, certificate=True)
+    detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
     return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
 
 
@@ -1605,7 +1616,7 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
         return "; trusted: the ssl_context given, as given (add a CA with its load_verify_locations(FILE))"
     return (
         f"; trusted: {trusted}; to trust another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or"
-        " SSL_CERT_FILE=FILE (in place of its file), --ca-bundle FILE on the command line, ssl_context= in code"
+        " SSL_CERT_FILE=FILE (in place of its file), ca_bundle=FILE or ssl_context= in code"
     )
 
 
@@ -3939,9 +3950,9 @@ _CLI_NAMES = {
     "format": "--format",
     "sql": "SQL",
 }
-_COMMANDS = ("datasets", "query", "export", "download", "completion")
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
+_SHELLS = ("bash", "zsh")
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 _CLI_HELP = """\
 The key is read from $DATASET_CLIENT_API_KEY (or a profile), never from the
@@ -3965,43 +3976,6 @@ error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 
 "dataset-client COMMAND --help" shows a command's own options and examples.
 """
-_COMMAND_HELP = {  # its summary, description and examples
-    "datasets": ("list the datasets", "List the datasets.", ["dataset-client datasets --output json"]),
-    "query": (
-        "run an SQL query",
-        "Run a read-only SQL query and print its result.",
-        [
-            "dataset-client query 'SELECT symbol, count(*) FROM trades GROUP BY 1'",
-            "echo 'SELECT count(*) FROM trades' | dataset-client query - --output csv",
-        ],
-    ),
-    "export": (
-        "create an export (and download it)",
-        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
-        [
-            "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
-            "    --start 2024-01-01 --end 2024-03-31 --download",
-            "dataset-client export trades --symbols V --start 2024-01-02 \\\n"
-            "    --end 2024-01-02 --format csv --download - > v.csv",
-        ],
-    ),
-    "download": (
-        "download a file",
-        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
-        [
-            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
-            "dataset-client download /files/exp_1.csv out.csv --connections 4",
-        ],
-    ),
-    "completion": (
-        "print a shell completion script",
-        "Print a completion script for bash or zsh.",
-        [
-            'eval "$(dataset-client completion bash)"    # in ~/.bashrc',
-            'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
-        ],
-    ),
-}
 
 
 class _UsageError(Exception):
@@ -4069,21 +4043,21 @@ def _invisible_codes() -> tuple[int, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
-    import argparse  # the command line's imports stay off the library's import path
-    import logging
+    import logging  # the command line's imports stay off the library's import path
     import signal
     import threading
 
     try:
-        args = _parse_arguments(argparse, argv)
+        namespace = _parse_arguments(argv)
     except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
         return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
-    stderr = _Stderr(quiet=args.quiet, verbose=args.verbose)
+    verbose = getattr(namespace, "verbose", False)
+    stderr = _Stderr(quiet=getattr(namespace, "quiet", False), verbose=verbose)
     logger = _logger()
     handler = logging.Handler()
     handler.emit = stderr.log  # type: ignore[method-assign]
     level = logger.level
-    logger.setLevel(_DEBUG if args.verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
+    logger.setLevel(_DEBUG if verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
     logger.addHandler(handler)
 
     def stop(signal_number: int, frame: object) -> None:
@@ -4096,12 +4070,12 @@ def main(argv: list[str] | None = None) -> int:
             if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: a hang-up stays ignored
                 previous[number] = signal.signal(number, stop)
     try:
-        return _run_command(args, stderr)
+        return _run_command(namespace, stderr)
     except _Stopped as stopped:
-        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{args.hint}")
+        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{_hint(stopped)}")
         return 128 + stopped.signal_number
-    except KeyboardInterrupt:
-        stderr.error(f"interrupted{args.hint}")
+    except KeyboardInterrupt as interrupt:
+        stderr.error(f"interrupted{_hint(interrupt)}")
         return 130
     finally:
         for number, action in previous.items():
@@ -4111,29 +4085,25 @@ def main(argv: list[str] | None = None) -> int:
         stderr.close()
 
 
-def _parse_arguments(argparse: Any, argv: list[str] | None) -> Any:
-    """The parsed command line; options not given are absent (settings from variables and profiles come later)."""
-    parser = _build_parser(argparse)
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line, as argparse gives it: options not given are absent (_read_settings reads it
+    with the variables and the profile); never changed afterwards."""
+    parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
     unknown = _unknown_option(parser, arguments)
     if unknown:
         parser.error(unknown)
-    args = parser.parse_args(arguments)
-    if getattr(args, "verbose", False) and getattr(args, "quiet", False):
+    namespace = parser.parse_args(arguments)
+    if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
-    args.parser = parser
-    args.hint = ""  # said after an interruption or network error while a download is under way
-    args.writing = "stdout"
-    for name, default in (("output", None), ("verbose", False), ("quiet", False), ("no_pager", False)):
-        if not hasattr(args, name):
-            setattr(args, name, default)
-    args.output = args.output or ("table" if sys.stdout.isatty() else "json")
-    return args
+    return namespace
 
 
-def _build_parser(argparse: Any) -> Any:
-    class Parser(argparse.ArgumentParser):  # type: ignore[misc]
-        def error(self, message: str) -> Any:
+def _build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
             super().error(_with_suggestion(message))
 
     parser = Parser(
@@ -4143,33 +4113,22 @@ def _build_parser(argparse: Any) -> Any:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
-    _add_global_options(argparse, parser, hidden=False)
+    _add_global_options(parser, hidden=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
-    made = {}
-    for name, (summary, description, examples) in _COMMAND_HELP.items():
-        made[name] = commands.add_parser(
+    for name, command in _COMMANDS.items():
+        made = commands.add_parser(
             name,
-            help=summary,
-            description=description,
+            help=command.summary,
+            description=command.description,
             epilog="examples:\n"
-            + "".join(f"  {line}\n" for e in examples for line in e.splitlines())
+            + "".join(f"  {line}\n" for e in command.examples for line in e.splitlines())
             + _GLOBAL_OPTIONS_HINT,
             formatter_class=argparse.RawDescriptionHelpFormatter,
             argument_default=argparse.SUPPRESS,
         )
-        _add_global_options(argparse, made[name], hidden=True)  # accepted after the command, listed once
-    made["query"].add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
-    made["completion"].add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
-    _add_export_arguments(made["export"])
-    download = made["download"]
-    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
-    download.add_argument(
-        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
-    )
-    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
-    for command in (made["export"], download):
-        _add_download_options(command)
+        _add_global_options(made, hidden=True)  # accepted after the command, listed once
+        command.add_arguments(made)
     return parser
 
 
@@ -4179,8 +4138,9 @@ _GLOBAL_OPTIONS_HINT = (
 )
 
 
-def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
+def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> None:
     """The options of every command; ``hidden``: accepted but left out of a command's own --help."""
+    import argparse
 
     def described(text: str) -> str:
         return argparse.SUPPRESS if hidden else text
@@ -4216,14 +4176,35 @@ def _add_global_options(argparse: Any, parser: Any, *, hidden: bool) -> None:
         help=described("never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"),
     )
     # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
-    loudness = parser if hidden else parser.add_mutually_exclusive_group()
+    loudness: argparse._ActionsContainer = parser if hidden else parser.add_mutually_exclusive_group()
     loudness.add_argument(
         "-v", "--verbose", action="store_true", help=described("a stderr line per request, retry, resume")
     )
     loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
 
 
-def _add_export_arguments(export: Any) -> None:
+def _add_no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A command with options only (the global ones)."""
+
+
+def _add_query_arguments(query: argparse.ArgumentParser) -> None:
+    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
+
+
+def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
+    completion.add_argument("shell", choices=_SHELLS, help="the shell to complete for")
+
+
+def _add_download_arguments(download: argparse.ArgumentParser) -> None:
+    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
+    download.add_argument(
+        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
+    )
+    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
+    _add_download_options(download)
+
+
+def _add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
@@ -4242,9 +4223,10 @@ def _add_export_arguments(export: Any) -> None:
         metavar="DEST",
         help="download the export's file too (default DEST: its name)",
     )
+    _add_download_options(export)
 
 
-def _add_download_options(parser: Any) -> None:
+def _add_download_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-c",
         "--continue",
@@ -4276,13 +4258,13 @@ def _add_download_options(parser: Any) -> None:
     )
 
 
-def _unknown_option(parser: Any, argv: list[str]) -> str | None:
+def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """``unknown option '--outptu' (did you mean '--output'?)`` for the first option that neither the
     parser nor the command met so far knows, before or after the command; None when all are known.
 
     Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
     """
-    known, commands = _options_of(parser), {command.prog.split()[-1]: command for command in _subparsers(parser)}
+    known, commands = _options_of(parser), _command_parsers(parser)
     command, pending = None, 0
     for word in argv:
         if pending == 1 or (pending == -1 and (word == "-" or not word.startswith("-"))):
@@ -4314,11 +4296,10 @@ def _nearest_option(name: str, options: list[str]) -> str:
     return f" (did you mean {nearest[0]!r}?)" if nearest else ""
 
 
-def _options_of(parser: Any) -> dict[str, int]:
+def _options_of(parser: argparse.ArgumentParser) -> dict[str, int]:
     """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
-    return {
-        name: {None: 1, "?": -1}.get(action.nargs, 0) for action in parser._actions for name in action.option_strings
-    }
+    values: dict[int | str | None, int] = {None: 1, "?": -1}
+    return {name: values.get(action.nargs, 0) for action in parser._actions for name in action.option_strings}
 
 
 def _known_option(name: str, known: dict[str, int]) -> str | None:
@@ -4401,25 +4382,107 @@ def _rate(text: str) -> float:
     return value  # 0: no limit, as curl
 
 
-def _apply_settings(args: Any, warn: Callable[[str], None] | None = None) -> None:
-    """Fill in the service address, key, CA bundle and timeout: options, then variables, then the profile
-    (``warn`` is told what in it was ignored)."""
-    profile = _profile(getattr(args, "profile", None) or os.environ.get("DATASET_CLIENT_PROFILE"), warn)
-    if hasattr(args, "base_url"):
-        args.base_url_source = "--base-url"
-    elif os.environ.get("DATASET_CLIENT_BASE_URL"):
-        args.base_url, args.base_url_source = os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL"
-    else:
-        args.base_url, args.base_url_source = profile.get("base_url"), "the profile's base_url"
-    args.api_key = os.environ.get("DATASET_CLIENT_API_KEY") or _profile_key(profile, args.base_url)
-    args.key_unset = args.api_key is None
-    args.key_withheld = args.key_unset and "api_key" in profile
-    if not hasattr(args, "ca_bundle"):
-        args.ca_bundle = profile.get("ca_bundle")
-    if not hasattr(args, "timeout"):
-        args.timeout = profile["timeout"] or None if "timeout" in profile else 30.0
-    if not hasattr(args, "retries"):
-        args.retries = 2
+class _Settings:
+    """What one run of the command line was asked to do, read once (_read_settings) and never changed.
+
+    The command and its arguments as parsed (a command's required arguments are there for it
+    alone; the others keep the defaults below for the commands without them); ``output`` chosen;
+    the service's address and key; ``client_options``, the keyword arguments of DatasetClient the
+    user set (by an option or the profile: the library's own defaults hold for the rest); and
+    ``sources``, where each service setting came from: its option (``--timeout``), its variable
+    (``DATASET_CLIENT_API_KEY``), the profile (``[default] in ~/.config/dataset-client/config.toml``)
+    or ``default``.
+    """
+
+    command: str
+    output: str
+    no_pager: bool = False
+    verbose: bool = False
+    quiet: bool = False
+    sql: str
+    dataset: str
+    symbols: str
+    start: datetime.date
+    end: datetime.date
+    format: str | None = None
+    download: str | None = None  # export --download: "" for the file's own name
+    url: str
+    destination: str | None = None
+    sha256: str | None = None
+    resume: bool = False
+    connections: int = 1
+    limit_rate: float | None = None
+    speed_limit: float | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    key_withheld: bool = False  # no key: the profile's is for another base_url
+    client_options: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __init__(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"settings are read once: {name} cannot be changed")
+
+    def __repr__(self) -> str:  # the key's source, never the key
+        shown = {name: value for name, value in vars(self).items() if name != "api_key"}
+        return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+# The options that name the service and how to reach it: read with the variables and the profile.
+_SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
+
+
+def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], None] | None = None) -> _Settings:
+    """The settings of this run: the parsed command line, then variables, then the profile (``warn`` is told
+    what in it was ignored)."""
+    given = vars(namespace)
+    parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
+    output = given.get("output") or ("table" if sys.stdout.isatty() else "json")
+    return _Settings(**{**parsed, "output": output}, **_service_settings(given, warn))
+
+
+def _service_settings(options: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The service's address, key and DatasetClient's other keyword arguments (those set: options, then
+    variables, then the profile), and where each came from; the fields of _Settings so named."""
+    asked = options.get("profile") or os.environ.get("DATASET_CLIENT_PROFILE")
+    profile = _profile(asked, warn)
+    in_profile, variable = f"[{asked or 'default'}] in {_config_path()}", "DATASET_CLIENT_BASE_URL"
+    base_url, base_url_source = _first(
+        ("--base-url", "base_url" in options, options.get("base_url")),
+        (variable, bool(os.environ.get(variable)), os.environ.get(variable)),
+        (in_profile, "base_url" in profile, profile.get("base_url")),
+    )
+    chosen = {
+        "timeout": _first(
+            ("--timeout", "timeout" in options, options.get("timeout")),
+            (in_profile, "timeout" in profile, profile.get("timeout") or None),  # 0: no limit
+        ),
+        "max_retries": _first(("--retries", "retries" in options, options.get("retries"))),
+        "deadline": _first(("--max-time", "max_time" in options, options.get("max_time"))),
+        "ca_bundle": _first(
+            ("--ca-bundle", "ca_bundle" in options, options.get("ca_bundle") or None),
+            (in_profile, "ca_bundle" in profile, profile.get("ca_bundle")),
+        ),
+    }
+    key, own_key = os.environ.get("DATASET_CLIENT_API_KEY"), _profile_key(profile, base_url)
+    api_key, api_key_source = _first(("DATASET_CLIENT_API_KEY", bool(key), key), (in_profile, bool(own_key), own_key))
+    sources = {"base_url": base_url_source, "api_key": api_key_source}
+    sources.update((name, source) for name, (_, source) in chosen.items())
+    return {
+        "base_url": base_url,
+        "api_key": api_key,
+        "key_withheld": api_key is None and "api_key" in profile,
+        "client_options": {name: value for name, (value, source) in chosen.items() if source != "default"},
+        "sources": sources,
+    }
+
+
+def _first(*candidates: tuple[str, bool, Any]) -> tuple[Any, str]:
+    """The value of the first candidate (source, present, value) present, and its source; else (None, "default")."""
+    return next(((value, source) for source, present, value in candidates if present), (None, "default"))
 
 
 def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
@@ -4523,46 +4586,46 @@ def _shell_quoted(text: str) -> str:
     return shlex.quote(text)
 
 
-def _open_client(args: Any) -> DatasetClient:
+def _open_client(settings: _Settings) -> DatasetClient:
     """The client for this command; a download of an absolute URL without a service address needs no service."""
-    base_url, api_key = args.base_url, args.api_key
+    base_url, api_key = settings.base_url, settings.api_key
     if not base_url:
-        if args.command != "download" or urllib.parse.urlsplit(args.url).scheme.lower() not in ("http", "https"):
+        if settings.command != "download" or urllib.parse.urlsplit(settings.url).scheme.lower() not in (
+            "http",
+            "https",
+        ):
             raise _UsageError(
                 "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL, or give a profile a base_url"
             )
-        parts = urllib.parse.urlsplit(args.url)
+        parts = urllib.parse.urlsplit(settings.url)
         base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # no service: the key goes nowhere
     elif "://" not in base_url:
-        raise _UsageError(f"{args.base_url_source} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+        source = settings.sources["base_url"]
+        named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
+        raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     try:
-        return DatasetClient(
-            base_url,
-            api_key,
-            timeout=args.timeout,
-            max_retries=args.retries,
-            ca_bundle=args.ca_bundle or None,
-            deadline=getattr(args, "max_time", None),
-        )
+        return DatasetClient(base_url, api_key, **settings.client_options)
     except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
         raise _UsageError(str(exc).replace("ca_bundle", "--ca-bundle", 1)) from None  # its first word
 
 
-def _run_command(args: Any, stderr: _Stderr) -> int:
+def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
     """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
+    settings = None
     try:
-        if args.command == "completion":
-            sys.stdout.write(_completion_script(args.shell, args.parser))
+        run = _COMMANDS[namespace.command].run
+        if run is None:  # completion: reads no variable, no profile
+            sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
             return _EXIT_OK
-        _apply_settings(args, stderr.warning)
-        with _open_client(args) as client:
+        settings = _read_settings(namespace, stderr.warning)
+        with _open_client(settings) as client:
             stderr.secrets = client._secrets  # whatever a line holds, it shows none of them
-            _run_with_client(client, args, stderr)
+            run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
-        return stderr.error(_error_text(exc) + args.hint, _EXIT_NETWORK_ERROR)
+        return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
     except DatasetClientError as exc:
-        return stderr.error(_error_text(exc, args), _EXIT_SERVICE_ERROR)
+        return stderr.error(_error_text(exc, settings), _EXIT_SERVICE_ERROR)
     except _Refused as exc:
         return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
     except _UsageError as exc:
@@ -4570,38 +4633,55 @@ def _run_command(args: Any, stderr: _Stderr) -> int:
     except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError as exc:
-        if args.writing in ("stdout", "-"):  # stdout closed early, as by `| head`
+        if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names a file's pipe)
             return _EXIT_OK
-        return stderr.error(f"cannot write {args.writing}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
+        return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
     except OSError as exc:
-        return stderr.error(f"cannot write {exc.filename or args.writing}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
+        return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
 
 
-def _error_text(exc: DatasetClientError, args: Any = None) -> str:
+def _hint(exc: BaseException) -> str:
+    """What _noted added to ``exc``: where a download it stopped left its partial file, or that -c keeps one."""
+    return "".join(note for note in getattr(exc, "__notes__", ()) if note.startswith("; "))
+
+
+def _noted(exc: BaseException, target: str, hint: str) -> None:
+    """Tell the handlers up the stack (main, _run_command) what a download into ``target`` that ``exc``
+    stopped left (``hint``, a note) and, for a write that failed unnamed, which file it was writing."""
+    if hint:
+        exc.add_note(hint)
+    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and exc.filename is None:
+        exc.filename = target
+
+
+def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> str:
     """A library error in the command line's words: sizes for people, and what to do about it."""
-    text = _sizes_for_people(str(exc))
+    text = _sizes_for_people(exc)
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
-        if exc.status == 401 and getattr(args, "key_withheld", False):
+        if exc.status == 401 and settings is not None and settings.key_withheld:
             text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
-        elif exc.status == 401 and getattr(args, "key_unset", False):
+        elif exc.status == 401 and settings is not None and settings.api_key is None:
             text += " (DATASET_CLIENT_API_KEY is not set)"
     elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
         text += f"; raise --max-time {exc.deadline:g} to let it run longer"
     elif isinstance(exc, RequestTimeoutError):
         text = text.replace("/s of min_rate", "/s of --speed-limit")
-    elif isinstance(exc.__cause__, ssl.SSLCertVerificationError) or "certificate verif" in text:
+    elif isinstance(exc, NetworkError) and exc.certificate:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
 
 
-def _sizes_for_people(text: str) -> str:
-    """'1048576 of 3145728 bytes' as '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB."""
-    # At most 30 digits: a server's 5,000-digit "size" stays as it is (int() would refuse it).
-    text = re.sub(r"\b(\d{1,30}) of (\d{1,30}) bytes\b", lambda m: f"{_size(int(m[1]))} of {_size(int(m[2]))}", text)
-    text = re.sub(r"\b(\d{1,30}) of \? bytes\b", lambda m: f"{_size(int(m[1]))} of ?", text)
-    return re.sub(r"\b(\d{1,30}) bytes\b", lambda m: _size(int(m[1])), text)
+def _sizes_for_people(exc: DatasetClientError) -> str:
+    """``str(exc)``, its sizes ('1048576 of 3145728 bytes', from its ``received`` and ``expected``) as
+    '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB. What a server wrote is left as it is."""
+    text = str(exc)
+    if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
+        unknown = exc.expected is None
+        counted = f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
+        return text.replace(counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}")
+    return text
 
 
 def _in_cli_terms(message: str) -> str:
@@ -4609,29 +4689,115 @@ def _in_cli_terms(message: str) -> str:
     return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
 
 
-def _run_with_client(client: DatasetClient, args: Any, stderr: _Stderr) -> None:
-    if args.command == "download":
-        _download_command(client, args, stderr, args.url, args.destination, args.sha256)
-        return
-    if args.command == "datasets":
-        result = client.list_datasets()
-    elif args.command == "query":
-        result = client.query(sys.stdin.read() if args.sql == "-" else args.sql)
-    else:
-        result = _create_export(client, args)
+def _list_datasets(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _show(client.list_datasets(), client, settings, stderr)
+
+
+def _run_query(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _show(client.query(sys.stdin.read() if settings.sql == "-" else settings.sql), client, settings, stderr)
+
+
+def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Create the export and print it; with --download, download its file too."""
+    result = _create_export(client, settings, _export_format(settings.format, settings.download))
+    _show(result, client, settings, stderr)
+    if settings.download is not None:
+        url, digest = _export_file(result)
+        _download_command(client, settings, stderr, url, settings.download or None, digest)
+
+
+def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _download_command(client, settings, stderr, settings.url, settings.destination, settings.sha256)
+
+
+def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Print a command's result as --output says (an export on a terminal: a field | value block)."""
     with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
         shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
-        if args.command == "export" and args.download == "-":  # stdout holds the file's bytes alone
-            if not args.quiet:
+        if settings.command == "export" and settings.download == "-":  # stdout holds the file's bytes alone
+            if not settings.quiet:
                 stderr.message(_json_text(shown, 2), raw=True)
-        elif args.command == "export" and args.output == "table" and isinstance(shown, dict):
+        elif settings.command == "export" and settings.output == "table" and isinstance(shown, dict):
             sys.stdout.write(_export_block(shown))
             sys.stdout.flush()
         else:
-            _paged(lambda: _print_result(shown, args.output, stderr), allowed=not args.no_pager)
-    if args.command == "export" and args.download is not None:
-        url, digest = _export_file(result)
-        _download_command(client, args, stderr, url, args.download or None, digest)
+            _paged(lambda: _print_result(shown, settings.output, stderr), allowed=not settings.no_pager)
+
+
+class _Command:
+    """One command: its help (a summary, a description, examples), how to add its own arguments to its
+    parser, how to run it with a client (None: it runs without one, as completion does), and what
+    completes its operands (``files``: file names; else ``operands``, the words it takes)."""
+
+    def __init__(
+        self,
+        summary: str,
+        description: str,
+        examples: list[str],
+        add_arguments: Callable[[argparse.ArgumentParser], None],
+        run: Callable[[DatasetClient, _Settings, _Stderr], None] | None,
+        *,
+        operands: tuple[str, ...] = (),
+        files: bool = False,
+    ) -> None:
+        self.summary, self.description, self.examples = summary, description, examples
+        self.add_arguments, self.run, self.operands, self.files = add_arguments, run, operands, files
+
+
+# The commands, in the order --help lists them: adding one is adding its entry here.
+_COMMANDS = {
+    "datasets": _Command(
+        "list the datasets",
+        "List the datasets.",
+        ["dataset-client datasets --output json"],
+        _add_no_arguments,
+        _list_datasets,
+    ),
+    "query": _Command(
+        "run an SQL query",
+        "Run a read-only SQL query and print its result.",
+        [
+            "dataset-client query 'SELECT symbol, count(*) FROM trades GROUP BY 1'",
+            "echo 'SELECT count(*) FROM trades' | dataset-client query - --output csv",
+        ],
+        _add_query_arguments,
+        _run_query,
+    ),
+    "export": _Command(
+        "create an export (and download it)",
+        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
+        [
+            "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
+            "    --start 2024-01-01 --end 2024-03-31 --download",
+            "dataset-client export trades --symbols V --start 2024-01-02 \\\n"
+            "    --end 2024-01-02 --format csv --download - > v.csv",
+        ],
+        _add_export_arguments,
+        _export,
+    ),
+    "download": _Command(
+        "download a file",
+        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
+        [
+            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
+            "dataset-client download /files/exp_1.csv out.csv --connections 4",
+        ],
+        _add_download_arguments,
+        _download,
+        files=True,
+    ),
+    "completion": _Command(
+        "print a shell completion script",
+        "Print a completion script for bash or zsh.",
+        [
+            'eval "$(dataset-client completion bash)"    # in ~/.bashrc',
+            'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
+        ],
+        _add_completion_arguments,
+        None,  # run by _run_command before any setting is read
+        operands=_SHELLS,
+    ),
+}
 
 
 @contextlib.contextmanager
@@ -4646,16 +4812,15 @@ def _room_to_recurse() -> Iterator[None]:
         sys.setrecursionlimit(limit)
 
 
-def _create_export(client: DatasetClient, args: Any) -> Any:
+def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> Any:
     """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
     symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
-    args.format = _export_format(args.format, args.download)
     key = None
     if args.resume:
-        request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), args.format]
+        request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), file_format]
         key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
     return client.create_export(
-        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=args.format, idempotency_key=key
+        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=file_format, idempotency_key=key
     )
 
 
@@ -4690,13 +4855,12 @@ def _export_file(export: Any) -> tuple[str, str | None]:
 
 
 def _download_command(
-    client: DatasetClient, args: Any, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
+    client: DatasetClient, args: _Settings, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
 ) -> None:
     """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
     if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
-    args.writing = target
     resume = args.resume
     if target != "-":
         if _already_there(target, sha256, named_by_url):
@@ -4776,7 +4940,7 @@ def _has_resumable_partial(target: str, url: str) -> bool:
 
 
 def _cli_download(
-    client: DatasetClient, url: str, target: str, args: Any, stderr: _Stderr, *, sha256: str | None, resume: bool
+    client: DatasetClient, url: str, target: str, args: _Settings, stderr: _Stderr, *, sha256: str | None, resume: bool
 ) -> None:
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
@@ -4793,8 +4957,8 @@ def _cli_download(
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
-    except BaseException:  # said after the error or interruption (main() and _run_command() add it)
-        args.hint = _partial_file_hint(target, resume, received=progress.done > 0)
+    except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
+        _noted(exc, target, _partial_file_hint(target, resume, received=progress.done > 0))
         raise
     finally:
         progress.finish()
@@ -4872,7 +5036,8 @@ class _Stderr:
 
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
-        text = f"dataset-client: {_sizes_for_people(record.getMessage())}"
+        shown = tuple(_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in record.args or ())
+        text = "dataset-client: " + (record.msg % shown if shown else record.getMessage())  # a retry's cause too
         if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
             text = text.rsplit(", GET ", 1)[0]
         if record.levelno >= _WARNING and not self.verbose and not getattr(record, "lasting", False):
@@ -5275,10 +5440,10 @@ class _ProgressLine:
             self.stderr.status(None)
 
 
-def _option_words(parser: Any) -> tuple[list[str], dict[str, list[str]]]:
+def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]]]:
     """The global options, and each command's own, as the parser knows them."""
     globals_ = [name for action in parser._actions for name in action.option_strings]
-    commands = next(action for action in parser._actions if action.dest == "command").choices
+    commands = _command_parsers(parser)
     own = {
         name: [word for action in command._actions for word in action.option_strings if word not in globals_]
         for name, command in commands.items()
@@ -5379,10 +5544,11 @@ fi
 _HIDDEN_FILES = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp", ".*.????????????.new")
 
 
-def _completion_script(shell: str, parser: Any) -> str:
+def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
     """A completion script for ``shell``: commands, options, --output/--format values, file names for DEST."""
     globals_, own = _option_words(parser)
-    actions = [*parser._actions, *(action for command in _subparsers(parser) for action in command._actions)]
+    commands = _command_parsers(parser).values()
+    actions = [*parser._actions, *(action for command in commands for action in command._actions)]
     taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
     valued = "|".join(
         name
@@ -5394,7 +5560,9 @@ def _completion_script(shell: str, parser: Any) -> str:
     else:
         offer, test = "compadd -- {}", "$PREFIX"
     files = "_dataset_client_files"
-    otherwise = {"": offer.format(" ".join(_COMMANDS)), "download": files, "completion": offer.format("bash zsh")}
+    otherwise = {"": offer.format(" ".join(_COMMANDS))}  # after each command: its operands
+    otherwise.update((name, files) for name, command in _COMMANDS.items() if command.files)
+    otherwise.update((name, offer.format(" ".join(c.operands))) for name, c in _COMMANDS.items() if c.operands)
     cases = ""
     for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
         words = " ".join(sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_))
@@ -5414,8 +5582,11 @@ def _completion_script(shell: str, parser: Any) -> str:
     return re.sub("|".join(replacements), lambda found: replacements[found[0]], script)
 
 
-def _subparsers(parser: Any) -> list[Any]:
-    return list(next(action for action in parser._actions if action.dest == "command").choices.values())
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's own parser, by the command's name."""
+    import argparse
+
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
 
 
 if __name__ == "__main__":

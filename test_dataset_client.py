@@ -2172,6 +2172,22 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual((status, stderr.getvalue()), (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'))
         self.assertEqual(self.requests, [])
 
+    def test_fan_out_s_client_is_the_command_lines_service_with_the_librarys_own_defaults(self) -> None:
+        fan_out, config = _load_example("fan_out"), self.tmp() / "config.toml"
+        config.write_text(f'[default]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 5\n')
+        config.chmod(0o600)
+        self.server.default = reply(body=[])
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))}
+        with mock.patch.dict(os.environ, {**kept, "DATASET_CLIENT_CONFIG": str(config)}, clear=True):
+            with fan_out.service_client() as client:
+                self.assertEqual(client.list_datasets(), [])
+                self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (5, 2))
+            config.write_text("[default]\n")
+            with self.assertRaisesRegex(dc._UsageError, "^no service address: set DATASET_CLIENT_BASE_URL"):
+                fan_out.service_client()
+        (request,) = self.requests
+        self.assertEqual((request.path, request.headers["Authorization"]), ("/api/datasets", f"Bearer {KEY}"))
+
     def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(self) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:5000]
         export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
@@ -2762,12 +2778,12 @@ class SecondReviewHostileTextTests(ServerTestCase):
             self.assertNotIn("Traceback", err)
         self.assertEqual({request.path for request in self.requests}, {"/api/v1/datasets"})
 
-    def test_sizes_of_thousands_of_digits_in_a_message_are_left_as_they_are(self) -> None:
-        message = f"the file is {'9' * 5000} bytes, more than 1048576 bytes"
+    def test_sizes_in_a_servers_message_are_left_as_the_server_wrote_them(self) -> None:
+        message = f"the file is {'9' * 5000} bytes, more than 1048576 bytes"  # its words, not the library's
         self.script(reply(413, {"message": message}))
         status, out, err = self.cli("datasets")
         self.assertEqual((status, out), (1, ""))
-        self.assertIn(f"the file is {'9' * 5000} bytes, more than 1.0 MiB", err)
+        self.assertIn(f": {message}\n", err)
         self.assertEqual([request.path for request in self.requests], ["/api/v1/datasets"])
 
     def test_a_non_ascii_download_url_is_fetched_percent_encoded_as_utf8(self) -> None:
@@ -2992,6 +3008,8 @@ class ProxyAndTLSTests(ServerTestCase):
         with self.assertRaisesRegex(dc.NetworkError, "certificate verification failed") as caught:
             self.client(tls.url + "/api", ssl_context=system_only).list_datasets()
         self.assertEqual(caught.exception.attempts, 1)
+        self.assertTrue(caught.exception.certificate)  # a field, for callers (and the CLI) to act on
+        self.assertTrue(pickle.loads(pickle.dumps(caught.exception)).certificate)
         self.assertEqual(tls.requests, [])
         _wait_for(lambda: tls.tls_failures == 1)
 
@@ -3294,20 +3312,20 @@ class CertificateTrustTests(ServerTestCase):
             f"GET {self.tls.url}/api/datasets: TLS certificate verification failed: unable to get local issuer"
             f" certificate; trusted: the system's CA store ({store}), {empty} from REQUESTS_CA_BUNDLE; to trust"
             " another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or SSL_CERT_FILE=FILE (in place of"
-            " its file), --ca-bundle FILE on the command line, ssl_context= in code",
+            " its file), ca_bundle=FILE or ssl_context= in code",
         )
         os.environ["SSL_CERT_FILE"] = str(HERE / "README.md")  # no CA in it
         self.assertIn(f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE", self.refusal())
 
-    def test_a_context_made_for_the_command_lines_ca_bundle(self) -> None:
+    def test_a_context_made_for_a_ca_bundle_names_it_by_the_librarys_keyword(self) -> None:
         missing = str(self.tmp() / "corp.pem")
-        with self.assertRaisesRegex(ValueError, f"^--ca-bundle names {re.escape(missing)}, which is not a file"):
+        with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(missing)}, which is not a file"):
             dc._default_ssl_context(missing)
         self.assert_trusted(ssl_context=dc._default_ssl_context(CA_FILE))
         self.tls.requests.clear()
         empty = self.tmp()
         message = self.refusal(ssl_context=dc._default_ssl_context(str(empty)))
-        self.assertIn(f"), {empty} from --ca-bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
+        self.assertIn(f"), {empty} from ca_bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
 
     def test_given_context_is_used_exactly_as_given(self) -> None:
         os.environ["REQUESTS_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # would be an error if it were read
@@ -6934,6 +6952,14 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(status, 2)
         self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
 
+    def test_the_certificate_advice_follows_the_errors_certificate_field_not_its_words(self) -> None:
+        advice = "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
+        failed = dc.NetworkError("GET https://h/x: TLS handshake failed", certificate=True)
+        self.assertEqual(dc._error_text(failed), "GET https://h/x: TLS handshake failed" + advice)
+        self.assertEqual(dc._error_text(pickle.loads(pickle.dumps(failed))), str(failed) + advice)
+        other = dc.NetworkError("GET https://h/x: connection lost: the certificate verifier went away")
+        self.assertEqual(dc._error_text(other), str(other))
+
     def test_connections_into_stdout_and_a_fifo_fetch_parts_at_once(self) -> None:
         self.server.default = serve_file(DATA, digests=True)
         result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
@@ -7080,6 +7106,93 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(status, 2)  # a warning, then: no service address
         self.assertIn("unknown key 'base-url' in [default]", err)
         self.assertIn("(ignored): did you mean 'base_url'?", err)
+
+    def test_settings_are_read_once_say_where_each_came_from_and_hand_the_library_only_what_was_set(self) -> None:
+        self.server.default = reply(body=[{"name": "scripted"}])
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[staging]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 0\n')
+        config.chmod(0o600)
+        chosen = {"DATASET_CLIENT_CONFIG": str(config), "DATASET_CLIENT_PROFILE": "staging"}
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
+        with mock.patch.dict(os.environ, {**kept, **chosen}, clear=True):
+            argv = ["--retries", "0", "--output", "csv", "download", "/files/x.csv", "-c"]
+            settings = dc._read_settings(dc._parse_arguments(argv))
+        with mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp())}, clear=True):  # no profile at all
+            bare = dc._read_settings(dc._parse_arguments(["--base-url", self.base_url, "datasets"]))
+        where = f"[staging] in {config}"
+        self.assertEqual(settings.client_options, {"timeout": None, "max_retries": 0})  # timeout 0: no limit
+        self.assertEqual(
+            settings.sources,
+            {
+                **{"base_url": where, "api_key": where, "timeout": where},
+                **{"max_retries": "--retries", "deadline": "default", "ca_bundle": "default"},
+            },
+        )
+        self.assertEqual(
+            (settings.command, settings.url, settings.resume, settings.connections, settings.output, settings.api_key),
+            ("download", "/files/x.csv", True, 1, "csv", KEY),
+        )
+        self.assertNotIn(KEY, repr(settings))
+        with self.assertRaises(AttributeError):
+            settings.resume = False  # type: ignore[misc]
+        self.assertEqual((bare.client_options, bare.sources["timeout"]), ({}, "default"))
+        with dc._open_client(bare) as client:  # the library's own defaults, said there alone
+            self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (30.0, 2))
+        status, out, err = self.run_main("--output", "json", "datasets", environment=chosen)
+        self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
+        self.assertEqual(self.requests[-1].path, "/api/datasets")
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")  # the profile's key, sent
+
+    def test_a_command_is_one_entry_of_the_table_its_help_arguments_run_and_completion(self) -> None:
+        self.server.default = reply(body=[{"name": "scripted"}])
+        ran = []
+
+        def run(client: dc.DatasetClient, settings: Any, stderr: Any) -> None:
+            ran.append((settings.command, settings.thing, client.list_datasets()))
+
+        ping = dc._Command(
+            "ping the service",
+            "Ping it.",
+            ["dataset-client ping x"],
+            lambda parser: parser.add_argument("thing", metavar="THING", choices=("x", "y")),
+            run,
+            operands=("x", "y"),
+        )
+        with mock.patch.dict(dc._COMMANDS, {"ping": ping}):
+            status, out, err = self.run_main("--base-url", self.server.url + "/api", "ping", "x")
+            self.assertEqual((status, out, err), (0, "", ""))
+            self.assertEqual(ran, [("ping", "x", [{"name": "scripted"}])])
+            self.assertEqual(self.requests[-1].path, "/api/datasets")
+            status, out, _ = self.run_main("--help")
+            self.assertIn("    ping                ping the service\n", out)
+            status, out, _ = self.run_main("ping", "--help")
+            self.assertIn("Ping it.\n\npositional arguments:\n  THING\n", out)
+            self.assertIn("examples:\n  dataset-client ping x\n", out)
+            script = dc._completion_script("bash", dc._build_parser())
+        self.assertIn('"ping") if [[ $cur == -* ]]; then', script)
+        self.assertIn('else COMPREPLY=($(compgen -W "x y" -- "$cur")); fi ;;', script)
+        self.assertIn('case "$word" in datasets|query|export|download|completion|ping)', script)
+
+    def test_stdout_whose_reader_went_away_ends_quietly_and_a_failed_write_names_stdout(self) -> None:
+        self.server.default = reply(body=[{"name": "scripted"}])
+
+        class Closed(io.StringIO):
+            def write(self, text: str) -> int:
+                raise self.error
+
+        closed = Closed()
+        for closed.error, expected in (
+            (BrokenPipeError(errno.EPIPE, "Broken pipe"), (0, "")),  # as under `| head`
+            (OSError(errno.ENOSPC, "No space left on device"), (1, "cannot write stdout: No space left on device")),
+        ):
+            with self.subTest(error=closed.error):
+                status, _, err = self.run_main(
+                    "--base-url", self.server.url + "/api", "--output", "json", "datasets", stdout=closed
+                )
+                self.assertEqual(
+                    (status, err), (expected[0], expected[1] and f"dataset-client: error: {expected[1]}\n")
+                )
+                self.assertEqual(self.requests[-1].path, "/api/datasets")
 
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
         def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause

@@ -154,17 +154,10 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
 
 def service_client() -> dc.DatasetClient:
     """A client for the service named as the command line finds it: options aside, variables, then the profile."""
-    settings = argparse.Namespace()
-    dc._apply_settings(settings)  # the CLI's own reading of DATASET_CLIENT_* and the config file
-    if not settings.base_url:
+    settings = dc._service_settings({})  # the CLI's own reading of DATASET_CLIENT_* and the config file
+    if not settings["base_url"]:
         raise dc._UsageError("no service address: set DATASET_CLIENT_BASE_URL, or give a profile a base_url")
-    return dc.DatasetClient(
-        settings.base_url,
-        settings.api_key,
-        timeout=settings.timeout,
-        max_retries=settings.retries,
-        ca_bundle=settings.ca_bundle,
-    )
+    return dc.DatasetClient(settings["base_url"], settings["api_key"], **settings["client_options"])
 
 
 def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
