@@ -4619,7 +4619,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
-            stderr.secrets = client._secrets  # whatever a line holds, it shows none of them
+            stderr.secrets = _client_secrets(client)  # whatever a line holds, it shows none of them
             run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -4713,7 +4713,7 @@ def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> No
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Print a command's result as --output says (an export on a terminal: a field | value block)."""
     with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
-        shown = _redact_value(result, client._secrets)  # a service that echoes the key never gets it printed
+        shown = _redact_value(result, _client_secrets(client))  # a service that echoes the key never gets it printed
         if settings.command == "export" and settings.download == "-":  # stdout holds the file's bytes alone
             if not settings.quiet:
                 stderr.message(_json_text(shown, 2), raw=True)
