@@ -4370,6 +4370,23 @@ class ServerDigestTests(ServerTestCase):
         self.assertEqual(list(directory.iterdir()), [])
         self.assertEqual(self.ranges().count(None), 4, "started over each time")
 
+    def test_a_part_fetched_again_is_logged_without_the_key_in_its_url(self) -> None:
+        # Found in review2: the "fetched again" warnings logged the URL as given, key and all.
+        third = len(DATA) // 3
+        for whole in ({}, {"Repr-Digest": digest_field(DATA)}):  # checked as they arrive, or once the file fails
+            with self.subTest(whole=whole):
+                self.server.requests.clear()
+                self.server.default = serve_parts(DATA, headers=whole, corrupt=[third])
+                out = self.tmp() / "out.bin"
+                with self.assertLogs("dataset_client", level="WARNING") as logs:
+                    self.client().download(f"files/x?token={KEY}", out, connections=3)
+                self.assertEqual(out.read_bytes(), DATA)
+                self.assertTrue(all(r.path.endswith(f"?token={KEY}") for r in self.requests), "the key went")
+                again = [line for line in logs.output if "fetched again" in line]
+                self.assertEqual(len(again), 1, logs.output)
+                self.assertIn("files/x?token=<redacted>", again[0])
+                self.assertNotIn(KEY, "\n".join(logs.output))
+
 
 class Recorder:
     """A binary stream that cannot seek: what was written to it, in order."""
