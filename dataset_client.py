@@ -4904,7 +4904,7 @@ _EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download
 def _export_block(export: dict[str, Any]) -> str:
     """An export at a glance, as ``field | value`` lines (the fields people act on; --output json has all)."""
     shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
-    if _is_number(shown.get("size")):
+    if _is_number(shown.get("size")) and 0 <= shown["size"] <= _MAX_SIZE:  # else shown whole: no float holds it
         shown["size"] = _size(shown["size"])
     if not shown:
         return _json_text(export, 2) + "\n"

@@ -6654,6 +6654,18 @@ class FirstHourCommandLineTests(StandInTestCase):
         self.assertNotIn("max_rate", called.call_args.kwargs)
         self.assertEqual([r.path for r in self.requests], ["/api/files/x"])
 
+    def test_an_export_whose_size_no_float_holds_is_shown_whole(self) -> None:
+        # Found in review2: a 4,000-digit "size" made the export block an OverflowError and a traceback.
+        huge = 10**4000
+        for size, shown in ((huge, str(huge)), (-5, "-5"), (2**63, str(2**63)), (2048, "2.0 KiB")):
+            with self.subTest(size=str(size)[:10]):
+                self.server.requests.clear()
+                self.script(reply(201, {"id": "exp_1", "size": size}))
+                status, out, err = self.run_main(*self.export_argv(), terminal=True)
+                self.assertEqual((status, err), (0, ""))
+                self.assertEqual(out.splitlines(), ["id   | exp_1", f"size | {shown}"])
+                self.assertEqual([r.path for r in self.requests], ["/api/exports"])
+
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
