@@ -1548,10 +1548,12 @@ def _url_in_the_scheme_spoken(
 def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
     """Whether the server at host:port answers plain HTTP: ``OPTIONS *`` (RFC 9110 9.3.7, the
     server's "ping"), no credentials, on a connection of its own; its reply's first bytes say."""
+    ends = time.monotonic() + timeout  # the whole probe, as a TLS handshake's: a byte a while never stretches it
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
         for _ in range(5):  # "HTTP/" may come in pieces
+            sock.settimeout(max(ends - time.monotonic(), 0.001))
             chunk = sock.recv(5 - len(received))
             received += chunk
             if not chunk or len(received) == 5:

@@ -875,6 +875,44 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertEqual(caught.exception.attempts, 3, "retried as any failed handshake")
         self.assertEqual(received, [b"\x16"] * 3, "three handshakes, no probe in plain HTTP")
 
+    def test_the_plain_http_probe_is_bounded_as_a_whole_not_per_byte(self) -> None:
+        # Found in review2: "HTTP/" a byte at a time, each just within the time-out, made the probe last
+        # five time-outs, past the call's deadline. The socket and clock are stand-ins: no time passes.
+        now = [0.0]
+
+        class Trickling:  # each byte arrives 0.4 time-outs after the one before
+            def __init__(self) -> None:
+                self.sent, self.waits, self.timeout = b"", 0, 1.0
+
+            def __enter__(self) -> Trickling:
+                return self
+
+            def __exit__(self, *exc_info: object) -> None:
+                pass
+
+            def sendall(self, data: bytes) -> None:
+                self.sent += data
+
+            def settimeout(self, timeout: float) -> None:
+                self.timeout = timeout
+
+            def recv(self, size: int) -> bytes:
+                self.waits += 1
+                if self.timeout < 0.4:
+                    raise TimeoutError("timed out")
+                now[0] += 0.4
+                return b"HTTP/"[self.waits - 1 : self.waits]
+
+        sock = Trickling()
+        with (
+            mock.patch.object(dc.socket, "create_connection", return_value=sock),
+            mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])),  # this module's clock alone
+        ):
+            with self.assertRaises(TimeoutError):
+                dc._speaks_plain_http("127.0.0.1", 443, 1.0)
+        self.assertEqual(sock.sent, b"OPTIONS * HTTP/1.0\r\n\r\n")
+        self.assertEqual(sock.waits, 3, "two bytes in time, the third past the probe's one time-out")
+
 
 # ---------------------------------------------------------------------------
 # The operations on the wire: list_datasets, query, create_export (and their arguments)
