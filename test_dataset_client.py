@@ -907,9 +907,9 @@ class FirstHourLibraryTests(ServerTestCase):
         with (
             mock.patch.object(dc.socket, "create_connection", return_value=sock),
             mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])),  # this module's clock alone
+            self.assertRaises(TimeoutError),
         ):
-            with self.assertRaises(TimeoutError):
-                dc._speaks_plain_http("127.0.0.1", 443, 1.0)
+            dc._speaks_plain_http("127.0.0.1", 443, 1.0)
         self.assertEqual(sock.sent, b"OPTIONS * HTTP/1.0\r\n\r\n")
         self.assertEqual(sock.waits, 3, "two bytes in time, the third past the probe's one time-out")
 
