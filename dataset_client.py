@@ -109,6 +109,7 @@ _MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more is a
 _MAX_CONNECTIONS = 32  # ranged requests at once for one download
 _MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
+_MAX_CONFIG_SIZE = 1024 * 1024  # a config file larger than this is no profile (tomllib reads it whole)
 _SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
@@ -4340,7 +4341,7 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
 
     path = _config_path()
     try:
-        with open(path, "rb") as file:
+        with _open_config(path) as file:
             status = os.fstat(file.fileno())
             _check_config_file_is_own(path, status)  # before a byte of it is believed
             mode = status.st_mode
@@ -4364,6 +4365,17 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
     return _checked_profile(tables[name], name, path, warn)
 
 
+def _open_config(path: str) -> BinaryIO:
+    """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
+    _check_config_file_is_own), never waited on for a writer."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return open(fd, "rb")
+    except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
+        os.close(fd)
+        raise
+
+
 def _config_path() -> str:
     """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one, as the
     XDG spec says), else in ~/.config/dataset-client."""
@@ -4374,10 +4386,15 @@ def _config_path() -> str:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """_UsageError, saying why, unless the config file (the file a link leads to) is the user's own
-    and writable by no one else, as ssh checks its config: whoever can write it sets ``base_url``,
-    and the key goes there. Owned by root is fine, as for ssh. (Not on Windows: no such modes.)
+    """_UsageError, saying why, unless the config file (the file a link leads to) is a regular file of
+    at most 1 MiB, the user's own and writable by no one else, as ssh checks its config: whoever can
+    write it sets ``base_url``, and the key goes there. Owned by root is fine, as for ssh. (Not on
+    Windows: no such modes.)
     """
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end (/dev/zero)
+        raise _UsageError(f"{path} is not a regular file: not used")
+    if status.st_size > _MAX_CONFIG_SIZE:
+        raise _UsageError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
     if not hasattr(os, "geteuid"):
         return
     quoted = _shell_quoted(path)

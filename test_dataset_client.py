@@ -5032,6 +5032,38 @@ class SecondReviewFileTests(ServerTestCase):
                 self.assertEqual(lock.read_text(), str(os.getpid()))
                 self.assertEqual([p.name for p in directory.iterdir()], [lock.name], "no claim or new file left")
 
+    def test_a_config_file_that_is_no_regular_file_or_too_large_is_refused_without_waiting(self) -> None:
+        # Found in review2: a FIFO as the config file (one's own, or planted where DATASET_CLIENT_CONFIG
+        # points) made every command wait in open() for a writer; a huge file was read whole.
+        import_or_skip(self, "fcntl")
+        fifo, huge, directory = self.tmp() / "fifo.toml", self.config_file(), self.tmp()
+        os.mkfifo(fifo, 0o600)
+        with huge.open("a") as file:
+            file.write("# " + "x" * (1024 * 1024) + "\n")
+        self.server.default = reply(body=[])
+        for path, said in (
+            (fifo, f"{fifo} is not a regular file: not used"),
+            (huge, f"{huge} is larger than 1.0 MiB: not used"),
+            (directory, f"cannot read the config file {directory}: Is a directory"),
+        ):
+            with self.subTest(str(path)):
+                outcome: list[tuple[int, str]] = []
+                environment = {"DATASET_CLIENT_CONFIG": str(path)}
+                run = threading.Thread(
+                    target=lambda seen, env: seen.append(self.cli("datasets", environment=env)),
+                    args=(outcome, environment),
+                    daemon=True,
+                )
+                run.start()
+                run.join(10)
+                if run.is_alive():  # waiting in open(): a writer's open and close lets it read an empty file
+                    os.close(os.open(fifo, os.O_WRONLY))
+                    run.join(10)
+                self.assertEqual(len(outcome), 1)
+                status, err = outcome[0]
+                self.assertEqual((status, err), (2, f"dataset-client: error: {said}\n"))
+                self.assertEqual(self.requests, [], "nothing sent")
+
 
 class LockFileTests(ServerTestCase):
     """Without flock (Windows), ``.NAME.part.lock`` holds the downloading process's id."""
