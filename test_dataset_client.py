@@ -2357,6 +2357,38 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertTrue(os.path.isabs(unpickled._arguments["ca_bundle"]))
         self.assertTrue(os.path.samefile(unpickled._arguments["ca_bundle"], here / "corp.pem"))
 
+    def test_fan_out_trusts_no_file_or_record_another_user_left_or_linked(self) -> None:
+        # Found in review2: in a shared --into, another user's file with a .sha256 record of its own digest
+        # (or links to them) was taken for this run's verified export: never fetched, the planted data kept.
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give a file to another user")
+        fan_out, data, planted = _load_example("fan_out"), DATA[:4000], b"planted rows\n"
+        day = datetime.date(2024, 1, 2)
+        job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
+        record = f"{fan_out.covers(job)}\n{hashlib.sha256(planted).hexdigest()}  {job.name}\n"
+        for how in ("owned by another user", "links to a file elsewhere"):
+            with self.subTest(how=how):
+                self.server.requests.clear()
+                into, elsewhere = self.tmp(), self.tmp()
+                into.chmod(0o1777)
+                where = into if how == "owned by another user" else elsewhere
+                (where / job.name).write_bytes(planted)
+                (where / f"{job.name}.sha256").write_text(record)
+                for name in (job.name, f"{job.name}.sha256"):
+                    if where is elsewhere:
+                        os.symlink(elsewhere / name, into / name)
+                    os.chown(into / name, 4242, 4242, follow_symlinks=False)
+                self.assertIsNone(fan_out.verified_size(str(into / job.name), job))
+                export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+                self.script(export, serve_file(data))
+                label, error = fan_out.fetch(self.client(), job, str(into))
+                self.assertEqual(self.requests[0].method, "POST", "the export made again, not skipped")
+                if where is into:  # root may replace another user's file: this run's export is there now
+                    self.assertEqual((label, error, (into / job.name).read_bytes()), ("AAPL", None, data))
+                else:  # download() follows no other user's link in a sticky directory: an error, said
+                    self.assertRegex(error or "", "^PermissionError: ")
+                    self.assertEqual((elsewhere / job.name).read_bytes(), planted, "nothing written through it")
+
 
 def _load_example(name: str) -> Any:
     """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
