@@ -110,6 +110,7 @@ _MAX_CONNECTIONS = 32  # ranged requests at once for one download
 _MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
 _MAX_CONFIG_SIZE = 1024 * 1024  # a config file larger than this is no profile (tomllib reads it whole)
+_MAX_DIGEST_MEMBERS = 16  # members of one digest field looked at; more are ignored (a server's few algorithms)
 _SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
@@ -2871,7 +2872,10 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     import binascii
 
     digests = []
-    for member in value.split(","):
+    members = value.split(",", _MAX_DIGEST_MEMBERS)  # a field names a few algorithms: the rest is not looked at
+    if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas in each of 100 fields took seconds of CPU
+        _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
+    for member in members[:_MAX_DIGEST_MEMBERS]:
         name, _, encoded = member.partition(";")[0].strip().partition("=")
         algorithm = name.strip().lower()
         if header != "Digest":

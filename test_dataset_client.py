@@ -4457,6 +4457,24 @@ class ServerDigestTests(ServerTestCase):
                 self.assertIn("files/x?token=<redacted>", again[0])
                 self.assertNotIn(KEY, "\n".join(logs.output))
 
+    def test_a_digest_field_of_thousands_of_members_is_looked_at_no_further_than_its_first_few(self) -> None:
+        # Found in review2: 100 fields of 64 KiB of commas were 6.5 million members, each parsed and
+        # logged: seconds of CPU for each response, past any deadline. A field's 17th member on is ignored.
+        junk = "," * 20_000
+        headers = {
+            "Repr-Digest": junk + digest_field(SMALL),
+            "Digest": "md5=x, " * 16 + digest_field(SMALL, legacy=True),
+        }
+        self.server.default = serve_parts(SMALL, headers=headers)
+        out, progress = io.BytesIO(), Verified()
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            self.client().download("files/x", out, progress=progress)
+        self.assertEqual(out.getvalue(), SMALL)
+        self.assertEqual(progress.verified, [], "a digest past the first 16 members is not looked at: never trusted")
+        ignored = [line for line in logs.output if "ignored" in line]
+        self.assertEqual(len(ignored), 2 * 17, "16 members and the rest, for each field")
+        self.assertEqual(self.ranges(), [None])
+
 
 class Recorder:
     """A binary stream that cannot seek: what was written to it, in order."""
