@@ -5912,6 +5912,29 @@ class DeadlineTests(ServerTestCase):
         )
         self.assertEqual([r.path for r in self.requests], ["/datasets", "/files/x"])
 
+    def test_a_stall_measured_with_a_body_s_last_bytes_is_no_error_once_the_body_is_whole(self) -> None:
+        # Found in review2: --limit-rate below --speed-limit per connection (-n 4): a part whose last bytes
+        # came with a stall got the stall from its check for bytes past its Content-Range, was fetched
+        # again as "Range: bytes=4718592-4718591", and the download failed with an InvalidResponseError.
+        ours, theirs = socket.socketpair()
+        self.addCleanup(ours.close)
+        with theirs:
+            theirs.sendall(
+                b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-2/3\r\nContent-Length: 3\r\n\r\nabc"
+            )
+        response = dc._PooledResponse(ours, method="GET")
+        response.method, response.url = "GET", "http://127.0.0.1/files/x"
+        self.addCleanup(response.close)
+        response.begin()
+        now = [0.0]
+        with mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])):  # this module's clock alone
+            watch = dc._Watch(1.0, None, min_rate=1000.0)
+            watch.take(response)
+            now[0] = 5.0  # 3 bytes in 5 s: below min_rate, measured as the last bytes arrive
+            self.assertEqual(response.read(3), b"abc")
+            self.assertEqual(response.read(1), b"", "the body is whole: nothing past it, and no stall to report")
+        self.assertEqual(response.length, 0)
+
 
 # ---------------------------------------------------------------------------
 # The command line: against the stand-in service and scripted servers; as a new user meets it
