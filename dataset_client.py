@@ -4435,10 +4435,17 @@ def _checked_profile(
         )
         if wrong:
             kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-            raise _UsageError(f"{key} in {where} must be {kind}, not {value!r}")
+            shown = _toml_kind(value) if key == "api_key" else repr(value)  # a key is never shown, even a wrong one
+            raise _UsageError(f"{key} in {where} must be {kind}, not {shown}")
     if "ca_bundle" in profile:
         profile = {**profile, "ca_bundle": os.path.expanduser(profile["ca_bundle"])}
     return profile
+
+
+def _toml_kind(value: Any) -> str:
+    """What a TOML value is, in TOML's words: ``an integer``, ``an array``, ``a table``..."""
+    kinds = {"int": "an integer", "float": "a float", "bool": "a boolean", "list": "an array", "dict": "a table"}
+    return kinds.get(type(value).__name__, "an empty string" if value == "" else "a date or time")
 
 
 def _shell_quoted(text: str) -> str:

@@ -6809,6 +6809,22 @@ class FirstHourCommandLineTests(StandInTestCase):
                 self.assertEqual(out.splitlines(), ["id   | exp_1", f"size | {shown}"])
                 self.assertEqual([r.path for r in self.requests], ["/api/exports"])
 
+    def test_a_profile_s_api_key_of_the_wrong_type_is_refused_without_showing_it(self) -> None:
+        # Found in review2: an unquoted numeric token (api_key = 123456789012345, an integer in TOML) was
+        # printed whole in the error that said it must be a string.
+        config = self.tmp() / "config.toml"
+        for value in ("123456789012345", '["sk-listed-0123456789"]', "{ key = 'sk-table-0123456789' }"):
+            with self.subTest(value=value):
+                config.write_text(f'[default]\nbase_url = "{self.server.url}"\napi_key = {value}\n')
+                config.chmod(0o600)
+                status, out, err = self.run_main("datasets", environment={"DATASET_CLIENT_CONFIG": str(config)})
+                kind = {"1": "an integer", "[": "an array", "{": "a table"}[value[0]]
+                said = (
+                    f"dataset-client: error: api_key in [default] in {config} must be a non-empty string, not {kind}\n"
+                )
+                self.assertEqual((status, out, err), (2, "", said))
+                self.assertEqual(self.requests, [], "nothing sent")
+
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
