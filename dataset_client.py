@@ -4374,7 +4374,7 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
 def _open_config(path: str) -> BinaryIO:
     """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
     _check_config_file_is_own), never waited on for a writer."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _O_BINARY)  # as open(path, "rb") on Windows
     try:
         return open(fd, "rb")
     except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
