@@ -3571,7 +3571,7 @@ def _open_descriptor(path: str) -> BinaryIO:
     if process is not None and process not in ("self", "thread-self") and int(process) != os.getpid():
         return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
     try:
-        fd = os.dup(int(os.path.basename(path)))
+        fd = os.dup(int(os.path.basename(os.path.abspath(path))))  # abspath: "/dev/fd/1/" names 1 too
     except OverflowError:
         raise OSError(errno.EBADF, "no such file descriptor", path) from None
     return open(fd, "wb", buffering=0)

@@ -5114,6 +5114,20 @@ class SecondReviewFileTests(ServerTestCase):
                 self.assertEqual((status, err), (2, f"dataset-client: error: {said}\n"))
                 self.assertEqual(self.requests, [], "nothing sent")
 
+    def test_a_descriptor_named_with_a_trailing_slash_is_the_same_stream(self) -> None:
+        # Found in review2: "download URL /dev/fd/1/" was "invalid literal for int() with base 10: ''", exit 2.
+        log = self.tmp() / "t.log"
+        log.write_bytes(b"earlier lines\n")
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        self.addCleanup(os.close, fd)
+        for name in (f"/dev/fd/{fd}/", f"/proc/self/fd/{fd}//"):
+            with self.subTest(name):
+                self.script(serve_file(b"appended\n"))
+                self.client().download("files/x", name)
+        self.assertEqual(log.read_bytes(), b"earlier lines\n" + b"appended\n" * 2)
+        self.assertEqual([p.name for p in log.parent.iterdir()], ["t.log"])
+        self.assertEqual(len(self.requests), 2)
+
 
 class LockFileTests(ServerTestCase):
     """Without flock (Windows), ``.NAME.part.lock`` holds the downloading process's id."""
