@@ -110,6 +110,8 @@ _MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more is a
 _MAX_CONNECTIONS = 32  # ranged requests at once for one download
 _MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
+_MAX_CONFIG_SIZE = 1024 * 1024  # a config file larger than this is no profile (tomllib reads it whole)
+_MAX_DIGEST_MEMBERS = 16  # members of one digest field looked at; more are ignored (a server's few algorithms)
 _SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
@@ -1413,6 +1415,8 @@ class _Watch:
         """``response.read(amount)``, one receive at a time; the bytes received before a stall or the
         deadline are returned first (a resumed download keeps them), the error by the next read."""
         if self.ended is not None:
+            if response.length == 0:  # the body is whole: a stall measured with its last bytes ends nothing
+                return b""
             raise self.ended
         data = bytearray()
         try:
@@ -1584,10 +1588,12 @@ def _url_in_the_scheme_spoken(
 def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
     """Whether the server at host:port answers plain HTTP: ``OPTIONS *`` (RFC 9110 9.3.7, the
     server's "ping"), no credentials, on a connection of its own; its reply's first bytes say."""
+    ends = time.monotonic() + timeout  # the whole probe, as a TLS handshake's: a byte a while never stretches it
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
         for _ in range(5):  # "HTTP/" may come in pieces
+            sock.settimeout(max(ends - time.monotonic(), 0.001))
             chunk = sock.recv(5 - len(received))
             received += chunk
             if not chunk or len(received) == 5:
@@ -2615,7 +2621,7 @@ class _Transfer:
                 self._saved_and_reported()
         if again:
             message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-            _logger().warning(message, check.algorithm, where, self.url)
+            _logger().warning(message, check.algorithm, where, self.shown_url())
             raise _PartMismatch
         self._mismatch("Content-Digest", check.algorithm, check.expected, actual, f" ({where})")
 
@@ -2718,7 +2724,7 @@ class _Transfer:
         for part in bad:
             start, algorithm, _ = part.deferred or (part.start, "", "")
             message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
-            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self.url)
+            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self.shown_url())
             part.done, part.taken, part.deferred = start - part.start, False, None
             part.mismatches += 1
         if bad and self.digest is not None:
@@ -2921,7 +2927,10 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     import binascii
 
     digests = []
-    for member in value.split(","):
+    members = value.split(",", _MAX_DIGEST_MEMBERS)  # a field names a few algorithms: the rest is not looked at
+    if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas in each of 100 fields took seconds of CPU
+        _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
+    for member in members[:_MAX_DIGEST_MEMBERS]:
         name, _, encoded = member.partition(";")[0].strip().partition("=")
         algorithm = name.strip().lower()
         if header != "Digest":
@@ -3645,7 +3654,7 @@ def _open_descriptor(path: str) -> BinaryIO:
     if process is not None and process not in ("self", "thread-self") and int(process) != os.getpid():
         return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
     try:
-        fd = os.dup(int(os.path.basename(path)))
+        fd = os.dup(int(os.path.basename(os.path.abspath(path))))  # abspath: "/dev/fd/1/" names 1 too
     except OverflowError:
         raise OSError(errno.EBADF, "no such file descriptor", path) from None
     return open(fd, "wb", buffering=0)
@@ -4502,7 +4511,7 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
 
     path = _config_path()
     try:
-        with open(path, "rb") as file:
+        with _open_config(path) as file:
             status = os.fstat(file.fileno())
             _check_config_file_is_own(path, status)  # before a byte of it is believed
             mode = status.st_mode
@@ -4526,6 +4535,17 @@ def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> di
     return _checked_profile(tables[name], name, path, warn)
 
 
+def _open_config(path: str) -> BinaryIO:
+    """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
+    _check_config_file_is_own), never waited on for a writer."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _O_BINARY)  # as open(path, "rb") on Windows
+    try:
+        return open(fd, "rb")
+    except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
+        os.close(fd)
+        raise
+
+
 def _config_path() -> str:
     """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one, as the
     XDG spec says), else in ~/.config/dataset-client."""
@@ -4536,10 +4556,15 @@ def _config_path() -> str:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """_UsageError, saying why, unless the config file (the file a link leads to) is the user's own
-    and writable by no one else, as ssh checks its config: whoever can write it sets ``base_url``,
-    and the key goes there. Owned by root is fine, as for ssh. (Not on Windows: no such modes.)
+    """_UsageError, saying why, unless the config file (the file a link leads to) is a regular file of
+    at most 1 MiB, the user's own and writable by no one else, as ssh checks its config: whoever can
+    write it sets ``base_url``, and the key goes there. Owned by root is fine, as for ssh. (Not on
+    Windows: no such modes.)
     """
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end (/dev/zero)
+        raise _UsageError(f"{path} is not a regular file: not used")
+    if status.st_size > _MAX_CONFIG_SIZE:
+        raise _UsageError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
     if not hasattr(os, "geteuid"):
         return
     quoted = _shell_quoted(path)
@@ -4574,10 +4599,17 @@ def _checked_profile(
         )
         if wrong:
             kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-            raise _UsageError(f"{key} in {where} must be {kind}, not {value!r}")
+            shown = _toml_kind(value) if key == "api_key" else repr(value)  # a key is never shown, even a wrong one
+            raise _UsageError(f"{key} in {where} must be {kind}, not {shown}")
     if "ca_bundle" in profile:
         profile = {**profile, "ca_bundle": os.path.expanduser(profile["ca_bundle"])}
     return profile
+
+
+def _toml_kind(value: Any) -> str:
+    """What a TOML value is, in TOML's words: ``an integer``, ``an array``, ``a table``..."""
+    kinds = {"int": "an integer", "float": "a float", "bool": "a boolean", "list": "an array", "dict": "a table"}
+    return kinds.get(type(value).__name__, "an empty string" if value == "" else "a date or time")
 
 
 def _shell_quoted(text: str) -> str:
@@ -5173,7 +5205,7 @@ _EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download
 def _export_block(export: dict[str, Any]) -> str:
     """An export at a glance, as ``field | value`` lines (the fields people act on; --output json has all)."""
     shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
-    if _is_number(shown.get("size")):
+    if _is_number(shown.get("size")) and 0 <= shown["size"] <= _MAX_SIZE:  # else shown whole: no float holds it
         shown["size"] = _size(shown["size"])
     if not shown:
         return _json_text(export, 2) + "\n"

@@ -875,6 +875,44 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertEqual(caught.exception.attempts, 3, "retried as any failed handshake")
         self.assertEqual(received, [b"\x16"] * 3, "three handshakes, no probe in plain HTTP")
 
+    def test_the_plain_http_probe_is_bounded_as_a_whole_not_per_byte(self) -> None:
+        # Found in review2: "HTTP/" a byte at a time, each just within the time-out, made the probe last
+        # five time-outs, past the call's deadline. The socket and clock are stand-ins: no time passes.
+        now = [0.0]
+
+        class Trickling:  # each byte arrives 0.4 time-outs after the one before
+            def __init__(self) -> None:
+                self.sent, self.waits, self.timeout = b"", 0, 1.0
+
+            def __enter__(self) -> Trickling:
+                return self
+
+            def __exit__(self, *exc_info: object) -> None:
+                pass
+
+            def sendall(self, data: bytes) -> None:
+                self.sent += data
+
+            def settimeout(self, timeout: float) -> None:
+                self.timeout = timeout
+
+            def recv(self, size: int) -> bytes:
+                self.waits += 1
+                if self.timeout < 0.4:
+                    raise TimeoutError("timed out")
+                now[0] += 0.4
+                return b"HTTP/"[self.waits - 1 : self.waits]
+
+        sock = Trickling()
+        with (
+            mock.patch.object(dc.socket, "create_connection", return_value=sock),
+            mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])),  # this module's clock alone
+            self.assertRaises(TimeoutError),
+        ):
+            dc._speaks_plain_http("127.0.0.1", 443, 1.0)
+        self.assertEqual(sock.sent, b"OPTIONS * HTTP/1.0\r\n\r\n")
+        self.assertEqual(sock.waits, 3, "two bytes in time, the third past the probe's one time-out")
+
 
 # ---------------------------------------------------------------------------
 # The operations on the wire: list_datasets, query, create_export (and their arguments)
@@ -2334,6 +2372,38 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(unpickled._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
         self.assertTrue(os.path.isabs(unpickled._arguments["ca_bundle"]))
         self.assertTrue(os.path.samefile(unpickled._arguments["ca_bundle"], here / "corp.pem"))
+
+    def test_fan_out_trusts_no_file_or_record_another_user_left_or_linked(self) -> None:
+        # Found in review2: in a shared --into, another user's file with a .sha256 record of its own digest
+        # (or links to them) was taken for this run's verified export: never fetched, the planted data kept.
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give a file to another user")
+        fan_out, data, planted = _load_example("fan_out"), DATA[:4000], b"planted rows\n"
+        day = datetime.date(2024, 1, 2)
+        job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
+        record = f"{fan_out.covers(job)}\n{hashlib.sha256(planted).hexdigest()}  {job.name}\n"
+        for how in ("owned by another user", "links to a file elsewhere"):
+            with self.subTest(how=how):
+                self.server.requests.clear()
+                into, elsewhere = self.tmp(), self.tmp()
+                into.chmod(0o1777)
+                where = into if how == "owned by another user" else elsewhere
+                (where / job.name).write_bytes(planted)
+                (where / f"{job.name}.sha256").write_text(record)
+                for name in (job.name, f"{job.name}.sha256"):
+                    if where is elsewhere:
+                        os.symlink(elsewhere / name, into / name)
+                    os.chown(into / name, 4242, 4242, follow_symlinks=False)
+                self.assertIsNone(fan_out.verified_size(str(into / job.name), job))
+                export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+                self.script(export, serve_file(data))
+                label, error = fan_out.fetch(self.client(), job, str(into))
+                self.assertEqual(self.requests[0].method, "POST", "the export made again, not skipped")
+                if where is into:  # root may replace another user's file: this run's export is there now
+                    self.assertEqual((label, error, (into / job.name).read_bytes()), ("AAPL", None, data))
+                else:  # download() follows no other user's link in a sticky directory: an error, said
+                    self.assertRegex(error or "", "^PermissionError: ")
+                    self.assertEqual((elsewhere / job.name).read_bytes(), planted, "nothing written through it")
 
 
 def _load_example(name: str) -> Any:
@@ -4390,6 +4460,41 @@ class ServerDigestTests(ServerTestCase):
         self.assertEqual(list(directory.iterdir()), [])
         self.assertEqual(self.ranges().count(None), 4, "started over each time")
 
+    def test_a_part_fetched_again_is_logged_without_the_key_in_its_url(self) -> None:
+        # Found in review2: the "fetched again" warnings logged the URL as given, key and all.
+        third = len(DATA) // 3
+        for whole in ({}, {"Repr-Digest": digest_field(DATA)}):  # checked as they arrive, or once the file fails
+            with self.subTest(whole=whole):
+                self.server.requests.clear()
+                self.server.default = serve_parts(DATA, headers=whole, corrupt=[third])
+                out = self.tmp() / "out.bin"
+                with self.assertLogs("dataset_client", level="WARNING") as logs:
+                    self.client().download(f"files/x?token={KEY}", out, connections=3)
+                self.assertEqual(out.read_bytes(), DATA)
+                self.assertTrue(all(r.path.endswith(f"?token={KEY}") for r in self.requests), "the key went")
+                again = [line for line in logs.output if "fetched again" in line]
+                self.assertEqual(len(again), 1, logs.output)
+                self.assertIn("files/x?token=<redacted>", again[0])
+                self.assertNotIn(KEY, "\n".join(logs.output))
+
+    def test_a_digest_field_of_thousands_of_members_is_looked_at_no_further_than_its_first_few(self) -> None:
+        # Found in review2: 100 fields of 64 KiB of commas were 6.5 million members, each parsed and
+        # logged: seconds of CPU for each response, past any deadline. A field's 17th member on is ignored.
+        junk = "," * 20_000
+        headers = {
+            "Repr-Digest": junk + digest_field(SMALL),
+            "Digest": "md5=x, " * 16 + digest_field(SMALL, legacy=True),
+        }
+        self.server.default = serve_parts(SMALL, headers=headers)
+        out, progress = io.BytesIO(), Verified()
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            self.client().download("files/x", out, progress=progress)
+        self.assertEqual(out.getvalue(), SMALL)
+        self.assertEqual(progress.verified, [], "a digest past the first 16 members is not looked at: never trusted")
+        ignored = [line for line in logs.output if "ignored" in line]
+        self.assertEqual(len(ignored), 2 * 17, "16 members and the rest, for each field")
+        self.assertEqual(self.ranges(), [None])
+
 
 class Recorder:
     """A binary stream that cannot seek: what was written to it, in order."""
@@ -5000,6 +5105,52 @@ class SecondReviewFileTests(ServerTestCase):
                 self.assertEqual(first, pause == 2, "the claim's holder goes on; without it, the first to claim")
                 self.assertEqual(lock.read_text(), str(os.getpid()))
                 self.assertEqual([p.name for p in directory.iterdir()], [lock.name], "no claim or new file left")
+
+    def test_a_config_file_that_is_no_regular_file_or_too_large_is_refused_without_waiting(self) -> None:
+        # Found in review2: a FIFO as the config file (one's own, or planted where DATASET_CLIENT_CONFIG
+        # points) made every command wait in open() for a writer; a huge file was read whole.
+        import_or_skip(self, "fcntl")
+        fifo, huge, directory = self.tmp() / "fifo.toml", self.config_file(), self.tmp()
+        os.mkfifo(fifo, 0o600)
+        with huge.open("a") as file:
+            file.write("# " + "x" * (1024 * 1024) + "\n")
+        self.server.default = reply(body=[])
+        for path, said in (
+            (fifo, f"{fifo} is not a regular file: not used"),
+            (huge, f"{huge} is larger than 1.0 MiB: not used"),
+            (directory, f"cannot read the config file {directory}: Is a directory"),
+        ):
+            with self.subTest(str(path)):
+                outcome: list[tuple[int, str]] = []
+                environment = {"DATASET_CLIENT_CONFIG": str(path)}
+                run = threading.Thread(
+                    target=lambda seen, env: seen.append(self.cli("datasets", environment=env)),
+                    args=(outcome, environment),
+                    daemon=True,
+                )
+                run.start()
+                run.join(10)
+                if run.is_alive():  # waiting in open(): a writer's open and close lets it read an empty file
+                    os.close(os.open(fifo, os.O_WRONLY))
+                    run.join(10)
+                self.assertEqual(len(outcome), 1)
+                status, err = outcome[0]
+                self.assertEqual((status, err), (2, f"dataset-client: error: {said}\n"))
+                self.assertEqual(self.requests, [], "nothing sent")
+
+    def test_a_descriptor_named_with_a_trailing_slash_is_the_same_stream(self) -> None:
+        # Found in review2: "download URL /dev/fd/1/" was "invalid literal for int() with base 10: ''", exit 2.
+        log = self.tmp() / "t.log"
+        log.write_bytes(b"earlier lines\n")
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+        self.addCleanup(os.close, fd)
+        for name in (f"/dev/fd/{fd}/", f"/proc/self/fd/{fd}//"):
+            with self.subTest(name):
+                self.script(serve_file(b"appended\n"))
+                self.client().download("files/x", name)
+        self.assertEqual(log.read_bytes(), b"earlier lines\n" + b"appended\n" * 2)
+        self.assertEqual([p.name for p in log.parent.iterdir()], ["t.log"])
+        self.assertEqual(len(self.requests), 2)
 
 
 class LockFileTests(ServerTestCase):
@@ -5798,6 +5949,29 @@ class DeadlineTests(ServerTestCase):
             r"below the 1\.0 MiB/s of --speed-limit; with -c, the partial file is kept [^\n]*\n$",
         )
         self.assertEqual([r.path for r in self.requests], ["/datasets", "/files/x"])
+
+    def test_a_stall_measured_with_a_body_s_last_bytes_is_no_error_once_the_body_is_whole(self) -> None:
+        # Found in review2: --limit-rate below --speed-limit per connection (-n 4): a part whose last bytes
+        # came with a stall got the stall from its check for bytes past its Content-Range, was fetched
+        # again as "Range: bytes=4718592-4718591", and the download failed with an InvalidResponseError.
+        ours, theirs = socket.socketpair()
+        self.addCleanup(ours.close)
+        with theirs:
+            theirs.sendall(
+                b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-2/3\r\nContent-Length: 3\r\n\r\nabc"
+            )
+        response = dc._PooledResponse(ours, method="GET")
+        response.method, response.url = "GET", "http://127.0.0.1/files/x"
+        self.addCleanup(response.close)
+        response.begin()
+        now = [0.0]
+        with mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])):  # this module's clock alone
+            watch = dc._Watch(1.0, None, min_rate=1000.0)
+            watch.take(response)
+            now[0] = 5.0  # 3 bytes in 5 s: below min_rate, measured as the last bytes arrive
+            self.assertEqual(response.read(3), b"abc")
+            self.assertEqual(response.read(1), b"", "the body is whole: nothing past it, and no stall to report")
+        self.assertEqual(response.length, 0)
 
 
 # ---------------------------------------------------------------------------
@@ -6660,6 +6834,34 @@ class FirstHourCommandLineTests(StandInTestCase):
         self.assertEqual((status, err, target.read_bytes()), (0, "", DATA))
         self.assertNotIn("max_rate", called.call_args.kwargs)
         self.assertEqual([r.path for r in self.requests], ["/api/files/x"])
+
+    def test_an_export_whose_size_no_float_holds_is_shown_whole(self) -> None:
+        # Found in review2: a 4,000-digit "size" made the export block an OverflowError and a traceback.
+        huge = 10**4000
+        for size, shown in ((huge, str(huge)), (-5, "-5"), (2**63, str(2**63)), (2048, "2.0 KiB")):
+            with self.subTest(size=str(size)[:10]):
+                self.server.requests.clear()
+                self.script(reply(201, {"id": "exp_1", "size": size}))
+                status, out, err = self.run_main(*self.export_argv(), terminal=True)
+                self.assertEqual((status, err), (0, ""))
+                self.assertEqual(out.splitlines(), ["id   | exp_1", f"size | {shown}"])
+                self.assertEqual([r.path for r in self.requests], ["/api/exports"])
+
+    def test_a_profile_s_api_key_of_the_wrong_type_is_refused_without_showing_it(self) -> None:
+        # Found in review2: an unquoted numeric token (api_key = 123456789012345, an integer in TOML) was
+        # printed whole in the error that said it must be a string.
+        config = self.tmp() / "config.toml"
+        for value in ("123456789012345", '["sk-listed-0123456789"]', "{ key = 'sk-table-0123456789' }"):
+            with self.subTest(value=value):
+                config.write_text(f'[default]\nbase_url = "{self.server.url}"\napi_key = {value}\n')
+                config.chmod(0o600)
+                status, out, err = self.run_main("datasets", environment={"DATASET_CLIENT_CONFIG": str(config)})
+                kind = {"1": "an integer", "[": "an array", "{": "a table"}[value[0]]
+                said = (
+                    f"dataset-client: error: api_key in [default] in {config} must be a non-empty string, not {kind}\n"
+                )
+                self.assertEqual((status, out, err), (2, "", said))
+                self.assertEqual(self.requests, [], "nothing sent")
 
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c

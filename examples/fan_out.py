@@ -120,12 +120,17 @@ def verified_size(path: str, job: Job) -> int | None:
 
 
 def open_regular(path: str) -> io.BufferedReader:
-    """``path`` open for reading when it is a regular file; else an OSError (a FIFO or device
-    planted in a shared directory would have the task wait or read for ever)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    """``path`` open for reading when it is the user's own regular file, reached through no link;
+    else an OSError. A FIFO or device planted in a shared directory would have the task wait or
+    read for ever; another user's file and record (or links to them) would pass for this run's export.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)  # a FIFO opens at once
+    fd = os.open(path, flags)
+    status = os.fstat(fd)
+    own = not hasattr(os, "geteuid") or status.st_uid == os.geteuid()
+    if not (stat.S_ISREG(status.st_mode) and own and status.st_nlink == 1):
         os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", path)
+        raise OSError(errno.EINVAL, "not a regular file of the user's own", path)
     return os.fdopen(fd, "rb")
 
 
