@@ -2621,7 +2621,7 @@ class _Transfer:
                 self._saved_and_reported()
         if again:
             message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-            _logger().warning(message, check.algorithm, where, self.shown_url())
+            _logger().warning(message, check.algorithm, where, self._shown_url())
             raise _PartMismatch
         self._mismatch("Content-Digest", check.algorithm, check.expected, actual, f" ({where})")
 
@@ -2724,7 +2724,7 @@ class _Transfer:
         for part in bad:
             start, algorithm, _ = part.deferred or (part.start, "", "")
             message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
-            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self.shown_url())
+            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self._shown_url())
             part.done, part.taken, part.deferred = start - part.start, False, None
             part.mismatches += 1
         if bad and self.digest is not None:
