@@ -2266,6 +2266,8 @@ class _Transfer:
         self._start_workers()
         self._work()
         try:
+            if isinstance(self.target, _ReorderBuffer):  # into a stream: this thread alone writes
+                self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
             self._wait_for_threads()  # their reads end at once when a part failed
         except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
             self._fail(exc)
@@ -2306,6 +2308,8 @@ class _Transfer:
         finally:
             if ended is not None:
                 ended.set()
+                if isinstance(self.target, _ReorderBuffer):
+                    self.target.wake()  # the writer may wait for this thread's end
 
     def _fetch(self, part: _Part) -> None:
         """Fetch one part, resuming it where it stopped when a response is cut."""
@@ -2568,9 +2572,11 @@ class _Transfer:
             self.digest.add_until(self._contiguous())  # parts: what is complete (and checked), read back
 
     def _hash_written(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before."""
+        """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before (in this thread)."""
         if self.digest is not None:
             self.digest.add(data)
+        if self.progress is not None:  # the bytes written: those waiting in the buffer are not yet
+            self.progress(self._written, self.total)
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
@@ -3501,12 +3507,13 @@ class _StreamTarget:
 class _ReorderBuffer:
     """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
 
-    The bytes at the stream's position are written at once, by whichever part thread finds
-    them there; a part's bytes further ahead wait here, ``limit`` bytes at most: a part whose
-    bytes lie past ``position + limit`` waits for room, so that a reader that stops reading
-    stops the fetching and never grows the buffer. Bytes under a pending Content-Digest
+    Only the ``writer`` thread (the caller's: a signal interrupts its blocked write, which
+    a part thread's would never see) writes into the stream, the bytes at its position as
+    soon as they are there; a part's bytes further ahead wait here, ``limit`` bytes at most:
+    a part whose bytes lie past ``position + limit`` waits for room, so that a reader that
+    stops reading stops the fetching and never grows the buffer. Bytes under a pending Content-Digest
     (``_PartCheck.held``) are held until it checks (``release``) or dropped (``discard``).
-    ``written(data)`` is told each piece written, in order (the file's hash).
+    ``written(data)`` is told each piece written, in order (the file's hash, progress).
     """
 
     parallel = True  # parts are fetched at once
@@ -3523,33 +3530,70 @@ class _ReorderBuffer:
         self.buffered = self.peak = 0  # bytes waiting now, and at most
         self.writing = False  # a thread is writing into the stream
         self.stopped = False  # the transfer failed: no part waits for room any longer
+        self.writer = _thread.get_ident()  # the one thread that writes into the stream (see _Transfer)
 
     def put(self, part: _Part, data: bytes) -> None:
         """Take ``data``, the bytes of ``part`` at its offset; write what it lets be written in order."""
         offset = part.offset
+        while not self._took(part, data, offset):  # no room yet: the writer makes it, the others wait for it
+            if _thread.get_ident() == self.writer:
+                self._write_when_there()
+        self.release()
+
+    def _took(self, part: _Part, data: bytes, offset: int) -> bool:
+        """True once ``data`` is kept; False, at once for the writer, when there is no room for it yet."""
         with self.condition:
             while not self.stopped and offset + len(data) > self.position + max(self.limit, len(data)):
+                if _thread.get_ident() == self.writer:
+                    return False
                 self.condition.wait()
             if self.stopped or part.dropped:
                 raise _PartStopped
             self.chunks[offset] = (data, part)
             self.buffered += len(data)
             self.peak = max(self.peak, self.buffered)
+            return True
+
+    def _write_when_there(self, ended: Callable[[], bool] = lambda: False) -> None:
+        """(The writer) wait until the bytes at the position are there, or ``ended()``, then write what is."""
+        with self.condition:
+            while not self.stopped and not ended() and not self._ready():
+                self.condition.wait()
         self.release()
 
-    def release(self) -> None:
-        """Write what lies at the position, unless another thread is writing it already."""
+    def write_until(self, ended: Callable[[], bool]) -> None:
+        """(The writer, its own parts fetched) write what the part threads bring until ``ended()``."""
+        while not ended():
+            self._write_when_there(ended)
+        self.release()
+
+    def wake(self) -> None:
+        """A part thread has ended: the writer looks again."""
         with self.condition:
+            self.condition.notify_all()
+
+    def _ready(self) -> bool:
+        """(Under the lock) the bytes at the position are there and may be written."""
+        _, part = self.chunks.get(self.position, (b"", None))
+        check = None if part is None else part.check
+        return part is not None and not (check is not None and check.held and self.position >= check.start)
+
+    def release(self) -> None:
+        """Write what lies at the position (the writer only: any other thread wakes it)."""
+        with self.condition:
+            if _thread.get_ident() != self.writer:
+                self.condition.notify_all()
+                return
             if self.writing:
                 return
             self.writing = True
         try:
             while (data := self._next_to_write()) is not None:
-                self.target.write_at(self.position, data)  # outside the lock: a slow reader blocks this thread only
-                self.written(data)
+                self.target.write_at(self.position, data)  # outside the lock: a signal interrupts a blocked write
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
+                self.written(data)
         except BaseException:
             with self.condition:
                 self.writing = False
@@ -3559,12 +3603,10 @@ class _ReorderBuffer:
     def _next_to_write(self) -> bytes | None:
         """The bytes at the position, taken out; None (and no longer writing) when they are not there yet."""
         with self.condition:
-            data, part = self.chunks.get(self.position, (b"", None))
-            check = None if part is None else part.check
-            if part is None or self.stopped or (check is not None and check.held and self.position >= check.start):
+            if self.stopped or not self._ready():
                 self.writing = False
                 return None
-            del self.chunks[self.position]
+            data, _ = self.chunks.pop(self.position)
             self.buffered -= len(data)
             return data
 

@@ -4590,6 +4590,43 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.assertLessEqual(buffer.peak, buffer.limit)
         self.assertEqual(len(self.ranged()), len(starts) - 1)
 
+    def test_ctrl_c_ends_a_download_into_a_pipe_whose_reader_stopped_reading(self) -> None:
+        # The reader takes 3 MiB, then neither reads nor closes: every write into the pipe blocks. Only the
+        # caller's thread writes into a stream, so the Ctrl-C it gets interrupts that write.
+        data = BIG + BIG[: 4 * 1024 * 1024]
+        self.server.default = serve_file(data, digests=True)
+        self.addCleanup(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
+        read_end, write_end = os.pipe()
+        received, stopped, ended = bytearray(), threading.Event(), threading.Event()
+
+        def read_then_stop() -> None:
+            while len(received) < 3 * 1024 * 1024:
+                received.extend(os.read(read_end, 65536))
+            stopped.set()
+
+        def interrupt_then_free() -> None:
+            stopped.wait(10)
+            time.sleep(0.5)  # the writes block by now (and if not yet, the Ctrl-C still comes)
+            signal.pthread_kill(main, signal.SIGINT)
+            if not ended.wait(5):  # a thread still blocked in a write: let it go, for the test to fail, not hang
+                freed.append(True)
+                os.close(read_end)
+
+        main, freed = threading.get_ident(), []
+        helpers = [threading.Thread(target=read_then_stop), threading.Thread(target=interrupt_then_free)]
+        for helper in helpers:
+            helper.start()
+        with open(write_end, "wb", buffering=0) as pipe:
+            outcome = outcome_of(lambda: self.client().download("files/x", pipe, connections=4))
+            ended.set()
+        for helper in helpers:
+            helper.join(10)
+        if not freed:
+            os.close(read_end)
+        self.assertEqual(freed, [], "5 s after Ctrl-C a thread was still blocked writing into the pipe")
+        self.assertIsInstance(outcome, KeyboardInterrupt)
+        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+
     def test_a_part_with_a_wrong_content_digest_is_held_and_never_written(self) -> None:
         starts = self.pieces(len(DATA), 3)
         for flips in (1, 2):
