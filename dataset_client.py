@@ -284,7 +284,24 @@ class IncompleteResponseError(NetworkError):
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect, range or framing."""
+    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect, range or framing.
+
+    ``received`` and ``expected`` are the sizes in bytes of a downloaded file that is not the size the server
+    announced (what arrived, what was announced); None for every other error.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        method: str = "",
+        url: str = "",
+        received: int | None = None,
+        expected: int | None = None,
+    ) -> None:
+        super().__init__(message, method=method, url=url)
+        self.received = received
+        self.expected = expected
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
@@ -3109,7 +3126,7 @@ class _FileTarget:
         try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
-                raise InvalidResponseError(message, method="GET")
+                raise InvalidResponseError(message, method="GET", received=size, expected=total)
             try:
                 os.replace(self.path, self.destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead

@@ -4969,6 +4969,18 @@ class SecondReviewFileTests(ServerTestCase):
                 target._unlock()
             self.assertEqual([p.name for p in directory.iterdir()], [])
 
+    def test_a_file_not_of_the_announced_size_is_not_committed_and_the_error_has_both_sizes(self) -> None:
+        # Issue 27: the sizes as fields (like IncompleteResponseError's), so that no one parses the message.
+        directory = self.tmp()
+        with dc._FileTarget(str(directory / "out.bin"), resume=False) as target:
+            target.write_at(0, b"abc")
+            with self.assertRaises(dc.InvalidResponseError) as caught:
+                target.commit(5)
+        self.assertEqual((caught.exception.received, caught.exception.expected), (3, 5))
+        self.assertIn("has 3 bytes where the server announced 5", str(caught.exception))
+        self.assertEqual(list(directory.iterdir()), [], "not moved into place, nothing left")
+        self.assertIsNone(dc.InvalidResponseError("x").received)
+
     def test_three_take_overs_of_one_abandoned_lock_make_one_holder_in_any_interleaving(self) -> None:
         # Found in review: A and B both judged a lock abandoned; B moved it away and made its own; A then
         # moved B's live lock away, C created one in the gap, and two processes wrote one .part.
