@@ -2985,7 +2985,8 @@ class _FileTarget:
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
-        path, state = self.stem + ".part", _StateFile(self.stem + ".part.json")
+        path = _partial_path(self.stem)
+        state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
                 return None  # not ours to read or replace: left alone
@@ -3034,7 +3035,7 @@ class _FileTarget:
 
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
-        path = self.stem + ".part.lock"
+        path = _partial_path(self.stem) + ".lock"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
         except FileExistsError:
@@ -3709,7 +3710,7 @@ class _PartialFile:
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
-        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
+        self.path = _partial_path(_hidden_stem(self.file_path))  # as _FileTarget names it
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
@@ -3729,6 +3730,12 @@ class _PartialFile:
 def _writable(stream: Any) -> bool:
     writable = getattr(stream, "writable", None)
     return not callable(writable) or bool(writable())
+
+
+def _partial_path(stem: str) -> str:
+    """``.NAME.part``, the partial file a resumable download to NAME keeps (``stem``: see _hidden_stem);
+    its state and lock add ``.json`` and ``.lock`` to it. Named here only."""
+    return stem + ".part"
 
 
 def _hidden_stem(path: str) -> str:
