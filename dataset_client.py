@@ -2211,8 +2211,8 @@ class _Transfer:
         self.limits = limits or _Limits()
         self.url = url
         self.headers = requests.headers
-        self.target: _FileTarget | _StreamTarget | _ReorderBuffer = target
-        if isinstance(target, _StreamTarget) and connections > 1:  # parts fetched at once, written in order
+        self.target: _Sink = target
+        if not target.parallel and connections > 1:  # a stream: parts fetched at once, written in order
             limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
             self.target = _ReorderBuffer(target, limit, self._hash_written)
         self.progress = progress
@@ -2284,8 +2284,7 @@ class _Transfer:
             raise
         if self.error is not None:
             raise self.error
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.finish(self.total)
+        self.target.finish(self.total)
         self._check_digest()
 
     def _start_workers(self) -> None:
@@ -2372,7 +2371,8 @@ class _Transfer:
     @property
     def _written(self) -> int:
         """Bytes at the destination: into a stream in parts, those already written in order."""
-        return self.target.position if isinstance(self.target, _ReorderBuffer) else self._done
+        position = self.target.position
+        return self._done if position is None else position
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
@@ -2519,8 +2519,7 @@ class _Transfer:
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
+        self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
         _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self._shown_url())
@@ -2545,8 +2544,7 @@ class _Transfer:
         count = min(self.connections, total // _MIN_PART_SIZE)
         if count < 2 or not accepts_ranges or not (self.validator or "").startswith('"'):  # a strong ETag
             return
-        if isinstance(self.target, _ReorderBuffer):  # into a stream: pieces taken in order, each fits its buffer
-            count = -(-total // (self.target.limit // self.connections))
+        count = self.target.part_count(total, count, self.connections)
         self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
         bounds = [total * index // count for index in range(count + 1)]
         self.parts[0].end = bounds[1]
@@ -2555,10 +2553,7 @@ class _Transfer:
 
     def write(self, part: _Part, data: bytes) -> None:
         self._check_running(part)
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.put(part, data)
-        else:
-            self.target.write_at(part.offset, data)
+        self.target.put(part, data)
         with self.lock:
             self._check_running(part)
             part.done += len(data)
@@ -2571,7 +2566,7 @@ class _Transfer:
 
     def _hash_received(self, part: _Part, data: bytes) -> None:
         """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
-        if self.digest is None or isinstance(self.target, _ReorderBuffer):
+        if self.digest is None or self.target.hashes_in_order:
             return
         if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
@@ -2598,9 +2593,7 @@ class _Transfer:
             # back from the file), so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, algorithm, expected)
             return
-        held = self.target.read_at is not None or (
-            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self._chunk_size <= self.target.limit
-        )
+        held = self.target.can_hold((response.length or 0) + self._chunk_size)
         part.check = _PartCheck(part.offset, algorithm, expected, held=held)
 
     def _verify_part(self, part: _Part) -> None:
@@ -2616,13 +2609,11 @@ class _Transfer:
                 part.check = None
                 if self.digest is not None and self.target.read_at is not None:
                     self.digest.add_until(self._contiguous())  # the bytes held back from it
-            if isinstance(self.target, _ReorderBuffer):
-                self.target.release()
+            if self.target.release():
                 with self.lock:
                     self._saved_and_reported()  # what was held back is written now
             return
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.discard(part, check.start)  # while still held: never written
+        self.target.discard(part, check.start)  # while still held (into a stream in parts): never written
         with self.lock:
             part.check = None
             part.mismatches += 1
@@ -2694,8 +2685,7 @@ class _Transfer:
         with self.lock:
             if self.error is None:
                 self.error = error
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.stop()  # a part waiting for room in it ends too
+        self.target.stop()  # a part waiting for room in a reorder buffer ends too
         self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
@@ -2958,7 +2948,53 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     return digests
 
 
-class _FileTarget:
+class _Sink:
+    """What a _Transfer writes a download's bytes into: a file (_FileTarget), a stream (_StreamTarget), or a
+    stream that parts fetched at once write into in order (_ReorderBuffer). The defaults are those of a
+    target that takes each byte as it comes: nothing held back, nothing to reorder.
+    """
+
+    parallel = True  # parts may be fetched at once
+    state: _StateFile | None = None  # where a resumable download's state is kept
+    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back; None: they cannot be
+    write_at: Callable[[int, bytes], None]
+    reset: Callable[[], None]  # forget what was written: the file is sent anew
+    position: int | None = None  # bytes written in order, when that is not the bytes received
+    hashes_in_order = False  # True: the file's hash is handed each piece as it is written, in order
+
+    def put(self, part: _Part, data: bytes) -> None:
+        """Take ``data``, the bytes of ``part`` at its offset."""
+        self.write_at(part.offset, data)
+
+    def part_count(self, total: int, count: int, connections: int) -> int:
+        """How many parts to cut a file of ``total`` bytes into, ``count`` for the connections."""
+        return count
+
+    def can_hold(self, size: int) -> bool:
+        """True when ``size`` bytes under a pending Content-Digest can be fetched again if it fails."""
+        return self.read_at is not None
+
+    def reserve(self, size: int | None) -> None:
+        pass  # a stream of the caller's: its space is the caller's business
+
+    def release(self) -> bool:
+        """Write what was held back for a Content-Digest that has checked; True when something may have been."""
+        return False
+
+    def discard(self, part: _Part, start: int) -> None:
+        """Drop what is held back of ``part`` from ``start`` on: nothing is, bytes go straight to the target."""
+
+    def discard_from(self, start: int) -> None:
+        """Drop what is held back from ``start`` on: nothing is."""
+
+    def stop(self) -> None:
+        """The transfer failed: no part waits for this target any longer (none does)."""
+
+    def finish(self, total: int | None) -> None:
+        """Every part is in: nothing is left to write."""
+
+
+class _FileTarget(_Sink):
     """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
 
     Without ``resume`` it has a unique name and never outlives the call. With it, it is
@@ -3454,12 +3490,10 @@ def _follow_destination_links(path: str) -> str:
     return path
 
 
-class _StreamTarget:
+class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
 
-    parallel = False  # written in order only
-    state: _StateFile | None = None  # never resumed
-    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
+    parallel = False  # written in order only; never resumed, and what was written cannot be read back
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
         self.opened = opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
@@ -3494,9 +3528,6 @@ class _StreamTarget:
     def commit(self, total: int | None) -> None:
         """Nothing to move into place: the bytes are in the stream."""
 
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
-
     def write_at(self, offset: int, data: bytes) -> None:
         while True:  # at the stream's position: a stream is only ever written in order
             written = self.stream.write(data)
@@ -3507,7 +3538,7 @@ class _StreamTarget:
             data = data[written:]
 
 
-class _ReorderBuffer:
+class _ReorderBuffer(_Sink):
     """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
 
     The bytes at the stream's position are written at once, by whichever part thread finds
@@ -3518,17 +3549,15 @@ class _ReorderBuffer:
     ``written(data)`` is told each piece written, in order (the file's hash).
     """
 
-    parallel = True  # parts are fetched at once
-    state: _StateFile | None = None  # never resumed
-    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
+    hashes_in_order = True  # never resumed, and what was written cannot be read back
 
-    def __init__(self, target: _StreamTarget, limit: int, written: Callable[[bytes], None]) -> None:
+    def __init__(self, target: _Sink, limit: int, written: Callable[[bytes], None]) -> None:
         import threading
 
         self.target, self.limit, self.written = target, limit, written
         self.condition = threading.Condition(_thread.allocate_lock())
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
-        self.position = 0  # bytes written into the stream
+        self.position: int = 0  # bytes written into the stream
         self.buffered = self.peak = 0  # bytes waiting now, and at most
         self.writing = False  # a thread is writing into the stream
         self.stopped = False  # the transfer failed: no part waits for room any longer
@@ -3546,11 +3575,12 @@ class _ReorderBuffer:
             self.peak = max(self.peak, self.buffered)
         self.release()
 
-    def release(self) -> None:
-        """Write what lies at the position, unless another thread is writing it already."""
+    def release(self) -> bool:
+        """Write what lies at the position, unless another thread is writing it already. True: what was
+        held back is written (by this thread, or the one writing)."""
         with self.condition:
             if self.writing:
-                return
+                return True
             self.writing = True
         try:
             while (data := self._next_to_write()) is not None:
@@ -3564,6 +3594,7 @@ class _ReorderBuffer:
                 self.writing = False
                 self.condition.notify_all()
             raise
+        return True
 
     def _next_to_write(self) -> bytes | None:
         """The bytes at the position, taken out; None (and no longer writing) when they are not there yet."""
@@ -3613,8 +3644,13 @@ class _ReorderBuffer:
                 self.target.reset()
             self.position = 0
 
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
+    def part_count(self, total: int, count: int, connections: int) -> int:
+        """Pieces taken in order, each fits its share of the buffer."""
+        return -(-total // (self.limit // connections))
+
+    def can_hold(self, size: int) -> bool:
+        """Bytes under a pending Content-Digest are held here until it checks, when they fit."""
+        return size <= self.limit
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
