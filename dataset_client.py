@@ -4921,16 +4921,16 @@ def _download_command(
     target, named_by_url = _download_target(url, destination, args.resume)
     if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
-    resume = args.resume
+    resume, partial = args.resume, _partial_file(target)
     if target != "-":
         if _already_there(target, sha256, named_by_url):
-            _drop_partial_files(target)  # never stranded by a download someone else finished
+            _drop_partial_files(partial)  # never stranded by a download someone else finished
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
-        if not resume and _has_resumable_partial(target, _resolve_download_url(client.base_url, url)):
+        if not resume and _has_resumable_partial(partial, _resolve_download_url(client.base_url, url)):
             resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
-    _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
+    _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
 
 
 def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
@@ -4984,23 +4984,43 @@ def _is_own_file_with_digest(target: str, sha256: str) -> bool:
         return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
 
-def _drop_partial_files(target: str) -> None:
-    """Remove the partial file (and its state) an earlier ``-c`` download to ``target`` left: the file is
-    complete now. Only the user's own, and only when no other download holds them (see _FileTarget).
+def _partial_file(target: str) -> _PartialFile | None:
+    """The partial file a ``-c`` download to ``target`` keeps, its names worked out once per command; None
+    for stdout, or when the destination's link is one a download refuses (the download says why)."""
+    if target == "-":
+        return None
+    try:
+        return _PartialFile(target)
+    except OSError:
+        return None
+
+
+def _drop_partial_files(partial: _PartialFile | None) -> None:
+    """Remove the partial file (and its state) an earlier ``-c`` download left: the file is complete
+    now. Only the user's own, and only when no other download holds them (see _FileTarget).
     """
     with contextlib.suppress(OSError):
-        _PartialFile(target).remove()
+        if partial is not None:
+            partial.remove()
 
 
-def _has_resumable_partial(target: str, url: str) -> bool:
-    """True when an earlier ``-c`` download of ``url`` (resolved) left a partial file for ``target``."""
+def _has_resumable_partial(partial: _PartialFile | None, url: str) -> bool:
+    """True when an earlier ``-c`` download of ``url`` (resolved) left ``partial`` to continue."""
     with contextlib.suppress(OSError):
-        return _PartialFile(target).resumable(url)
+        return partial is not None and partial.resumable(url)
     return False
 
 
 def _cli_download(
-    client: DatasetClient, url: str, target: str, args: _Settings, stderr: _Stderr, *, sha256: str | None, resume: bool
+    client: DatasetClient,
+    url: str,
+    target: str,
+    args: _Settings,
+    stderr: _Stderr,
+    *,
+    sha256: str | None,
+    resume: bool,
+    partial: _PartialFile | None,
 ) -> None:
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
@@ -5018,7 +5038,7 @@ def _cli_download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
     except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
-        _noted(exc, target, _partial_file_hint(target, resume, received=progress.done > 0))
+        _noted(exc, target, _partial_file_hint(target, partial, resume, received=progress.done > 0))
         raise
     finally:
         progress.finish()
@@ -5032,18 +5052,16 @@ def _cli_download(
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
 
 
-def _partial_file_hint(target: str, resume: bool, *, received: bool) -> str:
+def _partial_file_hint(target: str, partial: _PartialFile | None, resume: bool, *, received: bool) -> str:
     """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
     file is; without, that -c would have kept one (when anything was received at all)."""
     if target == "-":
         return ""
     if not resume:
         return "; with -c, the partial file is kept and the same command continues it" if received else ""
-    try:
-        partial = _PartialFile(target).path
-    except OSError:
+    if partial is None:
         return ""
-    return f"; the same command continues its partial file {partial}" if os.path.exists(partial) else ""
+    return f"; the same command continues its partial file {partial.path}" if os.path.exists(partial.path) else ""
 
 
 class _Stderr:
