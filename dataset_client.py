@@ -4741,6 +4741,9 @@ def _sizes_for_people(exc: DatasetClientError) -> str:
         unknown = exc.expected is None
         counted = f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
         return text.replace(counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}")
+    if isinstance(exc, InvalidResponseError) and exc.received is not None and exc.expected is not None:
+        counted = f"has {exc.received} bytes where the server announced {exc.expected}"  # a file not committed
+        return text.replace(counted, f"has {_size(exc.received)} where the server announced {_size(exc.expected)}")
     return text
 
 

@@ -6076,6 +6076,22 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(err.count(": 200 OK ("), 1, err)
         self.assertNotIn("stand-in-key", err)
 
+    def test_a_file_not_of_the_announced_size_is_said_in_sizes_for_people(self) -> None:
+        # Issue 27: from the error's received/expected fields, not by parsing its text.
+        out, commit = self.tmp() / "out.bin", dc._FileTarget.commit
+
+        def cut_short_then_commit(target: Any, total: int | None) -> None:
+            os.ftruncate(target.fd, 1024 * 1024)
+            commit(target, total)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc._FileTarget, "commit", cut_short_then_commit):
+            status, _, err = self.run_main("download", self.server.url + "/files/x", str(out))
+        self.assertNotEqual(status, 0)
+        self.assertIn(f"has 1.0 MiB where the server announced {dc._size(len(DATA))}: not committed", err)
+        self.assertFalse(out.exists())
+        self.assertEqual(len(self.requests), 1)
+
     def test_a_resumed_transfer_says_so(self) -> None:
         directory = self.tmp()
         url = self.server.url + "/files/x"
