@@ -2186,6 +2186,44 @@ class _DownloadRequests:
         self.secrets, self.timeout = secrets, timeout
 
 
+class _PartThreads:
+    """The threads that fetch a download's parts beside the one that runs it (``caller``, which fetches a
+    part itself): started as the parts allow, waited for, and named to interrupt when a part fails."""
+
+    def __init__(self) -> None:
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each part thread, and its end
+        self.caller = 0  # the thread that runs the transfer (and fetches a part)
+
+    def begin(self) -> None:
+        """A round of fetching, run by this thread: no part thread yet."""
+        self.caller = _thread.get_ident()
+        self.threads = []
+
+    def start(self, wanted: Callable[[], int], work: Callable[[threading.Event], None]) -> None:
+        """Start threads, each running ``work(ended)``, until ``wanted()`` of them run."""
+        import threading
+
+        while len(self.threads) < wanted():
+            ended = threading.Event()
+            thread = threading.Thread(target=work, args=(ended,), name="dataset-client-part", daemon=True)
+            self.threads.append((thread, ended))
+            thread.start()
+
+    def wait(self) -> None:
+        """Return once every part thread has ended.
+
+        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
+        interrupts takes the thread for ended while it still runs, and would not wait again.
+        """
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()  # at once: the thread is past its last line
+
+    def idents(self) -> set[int]:
+        """The threads fetching parts, this one included: the ones whose reads an interruption ends."""
+        return {self.caller, *(thread.ident or 0 for thread, _ in self.threads)}
+
+
 class _Transfer:
     """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
 
@@ -2223,10 +2261,9 @@ class _Transfer:
         self.lock = _thread.allocate_lock()
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
         self.parts = [_Part(self, 0, None)]
-        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each part thread, and its end
+        self.workers = _PartThreads()
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
-        self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
         self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
@@ -2272,15 +2309,14 @@ class _Transfer:
         self._restart()
 
     def _fetch_all(self) -> None:
-        self.caller = _thread.get_ident()  # fetches the first part itself
-        self.threads = []
+        self.workers.begin()  # this thread fetches the first part itself
         self._start_workers()
         self._work()
         try:
-            self._wait_for_threads()  # their reads end at once when a part failed
+            self.workers.wait()  # their reads end at once when a part failed
         except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
             self._fail(exc)
-            self._wait_for_threads()
+            self.workers.wait()
             raise
         if self.error is not None:
             raise self.error
@@ -2288,23 +2324,7 @@ class _Transfer:
         self._check_digest()
 
     def _start_workers(self) -> None:
-        import threading
-
-        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
-            ended = threading.Event()
-            thread = threading.Thread(target=self._work, args=(ended,), name="dataset-client-part", daemon=True)
-            self.threads.append((thread, ended))
-            thread.start()
-
-    def _wait_for_threads(self) -> None:
-        """Return once every part thread has ended.
-
-        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
-        interrupts takes the thread for ended while it still runs, and would not wait again.
-        """
-        for thread, ended in self.threads:
-            ended.wait()
-            thread.join()  # at once: the thread is past its last line
+        self.workers.start(lambda: min(self.connections, len(self.parts)) - 1, self._work)
 
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
@@ -2686,7 +2706,7 @@ class _Transfer:
             if self.error is None:
                 self.error = error
         self.target.stop()  # a part waiting for room in a reorder buffer ends too
-        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
+        self.requests.interrupt(self.workers.idents())
 
     def _check_digest(self) -> None:
         """Check the whole file against every digest stated: the caller's sha256 and the server's."""
