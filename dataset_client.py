@@ -528,7 +528,7 @@ class DatasetClient:
             requests = self._download_requests(url)
             transfer = _Transfer(requests, url, target, progress, expected_digest, connections, limit, limits)
             transfer.run()
-            target.commit(transfer.total)
+            target.commit(transfer.plan.total)
         if _verified is not None:
             for check in transfer.verified:
                 _verified(check)
@@ -2224,8 +2224,44 @@ class _PartThreads:
         return {self.caller, *(thread.ident or 0 for thread, _ in self.threads)}
 
 
+class _Plan:
+    """The parts of one download and the validator (for If-Range: a strong ETag, else Last-Modified) they
+    are fetched under: what a run saves and a later one continues. The _Transfer's lock guards it."""
+
+    def __init__(self, first: _Part) -> None:
+        self.parts = [first]
+        self.validator: str | None = None
+
+    @property
+    def total(self) -> int | None:
+        """The file's size, once a response has said it: where the last part ends."""
+        return self.parts[-1].end
+
+    @property
+    def done(self) -> int:
+        return sum(part.done for part in self.parts)
+
+    def contiguous(self) -> int:
+        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
+        end = 0
+        for part in self.parts:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
+                break
+        return end
+
+    def next_part(self) -> _Part | None:
+        """The first part no thread is fetching and not complete, taken; None when there is none."""
+        for part in self.parts:
+            if not part.taken and part.remaining != 0:
+                part.taken = True
+                return part
+        return None
+
+
 class _Transfer:
-    """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
+    """One download: its plan of parts (_Plan), kept across attempts, threads and (with resume) runs, its
+    part threads (_PartThreads) and where its bytes go (a _Sink).
 
     ``run`` fetches the parts, this thread and (once the file is split) up to
     ``connections - 1`` more, each part resumed on its own when cut. Every part's bytes
@@ -2259,8 +2295,7 @@ class _Transfer:
         self.digests_known = False  # the first response of this version was seen (or the state said them)
         self.connections = connections if self.target.parallel else 1
         self.lock = _thread.allocate_lock()
-        self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
-        self.parts = [_Part(self, 0, None)]
+        self.plan = _Plan(_Part(self, 0, None))
         self.workers = _PartThreads()
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
@@ -2274,11 +2309,6 @@ class _Transfer:
     def _shown_url(self) -> str:
         """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
         return _redact(self.url, self.requests.secrets)
-
-    @property
-    def total(self) -> int | None:
-        """The file's size, once a response has said it: where the last part ends."""
-        return self.parts[-1].end
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
@@ -2299,7 +2329,7 @@ class _Transfer:
         finally:
             if self.digest is not None:
                 self.digest.close()
-            for part in self.parts:
+            for part in self.plan.parts:
                 if part.check is not None:
                     part.check.digest.close()
 
@@ -2320,11 +2350,11 @@ class _Transfer:
             raise
         if self.error is not None:
             raise self.error
-        self.target.finish(self.total)
+        self.target.finish(self.plan.total)
         self._check_digest()
 
     def _start_workers(self) -> None:
-        self.workers.start(lambda: min(self.connections, len(self.parts)) - 1, self._work)
+        self.workers.start(lambda: min(self.connections, len(self.plan.parts)) - 1, self._work)
 
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
@@ -2346,7 +2376,7 @@ class _Transfer:
             self._check_running(part)
             attempts += 1
             if part.done and attempts > 1:
-                where = f"{_size(part.offset)} of {_size(self.total or 0)}"
+                where = f"{_size(part.offset)} of {_size(self.plan.total or 0)}"
                 _logger().info("resuming at %s after an interruption, GET %s", where, self._shown_url())
             headers = self._request_headers(part)
             response = self._send(headers)
@@ -2385,23 +2415,19 @@ class _Transfer:
             shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)  # what a merge added
 
     @property
-    def _done(self) -> int:
-        return sum(part.done for part in self.parts)
-
-    @property
     def _written(self) -> int:
         """Bytes at the destination: into a stream in parts, those already written in order."""
         position = self.target.position
-        return self._done if position is None else position
+        return self.plan.done if position is None else position
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
         parts = [_Part(self, start, end, done) for start, end, done in spans]
         if all(part.remaining == 0 for part in parts):  # complete: its last byte is asked again, with If-Range,
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
-        self.parts, self.validator = parts, validator
+        self.plan.parts, self.plan.validator = parts, validator
         size = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self._done), size, self._shown_url())
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.plan.done), size, self._shown_url())
 
     def _resume_digests(self, saved: Any) -> None:
         """Take up the digests of the whole file the first response of an earlier run stated."""
@@ -2419,7 +2445,7 @@ class _Transfer:
         if self.digest is not None:
             self.digest.close()
         self.digest = _Digest(self.target.read_at, algorithms)
-        self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
+        self.digest.add_until(self.plan.contiguous())  # the kept bytes first, read back from the file
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests of the whole file the first response of this version states."""
@@ -2433,23 +2459,14 @@ class _Transfer:
         stated = _parse_digests_of(response.headers, "Repr-Digest")
         return any(first.get(algorithm, value) != value for _, algorithm, value in stated)
 
-    def _contiguous(self) -> int:
-        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
-        end = 0
-        for part in self.parts:
-            end = part.offset if part.check is None else part.check.start
-            if part.remaining != 0 or part.check is not None:
-                break
-        return end
-
     def _restart(self, *, taken: bool = False) -> None:
         """Forget what was received: the server sent the file anew, or another version of it."""
-        first = self.parts[0]
+        first = self.plan.parts[0]
         first.start = first.done = 0
         first.end = None
         first.taken = taken
-        self.parts = [first]
-        self.validator = self.error = None
+        self.plan.parts = [first]
+        self.plan.validator = self.error = None
         self.target.reset()
         if first.check is not None:
             first.check.digest.close()
@@ -2463,17 +2480,13 @@ class _Transfer:
 
     def _next_part(self) -> _Part | None:
         with self.lock:
-            for part in self.parts:
-                if self.error is None and not part.taken and part.remaining != 0:
-                    part.taken = True
-                    return part
-        return None
+            return self.plan.next_part() if self.error is None else None
 
     def _request_headers(self, part: _Part) -> dict[str, str]:
-        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+        if self.plan.validator is None or (part.done == 0 and len(self.plan.parts) == 1):
             return self.headers
-        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
-        return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
+        last = "" if part.end is None or part.end == self.plan.total else str(part.end - 1)
+        return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.plan.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew.
@@ -2486,7 +2499,7 @@ class _Transfer:
             if not self.digests_known:  # resumed from a state that did not say them
                 self._take_digests(response, whole=False)
             self._start_part_check(response, part)
-        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # a part of a split file
+        elif ranged and not (len(self.plan.parts) == 1 and part is self.plan.parts[0]):  # a part of a split file
             part = self._refused_range(response)
         else:  # the whole file: asked for, or what one stream got in answer to its resume
             self._accept_whole_file(response, part)
@@ -2500,8 +2513,8 @@ class _Transfer:
         """A 206: exactly the bytes asked for, of the same version."""
         content_range = _content_range(response)
         total = None if content_range is None else content_range[2]
-        other_total = total is not None and self.total is not None and total != self.total
-        other_validator = _validator(response.headers) not in (None, self.validator)
+        other_total = total is not None and self.plan.total is not None and total != self.plan.total
+        other_validator = _validator(response.headers) not in (None, self.plan.validator)
         if ranged and (other_total or other_validator or self._other_version(response)):
             raise _FileChanged  # another version: its bytes are never spliced on
         if content_range is None:
@@ -2525,18 +2538,22 @@ class _Transfer:
         becomes one part again, carried by the first response while it is still read, else
         by this one (past what is already complete). Never a restart.
         """
-        if response.status != 200 or _validator(response.headers) != self.validator or self._other_version(response):
+        if (
+            response.status != 200
+            or _validator(response.headers) != self.plan.validator
+            or self._other_version(response)
+        ):
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
-            whole = self.parts[0] if streaming else _Part(self, 0, self.total, self._contiguous())
-            whole.end, whole.taken = self.total, True
-            for part in self.parts:
+            whole = self.plan.parts[0] if streaming else _Part(self, 0, self.plan.total, self.plan.contiguous())
+            whole.end, whole.taken = self.plan.total, True
+            for part in self.plan.parts:
                 part.dropped = part is not whole
                 if part.dropped and part.check is not None:  # its thread stops: so does its part's hash
                     part.check.digest.close()
                     part.check = None
-            self.parts, self.connections = [whole], 1
+            self.plan.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
         self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
@@ -2550,25 +2567,25 @@ class _Transfer:
         """A 200: the whole file from its first byte, one part."""
         if part.done:
             self._restart(taken=True)  # the whole file, from its first byte
-        self.validator = _validator(response.headers)
+        self.plan.validator = _validator(response.headers)
         part.end = response.length
-        self.target.reserve(self.total)
+        self.target.reserve(self.plan.total)
 
     def _split(self, response: _PooledResponse) -> None:
         """Cut the file into parts for ``connections``, when the server serves ranges of this very version.
 
         The first part continues on ``response``; a thread starts for each of the others.
         """
-        total = self.total or 0
+        total = self.plan.total or 0
         accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
         count = min(self.connections, total // _MIN_PART_SIZE)
-        if count < 2 or not accepts_ranges or not (self.validator or "").startswith('"'):  # a strong ETag
+        if count < 2 or not accepts_ranges or not (self.plan.validator or "").startswith('"'):  # a strong ETag
             return
         count = self.target.part_count(total, count, self.connections)
         self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
         bounds = [total * index // count for index in range(count + 1)]
-        self.parts[0].end = bounds[1]
-        self.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.plan.parts[0].end = bounds[1]
+        self.plan.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
         self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
@@ -2588,10 +2605,10 @@ class _Transfer:
         """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
         if self.digest is None or self.target.hashes_in_order:
             return
-        if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
+        if len(self.plan.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
         else:
-            self.digest.add_until(self._contiguous())  # parts: what is complete (and checked), read back
+            self.digest.add_until(self.plan.contiguous())  # parts: what is complete (and checked), read back
 
     def _hash_written(self, data: bytes) -> None:
         """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before."""
@@ -2628,7 +2645,7 @@ class _Transfer:
             with self.lock:
                 part.check = None
                 if self.digest is not None and self.target.read_at is not None:
-                    self.digest.add_until(self._contiguous())  # the bytes held back from it
+                    self.digest.add_until(self.plan.contiguous())  # the bytes held back from it
             if self.target.release():
                 with self.lock:
                     self._saved_and_reported()  # what was held back is written now
@@ -2663,18 +2680,18 @@ class _Transfer:
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
-        if state is not None and self.validator is not None and self.total is not None:  # resumable
-            parts = [[part.start, part.end, part.done] for part in self.parts]
-            saved = {"url": self.url, "validator": self.validator, "total": self.total, "parts": parts}
+        if state is not None and self.plan.validator is not None and self.plan.total is not None:  # resumable
+            parts = [[part.start, part.end, part.done] for part in self.plan.parts]
+            saved = {"url": self.url, "validator": self.plan.validator, "total": self.plan.total, "parts": parts}
             state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
         if self.progress is not None:
-            self.progress(self._written, self.total)
+            self.progress(self._written, self.plan.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
             if self.progress is not None:
-                self.progress(self._written, self.total)
+                self.progress(self._written, self.plan.total)
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
@@ -2733,7 +2750,7 @@ class _Transfer:
         if read_at is None:
             return False
         bad = []
-        for part in self.parts:
+        for part in self.plan.parts:
             if part.deferred is None or part.end is None:
                 continue
             start, algorithm, expected = part.deferred
