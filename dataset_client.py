@@ -4963,7 +4963,7 @@ def _download_command(
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     resume, partial = args.resume, _partial_file(target)
     if target != "-":
-        if _already_there(target, sha256, named_by_url):
+        if _already_there(target, partial, sha256, named_by_url):
             _drop_partial_files(partial)  # never stranded by a download someone else finished
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
@@ -4991,26 +4991,27 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
     return os.path.join(destination or "", name), True
 
 
-def _already_there(target: str, sha256: str | None, named_by_url: bool) -> bool:
-    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused)."""
+def _already_there(target: str, partial: _PartialFile | None, sha256: str | None, named_by_url: bool) -> bool:
+    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused).
+    ``partial`` (see _partial_file) says which file ``target`` names: None when a download refuses its link."""
     if not os.path.lexists(target):
         return False
-    if sha256 and _is_own_file_with_digest(target, sha256):
+    if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
         return True
     if named_by_url:
         raise _Refused(f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it")
     return False
 
 
-def _is_own_file_with_digest(target: str, sha256: str) -> bool:
-    """True when ``target`` leads to the user's own regular file and its bytes have ``sha256``.
+def _is_own_file_with_digest(file_path: str, sha256: str) -> bool:
+    """True when ``file_path`` is the user's own regular file and its bytes have ``sha256``.
 
-    Reached as a download reaches it (another user's link in a sticky directory is not followed,
-    a descriptor such as /dev/stdout is a stream, not the file behind it) and opened without
-    following a link: a file someone else made, or reached through their link, is not trusted.
+    ``file_path`` is what the destination names as a download reaches it (_PartialFile's: another
+    user's link in a sticky directory is not followed, a descriptor such as /dev/stdout is a stream,
+    not the file behind it); it is opened without following a link: a file someone else made, or
+    reached through their link, is not trusted.
     """
     try:
-        file_path = _follow_destination_links(target)
         if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
             return False  # a stream, a FIFO, a device: never opened only to be looked at
         fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)
