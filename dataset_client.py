@@ -286,7 +286,24 @@ class IncompleteResponseError(NetworkError):
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect, range or framing."""
+    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect, range or framing.
+
+    ``received`` and ``expected`` are the sizes in bytes of a downloaded file that is not the size the server
+    announced (what arrived, what was announced); None for every other error.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        method: str = "",
+        url: str = "",
+        received: int | None = None,
+        expected: int | None = None,
+    ) -> None:
+        super().__init__(message, method=method, url=url)
+        self.received = received
+        self.expected = expected
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
@@ -513,7 +530,7 @@ class DatasetClient:
             requests = self._download_requests(url)
             transfer = _Transfer(requests, url, target, progress, expected_digest, connections, limit, limits)
             transfer.run()
-            target.commit(transfer.total)
+            target.commit(transfer.plan.total)
         if _verified is not None:
             for check in transfer.verified:
                 _verified(check)
@@ -2175,8 +2192,86 @@ class _DownloadRequests:
         self.secrets, self.timeout = secrets, timeout
 
 
+class _PartThreads:
+    """The threads that fetch a download's parts beside the one that runs it (``caller``, which fetches a
+    part itself): started as the parts allow, waited for, and named to interrupt when a part fails."""
+
+    def __init__(self) -> None:
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each part thread, and its end
+        self.caller = 0  # the thread that runs the transfer (and fetches a part)
+
+    def begin(self) -> None:
+        """A round of fetching, run by this thread: no part thread yet."""
+        self.caller = _thread.get_ident()
+        self.threads = []
+
+    def start(self, wanted: Callable[[], int], work: Callable[[threading.Event], None]) -> None:
+        """Start threads, each running ``work(ended)``, until ``wanted()`` of them run."""
+        import threading
+
+        while len(self.threads) < wanted():
+            ended = threading.Event()
+            thread = threading.Thread(target=work, args=(ended,), name="dataset-client-part", daemon=True)
+            self.threads.append((thread, ended))
+            thread.start()
+
+    def wait(self) -> None:
+        """Return once every part thread has ended.
+
+        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
+        interrupts takes the thread for ended while it still runs, and would not wait again.
+        """
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()  # at once: the thread is past its last line
+
+    def ended(self) -> bool:
+        """True once every part thread has ended."""
+        return all(ended.is_set() for _, ended in self.threads)
+
+    def idents(self) -> set[int]:
+        """The threads fetching parts, this one included: the ones whose reads an interruption ends."""
+        return {self.caller, *(thread.ident or 0 for thread, _ in self.threads)}
+
+
+class _Plan:
+    """The parts of one download and the validator (for If-Range: a strong ETag, else Last-Modified) they
+    are fetched under: what a run saves and a later one continues. The _Transfer's lock guards it."""
+
+    def __init__(self, first: _Part) -> None:
+        self.parts = [first]
+        self.validator: str | None = None
+
+    @property
+    def total(self) -> int | None:
+        """The file's size, once a response has said it: where the last part ends."""
+        return self.parts[-1].end
+
+    @property
+    def done(self) -> int:
+        return sum(part.done for part in self.parts)
+
+    def contiguous(self) -> int:
+        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
+        end = 0
+        for part in self.parts:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
+                break
+        return end
+
+    def next_part(self) -> _Part | None:
+        """The first part no thread is fetching and not complete, taken; None when there is none."""
+        for part in self.parts:
+            if not part.taken and part.remaining != 0:
+                part.taken = True
+                return part
+        return None
+
+
 class _Transfer:
-    """One download: its parts, validator and total, kept across attempts, threads and (with resume) runs.
+    """One download: its plan of parts (_Plan), kept across attempts, threads and (with resume) runs, its
+    part threads (_PartThreads) and where its bytes go (a _Sink).
 
     ``run`` fetches the parts, this thread and (once the file is split) up to
     ``connections - 1`` more, each part resumed on its own when cut. Every part's bytes
@@ -2200,8 +2295,8 @@ class _Transfer:
         self.limits = limits or _Limits()
         self.url = url
         self.headers = requests.headers
-        self.target: _FileTarget | _StreamTarget | _ReorderBuffer = target
-        if isinstance(target, _StreamTarget) and connections > 1:  # parts fetched at once, written in order
+        self.target: _Sink = target
+        if not target.parallel and connections > 1:  # a stream: parts fetched at once, written in order
             limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
             self.target = _ReorderBuffer(target, limit, self._hash_written)
         self.progress = progress
@@ -2210,12 +2305,10 @@ class _Transfer:
         self.digests_known = False  # the first response of this version was seen (or the state said them)
         self.connections = connections if self.target.parallel else 1
         self.lock = _thread.allocate_lock()
-        self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
-        self.parts = [_Part(self, 0, None)]
-        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each part thread, and its end
+        self.plan = _Plan(_Part(self, 0, None))
+        self.workers = _PartThreads()
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
-        self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.resume_refused = False
         self.digest: _Digest | None = None
         self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
@@ -2226,11 +2319,6 @@ class _Transfer:
     def _shown_url(self) -> str:
         """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
         return _redact(self.url, self.requests.secrets)
-
-    @property
-    def total(self) -> int | None:
-        """The file's size, once a response has said it: where the last part ends."""
-        return self.parts[-1].end
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
@@ -2251,7 +2339,7 @@ class _Transfer:
         finally:
             if self.digest is not None:
                 self.digest.close()
-            for part in self.parts:
+            for part in self.plan.parts:
                 if part.check is not None:
                     part.check.digest.close()
 
@@ -2261,42 +2349,23 @@ class _Transfer:
         self._restart()
 
     def _fetch_all(self) -> None:
-        self.caller = _thread.get_ident()  # fetches the first part itself
-        self.threads = []
+        self.workers.begin()  # this thread fetches the first part itself
         self._start_workers()
         self._work()
         try:
-            if isinstance(self.target, _ReorderBuffer):  # into a stream: this thread alone writes
-                self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
-            self._wait_for_threads()  # their reads end at once when a part failed
+            self.target.write_until(self.workers.ended)  # into a stream in parts: this thread alone writes
+            self.workers.wait()  # their reads end at once when a part failed
         except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
             self._fail(exc)
-            self._wait_for_threads()
+            self.workers.wait()
             raise
         if self.error is not None:
             raise self.error
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.finish(self.total)
+        self.target.finish(self.plan.total)
         self._check_digest()
 
     def _start_workers(self) -> None:
-        import threading
-
-        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
-            ended = threading.Event()
-            thread = threading.Thread(target=self._work, args=(ended,), name="dataset-client-part", daemon=True)
-            self.threads.append((thread, ended))
-            thread.start()
-
-    def _wait_for_threads(self) -> None:
-        """Return once every part thread has ended.
-
-        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
-        interrupts takes the thread for ended while it still runs, and would not wait again.
-        """
-        for thread, ended in self.threads:
-            ended.wait()
-            thread.join()  # at once: the thread is past its last line
+        self.workers.start(lambda: min(self.connections, len(self.plan.parts)) - 1, self._work)
 
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
@@ -2308,8 +2377,7 @@ class _Transfer:
         finally:
             if ended is not None:
                 ended.set()
-                if isinstance(self.target, _ReorderBuffer):
-                    self.target.wake()  # the writer may wait for this thread's end
+                self.target.wake()  # into a stream in parts, the writer may wait for this thread's end
 
     def _fetch(self, part: _Part) -> None:
         """Fetch one part, resuming it where it stopped when a response is cut."""
@@ -2320,7 +2388,7 @@ class _Transfer:
             self._check_running(part)
             attempts += 1
             if part.done and attempts > 1:
-                where = f"{_size(part.offset)} of {_size(self.total or 0)}"
+                where = f"{_size(part.offset)} of {_size(self.plan.total or 0)}"
                 _logger().info("resuming at %s after an interruption, GET %s", where, self._shown_url())
             headers = self._request_headers(part)
             response = self._send(headers)
@@ -2359,22 +2427,19 @@ class _Transfer:
             shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)  # what a merge added
 
     @property
-    def _done(self) -> int:
-        return sum(part.done for part in self.parts)
-
-    @property
     def _written(self) -> int:
         """Bytes at the destination: into a stream in parts, those already written in order."""
-        return self.target.position if isinstance(self.target, _ReorderBuffer) else self._done
+        position = self.target.position
+        return self.plan.done if position is None else position
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
         parts = [_Part(self, start, end, done) for start, end, done in spans]
         if all(part.remaining == 0 for part in parts):  # complete: its last byte is asked again, with If-Range,
             next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
-        self.parts, self.validator = parts, validator
+        self.plan.parts, self.plan.validator = parts, validator
         size = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self._done), size, self._shown_url())
+        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.plan.done), size, self._shown_url())
 
     def _resume_digests(self, saved: Any) -> None:
         """Take up the digests of the whole file the first response of an earlier run stated."""
@@ -2392,7 +2457,7 @@ class _Transfer:
         if self.digest is not None:
             self.digest.close()
         self.digest = _Digest(self.target.read_at, algorithms)
-        self.digest.add_until(self._contiguous())  # the kept bytes first, read back from the file
+        self.digest.add_until(self.plan.contiguous())  # the kept bytes first, read back from the file
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests of the whole file the first response of this version states."""
@@ -2406,23 +2471,14 @@ class _Transfer:
         stated = _parse_digests_of(response.headers, "Repr-Digest")
         return any(first.get(algorithm, value) != value for _, algorithm, value in stated)
 
-    def _contiguous(self) -> int:
-        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
-        end = 0
-        for part in self.parts:
-            end = part.offset if part.check is None else part.check.start
-            if part.remaining != 0 or part.check is not None:
-                break
-        return end
-
     def _restart(self, *, taken: bool = False) -> None:
         """Forget what was received: the server sent the file anew, or another version of it."""
-        first = self.parts[0]
+        first = self.plan.parts[0]
         first.start = first.done = 0
         first.end = None
         first.taken = taken
-        self.parts = [first]
-        self.validator = self.error = None
+        self.plan.parts = [first]
+        self.plan.validator = self.error = None
         self.target.reset()
         if first.check is not None:
             first.check.digest.close()
@@ -2436,17 +2492,13 @@ class _Transfer:
 
     def _next_part(self) -> _Part | None:
         with self.lock:
-            for part in self.parts:
-                if self.error is None and not part.taken and part.remaining != 0:
-                    part.taken = True
-                    return part
-        return None
+            return self.plan.next_part() if self.error is None else None
 
     def _request_headers(self, part: _Part) -> dict[str, str]:
-        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+        if self.plan.validator is None or (part.done == 0 and len(self.plan.parts) == 1):
             return self.headers
-        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
-        return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
+        last = "" if part.end is None or part.end == self.plan.total else str(part.end - 1)
+        return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.plan.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew.
@@ -2459,7 +2511,7 @@ class _Transfer:
             if not self.digests_known:  # resumed from a state that did not say them
                 self._take_digests(response, whole=False)
             self._start_part_check(response, part)
-        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # a part of a split file
+        elif ranged and not (len(self.plan.parts) == 1 and part is self.plan.parts[0]):  # a part of a split file
             part = self._refused_range(response)
         else:  # the whole file: asked for, or what one stream got in answer to its resume
             self._accept_whole_file(response, part)
@@ -2473,8 +2525,8 @@ class _Transfer:
         """A 206: exactly the bytes asked for, of the same version."""
         content_range = _content_range(response)
         total = None if content_range is None else content_range[2]
-        other_total = total is not None and self.total is not None and total != self.total
-        other_validator = _validator(response.headers) not in (None, self.validator)
+        other_total = total is not None and self.plan.total is not None and total != self.plan.total
+        other_validator = _validator(response.headers) not in (None, self.plan.validator)
         if ranged and (other_total or other_validator or self._other_version(response)):
             raise _FileChanged  # another version: its bytes are never spliced on
         if content_range is None:
@@ -2498,22 +2550,25 @@ class _Transfer:
         becomes one part again, carried by the first response while it is still read, else
         by this one (past what is already complete). Never a restart.
         """
-        if response.status != 200 or _validator(response.headers) != self.validator or self._other_version(response):
+        if (
+            response.status != 200
+            or _validator(response.headers) != self.plan.validator
+            or self._other_version(response)
+        ):
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
-            whole = self.parts[0] if streaming else _Part(self, 0, self.total, self._contiguous())
-            whole.end, whole.taken = self.total, True
-            for part in self.parts:
+            whole = self.plan.parts[0] if streaming else _Part(self, 0, self.plan.total, self.plan.contiguous())
+            whole.end, whole.taken = self.plan.total, True
+            for part in self.plan.parts:
                 part.dropped = part is not whole
                 if part.dropped and part.check is not None:  # its thread stops: so does its part's hash
                     part.check.digest.close()
                     part.check = None
-            self.parts, self.connections = [whole], 1
+            self.plan.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
+        self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
         _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self._shown_url())
@@ -2524,34 +2579,30 @@ class _Transfer:
         """A 200: the whole file from its first byte, one part."""
         if part.done:
             self._restart(taken=True)  # the whole file, from its first byte
-        self.validator = _validator(response.headers)
+        self.plan.validator = _validator(response.headers)
         part.end = response.length
-        self.target.reserve(self.total)
+        self.target.reserve(self.plan.total)
 
     def _split(self, response: _PooledResponse) -> None:
         """Cut the file into parts for ``connections``, when the server serves ranges of this very version.
 
         The first part continues on ``response``; a thread starts for each of the others.
         """
-        total = self.total or 0
+        total = self.plan.total or 0
         accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
         count = min(self.connections, total // _MIN_PART_SIZE)
-        if count < 2 or not accepts_ranges or not (self.validator or "").startswith('"'):  # a strong ETag
+        if count < 2 or not accepts_ranges or not (self.plan.validator or "").startswith('"'):  # a strong ETag
             return
-        if isinstance(self.target, _ReorderBuffer):  # into a stream: pieces taken in order, each fits its buffer
-            count = -(-total // (self.target.limit // self.connections))
+        count = self.target.part_count(total, count, self.connections)
         self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
         bounds = [total * index // count for index in range(count + 1)]
-        self.parts[0].end = bounds[1]
-        self.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.plan.parts[0].end = bounds[1]
+        self.plan.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
         self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
         self._check_running(part)
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.put(part, data)
-        else:
-            self.target.write_at(part.offset, data)
+        self.target.put(part, data)
         with self.lock:
             self._check_running(part)
             part.done += len(data)
@@ -2564,19 +2615,19 @@ class _Transfer:
 
     def _hash_received(self, part: _Part, data: bytes) -> None:
         """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
-        if self.digest is None or isinstance(self.target, _ReorderBuffer):
+        if self.digest is None or self.target.hashes_in_order:
             return
-        if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
+        if len(self.plan.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
         else:
-            self.digest.add_until(self._contiguous())  # parts: what is complete (and checked), read back
+            self.digest.add_until(self.plan.contiguous())  # parts: what is complete (and checked), read back
 
     def _hash_written(self, data: bytes) -> None:
         """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before (in this thread)."""
         if self.digest is not None:
             self.digest.add(data)
         if self.progress is not None:  # the bytes written: those waiting in the buffer are not yet
-            self.progress(self._written, self.total)
+            self.progress(self._written, self.plan.total)
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
@@ -2593,9 +2644,7 @@ class _Transfer:
             # back from the file), so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, algorithm, expected)
             return
-        held = self.target.read_at is not None or (
-            isinstance(self.target, _ReorderBuffer) and (response.length or 0) + self._chunk_size <= self.target.limit
-        )
+        held = self.target.can_hold((response.length or 0) + self._chunk_size)
         part.check = _PartCheck(part.offset, algorithm, expected, held=held)
 
     def _verify_part(self, part: _Part) -> None:
@@ -2610,14 +2659,12 @@ class _Transfer:
             with self.lock:
                 part.check = None
                 if self.digest is not None and self.target.read_at is not None:
-                    self.digest.add_until(self._contiguous())  # the bytes held back from it
-            if isinstance(self.target, _ReorderBuffer):
-                self.target.release()
+                    self.digest.add_until(self.plan.contiguous())  # the bytes held back from it
+            if self.target.release():
                 with self.lock:
                     self._saved_and_reported()  # what was held back is written now
             return
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.discard(part, check.start)  # while still held: never written
+        self.target.discard(part, check.start)  # while still held (into a stream in parts): never written
         with self.lock:
             part.check = None
             part.mismatches += 1
@@ -2647,18 +2694,18 @@ class _Transfer:
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
-        if state is not None and self.validator is not None and self.total is not None:  # resumable
-            parts = [[part.start, part.end, part.done] for part in self.parts]
-            saved = {"url": self.url, "validator": self.validator, "total": self.total, "parts": parts}
+        if state is not None and self.plan.validator is not None and self.plan.total is not None:  # resumable
+            parts = [[part.start, part.end, part.done] for part in self.plan.parts]
+            saved = {"url": self.url, "validator": self.plan.validator, "total": self.plan.total, "parts": parts}
             state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
         if self.progress is not None:
-            self.progress(self._written, self.total)
+            self.progress(self._written, self.plan.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
             if self.progress is not None:
-                self.progress(self._written, self.total)
+                self.progress(self._written, self.plan.total)
         elif part.remaining:
             expected = part.end - part.start
             message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
@@ -2689,9 +2736,8 @@ class _Transfer:
         with self.lock:
             if self.error is None:
                 self.error = error
-        if isinstance(self.target, _ReorderBuffer):
-            self.target.stop()  # a part waiting for room in it ends too
-        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
+        self.target.stop()  # a part waiting for room in a reorder buffer ends too
+        self.requests.interrupt(self.workers.idents())
 
     def _check_digest(self) -> None:
         """Check the whole file against every digest stated: the caller's sha256 and the server's."""
@@ -2718,7 +2764,7 @@ class _Transfer:
         if read_at is None:
             return False
         bad = []
-        for part in self.parts:
+        for part in self.plan.parts:
             if part.deferred is None or part.end is None:
                 continue
             start, algorithm, expected = part.deferred
@@ -2956,7 +3002,59 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     return digests
 
 
-class _FileTarget:
+class _Sink:
+    """What a _Transfer writes a download's bytes into: a file (_FileTarget), a stream (_StreamTarget), or a
+    stream that parts fetched at once write into in order (_ReorderBuffer). The defaults are those of a
+    target that takes each byte as it comes: nothing held back, nothing to reorder.
+    """
+
+    parallel = True  # parts may be fetched at once
+    state: _StateFile | None = None  # where a resumable download's state is kept
+    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back; None: they cannot be
+    write_at: Callable[[int, bytes], None]
+    reset: Callable[[], None]  # forget what was written: the file is sent anew
+    position: int | None = None  # bytes written in order, when that is not the bytes received
+    hashes_in_order = False  # True: the file's hash is handed each piece as it is written, in order
+
+    def put(self, part: _Part, data: bytes) -> None:
+        """Take ``data``, the bytes of ``part`` at its offset."""
+        self.write_at(part.offset, data)
+
+    def part_count(self, total: int, count: int, connections: int) -> int:
+        """How many parts to cut a file of ``total`` bytes into, ``count`` for the connections."""
+        return count
+
+    def can_hold(self, size: int) -> bool:
+        """True when ``size`` bytes under a pending Content-Digest can be fetched again if it fails."""
+        return self.read_at is not None
+
+    def reserve(self, size: int | None) -> None:
+        pass  # a stream of the caller's: its space is the caller's business
+
+    def release(self) -> bool:
+        """Write what was held back for a Content-Digest that has checked; True when something may have been."""
+        return False
+
+    def discard(self, part: _Part, start: int) -> None:
+        """Drop what is held back of ``part`` from ``start`` on: nothing is, bytes go straight to the target."""
+
+    def discard_from(self, start: int) -> None:
+        """Drop what is held back from ``start`` on: nothing is."""
+
+    def stop(self) -> None:
+        """The transfer failed: no part waits for this target any longer (none does)."""
+
+    def finish(self, total: int | None) -> None:
+        """Every part is in: nothing is left to write."""
+
+    def write_until(self, ended: Callable[[], bool]) -> None:
+        """Write what the part threads bring until ``ended()``: they write it themselves."""
+
+    def wake(self) -> None:
+        """A part thread has ended: nobody waits for that."""
+
+
+class _FileTarget(_Sink):
     """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
 
     Without ``resume`` it has a unique name and never outlives the call. With it, it is
@@ -2983,7 +3081,8 @@ class _FileTarget:
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
-        path, state = self.stem + ".part", _StateFile(self.stem + ".part.json")
+        path = _partial_path(self.stem)
+        state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
                 return None  # not ours to read or replace: left alone
@@ -3032,7 +3131,7 @@ class _FileTarget:
 
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
-        path = self.stem + ".part.lock"
+        path = _partial_path(self.stem) + ".lock"
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
         except FileExistsError:
@@ -3124,7 +3223,7 @@ class _FileTarget:
         try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
-                raise InvalidResponseError(message, method="GET")
+                raise InvalidResponseError(message, method="GET", received=size, expected=total)
             try:
                 os.replace(self.path, self.destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead
@@ -3451,12 +3550,10 @@ def _follow_destination_links(path: str) -> str:
     return path
 
 
-class _StreamTarget:
+class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
 
-    parallel = False  # written in order only
-    state: _StateFile | None = None  # never resumed
-    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
+    parallel = False  # written in order only; never resumed, and what was written cannot be read back
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
         self.opened = opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
@@ -3491,9 +3588,6 @@ class _StreamTarget:
     def commit(self, total: int | None) -> None:
         """Nothing to move into place: the bytes are in the stream."""
 
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
-
     def write_at(self, offset: int, data: bytes) -> None:
         while True:  # at the stream's position: a stream is only ever written in order
             written = self.stream.write(data)
@@ -3504,7 +3598,7 @@ class _StreamTarget:
             data = data[written:]
 
 
-class _ReorderBuffer:
+class _ReorderBuffer(_Sink):
     """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
 
     Only the ``writer`` thread (the caller's: a signal interrupts its blocked write, which
@@ -3516,17 +3610,15 @@ class _ReorderBuffer:
     ``written(data)`` is told each piece written, in order (the file's hash, progress).
     """
 
-    parallel = True  # parts are fetched at once
-    state: _StateFile | None = None  # never resumed
-    read_at: Callable[[int, int], bytes] | None = None  # what was written cannot be read back
+    hashes_in_order = True  # never resumed, and what was written cannot be read back
 
-    def __init__(self, target: _StreamTarget, limit: int, written: Callable[[bytes], None]) -> None:
+    def __init__(self, target: _Sink, limit: int, written: Callable[[bytes], None]) -> None:
         import threading
 
         self.target, self.limit, self.written = target, limit, written
         self.condition = threading.Condition(_thread.allocate_lock())
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
-        self.position = 0  # bytes written into the stream
+        self.position: int = 0  # bytes written into the stream
         self.buffered = self.peak = 0  # bytes waiting now, and at most
         self.writing = False  # a thread is writing into the stream
         self.stopped = False  # the transfer failed: no part waits for room any longer
@@ -3578,14 +3670,15 @@ class _ReorderBuffer:
         check = None if part is None else part.check
         return part is not None and not (check is not None and check.held and self.position >= check.start)
 
-    def release(self) -> None:
-        """Write what lies at the position (the writer only: any other thread wakes it)."""
+    def release(self) -> bool:
+        """Write what lies at the position (the writer only: any other thread wakes it). True: what was
+        held back is written, or the writer is woken to write it."""
         with self.condition:
             if _thread.get_ident() != self.writer:
                 self.condition.notify_all()
-                return
+                return True
             if self.writing:
-                return
+                return True
             self.writing = True
         try:
             while (data := self._next_to_write()) is not None:
@@ -3599,6 +3692,7 @@ class _ReorderBuffer:
                 self.writing = False
                 self.condition.notify_all()
             raise
+        return True
 
     def _next_to_write(self) -> bytes | None:
         """The bytes at the position, taken out; None (and no longer writing) when they are not there yet."""
@@ -3646,8 +3740,13 @@ class _ReorderBuffer:
                 self.target.reset()
             self.position = 0
 
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
+    def part_count(self, total: int, count: int, connections: int) -> int:
+        """Pieces taken in order, each fits its share of the buffer."""
+        return -(-total // (self.limit // connections))
+
+    def can_hold(self, size: int) -> bool:
+        """Bytes under a pending Content-Digest are held here until it checks, when they fit."""
+        return size <= self.limit
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
@@ -3743,7 +3842,7 @@ class _PartialFile:
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
-        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
+        self.path = _partial_path(_hidden_stem(self.file_path))  # as _FileTarget names it
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
@@ -3763,6 +3862,12 @@ class _PartialFile:
 def _writable(stream: Any) -> bool:
     writable = getattr(stream, "writable", None)
     return not callable(writable) or bool(writable())
+
+
+def _partial_path(stem: str) -> str:
+    """``.NAME.part``, the partial file a resumable download to NAME keeps (``stem``: see _hidden_stem);
+    its state and lock add ``.json`` and ``.lock`` to it. Named here only."""
+    return stem + ".part"
 
 
 def _hidden_stem(path: str) -> str:
@@ -4755,6 +4860,9 @@ def _sizes_for_people(exc: DatasetClientError) -> str:
         unknown = exc.expected is None
         counted = f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
         return text.replace(counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}")
+    if isinstance(exc, InvalidResponseError) and exc.received is not None and exc.expected is not None:
+        counted = f"has {exc.received} bytes where the server announced {exc.expected}"  # a file not committed
+        return text.replace(counted, f"has {_size(exc.received)} where the server announced {_size(exc.expected)}")
     return text
 
 
@@ -4935,16 +5043,16 @@ def _download_command(
     target, named_by_url = _download_target(url, destination, args.resume)
     if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
-    resume = args.resume
+    resume, partial = args.resume, _partial_file(target)
     if target != "-":
-        if _already_there(target, sha256, named_by_url):
-            _drop_partial_files(target)  # never stranded by a download someone else finished
+        if _already_there(target, partial, sha256, named_by_url):
+            _drop_partial_files(partial)  # never stranded by a download someone else finished
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
-        if not resume and _has_resumable_partial(target, _resolve_download_url(client.base_url, url)):
+        if not resume and _has_resumable_partial(partial, _resolve_download_url(client.base_url, url)):
             resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
-    _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume)
+    _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
 
 
 def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
@@ -4965,26 +5073,27 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
     return os.path.join(destination or "", name), True
 
 
-def _already_there(target: str, sha256: str | None, named_by_url: bool) -> bool:
-    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused)."""
+def _already_there(target: str, partial: _PartialFile | None, sha256: str | None, named_by_url: bool) -> bool:
+    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused).
+    ``partial`` (see _partial_file) says which file ``target`` names: None when a download refuses its link."""
     if not os.path.lexists(target):
         return False
-    if sha256 and _is_own_file_with_digest(target, sha256):
+    if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
         return True
     if named_by_url:
         raise _Refused(f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it")
     return False
 
 
-def _is_own_file_with_digest(target: str, sha256: str) -> bool:
-    """True when ``target`` leads to the user's own regular file and its bytes have ``sha256``.
+def _is_own_file_with_digest(file_path: str, sha256: str) -> bool:
+    """True when ``file_path`` is the user's own regular file and its bytes have ``sha256``.
 
-    Reached as a download reaches it (another user's link in a sticky directory is not followed,
-    a descriptor such as /dev/stdout is a stream, not the file behind it) and opened without
-    following a link: a file someone else made, or reached through their link, is not trusted.
+    ``file_path`` is what the destination names as a download reaches it (_PartialFile's: another
+    user's link in a sticky directory is not followed, a descriptor such as /dev/stdout is a stream,
+    not the file behind it); it is opened without following a link: a file someone else made, or
+    reached through their link, is not trusted.
     """
     try:
-        file_path = _follow_destination_links(target)
         if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
             return False  # a stream, a FIFO, a device: never opened only to be looked at
         fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)
@@ -4998,23 +5107,43 @@ def _is_own_file_with_digest(target: str, sha256: str) -> bool:
         return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
 
-def _drop_partial_files(target: str) -> None:
-    """Remove the partial file (and its state) an earlier ``-c`` download to ``target`` left: the file is
-    complete now. Only the user's own, and only when no other download holds them (see _FileTarget).
+def _partial_file(target: str) -> _PartialFile | None:
+    """The partial file a ``-c`` download to ``target`` keeps, its names worked out once per command; None
+    for stdout, or when the destination's link is one a download refuses (the download says why)."""
+    if target == "-":
+        return None
+    try:
+        return _PartialFile(target)
+    except OSError:
+        return None
+
+
+def _drop_partial_files(partial: _PartialFile | None) -> None:
+    """Remove the partial file (and its state) an earlier ``-c`` download left: the file is complete
+    now. Only the user's own, and only when no other download holds them (see _FileTarget).
     """
     with contextlib.suppress(OSError):
-        _PartialFile(target).remove()
+        if partial is not None:
+            partial.remove()
 
 
-def _has_resumable_partial(target: str, url: str) -> bool:
-    """True when an earlier ``-c`` download of ``url`` (resolved) left a partial file for ``target``."""
+def _has_resumable_partial(partial: _PartialFile | None, url: str) -> bool:
+    """True when an earlier ``-c`` download of ``url`` (resolved) left ``partial`` to continue."""
     with contextlib.suppress(OSError):
-        return _PartialFile(target).resumable(url)
+        return partial is not None and partial.resumable(url)
     return False
 
 
 def _cli_download(
-    client: DatasetClient, url: str, target: str, args: _Settings, stderr: _Stderr, *, sha256: str | None, resume: bool
+    client: DatasetClient,
+    url: str,
+    target: str,
+    args: _Settings,
+    stderr: _Stderr,
+    *,
+    sha256: str | None,
+    resume: bool,
+    partial: _PartialFile | None,
 ) -> None:
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
@@ -5032,7 +5161,7 @@ def _cli_download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
     except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
-        _noted(exc, target, _partial_file_hint(target, resume, received=progress.done > 0))
+        _noted(exc, target, _partial_file_hint(target, partial, resume, received=progress.done > 0))
         raise
     finally:
         progress.finish()
@@ -5046,18 +5175,16 @@ def _cli_download(
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
 
 
-def _partial_file_hint(target: str, resume: bool, *, received: bool) -> str:
+def _partial_file_hint(target: str, partial: _PartialFile | None, resume: bool, *, received: bool) -> str:
     """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
     file is; without, that -c would have kept one (when anything was received at all)."""
     if target == "-":
         return ""
     if not resume:
         return "; with -c, the partial file is kept and the same command continues it" if received else ""
-    try:
-        partial = _PartialFile(target).path
-    except OSError:
+    if partial is None:
         return ""
-    return f"; the same command continues its partial file {partial}" if os.path.exists(partial) else ""
+    return f"; the same command continues its partial file {partial.path}" if os.path.exists(partial.path) else ""
 
 
 class _Stderr:

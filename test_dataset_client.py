@@ -5111,6 +5111,18 @@ class SecondReviewFileTests(ServerTestCase):
                 target._unlock()
             self.assertEqual([p.name for p in directory.iterdir()], [])
 
+    def test_a_file_not_of_the_announced_size_is_not_committed_and_the_error_has_both_sizes(self) -> None:
+        # Issue 27: the sizes as fields (like IncompleteResponseError's), so that no one parses the message.
+        directory = self.tmp()
+        with dc._FileTarget(str(directory / "out.bin"), resume=False) as target:
+            target.write_at(0, b"abc")
+            with self.assertRaises(dc.InvalidResponseError) as caught:
+                target.commit(5)
+        self.assertEqual((caught.exception.received, caught.exception.expected), (3, 5))
+        self.assertIn("has 3 bytes where the server announced 5", str(caught.exception))
+        self.assertEqual(list(directory.iterdir()), [], "not moved into place, nothing left")
+        self.assertIsNone(dc.InvalidResponseError("x").received)
+
     def test_three_take_overs_of_one_abandoned_lock_make_one_holder_in_any_interleaving(self) -> None:
         # Found in review: A and B both judged a lock abandoned; B moved it away and made its own; A then
         # moved B's live lock away, C created one in the gap, and two processes wrote one .part.
@@ -6274,6 +6286,22 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(err.count("retrying GET"), 1, err)
         self.assertEqual(err.count(": 200 OK ("), 1, err)
         self.assertNotIn("stand-in-key", err)
+
+    def test_a_file_not_of_the_announced_size_is_said_in_sizes_for_people(self) -> None:
+        # Issue 27: from the error's received/expected fields, not by parsing its text.
+        out, commit = self.tmp() / "out.bin", dc._FileTarget.commit
+
+        def cut_short_then_commit(target: Any, total: int | None) -> None:
+            os.ftruncate(target.fd, 1024 * 1024)
+            commit(target, total)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc._FileTarget, "commit", cut_short_then_commit):
+            status, _, err = self.run_main("download", self.server.url + "/files/x", str(out))
+        self.assertNotEqual(status, 0)
+        self.assertIn(f"has 1.0 MiB where the server announced {dc._size(len(DATA))}: not committed", err)
+        self.assertFalse(out.exists())
+        self.assertEqual(len(self.requests), 1)
 
     def test_a_resumed_transfer_says_so(self) -> None:
         directory = self.tmp()
