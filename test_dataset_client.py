@@ -8323,7 +8323,7 @@ class StandInProcessTests(ServerTestCase):
 
 # --------------------------------------------------------------------------------------
 # The README's command on every core: `python -m unittest` (discovery) runs the suite in
-# one forked process per core, each taking every other test, and reports each outcome as it
+# one forked process per core, each taking the next few tests from a queue, and reports each outcome as it
 # comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
 # one process as usual. DATASET_CLIENT_TEST_PROCESSES=1 turns it off.
 # --------------------------------------------------------------------------------------
@@ -8406,23 +8406,44 @@ def replay(line: dict[str, Any], result: unittest.TestResult) -> None:
     result.stopTest(test)
 
 
+class TakenTests(unittest.TestSuite):
+    """A worker's tests: the chunks it takes from the queue, one at a time, until the queue is empty."""
+
+    _cleanup = False  # tests come from the queue, not from a list to drop them from
+
+    def __init__(self, chunks: list[list[unittest.TestCase]], queue: int) -> None:
+        super().__init__()
+        self.chunks, self.queue = chunks, queue
+
+    def __iter__(self) -> Iterator[unittest.TestCase]:
+        while record := os.read(self.queue, 4):  # 4 bytes a read: no other worker can take half of one
+            yield from self.chunks[struct.unpack("!I", record)[0]]
+
+
 class SuiteOnEveryCore(unittest.TestSuite):
-    """Runs its tests in ``processes`` forked workers, every ``processes``-th test each."""
+    """Runs its tests in ``processes`` forked workers, each taking the next few tests (in the module's
+    order, so that a class's tests mostly run together) from a shared queue whenever it is free."""
 
     def __init__(self, tests: unittest.TestSuite, processes: int) -> None:
         super().__init__()
-        self.tests, self.processes = list(iterate_tests(tests)), processes
+        ordered = list(iterate_tests(tests))
+        self.chunks = [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
+        self.processes = processes
 
     def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
+        queue, feed = os.pipe()  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
+        os.write(feed, b"".join(struct.pack("!I", index) for index in range(len(self.chunks))))
+        os.close(feed)
         workers = {}
-        for index in range(self.processes):
+        for _ in range(self.processes):
             read, write = os.pipe()
             pid = os.fork()
-            if pid == 0:  # the worker: its share, then out without atexit (the parent's clean-ups)
+            if pid == 0:  # the worker: what it takes, then out without atexit (the parent's clean-ups)
                 os.close(read)
-                os._exit(self.run_share(index, os.fdopen(write, "w")))
+                os._exit(self.run_taken(queue, os.fdopen(write, "w")))
             os.close(write)
             workers[pid] = os.fdopen(read)
+        os.close(queue)
         try:
             self.report(workers, result)
         finally:
@@ -8432,10 +8453,9 @@ class SuiteOnEveryCore(unittest.TestSuite):
                 os.waitpid(pid, 0)
         return result
 
-    def run_share(self, index: int, pipe: Any) -> int:
+    def run_taken(self, queue: int, pipe: Any) -> int:
         try:
-            share = unittest.TestSuite(self.tests[index :: self.processes])
-            share.run(OutcomeWriter(pipe))
+            TakenTests(self.chunks, queue).run(OutcomeWriter(pipe))
             pipe.close()
             return 0
         except BaseException:  # anything: the parent says a worker failed
