@@ -682,7 +682,7 @@ class DatasetClient:
         else:
             global _deadlines_used
             _deadlines_used = True
-            _sending.within = (deadline, self._timeout)  # its head is read within the deadline
+            _sending.within = deadline  # its head is read within the deadline
             try:
                 response = self._opener.open(request, timeout=deadline.wait(self._timeout, method, url))
             finally:
@@ -925,7 +925,7 @@ class _PooledResponse(http.client.HTTPResponse):
 
     def _read_status(self) -> tuple[str, int, str]:
         if _deadlines_used and (within := _sending.within) is not None:  # the deadline of the request this answers
-            self.fp = _bounded_stream(self.fp, *within)
+            self.fp = _bounded_stream(self.fp, within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
@@ -969,9 +969,9 @@ class _PooledResponse(http.client.HTTPResponse):
 
 
 class _Sending(_thread._local):
-    """Per thread: the deadline and timeout of the request being sent, if it has a deadline."""
+    """Per thread: the deadline of the request being sent, if it has one."""
 
-    within: tuple[_Deadline, float | None] | None = None  # a class default: no lookup that fails, for speed
+    within: _Deadline | None = None  # a class default: no lookup that fails, for speed
 
 
 _sending = _Sending()
@@ -980,22 +980,21 @@ _sending = _Sending()
 _deadlines_used = False
 
 
-def _bounded_stream(stream: Any, deadline: _Deadline, timeout: float | None) -> io.BufferedReader:
+def _bounded_stream(stream: Any, deadline: _Deadline) -> io.BufferedReader:
     """A response's stream (fresh: nothing read yet) whose every receive ends by ``deadline``."""
     if stream.__class__ is not io.BufferedReader or stream.raw.__class__ is _ReceivingWithin:
         return stream  # type: ignore[no-any-return]
-    return io.BufferedReader(_ReceivingWithin(stream.detach(), deadline, timeout))  # detached: never closed twice
+    return io.BufferedReader(_ReceivingWithin(stream.detach(), deadline))  # detached: never closed twice
 
 
 class _ReceivingWithin(io.RawIOBase):
     """A socket's stream whose receives never wait past a deadline: a head (or a CONNECT tunnel's
     answer) trickled a byte at a time, which no per-receive time-out bounds, ends at the deadline."""
 
-    def __init__(self, raw: Any, deadline: _Deadline, timeout: float | None) -> None:
+    def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
         self.raw = raw  # socket.SocketIO
         self.deadline = deadline
-        self.timeout = timeout
 
     def readable(self) -> bool:
         return True
