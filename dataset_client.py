@@ -1707,21 +1707,38 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
         raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
     decoded = bytearray()
     try:
-        while raw:  # gzip members, one after another (RFC 1952 2.2)
-            decoder = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
-            decoded += decoder.decompress(raw, limit + 1 - len(decoded))
-            if len(decoded) > limit and truncate:
-                return decoded[:limit]
-            if len(decoded) > limit:
-                raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
-            if not decoder.eof:
-                raise zlib.error("the compressed data ends early")
-            raw = decoder.unused_data
+        _inflate_members(memoryview(raw), limit, decoded)
     except zlib.error as exc:
         if truncate:
             return decoded
         raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
+    if len(decoded) > limit and truncate:
+        return decoded[:limit]
+    if len(decoded) > limit:
+        raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
     return decoded
+
+
+def _inflate_members(data: memoryview, limit: int, decoded: bytearray) -> None:
+    """Inflate the gzip members of ``data``, one after another (RFC 1952 2.2), into ``decoded``: at most
+    ``limit + 1`` bytes (more is a bomb, for the caller to refuse).
+
+    Each member is fed in pieces that start small and double: after a member ends, zlib copies what
+    is left of its piece (``unused_data``), so pieces no larger than twice the member keep a body of
+    thousands of tiny members as cheap as its size (fed whole, each member copied all the rest).
+    """
+    offset = 0
+    while offset < len(data):
+        decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
+        while not decoder.eof:
+            if offset >= len(data):
+                raise zlib.error("the compressed data ends early")
+            piece = data[offset : offset + size]
+            decoded += decoder.decompress(piece, limit + 1 - len(decoded))
+            if len(decoded) > limit:
+                return
+            offset += len(piece) - len(decoder.unused_data)
+            size = min(size * 2, _CHUNK_SIZE)
 
 
 def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:

@@ -46,6 +46,7 @@ import unittest
 import urllib.parse as urllib_parse
 import uuid
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -2950,6 +2951,30 @@ class SecondReviewHostileTextTests(ServerTestCase):
                 self.assertIn(expected.format(config=config), err)
                 self.assertIn(str(config), err)
         self.assertEqual(len(self.requests), 2)
+
+    def test_a_body_of_thousands_of_gzip_members_costs_what_its_size_costs(self) -> None:
+        # 30,000 members of 20 bytes each, the last holding the JSON: fed whole, each member had zlib copy
+        # all that followed it (quadratic: minutes for a few megabytes). Counted in bytes fed, not timed.
+        members = gzip.compress(b"", mtime=0) * 30000 + gzip.compress(b'{"ok": true}', mtime=0)
+        self.script(reply(body=members, headers={"Content-Encoding": "gzip"}))
+        fed: list[int] = []
+        real = zlib.decompressobj
+
+        class Counting:
+            def __init__(self, **options: Any) -> None:
+                self.decoder = real(**options)
+
+            def decompress(self, data: Any, max_length: int = 0) -> bytes:
+                fed.append(len(data))
+                return self.decoder.decompress(data, max_length)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.decoder, name)
+
+        with mock.patch.object(dc.zlib, "decompressobj", Counting):
+            self.assertEqual(self.client().list_datasets(), {"ok": True})
+        self.assertEqual(self.requests[0].headers["Accept-Encoding"], "gzip")
+        self.assertLessEqual(sum(fed), 40 * len(members), "each member fed a bounded piece, not all the rest")
 
 
 class Proxy(socketserver.ThreadingTCPServer):
