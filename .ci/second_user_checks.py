@@ -3,7 +3,8 @@ driven with runuser, the CLI run as the victim in a sticky world-writable direct
 
     sudo python3 .ci/second_user_checks.py
 
-Skips, saying why, without root, useradd or runuser; removes the users it made. Ends with
+Without root, useradd or runuser, a line "SKIPPED: why" (.ci/run counts it), exit status 0;
+removes the users it made. Ends with
 'N passed, N failed' (exit 1 when any failed).
 """
 
@@ -188,7 +189,7 @@ def make_user(prefix: str) -> str:
 def main() -> int:
     missing = [tool for tool in ("useradd", "userdel", "runuser") if shutil.which(tool) is None]
     if os.geteuid() != 0 or missing:
-        print(f"== second users: skipped ({'not root' if os.geteuid() else 'no ' + ', '.join(missing)})")
+        print(f"SKIPPED: second users: {'not root' if os.geteuid() else 'no ' + ', '.join(missing)}")
         return 0
     print("== second users (useradd, runuser) in sticky world-writable directories")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
@@ -202,7 +203,7 @@ def main() -> int:
         shutil.copy(ROOT / "dataset_client.py", work / "dataset_client.py")
         python = python_for(users[0])
         if python is None:
-            print("== second users: skipped (no Python 3.11+ that another user can run)")
+            print("SKIPPED: second users: no Python 3.11+ that another user can run")
             return 0
         url = f"http://127.0.0.1:{server.server_address[1]}/files/report.csv"
         checks = Checks(work, url, users[0], users[1], python)
