@@ -235,6 +235,8 @@ def mixed_calls(url: str, threads: int, seconds: float, close_after: float | Non
     if extra_threads or fds_after != fds_before or left:
         problems.append(f"left after close(): threads {extra_threads}, fds {fds_before} -> {fds_after}, files {left}")
     calls = sum(tally.calls.values())
+    if close_after is None and set(tally.calls) != {"datasets", "query", "export", "download"}:
+        problems.append(f"not every kind of call succeeded once: {dict(tally.calls)}")  # else it checked nothing
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(tally.calls.items()))
     print(
         f"{'closed after ' if close_after else ''}{calls} calls ({kinds}; "
