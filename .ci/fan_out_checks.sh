@@ -61,6 +61,7 @@ bars=(daily_bars --symbols AAPL,MSFT,NVDA --start 2024-01-01 --end 2024-03-31 --
 echo "== fan_out.py on a LocalCluster (2 workers): 3 symbols, then a re-run, then a re-run after a file went and one was altered"
 check 0 "$(local_summary 3 0)" "${bars[@]}" --workers 2
 made="$(exports)"
+[ "$made" = 3 ] || fail "the stand-in received $made exports for 3 symbols"  # what the server saw, not only the summary
 check 0 "$(local_summary 3 0)" "${bars[@]}"
 [ "$(exports)" = "$made" ] || fail "the re-run made $(($(exports) - made)) exports; nothing was missing"
 rm "$work/bars/daily_bars-MSFT.parquet"
