@@ -348,7 +348,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_file(self, path: str, request_id: str) -> None:
-        etag = '"' + self.server.service.exports[os.path.basename(path)]["sha256"][:32] + '"'
+        sha256 = self.server.service.exports[os.path.basename(path)]["sha256"]
+        etag = '"' + sha256[:32] + '"'
         kind = CONTENT_TYPES.get(os.path.splitext(path)[1])
         with open(path, "rb") as file:
             send_file(
@@ -358,7 +359,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 etag,
                 content_type=kind,
                 headers={"X-Request-Id": request_id},
-                sha256=self.server.service.exports[os.path.basename(path)]["sha256"],
+                sha256=sha256,
                 content_digest=True,
             )
 
