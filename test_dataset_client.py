@@ -2364,12 +2364,16 @@ class BeyondOneProcessTests(ServerTestCase):
         self.use_an_empty_system_store()
         here, elsewhere = self.tmp(), self.tmp()
         shutil.copy(CA_FILE, here / "corp.pem")
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tls": True})
         with contextlib.chdir(here):
-            client = self.client(ca_bundle="corp.pem")
+            client = self.client(tls.url, ca_bundle="corp.pem")
         pickled = pickle.dumps(client)
         with contextlib.chdir(elsewhere):  # a process pool's or Dask's worker, started elsewhere
             unpickled = pickle.loads(pickled)
-        self.addCleanup(unpickled.close)
+            self.addCleanup(unpickled.close)
+            self.assertEqual(unpickled.list_datasets(), {"tls": True}, "the copy trusts the bundle from elsewhere")
+        self.assertEqual([r.path for r in tls.requests], ["/datasets"], "the server saw the copy's request")
         self.assertEqual(unpickled._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
         self.assertTrue(os.path.isabs(unpickled._arguments["ca_bundle"]))
         self.assertTrue(os.path.samefile(unpickled._arguments["ca_bundle"], here / "corp.pem"))
