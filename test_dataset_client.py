@@ -5837,7 +5837,8 @@ class DeadlineTests(ServerTestCase):
         error = outcome_of(self.client(base_url + "/api/v1", timeout=30, deadline=0.3, max_retries=0).list_datasets)
         self.assert_deadline_reached(error, 0.3)
         _wait_for(lambda: bool(sent))
-        self.assertLess(sent[0], 20, "the client hung up at its deadline, in the middle of the status line")
+        # 0.3 s is some 6 bytes; half the head's 90 leaves a loaded machine room (a timing margin, not a measure).
+        self.assertLess(sent[0], 45, "the client hung up at its deadline, long before the head's end")
 
     def test_a_body_trickled_a_byte_every_0_2_s_ends_at_the_deadline_and_leaves_its_partial_file(self) -> None:
         data = os.urandom(5000)
