@@ -2982,7 +2982,7 @@ def _is_saved_digest(saved: Any) -> bool:
     if header not in ("Repr-Digest", "Content-Digest", "Digest") or algorithm not in _DIGEST_ALGORITHMS:
         return False
     size = hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
-    return len(value) == 2 * size and all(character in "0123456789abcdef" for character in value)
+    return len(value) == 2 * size and _is_lower_hex(value)
 
 
 def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
