@@ -2779,20 +2779,20 @@ class _Transfer:
         read_at = self.target.read_at
         if read_at is None:
             return False
-        bad = []
+        bad: list[tuple[_Part, int, int, str]] = []  # (part, its first and last checked byte, algorithm)
         for part in self.plan.parts:
             if part.deferred is None or part.end is None:
                 continue
             start, algorithm, expected = part.deferred
             actual = _hash_of(read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
-            if actual != expected and part.mismatches:
+            if actual == expected:
+                continue
+            if part.mismatches:
                 self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
-            if actual != expected:
-                bad.append(part)
-        for part in bad:
-            start, algorithm, _ = part.deferred or (part.start, "", "")
+            bad.append((part, start, part.end - 1, algorithm))
+        for part, start, last, algorithm in bad:
             message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
-            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self._shown_url())
+            _logger().warning(message, algorithm, start, last, self._shown_url())
             part.done, part.taken, part.deferred = start - part.start, False, None
             part.mismatches += 1
         if bad and self.digest is not None:
