@@ -3627,6 +3627,7 @@ class _ReorderBuffer(_Sink):
     """
 
     hashes_in_order = True  # never resumed, and what was written cannot be read back
+    max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
 
     def __init__(self, target: _Sink, limit: int, written: Callable[[bytes], None]) -> None:
         import threading
@@ -3757,8 +3758,9 @@ class _ReorderBuffer(_Sink):
             self.position = 0
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """Pieces taken in order, each fits its share of the buffer."""
-        return -(-total // (self.limit // connections))
+        """Pieces taken in order, each fits its share of the buffer: no more than ``max_parts``, all listed at
+        once (past that, a larger file has larger pieces, that wait for room in the buffer)."""
+        return min(-(-total // (self.limit // connections)), self.max_parts)
 
     def can_hold(self, size: int) -> bool:
         """Bytes under a pending Content-Digest are held here until it checks, when they fit."""
