@@ -2779,20 +2779,20 @@ class _Transfer:
         read_at = self.target.read_at
         if read_at is None:
             return False
-        bad = []
+        bad: list[tuple[_Part, int, int, str]] = []  # (part, its first and last checked byte, algorithm)
         for part in self.plan.parts:
             if part.deferred is None or part.end is None:
                 continue
             start, algorithm, expected = part.deferred
             actual = _hash_of(read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
-            if actual != expected and part.mismatches:
+            if actual == expected:
+                continue
+            if part.mismatches:
                 self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
-            if actual != expected:
-                bad.append(part)
-        for part in bad:
-            start, algorithm, _ = part.deferred or (part.start, "", "")
+            bad.append((part, start, part.end - 1, algorithm))
+        for part, start, last, algorithm in bad:
             message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
-            _logger().warning(message, algorithm, start, (part.end or 0) - 1, self._shown_url())
+            _logger().warning(message, algorithm, start, last, self._shown_url())
             part.done, part.taken, part.deferred = start - part.start, False, None
             part.mismatches += 1
         if bad and self.digest is not None:
@@ -2982,7 +2982,7 @@ def _is_saved_digest(saved: Any) -> bool:
     if header not in ("Repr-Digest", "Content-Digest", "Digest") or algorithm not in _DIGEST_ALGORITHMS:
         return False
     size = hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
-    return len(value) == 2 * size and all(character in "0123456789abcdef" for character in value)
+    return len(value) == 2 * size and _is_lower_hex(value)
 
 
 def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
@@ -3627,6 +3627,7 @@ class _ReorderBuffer(_Sink):
     """
 
     hashes_in_order = True  # never resumed, and what was written cannot be read back
+    max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
 
     def __init__(self, target: _Sink, limit: int, written: Callable[[bytes], None]) -> None:
         import threading
@@ -3757,8 +3758,9 @@ class _ReorderBuffer(_Sink):
             self.position = 0
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """Pieces taken in order, each fits its share of the buffer."""
-        return -(-total // (self.limit // connections))
+        """Pieces taken in order, each fits its share of the buffer: no more than ``max_parts``, all listed at
+        once (past that, a larger file has larger pieces, that wait for room in the buffer)."""
+        return min(-(-total // (self.limit // connections)), self.max_parts)
 
     def can_hold(self, size: int) -> bool:
         """Bytes under a pending Content-Digest are held here until it checks, when they fit."""

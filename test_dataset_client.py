@@ -4548,6 +4548,13 @@ class ParallelIntoStreamsTests(ServerTestCase):
     def ranged(self) -> list[str]:
         return [r.headers["Range"] for r in self.requests if "Range" in r.headers]
 
+    def test_a_stream_in_parts_is_cut_into_no_more_parts_than_a_bound_whatever_the_size_announced(self) -> None:
+        # Found in reread: a server announcing 2**62 bytes (with Accept-Ranges and a strong ETag) had
+        # 2**42 parts listed at once for a stream: memory until MemoryError, before a byte was written.
+        buffer = dc._ReorderBuffer(dc._StreamTarget(io.BytesIO()), 2 * dc._CHUNK_SIZE, lambda data: None)
+        self.assertEqual(buffer.part_count(10 * dc._CHUNK_SIZE, 2, 2), 10, "a part a chunk, as before")
+        self.assertEqual(buffer.part_count(2**62, 2, 2), dc._ReorderBuffer.max_parts)
+
     def test_parts_are_fetched_at_once_into_a_file_object_and_written_in_order(self) -> None:
         together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
 
