@@ -376,7 +376,7 @@ class DatasetClient:
         user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
-        self._credentials, secret_values = _credential_headers(api_key, headers)
+        self._credentials, extra = _credential_headers(api_key, headers)
         # The settings as the constructor takes them, for a copy or an unpickled client to be
         # built from (see __reduce__): every constructor argument belongs here.
         self._arguments: dict[str, Any] = {
@@ -384,7 +384,7 @@ class DatasetClient:
             "api_key": api_key,
             "timeout": self._timeout,
             "max_retries": self._max_retries,
-            "headers": {name: _Secret(value) for name, value in _check_headers(headers).items()},
+            "headers": extra,
             "ssl_context": ssl_context,
             "user_agent": user_agent,
             "backoff_factor": self._backoff_factor,
@@ -401,7 +401,7 @@ class DatasetClient:
         self._opener.add_handler(self._pool)
         # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
-        self._secrets = _secret_texts(secret_values, self._proxies)
+        self._secrets = _secret_texts([_Secret(api_key or ""), *extra.values()], self._proxies)
         if api_key is not None and self._origin[0] == "http" and not _is_loopback(self._origin[1]):
             _warn_of_a_key_in_clear(self._origin[1])
 
@@ -764,15 +764,16 @@ def _as_secret_headers(headers: Mapping[str, str] | None) -> Mapping[str, str] |
     return {name: _as_secret(value) for name, value in headers.items()}
 
 
-def _credential_headers(api_key: str | None, headers: Mapping[str, str] | None) -> tuple[dict[str, str], list[str]]:
-    """The headers only base_url's origin gets (Authorization from the key, then ``headers``),
-    checked, and the values to redact (the key, the headers' values); all held as _Secret."""
-    extra = {name: _Secret(value) for name, value in _check_headers(headers).items()}
-    credentials: dict[str, str] = dict(extra)
-    if api_key is not None:
-        key = _Secret(_check_header_value(api_key, "api_key", token=True))
-        credentials = _merge_headers({"Authorization": _Secret(f"Bearer {key}")}, extra)
-    return {name: _Secret(value) for name, value in credentials.items()}, [_Secret(api_key or ""), *extra.values()]
+def _credential_headers(
+    api_key: str | None, headers: Mapping[str, str] | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The headers only base_url's origin gets (Authorization from the key, then ``headers``), and
+    ``headers`` alone; both checked, their values held as _Secret."""
+    extra: dict[str, str] = {name: _Secret(value) for name, value in _check_headers(headers).items()}
+    if api_key is None:
+        return dict(extra), extra
+    key = _Secret(_check_header_value(api_key, "api_key", token=True))
+    return _merge_headers({"Authorization": _Secret(f"Bearer {key}")}, extra), extra
 
 
 class _Secrets:
