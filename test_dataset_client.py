@@ -7788,6 +7788,16 @@ class CompletionTests(unittest.TestCase):
         setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
+    def test_profiles_are_read_from_a_regular_file_only_never_a_fifo_the_shell_would_wait_on(self) -> None:
+        config = self.directory / "config.toml"
+        lines = [dc._PROFILES_FUNCTION, "_dataset_client_profiles; echo END"]
+        for make in (lambda: config.write_text("[staging]\n"), lambda: (config.unlink(), os.mkfifo(config))):
+            make()
+            environment = {"PATH": os.environ["PATH"], "DATASET_CLIENT_CONFIG": str(config)}
+            result = subprocess.run(["bash", "-c", "\n".join(lines)], env=environment, capture_output=True, timeout=5)
+            expected = b"END\n" if stat.S_ISFIFO(config.stat().st_mode) else b"staging\nEND\n"
+            self.assertEqual((result.stdout, result.stderr), (expected, b""))
+
     def complete_under_the_alias(self, shell: list[str], setup: bytes) -> None:
         """In ``shell`` on a 40-column pty, with the README's alias: ``setup``, then Tab after words typed;
         each line completed is shown as its words (Ctrl-A puts a printf before it), not run."""
