@@ -5228,7 +5228,8 @@ class _Stderr:
         if self.is_terminal and not self.quiet:
             with self.lock:
                 width = (_terminal_width(self.stream) or 80) - 1
-                self.line = line and _fit(_printable(line), width, False).rstrip()
+                # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
+                self.line = line and _fit(_printable(self.secrets.redact(line)), width, False).rstrip()
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:

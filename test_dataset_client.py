@@ -7554,6 +7554,13 @@ class CommandLineTerminalTests(StandInTestCase):
         retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
         self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
 
+    def test_a_status_line_cut_to_the_terminal_shows_no_part_of_a_secret(self) -> None:
+        stderr = dc._Stderr(quiet=False, verbose=False)
+        stderr.stream, stderr.is_terminal, stderr.secrets = TerminalOutput(), True, dc._Secrets([KEY])
+        with mock.patch.dict(os.environ, {"COLUMNS": "41"}):
+            stderr.status(f"dataset-client: retrying: {KEY} was refused")  # the key crosses the 40th column
+        self.assertEqual(stderr.stream.getvalue(), "\rdataset-client: retrying: <redacted> wa\u2026\x1b[K")
+
     def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
         sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
         for columns, expected in (
