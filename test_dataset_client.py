@@ -2256,11 +2256,11 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
 
     def test_fan_out_s_summary_takes_the_workers_word_where_dir_is_mounted_elsewhere(self) -> None:
-        fan_out, here, there, data = _load_example("fan_out"), self.tmp(), self.tmp(), DATA[:2000]
+        fan_out, here, there, data = _load_example("fan_out"), self.tmp(), self.tmp() / "dir", DATA[:2000]
         export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
         self.script(export, serve_file(data), reply(422, {"message": "unknown symbols: ZZZZ"}))
 
-        class Cluster:  # the workers see DIR at ``there``; the machine that submits, at ``here`` (empty)
+        class Cluster:  # the workers see DIR at ``there`` (not made yet); the machine that submits, at ``here``
             address = "tcp://127.0.0.1:8786"
 
             def __init__(self, *args: object, **kwargs: object) -> None:

@@ -142,6 +142,7 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
     if size is not None:
         return Outcome(job.label, None, size)
     try:
+        os.makedirs(into, exist_ok=True)  # as this worker sees DIR: main() made it only where it runs
         with copy.copy(client) as own:  # this task's own connections, closed when it ends
             export = own.create_export(
                 job.dataset, symbols=job.symbols, start_date=job.start, end_date=job.end, format=job.file_format
