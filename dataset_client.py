@@ -5231,7 +5231,8 @@ class _Stderr:
         if self.is_terminal and not self.quiet:
             with self.lock:
                 width = (_terminal_width(self.stream) or 80) - 1
-                self.line = line and _fit(_printable(line), width, False).rstrip()
+                # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
+                self.line = line and _fit(_printable(self.secrets.redact(line)), width, False).rstrip()
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
@@ -5671,14 +5672,15 @@ def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str,
     return globals_, own
 
 
-# The profiles of the config file the command line reads (see _config_path): its [NAME] lines.
+# The profiles of the config file the command line reads (see _config_path): its [NAME] lines; a regular
+# file only, as _profile reads: a FIFO there would hold the shell waiting for a writer at each Tab.
 _PROFILES_FUNCTION = r"""_dataset_client_profiles() {
     local config="${DATASET_CLIENT_CONFIG:-}"
     if [[ -z "$config" ]]; then
         case "${XDG_CONFIG_HOME:-}" in /*) config="$XDG_CONFIG_HOME" ;; *) config="$HOME/.config" ;; esac
         config="$config/dataset-client/config.toml"
     fi
-    [[ -r "$config" ]] && sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
+    [[ -f "$config" && -r "$config" ]] && sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
 }
 """
 _BASH_COMPLETION = """\

@@ -2235,25 +2235,62 @@ class BeyondOneProcessTests(ServerTestCase):
         day = datetime.date(2024, 1, 2)
         job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
         client = self.client()
-        self.assertEqual(fan_out.fetch(client, job, str(into)), (("AAPL", None)))
+        self.assertEqual(fan_out.fetch(client, job, str(into)), (("AAPL", None, 5000)))
         self.assertEqual((into / job.name).read_bytes(), data)
         recorded = (into / f"{job.name}.sha256").read_text()
         covers = "# daily_bars AAPL 2024-01-02 2024-01-02 csv\n"
         self.assertEqual(recorded, f"{covers}{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
-        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None, 5000))
         self.assertEqual(len(self.requests), 2, "a file there and verified is not fetched again")
         with open(into / job.name, "ab") as altered:
             altered.write(b"x")
-        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None))
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None, 5000))
         self.assertEqual((into / job.name).read_bytes(), data)
         failing = job._replace(label="ZZZZ", symbols=("ZZZZ",), name="daily_bars-ZZZZ.csv")
-        label, error = fan_out.fetch(client, failing, str(into))
+        label, error, _ = fan_out.fetch(client, failing, str(into))
         self.assertEqual(label, "ZZZZ")
         where = re.escape(f"POST {self.server.url}/api/v1/exports")
         self.assertRegex(error, rf"^ServiceError: 422 [\w ]+: {where}: unknown symbols: ZZZZ$")  # 3.13: "Content"
         self.assertEqual([r.method for r in self.requests], ["POST", "GET", "POST", "GET", "POST"])
         self.assertEqual(self.requests[-1].json()["symbols"], ["ZZZZ"])
         self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
+
+    def test_fan_out_s_summary_takes_the_workers_word_where_dir_is_mounted_elsewhere(self) -> None:
+        fan_out, here, there, data = _load_example("fan_out"), self.tmp(), self.tmp() / "dir", DATA[:2000]
+        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        self.script(export, serve_file(data), reply(422, {"message": "unknown symbols: ZZZZ"}))
+
+        class Cluster:  # the workers see DIR at ``there`` (not made yet); the machine that submits, at ``here``
+            address = "tcp://127.0.0.1:8786"
+
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                self.scheduler = self
+
+            def submit(self, task: Any, client: Any, job: Any, into: str, pure: bool) -> Any:
+                return task(client, job, str(there) if into == str(here) else into)
+
+            def gather(self, futures: list[Any]) -> list[Any]:
+                return futures
+
+            def scheduler_info(self) -> dict[str, Any]:
+                return {"workers": {"w1": {}}}
+
+            def close(self) -> None:
+                pass
+
+        class Distributed:  # what run() uses of dask.distributed
+            Client = LocalCluster = Cluster
+
+        argv = ["daily_bars", "--symbols", "AAPL,ZZZZ", "--start", "2024-01-02", "--end", "2024-01-02"]
+        args = fan_out.parse_arguments([*argv, "--into", str(here)])
+        stdout = io.StringIO()
+        with self.client() as client, contextlib.redirect_stdout(stdout):
+            status = fan_out.run(Distributed, args, client, fan_out.plan(args))
+        failed, summary = stdout.getvalue().splitlines()
+        self.assertEqual((status, failed[:33]), (1, "failed ZZZZ: ServiceError: 422 Un"))
+        self.assertRegex(summary, r"^1 files, 2000 bytes, 1 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(1 workers\)$")
+        self.assertEqual((there / "daily_bars-AAPL.parquet").read_bytes(), data)
+        self.assertEqual([r.json()["symbols"] for r in self.requests if r.method == "POST"], [["AAPL"], ["ZZZZ"]])
 
     def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_it_through_no_link(self) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:3000]
@@ -2266,11 +2303,11 @@ class BeyondOneProcessTests(ServerTestCase):
         victim.write_text("not the example's\n")
         os.symlink(victim, into / f"{job.name}.sha256.{os.getpid()}.part")  # where a neighbour could plant it
         client = self.client()
-        self.assertEqual(fan_out.fetch(client, job, str(into)), ("BRK/A", None))
+        self.assertEqual(fan_out.fetch(client, job, str(into)), ("BRK/A", None, 3000))
         self.assertEqual(victim.read_text(), "not the example's\n")
         wider = job._replace(end=datetime.date(2024, 1, 31))  # a re-run over more days: the file is not that export
         self.assertIsNone(fan_out.verified_size(str(into / job.name), wider))
-        self.assertEqual(fan_out.fetch(client, wider, str(into)), ("BRK/A", None))
+        self.assertEqual(fan_out.fetch(client, wider, str(into)), ("BRK/A", None, 3000))
         self.assertEqual(
             [r.json()["end_date"] for r in self.requests if r.method == "POST"], ["2024-01-02", "2024-01-31"]
         )
@@ -2402,7 +2439,7 @@ class BeyondOneProcessTests(ServerTestCase):
                 self.assertIsNone(fan_out.verified_size(str(into / job.name), job))
                 export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
                 self.script(export, serve_file(data))
-                label, error = fan_out.fetch(self.client(), job, str(into))
+                label, error, _ = fan_out.fetch(self.client(), job, str(into))
                 self.assertEqual(self.requests[0].method, "POST", "the export made again, not skipped")
                 if where is into:  # root may replace another user's file: this run's export is there now
                     self.assertEqual((label, error, (into / job.name).read_bytes()), ("AAPL", None, data))
@@ -7529,6 +7566,13 @@ class CommandLineTerminalTests(StandInTestCase):
         retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
         self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
 
+    def test_a_status_line_cut_to_the_terminal_shows_no_part_of_a_secret(self) -> None:
+        stderr = dc._Stderr(quiet=False, verbose=False)
+        stderr.stream, stderr.is_terminal, stderr.secrets = TerminalOutput(), True, dc._Secrets([KEY])
+        with mock.patch.dict(os.environ, {"COLUMNS": "41"}):
+            stderr.status(f"dataset-client: retrying: {KEY} was refused")  # the key crosses the 40th column
+        self.assertEqual(stderr.stream.getvalue(), "\rdataset-client: retrying: <redacted> wa\u2026\x1b[K")
+
     def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
         sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
         for columns, expected in (
@@ -7762,6 +7806,16 @@ class CompletionTests(unittest.TestCase):
         script = f'eval "$({COPIED_FILE} completion zsh)"'
         setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
+
+    def test_profiles_are_read_from_a_regular_file_only_never_a_fifo_the_shell_would_wait_on(self) -> None:
+        config = self.directory / "config.toml"
+        lines = [dc._PROFILES_FUNCTION, "_dataset_client_profiles; echo END"]
+        for make in (lambda: config.write_text("[staging]\n"), lambda: (config.unlink(), os.mkfifo(config))):
+            make()
+            environment = {"PATH": os.environ["PATH"], "DATASET_CLIENT_CONFIG": str(config)}
+            result = subprocess.run(["bash", "-c", "\n".join(lines)], env=environment, capture_output=True, timeout=5)
+            expected = b"END\n" if stat.S_ISFIFO(config.stat().st_mode) else b"staging\nEND\n"
+            self.assertEqual((result.stdout, result.stderr), (expected, b""))
 
     def complete_under_the_alias(self, shell: list[str], setup: bytes) -> None:
         """In ``shell`` on a 40-column pty, with the README's alias: ``setup``, then Tab after words typed;

@@ -66,6 +66,7 @@ class Job(NamedTuple):
 class Outcome(NamedTuple):
     label: str
     error: str | None  # None: the file is there and verified
+    size: int | None = None  # the verified file's bytes, as the worker found them
 
 
 def month_spans(start: datetime.date, end: datetime.date) -> list[tuple[str, datetime.date, datetime.date]]:
@@ -137,14 +138,17 @@ def open_regular(path: str) -> io.BufferedReader:
 def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
     """On a worker: make ``job``'s export and download it into ``into``, unless it is there and verified."""
     path = os.path.join(into, job.name)
-    if verified_size(path, job) is not None:
-        return Outcome(job.label, None)
+    size = verified_size(path, job)
+    if size is not None:
+        return Outcome(job.label, None, size)
     try:
+        os.makedirs(into, exist_ok=True)  # as this worker sees DIR: main() made it only where it runs
         with copy.copy(client) as own:  # this task's own connections, closed when it ends
             export = own.create_export(
                 job.dataset, symbols=job.symbols, start_date=job.start, end_date=job.end, format=job.file_format
             )
             own.download(export["download_url"], path, sha256=export["sha256"])
+        size = os.stat(path).st_size  # checked against the export's sha256 as it was written
         # A name of its own, made with O_EXCL and O_NOFOLLOW: in a shared directory another user's
         # link planted at a predictable name would have this write go where the link points.
         partial = f"{path}.sha256.{os.urandom(6).hex()}.part"
@@ -154,7 +158,7 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
         os.replace(partial, path + ".sha256")
     except Exception as exc:  # reported with its label; the other tasks go on
         return Outcome(job.label, f"{type(exc).__name__}: {exc}")
-    return Outcome(job.label, None)
+    return Outcome(job.label, None, size)
 
 
 def service_client() -> dc.DatasetClient:
@@ -186,11 +190,12 @@ def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jo
         dask.close()
         if cluster is not None:
             cluster.close()
-    sizes = [verified_size(os.path.join(args.into, job.name), job) for job in jobs]
-    failures = [outcome for outcome, size in zip(outcomes, sizes, strict=True) if outcome.error or size is None]
+    # The workers' word (each checked its file): DIR may be mounted elsewhere here, or not at all, and
+    # hashing every file again here would read them all twice.
+    failures = [outcome for outcome in outcomes if outcome.error]
     for failure in failures:
-        print(f"failed {failure.label}: {failure.error or 'the file is not there, or does not match its sha256'}")
-    done = [size for size in sizes if size is not None]
+        print(f"failed {failure.label}: {failure.error}")
+    done = [outcome.size or 0 for outcome in outcomes if not outcome.error]
     summary = f"{len(done)} files, {sum(done)} bytes, {len(failures)} failed in {seconds:.1f} s"
     print(f"{summary} on {address} ({workers} workers)")
     return 1 if failures else 0
