@@ -1,35 +1,22 @@
-"""Lines of code in dataset_client.py (not blank, not comments, not docstrings), the library and the CLI
-apart; and every function longer than 60 lines in the module, the stand-in and the Parquet writer.
+"""The two files' measures (the contract's "Two files by audience"), and every function longer than
+60 lines in them, the stand-in and the Parquet writer.
 
-python3 .ci/count_lines.py    # prints the counts; exit 1 when a function is longer than 60 lines
+python3 .ci/count_lines.py    # prints the measures; exit 1 when one is past its limit
 """
 
 from __future__ import annotations
 
 import ast
-import io
 import sys
-import tokenize
 
-MODULE = "dataset_client.py"
-CHECKED = (MODULE, "examples/local_service.py", "examples/parquet_writer.py")
+LIBRARY, CLI = "dataset_client.py", "dataset_client_cli.py"
+CHECKED = (LIBRARY, CLI, "examples/local_service.py", "examples/parquet_writer.py")
 LONGEST_FUNCTION = 60  # lines, from its first decorator or def to its last line, docstring included
-
-
-def code_lines(source: str, tree: ast.Module) -> set[int]:
-    docstrings: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            value = first.value if isinstance(first, ast.Expr) else None
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                docstrings.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
-    code: set[int] = set()
-    skipped = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type not in skipped:
-            code.update(range(token.start[0], token.end[0] + 1))
-    return code - docstrings
+LONGEST_LINE = 100  # characters
+MOST_LINES = {LIBRARY: 4400, CLI: 2000}
+MOST_BYTES = {LIBRARY: 180 * 1024}
+MOST_PRIVATE_NAMES = 6  # of the library, used by the command line
+CLI_ONLY_MODULES = ("argparse", "subprocess", "difflib", "csv", "shlex", "signal", "tomllib")
 
 
 def long_functions(path: str, tree: ast.Module) -> list[str]:
@@ -43,17 +30,59 @@ def long_functions(path: str, tree: ast.Module) -> list[str]:
     return found
 
 
-too_long = []
-for path in CHECKED:
-    with open(path, encoding="utf-8") as file:
-        source = file.read()
-    tree = ast.parse(source)
-    too_long += long_functions(path, tree)
-    if path == MODULE:
-        code = code_lines(source, tree)
-        marker = "# The command line"  # the banner comment that opens the CLI section
-        cli_start = next(number for number, line in enumerate(source.splitlines(), 1) if line.startswith(marker))
-        library = sum(1 for number in code if number < cli_start)
-        print(f"{MODULE}: {library} lines of library code, {len(code) - library} of command line")
-print("\n".join(too_long) or f"no function longer than {LONGEST_FUNCTION} lines in {', '.join(CHECKED)}")
-sys.exit(1 if too_long else 0)
+def imported_modules(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def private_library_names(tree: ast.Module) -> list[str]:
+    """The library's private names the command line imports or reaches as ``dataset_client._name``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "dataset_client":
+            names.update(alias.name for alias in node.names if alias.name.startswith("_"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            names.update([node.attr] if node.value.id == "dataset_client" and node.attr.startswith("_") else [])
+    return sorted(names - {"__version__"})
+
+
+def main() -> int:
+    problems: list[str] = []
+    for path in CHECKED:
+        with open(path, encoding="utf-8") as file:
+            source = file.read()
+        tree = ast.parse(source)
+        problems += long_functions(path, tree)
+        if path not in MOST_LINES:
+            continue
+        lines = source.splitlines()
+        wide = [number for number, line in enumerate(lines, 1) if len(line) > LONGEST_LINE]
+        size = len(source.encode())
+        print(f"{path}: {len(lines)} lines, {size / 1024:.1f} KiB, {len(wide)} over {LONGEST_LINE} characters")
+        if len(lines) > MOST_LINES[path]:
+            problems.append(f"{path}: {len(lines)} lines (at most {MOST_LINES[path]})")
+        if size > MOST_BYTES.get(path, size):
+            problems.append(f"{path}: {size / 1024:.1f} KiB (at most {MOST_BYTES[path] // 1024} KiB)")
+        if wide:
+            problems.append(f"{path}:{wide[0]}: {len(wide)} lines over {LONGEST_LINE} characters")
+        if path == LIBRARY:
+            cli_only = sorted(imported_modules(tree) & set(CLI_ONLY_MODULES))
+            print(f"{path}: command-line-only modules imported: {', '.join(cli_only) or 'none'}")
+            if cli_only:
+                problems.append(f"{path} imports {', '.join(cli_only)}, which only the command line needs")
+        else:
+            private = private_library_names(tree)
+            print(f"{path}: {len(private)} private names of the library: {', '.join(private)}")
+            if len(private) > MOST_PRIVATE_NAMES:
+                problems.append(f"{path} uses {len(private)} private names of the library (at most 6)")
+    print("\n".join(problems) or "every measure within its limit")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

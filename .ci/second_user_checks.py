@@ -200,7 +200,8 @@ def main() -> int:
     try:
         users += [make_user("dcfs"), make_user("dcfs")]
         work.chmod(0o755)
-        shutil.copy(ROOT / "dataset_client.py", work / "dataset_client.py")
+        for module in ("dataset_client.py", "dataset_client_cli.py"):
+            shutil.copy(ROOT / module, work / module)
         python = python_for(users[0])
         if python is None:
             print("SKIPPED: second users: no Python 3.11+ that another user can run")

@@ -1,7 +1,7 @@
 """The README's test command (`python -m unittest` discovery), closing with 'tests: N passed, N failed' line.
 
     python .ci/unittest_summary.py                      # every test_*.py here
-    python .ci/unittest_summary.py TestClass ...        # only these classes of test_dataset_client
+    python .ci/unittest_summary.py TestClass ...        # only these classes (of either test module)
 
 Used by the .ci scripts that run the suite somewhere else (a chroot's Python, a stand-in
 for Windows), so that each closes on the same plain line as .ci/run's own runs.
@@ -19,7 +19,15 @@ def suite_of(names: list[str]) -> unittest.TestSuite:
     if not names:
         return loader.discover(".", pattern="test_*.py")
     sys.path.insert(0, os.getcwd())  # as `python -m unittest` does; a script's own directory is .ci/
-    return loader.loadTestsFromNames(f"test_dataset_client.{name}" for name in names)
+    return loader.loadTestsFromNames(f"{module_of(name)}.{name}" for name in names)
+
+
+def module_of(name: str) -> str:
+    """The test module that defines the class ``name``: the command line's, else the library's."""
+    import test_dataset_client_cli
+
+    defined_in = getattr(getattr(test_dataset_client_cli, name, None), "__module__", None)
+    return "test_dataset_client_cli" if defined_in == "test_dataset_client_cli" else "test_dataset_client"
 
 
 def run(names: list[str]) -> int:

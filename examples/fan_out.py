@@ -163,9 +163,14 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
 
 def service_client() -> dc.DatasetClient:
     """A client for the service named as the command line finds it: options aside, variables, then the profile."""
-    settings = dc._service_settings({})  # the CLI's own reading of DATASET_CLIENT_* and the config file
+    import dataset_client_cli as cli  # beside the library
+
+    try:  # the CLI's own reading of DATASET_CLIENT_* and the config file
+        settings = cli._service_settings({})
+    except cli._UsageError as exc:
+        raise ValueError(str(exc)) from None
     if not settings["base_url"]:
-        raise dc._UsageError("no service address: set DATASET_CLIENT_BASE_URL, or give a profile a base_url")
+        raise ValueError("no service address: set DATASET_CLIENT_BASE_URL, or give a profile a base_url")
     return dc.DatasetClient(settings["base_url"], settings["api_key"], **settings["client_options"])
 
 
@@ -232,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         client = service_client()
-    except (dc._UsageError, ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         print(f"fan_out.py: {exc}", file=sys.stderr)
         return 2
     os.makedirs(args.into, exist_ok=True)

@@ -1,0 +1,1803 @@
+"""The ``dataset-client`` command line, on the library ``dataset_client.py``.
+
+Standard library only, Python 3.11+. Copy it beside ``dataset_client.py`` (or ``pip install`` both)
+and run ``python3 -m dataset_client --help``, ``python3 dataset_client_cli.py --help`` or the
+installed ``dataset-client --help``.
+
+Licence: MIT. Copyright (c) 2026 the dataset-client authors.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if sys.version_info < (3, 11):  # noqa: UP036 (one clear line instead of a traceback)
+    sys.stderr.write(
+        "dataset-client: error: dataset_client needs Python 3.11 or later; this is Python {}.{}.{}\n".format(
+            *sys.version_info[:3]
+        )
+    )
+    raise SystemExit(2)
+
+import _thread
+import contextlib
+import datetime
+import functools
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import time
+import urllib.parse
+
+if __name__ == "__main__" and "dataset_client" not in sys.modules:  # run as a file or -m: the library
+    import importlib.util  # beside this file (python -I leaves this directory off sys.path)
+
+    _beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
+    _spec = importlib.util.spec_from_file_location("dataset_client", _beside)
+    if _spec and _spec.loader and os.path.isfile(_beside):
+        sys.modules["dataset_client"] = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(sys.modules["dataset_client"])
+try:
+    import dataset_client  # noqa: F401 (the library, found or loaded once)
+except ModuleNotFoundError as missing:
+    if missing.name != "dataset_client":
+        raise
+    sys.stderr.write(
+        "dataset-client: error: dataset_client_cli.py needs dataset_client.py beside it"
+        " (or pip install dataset-client)\n"
+    )
+    raise SystemExit(2) from None
+# The library's private names this command line uses, and why (each a candidate to make public or drop).
+from dataset_client import (
+    _DEBUG,
+    _HAS_GETEUID,
+    _INFO,
+    _MAX_CONFIG_SIZE,
+    _MAX_CONNECTIONS,
+    _MAX_SIZE,
+    _O_BINARY,
+    _O_NOFOLLOW,
+    _O_NONBLOCK,
+    _WARNING,
+    DatasetClient,
+    DatasetClientError,
+    IncompleteResponseError,
+    InvalidResponseError,
+    NetworkError,
+    RequestTimeoutError,
+    ServiceError,
+    __version__,
+    _check_url_characters,
+    _client_secrets,
+    _is_descriptor_link,
+    _logger,
+    _PartialFile,
+    _percent_encoded,
+    _redact_value,
+    _resolve_download_url,
+    _Secrets,
+    _size,
+    _split_http_url,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import Any, BinaryIO, NoReturn
+
+
+_EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
+# The library's argument names, as the person at the terminal gave them.
+_CLI_NAMES = {
+    "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
+    "api_key": "DATASET_CLIENT_API_KEY",
+    "timeout": "--timeout",
+    "max_retries": "--retries",
+    "connections": "--connections",
+    "max_rate": "--limit-rate",
+    "deadline": "--max-time",
+    "min_rate": "--speed-limit",
+    "download_url": "URL",
+    "destination": "DEST",
+    "sha256": "--sha256",
+    "dataset": "DATASET",
+    "symbols": "--symbols",
+    "start_date": "--start",
+    "end_date": "--end",
+    "format": "--format",
+    "sql": "SQL",
+}
+_OUTPUTS = ("table", "json", "jsonl", "csv")
+_FORMATS = ("parquet", "csv", "jsonl")
+_SHELLS = ("bash", "zsh")
+_PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
+_CLI_HELP = """\
+The key is read from $DATASET_CLIENT_API_KEY (or a profile), never from the
+command line, where ps shows it. --base-url defaults to
+$DATASET_CLIENT_BASE_URL, then the profile's base_url; downloading an absolute
+URL needs no service address (and sends the key nowhere). Options may come
+before or after the command.
+
+Profiles: ~/.config/dataset-client/config.toml ($XDG_CONFIG_HOME when set, or
+$DATASET_CLIENT_CONFIG) holds [default], [staging], ... with base_url, api_key,
+ca_bundle, timeout; --profile NAME or $DATASET_CLIENT_PROFILE picks one.
+Options beat variables, variables beat the file.
+
+Results: a table when stdout is a terminal, else JSON (exactly what the service
+sent); --output csv|jsonl|table|json chooses. An export is a field | value
+block on a terminal, else JSON. Output taller than the terminal goes through
+$DATASET_CLIENT_PAGER, else $PAGER, else less -FRX (--no-pager: never).
+
+Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
+error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
+
+"dataset-client COMMAND --help" shows a command's own options and examples.
+"""
+
+
+class _UsageError(Exception):
+    """A command line that cannot run as given: exit status 2."""
+
+
+class _Refused(Exception):
+    """A download that would replace a file it must not: exit status 1."""
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C, so downloads clean up after themselves."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(signal_number)
+        self.signal_number = signal_number
+
+
+def _printable(text: str) -> str:
+    """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``), and the invisible characters
+    and lone surrogates too (``\\u202e``): what reaches a terminal."""
+    return text.translate(_terminal_escapes()) if _escaped_characters().search(text) else text
+
+
+def _encodable(text: str) -> str:
+    """``text`` as it is, but for a lone surrogate (``\\ud800``), which no UTF-8 stream takes: data for a file."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _json_text(value: Any, indent: int | None = None) -> str:
+    """JSON whose text holds no control character at all (json escapes C0; DEL and C1 are escaped here)."""
+    separators = None if indent else (", ", ": ")
+    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(_json_escapes())
+
+
+# Made on first use: only the command line needs these tables (made at import, they were 2% of its cost).
+@functools.cache
+def _terminal_escapes() -> dict[int, str]:
+    controls = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+    return controls | {code: f"\\u{code:04x}" for code in _invisible_codes()}
+
+
+@functools.cache
+def _json_escapes() -> dict[int, str]:
+    # json.dumps leaves DEL, C1 and the invisible characters as they are (and a lone surrogate, which no
+    # UTF-8 stream takes): its own \\u escapes, valid JSON that decodes to the same text.
+    return {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), *_invisible_codes())}
+
+
+@functools.cache
+def _escaped_characters() -> re.Pattern[str]:
+    """What _printable escapes (C0, DEL, C1, _invisible_codes()): searched for first, as most text has none."""
+    return re.compile(
+        "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
+    )
+
+
+def _invisible_codes() -> tuple[int, ...]:
+    """Characters that show nothing yet change what is shown: bidirectional controls (a server's
+    ``denied\\u202e :ko`` reads "ok"), zero-width characters, line and paragraph separators; and lone
+    surrogates, which cannot be written as UTF-8 at all."""
+    bidi = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+    return (*bidi, 0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x2028, 0x2029, *range(0xD800, 0xE000))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
+    import logging  # the command line's imports stay off the library's import path
+    import signal
+    import threading
+
+    try:
+        namespace = _parse_arguments(argv)
+    except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
+        return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
+    verbose = getattr(namespace, "verbose", False)
+    stderr = _Stderr(quiet=getattr(namespace, "quiet", False), verbose=verbose)
+    logger = _logger()
+    handler = logging.Handler()
+    handler.emit = stderr.log  # type: ignore[method-assign]
+    level = logger.level
+    logger.setLevel(_DEBUG if verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
+    logger.addHandler(handler)
+
+    def stop(signal_number: int, frame: object) -> None:
+        raise _Stopped(signal_number)
+
+    previous = {}  # the signal handlers to put back (main() also runs inside other programs and tests)
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: a hang-up stays ignored
+                previous[number] = signal.signal(number, stop)
+    try:
+        return _run_command(namespace, stderr)
+    except _Stopped as stopped:
+        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{_hint(stopped)}")
+        return 128 + stopped.signal_number
+    except KeyboardInterrupt as interrupt:
+        stderr.error(f"interrupted{_hint(interrupt)}")
+        return 130
+    finally:
+        for number, action in previous.items():
+            signal.signal(number, action)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        stderr.close()
+
+
+def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line, as argparse gives it: options not given are absent (_read_settings reads it
+    with the variables and the profile); never changed afterwards."""
+    parser = _build_parser()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    unknown = _unknown_option(parser, arguments)
+    if unknown:
+        parser.error(unknown)
+    namespace = parser.parse_args(arguments)
+    if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
+        parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
+    return namespace
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            super().error(_with_suggestion(message))
+
+    parser = Parser(
+        prog="dataset-client",
+        description="Query the dataset service, create exports and download them.",
+        epilog=_CLI_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
+    )
+    _add_global_options(parser, hidden=False)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    for name, command in _COMMANDS.items():
+        made = commands.add_parser(
+            name,
+            help=command.summary,
+            description=command.description,
+            epilog="examples:\n"
+            + "".join(f"  {line}\n" for e in command.examples for line in e.splitlines())
+            + _GLOBAL_OPTIONS_HINT,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            argument_default=argparse.SUPPRESS,
+        )
+        _add_global_options(made, hidden=True)  # accepted after the command, listed once
+        command.add_arguments(made)
+    return parser
+
+
+_GLOBAL_OPTIONS_HINT = (
+    "\nGlobal options (--base-url, --profile, --output, -v, -q, ...) go before or\n"
+    "after the command: see dataset-client --help.\n"
+)
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> None:
+    """The options of every command; ``hidden``: accepted but left out of a command's own --help."""
+    import argparse
+
+    def described(text: str) -> str:
+        return argparse.SUPPRESS if hidden else text
+
+    parser.add_argument(
+        "--base-url", metavar="URL", help=described("service address (default: $DATASET_CLIENT_BASE_URL)")
+    )
+    parser.add_argument("--profile", metavar="NAME", help=described("a table of the config file (default: [default])"))
+    parser.add_argument("--ca-bundle", metavar="FILE", help=described("also trust the CA certificates in FILE"))
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=_seconds,
+        help=described("seconds per connect or read; 0: no limit (default: 30)"),
+    )
+    parser.add_argument(
+        "--max-time",
+        metavar="S",
+        type=_seconds,
+        help=described("seconds each request may take in all, retries and waits included (default: no limit)"),
+    )
+    parser.add_argument(
+        "--retries", metavar="N", type=_at_least(0), help=described("times a failed request is retried (default: 2)")
+    )
+    parser.add_argument(
+        "--output",
+        choices=_OUTPUTS,
+        help=described("how results are printed (default: table on a terminal, else json)"),
+    )
+    parser.add_argument(
+        "--no-pager",
+        action="store_true",
+        help=described("never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"),
+    )
+    # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
+    loudness: argparse._ActionsContainer = parser if hidden else parser.add_mutually_exclusive_group()
+    loudness.add_argument(
+        "-v", "--verbose", action="store_true", help=described("a stderr line per request, retry, resume")
+    )
+    loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
+
+
+def _add_no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A command with options only (the global ones)."""
+
+
+def _add_query_arguments(query: argparse.ArgumentParser) -> None:
+    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
+
+
+def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
+    completion.add_argument("shell", choices=_SHELLS, help="the shell to complete for")
+
+
+def _add_download_arguments(download: argparse.ArgumentParser) -> None:
+    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
+    download.add_argument(
+        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
+    )
+    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
+    _add_download_options(download)
+
+
+def _add_export_arguments(export: argparse.ArgumentParser) -> None:
+    export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
+    export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
+    export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
+    export.add_argument("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
+    export.add_argument(
+        "--format",
+        choices=_FORMATS,
+        default=None,
+        help="the file's format (default: DEST's extension, else parquet)",
+    )
+    export.add_argument(
+        "--download",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DEST",
+        help="download the export's file too (default DEST: its name)",
+    )
+    _add_download_options(export)
+
+
+def _add_download_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-c",
+        "--continue",
+        dest="resume",
+        action="store_true",
+        default=False,
+        help="keep a partial file when interrupted, and continue it when the same command runs again",
+    )
+    parser.add_argument(
+        "--connections",
+        metavar="N",
+        type=_at_least(1, _MAX_CONNECTIONS),
+        default=1,
+        help="ranged requests at once for one file (default: 1)",
+    )
+    parser.add_argument(
+        "--limit-rate",
+        metavar="RATE",
+        type=_rate,
+        default=None,
+        help="bytes per second at most, as curl: 500K, 10M, 1G (0: no limit)",
+    )
+    parser.add_argument(
+        "--speed-limit",
+        metavar="RATE",
+        type=_rate,
+        default=None,
+        help="a connection slower than RATE over --timeout seconds has stalled: resumed on a new one",
+    )
+
+
+def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """``unknown option '--outptu' (did you mean '--output'?)`` for the first option that neither the
+    parser nor the command met so far knows, before or after the command; None when all are known.
+
+    Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
+    """
+    known, commands = _options_of(parser), _command_parsers(parser)
+    command, pending = None, 0
+    for word in argv:
+        if pending == 1 or (pending == -1 and (word == "-" or not word.startswith("-"))):
+            pending = 0  # the option's value, whatever it looks like
+            continue
+        pending = 0
+        if word == "--":
+            return None
+        if command is None and word in commands:
+            command, known = word, {**known, **_options_of(commands[word])}
+        if word == "-" or not word.startswith("-") or re.fullmatch(r"-\d[\d.]*", word):
+            continue
+        name = word.split("=", 1)[0]
+        found = _known_option(name, known)
+        if found is None:
+            return f"unknown option {_printable(name)!r}{_nearest_option(name, list(known))}"
+        pending = 0 if "=" in word else known[found]
+    return None
+
+
+def _nearest_option(name: str, options: list[str]) -> str:
+    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o``; empty when none is near."""
+    import difflib
+
+    long_options = [option for option in options if option.startswith("--")]
+    nearest = difflib.get_close_matches(name, long_options, n=1)
+    if not nearest and len(name) == 2:  # -o: the long option it would be short for
+        nearest = [option for option in long_options if option[2] == name[1]][:1]
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
+def _options_of(parser: argparse.ArgumentParser) -> dict[str, int]:
+    """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
+    values: dict[int | str | None, int] = {None: 1, "?": -1}
+    return {name: values.get(action.nargs, 0) for action in parser._actions for name in action.option_strings}
+
+
+def _known_option(name: str, known: dict[str, int]) -> str | None:
+    """The option ``name`` stands for: itself, a long option it begins (as argparse allows; argparse says
+    when it begins several), or the last of a run of short flags (``-vc``); None when it is none of these."""
+    if name in known:
+        return name
+    if name.startswith("--"):
+        return next((option for option in known if option.startswith(name)), None)
+    flags = [f"-{letter}" for letter in name[1:]]
+    if all(flag in known for flag in flags):
+        return flags[-1]
+    return None
+
+
+def _with_suggestion(message: str) -> str:
+    """argparse's message for a choice it does not know, with the nearest one it does."""
+    import difflib
+
+    # 3.15's argparse adds its own ", maybe you meant 'x'?" before the choices: one wording whatever the Python.
+    found = re.match(
+        r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)? \(choose from (.*)\)$", message
+    )
+    if not found:
+        return message
+    choices = re.findall(r"[\w-]+", found[3])
+    nearest = difflib.get_close_matches(found[2], choices, n=1)
+    what = "command" if found[1] == "COMMAND" else f"{found[1]} value"
+    guess = f"did you mean {nearest[0]!r}?" if nearest else f"choose from {', '.join(choices)}"
+    return f"unknown {what} {_printable(found[2])!r}: {guess}"
+
+
+def _seconds(text: str) -> float | None:
+    """Seconds, 0 or more (0: no limit); argparse names the option in front of the message."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: give seconds, 0 or more (0: no limit)")
+    return value or None  # 0: no limit
+
+
+def _at_least(least: int, most: int | None = None) -> Callable[[str], int]:
+    def check(text: str) -> int:
+        if int(text) < least or (most is not None and int(text) > most):
+            import argparse
+
+            allowed = f"at least {least}" if most is None else f"{least} to {most}"
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}")
+        return int(text)
+
+    check.__name__ = "number"  # argparse names it in "invalid number value"
+    return check
+
+
+def _date(text: str) -> datetime.date:
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid date {text!r}: use YYYY-MM-DD") from None
+
+
+def _rate(text: str) -> float:
+    """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
+    found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
+    value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
+    if not (value == 0 or value >= 1):  # 0: no limit; under a byte a second would never end
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
+    return value  # 0: no limit, as curl
+
+
+class _Settings:
+    """What one run of the command line was asked to do, read once (_read_settings) and never changed.
+
+    The command and its arguments as parsed (a command's required arguments are there for it
+    alone; the others keep the defaults below for the commands without them); ``output`` chosen;
+    the service's address and key; ``client_options``, the keyword arguments of DatasetClient the
+    user set (by an option or the profile: the library's own defaults hold for the rest); and
+    ``sources``, where each service setting came from: its option (``--timeout``), its variable
+    (``DATASET_CLIENT_API_KEY``), the profile (``[default] in ~/.config/dataset-client/config.toml``)
+    or ``default``.
+    """
+
+    command: str
+    output: str
+    no_pager: bool = False
+    verbose: bool = False
+    quiet: bool = False
+    sql: str
+    dataset: str
+    symbols: str
+    start: datetime.date
+    end: datetime.date
+    format: str | None = None
+    download: str | None = None  # export --download: "" for the file's own name
+    url: str
+    destination: str | None = None
+    sha256: str | None = None
+    resume: bool = False
+    connections: int = 1
+    limit_rate: float | None = None
+    speed_limit: float | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    key_withheld: bool = False  # no key: the profile's is for another base_url
+    client_options: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __init__(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"settings are read once: {name} cannot be changed")
+
+    def __repr__(self) -> str:  # the key's source, never the key
+        shown = {name: value for name, value in vars(self).items() if name != "api_key"}
+        return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+
+# The options that name the service and how to reach it: read with the variables and the profile.
+_SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
+
+
+def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], None] | None = None) -> _Settings:
+    """The settings of this run: the parsed command line, then variables, then the profile (``warn`` is told
+    what in it was ignored)."""
+    given = vars(namespace)
+    parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
+    output = given.get("output") or ("table" if sys.stdout.isatty() else "json")
+    return _Settings(**{**parsed, "output": output}, **_service_settings(given, warn))
+
+
+def _service_settings(options: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The service's address, key and DatasetClient's other keyword arguments (those set: options, then
+    variables, then the profile), and where each came from; the fields of _Settings so named."""
+    asked = options.get("profile") or os.environ.get("DATASET_CLIENT_PROFILE")
+    profile = _profile(asked, warn)
+    in_profile, variable = f"[{asked or 'default'}] in {_config_path()}", "DATASET_CLIENT_BASE_URL"
+    base_url, base_url_source = _first(
+        ("--base-url", "base_url" in options, options.get("base_url")),
+        (variable, bool(os.environ.get(variable)), os.environ.get(variable)),
+        (in_profile, "base_url" in profile, profile.get("base_url")),
+    )
+    chosen = {
+        "timeout": _first(
+            ("--timeout", "timeout" in options, options.get("timeout")),
+            (in_profile, "timeout" in profile, profile.get("timeout") or None),  # 0: no limit
+        ),
+        "max_retries": _first(("--retries", "retries" in options, options.get("retries"))),
+        "deadline": _first(("--max-time", "max_time" in options, options.get("max_time"))),
+        "ca_bundle": _first(
+            ("--ca-bundle", "ca_bundle" in options, options.get("ca_bundle") or None),
+            (in_profile, "ca_bundle" in profile, profile.get("ca_bundle")),
+        ),
+    }
+    key, own_key = os.environ.get("DATASET_CLIENT_API_KEY"), _profile_key(profile, base_url)
+    api_key, api_key_source = _first(("DATASET_CLIENT_API_KEY", bool(key), key), (in_profile, bool(own_key), own_key))
+    sources = {"base_url": base_url_source, "api_key": api_key_source}
+    sources.update((name, source) for name, (_, source) in chosen.items())
+    return {
+        "base_url": base_url,
+        "api_key": api_key,
+        "key_withheld": api_key is None and "api_key" in profile,
+        "client_options": {name: value for name, (value, source) in chosen.items() if source != "default"},
+        "sources": sources,
+    }
+
+
+def _first(*candidates: tuple[str, bool, Any]) -> tuple[Any, str]:
+    """The value of the first candidate (source, present, value) present, and its source; else (None, "default")."""
+    return next(((value, source) for source, present, value in candidates if present), (None, "default"))
+
+
+def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
+    """The profile's api_key, unless the profile names a base_url and the service is another one:
+    a key is not sent to a service it was not written down for."""
+    own = profile.get("base_url")
+    if own is None or base_url is None:
+        return profile.get("api_key")
+    here, there = urllib.parse.urlsplit(base_url), urllib.parse.urlsplit(own)
+    same = (here.scheme.lower(), here.netloc.lower()) == (there.scheme.lower(), there.netloc.lower())
+    return profile.get("api_key") if same else None
+
+
+def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The profile ``asked`` for (else ``[default]``, if there is one) from the config file; {} when none."""
+    import tomllib
+
+    path = _config_path()
+    try:
+        with _open_config(path) as file:
+            status = os.fstat(file.fileno())
+            _check_config_file_is_own(path, status)  # before a byte of it is believed
+            mode = status.st_mode
+            config = tomllib.load(file)
+    except FileNotFoundError:
+        if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
+            raise _UsageError(f"no config file {path}{f' for --profile {asked}' if asked else ''}") from None
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise _UsageError(f"cannot read the config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except RecursionError:  # tomllib recurses into each nested array or table
+        raise _UsageError(f"cannot read the config file {path}: nested too deeply") from None
+    tables = {name: table for name, table in config.items() if isinstance(table, dict)}
+    if any("api_key" in table for table in tables.values()) and mode & 0o044:  # as ssh refuses such a key
+        raise _UsageError(f"{path} holds an api_key and is readable by others: run chmod 600 {_shell_quoted(path)}")
+    name = asked or "default"
+    if name not in tables:
+        if not asked:
+            return {}
+        raise _UsageError(f"no profile {name!r} in {path}; its profiles: {', '.join(tables) or 'none'}")
+    return _checked_profile(tables[name], name, path, warn)
+
+
+def _open_config(path: str) -> BinaryIO:
+    """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
+    _check_config_file_is_own), never waited on for a writer."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _O_BINARY)  # as open(path, "rb") on Windows
+    try:
+        return open(fd, "rb")
+    except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
+        os.close(fd)
+        raise
+
+
+def _config_path() -> str:
+    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one, as the
+    XDG spec says), else in ~/.config/dataset-client."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.expanduser("~/.config")
+    return os.environ.get("DATASET_CLIENT_CONFIG") or os.path.join(base, "dataset-client", "config.toml")
+
+
+def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
+    """_UsageError, saying why, unless the config file (the file a link leads to) is a regular file of
+    at most 1 MiB, the user's own and writable by no one else, as ssh checks its config: whoever can
+    write it sets ``base_url``, and the key goes there. Owned by root is fine, as for ssh. (Not on
+    Windows: no such modes.)
+    """
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end (/dev/zero)
+        raise _UsageError(f"{path} is not a regular file: not used")
+    if status.st_size > _MAX_CONFIG_SIZE:
+        raise _UsageError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
+    if not hasattr(os, "geteuid"):
+        return
+    quoted = _shell_quoted(path)
+    if status.st_uid not in (os.geteuid(), 0):
+        copy = "~/dataset-client.toml"
+        raise _UsageError(
+            f"{path} is owned by another user (uid {status.st_uid}): not used; a copy of your own with mode 600"
+            f" works: install -m 600 {quoted} {copy} and set DATASET_CLIENT_CONFIG={copy}"
+        )
+    if status.st_mode & 0o022:
+        raise _UsageError(f"{path} is writable by group or others: not used; run chmod go-w {quoted}")
+
+
+def _checked_profile(
+    profile: dict[str, Any], name: str, path: str, warn: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """The profile's known keys, checked; each unknown one is ignored, and ``warn`` says so with the nearest."""
+    import difflib
+
+    where = f"[{name}] in {path}"
+    for key in sorted(set(profile) - set(_PROFILE_KEYS)):
+        nearest = difflib.get_close_matches(key, _PROFILE_KEYS, n=1)
+        guess = f"did you mean {nearest[0]!r}?" if nearest else f"known keys: {', '.join(_PROFILE_KEYS)}"
+        if warn is not None:
+            warn(f"unknown key {_printable(key)!r} in {where} (ignored): {guess}")
+    profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
+    for key, value in profile.items():
+        wrong = isinstance(value, bool) or not (
+            isinstance(value, (int, float)) and 0 <= value < math.inf
+            if key == "timeout"
+            else isinstance(value, str) and value
+        )
+        if wrong:
+            kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
+            shown = _toml_kind(value) if key == "api_key" else repr(value)  # a key is never shown, even a wrong one
+            raise _UsageError(f"{key} in {where} must be {kind}, not {shown}")
+    if "ca_bundle" in profile:
+        profile = {**profile, "ca_bundle": os.path.expanduser(profile["ca_bundle"])}
+    return profile
+
+
+def _toml_kind(value: Any) -> str:
+    """What a TOML value is, in TOML's words: ``an integer``, ``an array``, ``a table``..."""
+    kinds = {"int": "an integer", "float": "a float", "bool": "a boolean", "list": "an array", "dict": "a table"}
+    return kinds.get(type(value).__name__, "an empty string" if value == "" else "a date or time")
+
+
+def _shell_quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _open_client(settings: _Settings) -> DatasetClient:
+    """The client for this command; a download of an absolute URL without a service address needs no service."""
+    base_url, api_key = settings.base_url, settings.api_key
+    if not base_url:
+        if settings.command != "download" or urllib.parse.urlsplit(settings.url).scheme.lower() not in (
+            "http",
+            "https",
+        ):
+            raise _UsageError(
+                "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL, or give a profile a base_url"
+            )
+        parts = urllib.parse.urlsplit(settings.url)
+        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # no service: the key goes nowhere
+    elif "://" not in base_url:
+        source = settings.sources["base_url"]
+        named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
+        raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+    try:
+        return DatasetClient(base_url, api_key, **settings.client_options)
+    except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
+        raise _UsageError(str(exc).replace("ca_bundle", "--ca-bundle", 1)) from None  # its first word
+
+
+def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
+    """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
+    settings = None
+    try:
+        run = _COMMANDS[namespace.command].run
+        if run is None:  # completion: reads no variable, no profile
+            sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
+            return _EXIT_OK
+        settings = _read_settings(namespace, stderr.warning)
+        with _open_client(settings) as client:
+            stderr.secrets = _client_secrets(client)  # whatever a line holds, it shows none of them
+            run(client, settings, stderr)
+        return _EXIT_OK
+    except (NetworkError, RequestTimeoutError) as exc:
+        return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
+    except DatasetClientError as exc:
+        return stderr.error(_error_text(exc, settings), _EXIT_SERVICE_ERROR)
+    except _Refused as exc:
+        return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
+    except _UsageError as exc:
+        return stderr.error(str(exc), _EXIT_USAGE)
+    except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
+        return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
+    except BrokenPipeError as exc:
+        if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names a file's pipe)
+            return _EXIT_OK
+        return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
+    except OSError as exc:
+        return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
+
+
+def _hint(exc: BaseException) -> str:
+    """What _noted added to ``exc``: where a download it stopped left its partial file, or that -c keeps one."""
+    return "".join(note for note in getattr(exc, "__notes__", ()) if note.startswith("; "))
+
+
+def _noted(exc: BaseException, target: str, hint: str) -> None:
+    """Tell the handlers up the stack (main, _run_command) what a download into ``target`` that ``exc``
+    stopped left (``hint``, a note) and, for a write that failed unnamed, which file it was writing."""
+    if hint:
+        exc.add_note(hint)
+    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and exc.filename is None:
+        exc.filename = target
+
+
+def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> str:
+    """A library error in the command line's words: sizes for people, and what to do about it."""
+    text = _sizes_for_people(exc)
+    if isinstance(exc, ServiceError):
+        if exc.retry_after:
+            text += f"; try again in {_duration(exc.retry_after)}"
+        if exc.status == 401 and settings is not None and settings.key_withheld:
+            text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
+        elif exc.status == 401 and settings is not None and settings.api_key is None:
+            text += " (DATASET_CLIENT_API_KEY is not set)"
+    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
+        text += f"; raise --max-time {exc.deadline:g} to let it run longer"
+    elif isinstance(exc, RequestTimeoutError):
+        text = text.replace("/s of min_rate", "/s of --speed-limit")
+    elif isinstance(exc, NetworkError) and exc.certificate:
+        text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
+    return text
+
+
+def _sizes_for_people(exc: DatasetClientError) -> str:
+    """``str(exc)``, its sizes ('1048576 of 3145728 bytes', from its ``received`` and ``expected``) as
+    '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB. What a server wrote is left as it is."""
+    text = str(exc)
+    if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
+        unknown = exc.expected is None
+        counted = f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
+        return text.replace(counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}")
+    if isinstance(exc, InvalidResponseError) and exc.received is not None and exc.expected is not None:
+        counted = f"has {exc.received} bytes where the server announced {exc.expected}"  # a file not committed
+        return text.replace(counted, f"has {_size(exc.received)} where the server announced {_size(exc.expected)}")
+    return text
+
+
+def _in_cli_terms(message: str) -> str:
+    names = "|".join(_CLI_NAMES)
+    return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
+
+
+def _list_datasets(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _show(client.list_datasets(), client, settings, stderr)
+
+
+def _run_query(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _show(client.query(sys.stdin.read() if settings.sql == "-" else settings.sql), client, settings, stderr)
+
+
+def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Create the export and print it; with --download, download its file too."""
+    result = _create_export(client, settings, _export_format(settings.format, settings.download))
+    _show(result, client, settings, stderr)
+    if settings.download is not None:
+        url, digest = _export_file(result)
+        _download_command(client, settings, stderr, url, settings.download or None, digest)
+
+
+def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    _download_command(client, settings, stderr, settings.url, settings.destination, settings.sha256)
+
+
+def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Print a command's result as --output says (an export on a terminal: a field | value block)."""
+    with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
+        shown = _redact_value(result, _client_secrets(client))  # a service that echoes the key never gets it printed
+        if settings.command == "export" and settings.download == "-":  # stdout holds the file's bytes alone
+            if not settings.quiet:
+                stderr.message(_json_text(shown, 2), raw=True)
+        elif settings.command == "export" and settings.output == "table" and isinstance(shown, dict):
+            sys.stdout.write(_export_block(shown))
+            sys.stdout.flush()
+        else:
+            _paged(lambda: _print_result(shown, settings.output, stderr), allowed=not settings.no_pager)
+
+
+class _Command:
+    """One command: its help (a summary, a description, examples), how to add its own arguments to its
+    parser, how to run it with a client (None: it runs without one, as completion does), and what
+    completes its operands (``files``: file names; else ``operands``, the words it takes)."""
+
+    def __init__(
+        self,
+        summary: str,
+        description: str,
+        examples: list[str],
+        add_arguments: Callable[[argparse.ArgumentParser], None],
+        run: Callable[[DatasetClient, _Settings, _Stderr], None] | None,
+        *,
+        operands: tuple[str, ...] = (),
+        files: bool = False,
+    ) -> None:
+        self.summary, self.description, self.examples = summary, description, examples
+        self.add_arguments, self.run, self.operands, self.files = add_arguments, run, operands, files
+
+
+# The commands, in the order --help lists them: adding one is adding its entry here.
+_COMMANDS = {
+    "datasets": _Command(
+        "list the datasets",
+        "List the datasets.",
+        ["dataset-client datasets --output json"],
+        _add_no_arguments,
+        _list_datasets,
+    ),
+    "query": _Command(
+        "run an SQL query",
+        "Run a read-only SQL query and print its result.",
+        [
+            "dataset-client query 'SELECT symbol, count(*) FROM trades GROUP BY 1'",
+            "echo 'SELECT count(*) FROM trades' | dataset-client query - --output csv",
+        ],
+        _add_query_arguments,
+        _run_query,
+    ),
+    "export": _Command(
+        "create an export (and download it)",
+        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
+        [
+            "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
+            "    --start 2024-01-01 --end 2024-03-31 --download",
+            "dataset-client export trades --symbols V --start 2024-01-02 \\\n"
+            "    --end 2024-01-02 --format csv --download - > v.csv",
+        ],
+        _add_export_arguments,
+        _export,
+    ),
+    "download": _Command(
+        "download a file",
+        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
+        [
+            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
+            "dataset-client download /files/exp_1.csv out.csv --connections 4",
+        ],
+        _add_download_arguments,
+        _download,
+        files=True,
+    ),
+    "completion": _Command(
+        "print a shell completion script",
+        "Print a completion script for bash or zsh.",
+        [
+            'eval "$(dataset-client completion bash)"    # in ~/.bashrc',
+            'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
+        ],
+        _add_completion_arguments,
+        None,  # run by _run_command before any setting is read
+        operands=_SHELLS,
+    ),
+}
+
+
+@contextlib.contextmanager
+def _room_to_recurse() -> Iterator[None]:
+    """Three times the recursion limit, for a while: json.loads took a result nested almost as deep as the
+    limit, and walking it again (redacting, printing) from deeper in the stack needs the room."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(3 * limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> Any:
+    """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
+    symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
+    key = None
+    if args.resume:
+        request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), file_format]
+        key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
+    return client.create_export(
+        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=file_format, idempotency_key=key
+    )
+
+
+def _export_format(asked: str | None, destination: str | None) -> str:
+    """--format, else the format DEST's extension names (``bars.csv``: csv), else parquet; a --format
+    that disagrees with DEST's extension is a usage error (the file would say one thing and hold another)."""
+    named = None
+    if destination and destination != "-" and not os.path.isdir(destination):
+        extension = os.path.splitext(destination)[1].lower()[1:]
+        named = extension if extension in _FORMATS else None
+    if asked and named and asked != named:
+        raise _UsageError(
+            f"--format {asked} disagrees with DEST {destination!r}, a .{named} name: "
+            f"drop --format, or give DEST a .{asked} name"
+        )
+    return asked or named or "parquet"
+
+
+def _export_file(export: Any) -> tuple[str, str | None]:
+    """The export's download_url and (when it has a usable one) its sha256."""
+    url = export.get("download_url") if isinstance(export, dict) else None
+    if not isinstance(url, str) or not url:
+        raise InvalidResponseError("the export has no download_url to download")
+    try:  # the service's URL: what the library would refuse is the service's fault, not a usage error
+        _check_url_characters(url, "download_url")
+        parts = _split_http_url(urllib.parse.urljoin("http://service/", url), "download_url")
+        _percent_encoded(parts.path + parts.query, "download_url")
+    except ValueError as exc:
+        raise InvalidResponseError(f"the export's download_url cannot be downloaded: {exc}") from None
+    digest = export.get("sha256")
+    return url, digest if isinstance(digest, str) and len(digest) == 64 else None
+
+
+def _download_command(
+    client: DatasetClient, args: _Settings, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
+) -> None:
+    """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
+    target, named_by_url = _download_target(url, destination, args.resume)
+    if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
+        raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
+    resume, partial = args.resume, _partial_file(target)
+    if target != "-":
+        if _already_there(target, partial, sha256, named_by_url):
+            _drop_partial_files(partial)  # never stranded by a download someone else finished
+            stderr.info(f"{target} already has the expected sha256: not downloaded again")
+            return
+        # The real path: through a symlink, the partial file lies beside the file it names.
+        if not resume and _has_resumable_partial(partial, _resolve_download_url(client.base_url, url)):
+            resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
+    _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
+
+
+def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
+    """Where a download goes (DEST, a file named after the URL, in DEST when it is a directory, or -) and
+    whether its name came from the URL."""
+    if destination == "-":
+        if resume:
+            raise _UsageError("-c needs a file to continue: not - (stdout)")
+        return "-", False
+    if destination is not None and not os.path.isdir(destination):
+        return destination, False
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise _UsageError(f"cannot name a file after {url!r}: give DEST")
+    if name.startswith(".") or _printable(name) != name:
+        what = "starts with a dot" if name.startswith(".") else "holds a control character or an invisible one"
+        raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
+    return os.path.join(destination or "", name), True
+
+
+def _already_there(target: str, partial: _PartialFile | None, sha256: str | None, named_by_url: bool) -> bool:
+    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused).
+    ``partial`` (see _partial_file) says which file ``target`` names: None when a download refuses its link."""
+    if not os.path.lexists(target):
+        return False
+    if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
+        return True
+    if named_by_url:
+        raise _Refused(f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it")
+    return False
+
+
+def _is_own_file_with_digest(file_path: str, sha256: str) -> bool:
+    """True when ``file_path`` is the user's own regular file and its bytes have ``sha256``.
+
+    ``file_path`` is what the destination names as a download reaches it (_PartialFile's: another
+    user's link in a sticky directory is not followed, a descriptor such as /dev/stdout is a stream,
+    not the file behind it); it is opened without following a link: a file someone else made, or
+    reached through their link, is not trusted.
+    """
+    try:
+        if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
+            return False  # a stream, a FIFO, a device: never opened only to be looked at
+        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)
+    except OSError:  # refused, a link, or not readable: the download decides
+        return False
+    with open(fd, "rb") as existing:
+        status = os.fstat(fd)
+        owner = os.geteuid() if _HAS_GETEUID else status.st_uid
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
+            return False
+        return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
+
+
+def _partial_file(target: str) -> _PartialFile | None:
+    """The partial file a ``-c`` download to ``target`` keeps, its names worked out once per command; None
+    for stdout, or when the destination's link is one a download refuses (the download says why)."""
+    if target == "-":
+        return None
+    try:
+        return _PartialFile(target)
+    except OSError:
+        return None
+
+
+def _drop_partial_files(partial: _PartialFile | None) -> None:
+    """Remove the partial file (and its state) an earlier ``-c`` download left: the file is complete
+    now. Only the user's own, and only when no other download holds them (see _FileTarget).
+    """
+    with contextlib.suppress(OSError):
+        if partial is not None:
+            partial.remove()
+
+
+def _has_resumable_partial(partial: _PartialFile | None, url: str) -> bool:
+    """True when an earlier ``-c`` download of ``url`` (resolved) left ``partial`` to continue."""
+    with contextlib.suppress(OSError):
+        return partial is not None and partial.resumable(url)
+    return False
+
+
+def _cli_download(
+    client: DatasetClient,
+    url: str,
+    target: str,
+    args: _Settings,
+    stderr: _Stderr,
+    *,
+    sha256: str | None,
+    resume: bool,
+    partial: _PartialFile | None,
+) -> None:
+    """Download with a progress line on a terminal stderr; then a one-line summary."""
+    to_stdout = target == "-"
+    # No progress line over a file that is itself being written to the terminal.
+    progress = _ProgressLine(stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty()))
+    if to_stdout:
+        sys.stdout.flush()
+    options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
+    if args.speed_limit:
+        options["min_rate"] = args.speed_limit
+    try:
+        destination: Any = sys.stdout.buffer if to_stdout else target
+        options["_verified"] = progress.verified.append  # for the summary: what the file was checked against
+        client.download(
+            url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
+        )
+    except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
+        _noted(exc, target, _partial_file_hint(target, partial, resume, received=progress.done > 0))
+        raise
+    finally:
+        progress.finish()
+    if to_stdout:
+        sys.stdout.buffer.flush()
+    elapsed = max(time.monotonic() - progress.started, 1e-6)
+    rate = _size((progress.done - (progress.first or 0)) / elapsed)
+    servers = [check for check in progress.verified if check != "sha256"]
+    checked = ", sha256 verified" if sha256 else f", verified by the server's {servers[0]}" if servers else ""
+    where = "stdout" if to_stdout else target
+    stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
+
+
+def _partial_file_hint(target: str, partial: _PartialFile | None, resume: bool, *, received: bool) -> str:
+    """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
+    file is; without, that -c would have kept one (when anything was received at all)."""
+    if target == "-":
+        return ""
+    if not resume:
+        return "; with -c, the partial file is kept and the same command continues it" if received else ""
+    if partial is None:
+        return ""
+    return f"; the same command continues its partial file {partial.path}" if os.path.exists(partial.path) else ""
+
+
+class _Stderr:
+    """The command's stderr: one-line messages and, on a terminal, one status line redrawn under them.
+
+    The status line is a download's progress, or (without -v) a retry under way: it is
+    never left behind, so that what stays on the screen is the messages. Every text is
+    escaped (``_printable``) on its way out: much of it came from the network.
+    """
+
+    def __init__(self, *, quiet: bool, verbose: bool) -> None:
+        self.stream = sys.stderr
+        self.quiet = quiet
+        self.verbose = verbose
+        try:
+            self.is_terminal = self.stream.isatty()
+        except (AttributeError, ValueError):
+            self.is_terminal = False
+        self.line: str | None = None  # the status line on the screen
+        self.secrets = _Secrets()  # the client's, once it is made: redacted in every line written
+        self.lock = _thread.allocate_lock()  # a download's threads log too
+
+    def status(self, line: str | None) -> None:
+        """Draw the status line in place of the last one (None: clear it)."""
+        if self.is_terminal and not self.quiet:
+            with self.lock:
+                width = (_terminal_width(self.stream) or 80) - 1
+                # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
+                self.line = line and _fit(_printable(self.secrets.redact(line)), width, False).rstrip()
+                self._write(f"\r{self.line or ''}\033[K")
+
+    def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
+        """A line (or, ``raw``, text already made safe, such as JSON) above the status line."""
+        if self.quiet and not error:
+            return
+        with self.lock:
+            if error:
+                self.line = None  # an error ends what the status line said
+            clear = "\r\033[K" if self.is_terminal else ""
+            self._write(clear + (text if raw else _printable(text)) + "\n" + (self.line or ""))
+
+    def info(self, text: str) -> None:
+        self.message(text)
+
+    def warning(self, text: str) -> None:
+        self.message(f"dataset-client: warning: {text}")
+
+    def error(self, text: str, status: int = _EXIT_SERVICE_ERROR) -> int:
+        self.message(f"dataset-client: error: {' '.join(text.split())}", error=True)
+        return status
+
+    def log(self, record: Any) -> None:
+        """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
+        shown = tuple(_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in record.args or ())
+        text = "dataset-client: " + (record.msg % shown if shown else record.getMessage())  # a retry's cause too
+        if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
+            text = text.rsplit(", GET ", 1)[0]
+        if record.levelno >= _WARNING and not self.verbose and not getattr(record, "lasting", False):
+            self.status(text)  # a retry: said while it waits, gone once it is over
+        else:  # never cut: the cause of a retry is at the end
+            self.message(text)
+
+    def close(self) -> None:
+        if self.line:
+            self.status(None)
+
+    def _write(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not hide the real error
+            self.stream.write(self.secrets.redact(text))
+            self.stream.flush()
+
+
+def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
+    """Print a result as a table, csv, jsonl or json; a result that is not tabular, as json."""
+    table = _tabular(result)
+    if isinstance(result, dict) and result.get("truncated") is True:
+        stderr.warning('the service cut this result short ("truncated": true)')
+    if table is None or output == "json":
+        sys.stdout.write(_json_text(result, 2) + "\n")
+        return
+    columns, rows = table
+    if output == "jsonl":
+        for row in rows:
+            sys.stdout.write(_json_text(dict(zip(columns, row, strict=False))) + "\n")
+    elif output == "csv":
+        import csv
+
+        # A terminal shows the cells escaped; a file or pipe gets them as they are.
+        shown = _printable if sys.stdout.isatty() else _encodable
+        writer = csv.writer(sys.stdout, lineterminator="\r\n")  # RFC 4180
+        writer.writerow([shown(name) for name in columns])
+        writer.writerows([shown(_cell(value)) for value in row] for row in rows)
+    else:
+        sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
+    sys.stdout.flush()
+
+
+class _TerminalCopy(io.StringIO):
+    """What is printed for a terminal, kept to be paged: it answers isatty() and fileno() as the terminal does."""
+
+    def __init__(self, terminal: Any) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.terminal.fileno())
+
+
+def _paged(print_it: Callable[[], None], *, allowed: bool) -> None:
+    """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller than the
+    screen, as psql and gh do. Never when stdout is a file or pipe."""
+    terminal = sys.stdout
+    try:
+        on_terminal = allowed and terminal.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if not on_terminal:
+        print_it()
+        return
+    copy = _TerminalCopy(terminal)
+    with contextlib.redirect_stdout(copy):
+        print_it()
+    text = copy.getvalue()
+    height = _terminal_height(terminal)
+    command = _pager_command() if height and text.count("\n") >= height else None
+    if command is None or not _run_pager(command, text, terminal):
+        terminal.write(text)
+        terminal.flush()
+
+
+def _terminal_height(stream: Any) -> int:
+    """The rows of the terminal ``stream`` writes to ($LINES first, as shutil does); 0 when unknown."""
+    if os.environ.get("LINES", "").isdigit():
+        return int(os.environ["LINES"])
+    try:
+        return os.get_terminal_size(stream.fileno()).lines
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _pager_command() -> list[str] | None:
+    """$DATASET_CLIENT_PAGER, else $PAGER (the first that is set decides; set but empty: no pager, as git
+    and psql read them), else ``less -FRX`` when it is installed; None: no pager."""
+    import shlex
+
+    for name in ("DATASET_CLIENT_PAGER", "PAGER"):
+        if name in os.environ:
+            try:
+                return shlex.split(os.environ[name]) or None
+            except ValueError:  # unbalanced quotes: not a command that can run
+                return None
+    less = shutil.which("less")
+    return [less, "-FRX"] if less else None
+
+
+def _run_pager(command: list[str], text: str, terminal: Any) -> bool:
+    """``text`` through the pager on ``terminal``; False when the pager cannot start. Quitting it early
+    is fine (the rest is not wanted): no error."""
+    import subprocess
+
+    terminal.flush()
+    try:
+        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=terminal.fileno())
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    # The pager quit before reading all (BrokenPipeError), or Ctrl-C, which is the pager's to handle (less
+    # stays on): the rest is not wanted, and the pager is waited for, as git does.
+    with contextlib.suppress(OSError, KeyboardInterrupt):
+        pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
+    with contextlib.suppress(OSError, KeyboardInterrupt):
+        pager.stdin.close()
+    for _ in range(1000):
+        try:
+            pager.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    return True
+
+
+_EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download_url")
+
+
+def _export_block(export: dict[str, Any]) -> str:
+    """An export at a glance, as ``field | value`` lines (the fields people act on; --output json has all)."""
+    shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
+    if _is_number(shown.get("size")) and 0 <= shown["size"] <= _MAX_SIZE:  # else shown whole: no float holds it
+        shown["size"] = _size(shown["size"])
+    if not shown:
+        return _json_text(export, 2) + "\n"
+    width = max(len(name) for name in shown)
+    return "".join(f"{name:<{width}} | {_printable(_cell(value))}\n" for name, value in shown.items())
+
+
+def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
+    """Columns and rows of a ``{"columns": [...], "rows": [[...]]}`` result or a list of objects; else None."""
+    columns, rows = (result.get("columns"), result.get("rows")) if isinstance(result, dict) else (None, None)
+    if isinstance(columns, list) and isinstance(rows, list) and all(isinstance(row, list) for row in rows):
+        return [str(name) for name in columns], [(row + [None] * len(columns))[: len(columns)] for row in rows]
+    if isinstance(result, list) and all(isinstance(item, dict) for item in result):
+        columns = list(dict.fromkeys(str(key) for item in result for key in item))
+        return columns, [[item.get(column) for column in columns] for item in result]
+    return None
+
+
+def _cell(value: Any) -> str:
+    """A value as a table or csv cell: text as is, numbers and booleans as JSON, nested values as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_NARROWEST_TEXT = 8  # columns a text column keeps before the table turns into one block per record
+
+
+def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
+    """Aligned columns, numbers on the right and never cut, no line wider than ``width`` (0: no limit):
+    nested values (compact JSON) narrow first, then text; when that is not enough, one block per record,
+    as psql's expanded mode. Then ``(N rows)``. Linear in the size of the result."""
+    names = [_printable(name) for name in columns]
+    cells = [[_printable(_cell(value)) for value in row] for row in rows]  # no escape codes reach the terminal
+    right = [[_is_number(value) for value in row] for row in rows]
+    numeric = [any(row[index] for row in right) for index in range(len(columns))]
+    nested = [any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))]
+    count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
+    widths = _column_widths(names, cells, numeric, width, nested)
+    if widths is None:
+        return [*_record_lines(names, cells, numeric, width), count]
+
+    def line(texts: list[str], to_right: list[bool]) -> str:
+        fitted = [_fit(text, size, on_right) for text, size, on_right in zip(texts, widths, to_right, strict=True)]
+        return "  ".join(fitted).rstrip()
+
+    lines = [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
+    lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
+    return [*lines, count]
+
+
+def _column_widths(
+    names: list[str], cells: list[list[str]], numeric: list[bool], width: int, nested: list[bool] | None = None
+) -> list[int] | None:
+    """Each column's width: the widest columns of nested values give way first, then the widest text
+    columns, each down to ``_NARROWEST_TEXT``; a column with numbers never does. None when the columns
+    cannot fit ``width`` so."""
+    if not width:
+        return [
+            max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)
+        ]
+    # A cell is measured no further than the terminal's width: wider, it is cut anyway.
+    widths = [
+        max(_width_up_to(text, width) for text in [name] + [row[index] for row in cells])
+        for index, name in enumerate(names)
+    ]
+    room = width - 2 * (len(names) - 1)
+    floors = [size if number else min(size, _NARROWEST_TEXT) for size, number in zip(widths, numeric, strict=True)]
+    if sum(floors) > room:
+        return None
+    nested = nested or [False] * len(names)
+    for giving_way in (True, False):  # nested values first: text says more in the same room
+        chosen = [index for index, number in enumerate(numeric) if not number and nested[index] is giving_way]
+        _narrow(widths, floors, chosen, sum(widths) - room)
+    return widths
+
+
+def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int) -> None:
+    """Take ``excess`` columns (or as many as the floors allow) off the widest of the ``chosen`` columns,
+    leaving them level as cutting the widest by one at a time would: a level found by bisection, so the
+    cost does not grow with the cells' length."""
+    if excess <= 0 or not chosen:
+        return
+
+    def cut_at(level: int) -> int:
+        return sum(max(0, widths[index] - max(level, floors[index])) for index in chosen)
+
+    low, high = 0, max(widths[index] for index in chosen)  # cut_at(high) is 0: not enough
+    while high - low > 1:  # the highest level that cuts enough (low: 0 when even the floors do not)
+        middle = (low + high) // 2
+        low, high = (middle, high) if cut_at(middle) >= excess else (low, middle)
+    spare = max(0, cut_at(low) - excess)  # fewer than the columns cut to the level exactly: one back each
+    for index in chosen:
+        narrowed = min(widths[index], max(low, floors[index]))
+        if spare and narrowed == low < widths[index]:
+            narrowed, spare = narrowed + 1, spare - 1
+        widths[index] = narrowed
+
+
+def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[str]:
+    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded wrapped format:
+    names take up to half of ``width`` and are cut only beyond it; a longer text value wraps onto indented
+    continuation lines; numbers are never cut."""
+    name_width = min(max(map(_text_width, names), default=0), max(width // 2, 1))
+    room = max(width - name_width - 3, 1)
+    indent = " " * name_width + " | "
+    lines = []
+    for number, row in enumerate(cells, 1):
+        lines.append(f"-[ RECORD {number} ]-")
+        for name, value, whole in zip(names, row, numeric, strict=True):
+            pieces = [value] if whole else _wrapped(value, room)
+            head = _fit(name, name_width, False)
+            lines.append(f"{head} | {pieces[0]}" if value else f"{head} |")
+            lines += [indent + piece for piece in pieces[1:]]  # spaces kept: the pieces join up to the value
+    return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two)."""
+    if text.isascii() or max(text) < "\u0300":  # a column each (see _text_width)
+        return [text[start : start + width] for start in range(0, len(text), width)] or [""]
+    import bisect
+    import itertools
+
+    ends = list(itertools.accumulate(map(_character_width, text)))  # the columns taken up to each character
+    pieces, start = [], 0
+    while start < len(text):  # each piece ends where the next character would pass ``width``
+        stop = max(bisect.bisect_right(ends, (ends[start - 1] if start else 0) + width, lo=start), start + 1)
+        pieces.append(text[start:stop])
+        start = stop
+    return pieces
+
+
+def _text_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: East Asian wide characters take two, combining marks none."""
+    if text.isascii() or max(text) < "\u0300":  # no wide character or combining mark comes before U+0300
+        return len(text)
+    return sum(map(_character_width, text))
+
+
+@functools.lru_cache(maxsize=4096)  # bounded: a server may send every character there is
+def _character_width(character: str) -> int:
+    import unicodedata
+
+    return 0 if unicodedata.combining(character) else 2 if unicodedata.east_asian_width(character) in "WF" else 1
+
+
+def _width_up_to(text: str, limit: int) -> int:
+    """``_text_width(text)`` when it is at most ``limit``; when wider, perhaps less than all of it (still above
+    ``limit``): a long text's first ``limit + 1`` characters tell, unless combining marks make them narrower."""
+    if len(text) > limit + 1:
+        first = _text_width(text[: limit + 1])
+        if first > limit:
+            return first
+    return _text_width(text)
+
+
+def _fit(text: str, width: int, right: bool) -> str:
+    """``text`` padded to ``width`` columns, or cut to it with an ellipsis."""
+    if _width_up_to(text, width) > width:
+        kept, room = 0, width - 1  # one pass: the characters that fit in front of the ellipsis
+        for character in text:
+            room -= _text_width(character)
+            if room < 0:
+                break
+            kept += 1
+        text = text[:kept] + ("…" if width else "")
+    padding = " " * (width - _text_width(text))
+    return padding + text if right else text + padding
+
+
+def _terminal_width(stream: Any) -> int:
+    """The columns of the terminal ``stream`` writes to ($COLUMNS first, as shutil does); 0 when it is none."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    try:
+        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def _duration(seconds: float) -> str:
+    """m:ss, or h:mm:ss past an hour."""
+    minutes, second = divmod(int(seconds + 0.5), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{second:02d}" if minutes >= 60 else f"{minutes}:{second:02d}"
+
+
+# The widest each part of the progress line gets: "100%", the bytes (as wide as "<total>/<total>"),
+# "1023.9 MiB/s", "99:59:59 left".
+_PROGRESS_PARTS = (4, 0, len("1023.9 MiB/s"), len("99:59:59 left"))
+
+
+def _size_of(done: int, total: int) -> str:
+    """``1.5/8.0 MiB``: ``done`` in the unit of ``total``, so that the text never gets wider than at the end."""
+    text = _size(total)
+    unit = text.split(" ")[1]
+    if unit == "B":
+        return f"{done}/{text}"
+    return f"{done / 1024 ** ('B', 'KiB', 'MiB', 'GiB', 'TiB').index(unit):.1f}/{text}"
+
+
+class _ProgressLine:
+    """A download's ``progress`` callback: counts, and redraws one line on the terminal when its percent changes.
+
+    The line keeps one shape for the whole transfer: each part has room for its widest
+    value from the first frame on, so the bar does not jump when the rate appears.
+    """
+
+    def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
+        self.stderr = stderr
+        self.draw = draw
+        self.started = time.monotonic()
+        self.drawn_at = 0.0
+        self.first: int | None = None  # bytes there already (a resumed file): not this run's speed
+        self.done = 0
+        self.total: int | None = None
+        self.percent = -1  # the whole percent on the screen: a new one is drawn at once
+        self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
+        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): _verified says
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.first is None or done < self.first:
+            self.first, self.started = done, time.monotonic()
+        self.done, self.total = done, total
+        now = time.monotonic()
+        percent = done * 100 // total if total else -1
+        if self.draw and (now - self.drawn_at >= 0.1 or percent != self.percent):
+            self.drawn_at, self.percent = now, percent
+            self.stderr.status(self.text(now - self.started, _terminal_width(self.stderr.stream) or 80))
+
+    def text(self, elapsed: float, width: int) -> str:
+        """Bar, percent, bytes, rate and time left, in ``width - 1`` columns, each part in its fixed room."""
+        rate = (self.done - (self.first or 0)) / elapsed if elapsed >= 0.5 else 0.0
+        if not self.total:
+            return _fit(f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done), width - 1, False).rstrip()
+        bar, rooms = self._layout(width, self.total)
+        parts = [f"{self.done * 100 // self.total:3d}%", _size_of(self.done, self.total)]
+        parts += [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"] if rate else ["", ""]
+        text = "  ".join(_fit(part, room, False) for part, room in zip(parts, rooms, strict=False))
+        if bar:
+            filled = bar * self.done // self.total
+            text = f"[{'#' * filled}{'-' * (bar - filled)}]  {text}"
+        return text.rstrip()
+
+    def _layout(self, width: int, total: int) -> tuple[int, list[int]]:
+        """The bar's width (0: none) and the room of each part that fits, for this terminal and total."""
+        if self.layout is None or self.layout[0] != width:
+            rooms = list(_PROGRESS_PARTS)
+            rooms[1] = len(_size_of(total, total))
+            while len(rooms) > 1 and sum(rooms) + 2 * (len(rooms) - 1) > width - 1:
+                rooms.pop()
+            bar = width - 1 - (sum(rooms) + 2 * (len(rooms) - 1)) - 4  # "[", "]" and two spaces
+            self.layout = (width, bar if bar >= 10 else 0, rooms)
+        return self.layout[1], self.layout[2]
+
+    def finish(self) -> None:
+        if self.draw:
+            self.stderr.status(None)
+
+
+def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]]]:
+    """The global options, and each command's own, as the parser knows them."""
+    globals_ = [name for action in parser._actions for name in action.option_strings]
+    commands = _command_parsers(parser)
+    own = {
+        name: [word for action in command._actions for word in action.option_strings if word not in globals_]
+        for name, command in commands.items()
+    }
+    return globals_, own
+
+
+# The profiles of the config file the command line reads (see _config_path): its [NAME] lines; a regular
+# file only, as _profile reads: a FIFO there would hold the shell waiting for a writer at each Tab.
+_PROFILES_FUNCTION = r"""_dataset_client_profiles() {
+    local config="${DATASET_CLIENT_CONFIG:-}"
+    if [[ -z "$config" ]]; then
+        case "${XDG_CONFIG_HOME:-}" in /*) config="$XDG_CONFIG_HOME" ;; *) config="$HOME/.config" ;; esac
+        config="$config/dataset-client/config.toml"
+    fi
+    [[ -f "$config" && -r "$config" ]] && sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
+}
+"""
+_BASH_COMPLETION = """\
+# dataset-client completion for bash: eval "$(dataset-client completion bash)"
+PROFILES_FUNCTION
+# File names, each one word whatever it holds (spaces, glob characters), but not the hidden files a
+# download makes beside its destination (.NAME.part, its state, lock and temporaries).
+_dataset_client_files() {
+    local name
+    compopt +o bashdefault 2>/dev/null  # its fallback would offer what is left out here
+    COMPREPLY=()
+    while IFS= read -r name; do
+        case "${name##*/}" in
+            HIDDEN) ;;
+            *) COMPREPLY+=("$name") ;;
+        esac
+    done < <(compgen -f -- "$cur")
+}
+_dataset_client() {
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" command="" word i
+    case "$prev" in
+        --output) COMPREPLY=($(compgen -W "OUTPUTS" -- "$cur")); return ;;
+        --format) COMPREPLY=($(compgen -W "FORMATS" -- "$cur")); return ;;
+        --profile) COMPREPLY=($(compgen -W "$(_dataset_client_profiles)" -- "$cur")); return ;;
+        --ca-bundle|--download) _dataset_client_files; return ;;
+        VALUED) COMPREPLY=(); return ;;
+    esac
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word="${COMP_WORDS[i]}"
+        case "$word" in COMMANDS_CASE) command="$word"; break ;; esac
+    done
+    case "$command" in
+CASES    esac
+}
+complete -o filenames -o bashdefault -F _dataset_client dataset-client
+"""
+_ZSH_COMPLETION = """\
+#compdef dataset-client
+# dataset-client completion for zsh: eval "$(dataset-client completion zsh)" (after compinit)
+PROFILES_FUNCTION
+# File names, quoted by _files, but not the hidden files a download makes beside its destination.
+_dataset_client_files() {
+    _files -F "(HIDDEN_LIST)"
+}
+_dataset_client() {
+    local command="" word
+    case "${words[CURRENT-1]}" in
+        --output) compadd -- OUTPUTS; return ;;
+        --format) compadd -- FORMATS; return ;;
+        --profile) compadd -- $(_dataset_client_profiles); return ;;
+        --ca-bundle|--download) _dataset_client_files; return ;;
+        VALUED) return ;;
+    esac
+    for word in "${(@)words[2,CURRENT-1]}"; do
+        case "$word" in COMMANDS_CASE) command="$word"; break ;; esac
+    done
+    case "$command" in
+CASES    esac
+}
+compdef _dataset_client dataset-client
+# Under an alias (alias dataset-client='python3 -m dataset_client', as the README shows), zsh completes
+# the words the alias stands for, as a python3 command, unless complete_aliases is set: those words,
+# then, are completed here, and any other python3 command as before.
+if (( ${+aliases[dataset-client]} )) && [[ ! -o complete_aliases ]]; then
+    _dataset_client_alias=(${(z)aliases[dataset-client]})
+    _dataset_client_before=${_comps[${_dataset_client_alias[1]}]:-_default}
+    _dataset_client_aliased() {
+        local count=${#_dataset_client_alias}
+        if (( CURRENT > count )) && [[ "${(j: :)${(@)words[1,count]}}" == "${(j: :)_dataset_client_alias}" ]]; then
+            words=(dataset-client "${(@)words[count+1,-1]}")
+            (( CURRENT -= count - 1 ))
+            _dataset_client
+        else
+            "$_dataset_client_before" "$@"
+        fi
+    }
+    compdef _dataset_client_aliased "${_dataset_client_alias[1]}"
+fi
+"""
+
+
+# The names of the files a download makes beside DEST (see _FileTarget, _StateFile): never offered for DEST.
+_HIDDEN_FILES = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp", ".*.????????????.new")
+
+
+def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
+    """A completion script for ``shell``: commands, options, --output/--format values, file names for DEST."""
+    globals_, own = _option_words(parser)
+    commands = _command_parsers(parser).values()
+    actions = [*parser._actions, *(action for command in commands for action in command._actions)]
+    taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
+    valued = "|".join(
+        name
+        for name in dict.fromkeys(taking_a_value)
+        if name not in ("--output", "--format", "--ca-bundle", "--profile")
+    )
+    if shell == "bash":
+        offer, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', "$cur"
+    else:
+        offer, test = "compadd -- {}", "$PREFIX"
+    files = "_dataset_client_files"
+    otherwise = {"": offer.format(" ".join(_COMMANDS))}  # after each command: its operands
+    otherwise.update((name, files) for name, command in _COMMANDS.items() if command.files)
+    otherwise.update((name, offer.format(" ".join(c.operands))) for name, c in _COMMANDS.items() if c.operands)
+    cases = ""
+    for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
+        words = " ".join(sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_))
+        then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
+        cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
+    replacements = {
+        "PROFILES_FUNCTION": _PROFILES_FUNCTION,
+        "HIDDEN_LIST": " ".join(_HIDDEN_FILES),
+        "HIDDEN": "|".join(_HIDDEN_FILES),
+        "OUTPUTS": " ".join(_OUTPUTS),
+        "FORMATS": " ".join(_FORMATS),
+        "VALUED": valued,
+        "COMMANDS_CASE": "|".join(_COMMANDS),
+        "CASES": cases,
+    }
+    script = _BASH_COMPLETION if shell == "bash" else _ZSH_COMPLETION
+    return re.sub("|".join(replacements), lambda found: replacements[found[0]], script)
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's own parser, by the command's name."""
+    import argparse
+
+    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
+
+
+if __name__ == "__main__":
+    sys.exit(main())
