@@ -333,14 +333,16 @@ class DatasetClient:
     ``headers`` are extra headers for every service request (and, like the key, sent
     only to ``base_url``'s origin). ``backoff_factor`` scales the waits between retries
     (``backoff_factor * 2**n`` seconds, with jitter). ``ca_bundle`` is a file or directory
-    of CA certificates trusted besides the system store (an unreadable one raises its
-    ``FileNotFoundError``/``ssl.SSLError`` here); ``ssl_context`` replaces the default one
-    (not both). ``deadline`` bounds each whole call in seconds, its retries, waits and
-    redirects included (``None``: no limit): then it ends with a ``RequestTimeoutError``.
-    One client may be shared by threads.
+    of CA certificates trusted besides the system store, a relative path taken from the
+    working directory now (an unreadable one raises its ``FileNotFoundError``/``ssl.SSLError``
+    here; a FIFO or device, an ``OSError``); ``ssl_context`` replaces the default one (not
+    both). ``deadline`` bounds each whole call in seconds, its retries, waits and redirects
+    included (``None``: no limit): then it ends with a ``RequestTimeoutError``. One client
+    may be shared by threads.
 
     A client pickles and copies (for process pools and Dask) as a new client with the
-    same settings and no connections yet; the pickle holds the key. A client given an
+    same settings and no connections yet, its ``ca_bundle`` read at its first request; the
+    pickle holds the key: load only pickles you trust. A client given an
     ``ssl_context`` does not pickle (an SSLContext cannot): pass ``ca_bundle`` instead.
     """
 
@@ -709,8 +711,12 @@ class DatasetClient:
 
 
 def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
-    """A client made anew from another's constructor arguments (what a pickled client unpickles to)."""
-    client = cls(**arguments)
+    """A client made anew from another's constructor arguments (what a pickled client unpickles to).
+
+    Its settings only: its ca_bundle is read at its first request, so a worker without that file
+    fails there, naming it, and not inside ``pickle.loads``."""
+    client = cls(**{**arguments, "ca_bundle": None})
+    client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
     if closed:
         client.close()
     return client
@@ -738,8 +744,10 @@ def _checked_trust(
         raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}")
     if not path:
         raise FileNotFoundError("ca_bundle is empty: name a file or directory of PEM CA certificates")
-    # Kept absolute: a copy unpickled in a worker that started in another directory finds it too.
-    return _default_ssl_context(path, "ca_bundle"), os.path.abspath(path)
+    # Absolute once, now: OpenSSL looks a hashed directory up at each handshake, and a copy may be
+    # unpickled in a worker started elsewhere; no later chdir changes what is trusted.
+    path = os.path.abspath(path)
+    return _default_ssl_context(path, "ca_bundle"), path
 
 
 class _Secret(str):
@@ -1054,6 +1062,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
+        self.ca_bundle: str | None = None  # an unpickled client's, read when the context is made
         self.closed = False
         self._start_afresh()
         _pools.add(self)
@@ -1166,9 +1175,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
     ) -> http.client.HTTPConnection:
         """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS; its failures mapped here."""
         connection: http.client.HTTPConnection
+        if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
+            # Made lazily (the CA store costs milliseconds); an unpickled client's bundle read here.
+            self._ssl_context = _default_ssl_context(self.ca_bundle)
         if request.type == "https":  # to the origin, or (an https:// proxy for http) to the proxy
-            if self._ssl_context is None:  # built lazily: loading the CA store costs milliseconds
-                self._ssl_context = _default_ssl_context()
             connection = http.client.HTTPSConnection(request.host, timeout=request.timeout, context=self._ssl_context)
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
@@ -1269,14 +1279,16 @@ def _system_store() -> str:
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add the CAs of a PEM file, or of a hashed directory (``openssl rehash``), to ``context``."""
+    """Add the CAs of a PEM file, or of a hashed directory (``openssl rehash``), to ``context``;
+    a bundle that group or others can write is a warning (they choose which servers are trusted)."""
     try:
-        if os.path.isdir(path):
+        mode = os.stat(path).st_mode  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
+        if stat.S_ISDIR(mode):
             context.load_verify_locations(capath=path)
-        elif os.path.exists(path) and not os.path.isfile(path):  # a pipe (<(...)), a FIFO, a device
-            context.load_verify_locations(cadata=_read_ca_stream(path) or "\n")  # "": a ValueError
-        else:
+        elif stat.S_ISREG(mode):
             context.load_verify_locations(cafile=path)
+        else:
+            raise OSError("a FIFO, device or socket is never read")
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         message = f"{source} names {path}, which is not a file or directory of PEM CA certificates: {reason}"
@@ -1285,16 +1297,12 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         if source == "ca_bundle":  # the argument: the error reading it raised, FileNotFoundError...
             raise type(exc)(message) from None
         raise ValueError(message) from None
+    if mode & 0o022:  # "lasting": the CLI shows it whole, as the warning of a key sent in clear
+        import shlex
 
-
-def _read_ca_stream(path: str) -> str:
-    """The text of a CA bundle that is no regular file, read here: OpenSSL would wait for ever on
-    a FIFO no process writes to (opened without blocking, it reads as empty), and to the end of a device."""
-    fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
-    with open(fd, "rb") as stream:
-        if _O_NONBLOCK:
-            os.set_blocking(fd, True)  # a writer that is there but slow (bash's <(...)) is waited for
-        return stream.read(_MAX_STATE_SIZE * 16).decode("latin-1")  # 16 MB: hundreds of times a full store
+        how = f"who can make it trust any server: run chmod go-w {shlex.quote(path)}"
+        warning = "%s %s is writable by group or others, %s"
+        _logger().warning(warning, source, path, how, extra={"lasting": True})
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:

@@ -2133,6 +2133,33 @@ class BeyondOneProcessTests(ServerTestCase):
                 self.assertEqual(unpickled.list_datasets(), {"tls": True})
         self.assertEqual([r.path for r in tls.requests], ["/datasets"] * 2 * len(bundles))
 
+    def test_a_client_unpickled_without_its_ca_bundle_fails_at_its_first_request(self) -> None:
+        # Found in review3: unpickling ran the constructor, so a worker without the bundle raised in
+        # pickle.loads; Dask's worker logged the pickle (key included) and left the cluster.
+        self.use_an_empty_system_store()
+        tls = self.start_server(server_tls_context())
+        tls.default = reply(body={"tls": True})
+        bundle = self.tmp() / "corp.pem"
+        shutil.copy(CA_FILE, bundle)
+        pickled = pickle.dumps(self.client(tls.url, ca_bundle=bundle))
+        bundle.rename(bundle.with_suffix(".away"))  # as a worker without it sees it
+        unpickled = pickle.loads(pickled)
+        self.addCleanup(unpickled.close)
+        passed_on = pickle.loads(pickle.dumps(unpickled))  # to another worker: still named
+        self.addCleanup(passed_on.close)
+        named = f"^ca_bundle names {re.escape(str(bundle))}, which is not a file or directory of"
+        for client in (unpickled, passed_on):
+            with self.assertRaisesRegex(FileNotFoundError, named):
+                client.list_datasets()
+        self.assertEqual((tls.requests, tls.connections), ([], 0))
+        bundle.with_suffix(".away").rename(bundle)
+        self.assertEqual(unpickled.list_datasets(), {"tls": True}, "read once it is there")
+        self.assertEqual(passed_on.list_datasets(), {"tls": True})
+        self.assertEqual([r.headers["Authorization"] for r in tls.requests], [f"Bearer {KEY}"] * 2)
+        missing = self.tmp() / "missing.pem"
+        with self.assertRaisesRegex(FileNotFoundError, re.escape(f"ca_bundle names {missing},")):
+            DatasetClient(tls.url, KEY, ca_bundle=missing)  # made here: at construction
+
     def test_an_unreadable_ca_bundle_is_its_readers_error_at_construction_naming_it(self) -> None:
         self.use_an_empty_system_store()
         missing, not_pem = self.tmp() / "corp.pem", self.tmp() / "notes.txt"
@@ -2380,31 +2407,6 @@ class BeyondOneProcessTests(ServerTestCase):
         reading.join(5)
         self.assertEqual([type(error) for error in outcome], [dc.ClientClosedError], "ended before the server went on")
         self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
-
-    def test_a_ca_bundle_in_a_fifo_nothing_writes_to_is_an_error_not_a_hang_and_a_pipe_is_read(self) -> None:
-        self.use_an_empty_system_store()
-        fifo, outcome = self.tmp() / "ca.pem", list[BaseException]()
-        os.mkfifo(fifo)
-
-        def make() -> None:
-            try:
-                DatasetClient(self.server.url, KEY, ca_bundle=fifo)
-            except ssl.SSLError as exc:
-                outcome.append(exc)
-
-        making = threading.Thread(target=make, daemon=True)
-        making.start()
-        making.join(5)
-        if making.is_alive():  # let it go: a writer that comes and goes is its end of file
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        self.assertEqual([str(error).partition(", which")[0] for error in outcome], [f"ca_bundle names {fifo}"])
-        read, write = os.pipe()  # as bash's <(cat ca.pem) gives it
-        self.addCleanup(os.close, read)
-        with open(write, "wb") as writing:
-            writing.write(Path(CA_FILE).read_bytes())
-        client = self.client(ca_bundle=f"/dev/fd/{read}")
-        self.assertEqual(client._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
-        self.assertEqual(self.requests, [])
 
     def test_a_relative_ca_bundle_is_found_by_a_copy_unpickled_in_another_directory(self) -> None:
         self.use_an_empty_system_store()
@@ -3471,6 +3473,97 @@ class CertificateTrustTests(ServerTestCase):
         empty = self.tmp()
         message = self.refusal(ssl_context=dc._default_ssl_context(str(empty)))
         self.assertIn(f"), {empty} from ca_bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
+
+    def use_no_system_store(self) -> None:
+        os.environ["SSL_CERT_FILE"] = str(self.tmp() / "none.pem")  # the test CA alone, and faster
+        os.environ["SSL_CERT_DIR"] = str(self.tmp())
+
+    def test_a_relative_ca_bundle_is_made_absolute_once_a_later_chdir_changes_nothing(self) -> None:
+        # Found in review3: OpenSSL looks a hashed directory up at each handshake, so a relative one
+        # followed the process's working directory (another user's CA under the same name, trusted).
+        self.use_no_system_store()
+        here, elsewhere = self.tmp(), self.tmp()
+        shutil.copy(CA_FILE, here / "corp.pem")
+        shutil.copytree(self.hashed_directory(), here / "corp.d")
+        (elsewhere / "corp.d").mkdir()  # what is there once the process has moved: no CA
+        (elsewhere / "corp.pem").write_text("not a certificate\n")
+        for name in ("corp.pem", "corp.d"):
+            with self.subTest(bundle=name):
+                with contextlib.chdir(here):
+                    client = self.client(self.tls.url + "/api", ca_bundle=name)
+                with contextlib.chdir(elsewhere):
+                    self.assertEqual(client.list_datasets(), {"tls": True})
+                    self.assertEqual(client._arguments["ca_bundle"], str(here / name))
+                    trusted = dc._trusted_by_default[client._pool._ssl_context]
+                    self.assertTrue(trusted.endswith(f", {here / name} from ca_bundle"), trusted)
+        self.assertEqual(len(self.tls.requests), 2)
+
+    def test_a_bundle_others_can_write_is_a_warning_naming_it(self) -> None:
+        self.use_no_system_store()
+        bundle, directory = self.tmp() / "corp.pem", self.hashed_directory()
+        shutil.copy(CA_FILE, bundle)
+        modes = ((bundle, 0o664), (bundle, 0o646), (directory, 0o777), (directory, 0o1777))
+        for path, mode in modes:
+            with self.subTest(path=path.name, mode=oct(mode)):
+                path.chmod(mode)
+                with self.assertLogs("dataset_client", level="WARNING") as logs:
+                    self.assert_trusted(ca_bundle=path)
+                self.assertEqual(
+                    [record.getMessage() for record in logs.records],
+                    [
+                        f"ca_bundle {path} is writable by group or others, who can make it trust"
+                        f" any server: run chmod go-w {path}"
+                    ],
+                )
+                self.assertTrue(logs.records[0].lasting, "the CLI shows it whole")
+                path.chmod(0o755 if path.is_dir() else 0o644)
+                with self.assertNoLogs("dataset_client", level="WARNING"):
+                    self.assert_trusted(ca_bundle=path)
+        os.environ["REQUESTS_CA_BUNDLE"] = str(bundle)
+        bundle.chmod(0o666)
+        with self.assertLogs("dataset_client", level="WARNING") as logs:
+            self.assert_trusted()
+        named = logs.records[0].getMessage().partition(" is ")[0]
+        self.assertEqual(named, f"REQUESTS_CA_BUNDLE {bundle}")
+
+    def test_a_bundle_that_is_no_regular_file_or_directory_is_refused_before_any_read(self) -> None:
+        # Found in review3: a FIFO held the constructor 6 s past deadline=1 (until a writer came).
+        fifo, reads = self.tmp() / "ca.pem", list[bytes]()
+        os.mkfifo(fifo)
+        writer = os.open(fifo, os.O_RDWR)  # a writer there, writing nothing yet: a reader waits
+        read, write = os.pipe()  # as bash's <(cat ca.pem) gives it
+        self.addCleanup(os.close, read)
+        with open(write, "wb") as writing:
+            writing.write(Path(CA_FILE).read_bytes())
+        reason = "which is not a file or directory of PEM CA certificates: a FIFO, device or socket"
+        reason += " is never read"
+        for path in (str(fifo), f"/dev/fd/{read}", "/dev/zero"):
+            outcome = list[BaseException]()
+
+            def make(path: str = path, outcome: list[BaseException] = outcome) -> None:
+                try:
+                    DatasetClient(self.tls.url, KEY, ca_bundle=path, deadline=1)
+                except OSError as exc:
+                    outcome.append(exc)
+
+            with self.subTest(path=path):
+                making = threading.Thread(target=make, daemon=True)
+                making.start()
+                making.join(2)  # the deadline and a second
+                if making.is_alive():  # let it go: the writer gone is its end of file
+                    os.close(writer)
+                    writer = os.open(fifo, os.O_RDWR)
+                    making.join(5)
+                refused = [(OSError, f"ca_bundle names {path}, {reason}")]
+                self.assertEqual([(type(error), str(error)) for error in outcome], refused)
+        reads.append(os.read(read, 10))
+        os.close(writer)
+        self.assertEqual(reads, [Path(CA_FILE).read_bytes()[:10]], "the pipe was left unread")
+        os.environ["CURL_CA_BUNDLE"] = str(fifo)
+        with self.assertRaises(ValueError) as caught:
+            self.client(self.tls.url).list_datasets()
+        self.assertEqual(str(caught.exception), f"CURL_CA_BUNDLE names {fifo}, {reason}")
+        self.assertEqual((self.tls.requests, self.tls.connections), ([], 0))
 
     def test_given_context_is_used_exactly_as_given(self) -> None:
         os.environ["REQUESTS_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # would be an error if it were read
