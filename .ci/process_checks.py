@@ -1,7 +1,9 @@
 """A client handed to process pools under each start method: spawn, forkserver (3.14's default on
 Linux) and fork. Each pool's workers get the client pickled, call the service on connections of
 their own (the server sees new connections from other ports; the parent's kept one is left alone),
-and each answer comes back to its own task.
+and each answer comes back to its own task. A client whose ca_bundle is missing where it is
+unpickled fails at its task's first request, naming the bundle (never in the worker's unpickling,
+which breaks the pool).
 
     python3 .ci/process_checks.py
 
@@ -15,7 +17,9 @@ import http.server
 import json
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -96,6 +100,26 @@ def check(method: str, client: dc.DatasetClient, server: Server) -> list[str]:
     return problems
 
 
+def check_missing_bundle(method: str, server: Server) -> list[str]:
+    """A client unpickled where its ca_bundle is gone: its task fails at its first request, naming it."""
+    with tempfile.TemporaryDirectory() as directory:
+        bundle = Path(directory) / "corp.pem"
+        shutil.copy(Path(__file__).resolve().parents[1] / "tests_data" / "ca.pem", bundle)
+        client = dc.DatasetClient(f"http://127.0.0.1:{server.server_port}", KEY, ca_bundle=bundle)
+        bundle.unlink()  # as on a worker that does not have it
+        requests = len(server.seen)
+        context = multiprocessing.get_context(method)
+        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            error = pool.submit(client.query, "SELECT 1").exception(timeout=60)
+    named = f"ca_bundle names {bundle}, which is not a file or directory of PEM CA certificates"
+    if not (isinstance(error, FileNotFoundError) and str(error).startswith(named)):
+        return [f"a client without its ca_bundle failed with {error!r}, not at its first request"]
+    if len(server.seen) != requests:
+        return ["a client without its ca_bundle sent a request"]
+    print(f"{method}: a client unpickled without its ca_bundle: {type(error).__name__} at its first request")
+    return []
+
+
 def main() -> int:
     for name in [name for name in os.environ if name.lower().endswith("_proxy")]:
         del os.environ[name]
@@ -110,6 +134,7 @@ def main() -> int:
                 print(f"SKIPPED (by design): {method}: not available on this platform")  # .ci/run counts it
                 continue
             problems += [f"{method}: {problem}" for problem in check(method, client, server)]
+            problems += [f"{method}: {problem}" for problem in check_missing_bundle(method, server)]
     print("\n".join([*problems, f"process pools: {'FAILED' if problems else 'every start method passed'}"]))
     return 1 if problems else 0
 
