@@ -14,15 +14,18 @@ it (``sha256sum`` format, after a comment line saying what the export covers). A
 skips every file whose ``.sha256`` it matches and that covers what is asked now (the same
 symbols, dates and format), so it downloads only what is missing, not verified or of
 another range. ``DIR`` must be reachable from every worker (a shared file system on a real
-cluster), and ``dataset_client.py`` importable by the scheduler and every worker
-(``PYTHONPATH``: the scheduler unpickles the task graph).
+cluster) and be the user's own (another user could plant links at its files' names). The
+scheduler and the workers need ``dataset_client.py`` (the scheduler unpickles the task graph):
+where it cannot be imported, it is shipped with ``Client.upload_file``.
 
 The service address and key come from the same variables and profile as the command line's
 (``DATASET_CLIENT_BASE_URL``, ``DATASET_CLIENT_API_KEY``, ``DATASET_CLIENT_PROFILE``, the config
-file). It prints each failure on its own line, then ``N files, M bytes, F failed in S s on
-ADDRESS (W workers)``: ``N`` files there and verified (skipped ones included), ``M`` their
-bytes, ``S`` the seconds the fan-out took once the cluster was up. Exit status: 0 when every
-file is there and verified, 1 when any failed, 2 for a usage error or without Dask.
+file). It prints each failure on its own line (a task whose worker is lost fails once the
+cluster has had no worker for ``LOST_AFTER`` seconds), then ``N fetched, M already there``,
+then ``N files, M bytes, F failed in S s on ADDRESS (W workers)``: ``N`` files there and
+verified (skipped ones included), ``M`` their bytes, ``S`` the seconds the fan-out took once
+the cluster was up. Exit status: 0 when every file is there and verified, 1 when any failed,
+2 for a usage error, without Dask, or a cluster that cannot run the tasks.
 
 Needs Dask (``pip install "dask[distributed]"``); the library itself never does.
 """
@@ -36,10 +39,12 @@ import errno
 import hashlib
 import io
 import os
+import re
 import stat
 import sys
 import time
 import urllib.parse
+import warnings
 from typing import Any, NamedTuple
 
 try:
@@ -49,6 +54,13 @@ except ImportError:  # run from a checkout: the library is one directory up
     import dataset_client as dc
 
 EXTENSIONS = {"parquet": ".parquet", "csv": ".csv", "jsonl": ".jsonl"}
+LOST_AFTER = 60.0  # seconds the cluster may have no worker before the tasks still waiting fail
+# What a terminal must not get raw (as the CLI escapes it):
+UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f"  # C0, DEL, C1
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidirectional controls
+    "\u200b-\u200d\u2060\ufeff\u2028\u2029\ud800-\udfff]"  # zero-width, separators, lone surrogates
+)
 
 
 class Job(NamedTuple):
@@ -67,6 +79,7 @@ class Outcome(NamedTuple):
     label: str
     error: str | None  # None: the file is there and verified
     size: int | None = None  # the verified file's bytes, as the worker found them
+    fetched: bool = False  # downloaded by this run (not already there)
 
 
 def month_spans(start: datetime.date, end: datetime.date) -> list[tuple[str, datetime.date, datetime.date]]:
@@ -109,10 +122,12 @@ def verified_size(path: str, job: Job) -> int | None:
     covers ``job`` (a file of another range or symbols is no file of this run's); else None."""
     try:
         with open_regular(path + ".sha256") as recorded, open_regular(path) as file:
-            lines = recorded.read(4096).decode("ascii").splitlines()  # two short lines: more is none of ours
-            if len(lines) != 2 or lines[0] != covers(job):
+            # Two short lines: more is none of ours. As sha256sum -c: any case, white space around.
+            text = recorded.read(4096).decode("ascii")
+            lines = [line.strip() for line in text.strip().splitlines()]
+            if len(lines) != 2 or lines[0] != covers(job) or not lines[1]:
                 return None
-            expected = lines[1].split(" ", 1)[0]
+            expected = lines[1].split()[0].lower()
             digest = hashlib.file_digest(file, "sha256").hexdigest()
             size = os.fstat(file.fileno()).st_size
     except (OSError, UnicodeDecodeError):
@@ -136,13 +151,15 @@ def open_regular(path: str) -> io.BufferedReader:
 
 
 def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
-    """On a worker: make ``job``'s export and download it into ``into``, unless it is there and verified."""
+    """On a worker: make ``job``'s export and download it into ``into``, unless it is there and
+    verified. Whatever fails (the client too: a ca_bundle missing here) is the outcome's error."""
     path = os.path.join(into, job.name)
-    size = verified_size(path, job)
-    if size is not None:
-        return Outcome(job.label, None, size)
     try:
         os.makedirs(into, exist_ok=True)  # as this worker sees DIR: main() made it only where it runs
+        check_own_directory(into)
+        size = verified_size(path, job)
+        if size is not None:
+            return Outcome(job.label, None, size)
         with copy.copy(client) as own:  # this task's own connections, closed when it ends
             export = own.create_export(
                 job.dataset, symbols=job.symbols, start_date=job.start, end_date=job.end, format=job.file_format
@@ -158,7 +175,17 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
         os.replace(partial, path + ".sha256")
     except Exception as exc:  # reported with its label; the other tasks go on
         return Outcome(job.label, f"{type(exc).__name__}: {exc}")
-    return Outcome(job.label, None, size)
+    return Outcome(job.label, None, size, fetched=True)
+
+
+def check_own_directory(path: str) -> None:
+    """Refuse a directory another user owns: they could plant links at its files' names."""
+    owner = os.stat(path).st_uid
+    if hasattr(os, "geteuid") and owner != os.geteuid():
+        raise PermissionError(
+            f"--into {path} belongs to another user (uid {owner}), who could plant links at its"
+            " files' names: use a directory of your own"
+        )
 
 
 def service_client() -> dc.DatasetClient:
@@ -175,20 +202,20 @@ def service_client() -> dc.DatasetClient:
 
 
 def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
-    """Fan the jobs out on the cluster; print the failures and the summary line; the exit status."""
-    if args.scheduler:
-        cluster, dask = None, distributed.Client(args.scheduler)
-        if args.workers:
-            dask.wait_for_workers(args.workers, timeout=120)
-    else:
-        cluster = distributed.LocalCluster(
-            n_workers=args.workers or 2, threads_per_worker=2, dashboard_address=None, host="127.0.0.1"
-        )
-        dask = distributed.Client(cluster)
+    """Fan the jobs out on the cluster; print the failures and the summary; the exit status."""
     try:
+        cluster, dask = start(distributed, args)
+    except (OSError, TimeoutError, ValueError) as exc:  # no scheduler there, too few workers
+        print(f"fan_out.py: {one_line(exc)}", file=sys.stderr)
+        return 2
+    try:
+        problem = ship_library(dask)
+        if problem:
+            print(f"fan_out.py: {problem}", file=sys.stderr)
+            return 2
         started = time.monotonic()
         futures = [dask.submit(fetch, client, job, args.into, pure=False) for job in jobs]
-        outcomes = dask.gather(futures)
+        outcomes = collect(distributed, dask, futures, jobs)
         seconds = time.monotonic() - started
         address, workers = dask.scheduler.address, len(dask.scheduler_info()["workers"])
     finally:
@@ -199,11 +226,126 @@ def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jo
     # hashing every file again here would read them all twice.
     failures = [outcome for outcome in outcomes if outcome.error]
     for failure in failures:
-        print(f"failed {failure.label}: {failure.error}")
-    done = [outcome.size or 0 for outcome in outcomes if not outcome.error]
-    summary = f"{len(done)} files, {sum(done)} bytes, {len(failures)} failed in {seconds:.1f} s"
-    print(f"{summary} on {address} ({workers} workers)")
+        print(f"failed {escaped(failure.label)}: {escaped(' '.join(str(failure.error).split()))}")
+    done = [outcome for outcome in outcomes if not outcome.error]
+    fetched = sum(outcome.fetched for outcome in done)
+    size = sum(outcome.size or 0 for outcome in done)
+    print(f"{fetched} fetched, {len(done) - fetched} already there")
+    plural = "" if workers == 1 else "s"
+    print(
+        f"{len(done)} files, {size} bytes, {len(failures)} failed in {seconds:.1f} s on {address}"
+        f" ({workers} worker{plural})"
+    )
     return 1 if failures else 0
+
+
+def start(distributed: Any, args: argparse.Namespace) -> tuple[Any, Any]:
+    """The LocalCluster started (or None) and the Dask client."""
+    if args.scheduler:
+        dask = distributed.Client(args.scheduler)
+        if args.workers:
+            try:
+                dask.wait_for_workers(args.workers, timeout=120)
+            except BaseException:
+                dask.close()
+                raise
+        return None, dask
+    # The scheduler's HTTP server on a free port of loopback: on 8787 (its default, even without a
+    # dashboard) it warns in four lines when another user's cluster holds that port.
+    warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+    cluster = distributed.LocalCluster(
+        n_workers=args.workers or 2,
+        threads_per_worker=2,
+        dashboard_address=None,
+        host="127.0.0.1",
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+    )
+    return cluster, distributed.Client(cluster)
+
+
+def importable() -> str | None:
+    """On the scheduler or a worker: why ``dataset_client`` cannot be imported there, or None."""
+    try:
+        import dataset_client  # noqa: F401
+    except Exception as exc:  # a SyntaxError of an older Python too
+        return type(exc).__name__
+    return None
+
+
+def ship_library(dask: Any) -> str | None:
+    """Ship ``dataset_client.py`` (``Client.upload_file``) to the scheduler and workers that cannot
+    import it: the pickled client and task graph need it. None, or the line saying what failed."""
+    found = {"the scheduler": dask.run_on_scheduler(importable), **dask.run(importable)}
+    missing = {where: why for where, why in found.items() if why}
+    if not missing:
+        return None
+    named = ", ".join(missing)
+    try:
+        dask.upload_file(dc.__file__)
+    except Exception as exc:
+        why = ", ".join(sorted(set(missing.values())))
+        return (
+            f"dataset_client cannot be imported on {named} ({why}), and shipping it failed"
+            f" ({type(exc).__name__}: {one_line(exc)}): put dataset_client.py on their PYTHONPATH"
+        )
+    shipped = f"shipped dataset_client.py to {named}, which could not import it"
+    print(f"fan_out.py: {shipped}", file=sys.stderr)
+    return None
+
+
+def collect(distributed: Any, dask: Any, futures: list[Any], jobs: list[Job]) -> list[Outcome]:
+    """Each task's outcome, in the jobs' order. A task that erred (its arguments could not be
+    unpickled, its workers died: Dask's KilledWorker) fails with that error; once the cluster has
+    had no worker for LOST_AFTER seconds, the tasks still waiting fail too."""
+    outcomes: dict[int, Outcome] = {}
+    alone_since: float | None = None
+    while len(outcomes) < len(futures):
+        pending = [future for n, future in enumerate(futures) if n not in outcomes]
+        try:
+            distributed.wait(pending, timeout=1, return_when="FIRST_COMPLETED")
+        except TimeoutError:  # none ended in that second: is any worker left to run them?
+            alone = not workers_left(dask)
+            alone_since = (alone_since or time.monotonic()) if alone else None
+        for n, future in enumerate(futures):
+            if n not in outcomes and future.done():
+                outcomes[n] = outcome_of(future, jobs[n].label)
+        if alone_since is not None and time.monotonic() - alone_since >= LOST_AFTER:
+            lost = f"no worker left to run it for {LOST_AFTER:g} s (see the scheduler's log)"
+            waiting = [n for n in range(len(futures)) if n not in outcomes]
+            outcomes.update({n: Outcome(jobs[n].label, lost) for n in waiting})
+    return [outcomes[n] for n in range(len(futures))]
+
+
+def workers_left(dask: Any) -> int:
+    try:
+        return len(dask.scheduler_info()["workers"])
+    except (OSError, TimeoutError):  # the scheduler is gone too
+        return 0
+
+
+def outcome_of(future: Any, label: str) -> Outcome:
+    """What the task returned, or its error: Dask's for a task that could not run."""
+    try:
+        outcome: Outcome = future.result(timeout=LOST_AFTER)
+    except Exception as exc:
+        return Outcome(label, f"{type(exc).__name__}: {exc}")
+    return outcome
+
+
+def one_line(error: BaseException) -> str:
+    """An error's text on one escaped line (Dask's own run over several)."""
+    return escaped(" ".join(str(error).split()))
+
+
+def escaped(text: str) -> str:
+    """``text`` with what a terminal must not get raw escaped (``\\x1b``, ``\\u202e``), as the CLI
+    does."""
+    return UNPRINTABLE.sub(escape, text)
+
+
+def escape(found: re.Match[str]) -> str:
+    code = ord(found[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -237,10 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         client = service_client()
+        os.makedirs(args.into, exist_ok=True)
+        check_own_directory(args.into)
     except (ValueError, TypeError, OSError) as exc:
-        print(f"fan_out.py: {exc}", file=sys.stderr)
+        print(f"fan_out.py: {one_line(exc)}", file=sys.stderr)
         return 2
-    os.makedirs(args.into, exist_ok=True)
     with client:
         return run(distributed, args, client, plan(args))
 
