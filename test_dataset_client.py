@@ -3711,8 +3711,8 @@ class CertificateTrustTests(ServerTestCase):
                 self.assertEqual(
                     [record.getMessage() for record in logs.records],
                     [
-                        f"ca_bundle {path} is writable by group or others, who can make it trust"
-                        f" any server: run chmod go-w {path}"
+                        f"ca_bundle {path} is writable by group or others, who could have any server"
+                        " trusted (chmod go-w)"
                     ],
                 )
                 self.assertTrue(logs.records[0].lasting, "the CLI shows it whole")
