@@ -1298,8 +1298,8 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
             raise type(exc)(message) from None
         raise ValueError(message) from None
     if mode & 0o022:  # "lasting": the CLI shows it whole, as the warning of a key sent in clear
-        warning = "%s %s is writable by group or others, who could have any server trusted (chmod go-w)"
-        _logger().warning(warning, source, path, extra={"lasting": True})
+        warning = "%s %s is writable by group or others, who could have any server trusted"
+        _logger().warning(warning + " (chmod go-w)", source, path, extra={"lasting": True})
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:

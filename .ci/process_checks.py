@@ -101,7 +101,7 @@ def check(method: str, client: dc.DatasetClient, server: Server) -> list[str]:
 
 
 def check_missing_bundle(method: str, server: Server) -> list[str]:
-    """A client unpickled where its ca_bundle is gone: its task fails at its first request, naming it."""
+    """A client unpickled where its ca_bundle is gone: its task fails at its first request."""
     with tempfile.TemporaryDirectory() as directory:
         bundle = Path(directory) / "corp.pem"
         shutil.copy(Path(__file__).resolve().parents[1] / "tests_data" / "ca.pem", bundle)
@@ -116,7 +116,7 @@ def check_missing_bundle(method: str, server: Server) -> list[str]:
         return [f"a client without its ca_bundle failed with {error!r}, not at its first request"]
     if len(server.seen) != requests:
         return ["a client without its ca_bundle sent a request"]
-    print(f"{method}: a client unpickled without its ca_bundle: {type(error).__name__} at its first request")
+    print(f"{method}: unpickled without its ca_bundle: {type(error).__name__} at its first request")
     return []
 
 
