@@ -2338,6 +2338,11 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(counts, "0 fetched, 0 already there")
         self.assertRegex(summary, r"^0 files, 0 bytes, 2 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(0 workers\)$")
         self.assertEqual((self.requests, os.listdir(into)), ([], []))
+        status, lines = self.fan_out_run(
+            fan_out, FakeDask(lost=["AAPL"], scheduler_lost=True), ["--symbols", "AAPL", "--into", into]
+        )
+        gone = "failed AAPL: RuntimeError: 2 Futures cancelled: Reasons: scheduler-connection-lost"
+        self.assertEqual((status, lines[0], lines[-1][-11:]), (1, gone, "(0 workers)"))
 
     def test_fan_out_s_failure_lines_escape_what_the_server_sent(self) -> None:
         fan_out = _load_example("fan_out")
@@ -2614,9 +2619,11 @@ class FakeDask:
         missing: Collection[str] = (),
         upload: Exception | None = None,
         mounts: dict[str, str] | None = None,
+        scheduler_lost: bool = False,
     ) -> None:
         self.workers = [f"tcp://127.0.0.1:{40001 + n}" for n in range(workers)]
         self.lost, self.missing, self.upload, self.mounts = set(lost), set(missing), upload, mounts or {}
+        self.scheduler_lost = scheduler_lost
         self.made: list[dict[str, Any]] = []
         self.uploaded: list[str] = []
         self.scheduler = self
@@ -2633,8 +2640,9 @@ class FakeDask:
         pickled = pickle.dumps(client)
         return FakeFuture(lambda: task(pickle.loads(pickled), job, self.mounts.get(into, into)))
 
-    @staticmethod
-    def wait(futures: list[FakeFuture], timeout: float, return_when: str) -> None:
+    def wait(self, futures: list[FakeFuture], timeout: float, return_when: str) -> None:
+        if self.scheduler_lost:  # as distributed.wait says it
+            raise RuntimeError("2 Futures cancelled:\nReasons:\nscheduler-connection-lost")
         if not any(future.done() for future in futures):
             time.sleep(0.01)
             raise TimeoutError  # as distributed.wait does when its time-out passes
@@ -2653,6 +2661,8 @@ class FakeDask:
         self.missing.clear()
 
     def scheduler_info(self) -> dict[str, Any]:
+        if self.scheduler_lost:
+            raise OSError("Timed out trying to connect to tcp://127.0.0.1:8786")
         return {"workers": {worker: {} for worker in self.workers}}
 
     def close(self) -> None:

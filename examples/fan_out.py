@@ -217,7 +217,7 @@ def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jo
         futures = [dask.submit(fetch, client, job, args.into, pure=False) for job in jobs]
         outcomes = collect(distributed, dask, futures, jobs)
         seconds = time.monotonic() - started
-        address, workers = dask.scheduler.address, len(dask.scheduler_info()["workers"])
+        address, workers = dask.scheduler.address, workers_left(dask)
     finally:
         dask.close()
         if cluster is not None:
@@ -296,30 +296,31 @@ def ship_library(dask: Any) -> str | None:
 def collect(distributed: Any, dask: Any, futures: list[Any], jobs: list[Job]) -> list[Outcome]:
     """Each task's outcome, in the jobs' order. A task that erred (its arguments could not be
     unpickled, its workers died: Dask's KilledWorker) fails with that error; once the cluster has
-    had no worker for LOST_AFTER seconds, the tasks still waiting fail too."""
+    had no worker for LOST_AFTER seconds, or the scheduler is lost, the tasks still waiting fail."""
     outcomes: dict[int, Outcome] = {}
     alone_since: float | None = None
     while len(outcomes) < len(futures):
-        pending = [future for n, future in enumerate(futures) if n not in outcomes]
+        waiting, stop = [n for n in range(len(futures)) if n not in outcomes], None
         try:
-            distributed.wait(pending, timeout=1, return_when="FIRST_COMPLETED")
+            distributed.wait([futures[n] for n in waiting], timeout=1, return_when="FIRST_COMPLETED")
         except TimeoutError:  # none ended in that second: is any worker left to run them?
-            alone = not workers_left(dask)
-            alone_since = (alone_since or time.monotonic()) if alone else None
-        for n, future in enumerate(futures):
-            if n not in outcomes and future.done():
-                outcomes[n] = outcome_of(future, jobs[n].label)
-        if alone_since is not None and time.monotonic() - alone_since >= LOST_AFTER:
-            lost = f"no worker left to run it for {LOST_AFTER:g} s (see the scheduler's log)"
-            waiting = [n for n in range(len(futures)) if n not in outcomes]
-            outcomes.update({n: Outcome(jobs[n].label, lost) for n in waiting})
+            alone_since = (alone_since or time.monotonic()) if not workers_left(dask) else None
+            if alone_since is not None and time.monotonic() - alone_since >= LOST_AFTER:
+                stop = f"no worker left to run it for {LOST_AFTER:g} s (see the scheduler's log)"
+        except Exception as exc:  # the scheduler lost: Dask cancelled the tasks
+            stop = f"{type(exc).__name__}: {exc}"
+        for n in waiting:
+            if futures[n].done():
+                outcomes[n] = outcome_of(futures[n], jobs[n].label)
+            elif stop is not None:
+                outcomes[n] = Outcome(jobs[n].label, stop)
     return [outcomes[n] for n in range(len(futures))]
 
 
 def workers_left(dask: Any) -> int:
     try:
         return len(dask.scheduler_info()["workers"])
-    except (OSError, TimeoutError):  # the scheduler is gone too
+    except Exception:  # the scheduler is gone too
         return 0
 
 
