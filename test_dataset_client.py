@@ -2409,13 +2409,26 @@ class BeyondOneProcessTests(ServerTestCase):
         config.chmod(0o600)
         self.server.default = reply(body=[])
         kept = {k: v for k, v in os.environ.items() if not k.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))}
-        with mock.patch.dict(os.environ, {**kept, "DATASET_CLIENT_CONFIG": str(config)}, clear=True):
-            with fan_out.service_client() as client:
-                self.assertEqual(client.list_datasets(), [])
-                self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (5, 2))
+        argv = ["daily_bars", "--symbols", "AAPL", "--start", "2024-01-02", "--end", "2024-01-02"]
+        argv += ["--into", str(self.tmp())]
+        seen: list[Any] = []
+
+        def run(distributed: Any, args: Any, client: DatasetClient, jobs: Any) -> int:
+            seen.append((client.list_datasets(), client._arguments["timeout"], client._arguments["max_retries"]))
+            return 0
+
+        stderr = io.StringIO()
+        with (
+            mock.patch.dict(os.environ, {**kept, "DATASET_CLIENT_CONFIG": str(config)}, clear=True),
+            mock.patch.dict(sys.modules, {"dask": mock.Mock(), "dask.distributed": mock.Mock()}),
+            mock.patch.object(fan_out, "run", run),
+            contextlib.redirect_stderr(stderr),
+        ):
+            self.assertEqual(fan_out.main(argv), 0)
             config.write_text("[default]\n")
-            with self.assertRaisesRegex(ValueError, "^no service address: set DATASET_CLIENT_BASE_URL"):
-                fan_out.service_client()
+            self.assertEqual(fan_out.main(argv), 2)
+        self.assertEqual(seen, [([], 5, 2)])
+        self.assertRegex(stderr.getvalue(), "^fan_out.py: no service address: set DATASET_CLIENT_BASE_URL")
         (request,) = self.requests
         self.assertEqual((request.path, request.headers["Authorization"]), ("/api/datasets", f"Bearer {KEY}"))
 

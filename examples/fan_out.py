@@ -161,19 +161,6 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
     return Outcome(job.label, None, size)
 
 
-def service_client() -> dc.DatasetClient:
-    """A client for the service named as the command line finds it: options aside, variables, then the profile."""
-    import dataset_client_cli as cli  # beside the library
-
-    try:  # the CLI's own reading of DATASET_CLIENT_* and the config file
-        settings = cli._service_settings({})
-    except cli._UsageError as exc:
-        raise ValueError(str(exc)) from None
-    if not settings["base_url"]:
-        raise ValueError("no service address: set DATASET_CLIENT_BASE_URL, or give a profile a base_url")
-    return dc.DatasetClient(settings["base_url"], settings["api_key"], **settings["client_options"])
-
-
 def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
     """Fan the jobs out on the cluster; print the failures and the summary line; the exit status."""
     if args.scheduler:
@@ -235,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print('fan_out.py needs Dask: pip install "dask[distributed]"', file=sys.stderr)
         return 2
-    try:
-        client = service_client()
-    except (ValueError, TypeError, OSError) as exc:
+    try:  # the command line's client: DATASET_CLIENT_* variables, then the profile
+        client = dc.DatasetClient.from_profile()
+    except (ValueError, TypeError, OSError, LookupError) as exc:
         print(f"fan_out.py: {exc}", file=sys.stderr)
         return 2
     os.makedirs(args.into, exist_ok=True)
