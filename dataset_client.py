@@ -53,7 +53,6 @@ import http.client
 import io
 import itertools
 import json
-import math
 import os
 import random
 import re
@@ -433,6 +432,34 @@ class DatasetClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @classmethod
+    def from_profile(cls, profile: str | None = None, **settings: Any) -> DatasetClient:
+        """The client the command line would build.
+
+        ``base_url`` and ``api_key`` come from $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY,
+        else from the profile (``profile``, else $DATASET_CLIENT_PROFILE, else ``[default]``) of
+        the command line's config file, as do ``timeout`` and ``ca_bundle`` (relative to the
+        file); ``settings``, any constructor keyword, beat both. An unknown key is a warning.
+        Raises ValueError (no base URL; a file or value that cannot be used), PermissionError (a
+        file others can write, or read when it holds a key; another user's), LookupError (no such
+        profile).
+        """
+        found = _profile_settings(profile, settings.get("base_url"))
+        arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
+        if not arguments.get("base_url"):
+            raise ValueError(
+                "no service address: set DATASET_CLIENT_BASE_URL, or give the profile in"
+                f" {_config_path()} a base_url (or pass base_url)"
+            )
+        try:
+            return cls(**arguments)
+        except OSError as exc:  # the profile's bundle cannot be read: named as the profile's
+            if "ca_bundle" in settings or "ca_bundle" not in found or not exc.args:
+                raise
+            where = found["ca_bundle"][1]
+            said = str(exc.args[-1]).replace("ca_bundle", f"ca_bundle in {where}", 1)
+            raise type(exc)(*exc.args[:-1], said) from None
+
     @property
     def base_url(self) -> str:
         """The service address the client was made with, without a trailing slash (read-only)."""
@@ -498,7 +525,7 @@ class DatasetClient:
         max_rate: float | None = None,
         deadline: float | None = None,
         min_rate: float | None = None,
-        _verified: Callable[[str], object] | None = None,
+        verified: Callable[[str], object] | None = None,
     ) -> None:
         """Stream ``download_url`` to ``destination``, a path or a binary file object.
 
@@ -512,13 +539,16 @@ class DatasetClient:
         ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
         ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
         below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
-        (``_verified``, private: called with the name of each digest the file passed, for the CLI's summary.)
+        ``verified(check)`` is told each check the file passed, once it is in place:
+        ``"sha256"``, or a server's digest (``"Repr-Digest (sha-256)"``); `` over plain HTTP``
+        is added to each when a redirect took the ``https://`` URL to ``http://``.
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = _resolve_download_url(self._base_url, download_url)
         expected_digest = _check_sha256(sha256)
-        if progress is not None and not callable(progress):
-            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+        for name, function in (("progress", progress), ("verified", verified)):
+            if function is not None and not callable(function):
+                raise TypeError(f"{name} must be callable, not {type(function).__name__}")
         if not isinstance(resume, bool):
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
@@ -532,9 +562,9 @@ class DatasetClient:
             transfer = _Transfer(requests, url, target, progress, expected_digest, connections, limit, limits)
             transfer.run()
             target.commit(transfer.plan.total)
-        if _verified is not None:
+        if verified is not None:
             for check in transfer.verified:
-                _verified(check)
+                verified(check + (" over plain HTTP" if transfer.in_clear else ""))
 
     # end of public API --------------------------------------------------------
 
@@ -2333,6 +2363,7 @@ class _Transfer:
         self.resume_refused = False
         self.digest: _Digest | None = None
         self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
+        self.in_clear = False  # a redirect took the https:// URL to http://: bytes came in clear
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
             self._resume_digests(target.state.saved if target.state is not None else None)
@@ -2436,6 +2467,7 @@ class _Transfer:
         except DatasetClientError:
             self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
             raise
+        self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
         if self.limits.min_rate is not None:  # measured from here: the head is in
             _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
         return response
@@ -3972,8 +4004,11 @@ def _check_number(
     """
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         raise TypeError(f"{argument} must be {'an int' if whole else 'a number'}, not {type(value).__name__}")
-    if not (value > 0 if positive else value >= 0) or not math.isfinite(value):
-        message = f"{argument} must be {'above' if positive else 'at least'} 0 and finite, got {value!r}"
+    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor an int past any float
+    if not (value > 0 if positive else value >= 0) or not finite:
+        shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
+        least = "above" if positive else "at least"
+        message = f"{argument} must be {least} 0 and finite, got {shown}"
         raise ValueError(f"{message} (None means no limit)" if none else message)
     return value
 
@@ -4103,6 +4138,191 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     if not path:
         raise ValueError("destination must not be empty")
     return path
+
+
+# ---------------------------------------------------------------------------
+# Private helpers: the environment and the config file (from_profile and the command line)
+# ---------------------------------------------------------------------------
+
+_PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
+
+
+def _profile_settings(
+    profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
+) -> dict[str, tuple[Any, str]]:
+    """What the variables and the profile set (see from_profile), as {name: (value, where from)}.
+
+    Only what was found is there; ``timeout = 0`` is None (no limit). The profile's key for
+    another service than ``base_url`` (the caller's, else the variable's) is ``(None, where)``.
+    ``warn`` is told of each unknown key (default: ``warnings.warn``).
+    """
+    asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
+    path, table = _read_profile(asked, warn)
+    where = f"[{asked or 'default'}] in {path}"
+    found = {name: (value, where) for name, value in table.items()}
+    for name in ("base_url", "api_key"):
+        if os.environ.get(variable := f"DATASET_CLIENT_{name.upper()}"):
+            found[name] = (os.environ[variable], variable)
+    service = base_url or found.get("base_url", ("",))[0]
+    own = table.get("base_url") or service
+    if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
+        found["api_key"] = (None, where)  # not sent to a service it was not written down for
+    return found
+
+
+def _netloc(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def _read_profile(
+    asked: str | None,
+    warn: Callable[[str], object] | None,
+) -> tuple[str, dict[str, Any]]:
+    """The config file's path and its profile ``asked`` for (else [default], or {} when none)."""
+    import tomllib  # here: the library's import stays light
+
+    path = _config_path()
+    try:
+        file = _open_config(path)
+    except FileNotFoundError:
+        if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
+            for_profile = f" for profile {asked}" if asked else ""
+            raise LookupError(f"no config file {path}{for_profile}") from None
+        return path, {}
+    except OSError as exc:
+        raise ValueError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+    with file:
+        status = os.fstat(file.fileno())
+        _check_config_file_is_own(path, status)  # before a byte of it is believed
+        try:
+            config = tomllib.load(file)
+        except (OSError, ValueError, RecursionError) as exc:  # tomllib recurses into each nesting
+            deep = isinstance(exc, RecursionError)
+            reason = "nested too deeply" if deep else getattr(exc, "strerror", None) or exc
+            raise ValueError(f"cannot read the config file {path}: {reason}") from None
+    tables = {name: table for name, table in config.items() if isinstance(table, dict)}
+    keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
+    if status.st_mode & 0o044 and keys & {"api_key", "apikey"}:  # as ssh refuses such a key
+        chmod = f"chmod 600 {_shell_quoted(path)}"
+        raise PermissionError(f"{path} holds an api_key and is readable by others: run {chmod}")
+    name = asked or "default"
+    if name not in tables:
+        if not asked:
+            return path, {}
+        there = ", ".join(tables) or "none"
+        raise LookupError(f"no profile {name!r} in {path}; its profiles: {there}")
+    return path, _checked_profile(tables[name], f"[{name}] in {path}", path, warn)
+
+
+def _config_path() -> str:
+    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one,
+    as the XDG spec says), else in ~/.config/dataset-client."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.expanduser("~/.config")
+    default = os.path.join(base, "dataset-client", "config.toml")
+    return os.environ.get("DATASET_CLIENT_CONFIG") or default
+
+
+def _open_config(path: str) -> BinaryIO:
+    """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
+    _check_config_file_is_own), never waited on for a writer."""
+    fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | _O_BINARY)  # as open(path, "rb") on Windows
+    try:
+        return open(fd, "rb")
+    except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
+        os.close(fd)
+        raise
+
+
+def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
+    """ValueError unless the config file (where a link leads) is a regular file of at most 1 MiB;
+    PermissionError unless it is the user's own (or root's) and writable by no one else, as ssh
+    checks its config: whoever can write it sets ``base_url``, and the key goes there."""
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end (/dev/zero)
+        raise ValueError(f"{path} is not a regular file: not used")
+    if status.st_size > _MAX_CONFIG_SIZE:
+        raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
+    if not _HAS_GETEUID:  # Windows: no such modes
+        return
+    quoted = _shell_quoted(path)
+    if status.st_uid not in (os.geteuid(), 0):
+        copy = "~/dataset-client.toml"
+        raise PermissionError(
+            f"{path} is owned by another user (uid {status.st_uid}): not used; a copy of your own"
+            f" with mode 600 works: install -m 600 {quoted} {copy}"
+            f" and set DATASET_CLIENT_CONFIG={copy}"
+        )
+    if status.st_mode & 0o022:
+        said = f"{path} is writable by group or others: not used; run chmod go-w {quoted}"
+        raise PermissionError(said)
+
+
+def _checked_profile(
+    profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
+) -> dict[str, Any]:
+    """The profile's known keys, checked; ``ca_bundle`` absolute (a relative one is the config
+    file's neighbour). Each unknown key is ignored, and ``warn`` says so with the nearest known."""
+    for key in sorted(set(profile) - set(_PROFILE_KEYS)):
+        nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
+        near = _edits(key.lower()[:20], nearest) <= 2
+        guess = f"did you mean {nearest!r}?" if near else f"known keys: {', '.join(_PROFILE_KEYS)}"
+        message = f"unknown key {key!r} in {where} (ignored): {guess}"
+        if warn is None:
+            import warnings
+
+            warnings.warn(message, stacklevel=5)  # where from_profile was called
+        else:
+            warn(message)
+    profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
+    for key, value in profile.items():
+        _check_profile_value(key, value, where)
+    if "timeout" in profile:
+        profile["timeout"] = profile["timeout"] or None  # 0: no limit
+    if "ca_bundle" in profile:  # made absolute once: a later chdir never changes what is trusted
+        home = os.path.dirname(os.path.abspath(path))
+        profile["ca_bundle"] = os.path.join(home, os.path.expanduser(profile["ca_bundle"]))
+    return profile
+
+
+def _edits(text: str, other: str) -> int:
+    """How many characters to insert, delete or replace to make ``text`` ``other`` (Levenshtein)."""
+    row = list(range(len(other) + 1))
+    for i, character in enumerate(text, 1):
+        row, above = [i], row
+        for j, wanted in enumerate(other, 1):
+            row.append(min(above[j] + 1, row[j - 1] + 1, above[j - 1] + (character != wanted)))
+    return row[-1]
+
+
+def _check_profile_value(key: str, value: Any, where: str) -> None:
+    """ValueError unless ``timeout`` is a number of seconds and the others non-empty strings."""
+    if key == "timeout":
+        right = isinstance(value, (int, float)) and not isinstance(value, bool)
+        right = right and 0 <= value <= sys.float_info.max  # not inf, nor an int past any float
+    else:
+        right = isinstance(value, str) and bool(value)
+    if not right:
+        kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
+        text = repr(value)
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        shown = _toml_kind(value) if key == "api_key" else shown  # a key is never shown
+        raise ValueError(f"{key} in {where} must be {kind}, not {shown}")
+
+
+def _toml_kind(value: Any) -> str:
+    """What a TOML value is, in TOML's words: ``an integer``, ``an array``, ``a table``..."""
+    kinds = {"int": "an integer", "float": "a float", "bool": "a boolean", "list": "an array"}
+    kinds["dict"] = "a table"
+    return kinds.get(type(value).__name__, "an empty string" if value == "" else "a date or time")
+
+
+def _shell_quoted(text: str) -> str:
+    """``text`` as one word of a POSIX shell, as shlex.quote gives it (for a command to run)."""
+    if text and all(c.isascii() and (c.isalnum() or c in "@%+=:,./-_") for c in text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 # The command line lives in dataset_client_cli.py

@@ -26,7 +26,7 @@ import functools
 import hashlib
 import io
 import json
-import math
+import logging
 import os
 import re
 import shutil
@@ -52,18 +52,8 @@ except ModuleNotFoundError as missing:
         " (or pip install dataset-client)\n"
     )
     raise SystemExit(2) from None
-# The library's private names this command line uses, and why (each a candidate to make public or drop).
+# The public API, and the library's six private names this command line uses, each with its reason.
 from dataset_client import (
-    _DEBUG,
-    _HAS_GETEUID,
-    _INFO,
-    _MAX_CONFIG_SIZE,
-    _MAX_CONNECTIONS,
-    _MAX_SIZE,
-    _O_BINARY,
-    _O_NOFOLLOW,
-    _O_NONBLOCK,
-    _WARNING,
     DatasetClient,
     DatasetClientError,
     IncompleteResponseError,
@@ -72,27 +62,29 @@ from dataset_client import (
     RequestTimeoutError,
     ServiceError,
     __version__,
-    _check_url_characters,
-    _client_secrets,
-    _is_descriptor_link,
-    _logger,
-    _PartialFile,
-    _percent_encoded,
-    _redact_value,
-    _resolve_download_url,
-    _Secrets,
-    _size,
-    _split_http_url,
+    _client_secrets,  # what the client never shows (key, headers, proxy passwords); nor the CLI
+    _is_descriptor_link,  # /dev/fd/N, /proc/PID/fd/N: a stream, never the file behind it
+    _PartialFile,  # the partial file a -c download keeps, named and checked as the download does
+    _profile_settings,  # what the variables and the profile set, and where each came from
+    _redact_value,  # a result with those texts redacted, before it is printed
+    _resolve_download_url,  # the URL a download fetches, as a partial file's state records it
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Iterator, Mapping
-    from typing import Any, BinaryIO, NoReturn
+    from typing import Any, NoReturn
 
 
 _EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
+_MAX_CONNECTIONS = 32  # download()'s most (its ValueError says so too)
+_MAX_SIZE = 2**63 - 1  # bytes: the largest file offset; a larger size is no file's (shown as it is)
+# Platform features, probed once as the library does (Windows has none of them).
+_HAS_GETEUID = hasattr(os, "geteuid")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # The library's argument names, as the person at the terminal gave them.
 _CLI_NAMES = {
     "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
@@ -116,7 +108,6 @@ _CLI_NAMES = {
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
 _SHELLS = ("bash", "zsh")
-_PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 _CLI_HELP = """\
 The key is read from $DATASET_CLIENT_API_KEY (or a profile), never from the
 command line, where ps shows it. --base-url defaults to
@@ -204,9 +195,19 @@ def _invisible_codes() -> tuple[int, ...]:
     return (*bidi, 0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x2028, 0x2029, *range(0xD800, 0xE000))
 
 
+def _size(count: float) -> str:
+    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB (the library's messages count bytes)."""
+    if count < 1024:
+        return f"{count:.0f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        count /= 1024
+        if count < 1024 or unit == "TiB":
+            break
+    return f"{count:.1f} {unit}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
-    import logging  # the command line's imports stay off the library's import path
     import signal
     import threading
 
@@ -216,11 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
     verbose = getattr(namespace, "verbose", False)
     stderr = _Stderr(quiet=getattr(namespace, "quiet", False), verbose=verbose)
-    logger = _logger()
+    logger = logging.getLogger("dataset_client")
     handler = logging.Handler()
     handler.emit = stderr.log  # type: ignore[method-assign]
     level = logger.level
-    logger.setLevel(_DEBUG if verbose else _INFO)  # DEBUG: each request; INFO: resumes, retries
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)  # DEBUG: requests; INFO: resumes
     logger.addHandler(handler)
 
     def stop(signal_number: int, frame: object) -> None:
@@ -608,168 +609,40 @@ def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], None] | 
 
 
 def _service_settings(options: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The service's address, key and DatasetClient's other keyword arguments (those set: options, then
-    variables, then the profile), and where each came from; the fields of _Settings so named."""
-    asked = options.get("profile") or os.environ.get("DATASET_CLIENT_PROFILE")
-    profile = _profile(asked, warn)
-    in_profile, variable = f"[{asked or 'default'}] in {_config_path()}", "DATASET_CLIENT_BASE_URL"
-    base_url, base_url_source = _first(
-        ("--base-url", "base_url" in options, options.get("base_url")),
-        (variable, bool(os.environ.get(variable)), os.environ.get(variable)),
-        (in_profile, "base_url" in profile, profile.get("base_url")),
-    )
-    chosen = {
-        "timeout": _first(
-            ("--timeout", "timeout" in options, options.get("timeout")),
-            (in_profile, "timeout" in profile, profile.get("timeout") or None),  # 0: no limit
-        ),
-        "max_retries": _first(("--retries", "retries" in options, options.get("retries"))),
-        "deadline": _first(("--max-time", "max_time" in options, options.get("max_time"))),
-        "ca_bundle": _first(
-            ("--ca-bundle", "ca_bundle" in options, options.get("ca_bundle") or None),
-            (in_profile, "ca_bundle" in profile, profile.get("ca_bundle")),
-        ),
-    }
-    key, own_key = os.environ.get("DATASET_CLIENT_API_KEY"), _profile_key(profile, base_url)
-    api_key, api_key_source = _first(("DATASET_CLIENT_API_KEY", bool(key), key), (in_profile, bool(own_key), own_key))
-    sources = {"base_url": base_url_source, "api_key": api_key_source}
-    sources.update((name, source) for name, (_, source) in chosen.items())
+    """The service's address, key and DatasetClient's other keyword arguments (those set: options,
+    then variables, then the profile, as the library reads them), and where each came from; the
+    fields of _Settings so named."""
+    base_url = options.get("base_url")
+    try:
+        found = _profile_settings(options.get("profile"), base_url, warn or (lambda text: None))
+    except (ValueError, PermissionError, LookupError) as exc:  # the config file's: said as it is
+        raise _UsageError(str(exc).replace(" for profile ", " for --profile ", 1)) from None
+    withheld = found.get("api_key", ("", ""))[0] is None  # the profile's key, for another service
+    if "base_url" in options:
+        found["base_url"] = (base_url, "--base-url")
+    for name, option in _CLIENT_OPTIONS.items():
+        if (dest := option[2:].replace("-", "_")) in options:  # beats the variables and the profile
+            found[name] = (options[dest] or None if name == "ca_bundle" else options[dest], option)
+    names = ("base_url", "api_key", *_CLIENT_OPTIONS)
+    chosen = {name: found.get(name, (None, "default")) for name in names}
+    if withheld:
+        chosen["api_key"] = (None, "default")
     return {
-        "base_url": base_url,
-        "api_key": api_key,
-        "key_withheld": api_key is None and "api_key" in profile,
-        "client_options": {name: value for name, (value, source) in chosen.items() if source != "default"},
-        "sources": sources,
+        "base_url": chosen["base_url"][0],
+        "api_key": chosen["api_key"][0],
+        "key_withheld": withheld,
+        "client_options": {name: found[name][0] for name in _CLIENT_OPTIONS if name in found},
+        "sources": {name: source for name, (_, source) in chosen.items()},
     }
 
 
-def _first(*candidates: tuple[str, bool, Any]) -> tuple[Any, str]:
-    """The value of the first candidate (source, present, value) present, and its source; else (None, "default")."""
-    return next(((value, source) for source, present, value in candidates if present), (None, "default"))
-
-
-def _profile_key(profile: dict[str, Any], base_url: str | None) -> str | None:
-    """The profile's api_key, unless the profile names a base_url and the service is another one:
-    a key is not sent to a service it was not written down for."""
-    own = profile.get("base_url")
-    if own is None or base_url is None:
-        return profile.get("api_key")
-    here, there = urllib.parse.urlsplit(base_url), urllib.parse.urlsplit(own)
-    same = (here.scheme.lower(), here.netloc.lower()) == (there.scheme.lower(), there.netloc.lower())
-    return profile.get("api_key") if same else None
-
-
-def _profile(asked: str | None, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The profile ``asked`` for (else ``[default]``, if there is one) from the config file; {} when none."""
-    import tomllib
-
-    path = _config_path()
-    try:
-        with _open_config(path) as file:
-            status = os.fstat(file.fileno())
-            _check_config_file_is_own(path, status)  # before a byte of it is believed
-            mode = status.st_mode
-            config = tomllib.load(file)
-    except FileNotFoundError:
-        if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
-            raise _UsageError(f"no config file {path}{f' for --profile {asked}' if asked else ''}") from None
-        return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _UsageError(f"cannot read the config file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    except RecursionError:  # tomllib recurses into each nested array or table
-        raise _UsageError(f"cannot read the config file {path}: nested too deeply") from None
-    tables = {name: table for name, table in config.items() if isinstance(table, dict)}
-    if any("api_key" in table for table in tables.values()) and mode & 0o044:  # as ssh refuses such a key
-        raise _UsageError(f"{path} holds an api_key and is readable by others: run chmod 600 {_shell_quoted(path)}")
-    name = asked or "default"
-    if name not in tables:
-        if not asked:
-            return {}
-        raise _UsageError(f"no profile {name!r} in {path}; its profiles: {', '.join(tables) or 'none'}")
-    return _checked_profile(tables[name], name, path, warn)
-
-
-def _open_config(path: str) -> BinaryIO:
-    """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
-    _check_config_file_is_own), never waited on for a writer."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _O_BINARY)  # as open(path, "rb") on Windows
-    try:
-        return open(fd, "rb")
-    except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
-        os.close(fd)
-        raise
-
-
-def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one, as the
-    XDG spec says), else in ~/.config/dataset-client."""
-    base = os.environ.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.expanduser("~/.config")
-    return os.environ.get("DATASET_CLIENT_CONFIG") or os.path.join(base, "dataset-client", "config.toml")
-
-
-def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """_UsageError, saying why, unless the config file (the file a link leads to) is a regular file of
-    at most 1 MiB, the user's own and writable by no one else, as ssh checks its config: whoever can
-    write it sets ``base_url``, and the key goes there. Owned by root is fine, as for ssh. (Not on
-    Windows: no such modes.)
-    """
-    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end (/dev/zero)
-        raise _UsageError(f"{path} is not a regular file: not used")
-    if status.st_size > _MAX_CONFIG_SIZE:
-        raise _UsageError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
-    if not hasattr(os, "geteuid"):
-        return
-    quoted = _shell_quoted(path)
-    if status.st_uid not in (os.geteuid(), 0):
-        copy = "~/dataset-client.toml"
-        raise _UsageError(
-            f"{path} is owned by another user (uid {status.st_uid}): not used; a copy of your own with mode 600"
-            f" works: install -m 600 {quoted} {copy} and set DATASET_CLIENT_CONFIG={copy}"
-        )
-    if status.st_mode & 0o022:
-        raise _UsageError(f"{path} is writable by group or others: not used; run chmod go-w {quoted}")
-
-
-def _checked_profile(
-    profile: dict[str, Any], name: str, path: str, warn: Callable[[str], None] | None = None
-) -> dict[str, Any]:
-    """The profile's known keys, checked; each unknown one is ignored, and ``warn`` says so with the nearest."""
-    import difflib
-
-    where = f"[{name}] in {path}"
-    for key in sorted(set(profile) - set(_PROFILE_KEYS)):
-        nearest = difflib.get_close_matches(key, _PROFILE_KEYS, n=1)
-        guess = f"did you mean {nearest[0]!r}?" if nearest else f"known keys: {', '.join(_PROFILE_KEYS)}"
-        if warn is not None:
-            warn(f"unknown key {_printable(key)!r} in {where} (ignored): {guess}")
-    profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
-    for key, value in profile.items():
-        wrong = isinstance(value, bool) or not (
-            isinstance(value, (int, float)) and 0 <= value < math.inf
-            if key == "timeout"
-            else isinstance(value, str) and value
-        )
-        if wrong:
-            kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-            shown = _toml_kind(value) if key == "api_key" else repr(value)  # a key is never shown, even a wrong one
-            raise _UsageError(f"{key} in {where} must be {kind}, not {shown}")
-    if "ca_bundle" in profile:
-        profile = {**profile, "ca_bundle": os.path.expanduser(profile["ca_bundle"])}
-    return profile
-
-
-def _toml_kind(value: Any) -> str:
-    """What a TOML value is, in TOML's words: ``an integer``, ``an array``, ``a table``..."""
-    kinds = {"int": "an integer", "float": "a float", "bool": "a boolean", "list": "an array", "dict": "a table"}
-    return kinds.get(type(value).__name__, "an empty string" if value == "" else "a date or time")
-
-
-def _shell_quoted(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
+# The options that set DatasetClient's keyword arguments, by argument.
+_CLIENT_OPTIONS = {
+    "timeout": "--timeout",
+    "max_retries": "--retries",
+    "deadline": "--max-time",
+    "ca_bundle": "--ca-bundle",
+}
 
 
 def _open_client(settings: _Settings) -> DatasetClient:
@@ -792,7 +665,9 @@ def _open_client(settings: _Settings) -> DatasetClient:
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
     except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
-        raise _UsageError(str(exc).replace("ca_bundle", "--ca-bundle", 1)) from None  # its first word
+        source = settings.sources["ca_bundle"]
+        named = source if source == "--ca-bundle" else f"ca_bundle in {source}"  # or the profile's
+        raise _UsageError(str(exc).replace("ca_bundle", named, 1)) from None  # its first word
 
 
 def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
@@ -1034,9 +909,7 @@ def _export_file(export: Any) -> tuple[str, str | None]:
     if not isinstance(url, str) or not url:
         raise InvalidResponseError("the export has no download_url to download")
     try:  # the service's URL: what the library would refuse is the service's fault, not a usage error
-        _check_url_characters(url, "download_url")
-        parts = _split_http_url(urllib.parse.urljoin("http://service/", url), "download_url")
-        _percent_encoded(parts.path + parts.query, "download_url")
+        _resolve_download_url("http://service", url)
     except ValueError as exc:
         raise InvalidResponseError(f"the export's download_url cannot be downloaded: {exc}") from None
     digest = export.get("sha256")
@@ -1163,7 +1036,7 @@ def _cli_download(
         options["min_rate"] = args.speed_limit
     try:
         destination: Any = sys.stdout.buffer if to_stdout else target
-        options["_verified"] = progress.verified.append  # for the summary: what the file was checked against
+        options["verified"] = progress.verified.append  # for the summary: what the file passed
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
@@ -1176,7 +1049,7 @@ def _cli_download(
         sys.stdout.buffer.flush()
     elapsed = max(time.monotonic() - progress.started, 1e-6)
     rate = _size((progress.done - (progress.first or 0)) / elapsed)
-    servers = [check for check in progress.verified if check != "sha256"]
+    servers = [check for check in progress.verified if not check.startswith("sha256")]
     checked = ", sha256 verified" if sha256 else f", verified by the server's {servers[0]}" if servers else ""
     where = "stdout" if to_stdout else target
     stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
@@ -1211,7 +1084,7 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.secrets = _Secrets()  # the client's, once it is made: redacted in every line written
+        self.secrets: Any = None  # the client's, once it is made: redacted in every line written
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:
@@ -1220,7 +1093,8 @@ class _Stderr:
             with self.lock:
                 width = (_terminal_width(self.stream) or 80) - 1
                 # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
-                self.line = line and _fit(_printable(self.secrets.redact(line)), width, False).rstrip()
+                shown = line and _printable(_redact_value(line, self.secrets))
+                self.line = shown and _fit(shown, width, False).rstrip()
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
@@ -1247,9 +1121,10 @@ class _Stderr:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
         shown = tuple(_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in record.args or ())
         text = "dataset-client: " + (record.msg % shown if shown else record.getMessage())  # a retry's cause too
-        if not self.verbose and record.levelno == _INFO:  # a resume, a start over: one short line; -v adds the URL
+        if not self.verbose and record.levelno == logging.INFO:  # a resume: one line (-v: the URL)
             text = text.rsplit(", GET ", 1)[0]
-        if record.levelno >= _WARNING and not self.verbose and not getattr(record, "lasting", False):
+        lasting = getattr(record, "lasting", False)
+        if record.levelno >= logging.WARNING and not self.verbose and not lasting:
             self.status(text)  # a retry: said while it waits, gone once it is over
         else:  # never cut: the cause of a retry is at the end
             self.message(text)
@@ -1260,7 +1135,7 @@ class _Stderr:
 
     def _write(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not hide the real error
-            self.stream.write(self.secrets.redact(text))
+            self.stream.write(_redact_value(text, self.secrets))
             self.stream.flush()
 
 
@@ -1607,7 +1482,7 @@ class _ProgressLine:
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
         self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
-        self.verified: list[str] = []  # the checks that passed ("sha256", "Repr-Digest (sha-256)"): _verified says
+        self.verified: list[str] = []  # the checks the file passed, as download(verified=) says
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:

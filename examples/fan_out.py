@@ -188,19 +188,6 @@ def check_own_directory(path: str) -> None:
         )
 
 
-def service_client() -> dc.DatasetClient:
-    """A client for the service named as the command line finds it: options aside, variables, then the profile."""
-    import dataset_client_cli as cli  # beside the library
-
-    try:  # the CLI's own reading of DATASET_CLIENT_* and the config file
-        settings = cli._service_settings({})
-    except cli._UsageError as exc:
-        raise ValueError(str(exc)) from None
-    if not settings["base_url"]:
-        raise ValueError("no service address: set DATASET_CLIENT_BASE_URL, or give a profile a base_url")
-    return dc.DatasetClient(settings["base_url"], settings["api_key"], **settings["client_options"])
-
-
 def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
     """Fan the jobs out on the cluster; print the failures and the summary; the exit status."""
     try:
@@ -378,11 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print('fan_out.py needs Dask: pip install "dask[distributed]"', file=sys.stderr)
         return 2
-    try:
-        client = service_client()
+    try:  # the command line's client: DATASET_CLIENT_* variables, then the profile
+        client = dc.DatasetClient.from_profile()
         os.makedirs(args.into, exist_ok=True)
         check_own_directory(args.into)
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, LookupError) as exc:
         print(f"fan_out.py: {one_line(exc)}", file=sys.stderr)
         return 2
     with client:
