@@ -2547,7 +2547,9 @@ class _Transfer:
         if ranged and (other_total or other_validator or self._other_version(response)):
             raise _FileChanged  # another version: its bytes are never spliced on
         if content_range is None:
-            raise _invalid(response, f"a malformed Content-Range {_shortened(response.headers['Content-Range'])!r}")
+            given = response.headers.get("Content-Range")
+            problem = "without Content-Range" if given is None else f"with Content-Range {_shortened(given)!r}"
+            raise _invalid(response, f"a 206 {problem}")
         first, last, total = content_range
         end = part.end if part.end is not None else total
         if end is None:  # bytes N-M/* of a file whose length nobody said: where it ends is not known

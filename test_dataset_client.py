@@ -4570,6 +4570,75 @@ class ServerDigestTests(ServerTestCase):
         self.assertEqual(self.ranges(), [None])
 
 
+def pattern(start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a file of any size: DATA's first MiB and a byte, over and over."""
+    period = 1024 * 1024 + 1
+    first = start % period
+    return (DATA[:period] * ((first + end - start) // period + 1))[first : first + end - start]
+
+
+def serve_chunked_parts(read: Callable[[int, int], bytes], size: int, *, digests: bool = True) -> Respond:
+    """A file of ``size`` bytes (``read(start, end)`` gives them), ranges and a strong ETag, sent as some servers
+    do: a 200 with a Content-Length, each 206 chunked without one (with its Content-Digest when ``digests``)."""
+
+    def respond(handler: Handler) -> None:
+        span = local_service._requested_range(handler.headers.get("Range"), size)
+        start, end = span or (0, size)
+        headers = {"ETag": '"v1"', "Accept-Ranges": "bytes"}
+        if span is None:
+            headers["Content-Length"] = str(size)
+        else:
+            headers |= {"Content-Range": f"bytes {start}-{end - 1}/{size}", "Transfer-Encoding": "chunked"}
+            headers |= {"Content-Digest": digest_field(read(start, end))} if digests else {}
+        handler.send_response(206 if span else 200)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.close_connection = True  # unless the whole body went
+        with contextlib.suppress(OSError):  # the client hung up: it reads the first part of a 200 only
+            for offset in range(start, min(end, start + 256 * 1024 * 1024), 1024 * 1024):
+                piece = read(offset, min(end, offset + 1024 * 1024))
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if span else piece)
+            handler.wfile.write(b"0\r\n\r\n" if span else b"")
+            handler.close_connection = end - start > 256 * 1024 * 1024
+
+    return respond
+
+
+class Checking:
+    """A binary stream that cannot seek, for a file too large to keep: it counts the bytes written and
+    notes the first offset where they differ from ``read(start, end)``."""
+
+    def __init__(self, read: Callable[[int, int], bytes]) -> None:
+        self.read, self.size, self.wrong = read, 0, None
+
+    def write(self, data: bytes) -> int:
+        if self.wrong is None and data != self.read(self.size, self.size + len(data)):
+            self.wrong = self.size
+        self.size += len(data)
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+def run_within(seconds: float, call: Callable[[], object]) -> tuple[object, float]:
+    """What ``call`` returned or raised (see outcome_of), and the seconds it took, run in a thread of its own;
+    still running after ``seconds``: the string "still running", its thread (a daemon) left, for the test to
+    fail, not hang."""
+    outcome: list[object] = []
+    started = time.monotonic()
+    thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (outcome[0] if outcome else "still running"), time.monotonic() - started
+
+
+def part_threads() -> list[str]:
+    """The names of the client's part threads still running."""
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
+
+
 class Recorder:
     """A binary stream that cannot seek: what was written to it, in order."""
 
@@ -4755,6 +4824,79 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.client().download("files/x", out, connections=3, sha256=DATA_SHA)
         self.assertEqual(bytes(out.data), DATA)
         self.assertIn(f"bytes={starts[2] + 1000}-{starts[3] - 1}", self.ranged())
+
+    # Found in the third review (issue 30): a 200 announcing 64 GiB (Accept-Ranges, a strong ETag), its
+    # 206s chunked with a Content-Digest. A stream is cut into 2**14 parts at most: here of 4 MiB, twice
+    # the buffer of 2 connections. A part's bytes were held for its digest as though it fitted (a length
+    # not said counted as 0), and the rest of the part waited for room that only their release would
+    # make: three threads waited for ever, past deadline=5 and close().
+    HUGE = 2**36
+
+    def test_parts_larger_than_the_buffer_in_chunked_206s_end_at_the_deadline(self) -> None:
+        self.server.default = serve_chunked_parts(pattern, self.HUGE)
+        out, client = Checking(pattern), self.client()
+        outcome, took = run_within(3, lambda: client.download("files/x", out, connections=2, deadline=2))
+        self.assertIsInstance(outcome, dc.RequestTimeoutError)
+        self.assertIn("the deadline of 2 s was reached", str(outcome))
+        self.assertLess(took, 3)
+        self.assertEqual(part_threads(), [])
+        self.assertGreater(out.size, 8 * 1024 * 1024, "the parts flowed")
+        self.assertIsNone(out.wrong)
+        self.assertEqual([r.headers["Range"] for r in self.requests[:2]], [None, "bytes=4194304-8388607"])
+        self.assertEqual(self.requests[1].headers["If-Range"], '"v1"')
+
+    def test_close_from_another_thread_ends_a_download_in_parts_larger_than_the_buffer(self) -> None:
+        self.server.default = serve_chunked_parts(pattern, self.HUGE)
+        out, client, closed = Checking(pattern), self.client(), []
+
+        def close_once_parts_are_fetched() -> None:
+            _wait_for(lambda: out.size >= 4 * 1024 * 1024 and len(self.requests) >= 3)
+            closed.append(time.monotonic())
+            client.close()
+
+        closer = threading.Thread(target=close_once_parts_are_fetched)
+        closer.start()
+        self.addCleanup(closer.join, 10)
+        outcome, _ = run_within(6, lambda: client.download("files/x", out, connections=2))
+        ended = time.monotonic()
+        self.assertIsInstance(outcome, dc.ClientClosedError)
+        self.assertLess(ended - closed[0], 1, "ended promptly")
+        self.assertEqual(part_threads(), [])
+        self.assertIsNone(out.wrong)
+
+    def test_a_failing_part_ends_a_download_in_parts_larger_than_the_buffer(self) -> None:
+        served = serve_chunked_parts(pattern, self.HUGE)
+        out = Checking(pattern)
+
+        def respond(handler: Handler) -> None:
+            if handler.headers.get("Range", "").startswith("bytes=8388608-"):  # the third part: refused
+                _wait_for(lambda: out.size >= 4 * 1024 * 1024)  # once the others wait (they did for ever)
+                reply(403, {"error": "no"})(handler)
+            else:
+                served(handler)
+
+        self.server.default = respond
+        outcome, _ = run_within(6, lambda: self.client().download("files/x", out, connections=3))
+        self.assertIsInstance(outcome, ServiceError)
+        self.assertEqual(getattr(outcome, "status", None), 403)
+        self.assertEqual(part_threads(), [])
+        self.assertIn("bytes=8388608-12582911", self.ranged())
+
+    def test_chunked_206s_are_written_whole_parts_larger_than_the_buffer_too(self) -> None:
+        for most, digests in itertools.product((2, dc._ReorderBuffer.max_parts), (True, False)):
+            with self.subTest(max_parts=most, digests=digests), mock.patch.object(dc._ReorderBuffer, "max_parts", most):
+                self.server.requests.clear()
+                self.server.default = serve_chunked_parts(lambda start, end: BIG[start:end], len(BIG), digests=digests)
+                out, verified = Recorder(), []
+                download = functools.partial(
+                    self.client().download, "files/big", out, connections=2, sha256=BIG_SHA, _verified=verified.append
+                )
+                outcome, _ = run_within(10, download)
+                self.assertIsNone(outcome)
+                self.assertEqual((bytes(out.data), verified), (BIG, ["sha256"]))
+                starts = [0, len(BIG) // 2] if most == 2 else self.pieces(len(BIG), 2)
+                expected = [f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts[1:])] + [f"bytes={starts[-1]}-"]
+                self.assertEqual(sorted(self.ranged()), sorted(expected))
 
 
 class SharedDirectoryTests(ServerTestCase):
@@ -5432,6 +5574,31 @@ class HostileResponseTests(ServerTestCase):
             self.client(raw_server(self, respond), max_retries=1).download("files/x", destination)
         self.assertEqual(list(destination.parent.iterdir()), [])
 
+    def test_a_206_without_content_range_is_an_invalid_response(self) -> None:
+        # Found in the third review (issue 30): a bare TypeError, to a resume and to a part.
+        def respond(handler: Handler) -> None:
+            if "Range" not in handler.headers:
+                return serve_file(BIG)(handler)
+            start = int(handler.headers["Range"][6:].split("-")[0])
+            reply(206, BIG[start:], {"ETag": '"v1"'}, content_type="application/octet-stream")(handler)
+
+        self.server.default = respond
+        for connections in (1, 4):
+            with self.subTest(connections=connections):
+                self.server.requests.clear()
+                if connections == 1:  # the first response is cut: the resume gets the 206
+                    self.script(cut(BIG, 100_000, {"ETag": '"v1"', "Accept-Ranges": "bytes"}))
+                out = self.tmp() / "big.bin"
+                download = functools.partial(self.client().download, "files/big", out, connections=connections)
+                with self.assertRaisesRegex(dc.InvalidResponseError, "a 206 without Content-Range") as caught:
+                    download()
+                self.assertEqual(caught.exception.attempts, 2 if connections == 1 else 1, "never asked again")
+                self.assertEqual(list(out.parent.iterdir()), [])
+                ranges = [r.headers["Range"] for r in self.requests]
+                self.assertIsNone(ranges[0])
+                part = f"bytes={len(BIG) // 4}-{len(BIG) // 2 - 1}"
+                self.assertIn("bytes=100000-" if connections == 1 else part, ranges)
+
     def test_a_flood_of_interim_responses_is_refused(self) -> None:
         def flood(connection: socket.socket) -> None:
             connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
@@ -6080,6 +6247,46 @@ class DeadlineTests(ServerTestCase):
             r"below the 1\.0 MiB/s of --speed-limit; with -c, the partial file is kept [^\n]*\n$",
         )
         self.assertEqual([r.path for r in self.requests], ["/datasets", "/files/x"])
+
+    def test_a_pipe_whose_reader_stopped_reading_ends_at_the_deadline(self) -> None:
+        # Found in the third review (issue 30): a reader that neither reads nor closes held the write into
+        # the pipe for ever, whatever the deadline. A raw pipe on one connection; a buffered one (as
+        # sys.stdout.buffer is) on four.
+        self.server.default = serve_file(BIG)
+        for connections, buffering in ((1, 0), (4, -1)):
+            with self.subTest(connections=connections):
+                self.server.requests.clear()
+                read_end, write_end = os.pipe()
+                received, client = bytearray(), self.client()
+                with contextlib.suppress(BrokenPipeError), open(write_end, "wb", buffering=buffering) as pipe:
+                    download = functools.partial(client.download, "files/big", pipe, connections=connections)
+                    outcome, took = run_within(2.5, functools.partial(download, deadline=1))
+                    os.set_blocking(read_end, False)
+                    with contextlib.suppress(BlockingIOError):
+                        while piece := os.read(read_end, 65536):
+                            received += piece
+                    os.close(read_end)  # a write still blocked (the test fails) ends now
+                self.assertIsInstance(outcome, dc.RequestTimeoutError)
+                self.assertIn("the deadline of 1 s was reached", str(outcome))
+                self.assertLess(took, 2)
+                self.assertEqual(part_threads(), [])
+                self.assertEqual(bytes(received), BIG[: len(received)])
+                self.assertGreater(len(received), 0)
+                self.assertIsNone(self.requests[0].headers["Range"])
+
+    def test_stalls_count_as_attempts_though_each_brought_a_mib(self) -> None:
+        # Found in the third review (issue 30): each attempt brought a MiB or more, then stalled; that reset
+        # the count of retries, so that with max_retries=2 a larger file took 9 attempts in 12 s, and more.
+        self.server.default = first_bytes_then_stall(BIG, 1536 * 1024)
+        out = self.tmp() / "big.bin"
+        error = outcome_of(
+            lambda: self.client(timeout=0.2, max_retries=2).download("files/big", out, min_rate=16 * 1024 * 1024)
+        )
+        self.assertIsInstance(error, dc.RequestTimeoutError)
+        rate = r"stalled at [\d.]+ (KiB|MiB)/s over 0\.\d s, below the 16\.0 MiB/s of min_rate"
+        self.assertRegex(str(error), rf"^GET {self.server.url}/api/v1/files/big: {rate} \(after 3 attempts\)$")
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1572864-", "bytes=3145728-"])
+        self.assertEqual(list(out.parent.iterdir()), [])
 
     def test_a_stall_measured_with_a_body_s_last_bytes_is_no_error_once_the_body_is_whole(self) -> None:
         # Found in review2: --limit-rate below --speed-limit per connection (-n 4): a part whose last bytes
