@@ -254,6 +254,7 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
     deadline: float | None = None
     retry_after: float | None = None
+    _stalled = False  # below min_rate: retried, its bytes never counted as progress (see _retrying)
 
     def __str__(self) -> str:
         text = super().__str__()
@@ -581,8 +582,9 @@ class DatasetClient:
                     shown = _redact(url, self._secrets)
                     raise ClientClosedError(f"the DatasetClient was closed during {method} {shown}") from error
                 done = 0 if progress is None else progress()
-                if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
-                    last_progress, retries_left = done, self._max_retries
+                stalled = isinstance(error, RequestTimeoutError) and error._stalled  # counted, whatever it brought
+                if stalled or done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte trickled
+                    last_progress, retries_left = done, retries_left if stalled else self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
                     error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
@@ -1489,7 +1491,9 @@ class _Watch:
         rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
         where = _request_name(response.method, response.url, response.proxy)
         message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s, below the {_size(asked)}/s of min_rate"
-        return RequestTimeoutError(message, method=response.method, url=response.url)
+        error = RequestTimeoutError(message, method=response.method, url=response.url)
+        error._stalled = True
+        return error
 
 
 class _Limits:
