@@ -3609,7 +3609,7 @@ class _StreamTarget(_Sink):
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.pipe = _pipe_poller(stream)
+        self.pipe = _Pipe.of(stream)
         self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
 
     def reset(self) -> None:
@@ -3636,9 +3636,9 @@ class _StreamTarget(_Sink):
     def write_at(self, offset: int, data: bytes) -> None:
         """Write ``data`` at the stream's position: a stream is only ever written in order.
 
-        Into a pipe (or FIFO, socket) PIPE_BUF bytes at a time, each once poll() says they fit (such
-        a write never blocks), so that a reader that stops reading holds no write past the deadline
-        or close(). A buffered stream is flushed first, then written through its raw stream.
+        Into a pipe (or FIFO, socket) no more at once than it takes without blocking, so that a
+        reader that stops reading holds no write past the deadline or close(). A buffered stream is
+        flushed first, then written through its raw stream.
         """
         stream, pipe = self.stream, self.pipe
         if pipe is None:
@@ -3648,9 +3648,9 @@ class _StreamTarget(_Sink):
             stream = stream.raw
         view, start = memoryview(data), 0
         while start < len(view):
-            if pipe.poll(_WAKE_SECONDS * 1000):
-                _write_all(stream, view[start : start + select.PIPE_BUF])
-                start += select.PIPE_BUF
+            if room := pipe.room(_WAKE_SECONDS):
+                _write_all(stream, view[start : start + room])
+                start += room
             self.in_time()
 
 
@@ -3664,18 +3664,40 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
         data = data[written:]
 
 
-def _pipe_poller(stream: Any) -> select.poll | None:
-    """A poll() of ``stream``'s descriptor for room to write, when it is a pipe, FIFO or socket
-    (a reader may stop reading it); else None, as on Windows (no poll())."""
-    try:
-        mode = os.fstat(stream.fileno()).st_mode
-    except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
-        return None
-    if not hasattr(select, "poll") or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return None
-    poller = select.poll()
-    poller.register(stream.fileno(), select.POLLOUT)
-    return poller
+class _Pipe:
+    """A pipe, FIFO or socket that a stream writes into (a reader may stop reading it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+        self.poller.register(fd, select.POLLOUT)
+        try:  # Linux: how much it holds
+            self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+        except (AttributeError, OSError):  # elsewhere, and a socket
+            self.size = 0
+
+    @classmethod
+    def of(cls, stream: Any) -> _Pipe | None:
+        """``stream``'s pipe, FIFO or socket; None for another stream, or without poll()."""
+        try:
+            fd = stream.fileno()
+            mode = os.fstat(fd).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
+            return None
+        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        return cls(fd) if pipe and hasattr(select, "poll") else None
+
+    def room(self, timeout: float) -> int:
+        """Bytes it takes now without blocking, ``timeout`` seconds waited for at most (0: none):
+        PIPE_BUF once poll() says so (POSIX); all it holds when empty (a reader keeping up)."""
+        if not self.poller.poll(timeout * 1000):
+            return 0
+        if self.size:
+            import termios
+
+            queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
+            if not int.from_bytes(queued, sys.byteorder):
+                return self.size
+        return select.PIPE_BUF
 
 
 class _ReorderBuffer(_Sink):
