@@ -114,6 +114,7 @@ _SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
 _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream, at most
+_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close() this often
 # The digests a server may send (RFC 9530 and RFC 3230 names, lowercased) and hashlib's name for each.
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
 _LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
@@ -252,6 +253,7 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
     deadline: float | None = None
     retry_after: float | None = None
+    _stalled = False  # below min_rate: retried, its bytes never counted as progress (see _retrying)
 
     def __str__(self) -> str:
         text = super().__str__()
@@ -612,8 +614,11 @@ class DatasetClient:
                     shown = _redact(url, self._secrets)
                     raise ClientClosedError(f"the DatasetClient was closed during {method} {shown}") from error
                 done = 0 if progress is None else progress()
-                if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
-                    last_progress, retries_left = done, self._max_retries
+                # Progress is a chunk, not a byte trickled; a stall counts, whatever it brought.
+                stalled = isinstance(error, RequestTimeoutError) and error._stalled
+                if stalled or done - last_progress >= _CHUNK_SIZE:
+                    last_progress = done
+                    retries_left = retries_left if stalled else self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
                     error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
@@ -735,6 +740,7 @@ class DatasetClient:
             send=functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted),
             retry=functools.partial(self._retrying, "GET", url),
             interrupt=self._pool.interrupt,
+            closed=lambda: self._pool.closed,
             secrets=self._secrets,
             timeout=self._timeout,
         )
@@ -1523,7 +1529,9 @@ class _Watch:
         rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
         where = _request_name(response.method, response.url, response.proxy)
         message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s, below the {_size(asked)}/s of min_rate"
-        return RequestTimeoutError(message, method=response.method, url=response.url)
+        error = RequestTimeoutError(message, method=response.method, url=response.url)
+        error._stalled = True
+        return error
 
 
 class _Limits:
@@ -2226,7 +2234,8 @@ class _DownloadRequests:
     ``http_get`` knows headers, not a client): the headers of each GET (with the credentials when the URL is on
     ``base_url``'s origin), the client's time-out and secrets (to redact), and callables: ``send(headers, *,
     deadline)`` sends the GET and follows its redirects, ``retry(attempt, progress, *, deadline)`` runs an
-    attempt with the client's retries, ``interrupt(threads)`` ends those threads' reads at once.
+    attempt with the client's retries, ``interrupt(threads)`` ends those threads' reads at once,
+    ``closed()`` says whether the client was closed.
     """
 
     def __init__(
@@ -2236,11 +2245,12 @@ class _DownloadRequests:
         send: Callable[..., _PooledResponse],
         retry: Callable[..., None],
         interrupt: Callable[[Collection[int]], None],
+        closed: Callable[[], bool],
         secrets: _Secrets,
         timeout: float | None,
     ) -> None:
         self.headers, self.send, self.retry, self.interrupt = headers, send, retry, interrupt
-        self.secrets, self.timeout = secrets, timeout
+        self.closed, self.secrets, self.timeout = closed, secrets, timeout
 
 
 class _PartThreads:
@@ -2347,9 +2357,11 @@ class _Transfer:
         self.url = url
         self.headers = requests.headers
         self.target: _Sink = target
+        if isinstance(target, _StreamTarget):
+            target.in_time = self._check_in_time
         if not target.parallel and connections > 1:  # a stream: parts fetched at once, written in order
             limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-            self.target = _ReorderBuffer(target, limit, self._hash_written)
+            self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
         self.progress = progress
         self.expected_digest = sha256
         self.server_digests: list[tuple[str, str, str]] = []  # (header, algorithm, hex) of the whole file
@@ -2583,7 +2595,10 @@ class _Transfer:
         if ranged and (other_total or other_validator or self._other_version(response)):
             raise _FileChanged  # another version: its bytes are never spliced on
         if content_range is None:
-            raise _invalid(response, f"a malformed Content-Range {_shortened(response.headers['Content-Range'])!r}")
+            given = response.headers.get("Content-Range")
+            if given is None:
+                raise _invalid(response, "a 206 without Content-Range")
+            raise _invalid(response, f"a malformed Content-Range {_shortened(given)!r}")
         first, last, total = content_range
         end = part.end if part.end is not None else total
         if end is None:  # bytes N-M/* of a file whose length nobody said: where it ends is not known
@@ -2697,7 +2712,10 @@ class _Transfer:
             # back from the file), so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, algorithm, expected)
             return
-        held = self.target.can_hold((response.length or 0) + self._chunk_size)
+        # Judged by what the part can still bring (a chunked 206 says no length): held bytes
+        # that did not fit would wait for room that only their own release makes.
+        size = part.remaining
+        held = size is not None and self.target.can_hold(size + self._chunk_size)
         part.check = _PartCheck(part.offset, algorithm, expected, held=held)
 
     def _verify_part(self, part: _Part) -> None:
@@ -2769,6 +2787,14 @@ class _Transfer:
     def _check_running(self, part: _Part | None = None) -> None:
         if self.error is not None or (part is not None and part.dropped):
             raise _PartStopped
+
+    def _check_in_time(self) -> None:
+        """Raise when the call must end though no read says so: the deadline reached, or close()."""
+        if self.limits.deadline is not None:
+            self.limits.deadline.check("GET", self.url)
+        if self.requests.closed():
+            message = f"the DatasetClient was closed during GET {self.url}"
+            raise ClientClosedError(message, method="GET", url=self.url)
 
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
@@ -3619,6 +3645,8 @@ class _StreamTarget(_Sink):
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
+        self.pipe = _Pipe.of(stream)
+        self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
 
     def reset(self) -> None:
         if self.start is None:
@@ -3642,13 +3670,70 @@ class _StreamTarget(_Sink):
         """Nothing to move into place: the bytes are in the stream."""
 
     def write_at(self, offset: int, data: bytes) -> None:
-        while True:  # at the stream's position: a stream is only ever written in order
-            written = self.stream.write(data)
-            if written is None or written >= len(data):  # buffered streams write everything
-                return
-            if written <= 0:
-                raise OSError(errno.EIO, "the destination's write() made no progress")
-            data = data[written:]
+        """Write ``data`` at the stream's position: a stream is only ever written in order.
+
+        Into a pipe (or FIFO, socket) no more at once than it takes without blocking, so that a
+        reader that stops reading holds no write past the deadline or close(). A buffered stream is
+        flushed first, then written through its raw stream.
+        """
+        stream, pipe = self.stream, self.pipe
+        if pipe is None:
+            return _write_all(stream, data)
+        if isinstance(stream, io.BufferedWriter):
+            stream.flush()
+            stream = stream.raw
+        view, start = memoryview(data), 0
+        while start < len(view):
+            if room := pipe.room(_WAKE_SECONDS):
+                _write_all(stream, view[start : start + room])
+                start += room
+            self.in_time()
+
+
+def _write_all(stream: Any, data: bytes | memoryview) -> None:
+    while True:
+        written = stream.write(data)
+        if written is None or written >= len(data):  # buffered streams write everything
+            return
+        if written <= 0:
+            raise OSError(errno.EIO, "the destination's write() made no progress")
+        data = data[written:]
+
+
+class _Pipe:
+    """A pipe, FIFO or socket that a stream writes into (a reader may stop reading it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+        self.poller.register(fd, select.POLLOUT)
+        try:  # Linux: how much it holds
+            self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+        except (AttributeError, OSError):  # elsewhere, and a socket
+            self.size = 0
+
+    @classmethod
+    def of(cls, stream: Any) -> _Pipe | None:
+        """``stream``'s pipe, FIFO or socket; None for another stream, or without poll()."""
+        try:
+            fd = stream.fileno()
+            mode = os.fstat(fd).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
+            return None
+        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        return cls(fd) if pipe and hasattr(select, "poll") else None
+
+    def room(self, timeout: float) -> int:
+        """Bytes it takes now without blocking, ``timeout`` seconds waited for at most (0: none):
+        PIPE_BUF once poll() says so (POSIX); all it holds when empty (a reader keeping up)."""
+        if not self.poller.poll(timeout * 1000):
+            return 0
+        if self.size:
+            import termios
+
+            queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
+            if not int.from_bytes(queued, sys.byteorder):
+                return self.size
+        return select.PIPE_BUF
 
 
 class _ReorderBuffer(_Sink):
@@ -3666,10 +3751,16 @@ class _ReorderBuffer(_Sink):
     hashes_in_order = True  # never resumed, and what was written cannot be read back
     max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
 
-    def __init__(self, target: _Sink, limit: int, written: Callable[[bytes], None]) -> None:
+    def __init__(
+        self,
+        target: _Sink,
+        limit: int,
+        written: Callable[[bytes], None],
+        in_time: Callable[[], None],
+    ) -> None:
         import threading
 
-        self.target, self.limit, self.written = target, limit, written
+        self.target, self.limit, self.written, self.in_time = target, limit, written, in_time
         self.condition = threading.Condition(_thread.allocate_lock())
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
         self.position: int = 0  # bytes written into the stream
@@ -3692,7 +3783,7 @@ class _ReorderBuffer(_Sink):
             while not self.stopped and offset + len(data) > self.position + max(self.limit, len(data)):
                 if _thread.get_ident() == self.writer:
                     return False
-                self.condition.wait()
+                self._wait()
             if self.stopped or part.dropped:
                 raise _PartStopped
             self.chunks[offset] = (data, part)
@@ -3704,8 +3795,13 @@ class _ReorderBuffer(_Sink):
         """(The writer) wait until the bytes at the position are there, or ``ended()``, then write what is."""
         with self.condition:
             while not self.stopped and not ended() and not self._ready():
-                self.condition.wait()
+                self._wait()
         self.release()
+
+    def _wait(self) -> None:
+        """(Under the lock) wait for another thread, a while at most; end if the call must."""
+        self.condition.wait(_WAKE_SECONDS)
+        self.in_time()
 
     def write_until(self, ended: Callable[[], bool]) -> None:
         """(The writer, its own parts fetched) write what the part threads bring until ``ended()``."""

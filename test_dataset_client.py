@@ -5085,6 +5085,86 @@ class ServerDigestTests(ServerTestCase):
         self.assertEqual(self.ranges(), [None])
 
 
+def big(start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of BIG."""
+    return BIG[start:end]
+
+
+def pattern(start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a file of any size: DATA's first MiB and a byte, over and over."""
+    period = 1024 * 1024 + 1
+    first = start % period
+    return (DATA[:period] * ((first + end - start) // period + 1))[first : first + end - start]
+
+
+def serve_chunked_parts(
+    read: Callable[[int, int], bytes], size: int, digests: bool = True
+) -> Respond:
+    """A file of ``size`` bytes (``read(start, end)`` gives them), ranges, a strong ETag, served
+    as some servers do: a 200 with a Content-Length, each 206 chunked, with no length (with its
+    Content-Digest when ``digests``). Past 256 MiB, a 200 is cut."""
+    mib = 1024 * 1024
+
+    def respond(handler: Handler) -> None:
+        span = local_service._requested_range(handler.headers.get("Range"), size)
+        start, end = span or (0, size)
+        headers = {"ETag": '"v1"', "Accept-Ranges": "bytes"}
+        if span is None:
+            headers["Content-Length"] = str(size)
+        else:
+            headers |= {"Content-Range": f"bytes {start}-{end - 1}/{size}"}
+            headers |= {"Transfer-Encoding": "chunked"}
+            headers |= {"Content-Digest": digest_field(read(start, end))} if digests else {}
+        handler.send_response(206 if span else 200)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.close_connection = span is None
+        with contextlib.suppress(OSError):  # the client hung up: it reads a part of a 200 only
+            for offset in range(start, min(end, start + 256 * mib), mib):
+                piece = read(offset, min(end, offset + mib))
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if span else piece)
+            if span:
+                handler.wfile.write(b"0\r\n\r\n")
+
+    return respond
+
+
+class Checking:
+    """A binary stream that cannot seek, for a file too large to keep: it counts the bytes
+    written, and notes where they first differ from ``read(start, end)``."""
+
+    def __init__(self, read: Callable[[int, int], bytes]) -> None:
+        self.read, self.size, self.wrong = read, 0, None
+
+    def write(self, data: bytes) -> int:
+        if self.wrong is None and data != self.read(self.size, self.size + len(data)):
+            self.wrong = self.size
+        self.size += len(data)
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+def run_within(seconds: float, call: Callable[[], object]) -> tuple[object, float]:
+    """What ``call`` returned or raised (see outcome_of) and the seconds it took, run in a thread
+    of its own; still running after ``seconds``: "still running", its thread (a daemon) left
+    behind, for the test to fail, not hang."""
+    outcome: list[object] = []
+    started = time.monotonic()
+    thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (outcome[0] if outcome else "still running"), time.monotonic() - started
+
+
+def part_threads() -> list[str]:
+    """The names of the client's threads still running."""
+    names = [thread.name for thread in threading.enumerate()]
+    return [name for name in names if name.startswith("dataset-client")]
+
+
 class Recorder:
     """A binary stream that cannot seek: what was written to it, in order."""
 
@@ -5111,7 +5191,8 @@ class ParallelIntoStreamsTests(ServerTestCase):
     def test_a_stream_in_parts_is_cut_into_no_more_parts_than_a_bound_whatever_the_size_announced(self) -> None:
         # Found in reread: a server announcing 2**62 bytes (with Accept-Ranges and a strong ETag) had
         # 2**42 parts listed at once for a stream: memory until MemoryError, before a byte was written.
-        buffer = dc._ReorderBuffer(dc._StreamTarget(io.BytesIO()), 2 * dc._CHUNK_SIZE, lambda data: None)
+        target, limit = dc._StreamTarget(io.BytesIO()), 2 * dc._CHUNK_SIZE
+        buffer = dc._ReorderBuffer(target, limit, lambda _: None, lambda: None)
         self.assertEqual(buffer.part_count(10 * dc._CHUNK_SIZE, 2, 2), 10, "a part a chunk, as before")
         self.assertEqual(buffer.part_count(2**62, 2, 2), dc._ReorderBuffer.max_parts)
 
@@ -5270,6 +5351,99 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.client().download("files/x", out, connections=3, sha256=DATA_SHA)
         self.assertEqual(bytes(out.data), DATA)
         self.assertIn(f"bytes={starts[2] + 1000}-{starts[3] - 1}", self.ranged())
+
+    # Found in the third review (issue 30): a 200 announcing 64 GiB (Accept-Ranges, a strong ETag),
+    # its 206s chunked with a Content-Digest. A stream is cut into 2**14 parts at most: here 4 MiB
+    # each, twice the buffer of 2 connections. A part's bytes were held for its digest as though
+    # they fitted (a length not said counted as 0), and the rest of the part waited for room that
+    # only their release would make: three threads waited for ever, past deadline=5 and close().
+    HUGE = 2**36
+
+    def test_parts_larger_than_the_buffer_in_chunked_206s_end_at_the_deadline(self) -> None:
+        self.server.default = serve_chunked_parts(pattern, self.HUGE)
+        out, client = Checking(pattern), self.client()
+        download = functools.partial(client.download, "files/x", out, connections=2)
+        outcome, took = run_within(2, functools.partial(download, deadline=1))
+        self.assertIsInstance(outcome, dc.RequestTimeoutError)
+        self.assertIn("the deadline of 1 s was reached", str(outcome))
+        self.assertLess(took, 2)
+        self.assertEqual(part_threads(), [])
+        self.assertGreater(out.size, 8 * 1024 * 1024, "the parts flowed")
+        self.assertIsNone(out.wrong)
+        ranges = [r.headers["Range"] for r in self.requests[:2]]
+        self.assertEqual(ranges, [None, "bytes=4194304-8388607"])
+        self.assertEqual(self.requests[1].headers["If-Range"], '"v1"')
+
+    def test_close_ends_a_download_in_parts_larger_than_the_buffer(self) -> None:
+        self.server.default = serve_chunked_parts(pattern, self.HUGE)
+        out, client, closed = Checking(pattern), self.client(), []
+
+        def close_once_parts_are_fetched() -> None:
+            _wait_for(lambda: out.size >= 4 * 1024 * 1024 and len(self.requests) >= 3)
+            time.sleep(0.3)  # by now the threads waited on each other, and for ever
+            closed.append(time.monotonic())
+            client.close()
+
+        closer = threading.Thread(target=close_once_parts_are_fetched)
+        closer.start()
+        self.addCleanup(closer.join, 10)
+        outcome, _ = run_within(6, lambda: client.download("files/x", out, connections=2))
+        ended = time.monotonic()
+        self.assertIsInstance(outcome, dc.ClientClosedError)
+        self.assertLess(ended - closed[0], 1, "ended promptly")
+        self.assertEqual(part_threads(), [])
+        self.assertIsNone(out.wrong)
+
+    def test_a_failing_part_ends_a_download_in_parts_larger_than_the_buffer(self) -> None:
+        served, out = serve_chunked_parts(pattern, self.HUGE), Checking(pattern)
+
+        def respond(handler: Handler) -> None:
+            if not handler.headers.get("Range", "").startswith("bytes=8388608-"):
+                return served(handler)
+            _wait_for(lambda: out.size >= 4 * 1024 * 1024)  # the others wait (they did for ever)
+            reply(403, {"error": "no"})(handler)  # the third part: refused
+
+        self.server.default = respond
+        outcome, _ = run_within(6, lambda: self.client().download("files/x", out, connections=3))
+        self.assertIsInstance(outcome, ServiceError)
+        self.assertEqual(getattr(outcome, "status", None), 403)
+        self.assertEqual(part_threads(), [])
+        self.assertIn("bytes=8388608-12582911", self.ranged())
+
+    def test_a_buffer_that_waits_on_itself_still_ends_at_the_deadline_and_on_close(self) -> None:
+        # The rule behind the hang above, whatever else goes wrong: no wait in the buffer (a
+        # part's for room, the writer's for the bytes at its position) outlives the deadline or
+        # close(). The hang made again: parts twice the buffer, held as though they fitted.
+        self.server.default = serve_chunked_parts(big, len(BIG))
+        held = mock.patch.object(dc._ReorderBuffer, "can_hold", return_value=True)
+        with held, mock.patch.object(dc._ReorderBuffer, "max_parts", 2):
+            for ender in ("deadline", "close"):
+                with self.subTest(ender=ender):
+                    client, ends = self.client(), {"deadline": 0.5} if ender == "deadline" else {}
+                    if ender == "close":
+                        threading.Timer(0.5, client.close).start()
+                    download = functools.partial(client.download, "files/big", Recorder(), **ends)
+                    outcome, took = run_within(2, functools.partial(download, connections=2))
+                    ended = dc.RequestTimeoutError if ender == "deadline" else dc.ClientClosedError
+                    self.assertIsInstance(outcome, ended)
+                    self.assertLess(took, 1.5)
+                    self.assertEqual(part_threads(), [])
+
+    def test_chunked_206s_are_written_whole_parts_larger_than_the_buffer_too(self) -> None:
+        for most, digests in itertools.product((2, dc._ReorderBuffer.max_parts), (True, False)):
+            capped = mock.patch.object(dc._ReorderBuffer, "max_parts", most)
+            with self.subTest(max_parts=most, digests=digests), capped:
+                self.server.requests.clear()
+                self.server.default = serve_chunked_parts(big, len(BIG), digests)
+                out, verified, client = Recorder(), [], self.client()
+                download = functools.partial(client.download, "files/big", out, connections=2)
+                checks = {"sha256": BIG_SHA, "_verified": verified.append}
+                outcome, _ = run_within(10, functools.partial(download, **checks))
+                self.assertIsNone(outcome)
+                self.assertEqual((bytes(out.data), verified), (BIG, ["sha256"]))
+                starts = [0, len(BIG) // 2] if most == 2 else self.pieces(len(BIG), 2)
+                expected = [f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts[1:])]
+                self.assertEqual(sorted(self.ranged()), sorted([*expected, f"bytes={starts[-1]}-"]))
 
 
 class SharedDirectoryTests(ServerTestCase):
@@ -5947,6 +6121,33 @@ class HostileResponseTests(ServerTestCase):
             self.client(raw_server(self, respond), max_retries=1).download("files/x", destination)
         self.assertEqual(list(destination.parent.iterdir()), [])
 
+    def test_a_206_without_content_range_is_an_invalid_response(self) -> None:
+        # Found in the third review (issue 30): a bare TypeError, to a resume and to a part.
+        def respond(handler: Handler) -> None:
+            if "Range" not in handler.headers:
+                return serve_file(BIG)(handler)
+            start = int(handler.headers["Range"][6:].split("-")[0])
+            reply(206, BIG[start:], {"ETag": '"v1"'}, content_type="application/x")(handler)
+
+        self.server.default = respond
+        for connections in (1, 4):
+            with self.subTest(connections=connections):
+                self.server.requests.clear()
+                if connections == 1:  # the first response is cut: the resume gets the 206
+                    self.script(cut(BIG, 100_000, {"ETag": '"v1"', "Accept-Ranges": "bytes"}))
+                out = self.tmp() / "big.bin"
+                client = self.client()
+                invalid = self.assertRaisesRegex(dc.InvalidResponseError, "without Content-Range")
+                with invalid as caught:
+                    client.download("files/big", out, connections=connections)
+                attempts = 2 if connections == 1 else 1  # never asked again
+                self.assertEqual(caught.exception.attempts, attempts)
+                self.assertEqual(list(out.parent.iterdir()), [])
+                ranges = [r.headers["Range"] for r in self.requests]
+                self.assertIsNone(ranges[0])
+                part = f"bytes={len(BIG) // 4}-{len(BIG) // 2 - 1}"
+                self.assertIn("bytes=100000-" if connections == 1 else part, ranges)
+
     def test_a_flood_of_interim_responses_is_refused(self) -> None:
         def flood(connection: socket.socket) -> None:
             connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
@@ -6595,6 +6796,55 @@ class DeadlineTests(ServerTestCase):
             r"below the 1\.0 MiB/s of --speed-limit; with -c, the partial file is kept [^\n]*\n$",
         )
         self.assertEqual([r.path for r in self.requests], ["/datasets", "/files/x"])
+
+    def test_a_pipe_whose_reader_stopped_reading_ends_at_the_deadline_or_on_close(self) -> None:
+        # Found in the third review (issue 30): a reader that neither reads nor closes held the
+        # write into the pipe for ever, whatever the deadline. A raw pipe on one connection; a
+        # buffered one (as sys.stdout.buffer is) on four; and close() from another thread.
+        self.server.default = serve_file(BIG)
+        cases = ((1, 0, "deadline"), (4, -1, "deadline"), (4, 0, "close"))
+        for connections, buffering, ender in cases:
+            with self.subTest(connections=connections, ender=ender):
+                self.server.requests.clear()
+                client, read_end, write_end = self.client(), *os.pipe()
+                received, options = bytearray(), {"connections": connections}
+                if ender == "deadline":
+                    options["deadline"] = 0.5
+                else:
+                    threading.Timer(0.5, client.close).start()
+                pipe = open(write_end, "wb", buffering=buffering)  # noqa: SIM115 -- closed below
+                with contextlib.suppress(BrokenPipeError), pipe:
+                    download = functools.partial(client.download, "files/big", pipe, **options)
+                    outcome, took = run_within(2, download)
+                    os.set_blocking(read_end, False)
+                    with contextlib.suppress(BlockingIOError):
+                        while piece := os.read(read_end, 65536):
+                            received += piece
+                    os.close(read_end)  # a write still blocked (the test fails) ends now
+                if ender == "deadline":
+                    self.assertIsInstance(outcome, dc.RequestTimeoutError)
+                    self.assertIn("the deadline of 0.5 s was reached", str(outcome))
+                else:
+                    self.assertIsInstance(outcome, dc.ClientClosedError)
+                self.assertLess(took, 1.5)
+                self.assertEqual(part_threads(), [])
+                self.assertEqual(bytes(received), BIG[: len(received)])
+                self.assertGreater(len(received), 0)
+                self.assertIsNone(self.requests[0].headers["Range"])
+
+    def test_stalls_count_as_attempts_though_each_brought_a_mib(self) -> None:
+        # Found in the third review (issue 30): each attempt brought a MiB or more, then stalled;
+        # that reset the count of retries: with max_retries=2, 9 attempts in 12 s, and no end.
+        self.server.default = first_bytes_then_stall(BIG, 1536 * 1024)
+        out, client = self.tmp() / "big.bin", self.client(timeout=0.2, max_retries=2)
+        error = outcome_of(lambda: client.download("files/big", out, min_rate=16 * 1024 * 1024))
+        self.assertIsInstance(error, dc.RequestTimeoutError)
+        rate = r"stalled at [\d.]+ (KiB|MiB)/s over 0\.\d s, below the 16\.0 MiB/s of min_rate"
+        url = f"{self.server.url}/api/v1/files/big"
+        self.assertRegex(str(error), rf"^GET {url}: {rate} \(after 3 attempts\)$")
+        ranges = [r.headers["Range"] for r in self.requests]
+        self.assertEqual(ranges, [None, "bytes=1572864-", "bytes=3145728-"])
+        self.assertEqual(list(out.parent.iterdir()), [])
 
     def test_a_stall_measured_with_a_body_s_last_bytes_is_no_error_once_the_body_is_whole(self) -> None:
         # Found in review2: --limit-rate below --speed-limit per connection (-n 4): a part whose last bytes
