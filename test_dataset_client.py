@@ -5437,7 +5437,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
                 self.server.default = serve_chunked_parts(big, len(BIG), digests)
                 out, verified, client = Recorder(), [], self.client()
                 download = functools.partial(client.download, "files/big", out, connections=2)
-                checks = {"sha256": BIG_SHA, "_verified": verified.append}
+                checks = {"sha256": BIG_SHA, "verified": verified.append}
                 outcome, _ = run_within(10, functools.partial(download, **checks))
                 self.assertIsNone(outcome)
                 self.assertEqual((bytes(out.data), verified), (BIG, ["sha256"]))
