@@ -1502,24 +1502,40 @@ def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool],
             pieces = [value] if whole else _wrapped(value, room)
             head = _fit(name, name_width, False)
             lines.append(f"{head} | {pieces[0]}" if value else f"{head} |")
-            lines += [indent + piece for piece in pieces[1:]]  # spaces kept: the pieces join up to the value
+            lines += [indent + piece for piece in pieces[1:]]
     return lines
 
 
 def _wrapped(text: str, width: int) -> list[str]:
-    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two)."""
-    if text.isascii() or max(text) < "\u0300":  # a column each (see _text_width)
-        return [text[start : start + width] for start in range(0, len(text), width)] or [""]
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two), as
+    psql's wrapped format: a piece ends at a space (which goes) when the word after it fits a line;
+    a longer word is cut where the line ends."""
     import bisect
     import itertools
 
-    ends = list(itertools.accumulate(map(_character_width, text)))  # the columns taken up to each character
+    narrow = text.isascii() or max(text) < "\u0300"  # a column each (see _text_width)
+    ends = [] if narrow else list(itertools.accumulate(map(_character_width, text)))  # columns
     pieces, start = [], 0
-    while start < len(text):  # each piece ends where the next character would pass ``width``
-        stop = max(bisect.bisect_right(ends, (ends[start - 1] if start else 0) + width, lo=start), start + 1)
-        pieces.append(text[start:stop])
-        start = stop
-    return pieces
+    while start < len(text):
+        stop = start + width  # where the next character would pass ``width``
+        if ends:
+            taken = ends[start - 1] if start else 0
+            stop = max(bisect.bisect_right(ends, taken + width, lo=start), start + 1)
+        stop = min(stop, len(text))
+        space = text.rfind(" ", start + 1, stop + 1) if stop < len(text) else -1
+        if space > 0 and (space == stop or _fits(text, space + 1, width)):  # at stop: a word's end
+            pieces.append(text[start:space])
+            start = space + 1
+        else:
+            pieces.append(text[start:stop])
+            start = stop
+    return pieces or [""]
+
+
+def _fits(text: str, at: int, width: int) -> bool:
+    """Whether the word at ``at`` in ``text`` fits ``width`` columns (read no further than that)."""
+    end = text.find(" ", at, at + width + 1)
+    return _width_up_to(text[at : end if end >= 0 else at + width + 1], width) <= width
 
 
 def _text_width(text: str) -> int:

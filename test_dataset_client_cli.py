@@ -445,8 +445,8 @@ class CommandLineTests(StandInTestCase):
                     self.assertEqual(rows[1], "name        | daily_bars")
                     self.assertIn(f"rows        | {numbers[1]}", rows)
                     self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
-                    start = rows.index("description | Daily open, high, low, clo")  # wrapped, not cut
-                    wrapped = ["            | se and volume per symbol, ", "            | on weekdays."]
+                    start = rows.index("description | Daily open, high, low,")  # wrapped at words
+                    wrapped = [f"{'':11} | close and volume per", f"{'':11} | symbol, on weekdays."]
                     self.assertEqual(rows[start + 1 : start + 3], wrapped)
 
     def test_a_long_cell_is_measured_once_per_character(self) -> None:
@@ -1428,22 +1428,23 @@ class CommandLineTerminalTests(StandInTestCase):
                     "a rather long descrip…  1234567890123  x",  # the text gave way
                 ],
             ),
-            (  # records: the names whole up to half the width, a long text wrapped, never cut
+            (  # records: the names whole up to half the width, a long text wrapped at words
                 24,
                 [
                     "-[ RECORD 1 ]-",
-                    "about | a rather long de",
-                    "      | scription of it",
+                    "about | a rather long",
+                    "      | description of",
+                    "      | it",
                     "big   | 1234567890123",
                     "t     | x",
                 ],
             ),
-            (
+            (  # a word longer than the line: cut into pieces
                 12,
                 [
                     "-[ RECORD 1 ]-",
                     "about | a ra",
-                    *[f"      | {p}" for p in ("ther", " lon", "g de", "scri", "ptio", "n of", " it")],
+                    *[f"      | {p}" for p in ("ther", "long", "desc", "ript", "ion", "of", "it")],
                     "big   | 1234567890123",
                     "t     | x",
                 ],
@@ -1503,16 +1504,34 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(lines[0], "-[ RECORD 1 ]-")
         self.assertEqual(lines[1], "opening_balance | 123456789012345", "a name that fits is never cut")
         self.assertTrue(all(cli._text_width(line) <= 40 for line in lines), lines)
-        start = lines.index("description     | " + text[:22])
+        start = lines.index("description     | A long description")  # " that" would pass 40 columns
         continued = list(itertools.takewhile(lambda line: line.startswith(" " * 15 + " | "), lines[start + 1 :]))
-        self.assertEqual("".join(line[18:] for line in [lines[start], *continued]), text, "wrapped, never cut")
-        self.assertEqual(len(continued), len(text) // 22)
+        pieces = [line[18:] for line in [lines[start], *continued]]
+        self.assertEqual(" ".join(pieces), text, "wrapped at words, never cut")
+        self.assertEqual(len(continued), 7)
         start += 1 + len(continued)
         self.assertEqual(lines[start], "wide            | " + "数" * 11)
         self.assertEqual(lines[start + 2], " " * 15 + " | " + "数" * 8)
         self.assertEqual(lines[start + 3 :], ["n               | 7", "closing_balance | 123456789012345", "(1 row)"])
         long_name = cli._table_lines(["a_column_name_longer_than_half_the_width", "n"], [["x", 10**31]], 40)
         self.assertEqual(long_name[1], "a_column_name_longe… | x", "names take at most half the width")
+
+    def test_records_wrap_at_words(self) -> None:
+        text = "Daily open, high, low, close and volume per symbol, on weekdays."
+        lines = cli._table_lines(["description", "n"], [[text, 10**40]], 40)  # the number: records
+        self.assertEqual(
+            lines[1:4],
+            [
+                "description | Daily open, high, low,",
+                "            | close and volume per",
+                "            | symbol, on weekdays.",
+            ],
+        )
+        self.assertEqual(cli._wrapped("a bb ccc", 3), ["a", "bb", "ccc"])
+        self.assertEqual(cli._wrapped("a  b", 1), ["a", " ", "b"], "a run of spaces: one goes")
+        long_word = "x" * 9 + " y"
+        self.assertEqual(cli._wrapped("ab " + long_word, 4), ["ab x", "xxxx", "xxxx", "y"], "cut")
+        self.assertEqual(cli._wrapped("数 数 数数", 5), ["数 数", "数数"], "in columns: wide ones too")
 
     def test_fitting_is_linear_in_the_size_of_the_result(self) -> None:
         columns = [f"c{index}" for index in range(20)]
