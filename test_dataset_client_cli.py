@@ -1557,6 +1557,14 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
 
 
+def readme_alias() -> str:
+    """The README's alias line, as a user pastes it (its comment left off)."""
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^alias dataset-client=.*?(?=\s+#|$)", readme, re.M)
+    assert found is not None, "the README shows an alias"
+    return found[0]
+
+
 class CompletionTests(unittest.TestCase):
     def setUp(self) -> None:
         directory = tempfile.TemporaryDirectory()
@@ -1699,10 +1707,9 @@ class CompletionTests(unittest.TestCase):
             "PS1": "$ ",
             "HOME": str(self.directory),
             "XDG_CONFIG_HOME": str(self.directory / "xdg"),
-            "PYTHONPATH": str(HERE),  # python3 -m dataset_client from anywhere, as a pip install would
         }
         type_until, process = self.shell_at_a_terminal(shell, environment)
-        alias = b"alias dataset-client='python3 -m dataset_client'"
+        alias = f"cd {shlex.quote(str(HERE))} && {readme_alias()} && cd -".encode()  # made there
         type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
         show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match
         type_until(b"dataset-client --output cs\t" + show, b"<dataset-client><--output><csv>")
