@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import csv
 import errno
 import hashlib
 import io
@@ -133,7 +134,8 @@ class CommandLineTests(StandInTestCase):
             "--format",
             "csv",
         )
-        self.assertEqual((status, json.loads(out)["status"]), (0, "ready"))
+        header, row = csv.reader(io.StringIO(out))  # an export is one record: csv as asked
+        self.assertEqual((status, dict(zip(header, row, strict=True))["status"]), (0, "ready"))
         status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
         self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
         self.assertEqual(err.count("\n"), 1)
@@ -722,6 +724,7 @@ class FirstHourCommandLineTests(StandInTestCase):
             [
                 "id           | exp_1",
                 "dataset      | trades",
+                'symbols      | ["V"]',
                 "format       | csv",
                 "rows         | 1234",
                 "size         | 3.0 MiB",
@@ -850,6 +853,212 @@ class FirstHourCommandLineTests(StandInTestCase):
                 )
                 self.assertEqual((status, out, err), (2, "", said))
                 self.assertEqual(self.requests, [], "nothing sent")
+
+
+class ThirdPassCommandLineTests(StandInTestCase):
+    """The contract's "The first hour, third pass", and the third review's "The pager gets no
+    secrets"."""
+
+    cli_unset = FirstHourCommandLineTests.cli_unset
+    run_on_a_terminal = FirstHourCommandLineTests.run_on_a_terminal  # self.server's, at /api
+
+    def test_the_pager_gets_no_secrets(self) -> None:
+        dumped = self.tmp() / "environment.txt"
+        rows = [["2024-01-02", "AAPL", 185.64]] * 40
+        self.server.default = reply(body={"columns": ["date", "symbol", "close"], "rows": rows})
+        password = "proxy-pass-4321"
+        variables = {
+            "DATASET_CLIENT_PAGER": f"sh -c 'cat > /dev/null; env > {dumped}'",  # dumps what it got
+            "HTTPS_PROXY": f"http://user:{password}@proxy.invalid:3128",
+            "COPY_OF_THE_KEY": KEY,
+            "KEPT": "what the pager may see",
+        }
+        status, drawn, err = self.run_on_a_terminal(80, "query", "SELECT 1", pager=variables)
+        self.assertEqual((status, err, drawn), (0, "", ""), "the pager had it all")
+        seen = dumped.read_text()
+        self.assertIn("\nKEPT=what the pager may see\n", seen, "the rest is the pager's")
+        self.assertIn("\nDATASET_CLIENT_PAGER=", seen)
+        for secret in (KEY, password, "DATASET_CLIENT_API_KEY", "COPY_OF_THE_KEY", "HTTPS_PROXY"):
+            self.assertNotIn(secret, seen)
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}", "the client's")
+
+    def stand_in_export(self, *output: str, start: str = "2024-01-02", end: str = "") -> list[str]:
+        dates = ["--start", start, "--end", end or "2024-01-05", "--format", "csv"]
+        return [*output, "export", "daily_bars", "--symbols", "AAPL,MSFT", *dates]
+
+    def test_output_means_the_same_for_export(self) -> None:
+        status, out, err = self.run_main(*self.stand_in_export("--output", "json"))
+        export = json.loads(out)
+        self.assertEqual((status, err, export["rows"], out.count("\n") > 5), (0, "", 8, True))
+        manifest = self.tmp() / "exports.jsonl"
+        for _ in range(2):  # export ... --output jsonl >> exports.jsonl
+            status, out, err = self.run_main(*self.stand_in_export("--output", "jsonl"))
+            self.assertEqual((status, err, out.count("\n")), (0, "", 1))
+            with manifest.open("a") as file:
+                file.write(out)
+        records = [json.loads(line) for line in manifest.read_text().splitlines()]
+        self.assertEqual([sorted(record) for record in records], [sorted(export)] * 2)
+        self.assertEqual([record["symbols"] for record in records], [["AAPL", "MSFT"]] * 2)
+        self.assertNotEqual(records[0]["id"], records[1]["id"])
+        status, out, err = self.run_main(*self.stand_in_export("--output", "csv"))
+        self.assertEqual((status, err), (0, ""))
+        header, row = csv.reader(io.StringIO(out))  # a header row and one row
+        self.assertEqual(header, list(export))
+        record = dict(zip(header, row, strict=True))
+        self.assertEqual((record["symbols"], record["rows"]), ('["AAPL","MSFT"]', "8"), "compact")
+        self.assertTrue(out.endswith("\r\n"))
+        status, out, err = self.run_main(*self.stand_in_export("--output", "table"))
+        self.assertEqual((status, err), (0, ""))
+        shown = ["dataset      | daily_bars", 'symbols      | ["AAPL", "MSFT"]']
+        self.assertEqual(out.splitlines()[1:3], shown)
+        self.assertEqual(len(self.requests), 0)
+
+    def test_an_empty_export_is_said(self) -> None:
+        argv = self.stand_in_export(start="2021-01-01", end="2021-01-31")
+        status, out, err = self.run_main(*argv, terminal=True)
+        self.assertEqual(status, 0)
+        self.assertEqual(
+            err,
+            "dataset-client: warning: the export holds no rows: check --symbols, --start and --end"
+            " against dataset-client datasets daily_bars\n",
+        )
+        lines = out.splitlines()
+        self.assertEqual(lines[1:6], [
+            "dataset      | daily_bars",
+            'symbols      | ["AAPL", "MSFT"]',
+            "start_date   | 2021-01-01",
+            "end_date     | 2021-01-31",
+            "format       | csv",
+        ])  # fmt: skip
+        self.assertEqual(lines[6], "rows         | 0")
+        for more in (["--output", "json"], ["-q"]):
+            with self.subTest(more=more):
+                status, out, err = self.run_main(*more, *argv)
+                self.assertEqual(status, 0)
+                self.assertEqual(err.count("holds no rows"), 0 if "-q" in more else 1)
+        status, out, err = self.run_main(*self.stand_in_export(), terminal=True)
+        self.assertEqual((status, err), (0, ""), "an export with rows: nothing said")
+
+    def block(self, out: str) -> dict[str, str]:
+        """A ``field | value`` block: each field's value, continuation lines joined by a space."""
+        fields: dict[str, str] = {}
+        for line in out.splitlines():
+            name, _, value = line.partition(" | ")
+            if name.strip():
+                fields[name.strip()] = value
+            else:
+                fields[list(fields)[-1]] += " " + value
+        return fields
+
+    def test_one_dataset_at_a_glance(self) -> None:
+        listed = self.stand_in_client().list_datasets()[0]
+        whole = {key: v if isinstance(v, str) else json.dumps(v) for key, v in listed.items()}
+        for columns in (40, 80):
+            with self.subTest(columns=columns):
+                environment = {**self.cli_environment(), "COLUMNS": str(columns)}
+                argv = ["datasets", "daily_bars"]
+                status, out, err = self.run_main(*argv, terminal=True, environment=environment)
+                self.assertEqual((status, err), (0, ""))
+                self.assertEqual(out.splitlines()[0], "name        | daily_bars")
+                self.assertTrue(all(len(line) <= columns for line in out.splitlines()), out)
+                self.assertEqual(self.block(out), whole, "every field whole")
+        for output in ("json", "jsonl"):
+            status, out, err = self.run_main("--output", output, "datasets", "daily_bars")
+            self.assertEqual((status, err, json.loads(out)), (0, "", listed))
+            self.assertEqual(out.count("\n") == 1, output == "jsonl")
+        status, out, err = self.run_main("datasets", "daily_bars", "--output", "csv")
+        header, row = csv.reader(io.StringIO(out))
+        self.assertEqual(header[:2], ["name", "description"])
+        self.assertEqual(row[:2], ["daily_bars", whole["description"]])
+        for name, said in (
+            ("daily_bar", "no dataset 'daily_bar' (did you mean 'daily_bars'?)"),
+            ("TRADES", "no dataset 'TRADES' (did you mean 'trades'?)"),
+            ("quotes\x1b[2J", "no dataset 'quotes\\x1b[2J'; the datasets: daily_bars, trades"),
+        ):
+            with self.subTest(name=name):
+                status, out, err = self.run_main("datasets", name)
+                self.assertEqual((status, out, err), (1, "", f"dataset-client: error: {said}\n"))
+        status, out, _ = self.run_main("datasets", "--output", "json")
+        self.assertEqual([d["name"] for d in json.loads(out)], ["daily_bars", "trades"])
+
+    def test_hints_point_at_the_cause(self) -> None:
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[staging]\nbase_url = "{self.server.url}/api"\n')
+        config.chmod(0o600)
+        self.script(reply(401, {"message": "missing or wrong API key"}))
+        environment = {"DATASET_CLIENT_CONFIG": str(config)}
+        status, _, err = self.run_main("--profile", "staging", "datasets", environment=environment)
+        self.assertEqual(status, 1)
+        said = f"(DATASET_CLIENT_API_KEY is not set, and [staging] in {config} has no api_key)\n"
+        self.assertTrue(err.endswith(f": missing or wrong API key {said}"), err)
+        gone = reply(404, {"message": "no such endpoint"})
+        self.script(gone, gone, reply(404, {"message": "no such dataset: 'nope'"}), gone)
+        day, url = ["--start", "2024-01-02", "--end", "2024-01-02"], self.server.url + "/api"
+        for argv, hint in (
+            (["--base-url", url + "/v1", "datasets"], " (check the path /api/v1 of --base-url)"),
+            (["query", "SELECT 1"], " (check the path /api of DATASET_CLIENT_BASE_URL)"),
+            (["export", "nope", "--symbols", "V", *day], ""),  # the service said what it lacks
+            (["--base-url", self.server.url, "datasets"], ""),  # no path to check
+        ):
+            with self.subTest(argv=argv):
+                status, _, err = self.run_main(*argv, key=KEY, base_url=url)
+                self.assertEqual(status, 1)
+                said = r"^dataset-client: error: 404 Not Found: .*: no such \w+[^(]*"
+                self.assertRegex(err, said + re.escape(hint) + "\n$")
+        for text, said in (
+            ("2024-13-01", "there is no month 13"),
+            ("2024-00-01", "there is no month 0"),
+            ("2024-01-32", "there is no day 32"),
+            ("2023-02-29", "there is no 29 February 2023"),
+            ("2024-04-31T10:00", "there is no 31 April 2024"),
+            ("0000-01-01", "there is no year 0"),
+            ("2024/01/02", "use YYYY-MM-DD"),
+        ):
+            with self.subTest(text=text):
+                argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-01", "--end"]
+                status, out, err = self.run_main(*argv, text)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err.endswith(f"--end: invalid date {text!r}: {said}\n"), err)
+        self.assertEqual(len(self.requests), 5, "nothing sent for a usage error")
+
+    def test_a_mistyped_option_prints_the_usage_of_its_command(self) -> None:
+        day = ["--start", "2024-01-02", "--end", "2024-01-02"]
+        for argv, usage, told in (
+            (
+                ["export", "trades", "--simbols", "V", *day],
+                "usage: dataset-client export [-h] --symbols SYMBOLS",
+                "unknown option '--simbols' (did you mean '--symbols'?)",
+            ),
+            (["datasets", "--outptu", "csv"], "usage: dataset-client datasets [-h]", "unknown"),
+            (["--outptu", "csv", "datasets"], "usage: dataset-client [-h] [--base-url", "unknown"),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err.startswith(usage + " "), err)
+                self.assertTrue(err.splitlines()[-1].startswith(f"dataset-client: error: {told}"))
+        self.assertEqual(self.requests, [])
+
+    def test_the_readmes_way_in_works_from_anywhere(self) -> None:
+        readme = (HERE / "README.md").read_text(encoding="utf-8")
+        install = readme[readme.index("\n## Install\n") :].split("\n## ", 2)[1]
+        for said in ("`dataset_client.py`", "`dataset_client_cli.py`", "pip install", "setuptools"):
+            self.assertIn(said, install)
+        self.assertNotIn("flit", readme, "the build backend is setuptools")
+        programs = self.tmp()  # python3 is this Python, as the README's alias runs it
+        (programs / "python3").symlink_to(sys.executable)
+        checkout, elsewhere = shlex.quote(str(HERE)), self.tmp()
+        script = f"cd {checkout}\n{readme_alias()}\ncd {elsewhere}\ndataset-client --version"
+        path = f"{programs}{os.pathsep}{os.environ['PATH']}"
+        result = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-O", "expand_aliases", "-c", script],
+            env={"PATH": path, "PYTHONPYCACHEPREFIX": base.PYCACHE},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        self.assertEqual(result.stdout, f"dataset-client {dc.__version__}\n")
 
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
