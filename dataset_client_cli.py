@@ -1561,7 +1561,8 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     nested = [any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
     widths = _column_widths(names, cells, numeric, width, nested)
-    if widths is None:
+    if widths is None:  # records: nested values as JSON with spaces, to wrap at words too
+        cells = [_spaced(row, texts) for row, texts in zip(rows, cells, strict=True)]
         return [*_record_lines(names, cells, numeric, width), count]
 
     def line(texts: list[str], to_right: list[bool]) -> str:
@@ -1571,6 +1572,12 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     lines = [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
     lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
     return [*lines, count]
+
+
+def _spaced(row: list[Any], cells: list[str]) -> list[str]:
+    """A record's cells, nested values as JSON with spaces (``["AAPL", "MSFT"]``): words to wrap."""
+    pairs = zip(row, cells, strict=True)
+    return [_printable(_json_text(v)) if isinstance(v, (dict, list)) else c for v, c in pairs]
 
 
 def _column_widths(

@@ -1741,6 +1741,10 @@ class TableLayoutTests(unittest.TestCase):
         long_word = "x" * 9 + " y"
         self.assertEqual(cli._wrapped("ab " + long_word, 4), ["ab x", "xxxx", "xxxx", "y"], "cut")
         self.assertEqual(cli._wrapped("数 数 数数", 5), ["数 数", "数数"], "in columns: wide ones too")
+        symbols = ["AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META"]
+        lines = cli._table_lines(["symbols", "n"], [[symbols, 10**40]], 40)  # nested, in records
+        wrapped = ['symbols | ["AAPL", "AMZN", "GOOG",', '        | "JNJ", "JPM", "META"]']
+        self.assertEqual(lines[1:3], wrapped, "JSON with spaces, to wrap at words too")
 
     def test_fitting_is_linear_in_the_size_of_the_result(self) -> None:
         columns = [f"c{index}" for index in range(20)]
