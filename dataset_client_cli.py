@@ -1477,11 +1477,12 @@ def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) 
     """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one JSON
     line, or csv's header row and one row."""
     if settings.output == "table":
-        shown = _export_fields(record) if settings.command == "export" else record
+        export = settings.command == "export"  # its id, sha256, URL are copied: never wrapped
+        shown = _export_fields(record) if export else record
         if not shown:
             sys.stdout.write(_json_text(record, 2) + "\n")
         else:
-            lines = _block_lines(shown, _terminal_width(sys.stdout))
+            lines = _block_lines(shown, 0 if export else _terminal_width(sys.stdout))
             sys.stdout.write("".join(line + "\n" for line in lines))
     elif settings.output == "json":
         sys.stdout.write(_json_text(record, 2) + "\n")

@@ -907,10 +907,15 @@ class ThirdPassCommandLineTests(StandInTestCase):
         record = dict(zip(header, row, strict=True))
         self.assertEqual((record["symbols"], record["rows"]), ('["AAPL","MSFT"]', "8"), "compact")
         self.assertTrue(out.endswith("\r\n"))
-        status, out, err = self.run_main(*self.stand_in_export("--output", "table"))
+        narrow = {**self.cli_environment(), "COLUMNS": "40"}
+        argv = self.stand_in_export("--output", "table")
+        status, out, err = self.run_main(*argv, environment=narrow)
         self.assertEqual((status, err), (0, ""))
         shown = ["dataset      | daily_bars", 'symbols      | ["AAPL", "MSFT"]']
         self.assertEqual(out.splitlines()[1:3], shown)
+        url = re.escape(self.base_url) + "/files/exp_[0-9a-f]+[.]csv"
+        whole = rf"\nsha256       \| [0-9a-f]{{64}}\ndownload_url \| {url}\n$"
+        self.assertRegex(out, whole, "what one copies, on one line at any width")
         self.assertEqual(len(self.requests), 0)
 
     def test_an_empty_export_is_said(self) -> None:
