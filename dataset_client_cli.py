@@ -352,7 +352,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
 
 
 def _add_datasets_arguments(datasets: argparse.ArgumentParser) -> None:
-    datasets.add_argument("name", metavar="NAME", nargs="?", default=None, help="one to show")
+    shown = "a dataset's name: show it whole"
+    datasets.add_argument("name", metavar="NAME", nargs="?", default=None, help=shown)
 
 
 def _add_query_arguments(query: argparse.ArgumentParser) -> None:
