@@ -130,8 +130,8 @@ ca_bundle, timeout; --profile NAME or $DATASET_CLIENT_PROFILE picks one.
 Options beat variables, variables beat the file.
 
 Results: a table when stdout is a terminal, else JSON (exactly what the service
-sent); --output csv|jsonl|table|json chooses. An export is a field | value
-block on a terminal, else JSON. Output taller than the terminal goes through
+sent); --output csv|jsonl|table|json chooses. An export, or datasets NAME, is
+a field | value block there. Output taller than the terminal goes through
 $DATASET_CLIENT_PAGER, else $PAGER, else less -FRX (--no-pager: never).
 
 Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
