@@ -989,7 +989,7 @@ def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> No
 
 
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
-    """Print a command's result as --output says (an export on a terminal: a field | value block)."""
+    """Print a command's result as --output says (an export, datasets NAME: one record)."""
     secrets = _client_secrets(client)
     one = settings.command == "export" or settings.name is not None  # an export, datasets NAME
     with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
@@ -1493,18 +1493,8 @@ def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) 
     sys.stdout.flush()
 
 
-_EXPORT_FIELDS = (
-    "id",
-    "dataset",
-    "symbols",
-    "start_date",
-    "end_date",
-    "format",
-    "rows",
-    "size",
-    "sha256",
-    "download_url",
-)
+_EXPORT_FIELDS: tuple[str, ...] = ("id", "dataset", "symbols", "start_date", "end_date", "format")
+_EXPORT_FIELDS += ("rows", "size", "sha256", "download_url")
 
 
 def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
