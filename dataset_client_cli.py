@@ -121,8 +121,8 @@ ca_bundle, timeout; --profile NAME or $DATASET_CLIENT_PROFILE picks one.
 Options beat variables, variables beat the file.
 
 Results: a table when stdout is a terminal, else JSON (exactly what the service
-sent); --output csv|jsonl|table|json chooses. An export is a field | value
-block on a terminal, else JSON. Output taller than the terminal goes through
+sent); --output csv|jsonl|table|json chooses. An export, or datasets NAME, is
+a field | value block there. Output taller than the terminal goes through
 $DATASET_CLIENT_PAGER, else $PAGER, else less -FRX (--no-pager: never).
 
 Exit status: 0 ok, 1 service error (or a checksum or file that failed), 2 usage
@@ -138,6 +138,10 @@ class _UsageError(Exception):
 
 class _Refused(Exception):
     """A download that would replace a file it must not: exit status 1."""
+
+
+class _NotFound(Exception):
+    """The service has no such name (``datasets NAME``): exit status 1, as for gh and psql."""
 
 
 class _Stopped(BaseException):
@@ -254,9 +258,10 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     with the variables and the profile); never changed afterwards."""
     parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
-    unknown = _unknown_option(parser, arguments)
-    if unknown:
-        parser.error(unknown)
+    command, unknown = _unknown_option(parser, arguments)
+    if unknown:  # the usage of the command it was given to, then what was wrong
+        (_command_parsers(parser)[command] if command else parser).print_usage(sys.stderr)
+        parser.exit(_EXIT_USAGE, f"{parser.prog}: error: {unknown}\n")
     namespace = parser.parse_args(arguments)
     if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
@@ -347,8 +352,9 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
     loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
 
 
-def _add_no_arguments(parser: argparse.ArgumentParser) -> None:
-    """A command with options only (the global ones)."""
+def _add_datasets_arguments(datasets: argparse.ArgumentParser) -> None:
+    shown = "a dataset's name: show it whole"
+    datasets.add_argument("name", metavar="NAME", nargs="?", default=None, help=shown)
 
 
 def _add_query_arguments(query: argparse.ArgumentParser) -> None:
@@ -422,9 +428,10 @@ def _add_download_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """``unknown option '--outptu' (did you mean '--output'?)`` for the first option that neither the
-    parser nor the command met so far knows, before or after the command; None when all are known.
+def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str | None, str]:
+    """The command met so far (None: none yet) and ``unknown option '--outptu' (did you mean
+    '--output'?)`` for the first option that neither the parser nor that command knows; the
+    message is empty when all are known.
 
     Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
     """
@@ -436,7 +443,7 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | N
             continue
         pending = 0
         if word == "--":
-            return None
+            break
         if command is None and word in commands:
             command, known = word, {**known, **_options_of(commands[word])}
         if word == "-" or not word.startswith("-") or re.fullmatch(r"-\d[\d.]*", word):
@@ -444,9 +451,10 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> str | N
         name = word.split("=", 1)[0]
         found = _known_option(name, known)
         if found is None:
-            return f"unknown option {_printable(name)!r}{_nearest_option(name, list(known))}"
+            nearest = _nearest_option(name, list(known))
+            return command, f"unknown option {_printable(name)!r}{nearest}"
         pending = 0 if "=" in word else known[found]
-    return None
+    return command, ""
 
 
 def _nearest_option(name: str, options: list[str]) -> str:
@@ -532,7 +540,33 @@ def _date(text: str) -> datetime.date:
     except ValueError:
         import argparse
 
-        raise argparse.ArgumentTypeError(f"invalid date {text!r}: use YYYY-MM-DD") from None
+        raise argparse.ArgumentTypeError(f"invalid date {text!r}: {_wrong_part(text)}") from None
+
+
+_MONTHS = [
+    *("January", "February", "March", "April", "May", "June", "July", "August", "September"),
+    *("October", "November", "December"),
+]
+
+
+def _wrong_part(text: str) -> str:
+    """Which part of a date in the YYYY-MM-DD shape does not exist (``there is no month 13``,
+    ``there is no 29 February 2023``); for any other text, the shape to use."""
+    found = re.match(r"(\d{4})-(\d\d)-(\d\d)(?:$|[T ])", text)
+    if not found:
+        return "use YYYY-MM-DD"
+    year, month, day = map(int, found.groups())
+    if not year:
+        return "there is no year 0"
+    if not 1 <= month <= 12:
+        return f"there is no month {month}"
+    if not 1 <= day <= 31:
+        return f"there is no day {day}"
+    import calendar
+
+    if day > calendar.monthrange(year, month)[1]:
+        return f"there is no {day} {_MONTHS[month - 1]} {year}"
+    return "use YYYY-MM-DD"
 
 
 def _rate(text: str) -> float:
@@ -569,6 +603,7 @@ class _Settings:
     start: datetime.date
     end: datetime.date
     format: str | None = None
+    name: str | None = None  # datasets NAME
     download: str | None = None  # export --download: "" for the file's own name
     url: str
     destination: str | None = None
@@ -687,7 +722,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
         return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
     except DatasetClientError as exc:
         return stderr.error(_error_text(exc, settings), _EXIT_SERVICE_ERROR)
-    except _Refused as exc:
+    except (_Refused, _NotFound) as exc:
         return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
     except _UsageError as exc:
         return stderr.error(str(exc), _EXIT_USAGE)
@@ -721,10 +756,10 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
-        if exc.status == 401 and settings is not None and settings.key_withheld:
-            text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
-        elif exc.status == 401 and settings is not None and settings.api_key is None:
-            text += " (DATASET_CLIENT_API_KEY is not set)"
+        if exc.status == 401 and settings is not None and settings.api_key is None:
+            text += _no_key_hint(settings)
+        elif exc.status == 404 and settings is not None:
+            text += _base_path_hint(exc, settings)
     elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
         text += f"; raise --max-time {exc.deadline:g} to let it run longer"
     elif isinstance(exc, RequestTimeoutError):
@@ -732,6 +767,34 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
     elif isinstance(exc, NetworkError) and exc.certificate:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
+
+
+def _no_key_hint(settings: _Settings) -> str:
+    """Why a 401 met no key: the variable is not set, and the profile used has none (or one for
+    another base_url), named with its file."""
+    unset = "DATASET_CLIENT_API_KEY is not set"
+    if settings.key_withheld:
+        return f" ({unset}; the profile's api_key goes only to its own base_url)"
+    profile = next((where for where in settings.sources.values() if where.startswith("[")), None)
+    return f" ({unset}, and {profile} has no api_key)" if profile else f" ({unset})"
+
+
+_ENDPOINTS = {"datasets": "/datasets", "query": "/query", "export": "/exports"}
+
+
+def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
+    """`` (check the path /api/v1 of --base-url)`` for a 404 of an endpoint every service has,
+    under a base URL with a path; not when the service said it did not find the export's dataset."""
+    base = (settings.base_url or "").rstrip("/")
+    path = urllib.parse.urlsplit(base).path
+    endpoint = _ENDPOINTS.get(settings.command)
+    if not path or endpoint is None or exc.url != base + endpoint:
+        return ""
+    if settings.command == "export" and settings.dataset in (exc.message or ""):
+        return ""
+    source = settings.sources["base_url"]  # --base-url, its variable, or [NAME] in FILE
+    named = source if source.startswith(("--", "DATASET_")) else f"base_url in {source}"
+    return f" (check the path {path} of {named})"
 
 
 def _sizes_for_people(exc: DatasetClientError) -> str:
@@ -754,7 +817,28 @@ def _in_cli_terms(message: str) -> str:
 
 
 def _list_datasets(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
-    _show(client.list_datasets(), client, settings, stderr)
+    listing = client.list_datasets()
+    if settings.name is not None:
+        listing = _named(listing, settings.name)
+    _show(listing, client, settings, stderr)
+
+
+def _named(listing: Any, name: str) -> Any:
+    """The dataset ``name`` of the service's listing; _NotFound (with the nearest) if none."""
+    import difflib
+
+    listed = listing if isinstance(listing, list) else []
+    items = [item for item in listed if isinstance(item, dict)]
+    found = next((item for item in items if item.get("name") == name), None)
+    if found is not None:
+        return found
+    names = [item["name"] for item in items if isinstance(item.get("name"), str)]
+    folded = {known.casefold(): known for known in names}
+    nearest = difflib.get_close_matches(name.casefold(), list(folded), n=1)
+    said = f"; the datasets: {', '.join(names)}"
+    if nearest:
+        said = f" (did you mean {folded[nearest[0]]!r}?)"
+    raise _NotFound(f"no dataset {name!r}{said}")
 
 
 def _run_query(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
@@ -765,6 +849,11 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
     """Create the export and print it; with --download, download its file too."""
     result = _create_export(client, settings, _export_format(settings.format, settings.download))
     _show(result, client, settings, stderr)
+    if isinstance(result, dict) and _is_number(result.get("rows")) and result["rows"] == 0:
+        stderr.warning(
+            "the export holds no rows: check --symbols, --start and --end against"
+            f" dataset-client datasets {_shell_quoted(settings.dataset)}"
+        )
     if settings.download is not None:
         url, digest = _export_file(result)
         _download_command(client, settings, stderr, url, settings.download or None, digest)
@@ -775,17 +864,20 @@ def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> No
 
 
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
-    """Print a command's result as --output says (an export on a terminal: a field | value block)."""
+    """Print a command's result as --output says (an export, datasets NAME: one record)."""
+    secrets = _client_secrets(client)
+    one = settings.command == "export" or settings.name is not None  # an export, datasets NAME
     with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
-        shown = _redact_value(result, _client_secrets(client))  # a service that echoes the key never gets it printed
-        if settings.command == "export" and settings.download == "-":  # stdout holds the file's bytes alone
+        shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
+        if settings.command == "export" and settings.download == "-":  # stdout: the file alone
             if not settings.quiet:
                 stderr.message(_json_text(shown, 2), raw=True)
-        elif settings.command == "export" and settings.output == "table" and isinstance(shown, dict):
-            sys.stdout.write(_export_block(shown))
-            sys.stdout.flush()
+            return
+        if isinstance(shown, dict) and one:
+            print_it = functools.partial(_print_record, shown, settings, stderr)
         else:
-            _paged(lambda: _print_result(shown, settings.output, stderr), allowed=not settings.no_pager)
+            print_it = functools.partial(_print_result, shown, settings.output, stderr)
+        _paged(print_it, allowed=not settings.no_pager, secrets=secrets)
 
 
 class _Command:
@@ -811,10 +903,10 @@ class _Command:
 # The commands, in the order --help lists them: adding one is adding its entry here.
 _COMMANDS = {
     "datasets": _Command(
-        "list the datasets",
-        "List the datasets.",
-        ["dataset-client datasets --output json"],
-        _add_no_arguments,
+        "list the datasets, or show one",
+        "List the datasets; with NAME, show that one, every field whole.",
+        ["dataset-client datasets --output json", "dataset-client datasets daily_bars"],
+        _add_datasets_arguments,
         _list_datasets,
     ),
     "query": _Command(
@@ -1178,7 +1270,7 @@ class _TerminalCopy(io.StringIO):
         return int(self.terminal.fileno())
 
 
-def _paged(print_it: Callable[[], None], *, allowed: bool) -> None:
+def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: _Secrets) -> None:
     """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller than the
     screen, as psql and gh do. Never when stdout is a file or pipe."""
     terminal = sys.stdout
@@ -1195,7 +1287,7 @@ def _paged(print_it: Callable[[], None], *, allowed: bool) -> None:
     text = copy.getvalue()
     height = _terminal_height(terminal)
     command = _pager_command() if height and text.count("\n") >= height else None
-    if command is None or not _run_pager(command, text, terminal):
+    if command is None or not _run_pager(command, text, terminal, secrets):
         terminal.write(text)
         terminal.flush()
 
@@ -1225,14 +1317,20 @@ def _pager_command() -> list[str] | None:
     return [less, "-FRX"] if less else None
 
 
-def _run_pager(command: list[str], text: str, terminal: Any) -> bool:
+def _run_pager(command: list[str], text: str, terminal: Any, secrets: _Secrets) -> bool:
     """``text`` through the pager on ``terminal``; False when the pager cannot start. Quitting it early
-    is fine (the rest is not wanted): no error."""
+    is fine (the rest is not wanted): no error. The pager gets none of the client's ``secrets``."""
     import subprocess
 
+    environment = {  # none of the key, a copy of it, a proxy's password
+        name: value
+        for name, value in os.environ.items()
+        if name != "DATASET_CLIENT_API_KEY" and not secrets.found_in(value)
+    }
     terminal.flush()
     try:
-        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=terminal.fileno())
+        output = terminal.fileno()
+        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=output, env=environment)
     except OSError:
         return False
     assert pager.stdin is not None
@@ -1251,18 +1349,45 @@ def _run_pager(command: list[str], text: str, terminal: Any) -> bool:
     return True
 
 
-_EXPORT_FIELDS = ("id", "dataset", "format", "rows", "size", "sha256", "download_url")
+def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) -> None:
+    """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one JSON
+    line, or csv's header row and one row."""
+    if settings.output == "table":
+        export = settings.command == "export"  # its id, sha256, URL are copied: never wrapped
+        shown = _export_fields(record) if export else record
+        if not shown:
+            sys.stdout.write(_json_text(record, 2) + "\n")
+        else:
+            lines = _block_lines(shown, 0 if export else _terminal_width(sys.stdout))
+            sys.stdout.write("".join(line + "\n" for line in lines))
+    elif settings.output == "json":
+        sys.stdout.write(_json_text(record, 2) + "\n")
+    else:
+        table = {"columns": list(record), "rows": [list(record.values())]}
+        _print_result(table, settings.output, stderr)
+    sys.stdout.flush()
 
 
-def _export_block(export: dict[str, Any]) -> str:
-    """An export at a glance, as ``field | value`` lines (the fields people act on; --output json has all)."""
+_EXPORT_FIELDS: tuple[str, ...] = ("id", "dataset", "symbols", "start_date", "end_date", "format")
+_EXPORT_FIELDS += ("rows", "size", "sha256", "download_url")
+
+
+def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
+    """An export's fields people check and act on (--output json has all), its size in KiB/MiB."""
     shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
-    if _is_number(shown.get("size")) and 0 <= shown["size"] <= _MAX_SIZE:  # else shown whole: no float holds it
+    if _is_number(shown.get("size")) and 0 <= shown["size"] <= _MAX_SIZE:  # else whole (no float)
         shown["size"] = _size(shown["size"])
-    if not shown:
-        return _json_text(export, 2) + "\n"
-    width = max(len(name) for name in shown)
-    return "".join(f"{name:<{width}} | {_printable(_cell(value))}\n" for name, value in shown.items())
+    return shown
+
+
+def _block_lines(fields: dict[str, Any], width: int) -> list[str]:
+    """``field | value`` lines, as psql's ``\\d``: every value whole (nested ones as JSON), a long
+    one wrapped at words to ``width`` columns (0: no limit)."""
+    values = fields.values()
+    texts = [_json_text(v) if isinstance(v, (dict, list)) else _cell(v) for v in values]
+    cells, numeric = [[_printable(text) for text in texts]], [_is_number(value) for value in values]
+    names = [_printable(name) for name in fields]
+    return _record_lines(names, cells, numeric, width or sys.maxsize)[1:]  # less -[ RECORD 1 ]-
 
 
 def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
@@ -1303,7 +1428,8 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     nested = [any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
     widths = _column_widths(names, cells, numeric, width, nested)
-    if widths is None:
+    if widths is None:  # records: nested values as JSON with spaces, to wrap at words too
+        cells = [_spaced(row, texts) for row, texts in zip(rows, cells, strict=True)]
         return [*_record_lines(names, cells, numeric, width), count]
 
     def line(texts: list[str], to_right: list[bool]) -> str:
@@ -1313,6 +1439,12 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     lines = [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
     lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
     return [*lines, count]
+
+
+def _spaced(row: list[Any], cells: list[str]) -> list[str]:
+    """A record's cells, nested values as JSON with spaces (``["AAPL", "MSFT"]``): words to wrap."""
+    pairs = zip(row, cells, strict=True)
+    return [_printable(_json_text(v)) if isinstance(v, (dict, list)) else c for v, c in pairs]
 
 
 def _column_widths(
@@ -1377,24 +1509,40 @@ def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool],
             pieces = [value] if whole else _wrapped(value, room)
             head = _fit(name, name_width, False)
             lines.append(f"{head} | {pieces[0]}" if value else f"{head} |")
-            lines += [indent + piece for piece in pieces[1:]]  # spaces kept: the pieces join up to the value
+            lines += [indent + piece for piece in pieces[1:]]
     return lines
 
 
 def _wrapped(text: str, width: int) -> list[str]:
-    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two)."""
-    if text.isascii() or max(text) < "\u0300":  # a column each (see _text_width)
-        return [text[start : start + width] for start in range(0, len(text), width)] or [""]
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two), as
+    psql's wrapped format: a piece ends at a space (which goes) when the word after it fits a line;
+    a longer word is cut where the line ends."""
     import bisect
     import itertools
 
-    ends = list(itertools.accumulate(map(_character_width, text)))  # the columns taken up to each character
+    narrow = text.isascii() or max(text) < "\u0300"  # a column each (see _text_width)
+    ends = [] if narrow else list(itertools.accumulate(map(_character_width, text)))  # columns
     pieces, start = [], 0
-    while start < len(text):  # each piece ends where the next character would pass ``width``
-        stop = max(bisect.bisect_right(ends, (ends[start - 1] if start else 0) + width, lo=start), start + 1)
-        pieces.append(text[start:stop])
-        start = stop
-    return pieces
+    while start < len(text):
+        stop = start + width  # where the next character would pass ``width``
+        if ends:
+            taken = ends[start - 1] if start else 0
+            stop = max(bisect.bisect_right(ends, taken + width, lo=start), start + 1)
+        stop = min(stop, len(text))
+        space = text.rfind(" ", start + 1, stop + 1) if stop < len(text) else -1
+        if space > 0 and (space == stop or _fits(text, space + 1, width)):  # at stop: a word's end
+            pieces.append(text[start:space])
+            start = space + 1
+        else:
+            pieces.append(text[start:stop])
+            start = stop
+    return pieces or [""]
+
+
+def _fits(text: str, at: int, width: int) -> bool:
+    """Whether the word at ``at`` in ``text`` fits ``width`` columns (read no further than that)."""
+    end = text.find(" ", at, at + width + 1)
+    return _width_up_to(text[at : end if end >= 0 else at + width + 1], width) <= width
 
 
 def _text_width(text: str) -> int:

@@ -7053,7 +7053,7 @@ class ReadmeTests(unittest.TestCase):
         self.assertEqual(lines[quick_start + 2], "```python")
         for command in ("python3 examples/local_service.py --demo", "python3 -m unittest -v"):
             self.assertIn(f"\n{command} ", text, "the two set-up commands, as typed")
-        self.assertIn("alias dataset-client='python3 -m dataset_client'", text)
+        self.assertIn("""\nalias dataset-client="python3 '$PWD/dataset_client.py'"\n""", text)
         self.assertTrue((HERE / "docs" / "DESIGN.md").is_file())
         self.assertIn("(docs/DESIGN.md)", text)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import csv
 import errno
 import hashlib
 import io
@@ -133,7 +134,8 @@ class CommandLineTests(StandInTestCase):
             "--format",
             "csv",
         )
-        self.assertEqual((status, json.loads(out)["status"]), (0, "ready"))
+        header, row = csv.reader(io.StringIO(out))  # an export is one record: csv as asked
+        self.assertEqual((status, dict(zip(header, row, strict=True))["status"]), (0, "ready"))
         status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
         self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
         self.assertEqual(err.count("\n"), 1)
@@ -445,8 +447,8 @@ class CommandLineTests(StandInTestCase):
                     self.assertEqual(rows[1], "name        | daily_bars")
                     self.assertIn(f"rows        | {numbers[1]}", rows)
                     self.assertEqual(sum(row.startswith("-[ RECORD ") for row in rows), 2)
-                    start = rows.index("description | Daily open, high, low, clo")  # wrapped, not cut
-                    wrapped = ["            | se and volume per symbol, ", "            | on weekdays."]
+                    start = rows.index("description | Daily open, high, low,")  # wrapped at words
+                    wrapped = [f"{'':11} | close and volume per", f"{'':11} | symbol, on weekdays."]
                     self.assertEqual(rows[start + 1 : start + 3], wrapped)
 
     def test_a_long_cell_is_measured_once_per_character(self) -> None:
@@ -722,6 +724,7 @@ class FirstHourCommandLineTests(StandInTestCase):
             [
                 "id           | exp_1",
                 "dataset      | trades",
+                'symbols      | ["V"]',
                 "format       | csv",
                 "rows         | 1234",
                 "size         | 3.0 MiB",
@@ -850,6 +853,217 @@ class FirstHourCommandLineTests(StandInTestCase):
                 )
                 self.assertEqual((status, out, err), (2, "", said))
                 self.assertEqual(self.requests, [], "nothing sent")
+
+
+class ThirdPassCommandLineTests(StandInTestCase):
+    """The contract's "The first hour, third pass", and the third review's "The pager gets no
+    secrets"."""
+
+    cli_unset = FirstHourCommandLineTests.cli_unset
+    run_on_a_terminal = FirstHourCommandLineTests.run_on_a_terminal  # self.server's, at /api
+
+    def test_the_pager_gets_no_secrets(self) -> None:
+        dumped = self.tmp() / "environment.txt"
+        rows = [["2024-01-02", "AAPL", 185.64]] * 40
+        self.server.default = reply(body={"columns": ["date", "symbol", "close"], "rows": rows})
+        password = "proxy-pass-4321"
+        variables = {
+            "DATASET_CLIENT_PAGER": f"sh -c 'cat > /dev/null; env > {dumped}'",  # dumps what it got
+            "HTTPS_PROXY": f"http://user:{password}@proxy.invalid:3128",
+            "COPY_OF_THE_KEY": KEY,
+            "KEPT": "what the pager may see",
+        }
+        status, drawn, err = self.run_on_a_terminal(80, "query", "SELECT 1", pager=variables)
+        self.assertEqual((status, err, drawn), (0, "", ""), "the pager had it all")
+        seen = dumped.read_text()
+        self.assertIn("\nKEPT=what the pager may see\n", seen, "the rest is the pager's")
+        self.assertIn("\nDATASET_CLIENT_PAGER=", seen)
+        for secret in (KEY, password, "DATASET_CLIENT_API_KEY", "COPY_OF_THE_KEY", "HTTPS_PROXY"):
+            self.assertNotIn(secret, seen)
+        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}", "the client's")
+
+    def stand_in_export(self, *output: str, start: str = "2024-01-02", end: str = "") -> list[str]:
+        dates = ["--start", start, "--end", end or "2024-01-05", "--format", "csv"]
+        return [*output, "export", "daily_bars", "--symbols", "AAPL,MSFT", *dates]
+
+    def test_output_means_the_same_for_export(self) -> None:
+        status, out, err = self.run_main(*self.stand_in_export("--output", "json"))
+        export = json.loads(out)
+        self.assertEqual((status, err, export["rows"], out.count("\n") > 5), (0, "", 8, True))
+        manifest = self.tmp() / "exports.jsonl"
+        for _ in range(2):  # export ... --output jsonl >> exports.jsonl
+            status, out, err = self.run_main(*self.stand_in_export("--output", "jsonl"))
+            self.assertEqual((status, err, out.count("\n")), (0, "", 1))
+            with manifest.open("a") as file:
+                file.write(out)
+        records = [json.loads(line) for line in manifest.read_text().splitlines()]
+        self.assertEqual([sorted(record) for record in records], [sorted(export)] * 2)
+        self.assertEqual([record["symbols"] for record in records], [["AAPL", "MSFT"]] * 2)
+        self.assertNotEqual(records[0]["id"], records[1]["id"])
+        status, out, err = self.run_main(*self.stand_in_export("--output", "csv"))
+        self.assertEqual((status, err), (0, ""))
+        header, row = csv.reader(io.StringIO(out))  # a header row and one row
+        self.assertEqual(header, list(export))
+        record = dict(zip(header, row, strict=True))
+        self.assertEqual((record["symbols"], record["rows"]), ('["AAPL","MSFT"]', "8"), "compact")
+        self.assertTrue(out.endswith("\r\n"))
+        narrow = {**self.cli_environment(), "COLUMNS": "40"}
+        argv = self.stand_in_export("--output", "table")
+        status, out, err = self.run_main(*argv, environment=narrow)
+        self.assertEqual((status, err), (0, ""))
+        shown = ["dataset      | daily_bars", 'symbols      | ["AAPL", "MSFT"]']
+        self.assertEqual(out.splitlines()[1:3], shown)
+        url = re.escape(self.base_url) + "/files/exp_[0-9a-f]+[.]csv"
+        whole = rf"\nsha256       \| [0-9a-f]{{64}}\ndownload_url \| {url}\n$"
+        self.assertRegex(out, whole, "what one copies, on one line at any width")
+        self.assertEqual(len(self.requests), 0)
+
+    def test_an_empty_export_is_said(self) -> None:
+        argv = self.stand_in_export(start="2021-01-01", end="2021-01-31")
+        status, out, err = self.run_main(*argv, terminal=True)
+        self.assertEqual(status, 0)
+        self.assertEqual(
+            err,
+            "dataset-client: warning: the export holds no rows: check --symbols, --start and --end"
+            " against dataset-client datasets daily_bars\n",
+        )
+        lines = out.splitlines()
+        self.assertEqual(lines[1:6], [
+            "dataset      | daily_bars",
+            'symbols      | ["AAPL", "MSFT"]',
+            "start_date   | 2021-01-01",
+            "end_date     | 2021-01-31",
+            "format       | csv",
+        ])  # fmt: skip
+        self.assertEqual(lines[6], "rows         | 0")
+        for more in (["--output", "json"], ["-q"]):
+            with self.subTest(more=more):
+                status, out, err = self.run_main(*more, *argv)
+                self.assertEqual(status, 0)
+                self.assertEqual(err.count("holds no rows"), 0 if "-q" in more else 1)
+        status, out, err = self.run_main(*self.stand_in_export(), terminal=True)
+        self.assertEqual((status, err), (0, ""), "an export with rows: nothing said")
+
+    def block(self, out: str) -> dict[str, str]:
+        """A ``field | value`` block: each field's value, continuation lines joined by a space."""
+        fields: dict[str, str] = {}
+        for line in out.splitlines():
+            name, _, value = line.partition(" | ")
+            if name.strip():
+                fields[name.strip()] = value
+            else:
+                fields[list(fields)[-1]] += " " + value
+        return fields
+
+    def test_one_dataset_at_a_glance(self) -> None:
+        listed = self.stand_in_client().list_datasets()[0]
+        whole = {key: v if isinstance(v, str) else json.dumps(v) for key, v in listed.items()}
+        for columns in (40, 80):
+            with self.subTest(columns=columns):
+                environment = {**self.cli_environment(), "COLUMNS": str(columns)}
+                argv = ["datasets", "daily_bars"]
+                status, out, err = self.run_main(*argv, terminal=True, environment=environment)
+                self.assertEqual((status, err), (0, ""))
+                self.assertEqual(out.splitlines()[0], "name        | daily_bars")
+                self.assertTrue(all(len(line) <= columns for line in out.splitlines()), out)
+                self.assertEqual(self.block(out), whole, "every field whole")
+        for output in ("json", "jsonl"):
+            status, out, err = self.run_main("--output", output, "datasets", "daily_bars")
+            self.assertEqual((status, err, json.loads(out)), (0, "", listed))
+            self.assertEqual(out.count("\n") == 1, output == "jsonl")
+        status, out, err = self.run_main("datasets", "daily_bars", "--output", "csv")
+        header, row = csv.reader(io.StringIO(out))
+        self.assertEqual(header[:2], ["name", "description"])
+        self.assertEqual(row[:2], ["daily_bars", whole["description"]])
+        for name, said in (
+            ("daily_bar", "no dataset 'daily_bar' (did you mean 'daily_bars'?)"),
+            ("TRADES", "no dataset 'TRADES' (did you mean 'trades'?)"),
+            ("quotes\x1b[2J", "no dataset 'quotes\\x1b[2J'; the datasets: daily_bars, trades"),
+        ):
+            with self.subTest(name=name):
+                status, out, err = self.run_main("datasets", name)
+                self.assertEqual((status, out, err), (1, "", f"dataset-client: error: {said}\n"))
+        status, out, _ = self.run_main("datasets", "--output", "json")
+        self.assertEqual([d["name"] for d in json.loads(out)], ["daily_bars", "trades"])
+
+    def test_hints_point_at_the_cause(self) -> None:
+        config = self.tmp() / "config.toml"
+        config.write_text(f'[staging]\nbase_url = "{self.server.url}/api"\n')
+        config.chmod(0o600)
+        self.script(reply(401, {"message": "missing or wrong API key"}))
+        environment = {"DATASET_CLIENT_CONFIG": str(config)}
+        status, _, err = self.run_main("--profile", "staging", "datasets", environment=environment)
+        self.assertEqual(status, 1)
+        said = f"(DATASET_CLIENT_API_KEY is not set, and [staging] in {config} has no api_key)\n"
+        self.assertTrue(err.endswith(f": missing or wrong API key {said}"), err)
+        gone = reply(404, {"message": "no such endpoint"})
+        self.script(gone, gone, reply(404, {"message": "no such dataset: 'nope'"}), gone)
+        day, url = ["--start", "2024-01-02", "--end", "2024-01-02"], self.server.url + "/api"
+        for argv, hint in (
+            (["--base-url", url + "/v1", "datasets"], " (check the path /api/v1 of --base-url)"),
+            (["query", "SELECT 1"], " (check the path /api of DATASET_CLIENT_BASE_URL)"),
+            (["export", "nope", "--symbols", "V", *day], ""),  # the service said what it lacks
+            (["--base-url", self.server.url, "datasets"], ""),  # no path to check
+        ):
+            with self.subTest(argv=argv):
+                status, _, err = self.run_main(*argv, key=KEY, base_url=url)
+                self.assertEqual(status, 1)
+                said = r"^dataset-client: error: 404 Not Found: .*: no such \w+[^(]*"
+                self.assertRegex(err, said + re.escape(hint) + "\n$")
+        for text, said in (
+            ("2024-13-01", "there is no month 13"),
+            ("2024-00-01", "there is no month 0"),
+            ("2024-01-32", "there is no day 32"),
+            ("2023-02-29", "there is no 29 February 2023"),
+            ("2024-04-31T10:00", "there is no 31 April 2024"),
+            ("0000-01-01", "there is no year 0"),
+            ("2024/01/02", "use YYYY-MM-DD"),
+        ):
+            with self.subTest(text=text):
+                argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-01", "--end"]
+                status, out, err = self.run_main(*argv, text)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err.endswith(f"--end: invalid date {text!r}: {said}\n"), err)
+        self.assertEqual(len(self.requests), 5, "nothing sent for a usage error")
+
+    def test_a_mistyped_option_prints_the_usage_of_its_command(self) -> None:
+        day = ["--start", "2024-01-02", "--end", "2024-01-02"]
+        for argv, usage, told in (
+            (
+                ["export", "trades", "--simbols", "V", *day],
+                "usage: dataset-client export [-h] --symbols SYMBOLS",
+                "unknown option '--simbols' (did you mean '--symbols'?)",
+            ),
+            (["datasets", "--outptu", "csv"], "usage: dataset-client datasets [-h]", "unknown"),
+            (["--outptu", "csv", "datasets"], "usage: dataset-client [-h] [--base-url", "unknown"),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err.startswith(usage + " "), err)
+                self.assertTrue(err.splitlines()[-1].startswith(f"dataset-client: error: {told}"))
+        self.assertEqual(self.requests, [])
+
+    def test_the_readmes_way_in_works_from_anywhere(self) -> None:
+        readme = (HERE / "README.md").read_text(encoding="utf-8")
+        install = readme[readme.index("\n## Install\n") :].split("\n## ", 2)[1]
+        for said in ("`dataset_client.py`", "`dataset_client_cli.py`", "pip install", "setuptools"):
+            self.assertIn(said, install)
+        self.assertNotIn("flit", readme, "the build backend is setuptools")
+        programs = self.tmp()  # python3 is this Python, as the README's alias runs it
+        (programs / "python3").symlink_to(sys.executable)
+        checkout, elsewhere = shlex.quote(str(HERE)), self.tmp()
+        script = f"cd {checkout}\n{readme_alias()}\ncd {elsewhere}\ndataset-client --version"
+        path = f"{programs}{os.pathsep}{os.environ['PATH']}"
+        result = subprocess.run(
+            ["bash", "--norc", "--noprofile", "-O", "expand_aliases", "-c", script],
+            env={"PATH": path, "PYTHONPYCACHEPREFIX": base.PYCACHE},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        self.assertEqual((result.returncode, result.stderr), (0, ""))
+        self.assertEqual(result.stdout, f"dataset-client {dc.__version__}\n")
 
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
@@ -1428,22 +1642,23 @@ class CommandLineTerminalTests(StandInTestCase):
                     "a rather long descrip…  1234567890123  x",  # the text gave way
                 ],
             ),
-            (  # records: the names whole up to half the width, a long text wrapped, never cut
+            (  # records: the names whole up to half the width, a long text wrapped at words
                 24,
                 [
                     "-[ RECORD 1 ]-",
-                    "about | a rather long de",
-                    "      | scription of it",
+                    "about | a rather long",
+                    "      | description of",
+                    "      | it",
                     "big   | 1234567890123",
                     "t     | x",
                 ],
             ),
-            (
+            (  # a word longer than the line: cut into pieces
                 12,
                 [
                     "-[ RECORD 1 ]-",
                     "about | a ra",
-                    *[f"      | {p}" for p in ("ther", " lon", "g de", "scri", "ptio", "n of", " it")],
+                    *[f"      | {p}" for p in ("ther", "long", "desc", "ript", "ion", "of", "it")],
                     "big   | 1234567890123",
                     "t     | x",
                 ],
@@ -1503,16 +1718,38 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(lines[0], "-[ RECORD 1 ]-")
         self.assertEqual(lines[1], "opening_balance | 123456789012345", "a name that fits is never cut")
         self.assertTrue(all(cli._text_width(line) <= 40 for line in lines), lines)
-        start = lines.index("description     | " + text[:22])
+        start = lines.index("description     | A long description")  # " that" would pass 40 columns
         continued = list(itertools.takewhile(lambda line: line.startswith(" " * 15 + " | "), lines[start + 1 :]))
-        self.assertEqual("".join(line[18:] for line in [lines[start], *continued]), text, "wrapped, never cut")
-        self.assertEqual(len(continued), len(text) // 22)
+        pieces = [line[18:] for line in [lines[start], *continued]]
+        self.assertEqual(" ".join(pieces), text, "wrapped at words, never cut")
+        self.assertEqual(len(continued), 7)
         start += 1 + len(continued)
         self.assertEqual(lines[start], "wide            | " + "数" * 11)
         self.assertEqual(lines[start + 2], " " * 15 + " | " + "数" * 8)
         self.assertEqual(lines[start + 3 :], ["n               | 7", "closing_balance | 123456789012345", "(1 row)"])
         long_name = cli._table_lines(["a_column_name_longer_than_half_the_width", "n"], [["x", 10**31]], 40)
         self.assertEqual(long_name[1], "a_column_name_longe… | x", "names take at most half the width")
+
+    def test_records_wrap_at_words(self) -> None:
+        text = "Daily open, high, low, close and volume per symbol, on weekdays."
+        lines = cli._table_lines(["description", "n"], [[text, 10**40]], 40)  # the number: records
+        self.assertEqual(
+            lines[1:4],
+            [
+                "description | Daily open, high, low,",
+                "            | close and volume per",
+                "            | symbol, on weekdays.",
+            ],
+        )
+        self.assertEqual(cli._wrapped("a bb ccc", 3), ["a", "bb", "ccc"])
+        self.assertEqual(cli._wrapped("a  b", 1), ["a", " ", "b"], "a run of spaces: one goes")
+        long_word = "x" * 9 + " y"
+        self.assertEqual(cli._wrapped("ab " + long_word, 4), ["ab x", "xxxx", "xxxx", "y"], "cut")
+        self.assertEqual(cli._wrapped("数 数 数数", 5), ["数 数", "数数"], "in columns: wide ones too")
+        symbols = ["AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META"]
+        lines = cli._table_lines(["symbols", "n"], [[symbols, 10**40]], 40)  # nested, in records
+        wrapped = ['symbols | ["AAPL", "AMZN", "GOOG",', '        | "JNJ", "JPM", "META"]']
+        self.assertEqual(lines[1:3], wrapped, "JSON with spaces, to wrap at words too")
 
     def test_fitting_is_linear_in_the_size_of_the_result(self) -> None:
         columns = [f"c{index}" for index in range(20)]
@@ -1536,6 +1773,14 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(len(lines[2]), 400)
         self.assertEqual({(len(cell), cell[-1]) for cell in lines[2].split()}, {(18, "…"), (19, "…")})  # level
         self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
+
+
+def readme_alias() -> str:
+    """The README's alias line, as a user pastes it (its comment left off)."""
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^alias dataset-client=.*?(?=\s+#|$)", readme, re.M)
+    assert found is not None, "the README shows an alias"
+    return found[0]
 
 
 class CompletionTests(unittest.TestCase):
@@ -1680,10 +1925,9 @@ class CompletionTests(unittest.TestCase):
             "PS1": "$ ",
             "HOME": str(self.directory),
             "XDG_CONFIG_HOME": str(self.directory / "xdg"),
-            "PYTHONPATH": str(HERE),  # python3 -m dataset_client from anywhere, as a pip install would
         }
         type_until, process = self.shell_at_a_terminal(shell, environment)
-        alias = b"alias dataset-client='python3 -m dataset_client'"
+        alias = f"cd {shlex.quote(str(HERE))} && {readme_alias()} && cd -".encode()  # made there
         type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
         show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match
         type_until(b"dataset-client --output cs\t" + show, b"<dataset-client><--output><csv>")
