@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import stat
 import time
@@ -852,7 +853,7 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
     if isinstance(result, dict) and _is_number(result.get("rows")) and result["rows"] == 0:
         stderr.warning(
             "the export holds no rows: check --symbols, --start and --end against"
-            f" dataset-client datasets {_shell_quoted(settings.dataset)}"
+            f" dataset-client datasets {shlex.quote(settings.dataset)}"
         )
     if settings.download is not None:
         url, digest = _export_file(result)
@@ -1270,7 +1271,7 @@ class _TerminalCopy(io.StringIO):
         return int(self.terminal.fileno())
 
 
-def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: _Secrets) -> None:
+def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None:
     """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller than the
     screen, as psql and gh do. Never when stdout is a file or pipe."""
     terminal = sys.stdout
@@ -1317,7 +1318,7 @@ def _pager_command() -> list[str] | None:
     return [less, "-FRX"] if less else None
 
 
-def _run_pager(command: list[str], text: str, terminal: Any, secrets: _Secrets) -> bool:
+def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bool:
     """``text`` through the pager on ``terminal``; False when the pager cannot start. Quitting it early
     is fine (the rest is not wanted): no error. The pager gets none of the client's ``secrets``."""
     import subprocess
