@@ -93,6 +93,7 @@ if TYPE_CHECKING:
 
 
 _EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
+_MAX_RETRIES = 1_000_000  # --retries: more than any wait is worth (400 digits overflowed)
 # The library's argument names, as the person at the terminal gave them.
 _CLI_NAMES = {
     "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
@@ -259,7 +260,25 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     namespace = parser.parse_args(arguments)
     if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
+    if stalled := _rates_that_stall(namespace):
+        _command_parsers(parser)[namespace.command].error(stalled)
     return namespace
+
+
+def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
+    """The usage error of a --limit-rate whose share per connection is below --speed-limit: every
+    connection would be judged stalled (docs/DESIGN.md); None when the rates agree."""
+    limit, floor = getattr(namespace, "limit_rate", None), getattr(namespace, "speed_limit", None)
+    connections = getattr(namespace, "connections", 1)
+    if not limit or not floor or limit >= floor * connections:
+        return None
+    rates = f"--limit-rate {_size(limit)}/s is below --speed-limit {_size(floor)}/s"
+    if connections == 1:
+        return f"{rates}: every connection would stall; raise --limit-rate or lower --speed-limit"
+    return (
+        f"{rates} times --connections {connections}: every connection would stall;"
+        " raise --limit-rate or lower --speed-limit or --connections"
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -501,24 +520,34 @@ def _seconds(text: str) -> float | None:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0 or value == float("inf"):
+    if not 0 <= value < math.inf:  # 400 digits: inf
         import argparse
 
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: give seconds, 0 or more (0: no limit)")
+        message = f"invalid value {_value_shown(text)!r}: give seconds, 0 or more (0: no limit)"
+        raise argparse.ArgumentTypeError(message)
     return value or None  # 0: no limit
 
 
-def _at_least(least: int, most: int | None = None) -> Callable[[str], int]:
+def _at_least(least: int, most: int = _MAX_RETRIES) -> Callable[[str], int]:
+    """A whole number from ``least`` to ``most`` (400 digits: a usage error, no OverflowError)."""
+
     def check(text: str) -> int:
-        if int(text) < least or (most is not None and int(text) > most):
+        try:
+            value = int(text)
+        except ValueError:  # not a whole number, or one of over 4,300 digits
+            value = least - 1
+        if not least <= value <= most:
             import argparse
 
-            allowed = f"at least {least}" if most is None else f"{least} to {most}"
-            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}")
-        return int(text)
+            raise argparse.ArgumentTypeError(f"must be {least} to {most}, got {_value_shown(text)}")
+        return value
 
-    check.__name__ = "number"  # argparse names it in "invalid number value"
     return check
+
+
+def _value_shown(text: str) -> str:
+    """A value given on the command line, as a message repeats it: cut, when long (400 digits)."""
+    return text if len(text) <= 24 else text[:23] + "\u2026"
 
 
 def _date(text: str) -> datetime.date:
@@ -538,10 +567,11 @@ def _rate(text: str) -> float:
     """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
     value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
-    if not (value == 0 or value >= 1):  # 0: no limit; under a byte a second would never end
+    if not (value == 0 or 1 <= value < math.inf):  # 0: no limit; under a byte a second: never ends
         import argparse
 
-        raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
+        shown = f"invalid rate {_value_shown(text)!r}"
+        raise argparse.ArgumentTypeError(f"{shown}: bytes per second, such as 500K, 10M or 1G")
     return value  # 0: no limit, as curl
 
 
@@ -1071,9 +1101,10 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
         return "-", False
     if destination is not None and not os.path.isdir(destination):
         return destination, False
-    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
-    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise _UsageError(f"cannot name a file after {url!r}: give DEST")
+    path = urllib.parse.urlsplit(url).path  # not the query, which may hold a signature
+    name = urllib.parse.unquote(path.rsplit("/", 1)[-1])
+    if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:  # "-": stdout
+        raise _UsageError(f"cannot name a file after the URL path {path!r}: give DEST")
     if name.startswith(".") or _printable(name) != name:
         what = "starts with a dot" if name.startswith(".") else "holds a control character or an invisible one"
         raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
