@@ -510,7 +510,8 @@ class DatasetClient:
         ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
         ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
         below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
-        (``_verified``, private: called with the name of each digest the file passed, for the CLI's summary.)
+        (``_verified``, private: called with the name of each digest the file passed, for the CLI's
+        summary, then with "plain HTTP" when a redirect took the https:// URL to http://.)
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = _resolve_download_url(self._base_url, download_url)
@@ -2328,6 +2329,7 @@ class _Transfer:
         self.resume_refused = False
         self.digest: _Digest | None = None
         self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
+        self.plain_http = False  # a redirect took this https:// download to http://
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
             self._resume_digests(target.state.saved if target.state is not None else None)
@@ -2431,6 +2433,8 @@ class _Transfer:
         except DatasetClientError:
             self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
             raise
+        if self.url.startswith("https:") and response.url.startswith("http:"):
+            self.plain_http = True
         if self.limits.min_rate is not None:  # measured from here: the head is in
             _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
         return response
@@ -2768,7 +2772,7 @@ class _Transfer:
                     return self._fetch_all()  # bounded: a part that mismatches a second time raises
                 self._mismatch(header, algorithm, expected, actual)
             passed.append(header if header == "sha256" else f"{header} ({algorithm})")
-        self.verified = passed
+        self.verified = [*passed, "plain HTTP"] if passed and self.plain_http else passed
 
     def _refetch_mismatched_parts(self) -> bool:
         """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.

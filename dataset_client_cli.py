@@ -147,7 +147,7 @@ class _UsageError(Exception):
 
 
 class _Refused(Exception):
-    """A download that would replace a file it must not: exit status 1."""
+    """A download that would replace a file it must not, or whose stdout closed early: exit 1."""
 
 
 class _Stopped(BaseException):
@@ -880,8 +880,9 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
             text += " (DATASET_CLIENT_API_KEY is not set; the profile's api_key goes only to its own base_url)"
         elif exc.status == 401 and settings is not None and settings.api_key is None:
             text += " (DATASET_CLIENT_API_KEY is not set)"
-    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
-        text += f"; raise --max-time {exc.deadline:g} to let it run longer"
+    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # the library's words
+        seconds = f"{exc.deadline:g}"
+        text = text.replace(f"the deadline of {seconds} s", f"--max-time {seconds}", 1)
     elif isinstance(exc, RequestTimeoutError):
         text = text.replace("/s of min_rate", "/s of --speed-limit")
     elif isinstance(exc, NetworkError) and exc.certificate:
@@ -1187,30 +1188,62 @@ def _cli_download(
     to_stdout = target == "-"
     # No progress line over a file that is itself being written to the terminal.
     progress = _ProgressLine(stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty()))
+    stdout = None
     if to_stdout:
         sys.stdout.flush()
+        stdout = _CountedStdout(sys.stdout.fileno(), "wb", closefd=False)
     options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
     if args.speed_limit:
         options["min_rate"] = args.speed_limit
     try:
-        destination: Any = sys.stdout.buffer if to_stdout else target
+        destination: Any = target if stdout is None else stdout
         options["_verified"] = progress.verified.append  # for the summary: what the file was checked against
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
     except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
-        _noted(exc, target, _partial_file_hint(target, partial, resume, received=progress.done > 0))
+        if stdout is not None and isinstance(exc, BrokenPipeError):  # its reader left early (| head)
+            total = f" of {_size(progress.total)}" if progress.total else ""
+            went = f"stdout's reader went away after {_size(stdout.written)}{total} was written"
+            raise _Refused(f"{went}: the file is incomplete") from None
+        hint = _partial_file_hint(target, partial, resume, received=progress.done > 0)
+        if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # as curl says it
+            ran = time.monotonic() - progress.created
+            hint = f"; it ran {ran:.1f} s and received {progress.received()}{hint}"
+        _noted(exc, target, hint)
         raise
     finally:
         progress.finish()
-    if to_stdout:
-        sys.stdout.buffer.flush()
-    elapsed = max(time.monotonic() - progress.started, 1e-6)
-    rate = _size((progress.done - (progress.first or 0)) / elapsed)
-    servers = [check for check in progress.verified if check != "sha256"]
-    checked = ", sha256 verified" if sha256 else f", verified by the server's {servers[0]}" if servers else ""
-    where = "stdout" if to_stdout else target
-    stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
+    stderr.info(_download_summary("stdout" if to_stdout else target, progress, sha256))
+
+
+def _download_summary(where: str, progress: _ProgressLine, sha256: str | None) -> str:
+    """``downloaded out.bin: 3.0 MiB (1.4 MiB already there), 2.0 s, 803.6 KiB/s, sha256 verified``:
+    the time and rate of this run, and what the file was checked against."""
+    elapsed = max(time.monotonic() - progress.created, 1e-6)
+    already = progress.first or 0  # what a resumed download had kept
+    size = _size(progress.done) + (f" ({_size(already)} already there)" if already else "")
+    rate = _size((progress.done - already) / elapsed)
+    servers = [check for check in progress.verified if check not in ("sha256", "plain HTTP")]
+    checked = f", verified by the server's {servers[0]}" if servers else ""
+    checked = ", sha256 verified" if sha256 else checked
+    if checked and "plain HTTP" in progress.verified:  # a redirect left TLS: a digest proves less
+        checked += " (the bytes came over plain HTTP: a redirect left https://)"
+    return f"downloaded {where}: {size}, {elapsed:.1f} s, {rate}/s{checked}"
+
+
+class _CountedStdout(io.FileIO):
+    """stdout for a download's bytes, unbuffered: counts the bytes that reached it, a reader that
+    leaves early (``| head -c``) having taken part of a chunk."""
+
+    written = 0
+
+    def write(self, data: Any, /) -> int:
+        count = super().write(data)
+        if count is None:  # a non-blocking stdout that is full, as a buffered stream says it
+            raise BlockingIOError(11, "stdout is full and non-blocking")
+        self.written += count
+        return count
 
 
 def _partial_file_hint(target: str, partial: _PartialFile | None, resume: bool, *, received: bool) -> str:
@@ -1631,7 +1664,7 @@ class _ProgressLine:
     def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
         self.stderr = stderr
         self.draw = draw
-        self.started = time.monotonic()
+        self.created = self.started = time.monotonic()  # the download's start; the first bytes'
         self.drawn_at = 0.0
         self.first: int | None = None  # bytes there already (a resumed file): not this run's speed
         self.done = 0
@@ -1649,6 +1682,10 @@ class _ProgressLine:
         if self.draw and (now - self.drawn_at >= 0.1 or percent != self.percent):
             self.drawn_at, self.percent = now, percent
             self.stderr.status(self.text(now - self.started, _terminal_width(self.stderr.stream) or 80))
+
+    def received(self) -> str:
+        """``1.0 MiB of 3.0 MiB``: how much of the file is in."""
+        return f"{_size(self.done)} of {_size(self.total)}" if self.total else _size(self.done)
 
     def text(self, elapsed: float, width: int) -> str:
         """Bar, percent, bytes, rate and time left, in ``width - 1`` columns, each part in its fixed room."""
