@@ -1284,7 +1284,7 @@ class _Stderr:
             with self.lock:
                 width = (_terminal_width(self.stream) or 80) - 1
                 # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
-                self.line = line and _fit(_printable(self.secrets.redact(line)), width, False).rstrip()
+                self.line = line and _status_fitted(_printable(self.secrets.redact(line)), width)
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
@@ -1715,6 +1715,28 @@ class _ProgressLine:
     def finish(self) -> None:
         if self.draw:
             self.stderr.status(None)
+
+
+# A URL as the library's messages show it (``GET URL: reason``), and the request that names it.
+_URL_IN_TEXT = r"\b[a-z][a-z0-9+.-]*://\S*[^\s:;,.)]"
+_REQUEST_IN_TEXT = rf"(?:: )?\b[A-Z]+ {_URL_IN_TEXT}(?: via proxy \S+ \(NO_PROXY bypasses it\))?"
+
+
+def _status_fitted(text: str, width: int) -> str:
+    """A status line in ``width`` columns, cut where it says least (a retry keeps its reason):
+    each URL from its end (to its origin), then the request (the error and -v say it whole), then
+    the program's name; then (or at once, in a line without a URL) its end."""
+    urls = sorted(set(re.findall(_URL_IN_TEXT, text)), key=len, reverse=True)
+    for url in urls:
+        origin = url.find("/", url.find("//") + 2) % (len(url) + 1)  # where its path starts
+        keep = max(len(url) - (_text_width(text) - width) - 1, origin + 1)
+        if keep < len(url):
+            text = text.replace(url, url[:keep] + "\u2026")
+    if urls and _text_width(text) > width:
+        text = re.sub(" {2,}", " ", re.sub(_REQUEST_IN_TEXT, "", text))
+        if _text_width(text) > width:
+            text = text.removeprefix("dataset-client: ")
+    return _fit(text, width, False).rstrip()
 
 
 def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]]]:
