@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -86,6 +87,7 @@ _HAS_GETEUID = hasattr(os, "geteuid")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_MAX_RETRIES = 1_000_000  # --retries: more than any wait is worth (400 digits overflowed)
 # The library's argument names, as the person at the terminal gave them.
 _CLI_NAMES = {
     "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
@@ -138,7 +140,7 @@ class _UsageError(Exception):
 
 
 class _Refused(Exception):
-    """A download that would replace a file it must not: exit status 1."""
+    """A download that would replace a file it must not, or whose stdout closed early: exit 1."""
 
 
 class _NotFound(Exception):
@@ -266,7 +268,25 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     namespace = parser.parse_args(arguments)
     if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
+    if stalled := _rates_that_stall(namespace):
+        _command_parsers(parser)[namespace.command].error(stalled)
     return namespace
+
+
+def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
+    """The usage error of a --limit-rate whose share per connection is below --speed-limit: every
+    connection would be judged stalled (docs/DESIGN.md); None when the rates agree."""
+    limit, floor = getattr(namespace, "limit_rate", None), getattr(namespace, "speed_limit", None)
+    connections = getattr(namespace, "connections", 1)
+    if not limit or not floor or limit >= floor * connections:
+        return None
+    rates = f"--limit-rate {_size(limit)}/s is below --speed-limit {_size(floor)}/s"
+    if connections == 1:
+        return f"{rates}: every connection would stall; raise --limit-rate or lower --speed-limit"
+    return (
+        f"{rates} times --connections {connections}: every connection would stall;"
+        " raise --limit-rate or lower --speed-limit or --connections"
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -511,24 +531,34 @@ def _seconds(text: str) -> float | None:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0 or value == float("inf"):
+    if not 0 <= value < math.inf:  # 400 digits: inf
         import argparse
 
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: give seconds, 0 or more (0: no limit)")
+        message = f"invalid value {_value_shown(text)!r}: give seconds, 0 or more (0: no limit)"
+        raise argparse.ArgumentTypeError(message)
     return value or None  # 0: no limit
 
 
-def _at_least(least: int, most: int | None = None) -> Callable[[str], int]:
+def _at_least(least: int, most: int = _MAX_RETRIES) -> Callable[[str], int]:
+    """A whole number from ``least`` to ``most`` (400 digits: a usage error, no OverflowError)."""
+
     def check(text: str) -> int:
-        if int(text) < least or (most is not None and int(text) > most):
+        try:
+            value = int(text)
+        except ValueError:  # not a whole number, or one of over 4,300 digits
+            value = least - 1
+        if not least <= value <= most:
             import argparse
 
-            allowed = f"at least {least}" if most is None else f"{least} to {most}"
-            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}")
-        return int(text)
+            raise argparse.ArgumentTypeError(f"must be {least} to {most}, got {_value_shown(text)}")
+        return value
 
-    check.__name__ = "number"  # argparse names it in "invalid number value"
     return check
+
+
+def _value_shown(text: str) -> str:
+    """A value given on the command line, as a message repeats it: cut, when long (400 digits)."""
+    return text if len(text) <= 24 else text[:23] + "\u2026"
 
 
 def _date(text: str) -> datetime.date:
@@ -574,10 +604,11 @@ def _rate(text: str) -> float:
     """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
     value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
-    if not (value == 0 or value >= 1):  # 0: no limit; under a byte a second would never end
+    if not (value == 0 or 1 <= value < math.inf):  # 0: no limit; under a byte a second: never ends
         import argparse
 
-        raise argparse.ArgumentTypeError(f"invalid rate {text!r}: bytes per second, such as 500K, 10M or 1G")
+        shown = f"invalid rate {_value_shown(text)!r}"
+        raise argparse.ArgumentTypeError(f"{shown}: bytes per second, such as 500K, 10M or 1G")
     return value  # 0: no limit, as curl
 
 
@@ -761,8 +792,9 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
             text += _no_key_hint(settings)
         elif exc.status == 404 and settings is not None:
             text += _base_path_hint(exc, settings)
-    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
-        text += f"; raise --max-time {exc.deadline:g} to let it run longer"
+    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # the library's words
+        seconds = f"{exc.deadline:g}"
+        text = text.replace(f"the deadline of {seconds} s", f"--max-time {seconds}", 1)
     elif isinstance(exc, RequestTimeoutError):
         text = text.replace("/s of min_rate", "/s of --speed-limit")
     elif isinstance(exc, NetworkError) and exc.certificate:
@@ -1037,9 +1069,10 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
         return "-", False
     if destination is not None and not os.path.isdir(destination):
         return destination, False
-    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
-    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        raise _UsageError(f"cannot name a file after {url!r}: give DEST")
+    path = urllib.parse.urlsplit(url).path  # not the query, which may hold a signature
+    name = urllib.parse.unquote(path.rsplit("/", 1)[-1])
+    if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:  # "-": stdout
+        raise _UsageError(f"cannot name a file after the URL path {path!r}: give DEST")
     if name.startswith(".") or _printable(name) != name:
         what = "starts with a dot" if name.startswith(".") else "holds a control character or an invisible one"
         raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
@@ -1122,30 +1155,63 @@ def _cli_download(
     to_stdout = target == "-"
     # No progress line over a file that is itself being written to the terminal.
     progress = _ProgressLine(stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty()))
+    stdout = None
     if to_stdout:
         sys.stdout.flush()
+        stdout = _CountedStdout(sys.stdout.fileno(), "wb", closefd=False)
     options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
     if args.speed_limit:
         options["min_rate"] = args.speed_limit
     try:
-        destination: Any = sys.stdout.buffer if to_stdout else target
+        destination: Any = target if stdout is None else stdout
         options["verified"] = progress.verified.append  # for the summary: what the file passed
         client.download(
             url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
         )
     except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
-        _noted(exc, target, _partial_file_hint(target, partial, resume, received=progress.done > 0))
+        if stdout is not None and isinstance(exc, BrokenPipeError):  # its reader left early (| head)
+            total = f" of {_size(progress.total)}" if progress.total else ""
+            went = f"stdout's reader went away after {_size(stdout.written)}{total} was written"
+            raise _Refused(f"{went}: the file is incomplete") from None
+        hint = _partial_file_hint(target, partial, resume, received=progress.done > 0)
+        if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # as curl says it
+            ran = time.monotonic() - progress.created
+            hint = f"; it ran {ran:.1f} s and received {progress.received()}{hint}"
+        _noted(exc, target, hint)
         raise
     finally:
         progress.finish()
-    if to_stdout:
-        sys.stdout.buffer.flush()
-    elapsed = max(time.monotonic() - progress.started, 1e-6)
-    rate = _size((progress.done - (progress.first or 0)) / elapsed)
-    servers = [check for check in progress.verified if not check.startswith("sha256")]
-    checked = ", sha256 verified" if sha256 else f", verified by the server's {servers[0]}" if servers else ""
-    where = "stdout" if to_stdout else target
-    stderr.info(f"downloaded {where}: {_size(progress.done)}, {elapsed:.1f} s, {rate}/s{checked}")
+    stderr.info(_download_summary("stdout" if to_stdout else target, progress, sha256))
+
+
+def _download_summary(where: str, progress: _ProgressLine, sha256: str | None) -> str:
+    """``downloaded out.bin: 3.0 MiB (1.4 MiB already there), 2.0 s, 803.6 KiB/s, sha256 verified``:
+    the time and rate of this run, and what the file was checked against."""
+    elapsed = max(time.monotonic() - progress.created, 1e-6)
+    already = progress.first or 0  # what a resumed download had kept
+    size = _size(progress.done) + (f" ({_size(already)} already there)" if already else "")
+    rate = _size((progress.done - already) / elapsed)
+    clear = " over plain HTTP"  # download() adds it to each check when a redirect left https://
+    servers = [check.removesuffix(clear) for check in progress.verified if not check.startswith("sha256")]
+    checked = f", verified by the server's {servers[0]}" if servers else ""
+    checked = ", sha256 verified" if sha256 else checked
+    if checked and any(check.endswith(clear) for check in progress.verified):  # a digest proves less
+        checked += " (the bytes came over plain HTTP: a redirect left https://)"
+    return f"downloaded {where}: {size}, {elapsed:.1f} s, {rate}/s{checked}"
+
+
+class _CountedStdout(io.FileIO):
+    """stdout for a download's bytes, unbuffered: counts the bytes that reached it, a reader that
+    leaves early (``| head -c``) having taken part of a chunk."""
+
+    written = 0
+
+    def write(self, data: Any, /) -> int:
+        count = super().write(data)
+        if count is None:  # a non-blocking stdout that is full, as a buffered stream says it
+            raise BlockingIOError(11, "stdout is full and non-blocking")
+        self.written += count
+        return count
 
 
 def _partial_file_hint(target: str, partial: _PartialFile | None, resume: bool, *, received: bool) -> str:
@@ -1186,8 +1252,7 @@ class _Stderr:
             with self.lock:
                 width = (_terminal_width(self.stream) or 80) - 1
                 # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
-                shown = line and _printable(_redact_value(line, self.secrets))
-                self.line = shown and _fit(shown, width, False).rstrip()
+                self.line = line and _status_fitted(_printable(_redact_value(line, self.secrets)), width)
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
@@ -1624,7 +1689,7 @@ class _ProgressLine:
     def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
         self.stderr = stderr
         self.draw = draw
-        self.started = time.monotonic()
+        self.created = self.started = time.monotonic()  # the download's start; the first bytes'
         self.drawn_at = 0.0
         self.first: int | None = None  # bytes there already (a resumed file): not this run's speed
         self.done = 0
@@ -1642,6 +1707,10 @@ class _ProgressLine:
         if self.draw and (now - self.drawn_at >= 0.1 or percent != self.percent):
             self.drawn_at, self.percent = now, percent
             self.stderr.status(self.text(now - self.started, _terminal_width(self.stderr.stream) or 80))
+
+    def received(self) -> str:
+        """``1.0 MiB of 3.0 MiB``: how much of the file is in."""
+        return f"{_size(self.done)} of {_size(self.total)}" if self.total else _size(self.done)
 
     def text(self, elapsed: float, width: int) -> str:
         """Bar, percent, bytes, rate and time left, in ``width - 1`` columns, each part in its fixed room."""
@@ -1671,6 +1740,28 @@ class _ProgressLine:
     def finish(self) -> None:
         if self.draw:
             self.stderr.status(None)
+
+
+# A URL as the library's messages show it (``GET URL: reason``), and the request that names it.
+_URL_IN_TEXT = r"\b[a-z][a-z0-9+.-]*://\S*[^\s:;,.)]"
+_REQUEST_IN_TEXT = rf"(?:: )?\b[A-Z]+ {_URL_IN_TEXT}(?: via proxy \S+ \(NO_PROXY bypasses it\))?"
+
+
+def _status_fitted(text: str, width: int) -> str:
+    """A status line in ``width`` columns, cut where it says least (a retry keeps its reason):
+    each URL from its end (to its origin), then the request (the error and -v say it whole), then
+    the program's name; then (or at once, in a line without a URL) its end."""
+    urls = sorted(set(re.findall(_URL_IN_TEXT, text)), key=len, reverse=True)
+    for url in urls:
+        origin = url.find("/", url.find("//") + 2) % (len(url) + 1)  # where its path starts
+        keep = max(len(url) - (_text_width(text) - width) - 1, origin + 1)
+        if keep < len(url):
+            text = text.replace(url, url[:keep] + "\u2026")
+    if urls and _text_width(text) > width:
+        text = re.sub(" {2,}", " ", re.sub(_REQUEST_IN_TEXT, "", text))
+        if _text_width(text) > width:
+            text = text.removeprefix("dataset-client: ")
+    return _fit(text, width, False).rstrip()
 
 
 def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]]]:

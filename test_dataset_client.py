@@ -1935,7 +1935,7 @@ class FromProfileTests(ServerTestCase):
         del os.environ["DATASET_CLIENT_CONFIG"]
         status, err = self.cli("--base-url", self.server.url, "--retries", "9" * 400, "datasets")
         self.assertEqual(status, 2)
-        self.assertRegex(err, r"^dataset-client: error: --retries must be at least 0 and finite")
+        self.assertIn("dataset-client: error: argument --retries: must be 0 to 1000000, got 9999", err)
         self.assertEqual(self.requests, [])
 
     def cli(self, *argv: str) -> tuple[int, str]:
@@ -5097,9 +5097,7 @@ def pattern(start: int, end: int) -> bytes:
     return (DATA[:period] * ((first + end - start) // period + 1))[first : first + end - start]
 
 
-def serve_chunked_parts(
-    read: Callable[[int, int], bytes], size: int, digests: bool = True
-) -> Respond:
+def serve_chunked_parts(read: Callable[[int, int], bytes], size: int, digests: bool = True) -> Respond:
     """A file of ``size`` bytes (``read(start, end)`` gives them), ranges, a strong ETag, served
     as some servers do: a 200 with a Content-Length, each 206 chunked, with no length (with its
     Content-Digest when ``digests``). Past 256 MiB, a 200 is cut."""
@@ -6777,11 +6775,8 @@ class DeadlineTests(ServerTestCase):
         with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, {"DATASET_CLIENT_BASE_URL": self.server.url}):
             status = cli.main(["datasets", "--max-time", "0.15", "--timeout", "30"])
         self.assertEqual(status, 3)
-        self.assertEqual(
-            err.getvalue(),
-            f"dataset-client: error: GET {self.server.url}/datasets: the deadline of 0.15 s was reached "
-            "(after 1 attempt); raise --max-time 0.15 to let it run longer\n",
-        )
+        said = f"GET {self.server.url}/datasets: --max-time 0.15 was reached (after 1 attempt)"
+        self.assertEqual(err.getvalue(), f"dataset-client: error: {said}\n")
         self.assertEqual([r.path for r in self.requests], ["/datasets"])
         self.server.default = trickle(os.urandom(100_000), 1000, 0.03)
         out = self.tmp() / "out.bin"

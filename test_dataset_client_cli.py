@@ -13,6 +13,7 @@ import hashlib
 import io
 import itertools
 import json
+import logging
 import os
 import pickle
 import re
@@ -1687,6 +1688,287 @@ COMPLETION_CASES = [  # (the words typed, the last one being completed), what is
 
 
 COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
+class DownloadCommandTests(StandInTestCase):
+    """The download side of the command line as issues 30 and 32 found it (the contract's rules in
+    "The third review" and "The first hour, third pass")."""
+
+    def cli_process(self, *argv: str, cwd: Path = HERE, **popen: Any) -> subprocess.Popen[bytes]:
+        """``python -m dataset_client ARGV`` started in ``cwd``, as run_process runs it."""
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
+        environment["PYTHONPATH"] = str(HERE)
+        command = [sys.executable, "-m", "dataset_client", *argv]
+        process = subprocess.Popen(command, env=environment, cwd=cwd, **popen)
+        self.addCleanup(process.wait, 10)
+        self.addCleanup(process.kill)
+        return process
+
+    def test_a_server_never_names_stdout(self) -> None:
+        self.server.default = serve_file(DATA)
+        argv = [
+            "--base-url",
+            self.server.url,
+            "--output",
+            "json",
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+        ]
+        argv += ["--start", "2024-01-02", "--end", "2024-01-03", "--download"]
+        for name in ("%2D", "-", "%2d", ".", "%2E%2E", ""):
+            export = {
+                "id": "exp_1",
+                "rows": 1,
+                "download_url": f"/files/{name}",
+                "sha256": DATA_SHA,
+            }
+            self.script(reply(201, export))
+            directory = self.tmp()
+            with self.subTest(name=name):
+                if name == "%2D":  # a real process: its stdout, a pipe here, gets the export alone
+                    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+                    process = self.cli_process(*argv, cwd=directory, **pipes)
+                    out, err = (text.decode() for text in process.communicate(timeout=30))
+                    status = process.returncode
+                else:
+                    with contextlib.chdir(directory):
+                        status, out, err = self.run_main(*argv, environment={})
+                self.assertEqual((status, json.loads(out)), (2, export), err)
+                self.assertIn(f"a file after the URL path '/files/{name}': give DEST", err)
+                self.assertEqual(os.listdir(directory), [])
+                self.assertEqual([r.method for r in self.requests], ["POST"], "no GET of the file")
+                self.server.requests.clear()
+        signed = self.server.url + "/files/%2D?X-Amz-Signature=816d"
+        status, _, err = self.run_main("download", signed, environment={})
+        self.assertEqual(status, 2)
+        self.assertNotIn("816d", err, "the URL's query is not its name, and may be a credential")
+        self.assertEqual(self.requests, [])
+
+    def test_a_pipe_whose_reader_leaves_early_is_not_a_success(self) -> None:
+        self.server.default = serve_file(BIG)
+        reads_100000 = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read(100000))"
+        for connections in ("1", "4"):
+            with self.subTest(connections=connections):
+                argv = [
+                    "download",
+                    self.server.url + "/files/big",
+                    "-",
+                    "--connections",
+                    connections,
+                ]
+                writer = self.cli_process(*argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                assert writer.stdout is not None and writer.stderr is not None
+                reader = subprocess.Popen(
+                    [sys.executable, "-c", reads_100000],
+                    stdin=writer.stdout,
+                    stdout=subprocess.PIPE,
+                )
+                self.addCleanup(reader.kill)
+                writer.stdout.close()  # the reader's alone now: its exit closes the pipe
+                read, _ = reader.communicate(timeout=30)
+                err = writer.stderr.read().decode()
+                writer.stderr.close()
+                self.assertEqual((reader.returncode, read), (0, BIG[:100000]))
+                self.assertIn(writer.wait(30), (1, -signal.SIGPIPE), err)
+                if writer.returncode == 1:  # what the reader took at least, and its pipe held
+                    said = r"^dataset-client: error: stdout's reader went away after"
+                    said += r" ([\d.]+) ([KM])iB of 8\.0 MiB was written: the file is incomplete\n"
+                    found = re.fullmatch(said, err)
+                    assert found is not None, err
+                    written = float(found[1]) * 1024 ** " KM".index(found[2])
+                    self.assertGreaterEqual(written, 100000 - 52)
+                self.assertIn("GET", [r.method for r in self.requests])
+
+    def test_numbers_of_any_size_are_usage_errors_naming_the_option(self) -> None:
+        huge = "9" * 400
+        for option in (
+            "--retries",
+            "--connections",
+            "--timeout",
+            "--max-time",
+            "--limit-rate",
+            "--speed-limit",
+        ):
+            for value in (huge, "9" * 5000):
+                with self.subTest(option=option, digits=len(value)):
+                    status, out, err = self.run_main("download", "/x", "out", option, value)
+                    self.assertEqual((status, out), (2, ""), err)
+                    self.assertRegex(
+                        err.splitlines()[-1],
+                        rf"^dataset-client download: error: argument {option}: ",
+                    )
+                    self.assertNotIn("Error", err)
+                    self.assertLess(len(err.splitlines()[-1]), 160, "the value shown cut")
+        self.assertEqual(self.requests, [], "nothing sent")
+
+    def test_limit_rate_below_speed_limit_is_refused_before_any_request(self) -> None:
+        url = self.server.url + "/files/x"
+        export = [
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-03",
+        ]
+        for argv in (
+            ["download", url, "out", "--limit-rate", "50K", "--speed-limit", "100K"],
+            [*export, "--speed-limit", "100K", "--download", "--limit-rate", "50K"],
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv, base_url=self.server.url)
+                self.assertEqual((status, out), (2, ""))
+                self.assertEqual(
+                    err.splitlines()[-1],
+                    f"dataset-client {argv[0]}: error: --limit-rate 50.0 KiB/s is below"
+                    " --speed-limit 100.0 KiB/s: every connection would stall; raise --limit-rate"
+                    " or lower --speed-limit",
+                )
+        rates = ["--limit-rate", "150K", "--speed-limit", "100K", "--connections", "2"]
+        status, _, err = self.run_main("download", url, "out", *rates)
+        self.assertEqual(status, 2)
+        self.assertTrue(
+            err.endswith(
+                "error: --limit-rate 150.0 KiB/s is below --speed-limit 100.0 KiB/s times"
+                " --connections 2: every connection would stall; raise --limit-rate or lower"
+                " --speed-limit or --connections\n"
+            ),
+            err,
+        )
+        self.assertEqual(self.requests, [], "nothing sent")
+        called: list[dict[str, object]] = []
+        with mock.patch.object(dc.DatasetClient, "download", lambda *_, **kw: called.append(kw)):
+            for limit, floor, status in (("0", "1K", 0), ("200K", "100K", 0), ("100K", "100K", 2)):
+                argv = ["download", url, str(self.tmp() / "x"), "--connections", "2"]
+                argv += ["--limit-rate", limit, "--speed-limit", floor]
+                self.assertEqual(self.run_main(*argv, environment={})[0], status)
+        self.assertEqual([options.get("max_rate") for options in called], [None, 204_800])
+
+    def test_the_summary_of_a_resumed_download_tells_this_run(self) -> None:
+        directory = self.tmp()
+        url = self.server.url + "/files/x"
+        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), serve_file(DATA))
+        target = str(directory / "out.bin")
+        status, _, err = self.run_main("--retries", "0", "download", url, target, "-c")
+        self.assertEqual(status, 3, err)
+        clock = itertools.chain([100.0], itertools.repeat(102.0))  # it starts; 2 s later, all else
+        with mock.patch.object(cli, "time", mock.Mock(monotonic=lambda: next(clock))):
+            status, _, err = self.run_main("download", url, target, "-c")
+        self.assertEqual(status, 0, err)
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        rate = dc._size((len(DATA) - 1_500_000) / 2)
+        self.assertEqual(
+            err.splitlines(),
+            [
+                "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded",
+                f"downloaded {target}: 3.0 MiB (1.4 MiB already there), 2.0 s, {rate}/s",
+            ],
+        )
+        self.assertEqual(self.requests[-1].headers["Range"], "bytes=1500000-")
+
+    def test_max_time_says_how_long_it_ran_and_how_much_of_how_much_arrived(self) -> None:
+        self.script(first_bytes_then_stall(DATA, 1_500_000))
+        target = self.tmp() / "out.bin"
+        started = time.monotonic()
+        argv = ["--max-time", "1", "download", self.server.url + "/x", str(target)]
+        status, _, err = self.run_main(*argv)
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertEqual(status, 3, err)
+        self.assertRegex(
+            err,
+            rf"^dataset-client: error: GET {re.escape(self.server.url)}/x: --max-time 1 was reached"
+            r" \(after 1 attempt\); it ran [\d.]+ s and received 1\.4 MiB of 3\.0 MiB; with -c,",
+        )
+        self.assertNotIn("raise --max-time", err)
+        self.assertFalse(target.exists())
+
+    def test_a_digest_verified_after_a_redirect_to_plain_http_says_so(self) -> None:
+        tls = self.start_server(server_tls_context())
+        plain = self.server.url + "/files/x"
+        self.server.default = serve_file(DATA, digests=True)
+        tls.default = reply(302, b"", {"Location": plain})
+        for source, sha256, checked in (
+            (tls.url + "/x", [], "verified by the server's Repr-Digest \\(sha-256\\)"),
+            (tls.url + "/x", ["--sha256", DATA_SHA], "sha256 verified"),
+            (plain, ["--sha256", DATA_SHA], "sha256 verified"),
+        ):
+            with self.subTest(source=source, sha256=sha256):
+                target = self.tmp() / "out.bin"
+                status, _, err = self.run_main(
+                    "--ca-bundle", CA_FILE, "download", source, str(target), *sha256, environment={}
+                )
+                self.assertEqual((status, target.read_bytes()), (0, DATA), err)
+                over_http = " \\(the bytes came over plain HTTP: a redirect left https://\\)"
+                summary = rf"^downloaded .*: 3\.0 MiB, [\d.]+ s, .*/s, {checked}"
+                self.assertRegex(err, summary + (over_http if source != plain else "") + "\n$")
+
+    def test_a_retry_on_a_terminal_keeps_its_reason_and_shortens_the_url(self) -> None:
+        long_url = "http://127.0.0.1:8080/files/" + "a-long-directory-name/" * 4 + "big.bin"
+        reason = "connection closed after 1.0 MiB of 8.0 MiB"
+        closed = dc.IncompleteResponseError(f"GET {long_url}: {reason}")
+        unavailable = dc.ServiceError(503, "Service Unavailable", "GET", long_url)
+        new_wording, old_wording = (
+            "retrying in %.1f s (%s): %s",
+            "retrying %s %s in %.2f s (attempt %d failed: %s)",
+        )
+        around = len(f"dataset-client: retrying in 1.0 s (2 attempts left): GET : {reason}")
+        shortened = 149 - around
+        for columns, message, args, shown in (
+            (240, new_wording, (1.0, "2 attempts left", closed), f"GET {long_url}: {reason}"),
+            (
+                150,
+                new_wording,
+                (1.0, "2 attempts left", closed),
+                f"GET {long_url[: shortened - 1]}\u2026: {reason}",
+            ),
+            (100, new_wording, (1.0, "2 attempts left", closed), reason),
+            (80, new_wording, (1.0, "2 attempts left", unavailable), "503 Service Unavailable"),
+            (100, old_wording, ("GET", long_url, 0.25, 1, closed), reason),
+            (80, new_wording, (1.0, "2 attempts left", closed), reason),
+            (40, new_wording, (1.0, "2 attempts left", closed), "c\u2026"),
+        ):
+            if message == old_wording:
+                shown = f"dataset-client: retrying in 0.25 s (attempt 1 failed: {shown})"
+            else:
+                shown = f"dataset-client: retrying in 1.0 s (2 attempts left): {shown}"
+            if len(shown) >= columns:  # the program's name goes before the reason does
+                shown = shown.removeprefix("dataset-client: ")
+            with self.subTest(columns=columns, message=message, shown=shown):
+                record = logging.LogRecord("dc", logging.WARNING, "", 1, message, args, None)
+                for verbose in (False, True):
+                    stderr = cli._Stderr(quiet=False, verbose=verbose)
+                    stderr.stream, stderr.is_terminal = TerminalOutput(), True
+                    with mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
+                        stderr.log(record)
+                    if verbose:  # never cut
+                        whole = f"\r\x1b[Kdataset-client: {message % args}\n"
+                        self.assertEqual(stderr.stream.getvalue(), whole)
+                    else:
+                        self.assertEqual(stderr.stream.getvalue(), f"\r{shown}\x1b[K")
+                        self.assertLess(len(shown), columns)
+
+    def test_a_retry_on_a_pseudo_terminal_fits_and_keeps_its_reason(self) -> None:
+        path = "/files/" + "a-long-directory-name/" * 4 + "big.bin"
+        for columns in (80, 40):
+            self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"'}), serve_file(BIG))
+            target = self.tmp() / "big.bin"
+            with self.subTest(columns=columns):
+                argv = ["download", self.server.url + path, str(target)]
+                status, drawn = self.run_in_terminal(argv, columns)
+                self.assertEqual((status, target.read_bytes() == BIG), (0, True), drawn)
+                text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
+                frames = [piece for row in text.split("\r\n") for piece in row.split("\r") if piece]
+                retries = [frame for frame in frames if "retrying" in frame]  # also under a message
+                self.assertEqual(len(set(retries)), 1, frames)
+                status_lines = [frame for frame in frames if "retrying" in frame or "%" in frame]
+                self.assertTrue(all(len(frame) < columns for frame in status_lines), frames)
+                self.assertNotIn(path, retries[0])
+                if columns == 80:  # the whole reason with the library's wording of issue 30
+                    self.assertIn("connection closed after 1.0 MiB of ", retries[0])
 
 
 class TableLayoutTests(unittest.TestCase):
