@@ -5474,29 +5474,30 @@ class SharedDirectoryTests(ServerTestCase):
             os.chown(path, user[1], user[2])
             path.chmod(0o666)
 
-    def test_a_link_another_user_planted_in_a_sticky_directory_is_refused(self) -> None:
+    def test_a_link_another_user_owns_is_refused_sticky_or_not(self) -> None:
+        # Issue 30: in a 2775 team directory a teammate's link at data.csv to ~/notes.txt made the download
+        # replace notes.txt; so did the link of a 1777 directory's owner. Both were followed, as the kernel would.
         user = self.user()
-        shared, notes = self.shared(0o1777), self.victim_file()
-        self.plant(shared / "report.csv", user, link_to=notes)
-        with self.assertRaises(PermissionError) as caught:
-            self.client().download("files/x", shared / "report.csv")
-        self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
-        self.assertIn("symbolic link", str(caught.exception))
-        self.assertEqual(notes.read_text(), "the victim's notes")
-        self.assertEqual(self.requests, [], "refused before any request")
-        self.assertEqual([p.name for p in shared.iterdir()], ["report.csv"])
-
-    def test_links_the_kernel_would_follow_are_followed(self) -> None:
-        user = self.user()
-        for mode, owner in ((0o1777, "self"), (0o777, "other"), (0o1777, "directory's owner")):
-            with self.subTest(mode=oct(mode), link_owner=owner):
+        for mode, whose in ((0o1777, "/tmp"), (0o2775, "team"), (0o777, "team"), (0o1777, "the link's owner's")):
+            with self.subTest(mode=oct(mode), directory=whose):
                 shared, notes = self.shared(mode), self.victim_file()
-                if owner == "self":
-                    (shared / "report.csv").symlink_to(notes)
-                else:
-                    if owner == "directory's owner":
-                        os.chown(shared, user[1], user[2])
-                    self.plant(shared / "report.csv", user, link_to=notes)
+                if whose != "/tmp":
+                    os.chown(shared, user[1] if whose == "the link's owner's" else -1, user[2])
+                self.plant(shared / "data.csv", user, link_to=notes)
+                with self.assertRaises(PermissionError) as caught:
+                    self.client().download("files/x", shared / "data.csv", sha256=DATA_SHA)
+                self.assertEqual(caught.exception.filename, str(shared / "data.csv"))
+                self.assertIn("refusing to follow a symbolic link another user made", str(caught.exception))
+                self.assertEqual(notes.read_text(), "the victim's notes")
+                self.assertEqual(self.requests, [], "refused before any request")
+                self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
+
+    def test_the_users_own_links_and_roots_are_followed(self) -> None:
+        me = os.geteuid()  # 4242 below: a user who is not root, the link root's (as /dev/stdout is)
+        for mode, user in ((0o1777, me), (0o2775, me), (0o1777, 4242 if me == 0 else me)):
+            with self.subTest(mode=oct(mode), user=user), mock.patch.object(dc.os, "geteuid", lambda u=user: u):
+                shared, notes = self.shared(mode), self.victim_file()
+                (shared / "report.csv").symlink_to(notes)
                 self.script(serve_file(DATA))
                 self.client().download("files/x", shared / "report.csv")
                 self.assertEqual(notes.read_bytes(), DATA, "the file the link names is replaced")
@@ -5563,6 +5564,62 @@ class SharedDirectoryTests(ServerTestCase):
             self.client(max_retries=0).download("files/x", destination, resume=True)
         self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
+
+    def test_a_file_renamed_over_the_temporary_file_is_never_committed(self) -> None:
+        # Issue 30: a teammate's file renamed over .data.csv.*.part was committed, the call given the right
+        # sha256= returning normally (it hashes what the client wrote), and data.csv was the teammate's.
+        user = self.user()
+        for resume in (False, True):
+            with self.subTest(resume=resume):
+                shared = self.shared(0o2775)
+                destination, theirs = shared / "data.csv", shared / "theirs.csv"
+                destination.write_text("the victim's earlier data")
+                self.plant(theirs, user, data=b"the teammate's rows")
+
+                def rename_theirs_over_it(done: int, total: int | None, planted: Path = theirs) -> None:
+                    for temporary in planted.parent.glob(".data.csv*.part"):
+                        if planted.exists():
+                            os.replace(planted, temporary)
+
+                self.script(serve_file(DATA))
+                with self.assertRaises(PermissionError) as caught:
+                    self.client().download(
+                        "files/x", destination, sha256=DATA_SHA, resume=resume, progress=rename_theirs_over_it
+                    )
+                self.assertFalse(theirs.exists(), "the rename took place")
+                self.assertEqual(caught.exception.filename, str(destination))
+                said = "another file was put in place of the download's temporary file: not committed"
+                self.assertIn(said, str(caught.exception))
+                self.assertEqual(destination.read_text(), "the victim's earlier data")
+                self.assertEqual((len(self.requests), [p.name for p in shared.iterdir()]), (1, ["data.csv"]))
+
+    def test_a_file_renamed_over_the_temporary_file_as_it_is_committed_is_not_left_there(self) -> None:
+        # The same rename landing between the client's check and its own rename: found by the check after it.
+        user, replace = self.user(), os.replace
+        for owner in ("a teammate", "the user"):
+            with self.subTest(swapped_in_file_of=owner):
+                shared = self.shared(0o2775)
+                destination, theirs = shared / "data.csv", shared / "theirs.csv"
+                self.plant(theirs, user, data=b"their rows") if owner == "a teammate" else theirs.write_text("own")
+
+                def renamed_over_it_first(source: Any, target: Any, planted: Path = theirs) -> None:
+                    if Path(target).name == "data.csv":  # the commit: after the client's check, before its rename
+                        replace(planted, source)
+                    replace(source, target)
+
+                self.script(serve_file(DATA))
+                with (
+                    mock.patch.object(dc.os, "replace", renamed_over_it_first),
+                    self.assertRaises(PermissionError) as caught,
+                ):
+                    self.client().download("files/x", destination, sha256=DATA_SHA)
+                self.assertIn("the file moved into place is not the file downloaded", str(caught.exception))
+                if owner == "a teammate":
+                    self.assertIn("removed", str(caught.exception))
+                    self.assertEqual(list(shared.iterdir()), [], "their file is not left at the destination")
+                else:  # the user's own file there may be another download's, committed in between: left
+                    self.assertEqual(destination.read_text(), "own")
+                    self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
 
     def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
         # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
