@@ -136,6 +136,7 @@ _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, to be looked at and read as one
 
 
 @functools.cache
@@ -3160,7 +3161,7 @@ class _FileTarget(_Sink):
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
-        path = _partial_path(self.stem)
+        path = self.stem + ".part"
         state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
@@ -3210,15 +3211,12 @@ class _FileTarget(_Sink):
 
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
-        path = _partial_path(self.stem) + ".lock"
+        path = self.stem + ".part.lock"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+            _write_new(path, str(os.getpid()).encode())
         except FileExistsError:
             if not _take_over_abandoned_lock(path):
                 return False
-        else:
-            with os.fdopen(fd, "w") as file:
-                file.write(str(os.getpid()))
         self.lock_path = path
         return True
 
@@ -3236,7 +3234,7 @@ class _FileTarget(_Sink):
             token = os.urandom(6).hex()
             path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
             try:  # O_EXCL: two downloads to one path never share a temporary file
-                fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o666)
+                fd = _create(new, 0o666)
             except FileExistsError:
                 continue
             try:
@@ -3295,7 +3293,9 @@ class _FileTarget(_Sink):
         return os.pread(self.fd, size, offset)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place, once it is ``total`` bytes long (when that is known)."""
+        """Move the file into place, once it is ``total`` bytes long (when that is known) and still the
+        file written here (else PermissionError: someone who can write to the directory put another in
+        its place)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
         # curl and wget; a sync halves the speed. See docs/DESIGN.md, "Decisions".
         size = os.fstat(self.fd).st_size
@@ -3303,16 +3303,33 @@ class _FileTarget(_Sink):
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
                 raise InvalidResponseError(message, method="GET", received=size, expected=total)
+            if not _is_named(self.fd, self.path):
+                raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             try:
                 os.replace(self.path, self.destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
+            if not _is_named(self.fd, self.destination):  # renamed over it after the check: see DESIGN.md
+                raise self._not_downloaded()
         finally:
             if self.state is not None:
                 self.state.remove()
         os.close(self.fd)
         self._unlock()
         self.finished = True
+
+    def _not_downloaded(self) -> PermissionError:
+        """The error for a destination that is not the file written here once it is moved into place;
+        the file there is removed when another user owns it (the user's own may be another download's)."""
+        with contextlib.suppress(OSError):
+            if not _is_mine(os.lstat(self.destination)):
+                os.unlink(self.destination)
+                return PermissionError(errno.EACCES, f"{_NOT_DOWNLOADED} ({_SWAPPED}): removed", self.destination)
+        return PermissionError(errno.EACCES, f"{_NOT_DOWNLOADED} ({_SWAPPED})", self.destination)
+
+
+_SWAPPED = "another file was put in place of the download's temporary file"
+_NOT_DOWNLOADED = "the file moved into place is not the file downloaded"
 
 
 def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -> _FileTarget | _StreamTarget:
@@ -3376,8 +3393,9 @@ class _StateFile:
     def load(self) -> None:
         """Read the state an earlier run left, into ``saved``."""
         for name in _sibling_names(self.path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
-            if _open_and_check(name):
-                _remove(name)
+            with contextlib.suppress(OSError):
+                if _is_own_regular_file(os.lstat(name)):
+                    os.unlink(name)
         fd = _open_own_file(self.path, create=False)
         self.saved = None if fd is None else _read_state(fd)
         self.kept = self.saved is not None
@@ -3388,16 +3406,7 @@ class _StateFile:
         Written to a file of its own (mode 0600: the URL may hold a presigned signature),
         then moved over the state, so that the state on disk is always whole.
         """
-        temporary = f"{self.path}.{os.urandom(4).hex()}.tmp"
-        try:  # the open inside: a signal arriving just after it still removes the file
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(json.dumps(state).encode())
-            os.replace(temporary, self.path)
-        except BaseException as exc:
-            if not isinstance(exc, FileExistsError):  # that one is another's
-                _remove(temporary)
-            raise
+        _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
     def remove(self) -> None:
@@ -3410,16 +3419,35 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _create(path: str, mode: int = 0o600) -> int:
+    """A new file ``path``, opened read-write: never through a link, never one that is there already
+    (FileExistsError). Every file the client makes is made here."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
+
+
+def _write_new(path: str, data: bytes, replacing: str = "") -> None:
+    """A new file ``path`` (see _create) holding ``data``, then moved over ``replacing`` when given;
+    removed again when that fails (unless it was there already: not ours)."""
+    try:  # the open inside: a signal arriving just after it still removes the file
+        with os.fdopen(_create(path), "wb") as file:
+            file.write(data)
+        if replacing:
+            os.replace(path, replacing)
+    except FileExistsError:
+        raise
+    except BaseException:
+        _remove(path)
+        raise
+
+
 def _open_own_file(path: str, *, create: bool) -> int | None:
     """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
     and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
     """
     flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK  # a FIFO must not block
     if create:
-        try:
-            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            pass
+        with contextlib.suppress(FileExistsError):
+            return _create(path, 0o666)
     try:
         fd = os.open(path, flags)
     except OSError:  # a link (ELOOP), not there, not ours to open
@@ -3441,8 +3469,13 @@ def _is_named(fd: int, path: str) -> bool:
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
-    owner = os.geteuid() if _HAS_GETEUID else status.st_uid
-    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_uid == owner
+    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and _is_mine(status)
+
+
+def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
+    """True when the user owns the file ``status`` describes (or root does, with ``or_root``): the
+    one test of ownership; always where files have no owners the client can compare (Windows)."""
+    return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
 def _read_state(fd: int) -> Any:
@@ -3513,14 +3546,6 @@ def _is_lower_hex(text: str) -> bool:
     return all(character in "0123456789abcdef" for character in text)
 
 
-def _open_and_check(path: str) -> bool:
-    """True when ``path`` is this user's regular file with one link (opened without following a link)."""
-    fd = _open_own_file(path, create=False)
-    if fd is not None:
-        os.close(fd)
-    return fd is not None
-
-
 def _take_over_abandoned_lock(path: str) -> bool:
     """Replace a ``.part.lock`` that is provably abandoned with this process's own lock file, in one
     step; True when the lock is ours.
@@ -3536,22 +3561,15 @@ def _take_over_abandoned_lock(path: str) -> bool:
         return False
     claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
     try:
-        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600))
+        os.close(_create(claim))
     except OSError:  # another download is taking it over
         return False
     try:
         again = _abandoned_lock(path)
         if again is None or (again.st_dev, again.st_ino) != (judged.st_dev, judged.st_ino):
             return False  # taken over meanwhile, and in use
-        own = f"{path}.{os.urandom(4).hex()}.new"
-        try:
-            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-            with os.fdopen(fd, "w") as file:
-                file.write(str(os.getpid()))
-            os.replace(own, path)  # one step: the abandoned file goes as ours takes its name
-        except BaseException:
-            _remove(own)
-            raise
+        # One step: the abandoned file goes as ours takes its name.
+        _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
         return True
     finally:
         _remove(claim)
@@ -3601,32 +3619,42 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, following a symbolic link only where the kernel's
-    ``fs.protected_symlinks`` rule would: the link is ours, or its directory is not both
-    sticky and world-writable, or the link's owner owns that directory. Else PermissionError.
+    """The file a destination names, following a symbolic link only when it is the user's own or
+    root's (as ``/dev/stdout`` is); another user's is a PermissionError, wherever it stands: following
+    it would let them choose which of the user's files is replaced. (Stricter than the kernel's
+    ``fs.protected_symlinks``, which trusts any link in a directory not both sticky and world-writable.)
 
     Only the last component is followed here (for the temporary file to be made beside the
-    file itself); the directories on the way are left to the kernel, which applies the rule.
+    file itself); the directories on the way are left to the kernel.
     A descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
     """
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
             return path  # /proc/self/fd/N: a stream, never the file behind it (which would be replaced)
-        try:
-            link = os.lstat(path)
-        except OSError:
+        target = _link_target(path)
+        if target is None:
             return path
-        if not stat.S_ISLNK(link.st_mode):
-            return path
-        directory = os.path.dirname(path) or "."
-        if _HAS_GETEUID and link.st_uid != os.geteuid():
-            parent = os.stat(directory)
-            sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
-            if sticky_and_world_writable and link.st_uid != parent.st_uid:
-                message = "refusing to follow a symbolic link another user made in a sticky world-writable directory"
-                raise PermissionError(errno.EACCES, message, path)
-        path = os.path.join(directory, os.readlink(path))
+        path = os.path.join(os.path.dirname(path), target)
     return path
+
+
+def _link_target(path: str) -> str | None:
+    """What the link ``path`` says, when it is one the user or root owns; None when it is no link.
+    With O_PATH, the link read is the very link looked at: none renamed over it in between is read."""
+    try:
+        fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
+        link = os.fstat(fd) if fd >= 0 else os.lstat(path)
+    except OSError:  # nothing there, or not reachable: making the file will say why
+        return None
+    try:
+        if not stat.S_ISLNK(link.st_mode):
+            return None
+        if not _is_mine(link, or_root=True):
+            raise PermissionError(errno.EACCES, "refusing to follow a symbolic link another user made", path)
+        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 class _StreamTarget(_Sink):
@@ -3974,7 +4002,7 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
     world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
     rule: another user's FIFO planted in /tmp would receive the whole download.)
     """
-    if not _HAS_GETEUID or status.st_uid == os.geteuid():
+    if _is_mine(status):
         return
     parent = os.stat(os.path.dirname(path) or ".")
     sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
@@ -3993,7 +4021,7 @@ class _PartialFile:
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
-        self.path = _partial_path(_hidden_stem(self.file_path))  # as _FileTarget names it
+        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
@@ -4013,12 +4041,6 @@ class _PartialFile:
 def _writable(stream: Any) -> bool:
     writable = getattr(stream, "writable", None)
     return not callable(writable) or bool(writable())
-
-
-def _partial_path(stem: str) -> str:
-    """``.NAME.part``, the partial file a resumable download to NAME keeps (``stem``: see _hidden_stem);
-    its state and lock add ``.json`` and ``.lock`` to it. Named here only."""
-    return stem + ".part"
 
 
 def _hidden_stem(path: str) -> str:

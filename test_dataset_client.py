@@ -5571,6 +5571,7 @@ class SharedDirectoryTests(ServerTestCase):
         user = self.user()
         for resume in (False, True):
             with self.subTest(resume=resume):
+                self.server.requests.clear()
                 shared = self.shared(0o2775)
                 destination, theirs = shared / "data.csv", shared / "theirs.csv"
                 destination.write_text("the victim's earlier data")
@@ -5624,7 +5625,6 @@ class SharedDirectoryTests(ServerTestCase):
     def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
         # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
         # following links): swapped for a link in between, the link's target was truncated and written.
-        look = os.lstat
         for swap_after in (1, 2):  # the look for a link, then the look at what the destination is
             with self.subTest(swap_after_look=swap_after):
                 shared, notes = self.shared(0o1777), self.victim_file()
@@ -5635,12 +5635,13 @@ class SharedDirectoryTests(ServerTestCase):
                 def look_then_swap(
                     path: Any,
                     *args: Any,
+                    look: Callable[..., Any],
                     at: int = swap_after,
                     seen: list[str] = looks,
                     watched: str = str(destination),
                     target: str = str(notes),
                     **kwargs: Any,
-                ) -> os.stat_result:
+                ) -> Any:
                     status = look(path, *args, **kwargs)
                     if str(path) == watched:
                         seen.append("looked")
@@ -5650,7 +5651,10 @@ class SharedDirectoryTests(ServerTestCase):
                     return status
 
                 self.script(serve_file(DATA))
-                with mock.patch.object(dc.os, "lstat", look_then_swap):
+                with (
+                    mock.patch.object(dc, "_link_target", functools.partial(look_then_swap, look=dc._link_target)),
+                    mock.patch.object(dc.os, "lstat", functools.partial(look_then_swap, look=os.lstat)),
+                ):
                     outcome = outcome_of(lambda d=destination: self.client().download("files/x", d))  # type: ignore[misc]
                 self.assertGreaterEqual(len(looks), swap_after)
                 self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
