@@ -136,7 +136,7 @@ _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
-_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, to be looked at and read as one
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, looked at and read as one
 
 
 @functools.cache
@@ -3293,43 +3293,35 @@ class _FileTarget(_Sink):
         return os.pread(self.fd, size, offset)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place, once it is ``total`` bytes long (when that is known) and still the
-        file written here (else PermissionError: someone who can write to the directory put another in
-        its place)."""
+        """Move the file into place, once it is ``total`` bytes long (when that is known) and still
+        the file written here (PermissionError: someone put another in its place)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
         # curl and wget; a sync halves the speed. See docs/DESIGN.md, "Decisions".
         size = os.fstat(self.fd).st_size
+        swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
                 raise InvalidResponseError(message, method="GET", received=size, expected=total)
             if not _is_named(self.fd, self.path):
-                raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
+                raise PermissionError(errno.EACCES, f"{swapped}: not committed", self.destination)
             try:
                 os.replace(self.path, self.destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
-            if not _is_named(self.fd, self.destination):  # renamed over it after the check: see DESIGN.md
-                raise self._not_downloaded()
+            if not _is_named(self.fd, self.destination):  # put there after the check: see DESIGN.md
+                with contextlib.suppress(OSError):  # the user's own may be another download's: kept
+                    if not _is_mine(os.lstat(self.destination)):
+                        os.unlink(self.destination)
+                left = "left there" if os.path.lexists(self.destination) else "removed"
+                message = f"{swapped} and moved into place: {left}"
+                raise PermissionError(errno.EACCES, message, self.destination)
         finally:
             if self.state is not None:
                 self.state.remove()
         os.close(self.fd)
         self._unlock()
         self.finished = True
-
-    def _not_downloaded(self) -> PermissionError:
-        """The error for a destination that is not the file written here once it is moved into place;
-        the file there is removed when another user owns it (the user's own may be another download's)."""
-        with contextlib.suppress(OSError):
-            if not _is_mine(os.lstat(self.destination)):
-                os.unlink(self.destination)
-                return PermissionError(errno.EACCES, f"{_NOT_DOWNLOADED} ({_SWAPPED}): removed", self.destination)
-        return PermissionError(errno.EACCES, f"{_NOT_DOWNLOADED} ({_SWAPPED})", self.destination)
-
-
-_SWAPPED = "another file was put in place of the download's temporary file"
-_NOT_DOWNLOADED = "the file moved into place is not the file downloaded"
 
 
 def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -> _FileTarget | _StreamTarget:
@@ -3340,25 +3332,17 @@ def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
+    file_path = _follow_destination_links(path)  # the file the user's (or root's) link names
     stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
     if stream is not None:
         return _StreamTarget(stream, opened=True)
-    return _file_target(file_path, resume, path)
-
-
-def _file_target(file_path: str, resume: bool, destination: str) -> _FileTarget:
-    """The _FileTarget for ``file_path``; an OSError making its files names ``destination`` (and
-    what is wrong with its directory), never the name of a file of the client's own."""
     try:
         return _FileTarget(file_path, resume)
-    except OSError as exc:
-        directory = os.path.dirname(file_path) or "."
-        problem = _directory_problem(directory)
+    except OSError as exc:  # said of the destination and its directory, not of the client's files
+        problem = _directory_problem(os.path.dirname(file_path) or ".")
         reason = exc.strerror or str(exc)
-        # OSError(errno, ...) is the subclass of that errno: PermissionError, FileNotFoundError...
-        # Raised without its cause, whose text names the temporary file.
-        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, destination) from None
+        # OSError(errno, ...) is that errno's subclass (PermissionError...); no cause: it names ours
+        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
 
 
 def _directory_problem(directory: str) -> str | None:
@@ -3401,11 +3385,8 @@ class _StateFile:
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, after the bytes it counts were written.
-
-        Written to a file of its own (mode 0600: the URL may hold a presigned signature),
-        then moved over the state, so that the state on disk is always whole.
-        """
+        """Record ``state``, after the bytes it counts were written: mode 0600 (the URL may hold a
+        signature), written beside it and moved over it, so that the state on disk is whole."""
         _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
@@ -3444,12 +3425,11 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
     """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
     and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
     """
-    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK  # a FIFO must not block
     if create:
         with contextlib.suppress(FileExistsError):
             return _create(path, 0o666)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
     except OSError:  # a link (ELOOP), not there, not ours to open
         return None
     if _is_own_regular_file(os.fstat(fd)):
@@ -3460,12 +3440,10 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
 
 def _is_named(fd: int, path: str) -> bool:
     """True when ``path`` (not followed) is the very file open as ``fd``."""
-    try:
-        named = os.lstat(path)
-    except OSError:
-        return False
-    status = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
+    with contextlib.suppress(OSError):
+        named, status = os.lstat(path), os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
+    return False
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
@@ -3473,8 +3451,7 @@ def _is_own_regular_file(status: os.stat_result) -> bool:
 
 
 def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
-    """True when the user owns the file ``status`` describes (or root does, with ``or_root``): the
-    one test of ownership; always where files have no owners the client can compare (Windows)."""
+    """True when the user (or root, with ``or_root``) owns the file; always on Windows."""
     return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
@@ -3620,13 +3597,11 @@ def _process_exists(pid: int) -> bool:
 
 def _follow_destination_links(path: str) -> str:
     """The file a destination names, following a symbolic link only when it is the user's own or
-    root's (as ``/dev/stdout`` is); another user's is a PermissionError, wherever it stands: following
-    it would let them choose which of the user's files is replaced. (Stricter than the kernel's
-    ``fs.protected_symlinks``, which trusts any link in a directory not both sticky and world-writable.)
+    root's (as ``/dev/stdout`` is); another user's is a PermissionError, sticky directory or not
+    (stricter than the kernel's ``fs.protected_symlinks``): it would choose which file is replaced.
 
-    Only the last component is followed here (for the temporary file to be made beside the
-    file itself); the directories on the way are left to the kernel.
-    A descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
+    Only the last component is followed (the directories on the way are left to the kernel), and
+    a descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
     """
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
@@ -3640,7 +3615,7 @@ def _follow_destination_links(path: str) -> str:
 
 def _link_target(path: str) -> str | None:
     """What the link ``path`` says, when it is one the user or root owns; None when it is no link.
-    With O_PATH, the link read is the very link looked at: none renamed over it in between is read."""
+    With O_PATH, the link read is the very link looked at, not one renamed over it since."""
     try:
         fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
         link = os.fstat(fd) if fd >= 0 else os.lstat(path)
@@ -3650,7 +3625,8 @@ def _link_target(path: str) -> str | None:
         if not stat.S_ISLNK(link.st_mode):
             return None
         if not _is_mine(link, or_root=True):
-            raise PermissionError(errno.EACCES, "refusing to follow a symbolic link another user made", path)
+            message = "refusing to follow a symbolic link another user made"
+            raise PermissionError(errno.EACCES, message, path)
         return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path)
     finally:
         if fd >= 0:

@@ -5475,10 +5475,10 @@ class SharedDirectoryTests(ServerTestCase):
             path.chmod(0o666)
 
     def test_a_link_another_user_owns_is_refused_sticky_or_not(self) -> None:
-        # Issue 30: in a 2775 team directory a teammate's link at data.csv to ~/notes.txt made the download
-        # replace notes.txt; so did the link of a 1777 directory's owner. Both were followed, as the kernel would.
-        user = self.user()
-        for mode, whose in ((0o1777, "/tmp"), (0o2775, "team"), (0o777, "team"), (0o1777, "the link's owner's")):
+        # Issue 30: in a 2775 team directory a teammate's link at data.csv to ~/notes.txt made the
+        # download replace notes.txt; so did a 1777 directory owner's link. The kernel follows both.
+        user, cases = self.user(), ("/tmp", "team", "team", "the link's owner's")
+        for mode, whose in zip((0o1777, 0o2775, 0o777, 0o1777), cases, strict=True):
             with self.subTest(mode=oct(mode), directory=whose):
                 shared, notes = self.shared(mode), self.victim_file()
                 if whose != "/tmp":
@@ -5487,7 +5487,8 @@ class SharedDirectoryTests(ServerTestCase):
                 with self.assertRaises(PermissionError) as caught:
                     self.client().download("files/x", shared / "data.csv", sha256=DATA_SHA)
                 self.assertEqual(caught.exception.filename, str(shared / "data.csv"))
-                self.assertIn("refusing to follow a symbolic link another user made", str(caught.exception))
+                said = "refusing to follow a symbolic link another user made"
+                self.assertIn(said, str(caught.exception))
                 self.assertEqual(notes.read_text(), "the victim's notes")
                 self.assertEqual(self.requests, [], "refused before any request")
                 self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
@@ -5495,7 +5496,8 @@ class SharedDirectoryTests(ServerTestCase):
     def test_the_users_own_links_and_roots_are_followed(self) -> None:
         me = os.geteuid()  # 4242 below: a user who is not root, the link root's (as /dev/stdout is)
         for mode, user in ((0o1777, me), (0o2775, me), (0o1777, 4242 if me == 0 else me)):
-            with self.subTest(mode=oct(mode), user=user), mock.patch.object(dc.os, "geteuid", lambda u=user: u):
+            with self.subTest(mode=oct(mode), user=user), mock.patch.object(dc.os, "geteuid") as id:
+                id.return_value = user
                 shared, notes = self.shared(mode), self.victim_file()
                 (shared / "report.csv").symlink_to(notes)
                 self.script(serve_file(DATA))
@@ -5503,6 +5505,28 @@ class SharedDirectoryTests(ServerTestCase):
                 self.assertEqual(notes.read_bytes(), DATA, "the file the link names is replaced")
                 self.assertTrue((shared / "report.csv").is_symlink())
                 self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
+
+    def test_a_link_renamed_over_the_users_own_as_it_is_read_is_not_followed(self) -> None:
+        # A teammate's link renamed over the user's own between the client's look and its read.
+        user = self.user()
+        if not dc._O_PATH:
+            self.skipTest("without O_PATH the link is looked at, then read by its name")
+        shared, notes, own = self.shared(0o2775), self.victim_file(), self.tmp() / "own.csv"
+        os.chown(shared, -1, user[2])  # the teammate's group: they can write there
+        (shared / "data.csv").symlink_to(own)
+        self.plant(shared / "theirs", user, link_to=notes)
+        read = os.readlink
+
+        def renamed_over_it_first(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if os.path.lexists(shared / "theirs"):
+                os.replace(shared / "theirs", shared / "data.csv")
+            return read(path, *args, **kwargs)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc.os, "readlink", renamed_over_it_first):
+            self.client().download("files/x", shared / "data.csv")
+        self.assertFalse(os.path.lexists(shared / "theirs"), "renamed")
+        self.assertEqual((own.read_bytes(), notes.read_text()), (DATA, "the victim's notes"))
 
     def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
         user = self.user()
@@ -5566,8 +5590,8 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
 
     def test_a_file_renamed_over_the_temporary_file_is_never_committed(self) -> None:
-        # Issue 30: a teammate's file renamed over .data.csv.*.part was committed, the call given the right
-        # sha256= returning normally (it hashes what the client wrote), and data.csv was the teammate's.
+        # Issue 30: a teammate's file renamed over .data.csv.*.part was committed: the call, given
+        # the right sha256= (of the bytes the client wrote), returned normally, data.csv theirs.
         user = self.user()
         for resume in (False, True):
             with self.subTest(resume=resume):
@@ -5577,34 +5601,37 @@ class SharedDirectoryTests(ServerTestCase):
                 destination.write_text("the victim's earlier data")
                 self.plant(theirs, user, data=b"the teammate's rows")
 
-                def rename_theirs_over_it(done: int, total: int | None, planted: Path = theirs) -> None:
+                def swap(done: int, total: int | None, planted: Path = theirs) -> None:
                     for temporary in planted.parent.glob(".data.csv*.part"):
                         if planted.exists():
                             os.replace(planted, temporary)
 
                 self.script(serve_file(DATA))
+                fetch = self.client().download
                 with self.assertRaises(PermissionError) as caught:
-                    self.client().download(
-                        "files/x", destination, sha256=DATA_SHA, resume=resume, progress=rename_theirs_over_it
-                    )
+                    fetch("files/x", destination, sha256=DATA_SHA, resume=resume, progress=swap)
                 self.assertFalse(theirs.exists(), "the rename took place")
                 self.assertEqual(caught.exception.filename, str(destination))
-                said = "another file was put in place of the download's temporary file: not committed"
+                said = "another file was put in place of the temporary file: not committed"
                 self.assertIn(said, str(caught.exception))
                 self.assertEqual(destination.read_text(), "the victim's earlier data")
-                self.assertEqual((len(self.requests), [p.name for p in shared.iterdir()]), (1, ["data.csv"]))
+                self.assertEqual(len(self.requests), 1)
+                self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
 
-    def test_a_file_renamed_over_the_temporary_file_as_it_is_committed_is_not_left_there(self) -> None:
-        # The same rename landing between the client's check and its own rename: found by the check after it.
+    def test_a_file_renamed_over_the_temporary_as_it_is_committed_is_not_left_there(self) -> None:
+        # The rename landing between the client's check and its rename: the check after finds it.
         user, replace = self.user(), os.replace
         for owner in ("a teammate", "the user"):
             with self.subTest(swapped_in_file_of=owner):
                 shared = self.shared(0o2775)
                 destination, theirs = shared / "data.csv", shared / "theirs.csv"
-                self.plant(theirs, user, data=b"their rows") if owner == "a teammate" else theirs.write_text("own")
+                if owner == "a teammate":
+                    self.plant(theirs, user, data=b"their rows")
+                else:
+                    theirs.write_text("own")
 
                 def renamed_over_it_first(source: Any, target: Any, planted: Path = theirs) -> None:
-                    if Path(target).name == "data.csv":  # the commit: after the client's check, before its rename
+                    if Path(target).name == "data.csv":  # the commit: checked, not yet renamed
                         replace(planted, source)
                     replace(source, target)
 
@@ -5614,11 +5641,12 @@ class SharedDirectoryTests(ServerTestCase):
                     self.assertRaises(PermissionError) as caught,
                 ):
                     self.client().download("files/x", destination, sha256=DATA_SHA)
-                self.assertIn("the file moved into place is not the file downloaded", str(caught.exception))
+                said = "another file was put in place of the temporary file and moved into place: "
                 if owner == "a teammate":
-                    self.assertIn("removed", str(caught.exception))
-                    self.assertEqual(list(shared.iterdir()), [], "their file is not left at the destination")
-                else:  # the user's own file there may be another download's, committed in between: left
+                    self.assertIn(said + "removed", str(caught.exception))
+                    self.assertEqual(list(shared.iterdir()), [], "their file is not left there")
+                else:  # the user's own file there may be another download's, committed meanwhile
+                    self.assertIn(said + "left there", str(caught.exception))
                     self.assertEqual(destination.read_text(), "own")
                     self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
 
@@ -5651,9 +5679,11 @@ class SharedDirectoryTests(ServerTestCase):
                     return status
 
                 self.script(serve_file(DATA))
+                link_looks = functools.partial(look_then_swap, look=dc._link_target)
+                looks_at = functools.partial(look_then_swap, look=os.lstat)
                 with (
-                    mock.patch.object(dc, "_link_target", functools.partial(look_then_swap, look=dc._link_target)),
-                    mock.patch.object(dc.os, "lstat", functools.partial(look_then_swap, look=os.lstat)),
+                    mock.patch.object(dc, "_link_target", link_looks),
+                    mock.patch.object(os, "lstat", looks_at),
                 ):
                     outcome = outcome_of(lambda d=destination: self.client().download("files/x", d))  # type: ignore[misc]
                 self.assertGreaterEqual(len(looks), swap_after)
