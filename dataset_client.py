@@ -3169,20 +3169,17 @@ class _FileTarget(_Sink):
         fd = _open_own_file(path, create=True)
         if fd is None:
             return None
-        # Locked, and still the file of that name: another process holding it may have committed
-        # it (renamed it over the destination) before the lock was ours.
-        if not self._lock(fd) or not _is_named(fd, path):
-            self._unlock()
-            os.close(fd)
-            return None
-        try:
-            state.load()
-        except BaseException:  # Ctrl-C while reading it: both files stay as they were
-            self._unlock()
-            os.close(fd)
-            raise
-        self.path, self.state = path, state
-        return fd
+        try:  # Ctrl-C while reading the state: both files stay as they were
+            # Locked, and still the file of that name: another process holding it may have
+            # committed it (renamed it over the destination) before the lock was ours.
+            if self._lock(fd) and _is_named(fd, path):
+                state.load()
+                self.path, self.state = path, state
+        finally:
+            if self.state is None:
+                self._unlock()
+                os.close(fd)
+        return None if self.state is None else fd
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
         """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, to be
