@@ -136,6 +136,7 @@ _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, looked at and read as one
 
 
 @functools.cache
@@ -3160,7 +3161,7 @@ class _FileTarget(_Sink):
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
-        path = _partial_path(self.stem)
+        path = self.stem + ".part"
         state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
@@ -3168,20 +3169,17 @@ class _FileTarget(_Sink):
         fd = _open_own_file(path, create=True)
         if fd is None:
             return None
-        # Locked, and still the file of that name: another process holding it may have committed
-        # it (renamed it over the destination) before the lock was ours.
-        if not self._lock(fd) or not _is_named(fd, path):
-            self._unlock()
-            os.close(fd)
-            return None
-        try:
-            state.load()
-        except BaseException:  # Ctrl-C while reading it: both files stay as they were
-            self._unlock()
-            os.close(fd)
-            raise
-        self.path, self.state = path, state
-        return fd
+        try:  # Ctrl-C while reading the state: both files stay as they were
+            # Locked, and still the file of that name: another process holding it may have
+            # committed it (renamed it over the destination) before the lock was ours.
+            if self._lock(fd) and _is_named(fd, path):
+                state.load()
+                self.path, self.state = path, state
+        finally:
+            if self.state is None:
+                self._unlock()
+                os.close(fd)
+        return None if self.state is None else fd
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
         """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, to be
@@ -3210,15 +3208,12 @@ class _FileTarget(_Sink):
 
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
-        path = _partial_path(self.stem) + ".lock"
+        path = self.stem + ".part.lock"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
+            _write_new(path, str(os.getpid()).encode())
         except FileExistsError:
             if not _take_over_abandoned_lock(path):
                 return False
-        else:
-            with os.fdopen(fd, "w") as file:
-                file.write(str(os.getpid()))
         self.lock_path = path
         return True
 
@@ -3236,7 +3231,7 @@ class _FileTarget(_Sink):
             token = os.urandom(6).hex()
             path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
             try:  # O_EXCL: two downloads to one path never share a temporary file
-                fd = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o666)
+                fd = _create(new, 0o666)
             except FileExistsError:
                 continue
             try:
@@ -3295,18 +3290,29 @@ class _FileTarget(_Sink):
         return os.pread(self.fd, size, offset)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place, once it is ``total`` bytes long (when that is known)."""
+        """Move the file into place, once it is ``total`` bytes long (when that is known) and still
+        the file written here (PermissionError: someone put another in its place)."""
         # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
         # curl and wget; a sync halves the speed. See docs/DESIGN.md, "Decisions".
         size = os.fstat(self.fd).st_size
+        swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
             if total is not None and size != total:
                 message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
                 raise InvalidResponseError(message, method="GET", received=size, expected=total)
+            if not _is_named(self.fd, self.path):
+                raise PermissionError(errno.EACCES, f"{swapped}: not committed", self.destination)
             try:
                 os.replace(self.path, self.destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
+            if not _is_named(self.fd, self.destination):  # put there after the check: see DESIGN.md
+                with contextlib.suppress(OSError):  # the user's own may be another download's: kept
+                    if not _is_mine(os.lstat(self.destination)):
+                        os.unlink(self.destination)
+                left = "left there" if os.path.lexists(self.destination) else "removed"
+                message = f"{swapped} and moved into place: {left}"
+                raise PermissionError(errno.EACCES, message, self.destination)
         finally:
             if self.state is not None:
                 self.state.remove()
@@ -3323,25 +3329,17 @@ def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)  # the file a link names, where the kernel would follow it
+    file_path = _follow_destination_links(path)  # the file the user's (or root's) link names
     stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
     if stream is not None:
         return _StreamTarget(stream, opened=True)
-    return _file_target(file_path, resume, path)
-
-
-def _file_target(file_path: str, resume: bool, destination: str) -> _FileTarget:
-    """The _FileTarget for ``file_path``; an OSError making its files names ``destination`` (and
-    what is wrong with its directory), never the name of a file of the client's own."""
     try:
         return _FileTarget(file_path, resume)
-    except OSError as exc:
-        directory = os.path.dirname(file_path) or "."
-        problem = _directory_problem(directory)
+    except OSError as exc:  # said of the destination and its directory, not of the client's files
+        problem = _directory_problem(os.path.dirname(file_path) or ".")
         reason = exc.strerror or str(exc)
-        # OSError(errno, ...) is the subclass of that errno: PermissionError, FileNotFoundError...
-        # Raised without its cause, whose text names the temporary file.
-        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, destination) from None
+        # OSError(errno, ...) is that errno's subclass (PermissionError...); no cause: it names ours
+        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
 
 
 def _directory_problem(directory: str) -> str | None:
@@ -3376,28 +3374,17 @@ class _StateFile:
     def load(self) -> None:
         """Read the state an earlier run left, into ``saved``."""
         for name in _sibling_names(self.path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
-            if _open_and_check(name):
-                _remove(name)
+            with contextlib.suppress(OSError):
+                if _is_own_regular_file(os.lstat(name)):
+                    os.unlink(name)
         fd = _open_own_file(self.path, create=False)
         self.saved = None if fd is None else _read_state(fd)
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, after the bytes it counts were written.
-
-        Written to a file of its own (mode 0600: the URL may hold a presigned signature),
-        then moved over the state, so that the state on disk is always whole.
-        """
-        temporary = f"{self.path}.{os.urandom(4).hex()}.tmp"
-        try:  # the open inside: a signal arriving just after it still removes the file
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(json.dumps(state).encode())
-            os.replace(temporary, self.path)
-        except BaseException as exc:
-            if not isinstance(exc, FileExistsError):  # that one is another's
-                _remove(temporary)
-            raise
+        """Record ``state``, after the bytes it counts were written: mode 0600 (the URL may hold a
+        signature), written beside it and moved over it, so that the state on disk is whole."""
+        _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
     def remove(self) -> None:
@@ -3410,18 +3397,36 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _create(path: str, mode: int = 0o600) -> int:
+    """A new file ``path``, opened read-write: never through a link, never one that is there already
+    (FileExistsError). Every file the client makes is made here."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
+
+
+def _write_new(path: str, data: bytes, replacing: str = "") -> None:
+    """A new file ``path`` (see _create) holding ``data``, then moved over ``replacing`` when given;
+    removed again when that fails (unless it was there already: not ours)."""
+    try:  # the open inside: a signal arriving just after it still removes the file
+        with os.fdopen(_create(path), "wb") as file:
+            file.write(data)
+        if replacing:
+            os.replace(path, replacing)
+    except FileExistsError:
+        raise
+    except BaseException:
+        _remove(path)
+        raise
+
+
 def _open_own_file(path: str, *, create: bool) -> int | None:
     """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
     and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
     """
-    flags = os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK  # a FIFO must not block
     if create:
-        try:
-            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            pass
+        with contextlib.suppress(FileExistsError):
+            return _create(path, 0o666)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
     except OSError:  # a link (ELOOP), not there, not ours to open
         return None
     if _is_own_regular_file(os.fstat(fd)):
@@ -3432,17 +3437,19 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
 
 def _is_named(fd: int, path: str) -> bool:
     """True when ``path`` (not followed) is the very file open as ``fd``."""
-    try:
-        named = os.lstat(path)
-    except OSError:
-        return False
-    status = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
+    with contextlib.suppress(OSError):
+        named, status = os.lstat(path), os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
+    return False
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
-    owner = os.geteuid() if _HAS_GETEUID else status.st_uid
-    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and status.st_uid == owner
+    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and _is_mine(status)
+
+
+def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
+    """True when the user (or root, with ``or_root``) owns the file; always on Windows."""
+    return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
 def _read_state(fd: int) -> Any:
@@ -3513,14 +3520,6 @@ def _is_lower_hex(text: str) -> bool:
     return all(character in "0123456789abcdef" for character in text)
 
 
-def _open_and_check(path: str) -> bool:
-    """True when ``path`` is this user's regular file with one link (opened without following a link)."""
-    fd = _open_own_file(path, create=False)
-    if fd is not None:
-        os.close(fd)
-    return fd is not None
-
-
 def _take_over_abandoned_lock(path: str) -> bool:
     """Replace a ``.part.lock`` that is provably abandoned with this process's own lock file, in one
     step; True when the lock is ours.
@@ -3536,22 +3535,15 @@ def _take_over_abandoned_lock(path: str) -> bool:
         return False
     claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
     try:
-        os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600))
+        os.close(_create(claim))
     except OSError:  # another download is taking it over
         return False
     try:
         again = _abandoned_lock(path)
         if again is None or (again.st_dev, again.st_ino) != (judged.st_dev, judged.st_ino):
             return False  # taken over meanwhile, and in use
-        own = f"{path}.{os.urandom(4).hex()}.new"
-        try:
-            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, 0o600)
-            with os.fdopen(fd, "w") as file:
-                file.write(str(os.getpid()))
-            os.replace(own, path)  # one step: the abandoned file goes as ours takes its name
-        except BaseException:
-            _remove(own)
-            raise
+        # One step: the abandoned file goes as ours takes its name.
+        _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
         return True
     finally:
         _remove(claim)
@@ -3601,32 +3593,41 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, following a symbolic link only where the kernel's
-    ``fs.protected_symlinks`` rule would: the link is ours, or its directory is not both
-    sticky and world-writable, or the link's owner owns that directory. Else PermissionError.
+    """The file a destination names, following a symbolic link only when it is the user's own or
+    root's (as ``/dev/stdout`` is); another user's is a PermissionError, sticky directory or not
+    (stricter than the kernel's ``fs.protected_symlinks``): it would choose which file is replaced.
 
-    Only the last component is followed here (for the temporary file to be made beside the
-    file itself); the directories on the way are left to the kernel, which applies the rule.
-    A descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
+    Only the last component is followed (the directories on the way are left to the kernel), and
+    a descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
     """
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
             return path  # /proc/self/fd/N: a stream, never the file behind it (which would be replaced)
-        try:
-            link = os.lstat(path)
-        except OSError:
+        target = _link_target(path)
+        if target is None:
             return path
-        if not stat.S_ISLNK(link.st_mode):
-            return path
-        directory = os.path.dirname(path) or "."
-        if _HAS_GETEUID and link.st_uid != os.geteuid():
-            parent = os.stat(directory)
-            sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
-            if sticky_and_world_writable and link.st_uid != parent.st_uid:
-                message = "refusing to follow a symbolic link another user made in a sticky world-writable directory"
-                raise PermissionError(errno.EACCES, message, path)
-        path = os.path.join(directory, os.readlink(path))
+        path = os.path.join(os.path.dirname(path), target)
     return path
+
+
+def _link_target(path: str) -> str | None:
+    """What the link ``path`` says, when it is one the user or root owns; None when it is no link.
+    With O_PATH, the link read is the very link looked at, not one renamed over it since."""
+    try:
+        fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
+        link = os.fstat(fd) if fd >= 0 else os.lstat(path)
+    except OSError:  # nothing there, or not reachable: making the file will say why
+        return None
+    try:
+        if not stat.S_ISLNK(link.st_mode):
+            return None
+        if not _is_mine(link, or_root=True):
+            message = "refusing to follow a symbolic link another user made"
+            raise PermissionError(errno.EACCES, message, path)
+        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 class _StreamTarget(_Sink):
@@ -3974,7 +3975,7 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
     world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
     rule: another user's FIFO planted in /tmp would receive the whole download.)
     """
-    if not _HAS_GETEUID or status.st_uid == os.geteuid():
+    if _is_mine(status):
         return
     parent = os.stat(os.path.dirname(path) or ".")
     sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
@@ -3993,7 +3994,7 @@ class _PartialFile:
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
-        self.path = _partial_path(_hidden_stem(self.file_path))  # as _FileTarget names it
+        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
@@ -4013,12 +4014,6 @@ class _PartialFile:
 def _writable(stream: Any) -> bool:
     writable = getattr(stream, "writable", None)
     return not callable(writable) or bool(writable())
-
-
-def _partial_path(stem: str) -> str:
-    """``.NAME.part``, the partial file a resumable download to NAME keeps (``stem``: see _hidden_stem);
-    its state and lock add ``.json`` and ``.lock`` to it. Named here only."""
-    return stem + ".part"
 
 
 def _hidden_stem(path: str) -> str:

@@ -5472,34 +5472,59 @@ class SharedDirectoryTests(ServerTestCase):
             os.chown(path, user[1], user[2])
             path.chmod(0o666)
 
-    def test_a_link_another_user_planted_in_a_sticky_directory_is_refused(self) -> None:
-        user = self.user()
-        shared, notes = self.shared(0o1777), self.victim_file()
-        self.plant(shared / "report.csv", user, link_to=notes)
-        with self.assertRaises(PermissionError) as caught:
-            self.client().download("files/x", shared / "report.csv")
-        self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
-        self.assertIn("symbolic link", str(caught.exception))
-        self.assertEqual(notes.read_text(), "the victim's notes")
-        self.assertEqual(self.requests, [], "refused before any request")
-        self.assertEqual([p.name for p in shared.iterdir()], ["report.csv"])
-
-    def test_links_the_kernel_would_follow_are_followed(self) -> None:
-        user = self.user()
-        for mode, owner in ((0o1777, "self"), (0o777, "other"), (0o1777, "directory's owner")):
-            with self.subTest(mode=oct(mode), link_owner=owner):
+    def test_a_link_another_user_owns_is_refused_sticky_or_not(self) -> None:
+        # Issue 30: in a 2775 team directory a teammate's link at data.csv to ~/notes.txt made the
+        # download replace notes.txt; so did a 1777 directory owner's link. The kernel follows both.
+        user, cases = self.user(), ("/tmp", "team", "team", "the link's owner's")
+        for mode, whose in zip((0o1777, 0o2775, 0o777, 0o1777), cases, strict=True):
+            with self.subTest(mode=oct(mode), directory=whose):
                 shared, notes = self.shared(mode), self.victim_file()
-                if owner == "self":
-                    (shared / "report.csv").symlink_to(notes)
-                else:
-                    if owner == "directory's owner":
-                        os.chown(shared, user[1], user[2])
-                    self.plant(shared / "report.csv", user, link_to=notes)
+                if whose != "/tmp":
+                    os.chown(shared, user[1] if whose == "the link's owner's" else -1, user[2])
+                self.plant(shared / "data.csv", user, link_to=notes)
+                with self.assertRaises(PermissionError) as caught:
+                    self.client().download("files/x", shared / "data.csv", sha256=DATA_SHA)
+                self.assertEqual(caught.exception.filename, str(shared / "data.csv"))
+                said = "refusing to follow a symbolic link another user made"
+                self.assertIn(said, str(caught.exception))
+                self.assertEqual(notes.read_text(), "the victim's notes")
+                self.assertEqual(self.requests, [], "refused before any request")
+                self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
+
+    def test_the_users_own_links_and_roots_are_followed(self) -> None:
+        me = os.geteuid()  # 4242 below: a user who is not root, the link root's (as /dev/stdout is)
+        for mode, user in ((0o1777, me), (0o2775, me), (0o1777, 4242 if me == 0 else me)):
+            with self.subTest(mode=oct(mode), user=user), mock.patch.object(dc.os, "geteuid") as id:
+                id.return_value = user
+                shared, notes = self.shared(mode), self.victim_file()
+                (shared / "report.csv").symlink_to(notes)
                 self.script(serve_file(DATA))
                 self.client().download("files/x", shared / "report.csv")
                 self.assertEqual(notes.read_bytes(), DATA, "the file the link names is replaced")
                 self.assertTrue((shared / "report.csv").is_symlink())
                 self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
+
+    def test_a_link_renamed_over_the_users_own_as_it_is_read_is_not_followed(self) -> None:
+        # A teammate's link renamed over the user's own between the client's look and its read.
+        user = self.user()
+        if not dc._O_PATH:
+            self.skipTest("without O_PATH the link is looked at, then read by its name")
+        shared, notes, own = self.shared(0o2775), self.victim_file(), self.tmp() / "own.csv"
+        os.chown(shared, -1, user[2])  # the teammate's group: they can write there
+        (shared / "data.csv").symlink_to(own)
+        self.plant(shared / "theirs", user, link_to=notes)
+        read = os.readlink
+
+        def renamed_over_it_first(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if os.path.lexists(shared / "theirs"):
+                os.replace(shared / "theirs", shared / "data.csv")
+            return read(path, *args, **kwargs)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc.os, "readlink", renamed_over_it_first):
+            self.client().download("files/x", shared / "data.csv")
+        self.assertFalse(os.path.lexists(shared / "theirs"), "renamed")
+        self.assertEqual((own.read_bytes(), notes.read_text()), (DATA, "the victim's notes"))
 
     def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
         user = self.user()
@@ -5562,10 +5587,70 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
 
+    def test_a_file_renamed_over_the_temporary_file_is_never_committed(self) -> None:
+        # Issue 30: a teammate's file renamed over .data.csv.*.part was committed: the call, given
+        # the right sha256= (of the bytes the client wrote), returned normally, data.csv theirs.
+        user = self.user()
+        for resume in (False, True):
+            with self.subTest(resume=resume):
+                self.server.requests.clear()
+                shared = self.shared(0o2775)
+                destination, theirs = shared / "data.csv", shared / "theirs.csv"
+                destination.write_text("the victim's earlier data")
+                self.plant(theirs, user, data=b"the teammate's rows")
+
+                def swap(done: int, total: int | None, planted: Path = theirs) -> None:
+                    for temporary in planted.parent.glob(".data.csv*.part"):
+                        if planted.exists():
+                            os.replace(planted, temporary)
+
+                self.script(serve_file(DATA))
+                fetch = self.client().download
+                with self.assertRaises(PermissionError) as caught:
+                    fetch("files/x", destination, sha256=DATA_SHA, resume=resume, progress=swap)
+                self.assertFalse(theirs.exists(), "the rename took place")
+                self.assertEqual(caught.exception.filename, str(destination))
+                said = "another file was put in place of the temporary file: not committed"
+                self.assertIn(said, str(caught.exception))
+                self.assertEqual(destination.read_text(), "the victim's earlier data")
+                self.assertEqual(len(self.requests), 1)
+                self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
+
+    def test_a_file_renamed_over_the_temporary_as_it_is_committed_is_not_left_there(self) -> None:
+        # The rename landing between the client's check and its rename: the check after finds it.
+        user, replace = self.user(), os.replace
+        for owner in ("a teammate", "the user"):
+            with self.subTest(swapped_in_file_of=owner):
+                shared = self.shared(0o2775)
+                destination, theirs = shared / "data.csv", shared / "theirs.csv"
+                if owner == "a teammate":
+                    self.plant(theirs, user, data=b"their rows")
+                else:
+                    theirs.write_text("own")
+
+                def renamed_over_it_first(source: Any, target: Any, planted: Path = theirs) -> None:
+                    if Path(target).name == "data.csv":  # the commit: checked, not yet renamed
+                        replace(planted, source)
+                    replace(source, target)
+
+                self.script(serve_file(DATA))
+                with (
+                    mock.patch.object(dc.os, "replace", renamed_over_it_first),
+                    self.assertRaises(PermissionError) as caught,
+                ):
+                    self.client().download("files/x", destination, sha256=DATA_SHA)
+                said = "another file was put in place of the temporary file and moved into place: "
+                if owner == "a teammate":
+                    self.assertIn(said + "removed", str(caught.exception))
+                    self.assertEqual(list(shared.iterdir()), [], "their file is not left there")
+                else:  # the user's own file there may be another download's, committed meanwhile
+                    self.assertIn(said + "left there", str(caught.exception))
+                    self.assertEqual(destination.read_text(), "own")
+                    self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
+
     def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
         # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
         # following links): swapped for a link in between, the link's target was truncated and written.
-        look = os.lstat
         for swap_after in (1, 2):  # the look for a link, then the look at what the destination is
             with self.subTest(swap_after_look=swap_after):
                 shared, notes = self.shared(0o1777), self.victim_file()
@@ -5576,12 +5661,13 @@ class SharedDirectoryTests(ServerTestCase):
                 def look_then_swap(
                     path: Any,
                     *args: Any,
+                    look: Callable[..., Any],
                     at: int = swap_after,
                     seen: list[str] = looks,
                     watched: str = str(destination),
                     target: str = str(notes),
                     **kwargs: Any,
-                ) -> os.stat_result:
+                ) -> Any:
                     status = look(path, *args, **kwargs)
                     if str(path) == watched:
                         seen.append("looked")
@@ -5591,7 +5677,12 @@ class SharedDirectoryTests(ServerTestCase):
                     return status
 
                 self.script(serve_file(DATA))
-                with mock.patch.object(dc.os, "lstat", look_then_swap):
+                link_looks = functools.partial(look_then_swap, look=dc._link_target)
+                looks_at = functools.partial(look_then_swap, look=os.lstat)
+                with (
+                    mock.patch.object(dc, "_link_target", link_looks),
+                    mock.patch.object(os, "lstat", looks_at),
+                ):
                     outcome = outcome_of(lambda d=destination: self.client().download("files/x", d))  # type: ignore[misc]
                 self.assertGreaterEqual(len(looks), swap_after)
                 self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")

@@ -1,5 +1,6 @@
-"""Shared directories with REAL second users (issue 23): a victim and an attacker made with useradd,
-driven with runuser, the CLI run as the victim in a sticky world-writable directory.
+"""Shared directories with REAL second users (issues 23, 30): a victim and an attacker made with
+useradd, teammates in a group made with groupadd, driven with runuser, the CLI run as the victim
+in sticky world-writable directories and in a 2775 team directory.
 
     sudo python3 .ci/second_user_checks.py
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -28,10 +30,11 @@ RUNUSER = shutil.which("runuser") or "runuser"
 ROOT = Path(__file__).resolve().parent.parent
 DATA = os.urandom(300_000)
 SHA = hashlib.sha256(DATA).hexdigest()
+NOTES = b"the victim's notes\n"
 
 
 class Files(http.server.BaseHTTPRequestHandler):
-    """Serves DATA at any path; counts the requests."""
+    """Serves DATA at any path (under /slow/, in 30 pieces over 1.5 s); counts the requests."""
 
     requests: ClassVar[list[str]] = []
 
@@ -40,15 +43,36 @@ class Files(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(DATA)))
         self.end_headers()
-        self.wfile.write(DATA)
+        step = 10_000 if self.path.startswith("/slow/") else len(DATA)
+        for start in range(0, len(DATA), step):
+            self.wfile.write(DATA[start : start + step])
+            time.sleep(0.05 if step < len(DATA) else 0)
 
     def log_message(self, *args: object) -> None:
         pass
 
 
+# The teammate's loop: its own file renamed over each temporary file of a download to data.csv it
+# sees, until the file "stop" appears (at most 20 s); prints how many it renamed over.
+RENAMER = """
+import os, re, sys, time
+team, renamed, ends = sys.argv[1], 0, time.monotonic() + 20
+while time.monotonic() < ends and not os.path.exists(os.path.join(team, "stop")):
+    for name in os.listdir(team):
+        if re.fullmatch(r"[.]data[.]csv[.][0-9a-f]{12}[.]part", name):
+            with open(os.path.join(team, "theirs"), "wb") as file:
+                file.write(b"the teammate's rows")
+            os.replace(os.path.join(team, "theirs"), os.path.join(team, name))
+            renamed += 1
+    time.sleep(0.002)
+print(renamed)
+"""
+
+
 class Checks:
-    def __init__(self, work: Path, url: str, victim: str, attacker: str, python: str) -> None:
-        self.work, self.url, self.victim, self.attacker, self.python = work, url, victim, attacker, python
+    def __init__(self, work: Path, url: str, users: tuple[str, str, str], python: str) -> None:
+        self.work, self.url, self.python = work, url, python
+        self.victim, self.attacker, self.group = users  # the group: both users'
         self.passed = self.failed = 0
 
     def check(self, name: str, test: Callable[[], str | None]) -> None:
@@ -89,6 +113,61 @@ class Checks:
         directory = Path(tempfile.mkdtemp(dir=self.work))
         directory.chmod(0o1777)
         return directory
+
+    def team(self) -> Path:
+        """A team's directory: 2775, the group the victim and the attacker share."""
+        directory = Path(tempfile.mkdtemp(dir=self.work))
+        shutil.chown(directory, group=self.group)
+        directory.chmod(0o2775)
+        return directory
+
+    def victims_notes(self) -> Path:
+        """~/notes.txt: the victim's, in a directory of the victim's own."""
+        home = Path(tempfile.mkdtemp(dir=self.work))
+        shutil.chown(home, user=self.victim)
+        notes = home / "notes.txt"
+        self.as_user(self.victim, f"cat > '{notes}'", input=NOTES).check_returncode()
+        return notes
+
+    def link_is_refused(self, directory: Path, notes: Path) -> str | None:
+        """The attacker's link at data.csv to ``notes`` in ``directory``: refused, nothing asked."""
+        link = directory / "data.csv"
+        self.as_user(self.attacker, f"ln -s '{notes}' '{link}'").check_returncode()
+        done = self.download(self.url, "data.csv", "--sha256", SHA, cwd=directory)
+        said = b"refusing to follow a symbolic link another user made"
+        if done.returncode != 1 or said not in done.stderr:
+            return f"exit {done.returncode}: {done.stderr!r}"
+        if notes.read_bytes() != NOTES or Files.requests:
+            return f"the link was followed: {len(Files.requests)} requests"
+        return None
+
+    def teammates_link_is_refused(self) -> str | None:
+        return self.link_is_refused(self.team(), self.victims_notes())
+
+    def owners_link(self) -> str | None:
+        shared = self.sticky()
+        shutil.chown(shared, user=self.attacker)  # 1777, the attacker's: the kernel follows theirs
+        return self.link_is_refused(shared, self.victims_notes())
+
+    def renamed_over(self) -> str | None:
+        team = self.team()
+        self.as_user(self.victim, f"echo earlier > '{team / 'data.csv'}'").check_returncode()
+        command = [RUNUSER, "-u", self.attacker, "--", self.python, "-c", RENAMER, str(team)]
+        renamer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        slow = self.url.replace("/files/", "/slow/")
+        try:
+            done = self.download(slow, "data.csv", "--sha256", SHA, cwd=team)
+        finally:
+            (team / "stop").touch()
+            out, err = renamer.communicate(timeout=30)
+        if out.strip() in (b"", b"0"):
+            return f"the race was not run: the teammate renamed over nothing ({out!r}, {err!r})"
+        kept = (team / "data.csv").read_bytes()
+        if done.returncode == 0 or kept != b"earlier\n":
+            return f"exit {done.returncode}, data.csv now {kept[:40]!r}: {done.stderr!r}"
+        if b"another file was put in place of the temporary file" not in done.stderr:
+            return f"not said: {done.stderr!r}"
+        return None
 
     def fifo_read_by(self, user: str, fifo: Path, mode: str) -> tuple[Path, subprocess.Popen[bytes]]:
         """A FIFO ``user`` makes (with ``mode``) and reads, for at most 20 s."""
@@ -180,25 +259,29 @@ def python_for(user: str) -> str | None:
     return None
 
 
-def make_user(prefix: str) -> str:
+def make_user(prefix: str, group: str) -> str:
     name = f"{prefix}{os.urandom(3).hex()}"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    command = ["useradd", "--no-create-home", "--shell", "/bin/sh", "--groups", group, name]
+    subprocess.run(command, check=True, capture_output=True)
     return name
 
 
 def main() -> int:
-    missing = [tool for tool in ("useradd", "userdel", "runuser") if shutil.which(tool) is None]
+    tools = ("useradd", "userdel", "groupadd", "groupdel", "runuser")
+    missing = [tool for tool in tools if shutil.which(tool) is None]
     if os.geteuid() != 0 or missing:
         print(f"SKIPPED: second users: {'not root' if os.geteuid() else 'no ' + ', '.join(missing)}")
         return 0
-    print("== second users (useradd, runuser) in sticky world-writable directories")
+    print("== second users (useradd, groupadd, runuser) in sticky and team directories")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     users: list[str] = []
     checks: Checks | None = None
     work = Path(tempfile.mkdtemp(prefix="second-users-"))
+    group = f"dcteam{os.urandom(3).hex()}"
     try:
-        users += [make_user("dcfs"), make_user("dcfs")]
+        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        users += [make_user("dcfs", group), make_user("dcfs", group)]
         work.chmod(0o755)
         for module in ("dataset_client.py", "dataset_client_cli.py"):
             shutil.copy(ROOT / module, work / module)
@@ -207,19 +290,23 @@ def main() -> int:
             print("SKIPPED: second users: no Python 3.11+ that another user can run")
             return 0
         url = f"http://127.0.0.1:{server.server_address[1]}/files/report.csv"
-        checks = Checks(work, url, users[0], users[1], python)
+        checks = Checks(work, url, (users[0], users[1], group), python)
         checks.check("a FIFO another user planted gets nothing", checks.planted_fifo_gets_nothing)
         checks.check("the user's own FIFO is written", checks.own_fifo_is_written)
         checks.check("download URL /dev/stdout >> t.log appends", checks.dev_stdout_appends)
         checks.check("the sha256 skip never follows another's link", checks.skip_never_follows_the_attackers_link)
         checks.check("the sha256 skip never trusts another's file", checks.skip_never_trusts_the_attackers_file)
         checks.check("a config file another user owns is refused", checks.config_of_another_user_is_refused)
+        checks.check("2775: a teammate's link is not followed", checks.teammates_link_is_refused)
+        checks.check("2775: a file renamed over the temporary is not kept", checks.renamed_over)
+        checks.check("1777: the directory owner's link is not followed", checks.owners_link)
     finally:
         server.shutdown()
         server.server_close()
         shutil.rmtree(work, ignore_errors=True)
         for user in users:
             subprocess.run(["userdel", user], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
     assert checks is not None
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed else 0
