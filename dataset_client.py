@@ -120,6 +120,9 @@ _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order in
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
 _LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
 _REDACTED = "<redacted>"
+# What server text never shows as it is: C0, DEL, C1, bidirectional and zero-width characters,
+# line and paragraph separators, lone surrogates.
+_UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
@@ -214,7 +217,7 @@ class ServiceError(DatasetClientError, RuntimeError):
     ) -> None:
         self.headers = headers if headers is not None else http.client.HTTPMessage()
         self.payload = _json_or_none(body)
-        self.message = message or _message_of(self.payload)
+        self.message = message or _message_of(self.payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
         super().__init__(f"{text}: {self.message}" if self.message else text, method=method, url=url)
         self.status = status
@@ -2007,8 +2010,11 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def _message_of(payload: Any) -> str | None:
-    """The service's own message in a JSON error body, under the names services use."""
+def _message_of(payload: Any, body: str = "") -> str | None:
+    """The service's own message in a JSON error body, under the names services use; for a body
+    that is not JSON, its short reason (see _reason_in_text)."""
+    if payload is None:
+        return _reason_in_text(body)
     if not isinstance(payload, dict):
         return None
     for name in ("message", "error", "detail", "error_description", "title"):
@@ -2018,6 +2024,35 @@ def _message_of(payload: Any) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
+
+
+def _reason_in_text(body: str) -> str | None:
+    """A short reason in an error body that is not JSON: an XML error's Code and Message (S3, GCS,
+    Azure), an HTML page's title, or a text's first line; escaped, at most 200 characters.
+
+    Found by regular expressions that stop at the next "<", not an XML parser: the body kept is
+    a cut start that may not parse, HTML is no XML, and no entity but the predefined and numeric
+    ones is expanded (no DTD is read: nothing for an entity bomb to grow from).
+    """
+    import html  # only an error path gets here
+
+    text = body.lstrip("\ufeff \t\r\n")
+    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"  # up to the next tag
+    if not text.startswith("<"):
+        parts = [text]
+    else:
+        found = [re.search(f"<{name}>{content}", text) for name in ("Code", "Message")]
+        parts = [element[1] for element in found if element]
+        title = None if parts else re.search(f"(?i)<title(?:\\s[^<>]*)?>{content}", text)
+        parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
+    lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
+    reason = ": ".join(line for line in lines if line)
+    return _escaped(reason)[:200] or None
+
+
+def _escaped(text: str) -> str:
+    """``text`` with control, bidi and invisible characters escaped (``\\x1b``, ``\\u202e``)."""
+    return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
 
 
 def _parse_retry_after(value: str | None) -> float | None:

@@ -1154,14 +1154,66 @@ class ErrorTests(ServerTestCase):
         self.assertEqual(error.attempts, 1)
 
     def test_service_error_without_json(self) -> None:
-        self.script(reply(400, b"bad things", {"Request-Id": "r-7"}, content_type="text/plain"))
+        body = b"bad things\nat line 2"
+        self.script(reply(400, body, {"Request-Id": "r-7"}, content_type="text/plain"))
         with self.assertRaises(ServiceError) as caught:
             self.client().query("SELECT")
         error = caught.exception
-        self.assertEqual(str(error), f"400 Bad Request: POST {self.server.url}/api/v1/query")
+        url = f"{self.server.url}/api/v1/query"
+        self.assertEqual(str(error), f"400 Bad Request: POST {url}: bad things")
         self.assertEqual(
-            (error.body, error.payload, error.message, error.request_id), ("bad things", None, None, "r-7")
+            (error.body, error.payload, error.message, error.request_id),
+            ("bad things\nat line 2", None, "bad things", "r-7"),
         )
+
+    def test_an_object_stores_xml_or_html_error_gives_a_short_reason(self) -> None:
+        # Found in review: an expired presigned S3 URL ended in "403 Forbidden: GET URL", its reason
+        # dropped. Bodies as S3, Azure, GCS, CloudFront, nginx and Envoy send them.
+        s3 = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+            "<Message>Request has expired</Message><X-Amz-Expires>60</X-Amz-Expires>"
+            "<RequestId>4442587FB7D0A2F9</RequestId></Error>"
+        )
+        azure = (
+            '\ufeff<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code>'
+            "<Message>Server failed to authenticate the request.\nRequestId:0c5f\nTime:2024-01-01"
+            "</Message></Error>"
+        )
+        gcs = "<?xml version='1.0'?><Error><Code>ExpiredToken</Code><Message>Invalid argument."
+        gcs += "</Message><Details>The provided token has expired.</Details></Error>"
+        bomb = '<?xml version="1.0"?><!DOCTYPE e [<!ENTITY a "aaaaaaaaaa">' + "".join(
+            f'<!ENTITY {"b" * n}a "{("&" + "b" * (n - 1) + "a;") * 10}">' for n in range(1, 9)
+        )
+        cloudfront = "<!DOCTYPE html><html><head><TITLE>ERROR: The request could not be satisfied"
+        envoy = "upstream connect error or disconnect/reset before headers"
+        nginx = "<html><head><title>\n  502 Bad \t Gateway\n</title></head><body>nginx</body>"
+        hostile = "<Error><Message>denied\u202e:ko \x1b[2J\u200b</Message></Error>"
+        cases = {
+            s3: "AccessDenied: Request has expired",
+            azure: "AuthenticationFailed: Server failed to authenticate the request.",
+            gcs: "ExpiredToken: Invalid argument.",
+            "<Error><Code>A&amp;B</Code><Message>x &lt;y&gt; &#x7a;</Message>": "A&B: x <y> z",
+            bomb + "]><Error><Code>&bbbbbbbba;</Code></Error>": "&bbbbbbbba;",
+            cloudfront + "</TITLE>": "ERROR: The request could not be satisfied",
+            nginx: "502 Bad Gateway",
+            f"\n\n{envoy}\nmore": envoy,
+            hostile: "denied\\u202e:ko \\x1b[2J\\u200b",
+            f"<Error><Code>No</Code><Message>{KEY} is bad</Message>": "No: <redacted> is bad",
+            "<html><body><h1>Forbidden</h1></body></html>": None,
+            "<Error><Code>" + "C" * 300 + "</Code></Error>": "C" * 200,
+        }
+        url = f"{self.server.url}/api/v1/datasets"
+        for body, expected in cases.items():
+            kind = "text/html" if "html" in body else "text/xml" if "<" in body else "text/plain"
+            self.script(reply(403, body.encode(), content_type=kind))
+            with self.subTest(body=body[:40]):
+                error = outcome_of(self.client(max_retries=0).list_datasets)
+                assert isinstance(error, ServiceError), repr(error)
+                self.assertEqual(error.message, expected)
+                shown = f"403 Forbidden: GET {url}" + (f": {expected}" if expected else "")
+                self.assertEqual(str(error), shown)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(len(self.requests), len(cases))
 
     def test_service_messages_under_common_names(self) -> None:
         for payload, message in (
