@@ -120,6 +120,11 @@ _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order in
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
 _LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
 _REDACTED = "<redacted>"
+# Query parameters of signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth) that are credentials.
+_SIGNED_PARAMETERS = (
+    *("X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "X-Goog-Signature"),
+    *("X-Goog-Credential", "Signature", "Policy", "Key-Pair-Id", "sig", "token", "access_token"),
+)
 # What server text never shows as it is: C0, DEL, C1, bidirectional and zero-width characters,
 # line and paragraph separators, lone surrogates.
 _UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
@@ -577,11 +582,11 @@ class DatasetClient:
                     deadline.check(method, url)  # not another attempt once it is reached
                 return attempt()
             except DatasetClientError as error:
-                if self._secrets:  # before it is logged or raised; its frames held the response
-                    _redact_error(error, self._secrets)
+                _redact_error(error, self._secrets.shown())  # before it is logged or raised
+                if self._secrets:  # its frames held the response
                     error = error.with_traceback(None)
                 if self._pool.closed and not isinstance(error, ClientClosedError):
-                    shown = _redact(url, self._secrets)
+                    shown = _showable_url(url, self._secrets)
                     raise ClientClosedError(f"the DatasetClient was closed during {method} {shown}") from error
                 done = 0 if progress is None else progress()
                 if done - last_progress >= _CHUNK_SIZE:  # a chunk's progress, not a byte a server trickles
@@ -596,7 +601,7 @@ class DatasetClient:
                 _logger().warning(
                     "retrying %s %s in %.2f s (attempt %d failed: %s)",
                     method,
-                    _redact(url, self._secrets),
+                    _showable_url(url, self._secrets),
                     delay,
                     attempts,
                     error,
@@ -695,7 +700,8 @@ class DatasetClient:
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
-            reason, shown = _redact(response.reason, self._secrets), _redact(url, self._secrets)
+            reason = _redact(response.reason, self._secrets)
+            shown = _showable_url(url, self._secrets)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed)
         return response
 
@@ -785,24 +791,34 @@ class _Secrets:
     ``texts`` are the secrets as given (each a ``_Secret``); the forms a server may echo
     them in (percent-encoded, JSON- and HTML-escaped, any case of hex) are matched by
     patterns built the first time a text holds an escape (some 50 ms): redaction happens
-    on error and log paths, so a successful request never pays for it. Pickles as its
-    texts alone.
+    on error and log paths, so a successful request never pays for it. ``signed``: the
+    values of signed URLs' credential parameters are redacted too (see ``shown``).
     """
 
-    __slots__ = ("_redact_forms", "texts")
+    __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
-    def __init__(self, texts: Iterable[str] = ()) -> None:
+    def __init__(self, texts: Iterable[str] = (), signed: bool = False) -> None:
         self.texts = tuple(_Secret(text) for text in sorted(set(texts), key=len, reverse=True))
+        self.signed = signed
         self._redact_forms: Callable[[str], str] | None = None
+        self._shown: _Secrets | None = None
 
     def __repr__(self) -> str:
         return f"<{len(self.texts)} secrets, redacted>"
 
     def __bool__(self) -> bool:
-        return bool(self.texts)
+        return bool(self.texts) or self.signed
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_Secrets, (self.texts,))
+        return (_Secrets, (self.texts, self.signed))
+
+    def shown(self) -> _Secrets:
+        """These secrets for the texts the client makes (errors, log records, the CLI's lines),
+        where signed URLs' credentials (``X-Amz-Signature=<redacted>``) are redacted too; not
+        for results, whose URLs must still work."""
+        if self._shown is None:
+            self._shown = self if self.signed else _Secrets(self.texts, signed=True)
+        return self._shown
 
     @property
     def longest(self) -> int:
@@ -810,6 +826,8 @@ class _Secrets:
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
+        if self.signed and "=" in text:
+            text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
         if _escape_in(text) is None:  # then a secret can only be there as itself: no pattern needed
@@ -1899,6 +1917,20 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     return f"(?:{'|'.join(forms)})"
 
 
+def _showable_url(url: str, secrets: _Secrets) -> str:
+    """``url`` as logs, errors and the command line show it: ``secrets`` (a client's, see
+    _client_secrets) and the values of signed URLs' credential parameters redacted, names kept."""
+    return secrets.shown().redact(url)
+
+
+@functools.cache
+def _signed_parameter() -> re.Pattern[str]:
+    """A credential parameter of a signed URL with its value, in a URL or in text: the value ends
+    where a URL does, or before a ":", "," or "." that ends a sentence."""
+    names = "|".join(re.escape(name) for name in _SIGNED_PARAMETERS)
+    return re.compile(f"(?i)([?&;](?:{names})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
+
+
 def _longest(secrets: _Secrets) -> int:
     return secrets.longest
 
@@ -2369,8 +2401,8 @@ class _Transfer:
             self._resume_digests(target.state.saved if target.state is not None else None)
 
     def _shown_url(self) -> str:
-        """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
-        return _redact(self.url, self.requests.secrets)
+        """The URL as logs and errors show it (worked out only when shown)."""
+        return _showable_url(self.url, self.requests.secrets)
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
@@ -2385,8 +2417,7 @@ class _Transfer:
                         raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
         except DatasetClientError as error:  # its message and url name a URL that may carry a secret
-            if self.requests.secrets:
-                _redact_error(error, self.requests.secrets)
+            _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
             if self.digest is not None:

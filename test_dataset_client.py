@@ -1576,6 +1576,34 @@ def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
     return found
 
 
+# Credential parameters of signed URLs (S3, GCS, CloudFront, Azure, OAuth), any case, with values.
+SIGNED = {
+    "X-Amz-Credential": "AKIAEXAMPLE0001%2F20240101%2Fus-east-1%2Fs3%2Faws4_request",
+    "X-Amz-Security-Token": "FwoGZXIvYXdzEJr%2F%2Fsession0002",
+    "X-Amz-Signature": "816d0123456789abcdef0003",
+    "x-goog-credential": "svc%40project.iam0004",
+    "X-GOOG-SIGNATURE": "a1b2c3d4e5f60005",
+    "Policy": "eyJTdGF0ZW1lbnQiOiJ0006",
+    "Signature": "Zm9vYmFy~0007-",
+    "Key-Pair-Id": "APKAEXAMPLE0008",
+    "sig": "r%2BVW0009%3D",
+    "Token": "tok0010",
+    "access_token": "ya29.a0011",
+}
+SIGNED_QUERY = "&".join(f"{name}={value}" for name, value in SIGNED.items())
+SIGNED_SHOWN = "&".join(f"{name}=<redacted>" for name in SIGNED)
+S3_EXPIRED = b"""<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>AccessDenied</Code><Message>Request has expired</Message>
+<X-Amz-Expires>60</X-Amz-Expires><Expires>2024-01-01T00:01:00Z</Expires>
+<ServerTime>2024-01-01T09:00:00Z</ServerTime></Error>"""
+
+
+def signed_values_in(texts: list[str]) -> list[str]:
+    """The values of SIGNED (as sent, and decoded) that show in ``texts``."""
+    values = [form for value in SIGNED.values() for form in (value, urllib_parse.unquote(value))]
+    return [value for value in values for text in texts if value in text]
+
+
 class SecondReviewSecretTests(ServerTestCase):
     """Issue 23's second review: no key in a URL shown, in a traceback's locals, in any form a server echoes."""
 
@@ -1630,6 +1658,45 @@ class SecondReviewSecretTests(ServerTestCase):
         self.assertEqual((directory / "out.csv").read_bytes(), DATA)
         self.assertEqual(len([line for line in logs.output if "retrying GET" in line]), 1)
         self.assertNotIn(KEY, "\n".join(logs.output))
+
+    def test_signed_url_credentials_are_redacted_in_every_text_and_sent_unchanged(self) -> None:
+        # Found in review: "403 Forbidden: GET http://h/x?...&X-Amz-Signature=816d...", a credential
+        # that works until it expires (on a 404 or a 5xx, a working one), in errors and logs.
+        storage = self.start_server()
+        path = f"/bucket/exp.parquet?X-Amz-Date=20240101T000000Z&{SIGNED_QUERY}&X-Amz-Expires=60"
+        url, shown = storage.url + path, storage.url + path.replace(SIGNED_QUERY, SIGNED_SHOWN)
+        expired = reply(403, S3_EXPIRED, content_type="application/xml")
+        storage.script.extend([reply(503, b"busy", content_type="text/plain"), expired])
+        client, destination = self.client(max_retries=1), self.tmp() / "exp.parquet"
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(lambda: client.download(url, destination))
+        assert isinstance(error, ServiceError), repr(error)
+        received = [(r.path, r.headers["Authorization"]) for r in storage.requests]
+        self.assertEqual(received, [(path, None)] * 2, "sent unchanged, and no key to the store")
+        self.assertEqual(error.url, shown)
+        reason = "AccessDenied: Request has expired (after 2 attempts)"
+        self.assertEqual(str(error), f"403 Forbidden: GET {shown}: {reason}")
+        self.assertEqual(dc._showable_url(url, client._secrets), shown)
+        records = [f"{record.getMessage()} {record.args!r}" for record in logs.records]
+        self.assertEqual(len([line for line in records if f"retrying GET {shown}" in line]), 1)
+        texts = [str(error), repr(error), repr(error.args), repr(vars(error)), *records]
+        self.assertEqual(signed_values_in(texts), [])
+        self.assertEqual(list(destination.parent.iterdir()), [])
+        # A redirect to a signed URL, and one that cannot be reached, by a client with no key.
+        self.script(reply(302, b"", {"Location": url}))
+        storage.script.append(reply(404, b"<Error><Code>NoSuchKey</Code></Error>"))
+        client = self.client(api_key=None, max_retries=0)
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(client.list_datasets)
+        assert isinstance(error, ServiceError), repr(error)
+        self.assertEqual((error.url, error.message), (shown, "NoSuchKey"))
+        self.assertEqual(storage.requests[-1].path, path)
+        unreachable = f"http://127.0.0.1:{free_port()}{path}"
+        refused = outcome_of(lambda: client.download(unreachable, io.BytesIO()))
+        assert isinstance(refused, dc.NetworkError), repr(refused)
+        texts = [str(error), repr(error), *logs.output, str(refused), repr(refused), refused.url]
+        self.assertEqual(signed_values_in(texts), [])
+        self.assertIn("X-Amz-Signature=<redacted>", str(refused))
 
     def test_an_unknown_or_hostile_charset_is_read_as_utf8(self) -> None:
         # Found in review: charset=idna raised a bare UnicodeError (frames holding the key and the body);
