@@ -1690,12 +1690,15 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    try:
-        return json.loads(data)
+    start = data[: 200 + _longest(secrets)]  # for the error below
+    try:  # decoded as json.loads does, the bytes let go before parsing: twice the body, not 3 times
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
+        del data
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
         cause = _without_body(exc)
     content_type = response.headers.get("Content-Type", "no content type")
-    start = _redact_value(bytes(data[: 200 + _longest(secrets)]), secrets)[:200]  # redacted, then cut
+    start = _redact_value(start, secrets)[:200]  # redacted, then cut
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
     # Raised outside the except clause: the exception caught would stay as the context, body and all.
     raise _invalid(response, text) from cause
@@ -1711,74 +1714,90 @@ def _without_body(exc: BaseException) -> ValueError:
     return ValueError(str(exc))  # its message says what and where
 
 
-def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
+def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes.
 
     Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body, of which a
     bounded start is read); otherwise it is an InvalidResponseError (a decompression bomb),
     raised before the memory is used: each gzip member is inflated with a bound.
     """
-    raw: bytes | bytearray
-    if truncate:
-        raw = response.read(limit if response.encoding == "identity" else _CHUNK_SIZE)
-    else:
-        raw = _read_at_most(response, limit)
-    if response.encoding == "identity":
+    identity = response.encoding == "identity"
+    most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
+    raw = _read_at_most(response, most, truncate=truncate)
+    if identity:
         return raw
     if response.encoding not in ("gzip", "x-gzip", "deflate"):
         raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
-    decoded = bytearray()
+    pieces: list[bytes] = []
     try:
-        _inflate_members(memoryview(raw), limit, decoded)
+        inflated = _inflate_members(memoryview(raw), limit, pieces)
     except zlib.error as exc:
-        if truncate:
-            return decoded
-        raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
-    if len(decoded) > limit and truncate:
-        return decoded[:limit]
-    if len(decoded) > limit:
+        if not truncate:
+            raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
+        inflated = sum(map(len, pieces))
+    if inflated > limit and not truncate:
         raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
-    return decoded
+    del raw  # the pieces and their join are twice the body already
+    return b"".join(pieces)[:limit]
 
 
-def _inflate_members(data: memoryview, limit: int, decoded: bytearray) -> None:
-    """Inflate the gzip members of ``data``, one after another (RFC 1952 2.2), into ``decoded``: at most
-    ``limit + 1`` bytes (more is a bomb, for the caller to refuse).
+def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
+    """Inflate the gzip members of ``data``, one after another (RFC 1952 2.2), onto ``decoded``: at
+    most ``limit + 1`` bytes (more is a bomb, for the caller to refuse). Returns how many.
 
     Each member is fed in pieces that start small and double: after a member ends, zlib copies what
     is left of its piece (``unused_data``), so pieces no larger than twice the member keep a body of
     thousands of tiny members as cheap as its size (fed whole, each member copied all the rest).
     """
-    offset = 0
+    offset = inflated = 0
     while offset < len(data):
         decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
         while not decoder.eof:
             if offset >= len(data):
                 raise zlib.error("the compressed data ends early")
             piece = data[offset : offset + size]
-            decoded += decoder.decompress(piece, limit + 1 - len(decoded))
-            if len(decoded) > limit:
-                return
+            decoded.append(decoder.decompress(piece, limit + 1 - inflated))
+            inflated += len(decoded[-1])
+            if inflated > limit:
+                return inflated
             offset += len(piece) - len(decoder.unused_data)
             size = min(size * 2, _CHUNK_SIZE)
+    return inflated
 
 
-def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
-    """The body as sent, refused past ``limit`` bytes before they are held.
+def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
+    """The body as sent, at most ``limit`` bytes; past them (unless ``truncate``) an
+    InvalidResponseError, raised before they are held.
 
-    A body of unknown length is read in pieces into one buffer: read whole, a body sent
-    in tiny chunks would cost a Python object per chunk.
+    A body of unknown length is read in pieces, joined once: twice its size at most.
     """
-    too_long = response.length is not None and response.length > limit
-    if response.length is not None and not too_long:
+    if response.length is not None and response.length <= limit:
         return response.read()
-    data = bytearray()
-    while not too_long and (piece := response.read(32 * 1024)):
-        data += piece  # in pieces: one read holds a list of the chunks it spans
-        too_long = len(data) > limit
-    if too_long:
-        raise _invalid(response, f"a body of more than {_size(limit)}: refused")
-    return data
+    refused = f"a body of more than {_size(limit)}: refused"
+    if response.length is not None and not truncate:
+        raise _invalid(response, refused)
+    pieces: list[bytes] = []
+    size = 0
+    while size <= limit and (piece := _read_piece(response, min(64 * 1024, limit + 1 - size))):
+        pieces.append(piece)
+        size += len(piece)
+    if size > limit and not truncate:
+        raise _invalid(response, refused)
+    return b"".join(pieces)[:limit]
+
+
+def _read_piece(response: _PooledResponse, size: int) -> bytes:
+    """Up to ``size`` bytes of the body. A chunked one is read with readinto: http.client's read(n)
+    joins the chunks it spans through 80 bytes each (a body in 1-byte chunks: 80 times its size)."""
+    if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
+        return response.read(size)
+    buffer = bytearray(size)
+    try:
+        count = response.readinto(buffer)
+    except (OSError, http.client.HTTPException) as exc:
+        raise _transport_error(exc, response.method, response.url, proxy=response.proxy) from exc
+    del buffer[count:]
+    return bytes(buffer)
 
 
 def _service_error(response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False) -> ServiceError:
