@@ -1698,6 +1698,11 @@ class SecondReviewSecretTests(ServerTestCase):
         texts = [str(error), repr(error), *logs.output, str(refused), repr(refused), refused.url]
         self.assertEqual(signed_values_in(texts), [])
         self.assertIn("X-Amz-Signature=<redacted>", str(refused))
+        # A result is data: its signed URL comes back whole, and names a file (it holds no secret).
+        self.script(reply(201, {"download_url": url}))
+        dates = {"start_date": "2024-01-02", "end_date": "2024-01-03"}
+        self.assertEqual(client.create_export("bars", symbols="V", **dates), {"download_url": url})
+        self.assertFalse(dc._client_secrets(client).found_in(url))
 
     def test_an_unknown_or_hostile_charset_is_read_as_utf8(self) -> None:
         # Found in review: charset=idna raised a bare UnicodeError (frames holding the key and the body);
