@@ -122,8 +122,8 @@ _LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than 
 _REDACTED = "<redacted>"
 # Query parameters of signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth) that are credentials.
 _SIGNED_PARAMETERS = (
-    *("X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "X-Goog-Signature"),
-    *("X-Goog-Credential", "Signature", "Policy", "Key-Pair-Id", "sig", "token", "access_token"),
+    "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
+    "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
 )
 # What server text never shows as it is: C0, DEL, C1, bidirectional and zero-width characters,
 # line and paragraph separators, lone surrogates.
@@ -204,8 +204,9 @@ class ServiceError(DatasetClientError, RuntimeError):
 
     ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``.
     ``payload`` (the body as JSON, or None), ``message`` (the service's own, from that
-    JSON), ``request_id`` (X-Request-Id, else Request-Id) and ``retry_after`` (seconds)
-    are read from ``headers`` and ``body``.
+    JSON; from another body a short reason: an XML error's Code and Message, as object
+    stores send, an HTML title, a text's first line), ``request_id`` (X-Request-Id, else
+    Request-Id) and ``retry_after`` (seconds) are read from ``headers`` and ``body``.
     """
 
     def __init__(
@@ -1946,8 +1947,7 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 def _signed_parameter() -> re.Pattern[str]:
     """A credential parameter of a signed URL with its value, in a URL or in text: the value ends
     where a URL does, or before a ":", "," or "." that ends a sentence."""
-    names = "|".join(re.escape(name) for name in _SIGNED_PARAMETERS)
-    return re.compile(f"(?i)([?&;](?:{names})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
+    return re.compile(f"(?i)([?&;](?:{_SIGNED_PARAMETERS})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
 
 
 def _longest(secrets: _Secrets) -> int:
