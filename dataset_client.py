@@ -119,6 +119,14 @@ _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close() thi
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
 _LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
 _REDACTED = "<redacted>"
+# Query parameters of signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth) that are credentials.
+_SIGNED_PARAMETERS = (
+    "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
+    "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
+)
+# What server text never shows as it is: C0, DEL, C1, bidirectional and zero-width characters,
+# line and paragraph separators, lone surrogates.
+_UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
@@ -196,8 +204,9 @@ class ServiceError(DatasetClientError, RuntimeError):
 
     ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``.
     ``payload`` (the body as JSON, or None), ``message`` (the service's own, from that
-    JSON), ``request_id`` (X-Request-Id, else Request-Id) and ``retry_after`` (seconds)
-    are read from ``headers`` and ``body``.
+    JSON; from another body a short reason: an XML error's Code and Message, as object
+    stores send, an HTML title, a text's first line), ``request_id`` (X-Request-Id, else
+    Request-Id) and ``retry_after`` (seconds) are read from ``headers`` and ``body``.
     """
 
     def __init__(
@@ -214,7 +223,7 @@ class ServiceError(DatasetClientError, RuntimeError):
     ) -> None:
         self.headers = headers if headers is not None else http.client.HTTPMessage()
         self.payload = _json_or_none(body)
-        self.message = message or _message_of(self.payload)
+        self.message = message or _message_of(self.payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
         super().__init__(f"{text}: {self.message}" if self.message else text, method=method, url=url)
         self.status = status
@@ -608,11 +617,11 @@ class DatasetClient:
                     deadline.check(method, url)  # not another attempt once it is reached
                 return attempt()
             except DatasetClientError as error:
-                if self._secrets:  # before it is logged or raised; its frames held the response
-                    _redact_error(error, self._secrets)
+                _redact_error(error, self._secrets.shown())  # before it is logged or raised
+                if self._secrets:  # its frames held the response
                     error = error.with_traceback(None)
                 if self._pool.closed and not isinstance(error, ClientClosedError):
-                    shown = _redact(url, self._secrets)
+                    shown = _showable_url(url, self._secrets)
                     raise ClientClosedError(f"the DatasetClient was closed during {method} {shown}") from error
                 done = 0 if progress is None else progress()
                 # Progress is a chunk, not a byte trickled; a stall counts, whatever it brought.
@@ -630,7 +639,7 @@ class DatasetClient:
                 _logger().warning(
                     "retrying %s %s in %.2f s (attempt %d failed: %s)",
                     method,
-                    _redact(url, self._secrets),
+                    _showable_url(url, self._secrets),
                     delay,
                     attempts,
                     error,
@@ -729,7 +738,8 @@ class DatasetClient:
         # not imported for that (4-5 ms, twice the time this module takes to import itself).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
-            reason, shown = _redact(response.reason, self._secrets), _redact(url, self._secrets)
+            reason = _redact(response.reason, self._secrets)
+            shown = _showable_url(url, self._secrets)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed)
         return response
 
@@ -826,24 +836,34 @@ class _Secrets:
     ``texts`` are the secrets as given (each a ``_Secret``); the forms a server may echo
     them in (percent-encoded, JSON- and HTML-escaped, any case of hex) are matched by
     patterns built the first time a text holds an escape (some 50 ms): redaction happens
-    on error and log paths, so a successful request never pays for it. Pickles as its
-    texts alone.
+    on error and log paths, so a successful request never pays for it. ``signed``: the
+    values of signed URLs' credential parameters are redacted too (see ``shown``).
     """
 
-    __slots__ = ("_redact_forms", "texts")
+    __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
-    def __init__(self, texts: Iterable[str] = ()) -> None:
+    def __init__(self, texts: Iterable[str] = (), signed: bool = False) -> None:
         self.texts = tuple(_Secret(text) for text in sorted(set(texts), key=len, reverse=True))
+        self.signed = signed
         self._redact_forms: Callable[[str], str] | None = None
+        self._shown: _Secrets | None = None
 
     def __repr__(self) -> str:
         return f"<{len(self.texts)} secrets, redacted>"
 
     def __bool__(self) -> bool:
-        return bool(self.texts)
+        return bool(self.texts) or self.signed
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_Secrets, (self.texts,))
+        return (_Secrets, (self.texts, self.signed))
+
+    def shown(self) -> _Secrets:
+        """These secrets for the texts the client makes (errors, log records, the CLI's lines),
+        where signed URLs' credentials (``X-Amz-Signature=<redacted>``) are redacted too; not
+        for results, whose URLs must still work."""
+        if self._shown is None:
+            self._shown = self if self.signed else _Secrets(self.texts, signed=True)
+        return self._shown
 
     @property
     def longest(self) -> int:
@@ -851,6 +871,8 @@ class _Secrets:
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
+        if self.signed and "=" in text:
+            text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
         if _escape_in(text) is None:  # then a secret can only be there as itself: no pattern needed
@@ -1712,12 +1734,15 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    try:
-        return json.loads(data)
+    start = data[: 200 + _longest(secrets)]  # for the error below
+    try:  # decoded as json.loads does, the bytes let go before parsing: twice the body, not 3 times
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
+        del data
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
         cause = _without_body(exc)
     content_type = response.headers.get("Content-Type", "no content type")
-    start = _redact_value(bytes(data[: 200 + _longest(secrets)]), secrets)[:200]  # redacted, then cut
+    start = _redact_value(start, secrets)[:200]  # redacted, then cut
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
     # Raised outside the except clause: the exception caught would stay as the context, body and all.
     raise _invalid(response, text) from cause
@@ -1733,74 +1758,90 @@ def _without_body(exc: BaseException) -> ValueError:
     return ValueError(str(exc))  # its message says what and where
 
 
-def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes | bytearray:
+def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes.
 
     Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body, of which a
     bounded start is read); otherwise it is an InvalidResponseError (a decompression bomb),
     raised before the memory is used: each gzip member is inflated with a bound.
     """
-    raw: bytes | bytearray
-    if truncate:
-        raw = response.read(limit if response.encoding == "identity" else _CHUNK_SIZE)
-    else:
-        raw = _read_at_most(response, limit)
-    if response.encoding == "identity":
+    identity = response.encoding == "identity"
+    most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
+    raw = _read_at_most(response, most, truncate=truncate)
+    if identity:
         return raw
     if response.encoding not in ("gzip", "x-gzip", "deflate"):
         raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
-    decoded = bytearray()
+    pieces: list[bytes] = []
     try:
-        _inflate_members(memoryview(raw), limit, decoded)
+        inflated = _inflate_members(memoryview(raw), limit, pieces)
     except zlib.error as exc:
-        if truncate:
-            return decoded
-        raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
-    if len(decoded) > limit and truncate:
-        return decoded[:limit]
-    if len(decoded) > limit:
+        if not truncate:
+            raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
+        inflated = sum(map(len, pieces))
+    if inflated > limit and not truncate:
         raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
-    return decoded
+    del raw  # the pieces and their join are twice the body already
+    return b"".join(pieces)[:limit]
 
 
-def _inflate_members(data: memoryview, limit: int, decoded: bytearray) -> None:
-    """Inflate the gzip members of ``data``, one after another (RFC 1952 2.2), into ``decoded``: at most
-    ``limit + 1`` bytes (more is a bomb, for the caller to refuse).
+def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
+    """Inflate the gzip members of ``data``, one after another (RFC 1952 2.2), onto ``decoded``: at
+    most ``limit + 1`` bytes (more is a bomb, for the caller to refuse). Returns how many.
 
     Each member is fed in pieces that start small and double: after a member ends, zlib copies what
     is left of its piece (``unused_data``), so pieces no larger than twice the member keep a body of
     thousands of tiny members as cheap as its size (fed whole, each member copied all the rest).
     """
-    offset = 0
+    offset = inflated = 0
     while offset < len(data):
         decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
         while not decoder.eof:
             if offset >= len(data):
                 raise zlib.error("the compressed data ends early")
             piece = data[offset : offset + size]
-            decoded += decoder.decompress(piece, limit + 1 - len(decoded))
-            if len(decoded) > limit:
-                return
+            decoded.append(decoder.decompress(piece, limit + 1 - inflated))
+            inflated += len(decoded[-1])
+            if inflated > limit:
+                return inflated
             offset += len(piece) - len(decoder.unused_data)
             size = min(size * 2, _CHUNK_SIZE)
+    return inflated
 
 
-def _read_at_most(response: _PooledResponse, limit: int) -> bytes | bytearray:
-    """The body as sent, refused past ``limit`` bytes before they are held.
+def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
+    """The body as sent, at most ``limit`` bytes; past them (unless ``truncate``) an
+    InvalidResponseError, raised before they are held.
 
-    A body of unknown length is read in pieces into one buffer: read whole, a body sent
-    in tiny chunks would cost a Python object per chunk.
+    A body of unknown length is read in pieces, joined once: twice its size at most.
     """
-    too_long = response.length is not None and response.length > limit
-    if response.length is not None and not too_long:
+    if response.length is not None and response.length <= limit:
         return response.read()
-    data = bytearray()
-    while not too_long and (piece := response.read(32 * 1024)):
-        data += piece  # in pieces: one read holds a list of the chunks it spans
-        too_long = len(data) > limit
-    if too_long:
-        raise _invalid(response, f"a body of more than {_size(limit)}: refused")
-    return data
+    refused = f"a body of more than {_size(limit)}: refused"
+    if response.length is not None and not truncate:
+        raise _invalid(response, refused)
+    pieces: list[bytes] = []
+    size = 0
+    while size <= limit and (piece := _read_piece(response, min(64 * 1024, limit + 1 - size))):
+        pieces.append(piece)
+        size += len(piece)
+    if size > limit and not truncate:
+        raise _invalid(response, refused)
+    return b"".join(pieces)[:limit]
+
+
+def _read_piece(response: _PooledResponse, size: int) -> bytes:
+    """Up to ``size`` bytes of the body. A chunked one is read with readinto: http.client's read(n)
+    joins the chunks it spans through 80 bytes each (a body in 1-byte chunks: 80 times its size)."""
+    if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
+        return response.read(size)
+    buffer = bytearray(size)
+    try:
+        count = response.readinto(buffer)
+    except (OSError, http.client.HTTPException) as exc:
+        raise _transport_error(exc, response.method, response.url, proxy=response.proxy) from exc
+    del buffer[count:]
+    return bytes(buffer)
 
 
 def _service_error(response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False) -> ServiceError:
@@ -1939,6 +1980,19 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     return f"(?:{'|'.join(forms)})"
 
 
+def _showable_url(url: str, secrets: _Secrets) -> str:
+    """``url`` as logs, errors and the command line show it: ``secrets`` (a client's, see
+    _client_secrets) and the values of signed URLs' credential parameters redacted, names kept."""
+    return secrets.shown().redact(url)
+
+
+@functools.cache
+def _signed_parameter() -> re.Pattern[str]:
+    """A credential parameter of a signed URL with its value, in a URL or in text: the value ends
+    where a URL does, or before a ":", "," or "." that ends a sentence."""
+    return re.compile(f"(?i)([?&;](?:{_SIGNED_PARAMETERS})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
+
+
 def _longest(secrets: _Secrets) -> int:
     return secrets.longest
 
@@ -2050,8 +2104,11 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def _message_of(payload: Any) -> str | None:
-    """The service's own message in a JSON error body, under the names services use."""
+def _message_of(payload: Any, body: str = "") -> str | None:
+    """The service's own message in a JSON error body, under the names services use; for a body
+    that is not JSON, its short reason (see _reason_in_text)."""
+    if payload is None:
+        return _reason_in_text(body)
     if not isinstance(payload, dict):
         return None
     for name in ("message", "error", "detail", "error_description", "title"):
@@ -2061,6 +2118,35 @@ def _message_of(payload: Any) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
+
+
+def _reason_in_text(body: str) -> str | None:
+    """A short reason in an error body that is not JSON: an XML error's Code and Message (S3, GCS,
+    Azure), an HTML page's title, or a text's first line; escaped, at most 200 characters.
+
+    Found by regular expressions that stop at the next "<", not an XML parser: the body kept is
+    a cut start that may not parse, HTML is no XML, and no entity but the predefined and numeric
+    ones is expanded (no DTD is read: nothing for an entity bomb to grow from).
+    """
+    import html  # only an error path gets here
+
+    text = body.lstrip("\ufeff \t\r\n")
+    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"  # up to the next tag
+    if not text.startswith("<"):
+        parts = [text]
+    else:
+        found = [re.search(f"<{name}>{content}", text) for name in ("Code", "Message")]
+        parts = [element[1] for element in found if element]
+        title = None if parts else re.search(f"(?i)<title(?:\\s[^<>]*)?>{content}", text)
+        parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
+    lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
+    reason = ": ".join(line for line in lines if line)
+    return _escaped(reason)[:200] or None
+
+
+def _escaped(text: str) -> str:
+    """``text`` with control, bidi and invisible characters escaped (``\\x1b``, ``\\u202e``)."""
+    return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -2382,8 +2468,8 @@ class _Transfer:
             self._resume_digests(target.state.saved if target.state is not None else None)
 
     def _shown_url(self) -> str:
-        """The URL as logs and errors show it: secrets redacted (worked out only when shown)."""
-        return _redact(self.url, self.requests.secrets)
+        """The URL as logs and errors show it (worked out only when shown)."""
+        return _showable_url(self.url, self.requests.secrets)
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
@@ -2398,8 +2484,7 @@ class _Transfer:
                         raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
         except DatasetClientError as error:  # its message and url name a URL that may carry a secret
-            if self.requests.secrets:
-                _redact_error(error, self.requests.secrets)
+            _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
             if self.digest is not None:

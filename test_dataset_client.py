@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 import traceback
+import tracemalloc
 import types
 import unittest
 import urllib.parse as urllib_parse
@@ -1156,14 +1157,66 @@ class ErrorTests(ServerTestCase):
         self.assertEqual(error.attempts, 1)
 
     def test_service_error_without_json(self) -> None:
-        self.script(reply(400, b"bad things", {"Request-Id": "r-7"}, content_type="text/plain"))
+        body = b"bad things\nat line 2"
+        self.script(reply(400, body, {"Request-Id": "r-7"}, content_type="text/plain"))
         with self.assertRaises(ServiceError) as caught:
             self.client().query("SELECT")
         error = caught.exception
-        self.assertEqual(str(error), f"400 Bad Request: POST {self.server.url}/api/v1/query")
+        url = f"{self.server.url}/api/v1/query"
+        self.assertEqual(str(error), f"400 Bad Request: POST {url}: bad things")
         self.assertEqual(
-            (error.body, error.payload, error.message, error.request_id), ("bad things", None, None, "r-7")
+            (error.body, error.payload, error.message, error.request_id),
+            ("bad things\nat line 2", None, "bad things", "r-7"),
         )
+
+    def test_an_object_stores_xml_or_html_error_gives_a_short_reason(self) -> None:
+        # Found in review: an expired presigned S3 URL ended in "403 Forbidden: GET URL", its reason
+        # dropped. Bodies as S3, Azure, GCS, CloudFront, nginx and Envoy send them.
+        s3 = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+            "<Message>Request has expired</Message><X-Amz-Expires>60</X-Amz-Expires>"
+            "<RequestId>4442587FB7D0A2F9</RequestId></Error>"
+        )
+        azure = (
+            '\ufeff<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code>'
+            "<Message>Server failed to authenticate the request.\nRequestId:0c5f\nTime:2024-01-01"
+            "</Message></Error>"
+        )
+        gcs = "<?xml version='1.0'?><Error><Code>ExpiredToken</Code><Message>Invalid argument."
+        gcs += "</Message><Details>The provided token has expired.</Details></Error>"
+        bomb = '<?xml version="1.0"?><!DOCTYPE e [<!ENTITY a "aaaaaaaaaa">' + "".join(
+            f'<!ENTITY {"b" * n}a "{("&" + "b" * (n - 1) + "a;") * 10}">' for n in range(1, 9)
+        )
+        cloudfront = "<!DOCTYPE html><html><head><TITLE>ERROR: The request could not be satisfied"
+        envoy = "upstream connect error or disconnect/reset before headers"
+        nginx = "<html><head><title>\n  502 Bad \t Gateway\n</title></head><body>nginx</body>"
+        hostile = "<Error><Message>denied\u202e:ko \x1b[2J\u200b</Message></Error>"
+        cases = {
+            s3: "AccessDenied: Request has expired",
+            azure: "AuthenticationFailed: Server failed to authenticate the request.",
+            gcs: "ExpiredToken: Invalid argument.",
+            "<Error><Code>A&amp;B</Code><Message>x &lt;y&gt; &#x7a;</Message>": "A&B: x <y> z",
+            bomb + "]><Error><Code>&bbbbbbbba;</Code></Error>": "&bbbbbbbba;",
+            cloudfront + "</TITLE>": "ERROR: The request could not be satisfied",
+            nginx: "502 Bad Gateway",
+            f"\n\n{envoy}\nmore": envoy,
+            hostile: "denied\\u202e:ko \\x1b[2J\\u200b",
+            f"<Error><Code>No</Code><Message>{KEY} is bad</Message>": "No: <redacted> is bad",
+            "<html><body><h1>Forbidden</h1></body></html>": None,
+            "<Error><Code>" + "C" * 300 + "</Code></Error>": "C" * 200,
+        }
+        url = f"{self.server.url}/api/v1/datasets"
+        for body, expected in cases.items():
+            kind = "text/html" if "html" in body else "text/xml" if "<" in body else "text/plain"
+            self.script(reply(403, body.encode(), content_type=kind))
+            with self.subTest(body=body[:40]):
+                error = outcome_of(self.client(max_retries=0).list_datasets)
+                assert isinstance(error, ServiceError), repr(error)
+                self.assertEqual(error.message, expected)
+                shown = f"403 Forbidden: GET {url}" + (f": {expected}" if expected else "")
+                self.assertEqual(str(error), shown)
+                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+        self.assertEqual(len(self.requests), len(cases))
 
     def test_service_messages_under_common_names(self) -> None:
         for payload, message in (
@@ -1526,6 +1579,34 @@ def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
     return found
 
 
+# Credential parameters of signed URLs (S3, GCS, CloudFront, Azure, OAuth), any case, with values.
+SIGNED = {
+    "X-Amz-Credential": "AKIAEXAMPLE0001%2F20240101%2Fus-east-1%2Fs3%2Faws4_request",
+    "X-Amz-Security-Token": "FwoGZXIvYXdzEJr%2F%2Fsession0002",
+    "X-Amz-Signature": "816d0123456789abcdef0003",
+    "x-goog-credential": "svc%40project.iam0004",
+    "X-GOOG-SIGNATURE": "a1b2c3d4e5f60005",
+    "Policy": "eyJTdGF0ZW1lbnQiOiJ0006",
+    "Signature": "Zm9vYmFy~0007-",
+    "Key-Pair-Id": "APKAEXAMPLE0008",
+    "sig": "r%2BVW0009%3D",
+    "Token": "tok0010",
+    "access_token": "ya29.a0011",
+}
+SIGNED_QUERY = "&".join(f"{name}={value}" for name, value in SIGNED.items())
+SIGNED_SHOWN = "&".join(f"{name}=<redacted>" for name in SIGNED)
+S3_EXPIRED = b"""<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>AccessDenied</Code><Message>Request has expired</Message>
+<X-Amz-Expires>60</X-Amz-Expires><Expires>2024-01-01T00:01:00Z</Expires>
+<ServerTime>2024-01-01T09:00:00Z</ServerTime></Error>"""
+
+
+def signed_values_in(texts: list[str]) -> list[str]:
+    """The values of SIGNED (as sent, and decoded) that show in ``texts``."""
+    values = [form for value in SIGNED.values() for form in (value, urllib_parse.unquote(value))]
+    return [value for value in values for text in texts if value in text]
+
+
 class SecondReviewSecretTests(ServerTestCase):
     """Issue 23's second review: no key in a URL shown, in a traceback's locals, in any form a server echoes."""
 
@@ -1580,6 +1661,50 @@ class SecondReviewSecretTests(ServerTestCase):
         self.assertEqual((directory / "out.csv").read_bytes(), DATA)
         self.assertEqual(len([line for line in logs.output if "retrying GET" in line]), 1)
         self.assertNotIn(KEY, "\n".join(logs.output))
+
+    def test_signed_url_credentials_are_redacted_in_every_text_and_sent_unchanged(self) -> None:
+        # Found in review: "403 Forbidden: GET http://h/x?...&X-Amz-Signature=816d...", a credential
+        # that works until it expires (on a 404 or a 5xx, a working one), in errors and logs.
+        storage = self.start_server()
+        path = f"/bucket/exp.parquet?X-Amz-Date=20240101T000000Z&{SIGNED_QUERY}&X-Amz-Expires=60"
+        url, shown = storage.url + path, storage.url + path.replace(SIGNED_QUERY, SIGNED_SHOWN)
+        expired = reply(403, S3_EXPIRED, content_type="application/xml")
+        storage.script.extend([reply(503, b"busy", content_type="text/plain"), expired])
+        client, destination = self.client(max_retries=1), self.tmp() / "exp.parquet"
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(lambda: client.download(url, destination))
+        assert isinstance(error, ServiceError), repr(error)
+        received = [(r.path, r.headers["Authorization"]) for r in storage.requests]
+        self.assertEqual(received, [(path, None)] * 2, "sent unchanged, and no key to the store")
+        self.assertEqual(error.url, shown)
+        reason = "AccessDenied: Request has expired (after 2 attempts)"
+        self.assertEqual(str(error), f"403 Forbidden: GET {shown}: {reason}")
+        self.assertEqual(dc._showable_url(url, client._secrets), shown)
+        records = [f"{record.getMessage()} {record.args!r}" for record in logs.records]
+        self.assertEqual(len([line for line in records if f"retrying GET {shown}" in line]), 1)
+        texts = [str(error), repr(error), repr(error.args), repr(vars(error)), *records]
+        self.assertEqual(signed_values_in(texts), [])
+        self.assertEqual(list(destination.parent.iterdir()), [])
+        # A redirect to a signed URL, and one that cannot be reached, by a client with no key.
+        self.script(reply(302, b"", {"Location": url}))
+        storage.script.append(reply(404, b"<Error><Code>NoSuchKey</Code></Error>"))
+        client = self.client(api_key=None, max_retries=0)
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(client.list_datasets)
+        assert isinstance(error, ServiceError), repr(error)
+        self.assertEqual((error.url, error.message), (shown, "NoSuchKey"))
+        self.assertEqual(storage.requests[-1].path, path)
+        unreachable = f"http://127.0.0.1:{free_port()}{path}"
+        refused = outcome_of(lambda: client.download(unreachable, io.BytesIO()))
+        assert isinstance(refused, dc.NetworkError), repr(refused)
+        texts = [str(error), repr(error), *logs.output, str(refused), repr(refused), refused.url]
+        self.assertEqual(signed_values_in(texts), [])
+        self.assertIn("X-Amz-Signature=<redacted>", str(refused))
+        # A result is data: its signed URL comes back whole, and names a file (it holds no secret).
+        self.script(reply(201, {"download_url": url}))
+        dates = {"start_date": "2024-01-02", "end_date": "2024-01-03"}
+        self.assertEqual(client.create_export("bars", symbols="V", **dates), {"download_url": url})
+        self.assertFalse(dc._client_secrets(client).found_in(url))
 
     def test_an_unknown_or_hostile_charset_is_read_as_utf8(self) -> None:
         # Found in review: charset=idna raised a bare UnicodeError (frames holding the key and the body);
@@ -3124,6 +3249,44 @@ class HostileServerTests(ServerTestCase):
         # About 72 MiB here, the limit's decoded bytes and a copy; without a limit, RLIMIT_AS stops the child.
         self.assertLess(int(growth.split()[1]), 128 * 1024 * 1024, "inflated far past the limit before refusing")
         self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/api/v1/datasets")])
+
+    def test_a_json_body_costs_at_most_twice_its_size_whole_chunked_or_gzipped(self) -> None:
+        # Found in review: a 2 MB JSON body in 1-byte chunks peaked at 3.6 times its size (the body,
+        # its text and the result at once; and http.client's read(n) joins a read's chunks through
+        # 80 bytes each). Peaks measured by tracemalloc, the server's few allocations included.
+        size = 2 * 1024 * 1024
+        body = b'"' + b"x" * (size - 2) + b'"'
+
+        def chunked(data: bytes, tiny: int) -> bytes:  # its last ``tiny`` bytes in 1-byte chunks
+            cut, step = len(data) - tiny, 64 * 1024
+            pieces = [data[at : min(at + step, cut)] for at in range(0, cut, step)]
+            pieces += [data[at : at + 1] for at in range(cut, len(data))]
+            frames = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces)
+            return b"Transfer-Encoding: chunked\r\n\r\n" + frames + b"0\r\n\r\n"
+
+        packed = gzip.compress(body)
+        responses = {
+            "whole": b"Content-Length: %d\r\n\r\n%s" % (size, body),
+            "chunked, its last 32 KiB in 1-byte chunks": chunked(body, 32 * 1024),
+            "gzip": b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed) + packed,
+            "gzip in 1-byte chunks": b"Content-Encoding: gzip\r\n" + chunked(packed, len(packed)),
+        }
+        for case, response in responses.items():
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            sent = head + response
+            client = self.client(raw_server(self, lambda sock: sock.sendall(sent)))  # noqa: B023
+            with self.subTest(case=case):
+                tracemalloc.start()
+                try:
+                    before = tracemalloc.get_traced_memory()[0]
+                    result = client.list_datasets()
+                    peak = tracemalloc.get_traced_memory()[1] - before
+                finally:
+                    tracemalloc.stop()
+                self.assertEqual(result, body[1:-1].decode())
+                # Twice the size, and a read's buffer and the server's.
+                self.assertLessEqual(peak, 2 * size + 128 * 1024, f"{peak / size:.2f} times")
+            del result
 
     def test_an_error_body_is_kept_decoded_and_bounded_whatever_its_compressed_size(self) -> None:
         message = {"message": "overloaded", "detail": os.urandom(300_000).hex()}
