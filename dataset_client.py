@@ -769,10 +769,12 @@ def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed:
     return client
 
 
-def _client_secrets(client: DatasetClient) -> _Secrets:
-    """The texts ``client`` never shows (its key, its headers' values, its proxies' passwords), for the CLI
-    to redact what it prints and to name no file after a URL holding one."""
-    return client._secrets
+def _client_secrets(client: DatasetClient | None, *, shown: bool = False) -> _Secrets:
+    """The texts ``client`` never shows (its key, headers' values, proxies' passwords; none for None),
+    for the CLI to redact results and to name no file after a URL holding one; ``shown``: for the
+    CLI's own lines, signed URLs' credentials too."""
+    secrets = _Secrets() if client is None else client._secrets
+    return secrets.shown() if shown else secrets
 
 
 def _checked_trust(

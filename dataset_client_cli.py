@@ -747,7 +747,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
-            stderr.secrets = _client_secrets(client)  # whatever a line holds, it shows none of them
+            stderr.secrets = _client_secrets(client, shown=True)  # whatever a line holds, none of them
             run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -1243,7 +1243,7 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.secrets: Any = None  # the client's, once it is made: redacted in every line written
+        self.secrets = _client_secrets(None, shown=True)  # then the client's: redacted in every line
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:

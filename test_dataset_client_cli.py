@@ -45,6 +45,8 @@ from test_dataset_client import (  # the fixtures and helpers the library's test
     DATA_SHA,
     HERE,
     KEY,
+    SIGNED_QUERY,
+    SIGNED_SHOWN,
     Handler,
     StandInTestCase,
     TerminalOutput,
@@ -61,6 +63,7 @@ from test_dataset_client import (  # the fixtures and helpers the library's test
     reply,
     serve_file,
     server_tls_context,
+    signed_values_in,
     waiting,
 )
 
@@ -1703,6 +1706,26 @@ class DownloadCommandTests(StandInTestCase):
         self.addCleanup(process.wait, 10)
         self.addCleanup(process.kill)
         return process
+
+    def test_a_signed_url_s_credentials_show_nowhere_on_stderr(self) -> None:
+        """-v lines, the summary and errors redact a presigned URL's credentials; the file is still
+        named after its path, and the request sends them unchanged."""
+        self.server.default = serve_file(DATA)
+        url = f"{self.server.url}/bucket/exp.parquet?X-Amz-Expires=60&{SIGNED_QUERY}"
+        directory = self.tmp()
+        status, out, err = self.run_main("-v", "download", url, str(directory), key=None, base_url="")
+        self.assertEqual((status, out, signed_values_in([err])), (0, "", []))
+        self.assertIn(f"/bucket/exp.parquet?X-Amz-Expires=60&{SIGNED_SHOWN}: 200 OK", err)
+        self.assertEqual((directory / "exp.parquet").read_bytes(), DATA)
+        self.assertTrue(self.requests[-1].path.endswith(SIGNED_QUERY), self.requests[-1].path)
+        self.server.default = reply(404, b"NoSuchKey", content_type="text/plain")
+        status, out, err = self.run_main("download", url, str(self.tmp()), key=None, base_url="")
+        self.assertEqual((status, signed_values_in([out, err])), (1, []))
+        self.assertIn(SIGNED_SHOWN, err)
+        named = f"{self.server.url}/files/{KEY}.csv?{SIGNED_QUERY}"  # a name the CLI refuses, saying why
+        status, out, err = self.run_main("download", named, key=KEY, base_url=self.server.url)
+        self.assertEqual((status, signed_values_in([out, err])), (1, []))
+        self.assertIn(f"/files/<redacted>.csv?{SIGNED_SHOWN} holds a secret", err)
 
     def test_a_server_never_names_stdout(self) -> None:
         self.server.default = serve_file(DATA)
