@@ -1283,6 +1283,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         connection.response_class = _PooledResponse
         if key[2]:
             connection.set_tunnel(key[2], headers={"Proxy-Authorization": authorization} if authorization else None)
+        if _deadlines_used and (within := _sending.within) is not None:  # its name's lookup too
+            connect = functools.partial(_connect_within, within)
+            connection._create_connection = connect  # type: ignore[attr-defined]
         try:
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:

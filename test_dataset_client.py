@@ -7130,6 +7130,32 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual(out.read_bytes(), data)
         self.assertEqual(self.requests[1].headers["Range"], f"bytes={len(kept)}-")
 
+    def test_a_name_lookup_that_hangs_ends_at_the_deadline(self) -> None:
+        # Issue 30: a 1 s deadline, a 10 s call: getaddrinfo, which has no time-out, hung.
+        released, real = threading.Event(), socket.getaddrinfo
+        self.addCleanup(released.set)
+        asked: list[str] = []
+
+        def hanging(host: Any, port: Any, *options: Any) -> Any:  # a name server that never answers
+            if host != "hangs.example" or (len(options) > 3 and options[3] & socket.AI_NUMERICHOST):
+                return real(host, port, *options)  # no lookup: an address, or AI_NUMERICHOST
+            asked.append(host)
+            released.wait(3)  # bounded: the unfixed client waits this long
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+        started = time.monotonic()
+        with mock.patch.object(dc.socket, "getaddrinfo", hanging):
+            error = outcome_of(self.client("http://hangs.example/api", deadline=0.5).list_datasets)
+        self.assertLess(time.monotonic() - started, 0.5 + 1)
+        self.assertEqual(asked, ["hangs.example"])
+        self.assertIsInstance(error, dc.RequestTimeoutError)
+        self.assertEqual(
+            str(error), "GET http://hangs.example/api/datasets: the deadline of 0.5 s was reached (after 1 attempt)"
+        )
+        self.assertRegex(str(error.__cause__), r": timed out connecting$")
+        released.set()  # the lookup's thread, left to the resolver, ends when it gives up
+        _wait_for(lambda: not [t for t in threading.enumerate() if t.name.startswith("dataset_client: looking")])
+
     def test_a_deadline_never_lengthens_a_wait_nor_hides_a_cut_body(self) -> None:
         def head_then_silence(handler: Handler) -> None:
             handler.send_response(200)
