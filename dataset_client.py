@@ -617,7 +617,6 @@ class DatasetClient:
                     deadline.check(method, url)  # not another attempt once it is reached
                 return attempt()
             except DatasetClientError as error:
-                error = self._failed(error, method, url)  # redacted (or a ClientClosedError raised)
                 done = 0 if progress is None else progress()
                 # Progress is a chunk, not a byte trickled; a stall counts, whatever it brought.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
@@ -627,6 +626,7 @@ class DatasetClient:
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if type(error) is _SchemeInDoubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
+                error = self._failed(error, method, url)  # redacted (or a ClientClosedError raised)
                 if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
                     error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
                 if delay is None:
@@ -661,9 +661,11 @@ class DatasetClient:
         within ``timeout`` and 5 s, never past ``deadline``. Returns the error and the wait left."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = None if deadline is None else deadline.left()
+        if left is not None and delay is not None and delay >= left:
+            return error, delay  # a retry past the deadline: the call ends at once (_Deadline.stop)
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
         wait = min(limit for limit in limits if limit is not None)
-        if wait <= 0 or not self._pool.first_probe(error.url):
+        if wait <= 0 or not self._pool.first_probe(error.url):  # not after close() either
             return error, delay
         started = time.monotonic()
         instead = _url_in_the_scheme_spoken(error.url, wait)

@@ -1034,6 +1034,13 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertLessEqual(probes[0], started + 0.5 + 0.05, "its wait ends by the deadline")
         self.assertLess(time.monotonic() - started, 0.5 + 1)
         self.assertEqual(seen, ["GET /datasets HTTP/1.1", "TLS"])
+        # A back-off past the deadline is not waited for: nor is it spent probing.
+        url, seen = head_server(self, hang_up)
+        started = time.monotonic()
+        client = self.client(url, deadline=1, backoff_factor=10)
+        self.assertIsInstance(outcome_of(client.list_datasets), dc.RequestTimeoutError)
+        self.assertLess(time.monotonic() - started, 0.5, "at once")
+        self.assertEqual(seen, ["GET /datasets HTTP/1.1"])
 
     def test_the_scheme_probe_runs_once_per_origin_and_never_once_it_answered(self) -> None:
         url, seen = head_server(self, hang_up, hang_up, answer(200), refuse_tls=True)
@@ -3101,7 +3108,8 @@ class BeyondOneProcessTests(ServerTestCase):
         reading.start()
         self.addCleanup(reading.join, 10)
         self.addCleanup(go_on.set)
-        _wait_for(lambda: _blocked_in_a_socket_read(reading))
+        # The request seen first: a read of the head, before the server read the request, counts too.
+        _wait_for(lambda: bool(self.requests) and _blocked_in_a_socket_read(reading))
         client.close()
         reading.join(5)
         self.assertEqual([type(error) for error in outcome], [dc.ClientClosedError], "ended before the server went on")
