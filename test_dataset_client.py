@@ -1006,11 +1006,11 @@ class FirstHourLibraryTests(ServerTestCase):
         # blank line, held by a server waiting for a request's head, for 5 s before the retry.
         url, seen = head_server(self, hang_up, answer(503), answer(200, b'["ok"]'))
         started = time.monotonic()
-        self.assertEqual(self.client(url, backoff_factor=0.2).list_datasets(), ["ok"])
+        self.assertEqual(self.client(url, backoff_factor=0.1).list_datasets(), ["ok"])
         elapsed = time.monotonic() - started
         self.assertEqual([line for line in seen if line != "TLS"], ["GET /datasets HTTP/1.1"] * 3)
         self.assertLessEqual(seen.count("TLS"), 1, "one probe at most: the origin never answered")
-        self.assertLess(elapsed, 0.2 + 0.4 + 1, "the probe spends the back-off (0.6 s at most)")
+        self.assertLess(elapsed, 0.1 + 0.2 + 1, "the probe spends the back-off (0.3 s at most)")
 
     def test_the_scheme_probe_ends_by_the_deadline(self) -> None:
         # Issue 30: deadline=3 ended at 5.8 s, the probe waiting min(timeout, 5 s) after a hang-up.
@@ -1044,13 +1044,13 @@ class FirstHourLibraryTests(ServerTestCase):
 
     def test_the_scheme_probe_runs_once_per_origin_and_never_once_it_answered(self) -> None:
         url, seen = head_server(self, hang_up, hang_up, answer(200), refuse_tls=True)
-        self.assertEqual(self.client(url, backoff_factor=0.2).list_datasets(), [])
+        self.assertEqual(self.client(url, backoff_factor=0.1).list_datasets(), [])
         request = "GET /datasets HTTP/1.1"
         self.assertEqual(seen, [request, "TLS", request, request])
         # An origin that answered in its scheme: a later new connection's hang-up is a plain retry.
         closing = answer(200, headers="Connection: close\r\n")
         url, seen = head_server(self, closing, hang_up, answer(200))
-        client = self.client(url, backoff_factor=0.2)
+        client = self.client(url, backoff_factor=0.1)
         self.assertEqual((client.list_datasets(), client.list_datasets()), ([], []))
         self.assertEqual(seen, [request] * 3, "no probe")
 
