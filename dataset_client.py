@@ -617,12 +617,6 @@ class DatasetClient:
                     deadline.check(method, url)  # not another attempt once it is reached
                 return attempt()
             except DatasetClientError as error:
-                _redact_error(error, self._secrets.shown())  # before it is logged or raised
-                if self._secrets:  # its frames held the response
-                    error = error.with_traceback(None)
-                if self._pool.closed and not isinstance(error, ClientClosedError):
-                    shown = _showable_url(url, self._secrets)
-                    raise ClientClosedError(f"the DatasetClient was closed during {method} {shown}") from error
                 done = 0 if progress is None else progress()
                 # Progress is a chunk, not a byte trickled; a stall counts, whatever it brought.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
@@ -630,24 +624,59 @@ class DatasetClient:
                     last_progress = done
                     retries_left = retries_left if stalled else self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
+                if type(error) is _SchemeInDoubt:
+                    error, delay = self._probe_scheme(error, delay, deadline)
+                error = self._failed(error, method, url)  # redacted (or a ClientClosedError raised)
                 if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
                     error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
                 if delay is None:
                     error.attempts = attempts
                     raise error
+                # As curl: "retrying in 1.0 s (2 attempts left): 503 Service Unavailable: GET URL".
+                left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
+                _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
-                _logger().warning(
-                    "retrying %s %s in %.2f s (attempt %d failed: %s)",
-                    method,
-                    _showable_url(url, self._secrets),
-                    delay,
-                    attempts,
-                    error,
-                )
                 time.sleep(delay)
             except BaseException as exc:  # not the client's own: a bug, a signal, a callback's exception
                 _clear_library_frames(exc)  # whatever escapes, no frame below shows a secret or a body
                 raise
+
+    def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
+        """``error``, the secrets a server echoed redacted (before it is logged or raised: its
+        frames held the response); a ClientClosedError raised once close() ended the call."""
+        _redact_error(error, self._secrets.shown())
+        if self._secrets:
+            error = error.with_traceback(None)
+        if self._pool.closed and not isinstance(error, ClientClosedError):
+            shown = _showable_url(url, self._secrets)
+            closed = f"the DatasetClient was closed during {method} {shown}"
+            raise ClientClosedError(closed) from error
+        return error
+
+    def _probe_scheme(
+        self, error: NetworkError, delay: float | None, deadline: _Deadline | None
+    ) -> tuple[DatasetClientError, float | None]:
+        """After a failure a server speaking the other scheme causes too: ask it (once per
+        origin, never once it answered in its scheme) within the wait before the retry, else
+        within ``timeout`` and 5 s, never past ``deadline``. Returns the error and the wait left."""
+        error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
+        left = None if deadline is None else deadline.left()
+        if left is not None and delay is not None and delay >= left:
+            return error, delay  # a retry past the deadline: the call ends at once (_Deadline.stop)
+        limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
+        wait = min(limit for limit in limits if limit is not None)
+        if wait <= 0 or not self._pool.first_probe(error.url):  # not after close() either
+            return error, delay
+        started = time.monotonic()
+        instead = _url_in_the_scheme_spoken(error.url, wait)
+        if instead is None:
+            return error, None if delay is None else max(delay - (time.monotonic() - started), 0.0)
+        tls = instead.startswith("https:")
+        spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
+        text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
+        wrong = _WrongSchemeError(text, method=error.method, url=error.url)
+        wrong.connecting, wrong.__cause__ = error.connecting, error.__cause__
+        return wrong, None
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None when it is not retried."""
@@ -1125,6 +1154,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._ssl_context = ssl_context
         self.ca_bundle: str | None = None  # an unpickled client's, read when the context is made
         self.closed = False
+        self._settled: set[tuple[str, str, int]] = set()  # origins that answered, or were probed
         self._start_afresh()
         _pools.add(self)
 
@@ -1159,6 +1189,15 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
         for sock in busy:
             _shut_down(sock)  # the thread using it gets an error now and lets it go
+
+    def first_probe(self, url: str) -> bool:
+        """Whether to probe ``url``'s origin for the other scheme: once, and not after an answer."""
+        origin = _origin_of(url)
+        with self._lock:
+            if self.closed or origin in self._settled:
+                return False
+            self._settled.add(origin)
+            return True
 
     def interrupt(self, threads: Collection[int]) -> None:
         """End what those threads are waiting for on their connections (a response's head, its body)."""
@@ -1200,12 +1239,14 @@ class _ConnectionPool(urllib.request.BaseHandler):
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
-                error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused, timeout=request.timeout)
+                error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
             except BaseException as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
                 self._discard(connection)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
+            if not reused:  # the origin answered in its scheme: no hang-up of it is ever probed
+                self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
             # getresponse() lets go of the socket of a response read to the connection's close (its
             # descriptor open until the response closes): kept, for close(), interrupt() and a forked
@@ -1246,6 +1287,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         connection.response_class = _PooledResponse
         if key[2]:
             connection.set_tunnel(key[2], headers={"Proxy-Authorization": authorization} if authorization else None)
+        if _deadlines_used and (within := _sending.within) is not None:  # its name's lookup too
+            connect = functools.partial(_connect_within, within)
+            connection._create_connection = connect  # type: ignore[attr-defined]
         try:
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
@@ -1256,8 +1300,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy answers wrong credentials with a 401
                 error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
                 raise error from _ProxyAuthenticationRequired(refusal)
-            context, timeout = self._ssl_context, request.timeout
-            failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=context, timeout=timeout)
+            tls = self._ssl_context
+            failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
         except BaseException as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
             connection.close()
@@ -1599,17 +1643,10 @@ def _transport_error(
     proxy: str | None = None,
     context: ssl.SSLContext | None = None,
     fresh: bool = False,
-    timeout: float | None = None,
 ) -> DatasetClientError:
     """The public exception for a socket, TLS or HTTP protocol failure (``context``: the TLS one used;
-    ``fresh``: the request went on a new connection, so a failure may say the server speaks TLS;
-    ``timeout``: the request's, which bounds a probe of the other scheme too)."""
+    ``fresh``: the request went on a new connection, so a hang-up may say the server speaks TLS)."""
     where = _request_name(method, url, proxy)
-    instead = _url_in_the_scheme_spoken(exc, url, proxy, connecting=connecting, fresh=fresh, timeout=timeout)
-    if instead is not None:
-        spoken = "HTTPS (TLS), not plain HTTP" if instead.startswith("https:") else "plain HTTP, not HTTPS (TLS)"
-        message = f"{where}: the server answered in {spoken}: use {instead} instead"
-        return _WrongSchemeError(message, method=method, url=url, connecting=connecting)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
         return RequestTimeoutError(message, method=method, url=url, connecting=connecting)
@@ -1628,56 +1665,63 @@ def _transport_error(
         detail = f"TLS certificate verification failed: {exc.verify_message}{_trust_advice(exc, context)}"
         return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting, certificate=True)
     detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
-    return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+    doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
+    kind = _SchemeInDoubt if doubt else NetworkError
+    return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+
+
+class _SchemeInDoubt(NetworkError):
+    """A failure that a server speaking the other scheme causes too (see _probe_scheme)."""
 
 
 class _WrongSchemeError(NetworkError):
     """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS): never retried."""
 
 
-def _url_in_the_scheme_spoken(
-    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool, timeout: float | None
-) -> str | None:
-    """``url`` in the other scheme when ``exc`` may come from a server speaking it, and a probe of
-    that scheme (one connection, which sends nothing of the request) finds it does; else None.
-
-    https:// to a plain-HTTP server fails the handshake (OpenSSL reads "HTTP/1.1 400" as a TLS
-    record: WRONG_VERSION_NUMBER); http:// to a TLS server sees the connection closed or reset
-    on a new connection, which a plain server that drops a request does as well: hence the probe.
-    """
-    parts = urllib.parse.urlsplit(url)
+def _may_speak_the_other_scheme(
+    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
+) -> bool:
+    """Whether ``exc`` may come from a server speaking the other scheme: https:// to a plain-HTTP
+    server fails the handshake (OpenSSL reads "HTTP/1.1 400" as a TLS record: WRONG_VERSION_NUMBER);
+    http:// to a TLS server sees a new connection closed or reset, as a plain server that drops a
+    request does. Never through a proxy: the proxy answered, not the server."""
+    scheme = urllib.parse.urlsplit(url).scheme
     if proxy is not None:
-        return None  # the proxy answered, not the server
-    if parts.scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
+        return False
+    if scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
         # TLS was spoken: a certificate to verify, or an alert (a TLS record) refusing the handshake.
         # nginx answers the probe's plain HTTP on its TLS port too ("400 ... sent to HTTPS port").
-        if isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or ""):
-            return None
-        other, probe = "http", _speaks_plain_http
-    elif parts.scheme == "http" and fresh and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
-        other, probe = "https", _speaks_tls
-    else:
-        return None
-    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    wait = min(timeout, _SCHEME_PROBE_TIMEOUT) if isinstance(timeout, (int, float)) else _SCHEME_PROBE_TIMEOUT
+        spoken = isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or "")
+        return not spoken
+    hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
+    return scheme == "http" and fresh and hung_up
+
+
+def _url_in_the_scheme_spoken(url: str, wait: float) -> str | None:
+    """``url`` in the other scheme when one probe of it (a connection of its own, which sends
+    nothing of the request), within ``wait`` seconds, finds that the server speaks it; else None."""
+    parts = urllib.parse.urlsplit(url)
+    plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
+    host, port = parts.hostname or "", parts.port or (443 if plain else 80)
     try:
-        if not probe(host, port, wait):
+        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait):
             return None
     except (OSError, ValueError):  # refused, timed out, a TLS failure (ssl.SSLError is an OSError)
         return None
     netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port it answered on, kept
+    other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
     """Whether the server at host:port answers plain HTTP: ``OPTIONS *`` (RFC 9110 9.3.7, the
     server's "ping"), no credentials, on a connection of its own; its reply's first bytes say."""
-    ends = time.monotonic() + timeout  # the whole probe, as a TLS handshake's: a byte a while never stretches it
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
+    with _connect_within(within, (host, port), timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
         for _ in range(5):  # "HTTP/" may come in pieces
-            sock.settimeout(max(ends - time.monotonic(), 0.001))
+            sock.settimeout(max(within.left(), 0.001))
             chunk = sock.recv(5 - len(received))
             received += chunk
             if not chunk or len(received) == 5:
@@ -1691,10 +1735,66 @@ def _speaks_tls(host: str, port: int, timeout: float) -> bool:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    # Nested, not parenthesized: Python 3.8 must parse this module to say it needs 3.11.
-    with socket.create_connection((host, port), timeout=timeout) as sock:  # noqa: SIM117
+    within = _Deadline(timeout)
+    with _connect_within(within, (host, port), timeout) as sock:
+        sock.settimeout(max(within.left(), 0.001))  # CPython bounds the whole handshake by it
         with context.wrap_socket(sock, server_hostname=host or None):
             return True
+
+
+def _connect_within(
+    deadline: _Deadline,
+    address: tuple[str, int],
+    timeout: float | None,
+    source: tuple[str, int] | None = None,
+) -> socket.socket:
+    """socket.create_connection (as http.client calls it), ended by ``deadline`` however long the
+    name's lookup or each address's connect takes; ``timeout`` is the socket's, as there."""
+    host, port = address
+    failure = OSError(f"no address for {host}")
+    for family, kind, protocol, _, sockaddr in _resolve_within(host, port, deadline):
+        left = deadline.left()
+        if left <= 0:
+            raise TimeoutError(f"timed out connecting to {host}")
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.settimeout(left if timeout is None else min(timeout, left))
+            if source:
+                sock.bind(source)
+            sock.connect(sockaddr)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        sock.settimeout(timeout)
+        return sock
+    raise failure
+
+
+def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
+    """``getaddrinfo``, given up at ``deadline``. No lookup of a name can be interrupted, so it runs
+    in a thread of its own, left to end when the resolver gives up if the deadline comes first."""
+    with contextlib.suppress(socket.gaierror):  # an address: no lookup
+        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    import threading
+
+    found: list[Any] = []
+
+    def look_up() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except Exception as exc:  # gaierror, UnicodeError (a name IDNA refuses): the caller's
+            found.append(exc)
+
+    thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
+    thread.daemon = True
+    thread.start()
+    thread.join(max(deadline.left(), 0))
+    if not found:
+        raise TimeoutError(f"timed out looking up {host}")
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]  # type: ignore[no-any-return]
 
 
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
@@ -2539,13 +2639,14 @@ class _Transfer:
             nonlocal attempts, part
             self._check_running(part)
             attempts += 1
-            if part.done and attempts > 1:
-                where = f"{_size(part.offset)} of {_size(self.plan.total or 0)}"
-                _logger().info("resuming at %s after an interruption, GET %s", where, self._shown_url())
             headers = self._request_headers(part)
             response = self._send(headers)
             with self._receiving(response):
                 part = self._accept(response, part, ranged="Range" in headers)
+                if response.status == 206 and part.done and attempts > 1:  # once bytes are kept
+                    where = f"{_size(part.offset)} of {_size(self.plan.total or 0)}"
+                    url = self._shown_url()
+                    _logger().info("resuming at %s after an interruption, GET %s", where, url)
                 self._copy_body(response, part)
                 if response.status == 206 and response.read(1):
                     raise _invalid(response, "the 206 body runs past its Content-Range")

@@ -212,7 +212,7 @@ class CommandLineTests(StandInTestCase):
         with recorded_sleeps():
             status, out, err = self.run_main("--timeout", "0", "-v", "datasets", base_url=base)
         self.assertEqual((status, json.loads(out)), (0, []))
-        self.assertEqual(err.count("retrying GET"), 1, err)
+        self.assertEqual(err.count("dataset-client: retrying in "), 1, err)
         self.assertEqual(err.count(": 200 OK ("), 1, err)
         self.assertNotIn("stand-in-key", err)
 
@@ -1624,8 +1624,8 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(len(bars), 1, frames)
         self.assertNotIn("/s", frames[0])
         self.assertRegex(frames[-1], r"\]  100%  8\.0/8\.0 MiB  +[\d.]+ [KMG]iB/s +0:00 left$")
-        retry = rf"dataset-client: retrying GET {self.server.url}/big in [\d.]+ s \(attempt 1 failed: GET "
-        retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\)\r\n"
+        retry = r"dataset-client: retrying in [\d.]+ s \(2 attempts left\): GET "
+        retry += rf"{self.server.url}/big: connection closed after 1\.0 MiB of 8\.0 MiB\r\n"
         self.assertRegex(text, retry, "a -v line whole, the cause of the retry at its end")
 
     def test_a_status_line_cut_to_the_terminal_shows_no_part_of_a_secret(self) -> None:
