@@ -35,7 +35,9 @@ from __future__ import annotations
 import sys
 
 if sys.version_info < (3, 11):  # noqa: UP036 (a clear word instead of an AttributeError from deep inside)
-    _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(*sys.version_info[:3])
+    _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
+        *sys.version_info[:3]
+    )
     if __name__ == "__main__":  # python -m dataset_client: one line, the usage-error status
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
@@ -104,20 +106,34 @@ _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
 _MAX_IDLE_PER_ORIGIN = 8
-_MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more is a server that never answers
+_MAX_INTERIM_RESPONSES = (
+    100  # 1xx responses skipped for one request; more is a server that never answers
+)
 _MAX_CONNECTIONS = 32  # ranged requests at once for one download
-_MAX_RESTARTS = 3  # a file that keeps changing on the server: started over at most this often in one call
+_MAX_RESTARTS = (
+    3  # a file that keeps changing on the server: started over at most this often in one call
+)
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
-_MAX_CONFIG_SIZE = 1024 * 1024  # a config file larger than this is no profile (tomllib reads it whole)
-_MAX_DIGEST_MEMBERS = 16  # members of one digest field looked at; more are ignored (a server's few algorithms)
-_SCHEME_PROBE_TIMEOUT = 5.0  # at most, for the one connection that asks whether a server speaks the other scheme
+_MAX_CONFIG_SIZE = (
+    1024 * 1024
+)  # a config file larger than this is no profile (tomllib reads it whole)
+_MAX_DIGEST_MEMBERS = (
+    16  # members of one digest field looked at; more are ignored (a server's few algorithms)
+)
+_SCHEME_PROBE_TIMEOUT = (
+    5.0  # at most, for the one connection that asks whether a server speaks the other scheme
+)
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
-_MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
+_MAX_SIZE = (
+    2**63 - 1
+)  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
 _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream, at most
 _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close() this often
 # The digests a server may send (RFC 9530 and RFC 3230 names, lowercased) and hashlib's name for each.
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
-_LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
+_LOCK_WRITE_GRACE = (
+    5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
+)
 _REDACTED = "<redacted>"
 # Query parameters of signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth) that are credentials.
 _SIGNED_PARAMETERS = (
@@ -131,17 +147,27 @@ _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 _RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
 _RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
 # Sets, not regular expressions: compiling a pattern at import costs more than the rest of the module.
-_TOKEN_CHARACTERS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are when a URL is percent-encoded
-_CONTROL_CHARACTERS = frozenset(map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F)))  # tab is allowed in a value
+_TOKEN_CHARACTERS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+_ASCII_PUNCTUATION = (
+    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are when a URL is percent-encoded
+)
+_CONTROL_CHARACTERS = frozenset(
+    map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F))
+)  # tab is allowed in a value
 
 # Platform features, probed once (as CPython's shutil does): the code branches on these names.
 # Windows has none of them; .ci/without_posix_extras.py runs the tests as if they were missing.
 _WINDOWS = os.name == "nt"
-_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek and a write (or read) under a lock
+_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(
+    os, "pread"
+)  # else a seek and a write (or read) under a lock
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
 _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has none, and no symbolic links that others can plant
+_O_NOFOLLOW = getattr(
+    os, "O_NOFOLLOW", 0
+)  # Windows has none, and no symbolic links that others can plant
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
 _O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, looked at and read as one
@@ -174,7 +200,9 @@ class DatasetClientError(Exception):
 
     attempts: int = 1
 
-    def __init__(self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False) -> None:
+    def __init__(
+        self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False
+    ) -> None:
         super().__init__(message)
         self.method = method
         self.url = url
@@ -190,7 +218,10 @@ class DatasetClientError(Exception):
 
 
 def _rebuild_exception(
-    cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], cause: BaseException | None
+    cls: type[DatasetClientError],
+    args: tuple[Any, ...],
+    state: dict[str, Any],
+    cause: BaseException | None,
 ) -> DatasetClientError:
     error = cls.__new__(cls, *args)
     error.args = args
@@ -225,7 +256,9 @@ class ServiceError(DatasetClientError, RuntimeError):
         self.payload = _json_or_none(body)
         self.message = message or _message_of(self.payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
-        super().__init__(f"{text}: {self.message}" if self.message else text, method=method, url=url)
+        super().__init__(
+            f"{text}: {self.message}" if self.message else text, method=method, url=url
+        )
         self.status = status
         self.reason = reason
         self.body = body  # the start of the response body, as text
@@ -245,7 +278,11 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 def _rebuild_service_error(
-    cls: type[ServiceError], args: tuple[Any, ...], state: dict[str, Any], cause: BaseException | None, payload: str
+    cls: type[ServiceError],
+    args: tuple[Any, ...],
+    state: dict[str, Any],
+    cause: BaseException | None,
+    payload: str,
 ) -> DatasetClientError:
     error = _rebuild_exception(cls, args, state, cause)
     error.payload = json.loads(payload)  # type: ignore[attr-defined]
@@ -267,7 +304,11 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
     def __str__(self) -> str:
         text = super().__str__()
-        return f"{text} (after 1 attempt)" if self.deadline is not None and self.attempts == 1 else text
+        return (
+            f"{text} (after 1 attempt)"
+            if self.deadline is not None and self.attempts == 1
+            else text
+        )
 
 
 class NetworkError(DatasetClientError, ConnectionError):
@@ -278,7 +319,13 @@ class NetworkError(DatasetClientError, ConnectionError):
     """
 
     def __init__(
-        self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False, certificate: bool = False
+        self,
+        message: str = "",
+        *,
+        method: str = "",
+        url: str = "",
+        connecting: bool = False,
+        certificate: bool = False,
     ) -> None:
         super().__init__(message, method=method, url=url, connecting=connecting)
         self.certificate = certificate
@@ -288,7 +335,13 @@ class IncompleteResponseError(NetworkError):
     """The connection closed before the whole body (``Content-Length``) arrived."""
 
     def __init__(
-        self, message: str = "", *, method: str = "", url: str = "", expected: int | None = None, received: int = 0
+        self,
+        message: str = "",
+        *,
+        method: str = "",
+        url: str = "",
+        expected: int | None = None,
+        received: int = 0,
     ) -> None:
         super().__init__(message, method=method, url=url)
         self.expected = expected
@@ -319,7 +372,9 @@ class InvalidResponseError(DatasetClientError, ValueError):
 class ChecksumMismatchError(DatasetClientError, ValueError):
     """The downloaded bytes do not have the sha256 digest the caller gave."""
 
-    def __init__(self, message: str = "", *, url: str = "", expected: str = "", actual: str = "") -> None:
+    def __init__(
+        self, message: str = "", *, url: str = "", expected: str = "", actual: str = ""
+    ) -> None:
         super().__init__(message, method="GET", url=url)
         self.expected = expected
         self.actual = actual
@@ -381,11 +436,15 @@ class DatasetClient:
             if timeout is None
             else min(float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT)
         )
-        self._deadline = _check_seconds(deadline, "deadline")  # a plain float (or None): copied as it is
+        self._deadline = _check_seconds(
+            deadline, "deadline"
+        )  # a plain float (or None): copied as it is
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
-        user_agent = _check_header_value(_DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent")
+        user_agent = _check_header_value(
+            _DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent"
+        )
         # Credentials (the key and the extra headers) go only to base_url's origin, in values
         # whose repr is redacted so that no traceback with locals shows them.
         self._credentials, extra = _credential_headers(api_key, headers)
@@ -403,8 +462,16 @@ class DatasetClient:
             "ca_bundle": ca_bundle,
             "deadline": self._deadline,
         }
-        self._download_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "identity"}
-        service = {"User-Agent": user_agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
+        self._download_headers = {
+            "User-Agent": user_agent,
+            "Accept": "*/*",
+            "Accept-Encoding": "identity",
+        }
+        service = {
+            "User-Agent": user_agent,
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+        }
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
         proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
@@ -422,7 +489,9 @@ class DatasetClient:
         pool = getattr(self, "_pool", None)
         return f"<DatasetClient {getattr(self, '_base_url', '?')!r}{' (closed)' if pool and pool.closed else ''}>"
 
-    def __reduce__(self) -> tuple[Callable[..., DatasetClient], tuple[type[DatasetClient], dict[str, Any], bool]]:
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[..., DatasetClient], tuple[type[DatasetClient], dict[str, Any], bool]]:
         """Pickle as the constructor's arguments: a new client, no connections, closed if this one is."""
         if self._arguments["ssl_context"] is not None:
             raise TypeError(
@@ -436,7 +505,9 @@ class DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DatasetClient:
-        return self.__copy__()  # nothing to copy deeper: settings are immutable or copied by the constructor
+        return (
+            self.__copy__()
+        )  # nothing to copy deeper: settings are immutable or copied by the constructor
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -571,7 +642,9 @@ class DatasetClient:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
             requests = self._download_requests(url)
-            transfer = _Transfer(requests, url, target, progress, expected_digest, connections, limit, limits)
+            transfer = _Transfer(
+                requests, url, target, progress, expected_digest, connections, limit, limits
+            )
             transfer.run()
             target.commit(transfer.plan.total)
         if verified is not None:
@@ -580,15 +653,27 @@ class DatasetClient:
 
     # end of public API --------------------------------------------------------
 
-    def _call(self, method: str, path: str, payload: Any = None, extra_headers: dict[str, str] | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        payload: Any = None,
+        extra_headers: dict[str, str] | None = None,
+    ) -> Any:
         """The one request path of the service operations: send, retry, decode."""
         url = self._base_url + path
         body = None if payload is None else _encode_json(payload)
-        headers = self._service_headers if extra_headers is None else {**self._service_headers, **extra_headers}
+        headers = (
+            self._service_headers
+            if extra_headers is None
+            else {**self._service_headers, **extra_headers}
+        )
         deadline = None if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
-            with self._send_handling_redirects(method, url, body, headers, trusted=True, deadline=deadline) as response:
+            with self._send_handling_redirects(
+                method, url, body, headers, trusted=True, deadline=deadline
+            ) as response:
                 return _read_json(response, self._secrets)
 
         return self._retrying(method, url, attempt, deadline=deadline)
@@ -627,8 +712,14 @@ class DatasetClient:
                 if type(error) is _SchemeInDoubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
                 error = self._failed(error, method, url)  # redacted (or a ClientClosedError raised)
-                if deadline is not None and (ended := deadline.stop(error, method, url, delay)) is not None:
-                    error, delay = ended, None  # reached, or a wait that would end past it: the call ends now
+                if (
+                    deadline is not None
+                    and (ended := deadline.stop(error, method, url, delay)) is not None
+                ):
+                    error, delay = (
+                        ended,
+                        None,
+                    )  # reached, or a wait that would end past it: the call ends now
                 if delay is None:
                     error.attempts = attempts
                     raise error
@@ -637,8 +728,12 @@ class DatasetClient:
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
                 time.sleep(delay)
-            except BaseException as exc:  # not the client's own: a bug, a signal, a callback's exception
-                _clear_library_frames(exc)  # whatever escapes, no frame below shows a secret or a body
+            except (
+                BaseException
+            ) as exc:  # not the client's own: a bug, a signal, a callback's exception
+                _clear_library_frames(
+                    exc
+                )  # whatever escapes, no frame below shows a secret or a body
                 raise
 
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
@@ -681,15 +776,21 @@ class DatasetClient:
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None when it is not retried."""
         if error.method != method:
-            return None  # a redirect turned the POST into a GET: it was acted on, never send it again
+            return (
+                None  # a redirect turned the POST into a GET: it was acted on, never send it again
+            )
         if isinstance(error, ServiceError):
-            if error.status not in (_RETRY_STATUSES_GET if method == "GET" else _RETRY_STATUSES_POST):
+            if error.status not in (
+                _RETRY_STATUSES_GET if method == "GET" else _RETRY_STATUSES_POST
+            ):
                 return None
             if error.retry_after is not None:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
         elif not isinstance(error, (NetworkError, RequestTimeoutError)):
             return None
-        elif isinstance(error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)):
+        elif isinstance(
+            error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)
+        ):
             return None  # the same certificate again, or the same proxy wanting credentials
         elif isinstance(error, _WrongSchemeError):
             return None  # the server will speak the same scheme again
@@ -720,10 +821,14 @@ class DatasetClient:
             location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
             if status < 300:
                 return response
-            if status == 407 and response.proxy is not None and url.startswith("http:"):  # the proxy's own answer
+            if (
+                status == 407 and response.proxy is not None and url.startswith("http:")
+            ):  # the proxy's own answer
                 raise self._proxy_refused(response)
             if location is None or hops == _MAX_REDIRECTS:
-                raise _service_error(response, self._secrets, too_many_redirects=location is not None)
+                raise _service_error(
+                    response, self._secrets, too_many_redirects=location is not None
+                )
             _discard_body(response)
             url = _redirect_target(method, url, location)
             if status == 303 or (status in (301, 302) and method == "POST"):
@@ -731,19 +836,28 @@ class DatasetClient:
             if trusted and _origin_of(url) != self._origin:
                 trusted = False
                 private = {name.lower() for name in self._credentials}
-                headers = {name: value for name, value in headers.items() if name.lower() not in private}
+                headers = {
+                    name: value for name, value in headers.items() if name.lower() not in private
+                }
             hops += 1
 
     def _proxy_refused(self, response: _PooledResponse) -> NetworkError:
         """A plain-HTTP proxy's 407: the error that says where credentials go."""
         response.close()
         sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
-        error = _proxy_credentials_error(response.method, response.url, response.proxy or "", "HTTP_PROXY", sent)
+        error = _proxy_credentials_error(
+            response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
+        )
         error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
         return error
 
     def _send_single_request(
-        self, method: str, url: str, body: bytes | None, headers: dict[str, str], deadline: _Deadline | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        deadline: _Deadline | None = None,
     ) -> _PooledResponse:
         """One request through urllib's opener: its proxy rules, then the pool; each wait within ``deadline``."""
         # origin_req_host given: urllib otherwise works it out with urlparse, for cookies we do not use.
@@ -759,7 +873,9 @@ class DatasetClient:
             _deadlines_used = True
             _sending.within = deadline  # its head is read within the deadline
             try:
-                response = self._opener.open(request, timeout=deadline.wait(self._timeout, method, url))
+                response = self._opener.open(
+                    request, timeout=deadline.wait(self._timeout, method, url)
+                )
             finally:
                 _sending.within = None
             _Watch(self._timeout, deadline).take(response)  # and its body
@@ -769,7 +885,9 @@ class DatasetClient:
             elapsed = 1e3 * (time.monotonic() - started)
             reason = _redact(response.reason, self._secrets)
             shown = _showable_url(url, self._secrets)
-            _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed)
+            _logger().debug(
+                "%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed
+            )
         return response
 
     def _download_requests(self, url: str) -> _DownloadRequests:
@@ -777,7 +895,9 @@ class DatasetClient:
         trusted = _origin_of(url) == self._origin  # credentials go to base_url's origin only
         return _DownloadRequests(
             headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
-            send=functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted),
+            send=functools.partial(
+                self._send_handling_redirects, "GET", url, None, trusted=trusted
+            ),
             retry=functools.partial(self._retrying, "GET", url),
             interrupt=self._pool.interrupt,
             closed=lambda: self._pool.closed,
@@ -786,7 +906,9 @@ class DatasetClient:
         )
 
 
-def _rebuilt_client(cls: type[DatasetClient], arguments: dict[str, Any], closed: bool) -> DatasetClient:
+def _rebuilt_client(
+    cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
+) -> DatasetClient:
     """A client made anew from another's constructor arguments (what a pickled client unpickles to).
 
     Its settings only: its ca_bundle is read at its first request, so a worker without that file
@@ -816,12 +938,18 @@ def _checked_trust(
     if ca_bundle is None:
         return ssl_context, None
     if ssl_context is not None:
-        raise ValueError("ca_bundle and ssl_context cannot both be given: load the CAs into the context instead")
+        raise ValueError(
+            "ca_bundle and ssl_context cannot both be given: load the CAs into the context instead"
+        )
     path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
     if not isinstance(path, str):
-        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}")
+        raise TypeError(
+            f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}"
+        )
     if not path:
-        raise FileNotFoundError("ca_bundle is empty: name a file or directory of PEM CA certificates")
+        raise FileNotFoundError(
+            "ca_bundle is empty: name a file or directory of PEM CA certificates"
+        )
     # Absolute once, now: OpenSSL looks a hashed directory up at each handshake, and a copy may be
     # unpickled in a worker started elsewhere; no later chdir changes what is trusted.
     path = os.path.abspath(path)
@@ -854,7 +982,9 @@ def _credential_headers(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The headers only base_url's origin gets (Authorization from the key, then ``headers``), and
     ``headers`` alone; both checked, their values held as _Secret."""
-    extra: dict[str, str] = {name: _Secret(value) for name, value in _check_headers(headers).items()}
+    extra: dict[str, str] = {
+        name: _Secret(value) for name, value in _check_headers(headers).items()
+    }
     if api_key is None:
         return dict(extra), extra
     key = _Secret(_check_header_value(api_key, "api_key", token=True))
@@ -933,12 +1063,18 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
     def __init__(self) -> None:
         # Each proxy URL held as a _Secret: it may carry a password, and the client keeps this dict.
-        super().__init__({scheme: _Secret(url) for scheme, url in urllib.request.getproxies().items()})
-        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read now, as the proxies are
+        super().__init__(
+            {scheme: _Secret(url) for scheme, url in urllib.request.getproxies().items()}
+        )
+        self._no_proxy = urllib.request.getproxies_environment().get(
+            "no"
+        )  # read now, as the proxies are
         self._rules: _NoProxy | None = None
         self._bypass: dict[tuple[str, str], bool] = {}
 
-    def proxy_open(self, req: urllib.request.Request, proxy: str, type: str) -> http.client.HTTPResponse | None:
+    def proxy_open(
+        self, req: urllib.request.Request, proxy: str, type: str
+    ) -> http.client.HTTPResponse | None:
         key = (req.type, req.host)
         bypass = self._bypass.get(key)
         if bypass is None:
@@ -946,7 +1082,9 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if bypass:
             return None
         response = super().proxy_open(req, proxy, type)
-        credentials = req.headers.get("Proxy-authorization")  # urllib adds it for user:password@ in the URL
+        credentials = req.headers.get(
+            "Proxy-authorization"
+        )  # urllib adds it for user:password@ in the URL
         if credentials:
             req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
         return response
@@ -975,10 +1113,14 @@ class _NoProxy:
                 continue
             host, port = _split_no_proxy_entry(entry)
             try:
-                self.networks.append((ipaddress.ip_network(host, strict=False), port))  # an address is a /32, /128
+                self.networks.append(
+                    (ipaddress.ip_network(host, strict=False), port)
+                )  # an address is a /32, /128
             except ValueError:
                 if host.strip("."):
-                    self.names.append((host.strip("."), port))  # ".example.com" matches example.com too
+                    self.names.append(
+                        (host.strip("."), port)
+                    )  # ".example.com" matches example.com too
 
     def matches(self, scheme: str, host: str) -> bool:
         """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
@@ -988,17 +1130,24 @@ class _NoProxy:
             return True
         try:
             parts = urllib.parse.urlsplit(f"//{host}")
-            name, port = (parts.hostname or "").rstrip("."), parts.port or (443 if scheme == "https" else 80)
+            name, port = (
+                (parts.hostname or "").rstrip("."),
+                parts.port or (443 if scheme == "https" else 80),
+            )
         except ValueError:
             return False
         try:
             address = ipaddress.ip_address(name)
-        except ValueError:  # a name: itself or a subdomain, never a mere string suffix (not "badexample.com")
+        except (
+            ValueError
+        ):  # a name: itself or a subdomain, never a mere string suffix (not "badexample.com")
             return any(
                 wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
                 for suffix, wanted in self.names
             )
-        return any(wanted in (None, port) and address in network for network, wanted in self.networks)
+        return any(
+            wanted in (None, port) and address in network for network, wanted in self.networks
+        )
 
 
 def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
@@ -1022,7 +1171,9 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
-        if _deadlines_used and (within := _sending.within) is not None:  # the deadline of the request this answers
+        if (
+            _deadlines_used and (within := _sending.within) is not None
+        ):  # the deadline of the request this answers
             self.fp = _bounded_stream(self.fp, within)
         # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
         version, status, reason = super()._read_status()  # type: ignore[misc]
@@ -1035,7 +1186,9 @@ class _PooledResponse(http.client.HTTPResponse):
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the blank line ending the head is not buffered yet (rare)
+        if (
+            self.fp.peek().find(b"\r\n\r\n") < 0
+        ):  # the blank line ending the head is not buffered yet (rare)
             self._watch_for_a_cut_head()
         return version, status, reason
 
@@ -1082,7 +1235,9 @@ def _bounded_stream(stream: Any, deadline: _Deadline) -> io.BufferedReader:
     """A response's stream (fresh: nothing read yet) whose every receive ends by ``deadline``."""
     if stream.__class__ is not io.BufferedReader or stream.raw.__class__ is _ReceivingWithin:
         return stream  # type: ignore[no-any-return]
-    return io.BufferedReader(_ReceivingWithin(stream.detach(), deadline))  # detached: never closed twice
+    return io.BufferedReader(
+        _ReceivingWithin(stream.detach(), deadline)
+    )  # detached: never closed twice
 
 
 class _ReceivingWithin(io.RawIOBase):
@@ -1128,7 +1283,9 @@ class _HeadReader:
     def close(self) -> None:
         self.raw.close()
 
-    def flush(self) -> None:  # http.client closes the response (which flushes) when a head line is too long
+    def flush(
+        self,
+    ) -> None:  # http.client closes the response (which flushes) when a head line is too long
         pass
 
 
@@ -1172,7 +1329,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
         ever in the child. ``detach()`` first, so that no later close of the socket object
         closes a descriptor number the child has reused.
         """
-        inherited = [*self._busy, *(connection for idle in self._idle.values() for connection in idle)]
+        inherited = [
+            *self._busy,
+            *(connection for idle in self._idle.values() for connection in idle),
+        ]
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
         for connection in inherited:
             sock = connection.sock
@@ -1185,7 +1345,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self.closed = True
             idle, self._idle = self._idle, {}
             busy = [connection.sock for connection in self._busy]
-        for connection in (connection for connections in idle.values() for connection in connections):
+        for connection in (
+            connection for connections in idle.values() for connection in connections
+        ):
             connection.close()
         for sock in busy:
             _shut_down(sock)  # the thread using it gets an error now and lets it go
@@ -1202,7 +1364,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
     def interrupt(self, threads: Collection[int]) -> None:
         """End what those threads are waiting for on their connections (a response's head, its body)."""
         with self._lock:
-            socks = [connection.sock for connection, thread in self._busy.items() if thread in threads]
+            socks = [
+                connection.sock for connection, thread in self._busy.items() if thread in threads
+            ]
         for sock in socks:
             _shut_down(sock)
 
@@ -1215,7 +1379,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         headers = request.headers
         # urllib's ProxyHandler adds this for a proxy URL with user:password; through a
         # CONNECT tunnel it belongs to the CONNECT request only, never to the origin.
-        proxy_authorization = headers.pop("Proxy-authorization", None)  # a _Secret (see _ProxyHandler)
+        proxy_authorization = headers.pop(
+            "Proxy-authorization", None
+        )  # a _Secret (see _ProxyHandler)
         if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
         # Sent again on a new connection when a kept-alive one turns out dead (as Go's
@@ -1227,21 +1393,29 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
             elif _deadlines_used and connection.sock.gettimeout() != request.timeout:
-                connection.sock.settimeout(request.timeout)  # this request's: a deadline may have shortened it
+                connection.sock.settimeout(
+                    request.timeout
+                )  # this request's: a deadline may have shortened it
             try:
                 connection.request(method, request.selector, request.data, headers)
                 sock = connection.sock
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 self._discard(connection)
-                if reused and replayable and isinstance(exc, (ConnectionError, http.client.BadStatusLine)):
+                if (
+                    reused
+                    and replayable
+                    and isinstance(exc, (ConnectionError, http.client.BadStatusLine))
+                ):
                     self._drop_idle(key)  # the other idle ones are as old: likely dead too
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
-            except BaseException as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
+            except (
+                BaseException
+            ) as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
                 self._discard(connection)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
@@ -1273,7 +1447,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return None
 
     def _connect(
-        self, request: urllib.request.Request, key: _PoolKey, proxy: str | None, authorization: str | None
+        self,
+        request: urllib.request.Request,
+        key: _PoolKey,
+        proxy: str | None,
+        authorization: str | None,
     ) -> http.client.HTTPConnection:
         """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS; its failures mapped here."""
         connection: http.client.HTTPConnection
@@ -1281,12 +1459,16 @@ class _ConnectionPool(urllib.request.BaseHandler):
             # Made lazily (the CA store costs milliseconds); an unpickled client's bundle read here.
             self._ssl_context = _default_ssl_context(self.ca_bundle)
         if request.type == "https":  # to the origin, or (an https:// proxy for http) to the proxy
-            connection = http.client.HTTPSConnection(request.host, timeout=request.timeout, context=self._ssl_context)
+            connection = http.client.HTTPSConnection(
+                request.host, timeout=request.timeout, context=self._ssl_context
+            )
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
         connection.response_class = _PooledResponse
         if key[2]:
-            connection.set_tunnel(key[2], headers={"Proxy-Authorization": authorization} if authorization else None)
+            connection.set_tunnel(
+                key[2], headers={"Proxy-Authorization": authorization} if authorization else None
+            )
         if _deadlines_used and (within := _sending.within) is not None:  # its name's lookup too
             connect = functools.partial(_connect_within, within)
             connection._create_connection = connect  # type: ignore[attr-defined]
@@ -1294,16 +1476,27 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            exc.with_traceback(None)  # http.client's frames hold the CONNECT request, Proxy-Authorization included
+            exc.with_traceback(
+                None
+            )  # http.client's frames hold the CONNECT request, Proxy-Authorization included
             method, url = request.get_method(), request.full_url
-            refusal = str(exc).partition("Tunnel connection failed: ")[2]  # http.client's words, 3.11 to 3.15
-            if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy answers wrong credentials with a 401
-                error = _proxy_credentials_error(method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
+            refusal = str(exc).partition("Tunnel connection failed: ")[
+                2
+            ]  # http.client's words, 3.11 to 3.15
+            if key[2] and refusal[:4] in (
+                "407 ",
+                "401 ",
+            ):  # tinyproxy answers wrong credentials with a 401
+                error = _proxy_credentials_error(
+                    method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal
+                )
                 raise error from _ProxyAuthenticationRequired(refusal)
             tls = self._ssl_context
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
-        except BaseException as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
+        except (
+            BaseException
+        ) as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
             connection.close()
             raise exc.with_traceback(None) from None
         with self._lock:
@@ -1313,11 +1506,18 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._busy[connection] = _thread.get_ident()
         return connection
 
-    def _release(self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool) -> None:
+    def _release(
+        self, key: _PoolKey, connection: http.client.HTTPConnection, reusable: bool
+    ) -> None:
         with self._lock:
             self._busy.pop(connection, None)
             idle = self._idle.setdefault(key, [])
-            if reusable and connection.sock is not None and not self.closed and len(idle) < _MAX_IDLE_PER_ORIGIN:
+            if (
+                reusable
+                and connection.sock is not None
+                and not self.closed
+                and len(idle) < _MAX_IDLE_PER_ORIGIN
+            ):
                 idle.append(connection)
                 return
         connection.close()
@@ -1397,7 +1597,9 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         message = f"{source} names {path}, which is not a file or directory of PEM CA certificates: {reason}"
-        if isinstance(exc, ssl.SSLError) and source == "ca_bundle":  # (errno, text): its str is the text alone
+        if (
+            isinstance(exc, ssl.SSLError) and source == "ca_bundle"
+        ):  # (errno, text): its str is the text alone
             raise ssl.SSLError(exc.errno, message) from None
         if source == "ca_bundle":  # the argument: the error reading it raised, FileNotFoundError...
             raise type(exc)(message) from None
@@ -1423,7 +1625,9 @@ def _shut_down(sock: socket.socket | None) -> None:
     """Shut a socket down so that a read or write blocked on it in another thread ends now."""
     if sock is not None:
         with contextlib.suppress(OSError):
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's: SSLSocket's drops its state
+            socket.socket.shutdown(
+                sock, socket.SHUT_RDWR
+            )  # the plain socket's: SSLSocket's drops its state
 
 
 def _read_framing(response: _PooledResponse) -> None:
@@ -1433,11 +1637,15 @@ def _read_framing(response: _PooledResponse) -> None:
     http.client would take the first of several, and read to the connection's end after a bad one.
     """
     head: Any = response.fp
-    if head.__class__ is _HeadReader:  # the head was read line by line (see _read_status): was it whole?
+    if (
+        head.__class__ is _HeadReader
+    ):  # the head was read line by line (see _read_status): was it whole?
         response.fp = head.raw
         if head.cut:
             response.close()
-            raise _transport_error(_HeadCutOff(), response.method, response.url, proxy=response.proxy)
+            raise _transport_error(
+                _HeadCutOff(), response.method, response.url, proxy=response.proxy
+            )
     lengths = []
     for name, value in response.headers.raw_items():  # one pass, without the email policy's parsing
         name = name.lower()
@@ -1448,9 +1656,13 @@ def _read_framing(response: _PooledResponse) -> None:
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
         raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits: no file is so large
+    if (
+        response.length is not None and response.length > _MAX_SIZE
+    ):  # thousands of digits: no file is so large
         response.close()
-        raise _invalid(response, f"Content-Length {_shortened(str(lengths[0]))} is larger than any file")
+        raise _invalid(
+            response, f"Content-Length {_shortened(str(lengths[0]))} is larger than any file"
+        )
 
 
 def _shortened(text: str, limit: int = 60) -> str:
@@ -1487,7 +1699,9 @@ class _Deadline:
         error.deadline = self.seconds
         return error
 
-    def stop(self, error: DatasetClientError, method: str, url: str, delay: float | None) -> RequestTimeoutError | None:
+    def stop(
+        self, error: DatasetClientError, method: str, url: str, delay: float | None
+    ) -> RequestTimeoutError | None:
         """The error that ends the call after ``error``: the deadline reached, or a retry in ``delay``
         seconds that would come after it (not waited for); None while the call may go on."""
         if isinstance(error, RequestTimeoutError) and error.deadline is not None:
@@ -1499,7 +1713,11 @@ class _Deadline:
             ended = self.reached(method, url)
         else:  # the server asked for a wait (Retry-After) or the back-off is one, past the deadline
             asked = error.retry_after if isinstance(error, ServiceError) else None
-            wait = f"the retry in {delay:g} s that Retry-After asks for" if asked is not None else "the next retry"
+            wait = (
+                f"the retry in {delay:g} s that Retry-After asks for"
+                if asked is not None
+                else "the next retry"
+            )
             ended = self.reached(method, url, f"comes before {wait}: not waited for")
             ended.retry_after = asked
         ended.__cause__ = error
@@ -1515,14 +1733,18 @@ class _Watch:
     of ``timeout`` seconds (30 when None) has stalled: a RequestTimeoutError.
     """
 
-    def __init__(self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None) -> None:
+    def __init__(
+        self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
+    ) -> None:
         self.timeout = timeout
         self.deadline = deadline
         self.min_rate = min_rate
         self.period = timeout or 30.0
         self.started = time.monotonic()  # the stretch measured, and the bytes it brought
         self.received = 0
-        self.ended: DatasetClientError | None = None  # raised by the next read: this one had bytes to give
+        self.ended: DatasetClientError | None = (
+            None  # raised by the next read: this one had bytes to give
+        )
 
     def take(self, response: _PooledResponse) -> None:
         """Read ``response`` through this watch from now on (an unwatched one pays nothing for it)."""
@@ -1535,13 +1757,17 @@ class _Watch:
         except DatasetClientError:  # its own (a TimeoutError, which is an OSError too)
             raise
         except (OSError, http.client.HTTPException) as exc:
-            raise _transport_error(exc, response.method, response.url, proxy=response.proxy) from exc
+            raise _transport_error(
+                exc, response.method, response.url, proxy=response.proxy
+            ) from exc
 
     def _read(self, response: _PooledResponse, amount: int | None) -> bytes:
         """``response.read(amount)``, one receive at a time; the bytes received before a stall or the
         deadline are returned first (a resumed download keeps them), the error by the next read."""
         if self.ended is not None:
-            if response.length == 0:  # the body is whole: a stall measured with its last bytes ends nothing
+            if (
+                response.length == 0
+            ):  # the body is whole: a stall measured with its last bytes ends nothing
                 return b""
             raise self.ended
         data = bytearray()
@@ -1549,7 +1775,9 @@ class _Watch:
             while amount is None or len(data) < amount:
                 self._before_receiving(response)
                 try:
-                    piece = http.client.HTTPResponse.read1(response, amount - len(data) if amount else _CHUNK_SIZE)
+                    piece = http.client.HTTPResponse.read1(
+                        response, amount - len(data) if amount else _CHUNK_SIZE
+                    )
                 except TimeoutError:
                     raise self._timed_out(response) from None
                 if not piece:
@@ -1562,8 +1790,12 @@ class _Watch:
             self.ended = error
             return bytes(data)
         if response.length == 0 and response.fp is not None:
-            http.client.HTTPResponse.read(response, 0)  # read1 leaves a finished body open: so it is reused
-        if amount is None and response.length:  # as read() does: the body ended short of its Content-Length
+            http.client.HTTPResponse.read(
+                response, 0
+            )  # read1 leaves a finished body open: so it is reused
+        if (
+            amount is None and response.length
+        ):  # as read() does: the body ended short of its Content-Length
             raise http.client.IncompleteRead(bytes(data), response.length)
         return bytes(data)
 
@@ -1616,7 +1848,9 @@ class _Limits:
     def checked(cls, deadline: float | None, min_rate: float | None) -> _Limits:
         """The limits of a download that starts now; bad arguments are a TypeError/ValueError naming them."""
         seconds = _check_seconds(deadline, "deadline")
-        return cls(None if seconds is None else _Deadline(seconds), _check_seconds(min_rate, "min_rate"))
+        return cls(
+            None if seconds is None else _Deadline(seconds), _check_seconds(min_rate, "min_rate")
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -1625,7 +1859,9 @@ class _Limits:
 
 
 def _request_name(method: str, url: str, proxy: str | None) -> str:
-    return f"{method} {url} via proxy {proxy} (NO_PROXY bypasses it)" if proxy else f"{method} {url}"
+    return (
+        f"{method} {url} via proxy {proxy} (NO_PROXY bypasses it)" if proxy else f"{method} {url}"
+    )
 
 
 def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
@@ -1660,10 +1896,14 @@ def _transport_error(
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
         message = f"{where}: connection closed after {received} of {'?' if expected is None else expected} bytes"
-        return IncompleteResponseError(message, method=method, url=url, expected=expected, received=received)
+        return IncompleteResponseError(
+            message, method=method, url=url, expected=expected, received=received
+        )
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}{_trust_advice(exc, context)}"
-        return NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting, certificate=True)
+        return NetworkError(
+            f"{where}: {detail}", method=method, url=url, connecting=connecting, certificate=True
+        )
     detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
     doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
     kind = _SchemeInDoubt if doubt else NetworkError
@@ -1708,7 +1948,9 @@ def _url_in_the_scheme_spoken(url: str, wait: float) -> str | None:
             return None
     except (OSError, ValueError):  # refused, timed out, a TLS failure (ssl.SSLError is an OSError)
         return None
-    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port it answered on, kept
+    netloc = (
+        parts.netloc if parts.port else f"{parts.netloc}:{port}"
+    )  # the port it answered on, kept
     other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
@@ -1815,10 +2057,19 @@ _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
 def _proxy_credentials_error(
-    method: str, url: str, proxy: str, variable: str, sent: bool, status: str = "407 Proxy Authentication Required"
+    method: str,
+    url: str,
+    proxy: str,
+    variable: str,
+    sent: bool,
+    status: str = "407 Proxy Authentication Required",
 ) -> NetworkError:
     """A proxy's 407, saying where credentials go; never retried (the same ones would be refused again)."""
-    wants = f"refused the credentials in {variable}" if sent else f"wants credentials; {variable} has none"
+    wants = (
+        f"refused the credentials in {variable}"
+        if sent
+        else f"wants credentials; {variable} has none"
+    )
     message = (
         f"{_request_name(method, url, proxy)}: {status}: the proxy {wants}: set"
         f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40, : as %3A)."
@@ -1882,7 +2133,9 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
             raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
         inflated = sum(map(len, pieces))
     if inflated > limit and not truncate:
-        raise _invalid(response, f"the body inflates past {_size(limit)}: refused as a decompression bomb")
+        raise _invalid(
+            response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
+        )
     del raw  # the pieces and their join are twice the body already
     return b"".join(pieces)[:limit]
 
@@ -1946,7 +2199,9 @@ def _read_piece(response: _PooledResponse, size: int) -> bytes:
     return bytes(buffer)
 
 
-def _service_error(response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False) -> ServiceError:
+def _service_error(
+    response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
+) -> ServiceError:
     """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
     try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
         raw = _read_body(response, _ERROR_BODY_LIMIT + _longest(secrets), truncate=True)
@@ -1991,7 +2246,9 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
     for password, basic in _proxy_passwords(proxies):
         texts += [password, _Secret(urllib.parse.unquote(password)), basic]
     encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
-    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded or not
+    texts += [
+        _Secret(form) for text in encoded for form in (text, text.rstrip("="))
+    ]  # padded or not
     return _Secrets(text for text in texts if len(text) >= 4)
 
 
@@ -2009,12 +2266,19 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
         url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
         reason = _unreadable_url(url)
         if reason is not None:
-            raise ValueError(f"{scheme.upper()}_PROXY is not a valid proxy URL ({reason}); its value is not shown")
+            raise ValueError(
+                f"{scheme.upper()}_PROXY is not a valid proxy URL ({reason}); its value is not shown"
+            )
         parts = urllib.parse.urlsplit(url)
         if parts.password:
             password = _Secret(urllib.parse.unquote(parts.password))
             user = _Secret(urllib.parse.unquote(parts.username or ""))
-            found.append((_Secret(parts.password), _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())))
+            found.append(
+                (
+                    _Secret(parts.password),
+                    _Secret(base64.b64encode(f"{user}:{password}".encode()).decode()),
+                )
+            )
     return found
 
 
@@ -2054,9 +2318,14 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
     # One pattern a secret: alternatives of several would stop the engine skipping ahead (see below).
-    patterns = [re.compile("".join(_character_forms(character, entities) for character in text)) for text in texts]
+    patterns = [
+        re.compile("".join(_character_forms(character, entities) for character in text))
+        for text in texts
+    ]
 
-    def redact(text: str) -> str:  # a closure: the patterns spell the secrets out, and no repr shows them
+    def redact(
+        text: str,
+    ) -> str:  # a closure: the patterns spell the secrets out, and no repr shows them
         for pattern in patterns:  # longest first
             text = pattern.sub(_REDACTED, text)
         return text
@@ -2074,11 +2343,15 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
-    escaped = "".join(f"\\\\(?i:u{units[i]:02x}{units[i + 1]:02x})" for i in range(0, len(units), 2))
+    escaped = "".join(
+        f"\\\\(?i:u{units[i]:02x}{units[i + 1]:02x})" for i in range(0, len(units), 2)
+    )
     forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
     forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
     if character in '/"\\':
-        forms.append(re.escape(f"\\{character}"))  # JSON's short escapes (PHP's json_encode writes "\\/")
+        forms.append(
+            re.escape(f"\\{character}")
+        )  # JSON's short escapes (PHP's json_encode writes "\\/")
     return f"(?:{'|'.join(forms)})"
 
 
@@ -2126,12 +2399,17 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
     return value
 
 
-def _redact_nested(value: dict[Any, Any] | list[Any], secrets: _Secrets) -> dict[Any, Any] | list[Any]:
+def _redact_nested(
+    value: dict[Any, Any] | list[Any], secrets: _Secrets
+) -> dict[Any, Any] | list[Any]:
     """A copy of nested dicts and lists with every string (keys too) redacted, one container at a time."""
 
     def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, dict):
-            return {secrets.redact(key) if isinstance(key, str) else key: item for key, item in container.items()}
+            return {
+                secrets.redact(key) if isinstance(key, str) else key: item
+                for key, item in container.items()
+            }
         return list(container)
 
     top = shallow(value)
@@ -2162,9 +2440,15 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
         for name, value in list(vars(exc).items()):
             if name.startswith("__"):
                 continue
-            if exc is not error and isinstance(value, (str, bytes, bytearray)) and len(value) > _ERROR_BODY_LIMIT:
+            if (
+                exc is not error
+                and isinstance(value, (str, bytes, bytearray))
+                and len(value) > _ERROR_BODY_LIMIT
+            ):
                 # A cause's copy of a body (IncompleteRead.partial): kept as an error keeps a body, its start.
-                value = _redact_value(value[: _ERROR_BODY_LIMIT + secrets.longest], secrets)[:_ERROR_BODY_LIMIT]
+                value = _redact_value(value[: _ERROR_BODY_LIMIT + secrets.longest], secrets)[
+                    :_ERROR_BODY_LIMIT
+                ]
             setattr(exc, name, _redact_value(value, secrets))
         if exc is not error:
             exc.__traceback__ = None
@@ -2193,9 +2477,13 @@ def _clear_library_frames(error: BaseException) -> None:
         while tb is not None:
             frame, tb = tb.tb_frame, tb.tb_next
             name = frame.f_code.co_filename
-            ours = frame.f_globals is globals() or (name.startswith(stdlib) and "-packages" not in name)
+            ours = frame.f_globals is globals() or (
+                name.startswith(stdlib) and "-packages" not in name
+            )
             if ours:
-                with contextlib.suppress(RuntimeError):  # a frame still running (the one catching it)
+                with contextlib.suppress(
+                    RuntimeError
+                ):  # a frame still running (the one catching it)
                     frame.clear()
 
 
@@ -2255,14 +2543,18 @@ def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
     value = (value or "").strip()
     if value.isascii() and value.isdigit():
-        return min(float(value), _LONGEST_RETRY_AFTER)  # 400 digits: inf, which no sleep or message takes
+        return min(
+            float(value), _LONGEST_RETRY_AFTER
+        )  # 400 digits: inf, which no sleep or message takes
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
-    return min(max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds()), _LONGEST_RETRY_AFTER)
+    return min(
+        max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds()), _LONGEST_RETRY_AFTER
+    )
 
 
 def _discard_body(response: _PooledResponse) -> None:
@@ -2276,7 +2568,9 @@ def _redirect_target(method: str, url: str, location: str) -> str:
     try:
         # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
         target = urllib.parse.urljoin(url, location.strip())
-        target = urllib.parse.quote(target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1")
+        target = urllib.parse.quote(
+            target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1"
+        )
         return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
     except ValueError as exc:  # UnicodeError included
         raise InvalidResponseError(
@@ -2287,7 +2581,9 @@ def _redirect_target(method: str, url: str, location: str) -> str:
 def _warn_of_a_key_in_clear(host: str) -> None:
     """Said once per client, as it is made; "lasting": the CLI prints it as a message, not a passing status."""
     _logger().warning(
-        "the API key goes to %s over plain http://: it travels in clear (use https://)", host, extra={"lasting": True}
+        "the API key goes to %s over plain http://: it travels in clear (use https://)",
+        host,
+        extra={"lasting": True},
     )
 
 
@@ -2297,7 +2593,9 @@ def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     parts = host.split(".")
-    if len(parts) == 4 and all(part.isascii() and part.isdigit() and int(part) < 256 for part in parts):
+    if len(parts) == 4 and all(
+        part.isascii() and part.isdigit() and int(part) < 256 for part in parts
+    ):
         return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
     if ":" not in host:
         return False  # a name
@@ -2311,7 +2609,11 @@ def _is_loopback(host: str) -> bool:
 
 def _origin_of(url: str) -> tuple[str, str, int]:
     parts = urllib.parse.urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
+    return (
+        parts.scheme,
+        (parts.hostname or "").lower(),
+        parts.port or (443 if parts.scheme == "https" else 80),
+    )
 
 
 @functools.cache
@@ -2389,7 +2691,9 @@ class _Part:
         self.taken = False  # a thread is fetching it
         self.dropped = False  # merged into the first part: its thread stops
         self.check: _PartCheck | None = None  # the Content-Digest of the response being read
-        self.deferred: tuple[int, str, str] | None = None  # or (from, algorithm, hex), checked if the file's fails
+        self.deferred: tuple[int, str, str] | None = (
+            None  # or (from, algorithm, hex), checked if the file's fails
+        )
         self.mismatches = 0  # responses whose bytes did not match their Content-Digest
 
     @property
@@ -2447,7 +2751,9 @@ class _PartThreads:
     part itself): started as the parts allow, waited for, and named to interrupt when a part fails."""
 
     def __init__(self) -> None:
-        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each part thread, and its end
+        self.threads: list[
+            tuple[threading.Thread, threading.Event]
+        ] = []  # each part thread, and its end
         self.caller = 0  # the thread that runs the transfer (and fetches a part)
 
     def begin(self) -> None:
@@ -2461,7 +2767,9 @@ class _PartThreads:
 
         while len(self.threads) < wanted():
             ended = threading.Event()
-            thread = threading.Thread(target=work, args=(ended,), name="dataset-client-part", daemon=True)
+            thread = threading.Thread(
+                target=work, args=(ended,), name="dataset-client-part", daemon=True
+            )
             self.threads.append((thread, ended))
             thread.start()
 
@@ -2548,22 +2856,32 @@ class _Transfer:
         self.target: _Sink = target
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
-        if not target.parallel and connections > 1:  # a stream: parts fetched at once, written in order
+        if (
+            not target.parallel and connections > 1
+        ):  # a stream: parts fetched at once, written in order
             limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
             self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
         self.progress = progress
         self.expected_digest = sha256
-        self.server_digests: list[tuple[str, str, str]] = []  # (header, algorithm, hex) of the whole file
-        self.digests_known = False  # the first response of this version was seen (or the state said them)
+        self.server_digests: list[
+            tuple[str, str, str]
+        ] = []  # (header, algorithm, hex) of the whole file
+        self.digests_known = (
+            False  # the first response of this version was seen (or the state said them)
+        )
         self.connections = connections if self.target.parallel else 1
         self.lock = _thread.allocate_lock()
         self.plan = _Plan(_Part(self, 0, None))
         self.workers = _PartThreads()
         self.error: BaseException | None = None
-        self.whole_file_response: _PooledResponse | None = None  # a 200 being read while parts are fetched
+        self.whole_file_response: _PooledResponse | None = (
+            None  # a 200 being read while parts are fetched
+        )
         self.resume_refused = False
         self.digest: _Digest | None = None
-        self.verified: list[str] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
+        self.verified: list[
+            str
+        ] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
         self.in_clear = False  # a redirect took the https:// URL to http://: bytes came in clear
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
@@ -2585,7 +2903,9 @@ class _Transfer:
                         message = f"GET {self.url}: the file changed on the server during each of {restarts + 1} tries"
                         raise InvalidResponseError(message, method="GET", url=self.url) from None
                     self._restart_after(changed)
-        except DatasetClientError as error:  # its message and url name a URL that may carry a secret
+        except (
+            DatasetClientError
+        ) as error:  # its message and url name a URL that may carry a secret
             _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
@@ -2605,9 +2925,13 @@ class _Transfer:
         self._start_workers()
         self._work()
         try:
-            self.target.write_until(self.workers.ended)  # into a stream in parts: this thread alone writes
+            self.target.write_until(
+                self.workers.ended
+            )  # into a stream in parts: this thread alone writes
             self.workers.wait()  # their reads end at once when a part failed
-        except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
+        except (
+            BaseException
+        ) as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
             self._fail(exc)
             self.workers.wait()
             raise
@@ -2622,7 +2946,9 @@ class _Transfer:
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
             while (part := self._next_part()) is not None:
-                with contextlib.suppress(_PartStopped):  # then no part is left to take, or the next one
+                with contextlib.suppress(
+                    _PartStopped
+                ):  # then no part is left to take, or the next one
                     self._fetch(part)
         except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
             self._fail(exc)
@@ -2653,9 +2979,13 @@ class _Transfer:
             self._check_complete(part, response)
             self._verify_part(part)
 
-        while True:  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
+        while (
+            True
+        ):  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
             with contextlib.suppress(_PartMismatch):
-                return self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline)
+                return self.requests.retry(
+                    attempt, lambda: part.done, deadline=self.limits.deadline
+                )
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
         deadline = self.limits.deadline
@@ -2678,7 +3008,9 @@ class _Transfer:
         if response is self.whole_file_response:
             with self.lock:
                 self.whole_file_response = None  # from now on, no part is merged into this one
-            shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)  # what a merge added
+            shutil.copyfileobj(
+                _BoundedReader(response, part), part, self._chunk_size
+            )  # what a merge added
 
     @property
     def _written(self) -> int:
@@ -2689,17 +3021,28 @@ class _Transfer:
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
         parts = [_Part(self, start, end, done) for start, end, done in spans]
-        if all(part.remaining == 0 for part in parts):  # complete: its last byte is asked again, with If-Range,
-            next(part for part in reversed(parts) if part.done).done -= 1  # so the server says it is the same file
+        if all(
+            part.remaining == 0 for part in parts
+        ):  # complete: its last byte is asked again, with If-Range,
+            next(
+                part for part in reversed(parts) if part.done
+            ).done -= 1  # so the server says it is the same file
         self.plan.parts, self.plan.validator = parts, validator
         size = _size(spans[-1][1])
-        _logger().info("resuming: %s of %s already downloaded, GET %s", _size(self.plan.done), size, self._shown_url())
+        _logger().info(
+            "resuming: %s of %s already downloaded, GET %s",
+            _size(self.plan.done),
+            size,
+            self._shown_url(),
+        )
 
     def _resume_digests(self, saved: Any) -> None:
         """Take up the digests of the whole file the first response of an earlier run stated."""
         digests = saved.get("digests") if isinstance(saved, dict) else None
         if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
-            self.server_digests = [(header, algorithm, value) for header, algorithm, value in digests]
+            self.server_digests = [
+                (header, algorithm, value) for header, algorithm, value in digests
+            ]
             self.digests_known = True
 
     def _start_digest(self) -> None:
@@ -2711,17 +3054,25 @@ class _Transfer:
         if self.digest is not None:
             self.digest.close()
         self.digest = _Digest(self.target.read_at, algorithms)
-        self.digest.add_until(self.plan.contiguous())  # the kept bytes first, read back from the file
+        self.digest.add_until(
+            self.plan.contiguous()
+        )  # the kept bytes first, read back from the file
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests of the whole file the first response of this version states."""
-        self.server_digests = _server_digests(response.headers, whole=whole and response.encoding == "identity")
+        self.server_digests = _server_digests(
+            response.headers, whole=whole and response.encoding == "identity"
+        )
         self.digests_known = True
         self._start_digest()
 
     def _other_version(self, response: _PooledResponse) -> bool:
         """True when ``response``'s Repr-Digest differs from the first response's: another version."""
-        first = {algorithm: value for header, algorithm, value in self.server_digests if header == "Repr-Digest"}
+        first = {
+            algorithm: value
+            for header, algorithm, value in self.server_digests
+            if header == "Repr-Digest"
+        }
         stated = _parse_digests_of(response.headers, "Repr-Digest")
         return any(first.get(algorithm, value) != value for _, algorithm, value in stated)
 
@@ -2752,7 +3103,11 @@ class _Transfer:
         if self.plan.validator is None or (part.done == 0 and len(self.plan.parts) == 1):
             return self.headers
         last = "" if part.end is None or part.end == self.plan.total else str(part.end - 1)
-        return {**self.headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.plan.validator}
+        return {
+            **self.headers,
+            "Range": f"bytes={part.offset}-{last}",
+            "If-Range": self.plan.validator,
+        }
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew.
@@ -2765,7 +3120,9 @@ class _Transfer:
             if not self.digests_known:  # resumed from a state that did not say them
                 self._take_digests(response, whole=False)
             self._start_part_check(response, part)
-        elif ranged and not (len(self.plan.parts) == 1 and part is self.plan.parts[0]):  # a part of a split file
+        elif ranged and not (
+            len(self.plan.parts) == 1 and part is self.plan.parts[0]
+        ):  # a part of a split file
             part = self._refused_range(response)
         else:  # the whole file: asked for, or what one stream got in answer to its resume
             self._accept_whole_file(response, part)
@@ -2790,11 +3147,17 @@ class _Transfer:
             raise _invalid(response, f"a malformed Content-Range {_shortened(given)!r}")
         first, last, total = content_range
         end = part.end if part.end is not None else total
-        if end is None:  # bytes N-M/* of a file whose length nobody said: where it ends is not known
-            raise _invalid(response, "a 206 of a file of unknown length (Content-Range total '*'): refused")
+        if (
+            end is None
+        ):  # bytes N-M/* of a file whose length nobody said: where it ends is not known
+            raise _invalid(
+                response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
+            )
         if not ranged or first != part.offset or last + 1 != end:
             given = _shortened(response.headers.get("Content-Range", ""))
-            raise _invalid(response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}")
+            raise _invalid(
+                response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}"
+            )
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
         if part.end is None:  # the total was not known before: this is the last part
@@ -2815,20 +3178,32 @@ class _Transfer:
             raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
-            whole = self.plan.parts[0] if streaming else _Part(self, 0, self.plan.total, self.plan.contiguous())
+            whole = (
+                self.plan.parts[0]
+                if streaming
+                else _Part(self, 0, self.plan.total, self.plan.contiguous())
+            )
             whole.end, whole.taken = self.plan.total, True
             for part in self.plan.parts:
                 part.dropped = part is not whole
-                if part.dropped and part.check is not None:  # its thread stops: so does its part's hash
+                if (
+                    part.dropped and part.check is not None
+                ):  # its thread stops: so does its part's hash
                     part.check.digest.close()
                     part.check = None
             self.plan.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(whole.offset)  # the other parts' bytes: the one stream sends them again
+        self.target.discard_from(
+            whole.offset
+        )  # the other parts' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
-        _logger().info("the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), self._shown_url())
+        _logger().info(
+            "the server ignores ranges: one stream from %s on, GET %s",
+            _size(whole.done),
+            self._shown_url(),
+        )
         _skip(response, whole.done)
         return whole
 
@@ -2848,13 +3223,19 @@ class _Transfer:
         total = self.plan.total or 0
         accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
         count = min(self.connections, total // _MIN_PART_SIZE)
-        if count < 2 or not accepts_ranges or not (self.plan.validator or "").startswith('"'):  # a strong ETag
+        if (
+            count < 2 or not accepts_ranges or not (self.plan.validator or "").startswith('"')
+        ):  # a strong ETag
             return
         count = self.target.part_count(total, count, self.connections)
-        self.whole_file_response = response  # set before the other parts start: one may find ranges ignored
+        self.whole_file_response = (
+            response  # set before the other parts start: one may find ranges ignored
+        )
         bounds = [total * index // count for index in range(count + 1)]
         self.plan.parts[0].end = bounds[1]
-        self.plan.parts += [_Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.plan.parts += [
+            _Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])
+        ]
         self._start_workers()
 
     def write(self, part: _Part, data: bytes) -> None:
@@ -2877,7 +3258,9 @@ class _Transfer:
         if len(self.plan.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
         else:
-            self.digest.add_until(self.plan.contiguous())  # parts: what is complete (and checked), read back
+            self.digest.add_until(
+                self.plan.contiguous()
+            )  # parts: what is complete (and checked), read back
 
     def _hash_written(self, data: bytes) -> None:
         """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before (in this thread)."""
@@ -2888,7 +3271,9 @@ class _Transfer:
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
-        if part.check is not None:  # a response cut short: its bytes stay, unchecked (the file's digest covers them)
+        if (
+            part.check is not None
+        ):  # a response cut short: its bytes stay, unchecked (the file's digest covers them)
             part.check.digest.close()
             part.check = None
         part.deferred = None
@@ -2896,7 +3281,9 @@ class _Transfer:
         if not stated or response.encoding != "identity":
             return
         _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
-        if self.target.read_at is not None and (self.expected_digest is not None or self.server_digests):
+        if self.target.read_at is not None and (
+            self.expected_digest is not None or self.server_digests
+        ):
             # The whole file is checked anyway: its parts are hashed again only if that fails (then read
             # back from the file), so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, algorithm, expected)
@@ -2924,7 +3311,9 @@ class _Transfer:
                 with self.lock:
                     self._saved_and_reported()  # what was held back is written now
             return
-        self.target.discard(part, check.start)  # while still held (into a stream in parts): never written
+        self.target.discard(
+            part, check.start
+        )  # while still held (into a stream in parts): never written
         with self.lock:
             part.check = None
             part.mismatches += 1
@@ -2938,7 +3327,9 @@ class _Transfer:
             raise _PartMismatch
         self._mismatch("Content-Digest", check.algorithm, check.expected, actual, f" ({where})")
 
-    def _mismatch(self, header: str, algorithm: str, expected: str, actual: str, where: str = "") -> NoReturn:
+    def _mismatch(
+        self, header: str, algorithm: str, expected: str, actual: str, where: str = ""
+    ) -> NoReturn:
         if self.target.state is not None:
             self.target.state.remove()  # not resumable: those bytes are wrong
         name = "sha256" if header == "sha256" else f"{header} ({algorithm})"
@@ -2954,15 +3345,24 @@ class _Transfer:
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
-        if state is not None and self.plan.validator is not None and self.plan.total is not None:  # resumable
+        if (
+            state is not None and self.plan.validator is not None and self.plan.total is not None
+        ):  # resumable
             parts = [[part.start, part.end, part.done] for part in self.plan.parts]
-            saved = {"url": self.url, "validator": self.plan.validator, "total": self.plan.total, "parts": parts}
+            saved = {
+                "url": self.url,
+                "validator": self.plan.validator,
+                "total": self.plan.total,
+                "parts": parts,
+            }
             state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
         if self.progress is not None:
             self.progress(self._written, self.plan.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if part.end is None:  # a body of unknown length ends where the connection closed: its size is known
+        if (
+            part.end is None
+        ):  # a body of unknown length ends where the connection closed: its size is known
             part.end = part.offset
             if self.progress is not None:
                 self.progress(self._written, self.plan.total)
@@ -3011,7 +3411,11 @@ class _Transfer:
         """Check the whole file against every digest stated: the caller's sha256 and the server's."""
         if self.digest is None:
             return
-        stated = [("sha256", "sha-256", self.expected_digest)] if self.expected_digest is not None else []
+        stated = (
+            [("sha256", "sha-256", self.expected_digest)]
+            if self.expected_digest is not None
+            else []
+        )
         passed = []
         for header, algorithm, expected in [*stated, *self.server_digests]:
             actual = self.digest.hexdigest(_DIGEST_ALGORITHMS[algorithm])
@@ -3031,7 +3435,9 @@ class _Transfer:
         read_at = self.target.read_at
         if read_at is None:
             return False
-        bad: list[tuple[_Part, int, int, str]] = []  # (part, its first and last checked byte, algorithm)
+        bad: list[
+            tuple[_Part, int, int, str]
+        ] = []  # (part, its first and last checked byte, algorithm)
         for part in self.plan.parts:
             if part.deferred is None or part.end is None:
                 continue
@@ -3040,7 +3446,13 @@ class _Transfer:
             if actual == expected:
                 continue
             if part.mismatches:
-                self._mismatch("Content-Digest", algorithm, expected, actual, f" (bytes {start}-{part.end - 1})")
+                self._mismatch(
+                    "Content-Digest",
+                    algorithm,
+                    expected,
+                    actual,
+                    f" (bytes {start}-{part.end - 1})",
+                )
             bad.append((part, start, part.end - 1, algorithm))
         for part, start, last, algorithm in bad:
             message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
@@ -3086,7 +3498,11 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         return None
     spans, position = [], 0
     for span in parts:
-        if not isinstance(span, list) or len(span) != 3 or not all(_is_count(number) for number in span):
+        if (
+            not isinstance(span, list)
+            or len(span) != 3
+            or not all(_is_count(number) for number in span)
+        ):
             return None
         start, end, done = span
         if start != position or not start + done <= end <= total:
@@ -3135,9 +3551,13 @@ def _content_range(response: _PooledResponse) -> tuple[int, int, int | None] | N
     # At most 19 digits: int() refuses thousands (ValueError), and a file offset holds no more.
     number = r"(\d{1,19})"
     match = re.fullmatch(
-        rf"\s*bytes\s+{number}-{number}/({number[1:-1]}|\*)\s*", response.headers.get("Content-Range", "")
+        rf"\s*bytes\s+{number}-{number}/({number[1:-1]}|\*)\s*",
+        response.headers.get("Content-Range", ""),
     )
-    if match is None or max(int(match[1]), int(match[2]), int(match[3]) if match[3] != "*" else 0) > _MAX_SIZE:
+    if (
+        match is None
+        or max(int(match[1]), int(match[2]), int(match[3]) if match[3] != "*" else 0) > _MAX_SIZE
+    ):
         return None
     return int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
 
@@ -3159,13 +3579,18 @@ class _Digest:
     """
 
     def __init__(
-        self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str] = ("sha256",), start: int = 0
+        self,
+        read_at: Callable[[int, int], bytes] | None,
+        algorithms: Iterable[str] = ("sha256",),
+        start: int = 0,
     ) -> None:
         import queue
         import threading
 
         self.read_at = read_at  # (offset, size) -> bytes of the file on disk
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)  # None: stop
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(
+            _HASH_QUEUE_BYTES // _CHUNK_SIZE
+        )  # None: stop
         self.algorithms = frozenset(algorithms)
         self._hashes = [hashlib.new(name) for name in sorted(self.algorithms)]
         self._position = start  # hashed so far (in the thread)
@@ -3197,7 +3622,9 @@ class _Digest:
             try:
                 if self._error is None:
                     job()
-            except BaseException as exc:  # reported by hexdigest(); the queue is drained until close()
+            except (
+                BaseException
+            ) as exc:  # reported by hexdigest(); the queue is drained until close()
                 self._error = exc
 
     def _hash_bytes(self, data: bytes) -> None:
@@ -3223,15 +3650,24 @@ def _server_digests(headers: http.client.HTTPMessage, *, whole: bool) -> list[tu
 
 
 def _parse_digests_of(headers: http.client.HTTPMessage, name: str) -> list[tuple[str, str, str]]:
-    return [digest for value in headers.get_all(name) or () for digest in _parse_digests(name, value)]
+    return [
+        digest for value in headers.get_all(name) or () for digest in _parse_digests(name, value)
+    ]
 
 
 def _is_saved_digest(saved: Any) -> bool:
     """True for a ``[header, algorithm, hex]`` a state file may hold."""
-    if not isinstance(saved, list) or len(saved) != 3 or not all(isinstance(item, str) for item in saved):
+    if (
+        not isinstance(saved, list)
+        or len(saved) != 3
+        or not all(isinstance(item, str) for item in saved)
+    ):
         return False
     header, algorithm, value = saved
-    if header not in ("Repr-Digest", "Content-Digest", "Digest") or algorithm not in _DIGEST_ALGORITHMS:
+    if (
+        header not in ("Repr-Digest", "Content-Digest", "Digest")
+        or algorithm not in _DIGEST_ALGORITHMS
+    ):
         return False
     size = hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
     return len(value) == 2 * size and _is_lower_hex(value)
@@ -3247,8 +3683,12 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
     import binascii
 
     digests = []
-    members = value.split(",", _MAX_DIGEST_MEMBERS)  # a field names a few algorithms: the rest is not looked at
-    if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas in each of 100 fields took seconds of CPU
+    members = value.split(
+        ",", _MAX_DIGEST_MEMBERS
+    )  # a field names a few algorithms: the rest is not looked at
+    if (
+        len(members) > _MAX_DIGEST_MEMBERS
+    ):  # 64 KiB of commas in each of 100 fields took seconds of CPU
         _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
     for member in members[:_MAX_DIGEST_MEMBERS]:
         name, _, encoded = member.partition(";")[0].strip().partition("=")
@@ -3257,7 +3697,9 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
             algorithm = name.strip()  # a Structured Fields key is lowercase already (RFC 8941 3.2)
             encoded = encoded[1:-1] if len(encoded) > 1 and encoded[0] == encoded[-1] == ":" else ""
         if algorithm not in _DIGEST_ALGORITHMS:
-            _logger().debug("ignored a %s of an algorithm the client does not know: %r", header, name[:40])
+            _logger().debug(
+                "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
+            )
             continue
         try:
             raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
@@ -3278,7 +3720,9 @@ class _Sink:
 
     parallel = True  # parts may be fetched at once
     state: _StateFile | None = None  # where a resumable download's state is kept
-    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back; None: they cannot be
+    read_at: Callable[[int, int], bytes] | None = (
+        None  # bytes written, read back; None: they cannot be
+    )
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
     position: int | None = None  # bytes written in order, when that is not the bytes received
@@ -3332,7 +3776,9 @@ class _FileTarget(_Sink):
     an earlier run is used only when it is this user's regular file with one link.
     """
 
-    parallel = True  # parts are written at their offsets: os.pwrite, or a seek and a write under a lock
+    parallel = (
+        True  # parts are written at their offsets: os.pwrite, or a seek and a write under a lock
+    )
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
@@ -3340,7 +3786,9 @@ class _FileTarget(_Sink):
         self.directory = os.path.dirname(destination) or "."
         self.stem = _hidden_stem(destination)
         self.path = ""
-        self.state: _StateFile | None = None  # with resume: where the state of the partial file is kept
+        self.state: _StateFile | None = (
+            None  # with resume: where the state of the partial file is kept
+        )
         self.lock_path = ""  # a .part.lock file, where there is no flock
         self.finished = False  # committed, or cleaned up
         _remove_abandoned_temporaries(self.stem)
@@ -3376,13 +3824,17 @@ class _FileTarget(_Sink):
         if self.state is None:  # without resume: a new file, empty
             return None
         checked = _checked_state(self.state.saved, url)
-        if checked is None or checked[1][-1][1] == 0:  # an empty file: nothing a range could continue
+        if (
+            checked is None or checked[1][-1][1] == 0
+        ):  # an empty file: nothing a range could continue
             self.reset()  # bytes of another URL, or without a sound state to say what they are
             return None
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
         os.ftruncate(self.fd, size)  # nothing past the end of the file
-        return validator, [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
+        return validator, [
+            (start, end, min(done, max(0, size - start))) for start, end, done in spans
+        ]
 
     def _lock(self, fd: int) -> bool:
         fcntl = _fcntl()
@@ -3438,7 +3890,9 @@ class _FileTarget(_Sink):
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.finished:  # not committed: a failure, Ctrl-C included
-            if self.state is None or not self.state.kept:  # else both stay, for the next run to resume
+            if (
+                self.state is None or not self.state.kept
+            ):  # else both stay, for the next run to resume
                 _remove(self.path)
                 if self.state is not None:
                     self.state.remove()
@@ -3509,7 +3963,9 @@ class _FileTarget(_Sink):
         self.finished = True
 
 
-def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -> _FileTarget | _StreamTarget:
+def _open_target(
+    destination: str | os.PathLike[str] | BinaryIO, resume: bool
+) -> _FileTarget | _StreamTarget:
     """Where a download goes, ``destination`` examined once: a binary file object, written at its position
     and left open; a device, FIFO or descriptor (``/dev/stdout``), opened and written directly; else a
     file of its own beside the file the path names (see _FileTarget), moved over it by ``commit``.
@@ -3518,7 +3974,9 @@ def _open_target(destination: str | os.PathLike[str] | BinaryIO, resume: bool) -
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
     file_path = _follow_destination_links(path)  # the file the user's (or root's) link names
-    stream = _open_special_destination(path, file_path)  # /dev/null, a FIFO, /dev/stdout: written directly
+    stream = _open_special_destination(
+        path, file_path
+    )  # /dev/null, a FIFO, /dev/stdout: written directly
     if stream is not None:
         return _StreamTarget(stream, opened=True)
     try:
@@ -3561,7 +4019,9 @@ class _StateFile:
 
     def load(self) -> None:
         """Read the state an earlier run left, into ``saved``."""
-        for name in _sibling_names(self.path, (".tmp",), 8):  # a save that kill -9 cut short; the lock is ours
+        for name in _sibling_names(
+            self.path, (".tmp",), 8
+        ):  # a save that kill -9 cut short; the lock is ours
             with contextlib.suppress(OSError):
                 if _is_own_regular_file(os.lstat(name)):
                     os.unlink(name)
@@ -3699,7 +4159,9 @@ def _sibling_names(stem: str, suffixes: tuple[str, ...], hex_length: int) -> lis
         if name.startswith(prefix)
         and name.endswith(suffix)
         and len(name) == len(prefix) + hex_length + len(suffix)
-        and _is_lower_hex(name[len(prefix) : len(prefix) + hex_length])  # the client's names only, never a user's
+        and _is_lower_hex(
+            name[len(prefix) : len(prefix) + hex_length]
+        )  # the client's names only, never a user's
     ]
 
 
@@ -3759,7 +4221,9 @@ def _lock_file_pid(data: bytes) -> int | None:
     if not text.isdigit() or len(text) > 10:
         return None
     pid = int(text)
-    return pid if 0 < pid < 2**31 else None  # os.kill takes a C int: a larger number is no process id
+    return (
+        pid if 0 < pid < 2**31 else None
+    )  # os.kill takes a C int: a larger number is no process id
 
 
 def _process_exists(pid: int) -> bool:
@@ -3821,11 +4285,19 @@ def _link_target(path: str) -> str | None:
 class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
 
-    parallel = False  # written in order only; never resumed, and what was written cannot be read back
+    parallel = (
+        False  # written in order only; never resumed, and what was written cannot be read back
+    )
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
-        self.opened = opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
-        if not callable(getattr(stream, "write", None)) or isinstance(stream, io.TextIOBase) or not _writable(stream):
+        self.opened = (
+            opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
+        )
+        if (
+            not callable(getattr(stream, "write", None))
+            or isinstance(stream, io.TextIOBase)
+            or not _writable(stream)
+        ):
             raise TypeError(
                 f"destination must be a path or a binary file object open for writing, not {type(stream).__name__}"
             )
@@ -3839,7 +4311,9 @@ class _StreamTarget(_Sink):
 
     def reset(self) -> None:
         if self.start is None:
-            raise InvalidResponseError("the server started the transfer over and the destination cannot seek back")
+            raise InvalidResponseError(
+                "the server started the transfer over and the destination cannot seek back"
+            )
         self.stream.seek(self.start)
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
@@ -3956,12 +4430,16 @@ class _ReorderBuffer(_Sink):
         self.buffered = self.peak = 0  # bytes waiting now, and at most
         self.writing = False  # a thread is writing into the stream
         self.stopped = False  # the transfer failed: no part waits for room any longer
-        self.writer = _thread.get_ident()  # the one thread that writes into the stream (see _Transfer)
+        self.writer = (
+            _thread.get_ident()
+        )  # the one thread that writes into the stream (see _Transfer)
 
     def put(self, part: _Part, data: bytes) -> None:
         """Take ``data``, the bytes of ``part`` at its offset; write what it lets be written in order."""
         offset = part.offset
-        while not self._took(part, data, offset):  # no room yet: the writer makes it, the others wait for it
+        while not self._took(
+            part, data, offset
+        ):  # no room yet: the writer makes it, the others wait for it
             if _thread.get_ident() == self.writer:
                 self._write_when_there()
         self.release()
@@ -3969,7 +4447,9 @@ class _ReorderBuffer(_Sink):
     def _took(self, part: _Part, data: bytes, offset: int) -> bool:
         """True once ``data`` is kept; False, at once for the writer, when there is no room for it yet."""
         with self.condition:
-            while not self.stopped and offset + len(data) > self.position + max(self.limit, len(data)):
+            while not self.stopped and offset + len(data) > self.position + max(
+                self.limit, len(data)
+            ):
                 if _thread.get_ident() == self.writer:
                     return False
                 self._wait()
@@ -4007,7 +4487,9 @@ class _ReorderBuffer(_Sink):
         """(Under the lock) the bytes at the position are there and may be written."""
         _, part = self.chunks.get(self.position, (b"", None))
         check = None if part is None else part.check
-        return part is not None and not (check is not None and check.held and self.position >= check.start)
+        return part is not None and not (
+            check is not None and check.held and self.position >= check.start
+        )
 
     def release(self) -> bool:
         """Write what lies at the position (the writer only: any other thread wakes it). True: what was
@@ -4021,7 +4503,9 @@ class _ReorderBuffer(_Sink):
             self.writing = True
         try:
             while (data := self._next_to_write()) is not None:
-                self.target.write_at(self.position, data)  # outside the lock: a signal interrupts a blocked write
+                self.target.write_at(
+                    self.position, data
+                )  # outside the lock: a signal interrupts a blocked write
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
@@ -4068,7 +4552,9 @@ class _ReorderBuffer(_Sink):
         """Once every part is in: write what is left; all of it must have joined up."""
         self.release()
         if self.chunks or (total is not None and self.position != total):
-            raise InvalidResponseError(f"the parts of the download did not join up at byte {self.position}")
+            raise InvalidResponseError(
+                f"the parts of the download did not join up at byte {self.position}"
+            )
 
     def reset(self) -> None:
         with self.condition:
@@ -4102,7 +4588,9 @@ def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
         return None
     if stat.S_ISDIR(status.st_mode):
         raise ValueError(f"destination is a directory: {path!r}")
-    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # a link: 40 in a row, left to the kernel
+    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(
+        status.st_mode
+    ):  # a link: 40 in a row, left to the kernel
         return None
     return _open_device(file_path, status)
 
@@ -4132,10 +4620,16 @@ def _open_descriptor(path: str) -> BinaryIO:
     behind it is never resolved nor replaced.
     """
     process = _descriptor_directory(path).group(1)  # type: ignore[union-attr]
-    if process is not None and process not in ("self", "thread-self") and int(process) != os.getpid():
+    if (
+        process is not None
+        and process not in ("self", "thread-self")
+        and int(process) != os.getpid()
+    ):
         return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
     try:
-        fd = os.dup(int(os.path.basename(os.path.abspath(path))))  # abspath: "/dev/fd/1/" names 1 too
+        fd = os.dup(
+            int(os.path.basename(os.path.abspath(path)))
+        )  # abspath: "/dev/fd/1/" names 1 too
     except OverflowError:
         raise OSError(errno.EBADF, "no such file descriptor", path) from None
     return open(fd, "wb", buffering=0)
@@ -4149,11 +4643,15 @@ def _open_device(path: str, status: os.stat_result) -> BinaryIO:
     very file that was looked at (another may have been put there since). Else PermissionError.
     """
     _check_special_file(path, status)
-    fd = os.open(path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader here, as with curl
+    fd = os.open(
+        path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY
+    )  # a FIFO waits for its reader here, as with curl
     opened = os.fstat(fd)
     if (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino):
         os.close(fd)
-        raise PermissionError(errno.EACCES, "the destination was replaced while it was being opened", path)
+        raise PermissionError(
+            errno.EACCES, "the destination was replaced while it was being opened", path
+        )
     return open(fd, "wb", buffering=0)
 
 
@@ -4166,10 +4664,14 @@ def _check_special_file(path: str, status: os.stat_result) -> None:
     if _is_mine(status):
         return
     parent = os.stat(os.path.dirname(path) or ".")
-    sticky_and_world_writable = parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
+    sticky_and_world_writable = (
+        parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
+    )
     if sticky_and_world_writable and status.st_uid != parent.st_uid:
         what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
-        message = f"refusing to write to {what} another user made in a sticky world-writable directory"
+        message = (
+            f"refusing to write to {what} another user made in a sticky world-writable directory"
+        )
         raise PermissionError(errno.EACCES, message, path)
 
 
@@ -4235,7 +4737,9 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
-    path = _percent_encoded(parts.path.rstrip("/"), "base_url")  # as a download_url's: http.client takes ASCII
+    path = _percent_encoded(
+        parts.path.rstrip("/"), "base_url"
+    )  # as a download_url's: http.client takes ASCII
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
@@ -4243,7 +4747,9 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
 def _check_url_characters(url: str, argument: str) -> None:
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not url or not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
-        raise ValueError(f"{argument} must be a URL without whitespace or control characters, got {url!r}")
+        raise ValueError(
+            f"{argument} must be a URL without whitespace or control characters, got {url!r}"
+        )
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
@@ -4251,13 +4757,21 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 -- the property validates the port
-        urllib.parse.unquote(parts.hostname or "").encode("idna")  # the host as urllib's Request and getaddrinfo see it
-    except ValueError as exc:  # a broken IPv6 literal, a bad port, a host IDNA cannot encode (UnicodeError)
+        urllib.parse.unquote(parts.hostname or "").encode(
+            "idna"
+        )  # the host as urllib's Request and getaddrinfo see it
+    except (
+        ValueError
+    ) as exc:  # a broken IPv6 literal, a bad port, a host IDNA cannot encode (UnicodeError)
         raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise ValueError(f"{argument} must be an http:// or https:// URL, not {parts.scheme or 'no scheme'!r}")
+        raise ValueError(
+            f"{argument} must be an http:// or https:// URL, not {parts.scheme or 'no scheme'!r}"
+        )
     if "@" in parts.netloc:
-        raise ValueError(f"{argument} must not contain a user:password part (pass api_key or headers instead)")
+        raise ValueError(
+            f"{argument} must not contain a user:password part (pass api_key or headers instead)"
+        )
     if not parts.hostname:
         raise ValueError(f"{argument} has no host: {url!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
@@ -4282,7 +4796,9 @@ def _check_number(
     passing 0 for "no limit", as curl and the command line take it, learns what to pass).
     """
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
-        raise TypeError(f"{argument} must be {'an int' if whole else 'a number'}, not {type(value).__name__}")
+        raise TypeError(
+            f"{argument} must be {'an int' if whole else 'a number'}, not {type(value).__name__}"
+        )
     finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor an int past any float
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
@@ -4306,10 +4822,16 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
         raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
     if token and not value.strip():
         raise ValueError(f"{argument} must not be empty (pass None for no key)")
-    if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(character.isspace() for character in value)):
-        raise ValueError(f"{argument} contains {'whitespace or ' if token else ''}a control character (CR, LF, ...)")
+    if not _CONTROL_CHARACTERS.isdisjoint(value) or (
+        token and any(character.isspace() for character in value)
+    ):
+        raise ValueError(
+            f"{argument} contains {'whitespace or ' if token else ''}a control character (CR, LF, ...)"
+        )
     if any(ord(character) > (127 if token else 255) for character in value):
-        raise ValueError(f"{argument} must be {'ASCII' if token else 'Latin-1 text (HTTP headers are)'}")
+        raise ValueError(
+            f"{argument} must be {'ASCII' if token else 'Latin-1 text (HTTP headers are)'}"
+        )
     return value
 
 
@@ -4351,7 +4873,9 @@ def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
     if isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)) or not isinstance(
         symbols, collections.abc.Iterable
     ):
-        raise TypeError(f"symbols must be a str or an iterable of str, not {type(symbols).__name__}")
+        raise TypeError(
+            f"symbols must be a str or an iterable of str, not {type(symbols).__name__}"
+        )
     checked = [symbols] if isinstance(symbols, str) else list(symbols)
     for index, symbol in enumerate(checked):
         _check_text(symbol, f"symbols[{index}]")
@@ -4366,14 +4890,18 @@ def _format_date(value: datetime.date | str, argument: str) -> str:
     if isinstance(value, str):
         _check_text(value, argument)
         return value
-    raise TypeError(f"{argument} must be a datetime.date, datetime.datetime or str, not {type(value).__name__}")
+    raise TypeError(
+        f"{argument} must be a datetime.date, datetime.datetime or str, not {type(value).__name__}"
+    )
 
 
 def _check_date_order(start: datetime.date | str, end: datetime.date | str) -> None:
     if not isinstance(start, datetime.date) or not isinstance(end, datetime.date):
         return  # strings are the service's to judge
     first, last = start, end
-    if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # a date and a datetime: days
+    if isinstance(start, datetime.datetime) != isinstance(
+        end, datetime.datetime
+    ):  # a date and a datetime: days
         first = start.date() if isinstance(start, datetime.datetime) else start
         last = end.date() if isinstance(end, datetime.datetime) else end
     with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
@@ -4385,7 +4913,9 @@ def _encode_json(payload: Any) -> bytes:
     try:
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError("the request contains text that is not valid Unicode (a lone surrogate)") from None
+        raise ValueError(
+            "the request contains text that is not valid Unicode (a lone surrogate)"
+        ) from None
 
 
 def _check_sha256(sha256: str | None) -> str | None:
@@ -4402,7 +4932,9 @@ def _check_sha256(sha256: str | None) -> str | None:
 def _resolve_download_url(base_url: str, download_url: str) -> str:
     """``download_url`` resolved against ``base_url`` (a client's ``base_url``), as ``download`` fetches it."""
     _check_text(download_url, "download_url")
-    _check_url_characters(download_url, "download_url")  # before urljoin, which drops CR, LF and tab
+    _check_url_characters(
+        download_url, "download_url"
+    )  # before urljoin, which drops CR, LF and tab
     url = urllib.parse.urljoin(base_url + "/", download_url)  # RFC 3986 resolution
     parts = _split_http_url(url, "download_url")
     # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).

@@ -36,7 +36,9 @@ import stat
 import time
 import urllib.parse
 
-if __name__ == "__main__" and "dataset_client" not in sys.modules:  # run as a file or -m: the library
+if (
+    __name__ == "__main__" and "dataset_client" not in sys.modules
+):  # run as a file or -m: the library
     import importlib.util  # beside this file (python -I leaves this directory off sys.path)
 
     _beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
@@ -169,7 +171,9 @@ def _encodable(text: str) -> str:
 def _json_text(value: Any, indent: int | None = None) -> str:
     """JSON whose text holds no control character at all (json escapes C0; DEL and C1 are escaped here)."""
     separators = None if indent else (", ", ": ")
-    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(_json_escapes())
+    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(
+        _json_escapes()
+    )
 
 
 # Made on first use: only the command line needs these tables (made at import, they were 2% of its cost).
@@ -238,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         for name in ("SIGTERM", "SIGHUP"):
             number = getattr(signal, name, None)
-            if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: a hang-up stays ignored
+            if (
+                number is not None and signal.getsignal(number) != signal.SIG_IGN
+            ):  # nohup: a hang-up stays ignored
                 previous[number] = signal.signal(number, stop)
     try:
         return _run_command(namespace, stderr)
@@ -305,7 +311,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_global_options(parser, hidden=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+    )
     for name, command in _COMMANDS.items():
         made = commands.add_parser(
             name,
@@ -336,10 +344,18 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
         return argparse.SUPPRESS if hidden else text
 
     parser.add_argument(
-        "--base-url", metavar="URL", help=described("service address (default: $DATASET_CLIENT_BASE_URL)")
+        "--base-url",
+        metavar="URL",
+        help=described("service address (default: $DATASET_CLIENT_BASE_URL)"),
     )
-    parser.add_argument("--profile", metavar="NAME", help=described("a table of the config file (default: [default])"))
-    parser.add_argument("--ca-bundle", metavar="FILE", help=described("also trust the CA certificates in FILE"))
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help=described("a table of the config file (default: [default])"),
+    )
+    parser.add_argument(
+        "--ca-bundle", metavar="FILE", help=described("also trust the CA certificates in FILE")
+    )
     parser.add_argument(
         "--timeout",
         metavar="S",
@@ -350,10 +366,15 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
         "--max-time",
         metavar="S",
         type=_seconds,
-        help=described("seconds each request may take in all, retries and waits included (default: no limit)"),
+        help=described(
+            "seconds each request may take in all, retries and waits included (default: no limit)"
+        ),
     )
     parser.add_argument(
-        "--retries", metavar="N", type=_at_least(0), help=described("times a failed request is retried (default: 2)")
+        "--retries",
+        metavar="N",
+        type=_at_least(0),
+        help=described("times a failed request is retried (default: 2)"),
     )
     parser.add_argument(
         "--output",
@@ -363,12 +384,19 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
     parser.add_argument(
         "--no-pager",
         action="store_true",
-        help=described("never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"),
+        help=described(
+            "never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"
+        ),
     )
     # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
-    loudness: argparse._ActionsContainer = parser if hidden else parser.add_mutually_exclusive_group()
+    loudness: argparse._ActionsContainer = (
+        parser if hidden else parser.add_mutually_exclusive_group()
+    )
     loudness.add_argument(
-        "-v", "--verbose", action="store_true", help=described("a stderr line per request, retry, resume")
+        "-v",
+        "--verbose",
+        action="store_true",
+        help=described("a stderr line per request, retry, resume"),
     )
     loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
 
@@ -389,14 +417,22 @@ def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
 def _add_download_arguments(download: argparse.ArgumentParser) -> None:
     download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
     download.add_argument(
-        "destination", nargs="?", default=None, metavar="DEST", help="a file, a directory, or - for stdout"
+        "destination",
+        nargs="?",
+        default=None,
+        metavar="DEST",
+        help="a file, a directory, or - for stdout",
     )
-    download.add_argument("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
+    download.add_argument(
+        "--sha256", metavar="HEX", default=None, help="the hex digest the file must have"
+    )
     _add_download_options(download)
 
 
 def _add_export_arguments(export: argparse.ArgumentParser) -> None:
-    export.add_argument("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
+    export.add_argument(
+        "dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it"
+    )
     export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
     export.add_argument("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
@@ -492,7 +528,11 @@ def _nearest_option(name: str, options: list[str]) -> str:
 def _options_of(parser: argparse.ArgumentParser) -> dict[str, int]:
     """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
     values: dict[int | str | None, int] = {None: 1, "?": -1}
-    return {name: values.get(action.nargs, 0) for action in parser._actions for name in action.option_strings}
+    return {
+        name: values.get(action.nargs, 0)
+        for action in parser._actions
+        for name in action.option_strings
+    }
 
 
 def _known_option(name: str, known: dict[str, int]) -> str | None:
@@ -514,7 +554,8 @@ def _with_suggestion(message: str) -> str:
 
     # 3.15's argparse adds its own ", maybe you meant 'x'?" before the choices: one wording whatever the Python.
     found = re.match(
-        r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)? \(choose from (.*)\)$", message
+        r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)? \(choose from (.*)\)$",
+        message,
     )
     if not found:
         return message
@@ -666,7 +707,9 @@ class _Settings:
 _SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
 
 
-def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], None] | None = None) -> _Settings:
+def _read_settings(
+    namespace: argparse.Namespace, warn: Callable[[str], None] | None = None
+) -> _Settings:
     """The settings of this run: the parsed command line, then variables, then the profile (``warn`` is told
     what in it was ignored)."""
     given = vars(namespace)
@@ -675,7 +718,9 @@ def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], None] | 
     return _Settings(**{**parsed, "output": output}, **_service_settings(given, warn))
 
 
-def _service_settings(options: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def _service_settings(
+    options: Mapping[str, Any], warn: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """The service's address, key and DatasetClient's other keyword arguments (those set: options,
     then variables, then the profile, as the library reads them), and where each came from; the
     fields of _Settings so named."""
@@ -716,7 +761,9 @@ def _open_client(settings: _Settings) -> DatasetClient:
     """The client for this command; a download of an absolute URL without a service address needs no service."""
     base_url, api_key = settings.base_url, settings.api_key
     if not base_url:
-        if settings.command != "download" or urllib.parse.urlsplit(settings.url).scheme.lower() not in (
+        if settings.command != "download" or urllib.parse.urlsplit(
+            settings.url
+        ).scheme.lower() not in (
             "http",
             "https",
         ):
@@ -724,7 +771,10 @@ def _open_client(settings: _Settings) -> DatasetClient:
                 "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL, or give a profile a base_url"
             )
         parts = urllib.parse.urlsplit(settings.url)
-        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # no service: the key goes nowhere
+        base_url, api_key = (
+            f"{parts.scheme}://{parts.netloc}",
+            None,
+        )  # no service: the key goes nowhere
     elif "://" not in base_url:
         source = settings.sources["base_url"]
         named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
@@ -747,7 +797,9 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
-            stderr.secrets = _client_secrets(client, shown=True)  # whatever a line holds, none of them
+            stderr.secrets = _client_secrets(
+                client, shown=True
+            )  # whatever a line holds, none of them
             run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -758,14 +810,25 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
         return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
     except _UsageError as exc:
         return stderr.error(str(exc), _EXIT_USAGE)
-    except (TypeError, ValueError) as exc:  # the library refused an argument before anything was sent
+    except (
+        TypeError,
+        ValueError,
+    ) as exc:  # the library refused an argument before anything was sent
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError as exc:
-        if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names a file's pipe)
+        if exc.filename in (
+            None,
+            "-",
+        ):  # stdout closed early, as by `| head` (_noted names a file's pipe)
             return _EXIT_OK
-        return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})", _EXIT_SERVICE_ERROR)
+        return stderr.error(
+            f"cannot write {exc.filename}: its reader went away ({exc.strerror})",
+            _EXIT_SERVICE_ERROR,
+        )
     except OSError as exc:
-        return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR)
+        return stderr.error(
+            f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR
+        )
 
 
 def _hint(exc: BaseException) -> str:
@@ -778,7 +841,11 @@ def _noted(exc: BaseException, target: str, hint: str) -> None:
     stopped left (``hint``, a note) and, for a write that failed unnamed, which file it was writing."""
     if hint:
         exc.add_note(hint)
-    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and exc.filename is None:
+    if (
+        isinstance(exc, OSError)
+        and not isinstance(exc, DatasetClientError)
+        and exc.filename is None
+    ):
         exc.filename = target
 
 
@@ -836,11 +903,21 @@ def _sizes_for_people(exc: DatasetClientError) -> str:
     text = str(exc)
     if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
         unknown = exc.expected is None
-        counted = f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
-        return text.replace(counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}")
-    if isinstance(exc, InvalidResponseError) and exc.received is not None and exc.expected is not None:
+        counted = (
+            f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
+        )
+        return text.replace(
+            counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}"
+        )
+    if (
+        isinstance(exc, InvalidResponseError)
+        and exc.received is not None
+        and exc.expected is not None
+    ):
         counted = f"has {exc.received} bytes where the server announced {exc.expected}"  # a file not committed
-        return text.replace(counted, f"has {_size(exc.received)} where the server announced {_size(exc.expected)}")
+        return text.replace(
+            counted, f"has {_size(exc.received)} where the server announced {_size(exc.expected)}"
+        )
     return text
 
 
@@ -875,7 +952,12 @@ def _named(listing: Any, name: str) -> Any:
 
 
 def _run_query(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
-    _show(client.query(sys.stdin.read() if settings.sql == "-" else settings.sql), client, settings, stderr)
+    _show(
+        client.query(sys.stdin.read() if settings.sql == "-" else settings.sql),
+        client,
+        settings,
+        stderr,
+    )
 
 
 def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
@@ -930,7 +1012,12 @@ class _Command:
         files: bool = False,
     ) -> None:
         self.summary, self.description, self.examples = summary, description, examples
-        self.add_arguments, self.run, self.operands, self.files = add_arguments, run, operands, files
+        self.add_arguments, self.run, self.operands, self.files = (
+            add_arguments,
+            run,
+            operands,
+            files,
+        )
 
 
 # The commands, in the order --help lists them: adding one is adding its entry here.
@@ -1009,7 +1096,12 @@ def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> 
         request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), file_format]
         key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
     return client.create_export(
-        args.dataset, symbols=symbols, start_date=args.start, end_date=args.end, format=file_format, idempotency_key=key
+        args.dataset,
+        symbols=symbols,
+        start_date=args.start,
+        end_date=args.end,
+        format=file_format,
+        idempotency_key=key,
     )
 
 
@@ -1036,17 +1128,26 @@ def _export_file(export: Any) -> tuple[str, str | None]:
     try:  # the service's URL: what the library would refuse is the service's fault, not a usage error
         _resolve_download_url("http://service", url)
     except ValueError as exc:
-        raise InvalidResponseError(f"the export's download_url cannot be downloaded: {exc}") from None
+        raise InvalidResponseError(
+            f"the export's download_url cannot be downloaded: {exc}"
+        ) from None
     digest = export.get("sha256")
     return url, digest if isinstance(digest, str) and len(digest) == 64 else None
 
 
 def _download_command(
-    client: DatasetClient, args: _Settings, stderr: _Stderr, url: str, destination: str | None, sha256: str | None
+    client: DatasetClient,
+    args: _Settings,
+    stderr: _Stderr,
+    url: str,
+    destination: str | None,
+    sha256: str | None,
 ) -> None:
     """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
-    if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or a key in a name the summary prints
+    if named_by_url and _client_secrets(client).found_in(
+        url
+    ):  # KEY.csv, or a key in a name the summary prints
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     resume, partial = args.resume, _partial_file(target)
     if target != "-":
@@ -1055,7 +1156,9 @@ def _download_command(
             stderr.info(f"{target} already has the expected sha256: not downloaded again")
             return
         # The real path: through a symlink, the partial file lies beside the file it names.
-        if not resume and _has_resumable_partial(partial, _resolve_download_url(client.base_url, url)):
+        if not resume and _has_resumable_partial(
+            partial, _resolve_download_url(client.base_url, url)
+        ):
             resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
 
@@ -1074,12 +1177,18 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
     if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:  # "-": stdout
         raise _UsageError(f"cannot name a file after the URL path {path!r}: give DEST")
     if name.startswith(".") or _printable(name) != name:
-        what = "starts with a dot" if name.startswith(".") else "holds a control character or an invisible one"
+        what = (
+            "starts with a dot"
+            if name.startswith(".")
+            else "holds a control character or an invisible one"
+        )
         raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
     return os.path.join(destination or "", name), True
 
 
-def _already_there(target: str, partial: _PartialFile | None, sha256: str | None, named_by_url: bool) -> bool:
+def _already_there(
+    target: str, partial: _PartialFile | None, sha256: str | None, named_by_url: bool
+) -> bool:
     """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused).
     ``partial`` (see _partial_file) says which file ``target`` names: None when a download refuses its link."""
     if not os.path.lexists(target):
@@ -1087,7 +1196,9 @@ def _already_there(target: str, partial: _PartialFile | None, sha256: str | None
     if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
         return True
     if named_by_url:
-        raise _Refused(f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it")
+        raise _Refused(
+            f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it"
+        )
     return False
 
 
@@ -1154,22 +1265,36 @@ def _cli_download(
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
     # No progress line over a file that is itself being written to the terminal.
-    progress = _ProgressLine(stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty()))
+    progress = _ProgressLine(
+        stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty())
+    )
     stdout = None
     if to_stdout:
         sys.stdout.flush()
         stdout = _CountedStdout(sys.stdout.fileno(), "wb", closefd=False)
-    options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}  # unset: nothing changes
+    options: dict[str, Any] = (
+        {"max_rate": args.limit_rate} if args.limit_rate else {}
+    )  # unset: nothing changes
     if args.speed_limit:
         options["min_rate"] = args.speed_limit
     try:
         destination: Any = target if stdout is None else stdout
         options["verified"] = progress.verified.append  # for the summary: what the file passed
         client.download(
-            url, destination, progress=progress, sha256=sha256, resume=resume, connections=args.connections, **options
+            url,
+            destination,
+            progress=progress,
+            sha256=sha256,
+            resume=resume,
+            connections=args.connections,
+            **options,
         )
-    except BaseException as exc:  # said after the error or interruption (main() and _run_command() add it)
-        if stdout is not None and isinstance(exc, BrokenPipeError):  # its reader left early (| head)
+    except (
+        BaseException
+    ) as exc:  # said after the error or interruption (main() and _run_command() add it)
+        if stdout is not None and isinstance(
+            exc, BrokenPipeError
+        ):  # its reader left early (| head)
             total = f" of {_size(progress.total)}" if progress.total else ""
             went = f"stdout's reader went away after {_size(stdout.written)}{total} was written"
             raise _Refused(f"{went}: the file is incomplete") from None
@@ -1192,10 +1317,14 @@ def _download_summary(where: str, progress: _ProgressLine, sha256: str | None) -
     size = _size(progress.done) + (f" ({_size(already)} already there)" if already else "")
     rate = _size((progress.done - already) / elapsed)
     clear = " over plain HTTP"  # download() adds it to each check when a redirect left https://
-    servers = [check.removesuffix(clear) for check in progress.verified if not check.startswith("sha256")]
+    servers = [
+        check.removesuffix(clear) for check in progress.verified if not check.startswith("sha256")
+    ]
     checked = f", verified by the server's {servers[0]}" if servers else ""
     checked = ", sha256 verified" if sha256 else checked
-    if checked and any(check.endswith(clear) for check in progress.verified):  # a digest proves less
+    if checked and any(
+        check.endswith(clear) for check in progress.verified
+    ):  # a digest proves less
         checked += " (the bytes came over plain HTTP: a redirect left https://)"
     return f"downloaded {where}: {size}, {elapsed:.1f} s, {rate}/s{checked}"
 
@@ -1214,16 +1343,26 @@ class _CountedStdout(io.FileIO):
         return count
 
 
-def _partial_file_hint(target: str, partial: _PartialFile | None, resume: bool, *, received: bool) -> str:
+def _partial_file_hint(
+    target: str, partial: _PartialFile | None, resume: bool, *, received: bool
+) -> str:
     """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
     file is; without, that -c would have kept one (when anything was received at all)."""
     if target == "-":
         return ""
     if not resume:
-        return "; with -c, the partial file is kept and the same command continues it" if received else ""
+        return (
+            "; with -c, the partial file is kept and the same command continues it"
+            if received
+            else ""
+        )
     if partial is None:
         return ""
-    return f"; the same command continues its partial file {partial.path}" if os.path.exists(partial.path) else ""
+    return (
+        f"; the same command continues its partial file {partial.path}"
+        if os.path.exists(partial.path)
+        else ""
+    )
 
 
 class _Stderr:
@@ -1243,7 +1382,9 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.secrets = _client_secrets(None, shown=True)  # then the client's: redacted in every line
+        self.secrets = _client_secrets(
+            None, shown=True
+        )  # then the client's: redacted in every line
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:
@@ -1252,7 +1393,9 @@ class _Stderr:
             with self.lock:
                 width = (_terminal_width(self.stream) or 80) - 1
                 # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
-                self.line = line and _status_fitted(_printable(_redact_value(line, self.secrets)), width)
+                self.line = line and _status_fitted(
+                    _printable(_redact_value(line, self.secrets)), width
+                )
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
@@ -1277,8 +1420,13 @@ class _Stderr:
 
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
-        shown = tuple(_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in record.args or ())
-        text = "dataset-client: " + (record.msg % shown if shown else record.getMessage())  # a retry's cause too
+        shown = tuple(
+            _sizes_for_people(a) if isinstance(a, DatasetClientError) else a
+            for a in record.args or ()
+        )
+        text = "dataset-client: " + (
+            record.msg % shown if shown else record.getMessage()
+        )  # a retry's cause too
         if not self.verbose and record.levelno == logging.INFO:  # a resume: one line (-v: the URL)
             text = text.rsplit(", GET ", 1)[0]
         lasting = getattr(record, "lasting", False)
@@ -1292,7 +1440,9 @@ class _Stderr:
             self.status(None)
 
     def _write(self, text: str) -> None:
-        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not hide the real error
+        with contextlib.suppress(
+            OSError, ValueError
+        ):  # a closed or broken stderr must not hide the real error
             self.stream.write(_redact_value(text, self.secrets))
             self.stream.flush()
 
@@ -1318,7 +1468,11 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
         writer.writerow([shown(name) for name in columns])
         writer.writerows([shown(_cell(value)) for value in row] for row in rows)
     else:
-        sys.stdout.write("".join(line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))))
+        sys.stdout.write(
+            "".join(
+                line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))
+            )
+        )
     sys.stdout.flush()
 
 
@@ -1458,9 +1612,17 @@ def _block_lines(fields: dict[str, Any], width: int) -> list[str]:
 
 def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
     """Columns and rows of a ``{"columns": [...], "rows": [[...]]}`` result or a list of objects; else None."""
-    columns, rows = (result.get("columns"), result.get("rows")) if isinstance(result, dict) else (None, None)
-    if isinstance(columns, list) and isinstance(rows, list) and all(isinstance(row, list) for row in rows):
-        return [str(name) for name in columns], [(row + [None] * len(columns))[: len(columns)] for row in rows]
+    columns, rows = (
+        (result.get("columns"), result.get("rows")) if isinstance(result, dict) else (None, None)
+    )
+    if (
+        isinstance(columns, list)
+        and isinstance(rows, list)
+        and all(isinstance(row, list) for row in rows)
+    ):
+        return [str(name) for name in columns], [
+            (row + [None] * len(columns))[: len(columns)] for row in rows
+        ]
     if isinstance(result, list) and all(isinstance(item, dict) for item in result):
         columns = list(dict.fromkeys(str(key) for item in result for key in item))
         return columns, [[item.get(column) for column in columns] for item in result]
@@ -1488,10 +1650,14 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     nested values (compact JSON) narrow first, then text; when that is not enough, one block per record,
     as psql's expanded mode. Then ``(N rows)``. Linear in the size of the result."""
     names = [_printable(name) for name in columns]
-    cells = [[_printable(_cell(value)) for value in row] for row in rows]  # no escape codes reach the terminal
+    cells = [
+        [_printable(_cell(value)) for value in row] for row in rows
+    ]  # no escape codes reach the terminal
     right = [[_is_number(value) for value in row] for row in rows]
     numeric = [any(row[index] for row in right) for index in range(len(columns))]
-    nested = [any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))]
+    nested = [
+        any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))
+    ]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
     widths = _column_widths(names, cells, numeric, width, nested)
     if widths is None:  # records: nested values as JSON with spaces, to wrap at words too
@@ -1499,10 +1665,15 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
         return [*_record_lines(names, cells, numeric, width), count]
 
     def line(texts: list[str], to_right: list[bool]) -> str:
-        fitted = [_fit(text, size, on_right) for text, size, on_right in zip(texts, widths, to_right, strict=True)]
+        fitted = [
+            _fit(text, size, on_right)
+            for text, size, on_right in zip(texts, widths, to_right, strict=True)
+        ]
         return "  ".join(fitted).rstrip()
 
-    lines = [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
+    lines = (
+        [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
+    )
     lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
     return [*lines, count]
 
@@ -1514,14 +1685,19 @@ def _spaced(row: list[Any], cells: list[str]) -> list[str]:
 
 
 def _column_widths(
-    names: list[str], cells: list[list[str]], numeric: list[bool], width: int, nested: list[bool] | None = None
+    names: list[str],
+    cells: list[list[str]],
+    numeric: list[bool],
+    width: int,
+    nested: list[bool] | None = None,
 ) -> list[int] | None:
     """Each column's width: the widest columns of nested values give way first, then the widest text
     columns, each down to ``_NARROWEST_TEXT``; a column with numbers never does. None when the columns
     cannot fit ``width`` so."""
     if not width:
         return [
-            max([_text_width(name)] + [_text_width(row[index]) for row in cells]) for index, name in enumerate(names)
+            max([_text_width(name)] + [_text_width(row[index]) for row in cells])
+            for index, name in enumerate(names)
         ]
     # A cell is measured no further than the terminal's width: wider, it is cut anyway.
     widths = [
@@ -1529,12 +1705,19 @@ def _column_widths(
         for index, name in enumerate(names)
     ]
     room = width - 2 * (len(names) - 1)
-    floors = [size if number else min(size, _NARROWEST_TEXT) for size, number in zip(widths, numeric, strict=True)]
+    floors = [
+        size if number else min(size, _NARROWEST_TEXT)
+        for size, number in zip(widths, numeric, strict=True)
+    ]
     if sum(floors) > room:
         return None
     nested = nested or [False] * len(names)
     for giving_way in (True, False):  # nested values first: text says more in the same room
-        chosen = [index for index, number in enumerate(numeric) if not number and nested[index] is giving_way]
+        chosen = [
+            index
+            for index, number in enumerate(numeric)
+            if not number and nested[index] is giving_way
+        ]
         _narrow(widths, floors, chosen, sum(widths) - room)
     return widths
 
@@ -1553,7 +1736,9 @@ def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int
     while high - low > 1:  # the highest level that cuts enough (low: 0 when even the floors do not)
         middle = (low + high) // 2
         low, high = (middle, high) if cut_at(middle) >= excess else (low, middle)
-    spare = max(0, cut_at(low) - excess)  # fewer than the columns cut to the level exactly: one back each
+    spare = max(
+        0, cut_at(low) - excess
+    )  # fewer than the columns cut to the level exactly: one back each
     for index in chosen:
         narrowed = min(widths[index], max(low, floors[index]))
         if spare and narrowed == low < widths[index]:
@@ -1561,7 +1746,9 @@ def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int
         widths[index] = narrowed
 
 
-def _record_lines(names: list[str], cells: list[list[str]], numeric: list[bool], width: int) -> list[str]:
+def _record_lines(
+    names: list[str], cells: list[list[str]], numeric: list[bool], width: int
+) -> list[str]:
     """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded wrapped format:
     names take up to half of ``width`` and are cut only beyond it; a longer text value wraps onto indented
     continuation lines; numbers are never cut."""
@@ -1613,7 +1800,9 @@ def _fits(text: str, at: int, width: int) -> bool:
 
 def _text_width(text: str) -> int:
     """Columns ``text`` takes on a terminal: East Asian wide characters take two, combining marks none."""
-    if text.isascii() or max(text) < "\u0300":  # no wide character or combining mark comes before U+0300
+    if (
+        text.isascii() or max(text) < "\u0300"
+    ):  # no wide character or combining mark comes before U+0300
         return len(text)
     return sum(map(_character_width, text))
 
@@ -1622,7 +1811,13 @@ def _text_width(text: str) -> int:
 def _character_width(character: str) -> int:
     import unicodedata
 
-    return 0 if unicodedata.combining(character) else 2 if unicodedata.east_asian_width(character) in "WF" else 1
+    return (
+        0
+        if unicodedata.combining(character)
+        else 2
+        if unicodedata.east_asian_width(character) in "WF"
+        else 1
+    )
 
 
 def _width_up_to(text: str, limit: int) -> int:
@@ -1662,7 +1857,11 @@ def _terminal_width(stream: Any) -> int:
 def _duration(seconds: float) -> str:
     """m:ss, or h:mm:ss past an hour."""
     minutes, second = divmod(int(seconds + 0.5), 60)
-    return f"{minutes // 60}:{minutes % 60:02d}:{second:02d}" if minutes >= 60 else f"{minutes}:{second:02d}"
+    return (
+        f"{minutes // 60}:{minutes % 60:02d}:{second:02d}"
+        if minutes >= 60
+        else f"{minutes}:{second:02d}"
+    )
 
 
 # The widest each part of the progress line gets: "100%", the bytes (as wide as "<total>/<total>"),
@@ -1695,7 +1894,9 @@ class _ProgressLine:
         self.done = 0
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
-        self.layout: tuple[int, int, list[int]] | None = None  # for (width, total): the bar's width, each part's
+        self.layout: tuple[int, int, list[int]] | None = (
+            None  # for (width, total): the bar's width, each part's
+        )
         self.verified: list[str] = []  # the checks the file passed, as download(verified=) says
 
     def __call__(self, done: int, total: int | None) -> None:
@@ -1706,7 +1907,9 @@ class _ProgressLine:
         percent = done * 100 // total if total else -1
         if self.draw and (now - self.drawn_at >= 0.1 or percent != self.percent):
             self.drawn_at, self.percent = now, percent
-            self.stderr.status(self.text(now - self.started, _terminal_width(self.stderr.stream) or 80))
+            self.stderr.status(
+                self.text(now - self.started, _terminal_width(self.stderr.stream) or 80)
+            )
 
     def received(self) -> str:
         """``1.0 MiB of 3.0 MiB``: how much of the file is in."""
@@ -1716,10 +1919,18 @@ class _ProgressLine:
         """Bar, percent, bytes, rate and time left, in ``width - 1`` columns, each part in its fixed room."""
         rate = (self.done - (self.first or 0)) / elapsed if elapsed >= 0.5 else 0.0
         if not self.total:
-            return _fit(f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done), width - 1, False).rstrip()
+            return _fit(
+                f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done),
+                width - 1,
+                False,
+            ).rstrip()
         bar, rooms = self._layout(width, self.total)
         parts = [f"{self.done * 100 // self.total:3d}%", _size_of(self.done, self.total)]
-        parts += [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"] if rate else ["", ""]
+        parts += (
+            [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"]
+            if rate
+            else ["", ""]
+        )
         text = "  ".join(_fit(part, room, False) for part, room in zip(parts, rooms, strict=False))
         if bar:
             filled = bar * self.done // self.total
@@ -1769,7 +1980,12 @@ def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str,
     globals_ = [name for action in parser._actions for name in action.option_strings]
     commands = _command_parsers(parser)
     own = {
-        name: [word for action in command._actions for word in action.option_strings if word not in globals_]
+        name: [
+            word
+            for action in command._actions
+            for word in action.option_strings
+            if word not in globals_
+        ]
         for name, command in commands.items()
     }
     return globals_, own
@@ -1866,7 +2082,13 @@ fi
 
 
 # The names of the files a download makes beside DEST (see _FileTarget, _StateFile): never offered for DEST.
-_HIDDEN_FILES = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp", ".*.????????????.new")
+_HIDDEN_FILES = (
+    ".*.part",
+    ".*.part.json",
+    ".*.part.lock",
+    ".*.part.json.*.tmp",
+    ".*.????????????.new",
+)
 
 
 def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
@@ -1874,7 +2096,9 @@ def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
     globals_, own = _option_words(parser)
     commands = _command_parsers(parser).values()
     actions = [*parser._actions, *(action for command in commands for action in command._actions)]
-    taking_a_value = (name for action in actions if action.nargs is None for name in action.option_strings)
+    taking_a_value = (
+        name for action in actions if action.nargs is None for name in action.option_strings
+    )
     valued = "|".join(
         name
         for name in dict.fromkeys(taking_a_value)
@@ -1887,10 +2111,17 @@ def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
     files = "_dataset_client_files"
     otherwise = {"": offer.format(" ".join(_COMMANDS))}  # after each command: its operands
     otherwise.update((name, files) for name, command in _COMMANDS.items() if command.files)
-    otherwise.update((name, offer.format(" ".join(c.operands))) for name, c in _COMMANDS.items() if c.operands)
+    otherwise.update(
+        (name, offer.format(" ".join(c.operands))) for name, c in _COMMANDS.items() if c.operands
+    )
     cases = ""
-    for name in ("", *own):  # no command yet, then each command: its options, else what its arguments are
-        words = " ".join(sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_))
+    for name in (
+        "",
+        *own,
+    ):  # no command yet, then each command: its options, else what its arguments are
+        words = " ".join(
+            sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_)
+        )
         then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
         cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
     replacements = {
@@ -1911,7 +2142,9 @@ def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Argu
     """Each command's own parser, by the command's name."""
     import argparse
 
-    return next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
+    return next(
+        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+    ).choices
 
 
 if __name__ == "__main__":

@@ -70,7 +70,9 @@ Respond = Callable[["Handler"], None]
 
 
 def _load_local_service() -> object:
-    spec = importlib.util.spec_from_file_location("local_service", HERE / "examples" / "local_service.py")
+    spec = importlib.util.spec_from_file_location(
+        "local_service", HERE / "examples" / "local_service.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -86,8 +88,16 @@ local_service: Any = _load_local_service()
 
 
 class Recorded:
-    def __init__(self, method: str, path: str, headers: http.client.HTTPMessage, body: bytes, connection: int):
-        self.method, self.path, self.headers, self.body, self.connection = method, path, headers, body, connection
+    def __init__(
+        self, method: str, path: str, headers: http.client.HTTPMessage, body: bytes, connection: int
+    ):
+        self.method, self.path, self.headers, self.body, self.connection = (
+            method,
+            path,
+            headers,
+            body,
+            connection,
+        )
 
     def json(self) -> object:
         return json.loads(self.body.decode("utf-8"))
@@ -96,7 +106,9 @@ class Recorded:
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 10  # an idle kept-alive connection ends by itself
-    disable_nagle_algorithm = True  # headers and body are two sends: no 40 ms delayed-ACK stall between them
+    disable_nagle_algorithm = (
+        True  # headers and body are two sends: no 40 ms delayed-ACK stall between them
+    )
     server: ScriptedServer
 
     def setup(self) -> None:
@@ -114,7 +126,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.body = body = self.rfile.read(length) if length and not unread else b""
         self.handled += 1
         with self.server.lock:
-            self.server.requests.append(Recorded(self.command, self.path, self.headers, body, self.connection_number))
+            self.server.requests.append(
+                Recorded(self.command, self.path, self.headers, body, self.connection_number)
+            )
         if respond is None:
             self.server.errors.append(f"no scripted response for {self.command} {self.path}")
             reply(500, b"no scripted response")(self)
@@ -196,7 +210,11 @@ def reply(
 
     def respond(handler: Handler) -> None:
         handler.send_response(status)
-        all_headers = {"Content-Type": content_type, "Content-Length": str(len(data)), **(headers or {})}
+        all_headers = {
+            "Content-Type": content_type,
+            "Content-Length": str(len(data)),
+            **(headers or {}),
+        }
         for name, value in all_headers.items():
             handler.send_header(name, value)
         handler.end_headers()
@@ -206,7 +224,9 @@ def reply(
     return respond
 
 
-def cut(body: bytes, after: int, headers: dict[str, str] | None = None, status: int = 200) -> Respond:
+def cut(
+    body: bytes, after: int, headers: dict[str, str] | None = None, status: int = 200
+) -> Respond:
     """Announce the whole body, send ``after`` bytes of it, then close."""
 
     def respond(handler: Handler) -> None:
@@ -302,7 +322,9 @@ class ServerTestCase(unittest.TestCase):
 
     def start_server(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
         server = ScriptedServer(tls)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         thread.start()
 
         def stop() -> None:
@@ -315,7 +337,9 @@ class ServerTestCase(unittest.TestCase):
         self.addCleanup(stop)
         return server
 
-    def client(self, base_url: str | None = None, api_key: str | None = KEY, **options: object) -> DatasetClient:
+    def client(
+        self, base_url: str | None = None, api_key: str | None = KEY, **options: object
+    ) -> DatasetClient:
         options.setdefault("timeout", 5)
         options.setdefault("backoff_factor", 0.001)
         client = DatasetClient(base_url or self.server.url + "/api/v1", api_key, **options)  # type: ignore[arg-type]
@@ -372,7 +396,9 @@ class ServerTestCase(unittest.TestCase):
     def start_proxy(self) -> Proxy:
         """A forwarding proxy (Proxy, below) on a free port, stopped when the test ends."""
         proxy = Proxy()
-        thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread = threading.Thread(
+            target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         thread.start()
 
         def stop() -> None:
@@ -387,7 +413,10 @@ class ServerTestCase(unittest.TestCase):
         if shutil.which("openssl") is None:
             self.skipTest("openssl is not installed: it names the files of a hashed CA directory")
         name = subprocess.run(
-            ["openssl", "x509", "-hash", "-noout", "-in", CA_FILE], check=True, capture_output=True, text=True
+            ["openssl", "x509", "-hash", "-noout", "-in", CA_FILE],
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         directory = self.tmp()
         shutil.copy(CA_FILE, directory / f"{name}.0")
@@ -425,7 +454,9 @@ def file_size_limit(size: int) -> Iterator[None]:
     """Writes past ``size`` bytes fail with EFBIG, as on a full disk: a real error from the file system."""
     import resource
 
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel's signal ends the process
+    handler = signal.signal(
+        signal.SIGXFSZ, signal.SIG_IGN
+    )  # else the kernel's signal ends the process
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
     try:
@@ -442,7 +473,11 @@ def inherited_signals(action: Any, *names: str) -> Iterator[None]:
     SIG_DFL: as in a terminal, whatever the test run inherited (a background job ignores SIGINT,
     nohup SIGHUP); SIG_IGN: as nohup starts a command. A handler becomes SIG_DFL across exec.
     """
-    previous = {name: signal.signal(getattr(signal, name), action) for name in names if hasattr(signal, name)}
+    previous = {
+        name: signal.signal(getattr(signal, name), action)
+        for name in names
+        if hasattr(signal, name)
+    }
     try:
         yield
     finally:
@@ -474,7 +509,10 @@ def waiting(pid: int) -> bool:
         return True
     states = []
     for task in tasks:
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as stat_file:
+        with (
+            contextlib.suppress(OSError),
+            open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as stat_file,
+        ):
             states.append(stat_file.read().rsplit(")", 1)[1].split()[0])
     return all(state in "SD" for state in states)
 
@@ -527,7 +565,10 @@ def run_measuring_child(test: unittest.TestCase, code: str, base_url: str) -> li
     if not os.path.exists("/proc/self/clear_refs"):
         test.skipTest("needs Linux's /proc/self/status and clear_refs")
     result = subprocess.run(
-        [sys.executable, "-c", MEASURING_CHILD + code, base_url], cwd=HERE, capture_output=True, timeout=60
+        [sys.executable, "-c", MEASURING_CHILD + code, base_url],
+        cwd=HERE,
+        capture_output=True,
+        timeout=60,
     )
     test.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
     return result.stdout.decode().splitlines()
@@ -662,23 +703,41 @@ class OldPythonTests(unittest.TestCase):
     EXPECTED = "dataset_client needs Python 3.11 or later; this is Python {}"
 
     def run_python(self, python: str, code: str) -> subprocess.CompletedProcess[str]:
-        environment = {"PATH": os.environ.get("PATH", ""), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(HERE)}
+        environment = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(HERE),
+        }
         return subprocess.run(
-            [python, "-c", code], cwd=HERE, env=environment, capture_output=True, text=True, timeout=60
+            [python, "-c", code],
+            cwd=HERE,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     def assert_refused(self, python: str, pretend: str, version: str) -> None:
         imported = self.run_python(python, f"{pretend}import dataset_client")
         self.assertEqual(imported.returncode, 1)
-        self.assertEqual(imported.stderr.splitlines()[-1], "ImportError: " + self.EXPECTED.format(version))
-        for module in ("dataset_client", "dataset_client_cli"):  # either file run as the command line
+        self.assertEqual(
+            imported.stderr.splitlines()[-1], "ImportError: " + self.EXPECTED.format(version)
+        )
+        for module in (
+            "dataset_client",
+            "dataset_client_cli",
+        ):  # either file run as the command line
             run = f"sys.argv = ['{module}', 'datasets']; runpy.run_module('{module}', run_name='__main__')"
             command = self.run_python(python, f"import runpy, sys; {pretend}{run}")
-            self.assertEqual(command.stderr, f"dataset-client: error: {self.EXPECTED.format(version)}\n")
+            self.assertEqual(
+                command.stderr, f"dataset-client: error: {self.EXPECTED.format(version)}\n"
+            )
             self.assertEqual((command.returncode, command.stdout), (2, ""))
 
     def test_this_python_pretending_to_be_3_10(self) -> None:
-        self.assert_refused(sys.executable, "import sys; sys.version_info = (3, 10, 13, 'final', 0); ", "3.10.13")
+        self.assert_refused(
+            sys.executable, "import sys; sys.version_info = (3, 10, 13, 'final', 0); ", "3.10.13"
+        )
 
     def test_real_older_pythons(self) -> None:
         root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
@@ -791,9 +850,15 @@ class FirstHourLibraryTests(ServerTestCase):
     written, a base URL without its scheme, a zero time-out, and the client's base_url."""
 
     def test_https_to_a_plain_http_server_says_so_and_is_not_retried(self) -> None:
-        for variable in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # this machine's: slow to load
+        for variable in (
+            "SSL_CERT_DIR",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+        ):  # this machine's: slow to load
             os.environ.pop(variable, None)
-        os.environ["SSL_CERT_FILE"] = CA_FILE  # the store need not be the system's: the handshake never gets that far
+        os.environ["SSL_CERT_FILE"] = (
+            CA_FILE  # the store need not be the system's: the handshake never gets that far
+        )
         self.server.default = reply(body=[])
         url = self.server.url.replace("http://", "https://")
         with self.assertRaises(dc.NetworkError) as caught:  # the probe spends the back-off
@@ -805,14 +870,17 @@ class FirstHourLibraryTests(ServerTestCase):
             f" use http://127.0.0.1:{port}/api/v1/datasets instead",
         )
         self.assertEqual(caught.exception.attempts, 1)
-        self.assertEqual(self.server.connections, 2, "the handshake, then one probe; never the request again")
+        self.assertEqual(
+            self.server.connections, 2, "the handshake, then one probe; never the request again"
+        )
         self.assertEqual(self.requests, [], "the probe (OPTIONS *) is no request of the service's")
         copy = pickle.loads(pickle.dumps(caught.exception))
         self.assertEqual((type(copy), str(copy)), (type(caught.exception), str(caught.exception)))
         status, err = self.run_cli("--base-url", url, "--retries", "2", "datasets")
         self.assertEqual(status, 3)
         self.assertIn(
-            f": the server answered in plain HTTP, not HTTPS (TLS): use http://127.0.0.1:{port}/datasets", err
+            f": the server answered in plain HTTP, not HTTPS (TLS): use http://127.0.0.1:{port}/datasets",
+            err,
         )
         self.assertEqual(self.server.connections, 4, "the command line: one more of each")
 
@@ -848,26 +916,39 @@ class FirstHourLibraryTests(ServerTestCase):
                 FileNotFoundError,
                 f"the directory {directory / 'missing'} does not exist",
             ),
-            (directory / "a-file" / "out.bin", NotADirectoryError, f"{directory / 'a-file'} is not a directory"),
+            (
+                directory / "a-file" / "out.bin",
+                NotADirectoryError,
+                f"{directory / 'a-file'} is not a directory",
+            ),
         ):
             with self.subTest(problem):
                 with self.assertRaises(error) as caught:
                     self.client().download("files/x", destination)
                 self.assertEqual(caught.exception.filename, str(destination))
                 self.assertIn(f"({problem})", str(caught.exception))
-                self.assertNotRegex(str(caught.exception), r"\.(new|part)\b", "never the client's own file")
+                self.assertNotRegex(
+                    str(caught.exception), r"\.(new|part)\b", "never the client's own file"
+                )
                 self.assertIsNone(caught.exception.__cause__)
-                status, err = self.run_cli("download", self.server.url + "/files/x", str(destination))
+                status, err = self.run_cli(
+                    "download", self.server.url + "/files/x", str(destination)
+                )
                 self.assertEqual(status, 1)
                 reason = os.strerror(caught.exception.errno)
-                self.assertEqual(err, f"dataset-client: error: cannot write {destination}: {reason} ({problem})\n")
+                self.assertEqual(
+                    err,
+                    f"dataset-client: error: cannot write {destination}: {reason} ({problem})\n",
+                )
         self.assertEqual(self.requests, [], "refused before any request")
 
     def test_a_download_into_a_directory_that_is_not_writable_says_so(self) -> None:
         directory = self.tmp() / "read-only"
         directory.mkdir(0o555)
         destination = directory / "out.bin"
-        if os.geteuid() == 0:  # root writes anywhere: the file system's refusal, as another user would meet it
+        if (
+            os.geteuid() == 0
+        ):  # root writes anywhere: the file system's refusal, as another user would meet it
             real_open = os.open
 
             def refusing(path: Any, flags: int, mode: int = 0o777, **options: Any) -> int:
@@ -877,7 +958,9 @@ class FirstHourLibraryTests(ServerTestCase):
 
             refused = contextlib.ExitStack()
             refused.enter_context(mock.patch.object(dc.os, "open", refusing))
-            refused.enter_context(mock.patch.object(dc.os, "access", lambda path, mode: path != str(directory)))
+            refused.enter_context(
+                mock.patch.object(dc.os, "access", lambda path, mode: path != str(directory))
+            )
         else:
             refused = contextlib.ExitStack()
         with refused, self.assertRaises(PermissionError) as caught:
@@ -894,7 +977,9 @@ class FirstHourLibraryTests(ServerTestCase):
         directory = self.tmp()
         destination = directory / "out.bin"
 
-        def make_a_directory_there(done: int, total: int | None) -> None:  # as another program might
+        def make_a_directory_there(
+            done: int, total: int | None
+        ) -> None:  # as another program might
             if not destination.exists():
                 destination.mkdir()
                 (destination / "keep").write_bytes(b"")
@@ -902,16 +987,24 @@ class FirstHourLibraryTests(ServerTestCase):
         self.script(serve_file(DATA))
         with self.assertRaises(IsADirectoryError) as caught:
             self.client().download("files/x", destination, progress=make_a_directory_there)
-        self.assertEqual(str(caught.exception), f"[Errno {errno.EISDIR}] {os.strerror(errno.EISDIR)}: '{destination}'")
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"], "the temporary file removed")
+        self.assertEqual(
+            str(caught.exception),
+            f"[Errno {errno.EISDIR}] {os.strerror(errno.EISDIR)}: '{destination}'",
+        )
+        self.assertEqual(
+            sorted(p.name for p in directory.iterdir()), ["out.bin"], "the temporary file removed"
+        )
         self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
 
     def test_the_library_says_what_the_command_line_says(self) -> None:
         with self.assertRaisesRegex(
-            ValueError, r"^base_url 'localhost:8000' has no scheme: did you mean 'http://localhost:8000'\?$"
+            ValueError,
+            r"^base_url 'localhost:8000' has no scheme: did you mean 'http://localhost:8000'\?$",
         ):
             DatasetClient("localhost:8000")
-        with self.assertRaisesRegex(ValueError, r"^timeout must be above 0 and finite, got 0 \(None means no limit\)$"):
+        with self.assertRaisesRegex(
+            ValueError, r"^timeout must be above 0 and finite, got 0 \(None means no limit\)$"
+        ):
             DatasetClient("http://h", timeout=0)
         client = self.client(self.server.url + "/api/v1/")
         self.assertEqual(client.base_url, self.server.url + "/api/v1")
@@ -919,7 +1012,9 @@ class FirstHourLibraryTests(ServerTestCase):
             client.base_url = "http://elsewhere"  # type: ignore[misc]
         self.script(reply(body=[]))
         client.list_datasets()
-        self.assertEqual(self.requests[0].path, "/api/v1/datasets", "the address it shows is the one it uses")
+        self.assertEqual(
+            self.requests[0].path, "/api/v1/datasets", "the address it shows is the one it uses"
+        )
 
     def run_cli(self, *argv: str) -> tuple[int, str]:
         """The command line in this process: its exit status and stderr (stdout must stay empty)."""
@@ -931,7 +1026,11 @@ class FirstHourLibraryTests(ServerTestCase):
 
     def test_a_tls_server_refusing_the_handshake_is_no_wrong_scheme(self) -> None:
         # nginx on its TLS port: a handshake it refuses gets an alert, plain HTTP gets "HTTP/1.1 400".
-        for variable in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # this machine's: slow to load
+        for variable in (
+            "SSL_CERT_DIR",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+        ):  # this machine's: slow to load
             os.environ.pop(variable, None)
         os.environ["SSL_CERT_FILE"] = CA_FILE  # the handshake fails before any certificate
         listener = socket.create_server(("127.0.0.1", 0))
@@ -945,10 +1044,14 @@ class FirstHourLibraryTests(ServerTestCase):
                     connection, _ = listener.accept()
                     with connection:
                         received.append(connection.recv(65536)[:1])
-                        if received[-1] == b"\x16":  # a ClientHello: a fatal handshake_failure alert
+                        if (
+                            received[-1] == b"\x16"
+                        ):  # a ClientHello: a fatal handshake_failure alert
                             connection.sendall(b"\x15\x03\x03\x00\x02\x02\x28")
                         else:
-                            connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                            connection.sendall(
+                                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+                            )
 
         thread = threading.Thread(target=serve, daemon=True)
         thread.start()
@@ -958,7 +1061,8 @@ class FirstHourLibraryTests(ServerTestCase):
         thread.join(5)
         self.assertNotIsInstance(caught.exception, dc._WrongSchemeError)
         self.assertIn(
-            f"GET {url}/datasets: could not connect: [SSL: SSLV3_ALERT_HANDSHAKE_FAILURE]", str(caught.exception)
+            f"GET {url}/datasets: could not connect: [SSL: SSLV3_ALERT_HANDSHAKE_FAILURE]",
+            str(caught.exception),
         )
         self.assertEqual(caught.exception.attempts, 3, "retried as any failed handshake")
         self.assertEqual(received, [b"\x16"] * 3, "three handshakes, no probe in plain HTTP")
@@ -994,12 +1098,16 @@ class FirstHourLibraryTests(ServerTestCase):
         sock = Trickling()
         with (
             mock.patch.object(dc, "_connect_within", return_value=sock),
-            mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])),  # this module's clock alone
+            mock.patch.object(
+                dc, "time", mock.Mock(monotonic=lambda: now[0])
+            ),  # this module's clock alone
             self.assertRaises(TimeoutError),
         ):
             dc._speaks_plain_http("127.0.0.1", 443, 1.0)
         self.assertEqual(sock.sent, b"OPTIONS * HTTP/1.0\r\n\r\n")
-        self.assertEqual(sock.waits, 3, "two bytes in time, the third past the probe's one time-out")
+        self.assertEqual(
+            sock.waits, 3, "two bytes in time, the third past the probe's one time-out"
+        )
 
     def test_a_plain_server_that_hangs_up_on_a_first_request_costs_only_the_back_off(self) -> None:
         # Issue 30: a 503-then-200 call took 5.4 s, not 0.4 s: the probe's ClientHello, which has no
@@ -1103,12 +1211,19 @@ class WireTests(ServerTestCase):
         result = self.client().list_datasets()
         self.assertEqual(result, [{"name": "daily_bars"}])
         (request,) = self.requests
-        self.assertEqual((request.method, request.path, request.body), ("GET", "/api/v1/datasets", b""))
+        self.assertEqual(
+            (request.method, request.path, request.body), ("GET", "/api/v1/datasets", b"")
+        )
         self.assertEqual(request.headers["Accept"], "application/json")
         self.assertEqual(request.headers["Accept-Encoding"], "gzip")
         self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
-        self.assertRegex(request.headers["User-Agent"], r"^dataset-client/\d+\.\d+\.\d+ Python/3\.\d+\.\d+$")
-        self.assertEqual(request.headers["User-Agent"], f"dataset-client/{dc.__version__} Python/{_python_version()}")
+        self.assertRegex(
+            request.headers["User-Agent"], r"^dataset-client/\d+\.\d+\.\d+ Python/3\.\d+\.\d+$"
+        )
+        self.assertEqual(
+            request.headers["User-Agent"],
+            f"dataset-client/{dc.__version__} Python/{_python_version()}",
+        )
         self.assertIsNone(request.headers["Content-Type"])
         self.assertIsNone(request.headers["Content-Length"])
 
@@ -1132,7 +1247,10 @@ class WireTests(ServerTestCase):
         self.script(reply(201, {"id": "e1"}), reply(201, {"id": "e2"}))
         client = self.client()
         result = client.create_export(
-            "daily_bars", symbols="AAPL", start_date=datetime.date(2024, 1, 1), end_date="2024-03-31"
+            "daily_bars",
+            symbols="AAPL",
+            start_date=datetime.date(2024, 1, 1),
+            end_date="2024-03-31",
         )
         self.assertEqual(result, {"id": "e1"})
         client.create_export(
@@ -1172,11 +1290,19 @@ class WireTests(ServerTestCase):
         client = self.client()
         for _ in range(2):
             client.create_export(
-                "trades", symbols="AAPL", start_date="2024-01-01", end_date="2024-01-02", idempotency_key="run-7f3a"
+                "trades",
+                symbols="AAPL",
+                start_date="2024-01-01",
+                end_date="2024-01-02",
+                idempotency_key="run-7f3a",
             )
-        self.assertEqual([r.headers["Idempotency-Key"] for r in self.requests], ["run-7f3a", "run-7f3a"])
+        self.assertEqual(
+            [r.headers["Idempotency-Key"] for r in self.requests], ["run-7f3a", "run-7f3a"]
+        )
         with self.assertRaisesRegex(ValueError, "idempotency_key"):
-            client.create_export("t", symbols="A", start_date="x", end_date="y", idempotency_key="a\r\nb")
+            client.create_export(
+                "t", symbols="A", start_date="x", end_date="y", idempotency_key="a\r\nb"
+            )
         self.assertEqual(len(self.requests), 2)
 
     def test_bad_input_sends_nothing(self) -> None:
@@ -1188,28 +1314,69 @@ class WireTests(ServerTestCase):
             (lambda: client.query(b"SELECT 1"), TypeError, "sql"),  # type: ignore[arg-type]
             (lambda: client.query(None), TypeError, "sql"),  # type: ignore[arg-type]
             (lambda: client.query("SELECT '\ud800'"), ValueError, "Unicode"),
-            (lambda: client.create_export("", symbols="A", start_date=day, end_date=day), ValueError, "dataset"),
-            (lambda: client.create_export("d", symbols=[], start_date=day, end_date=day), ValueError, "symbols"),
-            (lambda: client.create_export("d", symbols=[""], start_date=day, end_date=day), ValueError, "symbols"),
-            (lambda: client.create_export("d", symbols=[1], start_date=day, end_date=day), TypeError, "symbols"),  # type: ignore[list-item]
-            (lambda: client.create_export("d", symbols=5, start_date=day, end_date=day), TypeError, "symbols"),  # type: ignore[arg-type]
-            (lambda: client.create_export("d", symbols="A", start_date=5, end_date=day), TypeError, "start_date"),  # type: ignore[arg-type]
-            (lambda: client.create_export("d", symbols="A", start_date=day, end_date=""), ValueError, "end_date"),
             (
-                lambda: client.create_export("d", symbols="A", start_date=day, end_date=day, format=""),
+                lambda: client.create_export("", symbols="A", start_date=day, end_date=day),
+                ValueError,
+                "dataset",
+            ),
+            (
+                lambda: client.create_export("d", symbols=[], start_date=day, end_date=day),
+                ValueError,
+                "symbols",
+            ),
+            (
+                lambda: client.create_export("d", symbols=[""], start_date=day, end_date=day),
+                ValueError,
+                "symbols",
+            ),
+            (
+                lambda: client.create_export("d", symbols=[1], start_date=day, end_date=day),
+                TypeError,
+                "symbols",
+            ),  # type: ignore[list-item]
+            (
+                lambda: client.create_export("d", symbols=5, start_date=day, end_date=day),
+                TypeError,
+                "symbols",
+            ),  # type: ignore[arg-type]
+            (
+                lambda: client.create_export("d", symbols="A", start_date=5, end_date=day),
+                TypeError,
+                "start_date",
+            ),  # type: ignore[arg-type]
+            (
+                lambda: client.create_export("d", symbols="A", start_date=day, end_date=""),
+                ValueError,
+                "end_date",
+            ),
+            (
+                lambda: client.create_export(
+                    "d", symbols="A", start_date=day, end_date=day, format=""
+                ),
                 ValueError,
                 "format",
             ),
             (
                 lambda: client.create_export(
-                    "d", symbols="A", start_date=datetime.date(2024, 2, 1), end_date=datetime.date(2024, 1, 1)
+                    "d",
+                    symbols="A",
+                    start_date=datetime.date(2024, 2, 1),
+                    end_date=datetime.date(2024, 1, 1),
                 ),
                 ValueError,
                 "start_date 2024-02-01 is after end_date 2024-01-01",
             ),
             (lambda: client.download("ftp://h/file", io.BytesIO()), ValueError, "download_url"),
-            (lambda: client.download("file:///etc/passwd", io.BytesIO()), ValueError, "download_url"),
-            (lambda: client.download("data:text/plain,hi", io.BytesIO()), ValueError, "download_url"),
+            (
+                lambda: client.download("file:///etc/passwd", io.BytesIO()),
+                ValueError,
+                "download_url",
+            ),
+            (
+                lambda: client.download("data:text/plain,hi", io.BytesIO()),
+                ValueError,
+                "download_url",
+            ),
             (lambda: client.download("", io.BytesIO()), ValueError, "download_url"),
             (lambda: client.download("files/a\r\nb", io.BytesIO()), ValueError, "download_url"),
             (lambda: client.download("files/a", io.StringIO()), TypeError, "destination"),
@@ -1219,9 +1386,17 @@ class WireTests(ServerTestCase):
             (lambda: client.download("files/a", io.BytesIO(), resume="yes"), TypeError, "resume"),  # type: ignore[arg-type]
             (lambda: client.download("files/a", io.BytesIO(), sha256=123), TypeError, "sha256"),  # type: ignore[arg-type]
             (lambda: client.download("files/a", b"bytes"), TypeError, "destination"),  # type: ignore[arg-type]
-            (lambda: client.download("files/a", BytesPath()), TypeError, "destination must be a str path"),  # type: ignore[arg-type]
+            (
+                lambda: client.download("files/a", BytesPath()),
+                TypeError,
+                "destination must be a str path",
+            ),  # type: ignore[arg-type]
             (lambda: client.download("files/a", ""), ValueError, "destination must not be empty"),
-            (lambda: client.download("files/a", str(self.tmp())), ValueError, "destination is a directory"),
+            (
+                lambda: client.download("files/a", str(self.tmp())),
+                ValueError,
+                "destination is a directory",
+            ),
         ]
         for call, error, text in cases:
             with self.subTest(text=text), self.assertRaisesRegex(error, text):
@@ -1233,16 +1408,26 @@ class WireTests(ServerTestCase):
         self.script(reply(201, {"id": "e1"}))
         client = self.client()
         noon = datetime.datetime(2024, 1, 31, 12, 0)
-        client.create_export("d", symbols="A", start_date=noon, end_date=datetime.date(2024, 1, 31))  # one day
-        with self.assertRaisesRegex(ValueError, "^start_date 2024-02-01 is after end_date 2024-01-31T12:00:00$"):
-            client.create_export("d", symbols="A", start_date=datetime.date(2024, 2, 1), end_date=noon)
+        client.create_export(
+            "d", symbols="A", start_date=noon, end_date=datetime.date(2024, 1, 31)
+        )  # one day
+        with self.assertRaisesRegex(
+            ValueError, "^start_date 2024-02-01 is after end_date 2024-01-31T12:00:00$"
+        ):
+            client.create_export(
+                "d", symbols="A", start_date=datetime.date(2024, 2, 1), end_date=noon
+            )
         (request,) = self.requests
         sent: Any = request.json()
-        self.assertEqual((sent["start_date"], sent["end_date"]), ("2024-01-31T12:00:00", "2024-01-31"))
+        self.assertEqual(
+            (sent["start_date"], sent["end_date"]), ("2024-01-31T12:00:00", "2024-01-31")
+        )
 
     def test_extra_headers_and_user_agent(self) -> None:
         self.script(reply(body=[]))
-        self.client(api_key=None, headers={"X-API-Key": "k2"}, user_agent="my-app/2").list_datasets()
+        self.client(
+            api_key=None, headers={"X-API-Key": "k2"}, user_agent="my-app/2"
+        ).list_datasets()
         headers = self.requests[0].headers
         self.assertEqual(headers["X-API-Key"], "k2")
         self.assertEqual(headers["User-Agent"], "my-app/2")
@@ -1250,14 +1435,21 @@ class WireTests(ServerTestCase):
 
     def test_extra_headers_override_defaults_whatever_their_case(self) -> None:
         self.script(reply(body=[]))
-        self.client(headers={"authorization": "Token t", "accept": "application/vnd.x+json"}).list_datasets()
+        self.client(
+            headers={"authorization": "Token t", "accept": "application/vnd.x+json"}
+        ).list_datasets()
         headers = self.requests[0].headers
         self.assertEqual(headers.get_all("Authorization"), ["Token t"])
         self.assertEqual(headers.get_all("Accept"), ["application/vnd.x+json"])
 
     def test_gzip_response_is_decoded(self) -> None:
         payload = {"rows": list(range(1000))}
-        self.script(reply(body=gzip.compress(json.dumps(payload).encode()), headers={"Content-Encoding": "gzip"}))
+        self.script(
+            reply(
+                body=gzip.compress(json.dumps(payload).encode()),
+                headers={"Content-Encoding": "gzip"},
+            )
+        )
         self.assertEqual(self.client().list_datasets(), payload)
         self.assertEqual(self.requests[0].headers["Accept-Encoding"], "gzip")
 
@@ -1266,8 +1458,12 @@ class WireTests(ServerTestCase):
         client = self.client()
         self.assertIsNone(client.list_datasets())
         self.assertIsNone(client.list_datasets())
-        self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/api/v1/datasets")] * 2)
-        self.assertEqual(self.server.connections, 1, "an empty body still leaves the connection reusable")
+        self.assertEqual(
+            [(r.method, r.path) for r in self.requests], [("GET", "/api/v1/datasets")] * 2
+        )
+        self.assertEqual(
+            self.server.connections, 1, "an empty body still leaves the connection reusable"
+        )
 
     def test_any_2xx_is_success(self) -> None:
         self.script(reply(202, {"status": "queued"}))
@@ -1319,7 +1515,9 @@ class ErrorTests(ServerTestCase):
         error = caught.exception
         url = self.server.url + "/api/v1/datasets"
         self.assertEqual(str(error), f"404 Not Found: GET {url}: no such dataset")
-        self.assertEqual((error.status, error.reason, error.method, error.url), (404, "Not Found", "GET", url))
+        self.assertEqual(
+            (error.status, error.reason, error.method, error.url), (404, "Not Found", "GET", url)
+        )
         self.assertEqual(error.payload, body)
         self.assertEqual(json.loads(error.body), body)
         self.assertEqual(error.message, "no such dataset")
@@ -1476,20 +1674,24 @@ class ErrorTests(ServerTestCase):
         self.assertEqual(len(self.requests), 1)
 
     def test_exceptions_pickle_with_their_fields_and_cause(self) -> None:
-        self.script(reply(503, {"message": "busy"}, {"Retry-After": "1"}), reply(503, {"message": "busy"}))
+        self.script(
+            reply(503, {"message": "busy"}, {"Retry-After": "1"}), reply(503, {"message": "busy"})
+        )
         with recorded_sleeps(), self.assertRaises(ServiceError) as caught:
             self.client(max_retries=1).list_datasets()
         copy = pickle.loads(pickle.dumps(caught.exception))
         self.assertEqual(str(copy), str(caught.exception))
         self.assertEqual(
-            (copy.status, copy.message, copy.attempts, copy.payload), (503, "busy", 2, {"message": "busy"})
+            (copy.status, copy.message, copy.attempts, copy.payload),
+            (503, "busy", 2, {"message": "busy"}),
         )
         self.script(cut(b"0123456789", 3))
         with self.assertRaises(dc.IncompleteResponseError) as caught_short:
             self.client(max_retries=0).list_datasets()
         copy_short = pickle.loads(pickle.dumps(caught_short.exception))
         self.assertEqual(
-            (copy_short.expected, copy_short.received, copy_short.url), (10, 3, caught_short.exception.url)
+            (copy_short.expected, copy_short.received, copy_short.url),
+            (10, 3, caught_short.exception.url),
         )
         self.assertIsInstance(copy_short.__cause__, type(caught_short.exception.__cause__))
         for error in (
@@ -1502,10 +1704,20 @@ class ErrorTests(ServerTestCase):
     def test_key_never_leaks_into_errors_or_logs(self) -> None:
         self.script(reply(503, {"message": "busy"}), reply(401, {"message": "bad key"}))
         client = self.client()
-        with self.assertLogs("dataset_client", level="DEBUG") as logs, self.assertRaises(ServiceError) as caught:
+        with (
+            self.assertLogs("dataset_client", level="DEBUG") as logs,
+            self.assertRaises(ServiceError) as caught,
+        ):
             client.list_datasets()
         error = caught.exception
-        for text in (str(error), repr(error), error.body, *logs.output, repr(vars(error)), repr(client)):
+        for text in (
+            str(error),
+            repr(error),
+            error.body,
+            *logs.output,
+            repr(vars(error)),
+            repr(client),
+        ):
             self.assertNotIn(KEY, text)
         retries = [record for record in logs.records if record.levelname == "WARNING"]
         self.assertEqual(len(retries), 1)
@@ -1521,7 +1733,11 @@ class ErrorTests(ServerTestCase):
             "print(sorted(name for name in sys.modules if name.split('.')[0] == 'logging'))"
         )
         done = subprocess.run(
-            [sys.executable, "-c", code, self.server.url], capture_output=True, text=True, cwd=HERE, timeout=30
+            [sys.executable, "-c", code, self.server.url],
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+            timeout=30,
         )
         self.assertEqual((done.stdout, done.stderr), ("[{'name': 'daily_bars'}]\n[]\n", ""))
         self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/datasets")])
@@ -1533,7 +1749,9 @@ def echo_credentials(status: int) -> Respond:
     def respond(handler: Handler) -> None:
         received = dict(handler.headers.items())
         authorization = received.get("Authorization", "") or received.get("Proxy-Authorization", "")
-        body = json.dumps({"message": f"bad credentials: {authorization}", "received": received}).encode()
+        body = json.dumps(
+            {"message": f"bad credentials: {authorization}", "received": received}
+        ).encode()
         handler.send_response(status, f"Denied {authorization}")
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(body)))
@@ -1549,7 +1767,9 @@ class HostileServerSecretTests(ServerTestCase):
 
     def assert_no_secret(self, text: str | bytes, *secrets: str) -> None:
         for secret in secrets:
-            self.assertNotIn(secret.encode() if isinstance(text, (bytes, bytearray)) else secret, text)
+            self.assertNotIn(
+                secret.encode() if isinstance(text, (bytes, bytearray)) else secret, text
+            )
 
     def test_an_echoed_key_and_header_are_redacted_everywhere_an_error_shows(self) -> None:
         tenant = "tenant-secret-0042"
@@ -1559,7 +1779,9 @@ class HostileServerSecretTests(ServerTestCase):
                 client = self.client(headers={"X-Tenant-Key": tenant}, max_retries=0)
                 error = outcome_of(client.list_datasets)
                 assert isinstance(error, ServiceError)
-                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}", "the key was sent")
+                self.assertEqual(
+                    self.requests[-1].headers["Authorization"], f"Bearer {KEY}", "the key was sent"
+                )
                 texts = [
                     str(error),
                     repr(error),
@@ -1569,7 +1791,11 @@ class HostileServerSecretTests(ServerTestCase):
                     json.dumps(error.payload),
                     str(error.headers),
                     str(pickle.loads(pickle.dumps(error)).__dict__),
-                    "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format()),
+                    "".join(
+                        traceback.TracebackException.from_exception(
+                            error, capture_locals=True
+                        ).format()
+                    ),
                 ]
                 for text in texts:
                     self.assert_no_secret(text, KEY, tenant)
@@ -1587,8 +1813,13 @@ class HostileServerSecretTests(ServerTestCase):
         self.assert_no_secret("\n".join(logs.output), KEY)
         self.script(echo_credentials(401))
         stderr = io.StringIO()
-        with mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}), contextlib.redirect_stderr(stderr):
-            status = cli.main(["-q", "--base-url", self.server.url + "/api/v1", "--retries", "0", "datasets"])
+        with (
+            mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}),
+            contextlib.redirect_stderr(stderr),
+        ):
+            status = cli.main(
+                ["-q", "--base-url", self.server.url + "/api/v1", "--retries", "0", "datasets"]
+            )
         self.assertEqual(status, 1)
         self.assertIn("<redacted>", stderr.getvalue())
         self.assert_no_secret(stderr.getvalue(), KEY)
@@ -1605,7 +1836,16 @@ class HostileServerSecretTests(ServerTestCase):
                 contextlib.redirect_stdout(stdout),
                 contextlib.redirect_stderr(stderr),
             ):
-                status = cli.main(["--base-url", self.server.url + "/api/v1", "--output", output, "query", "SELECT 1"])
+                status = cli.main(
+                    [
+                        "--base-url",
+                        self.server.url + "/api/v1",
+                        "--output",
+                        output,
+                        "query",
+                        "SELECT 1",
+                    ]
+                )
             with self.subTest(output=output):
                 self.assertEqual(status, 0, stderr.getvalue())
                 self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
@@ -1622,12 +1862,18 @@ class HostileServerSecretTests(ServerTestCase):
             reply(401, text.replace("/", "\\/").encode())(handler)
 
         def across_the_limit(handler: Handler) -> None:
-            reply(500, ("a" * (64 * 1024 - 20) + handler.headers["Authorization"]).encode(), content_type="text/plain")(
-                handler
-            )
+            reply(
+                500,
+                ("a" * (64 * 1024 - 20) + handler.headers["Authorization"]).encode(),
+                content_type="text/plain",
+            )(handler)
 
         def across_the_preview(handler: Handler) -> None:
-            reply(200, ("x" * 180 + handler.headers["Authorization"]).encode(), content_type="text/plain")(handler)
+            reply(
+                200,
+                ("x" * 180 + handler.headers["Authorization"]).encode(),
+                content_type="text/plain",
+            )(handler)
 
         for respond in (escaped, across_the_limit, across_the_preview):
             with self.subTest(respond.__name__):
@@ -1639,14 +1885,18 @@ class HostileServerSecretTests(ServerTestCase):
                     for form in (key, key.replace("/", "\\/"), key[:9]):
                         self.assertNotIn(form, text)
                 self.assertLessEqual(len(body), 64 * 1024)
-                self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {key}", "sent, so echoed")
-                self.assertIn("<redacted>", str(error) + body, "the echo was there, and was redacted")
+                self.assertEqual(
+                    self.requests[-1].headers["Authorization"], f"Bearer {key}", "sent, so echoed"
+                )
+                self.assertIn(
+                    "<redacted>", str(error) + body, "the echo was there, and was redacted"
+                )
 
     def test_a_body_that_is_not_utf8_keeps_no_key_in_the_errors_cause(self) -> None:
         def respond(handler: Handler) -> None:
-            reply(200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain")(
-                handler
-            )  # not UTF-8
+            reply(
+                200, b"{\x80" + handler.headers["Authorization"].encode(), content_type="text/plain"
+            )(handler)  # not UTF-8
 
         self.script(respond)
         error = outcome_of(self.client().list_datasets)
@@ -1664,12 +1914,18 @@ class HostileServerSecretTests(ServerTestCase):
 
     def test_a_non_json_body_echoing_the_key_is_redacted(self) -> None:
         def respond(handler: Handler) -> None:
-            reply(200, f"<html>{handler.headers['Authorization']}</html>".encode(), content_type="text/html")(handler)
+            reply(
+                200,
+                f"<html>{handler.headers['Authorization']}</html>".encode(),
+                content_type="text/html",
+            )(handler)
 
         self.script(respond)
         error = outcome_of(self.client().list_datasets)
         self.assertIsInstance(error, dc.InvalidResponseError)
-        text = "".join(traceback.TracebackException.from_exception(error, capture_locals=True).format())  # type: ignore[arg-type]
+        text = "".join(
+            traceback.TracebackException.from_exception(error, capture_locals=True).format()
+        )  # type: ignore[arg-type]
         self.assertIn("<redacted>", text)
         self.assert_no_secret(text, KEY)
 
@@ -1689,7 +1945,9 @@ class HostileServerSecretTests(ServerTestCase):
         self.assertIn("Basic <redacted>", error.body)
 
     def test_ctrl_c_while_a_large_post_is_sent_leaves_no_frame_holding_the_head(self) -> None:
-        def hold_unread(handler: Handler) -> None:  # never reads the body: the client blocks sending it
+        def hold_unread(
+            handler: Handler,
+        ) -> None:  # never reads the body: the client blocks sending it
             handler.server.stop.wait(10)
             handler.close_connection = True
 
@@ -1698,13 +1956,22 @@ class HostileServerSecretTests(ServerTestCase):
         client = self.client(max_retries=0)
         main = threading.main_thread()
 
-        def ctrl_c_once_blocked_sending() -> None:  # the server holds the head, the client waits in send()
+        def ctrl_c_once_blocked_sending() -> (
+            None
+        ):  # the server holds the head, the client waits in send()
             with contextlib.suppress(AssertionError):
-                _wait_for(lambda: bool(self.requests) and frame_names(main)[:2] == ["send", "_send_output"], 10)
+                _wait_for(
+                    lambda: (
+                        bool(self.requests) and frame_names(main)[:2] == ["send", "_send_output"]
+                    ),
+                    10,
+                )
                 signal.pthread_kill(main.ident or 0, signal.SIGINT)
 
         # Python's own Ctrl-C, whatever the run inherited (a background job starts with SIGINT ignored).
-        self.addCleanup(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
+        self.addCleanup(
+            signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler)
+        )
         interrupter = threading.Thread(target=ctrl_c_once_blocked_sending)
         interrupter.start()
         self.addCleanup(interrupter.join, 10)
@@ -1713,7 +1980,9 @@ class HostileServerSecretTests(ServerTestCase):
         assert isinstance(error, KeyboardInterrupt)
         frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
         self.assertIn("query", [frame.f_code.co_name for frame in frames])
-        for frame in frames:  # each local as text (16 MB of SQL searched, not repr'd: what a repr would show)
+        for frame in (
+            frames
+        ):  # each local as text (16 MB of SQL searched, not repr'd: what a repr would show)
             for name, value in frame.f_locals.items():
                 text = value if isinstance(value, (str, bytes, bytearray)) else repr(value)
                 with self.subTest(frame=frame.f_code.co_name, local=name):
@@ -1732,7 +2001,9 @@ def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
     for summary in traceback.TracebackException.from_exception(error, capture_locals=True).stack:
         if summary.filename != __file__:  # the test's own frames hold what it passed
             text = repr(summary.locals)
-            found += [f"capture_locals {summary.name}: {secret}" for secret in secrets if secret in text]
+            found += [
+                f"capture_locals {summary.name}: {secret}" for secret in secrets if secret in text
+            ]
     chain, pending = [], [error]
     while pending:  # the causes and the contexts: a context is kept even when a cause is given
         exc = pending.pop()
@@ -1746,10 +2017,20 @@ def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
             if frame.f_code.co_filename != __file__
             for name, value in frame.f_locals.items()
         }
-        fields = (*exc.args, *vars(exc).values(), getattr(exc, "object", b""), getattr(exc, "doc", ""))
-        values.update({f"{type(exc).__name__} field {number}": value for number, value in enumerate(fields)})
+        fields = (
+            *exc.args,
+            *vars(exc).values(),
+            getattr(exc, "object", b""),
+            getattr(exc, "doc", ""),
+        )
+        values.update(
+            {f"{type(exc).__name__} field {number}": value for number, value in enumerate(fields)}
+        )
         found += [
-            f"{where} holds {secret}" for where, value in values.items() for secret in secrets if secret in repr(value)
+            f"{where} holds {secret}"
+            for where, value in values.items()
+            for secret in secrets
+            if secret in repr(value)
         ]
     return found
 
@@ -1801,11 +2082,18 @@ class SecondReviewSecretTests(ServerTestCase):
             self.script(reply(302, b"", {"Location": f"/api/v1/datasets2?token={KEY}"}), final)
             with self.assertLogs("dataset_client", level="DEBUG") as logs:
                 outcome = outcome_of(self.client(max_retries=0).list_datasets)
-            self.assertEqual(self.requests[-1].path, f"/api/v1/datasets2?token={KEY}", "the key went, as told")
-            shown = "\n".join(logs.output) + (f"{outcome}{outcome.url}" if isinstance(outcome, ServiceError) else "")
+            self.assertEqual(
+                self.requests[-1].path, f"/api/v1/datasets2?token={KEY}", "the key went, as told"
+            )
+            shown = "\n".join(logs.output) + (
+                f"{outcome}{outcome.url}" if isinstance(outcome, ServiceError) else ""
+            )
             self.assertIn("/api/v1/datasets2?token=<redacted>", shown)
             self.assertNotIn(KEY, shown)
-        self.script(reply(302, b"", {"Location": f"/api/v1/datasets2?token={KEY}"}), reply(404, {"message": "gone"}))
+        self.script(
+            reply(302, b"", {"Location": f"/api/v1/datasets2?token={KEY}"}),
+            reply(404, {"message": "gone"}),
+        )
         status, _, err = self.run_cli("-v", "datasets")
         self.assertEqual(status, 1)
         self.assertIn("datasets2?token=<redacted>", err)
@@ -1821,17 +2109,32 @@ class SecondReviewSecretTests(ServerTestCase):
         directory = self.tmp()
         export = {"id": "e1", "download_url": f"/api/v1/files/{KEY}.csv", "sha256": "0" * 64}
         self.script(reply(201, export))
-        argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03"]
-        status, out, err = self.run_cli("-v", *argv, "--format", "csv", "--download", str(directory))
+        argv = [
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-03",
+        ]
+        status, out, err = self.run_cli(
+            "-v", *argv, "--format", "csv", "--download", str(directory)
+        )
         self.assertEqual(status, 1, err)
-        self.assertEqual([request.method for request in self.requests], ["POST"], "nothing downloaded")
+        self.assertEqual(
+            [request.method for request in self.requests], ["POST"], "nothing downloaded"
+        )
         self.assertEqual(list(directory.iterdir()), [])
         self.assertIn('"download_url": "/api/v1/files/<redacted>.csv"', out)
         self.assertIn("holds a secret", err)
         self.assertNotIn(KEY, out + err)
         self.script(reply(503, b"busy"), serve_file(DATA))
         with self.assertLogs("dataset_client", level="DEBUG") as logs:
-            self.client(max_retries=1).download(f"files/{KEY}.csv", directory / "out.csv")  # DEST given: fine
+            self.client(max_retries=1).download(
+                f"files/{KEY}.csv", directory / "out.csv"
+            )  # DEST given: fine
         self.assertEqual(self.requests[-1].path, f"/api/v1/files/{KEY}.csv")
         self.assertEqual((directory / "out.csv").read_bytes(), DATA)
         retried = [record.getMessage() for record in logs.records if record.levelname == "WARNING"]
@@ -1898,7 +2201,9 @@ class SecondReviewSecretTests(ServerTestCase):
         for charset in ("idna", "hex", "no-such-charset", "rot13"):
             with self.subTest(charset=charset):
                 self.script(echo(503, charset), reply(200, {"ok": 1}))
-                self.assertEqual(self.client(max_retries=1).list_datasets(), {"ok": 1}, "the 503 was retried")
+                self.assertEqual(
+                    self.client(max_retries=1).list_datasets(), {"ok": 1}, "the 503 was retried"
+                )
                 self.script(echo(401, charset))
                 error = outcome_of(self.client(max_retries=0).list_datasets)
                 assert isinstance(error, ServiceError), repr(error)
@@ -1916,7 +2221,9 @@ class SecondReviewSecretTests(ServerTestCase):
         for body in (b"{\x80 ", b"<html> ", b"[" * 100_000 + b" "):
 
             def respond(handler: Handler, body: bytes = body) -> None:
-                reply(200, body + handler.headers["Authorization"].encode(), content_type="text/plain")(handler)
+                reply(
+                    200, body + handler.headers["Authorization"].encode(), content_type="text/plain"
+                )(handler)
 
             with self.subTest(body=body[:8]):
                 self.script(respond)
@@ -1965,7 +2272,11 @@ class SecondReviewSecretTests(ServerTestCase):
         ]
         for options, env in cases:
             with self.subTest(options=options, env=env), mock.patch.dict(os.environ, env):
-                arguments: dict[str, Any] = {"base_url": self.server.url, "api_key": KEY, "headers": {"X-T": tenant}}
+                arguments: dict[str, Any] = {
+                    "base_url": self.server.url,
+                    "api_key": KEY,
+                    "headers": {"X-T": tenant},
+                }
                 arguments.update(options)
                 error = outcome_of(functools.partial(DatasetClient, **arguments))
                 assert isinstance(error, (TypeError, ValueError)), repr(error)
@@ -1982,11 +2293,21 @@ class SecondReviewSecretTests(ServerTestCase):
         client._secrets.redact("%41 \\u0041 &#65;")  # the patterns for the escaped forms made
         shown = [repr(client), repr(vars(client))]
         for value in vars(client).values():
-            shown += [repr(value), *(repr(item) for item in getattr(value, "__dict__", {}).values())]
-            shown += [repr(getattr(value, name, None)) for name in getattr(type(value), "__slots__", ())]
+            shown += [
+                repr(value),
+                *(repr(item) for item in getattr(value, "__dict__", {}).values()),
+            ]
+            shown += [
+                repr(getattr(value, name, None)) for name in getattr(type(value), "__slots__", ())
+            ]
         for handler in client._opener.handlers:
             shown += [repr(handler), *(repr(item) for item in vars(handler).values())]
-        for secret in (KEY, tenant, password, base64.b64encode(f"alice:{password}".encode()).decode()):
+        for secret in (
+            KEY,
+            tenant,
+            password,
+            base64.b64encode(f"alice:{password}".encode()).decode(),
+        ):
             self.assertNotIn(secret, "\n".join(shown))
         copy = pickle.loads(pickle.dumps(client._secrets))
         self.assertEqual(copy.redact(f"a {KEY} b {tenant}"), "a <redacted> b <redacted>")
@@ -2003,11 +2324,15 @@ class SecondReviewSecretTests(ServerTestCase):
             "\\u002f": key.replace("/", "\\u002f").replace("+", "\\u002B"),
             "&#47;": key.replace("/", "&#47;"),
             "&#x2f;": key.replace("/", "&#x2f;").replace("+", "&#X2B;"),
-            "named entities": key.replace("/", "&sol;").replace("+", "&plus;").replace("=", "&equals;"),
+            "named entities": key.replace("/", "&sol;")
+            .replace("+", "&plus;")
+            .replace("=", "&equals;"),
             "base64": base64.b64encode(key.encode()).decode(),
             "base64 unpadded": base64.b64encode(key.encode()).decode().rstrip("="),
         }
-        forms["lower hex"] = "sk" + quoted[2:].replace("%2F", "%2f").replace("%2B", "%2b").replace("%3D", "%3d")
+        forms["lower hex"] = "sk" + quoted[2:].replace("%2F", "%2f").replace("%2B", "%2b").replace(
+            "%3D", "%3d"
+        )
         header = "X-Echo-" + base64.b64encode(key.encode()).decode().rstrip("=")
 
         def echo(handler: Handler) -> None:
@@ -2051,7 +2376,9 @@ class SecondReviewSecretTests(ServerTestCase):
                 ],
             )
             self.script(reply(200, []))
-            status, out, err = self.run_cli("--base-url", "http://data.example.invalid/api/v1", "datasets")
+            status, out, err = self.run_cli(
+                "--base-url", "http://data.example.invalid/api/v1", "datasets"
+            )
         self.assertEqual((status, out.strip()), (0, "[]"), err)
         self.assertEqual(err.count("travels in clear"), 1, err)
         for base_url, key in [
@@ -2062,7 +2389,10 @@ class SecondReviewSecretTests(ServerTestCase):
             ("https://data.example.invalid", KEY),
             ("http://data.example.invalid", None),
         ]:
-            with self.subTest(base_url=base_url), self.assertNoLogs("dataset_client", level="WARNING"):
+            with (
+                self.subTest(base_url=base_url),
+                self.assertNoLogs("dataset_client", level="WARNING"),
+            ):
                 self.client(base_url, api_key=key)
 
 
@@ -2071,7 +2401,9 @@ class FromProfileTests(ServerTestCase):
 
     def setUp(self) -> None:
         super().setUp()
-        for name in [name for name in os.environ if name.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))]:
+        for name in [
+            name for name in os.environ if name.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))
+        ]:
             del os.environ[name]
         os.environ["HOME"] = str(self.tmp())  # no config file of this machine's
         self.server.default = reply(body=[])
@@ -2088,13 +2420,21 @@ class FromProfileTests(ServerTestCase):
         self.config(f'[default]\nbase_url = "{api}/v1"\napi_key = "{KEY}"\ntimeout = 5\n')
         with DatasetClient.from_profile() as client:
             self.assertEqual((client.base_url, client.list_datasets()), (f"{api}/v1", []))
-            self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (5, 2))
-        os.environ.update(DATASET_CLIENT_BASE_URL=f"{api}/v2", DATASET_CLIENT_API_KEY="sk-of-the-variable")
+            self.assertEqual(
+                (client._arguments["timeout"], client._arguments["max_retries"]), (5, 2)
+            )
+        os.environ.update(
+            DATASET_CLIENT_BASE_URL=f"{api}/v2", DATASET_CLIENT_API_KEY="sk-of-the-variable"
+        )
         with DatasetClient.from_profile() as client:
             client.list_datasets()
-        with DatasetClient.from_profile(base_url=f"{api}/v3", api_key=None, timeout=7, max_retries=0) as client:
+        with DatasetClient.from_profile(
+            base_url=f"{api}/v3", api_key=None, timeout=7, max_retries=0
+        ) as client:
             client.list_datasets()
-            self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (7, 0))
+            self.assertEqual(
+                (client._arguments["timeout"], client._arguments["max_retries"]), (7, 0)
+            )
         self.assertEqual(
             [(request.path, request.headers["Authorization"]) for request in self.requests],
             [
@@ -2104,9 +2444,13 @@ class FromProfileTests(ServerTestCase):
             ],
         )
 
-    def test_the_profile_asked_for_else_the_variables_else_default_and_what_is_missing_is_named(self) -> None:
+    def test_the_profile_asked_for_else_the_variables_else_default_and_what_is_missing_is_named(
+        self,
+    ) -> None:
         url = self.server.url
-        config = self.config(f'[default]\nbase_url = "{url}/a"\n[staging]\nbase_url = "{url}/b"\ntimeout = 0\n')
+        config = self.config(
+            f'[default]\nbase_url = "{url}/a"\n[staging]\nbase_url = "{url}/b"\ntimeout = 0\n'
+        )
 
         def built(profile: str | None = None) -> tuple[str, float | None]:
             with DatasetClient.from_profile(profile) as client:
@@ -2119,11 +2463,15 @@ class FromProfileTests(ServerTestCase):
         self.assertEqual(built("default"), (f"{url}/a", 30.0))
         with self.assertRaises(LookupError) as caught:
             DatasetClient.from_profile("prod")
-        self.assertEqual(str(caught.exception), f"no profile 'prod' in {config}; its profiles: default, staging")
+        self.assertEqual(
+            str(caught.exception), f"no profile 'prod' in {config}; its profiles: default, staging"
+        )
         os.environ["DATASET_CLIENT_CONFIG"] = str(config.parent / "none.toml")
         with self.assertRaises(LookupError) as caught:
             DatasetClient.from_profile()
-        self.assertEqual(str(caught.exception), f"no config file {config.parent}/none.toml for profile staging")
+        self.assertEqual(
+            str(caught.exception), f"no config file {config.parent}/none.toml for profile staging"
+        )
         self.assertEqual(self.requests, [])
 
     def test_no_base_url_from_anywhere_names_the_variable_and_the_file(self) -> None:
@@ -2140,10 +2488,14 @@ class FromProfileTests(ServerTestCase):
                 )
         os.environ["DATASET_CLIENT_BASE_URL"] = self.server.url
         with DatasetClient.from_profile() as client:
-            self.assertEqual(client._arguments["timeout"], 5, "the profile's other settings still hold")
+            self.assertEqual(
+                client._arguments["timeout"], 5, "the profile's other settings still hold"
+            )
 
     def test_an_unknown_key_is_a_warning_naming_it_the_file_and_the_nearest_known_key(self) -> None:
-        config = self.config(f'[default]\nbase_url = "{self.server.url}"\ntimout = 5\ncolour = "red"\n')
+        config = self.config(
+            f'[default]\nbase_url = "{self.server.url}"\ntimout = 5\ncolour = "red"\n'
+        )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             with DatasetClient.from_profile() as client:
@@ -2156,9 +2508,15 @@ class FromProfileTests(ServerTestCase):
                 f"unknown key 'timout' in [default] in {config} (ignored): did you mean 'timeout'?",
             ],
         )
-        self.assertEqual({warning.filename for warning in caught}, {__file__}, "said where from_profile was called")
+        self.assertEqual(
+            {warning.filename for warning in caught},
+            {__file__},
+            "said where from_profile was called",
+        )
 
-    def test_a_file_others_can_read_or_write_or_another_user_owns_is_refused_saying_what_to_run(self) -> None:
+    def test_a_file_others_can_read_or_write_or_another_user_owns_is_refused_saying_what_to_run(
+        self,
+    ) -> None:
         spaced = self.tmp() / "my configs"
         spaced.mkdir()
         profile = f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n'
@@ -2179,44 +2537,59 @@ class FromProfileTests(ServerTestCase):
             theirs = mock.patch.object(os, "geteuid", return_value=os.geteuid() + 1)
         with theirs, self.assertRaises(PermissionError) as caught:
             DatasetClient.from_profile()
-        self.assertRegex(str(caught.exception), rf"^{re.escape(str(config))} is owned by another user \(uid \d+\)")
+        self.assertRegex(
+            str(caught.exception),
+            rf"^{re.escape(str(config))} is owned by another user \(uid \d+\)",
+        )
         self.assertEqual(self.requests, [], "nothing sent where such a file says")
 
     def test_a_key_by_any_spelling_is_a_key(self) -> None:
         for spelling in ("api-key", "apikey", "API_KEY", "Api-Key"):
             with self.subTest(spelling=spelling):
-                config = self.config(f'[default]\nbase_url = "{self.server.url}"\n{spelling} = "{KEY}"\n', 0o644)
+                config = self.config(
+                    f'[default]\nbase_url = "{self.server.url}"\n{spelling} = "{KEY}"\n', 0o644
+                )
                 with self.assertRaises(PermissionError) as caught:
                     DatasetClient.from_profile()
                 self.assertIn("is readable by others: run chmod 600", str(caught.exception))
                 config.chmod(0o600)
                 with self.assertWarnsRegex(UserWarning, f"^unknown key '{spelling}' in "):
                     DatasetClient.from_profile().close()
-        self.config(f'api_key = "{KEY}"\n[default]\nbase_url = "{self.server.url}"\n', 0o604)  # outside a profile
+        self.config(
+            f'api_key = "{KEY}"\n[default]\nbase_url = "{self.server.url}"\n', 0o604
+        )  # outside a profile
         self.assertRaises(PermissionError, DatasetClient.from_profile)
 
-    def test_a_relative_ca_bundle_is_the_config_files_neighbour_whatever_the_working_directory(self) -> None:
+    def test_a_relative_ca_bundle_is_the_config_files_neighbour_whatever_the_working_directory(
+        self,
+    ) -> None:
         # Issue 30: ca_bundle = "corp-ca.pem" was read from the working directory (another user's, in /tmp).
         tls = self.start_server(server_tls_context())
         tls.default = reply(body=[])
         directory, elsewhere = self.tmp(), self.tmp()
         shutil.copy(CA_FILE, directory / "corp-ca.pem")
         (elsewhere / "corp-ca.pem").write_text("planted: not the user's CA\n")
-        config = self.config(f'[default]\nbase_url = "{tls.url}"\nca_bundle = "corp-ca.pem"\n', directory=directory)
+        config = self.config(
+            f'[default]\nbase_url = "{tls.url}"\nca_bundle = "corp-ca.pem"\n', directory=directory
+        )
         self.addCleanup(os.chdir, os.getcwd())
         os.chdir(elsewhere)
         with DatasetClient.from_profile() as client:
             self.assertEqual(client._arguments["ca_bundle"], str(directory / "corp-ca.pem"))
             os.chdir(self.tmp())
             self.assertEqual(client.list_datasets(), [])
-        self.config(f'[default]\nbase_url = "{tls.url}"\nca_bundle = "missing.pem"\n', directory=directory)
+        self.config(
+            f'[default]\nbase_url = "{tls.url}"\nca_bundle = "missing.pem"\n', directory=directory
+        )
         with self.assertRaises(FileNotFoundError) as caught:
             DatasetClient.from_profile()
         said = f"ca_bundle in [default] in {config} names {directory}/missing.pem, which is not a file or directory"
         self.assertTrue(str(caught.exception).startswith(said), caught.exception)
         status, err = self.cli("datasets")
         self.assertEqual((status, err.startswith(f"dataset-client: error: {said}")), (2, True), err)
-        with self.assertRaisesRegex(FileNotFoundError, "^ca_bundle names "):  # the caller's: as it is
+        with self.assertRaisesRegex(
+            FileNotFoundError, "^ca_bundle names "
+        ):  # the caller's: as it is
             DatasetClient.from_profile(ca_bundle=str(directory / "missing.pem"))
         self.assertEqual(len(tls.requests), 1)
 
@@ -2235,11 +2608,16 @@ class FromProfileTests(ServerTestCase):
             with self.subTest(argument=argument):
                 with self.assertRaises(ValueError) as caught:
                     DatasetClient(self.server.url, **{argument: 10**400})
-                self.assertRegex(str(caught.exception), rf"^{argument} must be .*, got an integer past 1\.8e\+308")
+                self.assertRegex(
+                    str(caught.exception),
+                    rf"^{argument} must be .*, got an integer past 1\.8e\+308",
+                )
         del os.environ["DATASET_CLIENT_CONFIG"]
         status, err = self.cli("--base-url", self.server.url, "--retries", "9" * 400, "datasets")
         self.assertEqual(status, 2)
-        self.assertIn("dataset-client: error: argument --retries: must be 0 to 1000000, got 9999", err)
+        self.assertIn(
+            "dataset-client: error: argument --retries: must be 0 to 1000000, got 9999", err
+        )
         self.assertEqual(self.requests, [])
 
     def cli(self, *argv: str) -> tuple[int, str]:
@@ -2262,7 +2640,9 @@ class RedirectTests(ServerTestCase):
     def test_credentials_never_follow_a_redirect_to_another_origin(self) -> None:
         other = self.start_server()
         other.script.append(reply(302, b"", {"Location": self.server.url + "/api/v1/back"}))
-        self.script(reply(307, b"", {"Location": other.url + "/elsewhere"}), reply(body={"ok": True}))
+        self.script(
+            reply(307, b"", {"Location": other.url + "/elsewhere"}), reply(body={"ok": True})
+        )
         client = self.client(headers={"X-Tenant": "t1"})
         self.assertEqual(client.query("SELECT 1"), {"ok": True})
         (elsewhere,) = other.requests
@@ -2273,7 +2653,9 @@ class RedirectTests(ServerTestCase):
         self.assertEqual(elsewhere.headers["Accept"], "application/json")
         back = self.requests[1]
         self.assertEqual(back.path, "/api/v1/back")
-        self.assertNotIn("Authorization", back.headers, "once it left the origin, the key stays off")
+        self.assertNotIn(
+            "Authorization", back.headers, "once it left the origin, the key stays off"
+        )
 
     def test_method_on_each_redirect_status(self) -> None:
         for status, method, has_body in (
@@ -2294,7 +2676,10 @@ class RedirectTests(ServerTestCase):
     def test_redirect_to_other_schemes_is_refused(self) -> None:
         for location in ("ftp://127.0.0.1/x", "file:///etc/passwd", "data:,x"):
             self.script(reply(302, b"", {"Location": location}))
-            with self.subTest(location=location), self.assertRaisesRegex(dc.InvalidResponseError, "redirect"):
+            with (
+                self.subTest(location=location),
+                self.assertRaisesRegex(dc.InvalidResponseError, "redirect"),
+            ):
                 self.client().list_datasets()
 
     def test_redirect_loop_stops(self) -> None:
@@ -2375,7 +2760,9 @@ class RetryTests(ServerTestCase):
         self.assertIn("(after 3 attempts)", str(caught.exception))
 
     def test_exhausted_retries_raise_the_last_failure(self) -> None:
-        self.script(reply(503, {"message": "a"}), reply(503, {"message": "b"}), reply(503, {"message": "c"}))
+        self.script(
+            reply(503, {"message": "a"}), reply(503, {"message": "b"}), reply(503, {"message": "c"})
+        )
         client = self.client(max_retries=2, backoff_factor=1.0)
         with recorded_sleeps() as sleeps, self.assertRaises(ServiceError) as caught:
             client.list_datasets()
@@ -2396,7 +2783,11 @@ class RetryTests(ServerTestCase):
 
     def test_retry_after(self) -> None:
         when = email_date(time.time() + 30)
-        self.script(reply(429, {}, {"Retry-After": "7"}), reply(503, {}, {"Retry-After": when}), reply(body=[]))
+        self.script(
+            reply(429, {}, {"Retry-After": "7"}),
+            reply(503, {}, {"Retry-After": when}),
+            reply(body=[]),
+        )
         with recorded_sleeps() as sleeps:
             self.client(max_retries=3).list_datasets()
         self.assertEqual(sleeps[0], 7.0)
@@ -2414,7 +2805,8 @@ class RetryTests(ServerTestCase):
         self.script(reply(503, {}), reply(429, {}), reply(201, {"id": "e1"}))
         client = self.client(max_retries=2)
         self.assertEqual(
-            client.create_export("d", symbols="A", start_date="2024-01-01", end_date="2024-01-02"), {"id": "e1"}
+            client.create_export("d", symbols="A", start_date="2024-01-01", end_date="2024-01-02"),
+            {"id": "e1"},
         )
         keys = {r.headers["Idempotency-Key"] for r in self.requests}
         self.assertEqual(len(self.requests), 3)
@@ -2531,7 +2923,9 @@ class ConnectionTests(ServerTestCase):
         client = self.client(max_retries=0)
         self.assertEqual(client.list_datasets(), [1])
         _wait_for(lambda: self.server.closed_connections == 1)
-        self.assertEqual(client.query("SELECT 1"), [2])  # a POST: it must not be sent on the dead one
+        self.assertEqual(
+            client.query("SELECT 1"), [2]
+        )  # a POST: it must not be sent on the dead one
         self.assertEqual(client.list_datasets(), [3])
         self.assertEqual(self.server.connections, 2)
         self.assertEqual(len(self.requests), 3)
@@ -2580,7 +2974,8 @@ class ConnectionTests(ServerTestCase):
             thread.join(30)
         self.assertEqual(results, [True] * 90)
         self.assertEqual(
-            sorted(r.json()["sql"] for r in self.requests), sorted(f"SELECT {n}" for n in range(6) for _ in range(15))
+            sorted(r.json()["sql"] for r in self.requests),
+            sorted(f"SELECT {n}" for n in range(6) for _ in range(15)),
         )
         self.assertLessEqual(self.server.connections, 6)
 
@@ -2613,38 +3008,63 @@ class BeyondOneProcessTests(ServerTestCase):
         reading.start()
         self.addCleanup(reading.join, 10)
         self.addCleanup(go_on.set)
-        _wait_for(lambda: _blocked_in_a_socket_read(reading))  # its buffered reader's lock is held now
+        _wait_for(
+            lambda: _blocked_in_a_socket_read(reading)
+        )  # its buffered reader's lock is held now
         pid = _fork_quietly()
         if pid == 0:  # the child: leave at once, never returning into the test runner
             os._exit(0)
-        self.assertEqual(_wait_for_child(pid, 5), 0, "the child hung in fork() on the reading thread's lock")
+        self.assertEqual(
+            _wait_for_child(pid, 5), 0, "the child hung in fork() on the reading thread's lock"
+        )
         go_on.set()
         reading.join(10)
         self.assertEqual(sink.getvalue(), body, "the parent's read went on, its socket left open")
         self.assertEqual(client.list_datasets(), ["after"])
         self.assertEqual([r.connection for r in self.requests], [1, 1])
 
-    def test_a_pickled_or_copied_client_has_the_same_settings_and_connections_of_its_own(self) -> None:
+    def test_a_pickled_or_copied_client_has_the_same_settings_and_connections_of_its_own(
+        self,
+    ) -> None:
         def echo(handler: Handler) -> None:
             reply(body={"connection": handler.connection_number})(handler)
 
         self.server.default = echo
-        client = self.client(timeout=7, max_retries=3, headers={"X-Team": "blue"}, user_agent="fan/1", deadline=60)
+        client = self.client(
+            timeout=7, max_retries=3, headers={"X-Team": "blue"}, user_agent="fan/1", deadline=60
+        )
         self.assertEqual(client.list_datasets(), {"connection": 1})
-        ways = {"pickle": lambda c: pickle.loads(pickle.dumps(c)), "copy": copy.copy, "deepcopy": copy.deepcopy}
+        ways = {
+            "pickle": lambda c: pickle.loads(pickle.dumps(c)),
+            "copy": copy.copy,
+            "deepcopy": copy.deepcopy,
+        }
         for number, (way, make) in enumerate(ways.items(), start=2):
             with self.subTest(way=way):
                 other = make(client)
                 self.addCleanup(other.close)
                 self.assertIsInstance(other, DatasetClient)
                 self.assertIsNot(other._pool, client._pool)
-                self.assertEqual(other.list_datasets(), {"connection": number}, "a connection of its own")
+                self.assertEqual(
+                    other.list_datasets(), {"connection": number}, "a connection of its own"
+                )
                 sent = self.requests[-1].headers
                 self.assertEqual(
-                    (sent["Authorization"], sent["X-Team"], sent["User-Agent"], self.requests[-1].path),
+                    (
+                        sent["Authorization"],
+                        sent["X-Team"],
+                        sent["User-Agent"],
+                        self.requests[-1].path,
+                    ),
                     (f"Bearer {KEY}", "blue", "fan/1", "/api/v1/datasets"),
                 )
-                settings = (other.base_url, other._timeout, other._max_retries, other._backoff_factor, other._deadline)
+                settings = (
+                    other.base_url,
+                    other._timeout,
+                    other._max_retries,
+                    other._backoff_factor,
+                    other._deadline,
+                )
                 self.assertEqual(settings, (self.server.url + "/api/v1", 7.0, 3, 0.001, 60.0))
                 self.assertNotIn(KEY, repr(vars(other)))
         self.assertEqual(client.list_datasets(), {"connection": 1}, "the original kept its own")
@@ -2656,7 +3076,9 @@ class BeyondOneProcessTests(ServerTestCase):
         for other in (pickle.loads(pickle.dumps(client)), copy.copy(client), copy.deepcopy(client)):
             with self.assertRaises(dc.ClientClosedError):
                 other.list_datasets()
-            self.assertEqual(repr(other), f"<DatasetClient {self.server.url + '/api/v1'!r} (closed)>")
+            self.assertEqual(
+                repr(other), f"<DatasetClient {self.server.url + '/api/v1'!r} (closed)>"
+            )
         self.assertEqual((self.requests, self.server.connections), ([], 0))
 
     def test_a_caller_s_ssl_context_cannot_be_pickled_but_is_shared_by_copies(self) -> None:
@@ -2728,34 +3150,55 @@ class BeyondOneProcessTests(ServerTestCase):
         self.use_an_empty_system_store()
         missing, not_pem = self.tmp() / "corp.pem", self.tmp() / "notes.txt"
         not_pem.write_text("no certificate here\n")
-        with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(str(missing))}, which is not a"):
+        with self.assertRaisesRegex(
+            FileNotFoundError, f"^ca_bundle names {re.escape(str(missing))}, which is not a"
+        ):
             DatasetClient(self.server.url, KEY, ca_bundle=missing)
-        with self.assertRaisesRegex(ssl.SSLError, f"^ca_bundle names {re.escape(str(not_pem))}, which is not a"):
+        with self.assertRaisesRegex(
+            ssl.SSLError, f"^ca_bundle names {re.escape(str(not_pem))}, which is not a"
+        ):
             DatasetClient(self.server.url, KEY, ca_bundle=str(not_pem))
-        with self.assertRaisesRegex(FileNotFoundError, "^ca_bundle is empty: name a file or directory of PEM CA"):
+        with self.assertRaisesRegex(
+            FileNotFoundError, "^ca_bundle is empty: name a file or directory of PEM CA"
+        ):
             DatasetClient(self.server.url, KEY, ca_bundle="")
-        with self.assertRaisesRegex(TypeError, r"^ca_bundle must be a path \(str or os.PathLike\), not bytes$"):
+        with self.assertRaisesRegex(
+            TypeError, r"^ca_bundle must be a path \(str or os.PathLike\), not bytes$"
+        ):
             DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE.encode())  # type: ignore[arg-type]
         with self.assertRaisesRegex(ValueError, "^ca_bundle and ssl_context cannot both be given"):
-            DatasetClient(self.server.url, KEY, ca_bundle=CA_FILE, ssl_context=ssl.create_default_context())
+            DatasetClient(
+                self.server.url, KEY, ca_bundle=CA_FILE, ssl_context=ssl.create_default_context()
+            )
         self.assertEqual(self.requests, [])
 
     def test_a_process_pool_s_workers_use_the_client_on_connections_of_their_own(self) -> None:
         # fork here (fast); .ci/process_checks.py runs spawn and forkserver too.
         def echo(handler: Handler) -> None:
-            answer = {"sql": json.loads(handler.body)["sql"], "connection": handler.connection_number}
+            answer = {
+                "sql": json.loads(handler.body)["sql"],
+                "connection": handler.connection_number,
+            }
             reply(body=answer)(handler)
 
         self.server.default = echo
         client = self.client()
-        self.assertEqual(client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1})
+        self.assertEqual(
+            client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1}
+        )
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+            warnings.simplefilter(
+                "ignore", DeprecationWarning
+            )  # 3.12+: fork() with threads running
             context = multiprocessing.get_context("fork")
             with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-                answers = list(pool.map(client.query, [f"SELECT {n}" for n in range(4)], timeout=30))
+                answers = list(
+                    pool.map(client.query, [f"SELECT {n}" for n in range(4)], timeout=30)
+                )
         self.assertEqual([answer["sql"] for answer in answers], [f"SELECT {n}" for n in range(4)])
-        self.assertEqual(sorted(answer["connection"] for answer in answers), [2, 3, 4, 5], "a connection each")
+        self.assertEqual(
+            sorted(answer["connection"] for answer in answers), [2, 3, 4, 5], "a connection each"
+        )
         self.assertEqual(client.query("SELECT 'parent again'")["connection"], 1)
         self.assertEqual({r.headers["Authorization"] for r in self.requests}, {f"Bearer {KEY}"})
 
@@ -2769,34 +3212,61 @@ class BeyondOneProcessTests(ServerTestCase):
             handler.close_connection = True
 
         self.server.default = until_the_client_closes
-        self.server.socket.listen(128)  # 64 connecting at once: none left to a 1 s SYN retransmission
+        self.server.socket.listen(
+            128
+        )  # 64 connecting at once: none left to a 1 s SYN retransmission
 
-        def sockets() -> int:  # sockets alone: another descriptor may be opened for good by what runs first here
+        def sockets() -> (
+            int
+        ):  # sockets alone: another descriptor may be opened for good by what runs first here
             count = 0
             for name in os.listdir("/proc/self/fd"):
-                with contextlib.suppress(OSError):  # closed since it was listed (the listing's own, at least)
+                with contextlib.suppress(
+                    OSError
+                ):  # closed since it was listed (the listing's own, at least)
                     count += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
             return count
 
         descriptors = sockets()
         client = self.client(timeout=30)
-        calls = (client.list_datasets, lambda: client.query("SELECT 1"), lambda: client.download("f", io.BytesIO()))
+        calls = (
+            client.list_datasets,
+            lambda: client.query("SELECT 1"),
+            lambda: client.download("f", io.BytesIO()),
+        )
         outcomes: list[object] = []
-        threads = [threading.Thread(target=lambda n=n: outcomes.append(outcome_of(calls[n % 3]))) for n in range(64)]
+        threads = [
+            threading.Thread(target=lambda n=n: outcomes.append(outcome_of(calls[n % 3])))
+            for n in range(64)
+        ]
         for thread in threads:
             thread.start()
         _wait_for(lambda: len(self.requests) == 64)
         client.close()
         for thread in threads:
             thread.join(10)
-        self.assertEqual({type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError})
+        self.assertEqual(
+            {type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError}
+        )
         self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
         _wait_for(lambda: sockets() == descriptors)  # the server's ends too, once closed
 
-    def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(self) -> None:
+    def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(
+        self,
+    ) -> None:
         fan_out = _load_example("fan_out")
-        argv = ["daily_bars", "--symbols", "AAPL, MSFT,AAPL", "--start", "2024-01-15", "--end", "2024-03-10"]
-        jobs = fan_out.plan(fan_out.parse_arguments([*argv, "--by", "month", "--format", "csv", "--into", "d"]))
+        argv = [
+            "daily_bars",
+            "--symbols",
+            "AAPL, MSFT,AAPL",
+            "--start",
+            "2024-01-15",
+            "--end",
+            "2024-03-10",
+        ]
+        jobs = fan_out.plan(
+            fan_out.parse_arguments([*argv, "--by", "month", "--format", "csv", "--into", "d"])
+        )
         self.assertEqual(
             [(job.label, str(job.start), str(job.end), job.symbols, job.name) for job in jobs],
             [
@@ -2806,23 +3276,43 @@ class BeyondOneProcessTests(ServerTestCase):
             ],
         )
         stderr = io.StringIO()
-        with mock.patch.dict(sys.modules, {"dask": None, "dask.distributed": None}), contextlib.redirect_stderr(stderr):
+        with (
+            mock.patch.dict(sys.modules, {"dask": None, "dask.distributed": None}),
+            contextlib.redirect_stderr(stderr),
+        ):
             status = fan_out.main([*argv, "--into", str(self.tmp())])
-        self.assertEqual((status, stderr.getvalue()), (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'))
+        self.assertEqual(
+            (status, stderr.getvalue()),
+            (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'),
+        )
         self.assertEqual(self.requests, [])
 
-    def test_fan_out_s_client_is_the_command_lines_service_with_the_librarys_own_defaults(self) -> None:
+    def test_fan_out_s_client_is_the_command_lines_service_with_the_librarys_own_defaults(
+        self,
+    ) -> None:
         fan_out, config = _load_example("fan_out"), self.tmp() / "config.toml"
-        config.write_text(f'[default]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 5\n')
+        config.write_text(
+            f'[default]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 5\n'
+        )
         config.chmod(0o600)
         self.server.default = reply(body=[])
-        kept = {k: v for k, v in os.environ.items() if not k.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))}
+        kept = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DATASET_CLIENT_", "XDG_CONFIG_HOME"))
+        }
         argv = ["daily_bars", "--symbols", "AAPL", "--start", "2024-01-02", "--end", "2024-01-02"]
         argv += ["--into", str(self.tmp())]
         seen: list[Any] = []
 
         def run(distributed: Any, args: Any, client: DatasetClient, jobs: Any) -> int:
-            seen.append((client.list_datasets(), client._arguments["timeout"], client._arguments["max_retries"]))
+            seen.append(
+                (
+                    client.list_datasets(),
+                    client._arguments["timeout"],
+                    client._arguments["max_retries"],
+                )
+            )
             return 0
 
         stderr = io.StringIO()
@@ -2836,13 +3326,21 @@ class BeyondOneProcessTests(ServerTestCase):
             config.write_text("[default]\n")
             self.assertEqual(fan_out.main(argv), 2)
         self.assertEqual(seen, [([], 5, 2)])
-        self.assertRegex(stderr.getvalue(), "^fan_out.py: no service address: set DATASET_CLIENT_BASE_URL")
+        self.assertRegex(
+            stderr.getvalue(), "^fan_out.py: no service address: set DATASET_CLIENT_BASE_URL"
+        )
         (request,) = self.requests
-        self.assertEqual((request.path, request.headers["Authorization"]), ("/api/datasets", f"Bearer {KEY}"))
+        self.assertEqual(
+            (request.path, request.headers["Authorization"]), ("/api/datasets", f"Bearer {KEY}")
+        )
 
-    def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(self) -> None:
+    def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(
+        self,
+    ) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:5000]
-        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        export = reply(
+            201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
+        )
         refused = reply(422, {"message": "unknown symbols: ZZZZ"})
         self.script(export, serve_file(data), export, serve_file(data), refused)
         day = datetime.date(2024, 1, 2)
@@ -2852,7 +3350,9 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual((into / job.name).read_bytes(), data)
         recorded = (into / f"{job.name}.sha256").read_text()
         covers = "# daily_bars AAPL 2024-01-02 2024-01-02 csv\n"
-        self.assertEqual(recorded, f"{covers}{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n")
+        self.assertEqual(
+            recorded, f"{covers}{hashlib.sha256(data).hexdigest()}  daily_bars-AAPL.csv\n"
+        )
         self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None, 5000, False))
         self.assertEqual(len(self.requests), 2, "a file there and verified is not fetched again")
         with open(into / job.name, "ab") as altered:
@@ -2863,39 +3363,70 @@ class BeyondOneProcessTests(ServerTestCase):
         label, error, *_ = fan_out.fetch(client, failing, str(into))
         self.assertEqual(label, "ZZZZ")
         where = re.escape(f"POST {self.server.url}/api/v1/exports")
-        self.assertRegex(error, rf"^ServiceError: 422 [\w ]+: {where}: unknown symbols: ZZZZ$")  # 3.13: "Content"
+        self.assertRegex(
+            error, rf"^ServiceError: 422 [\w ]+: {where}: unknown symbols: ZZZZ$"
+        )  # 3.13: "Content"
         self.assertEqual([r.method for r in self.requests], ["POST", "GET", "POST", "GET", "POST"])
         self.assertEqual(self.requests[-1].json()["symbols"], ["ZZZZ"])
-        self.assertEqual(sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"])
+        self.assertEqual(
+            sorted(path.name for path in into.iterdir()), [job.name, f"{job.name}.sha256"]
+        )
 
     def test_fan_out_s_summary_takes_the_workers_word_where_dir_is_mounted_elsewhere(self) -> None:
-        fan_out, here, there, data = _load_example("fan_out"), self.tmp(), self.tmp() / "dir", DATA[:2000]
-        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        fan_out, here, there, data = (
+            _load_example("fan_out"),
+            self.tmp(),
+            self.tmp() / "dir",
+            DATA[:2000],
+        )
+        export = reply(
+            201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
+        )
         self.script(export, serve_file(data), reply(422, {"message": "unknown symbols: ZZZZ"}))
-        dask = FakeDask(mounts={str(here): str(there)})  # the workers see DIR at ``there`` (not made yet)
-        argv = ["daily_bars", "--symbols", "AAPL,ZZZZ", "--start", "2024-01-02", "--end", "2024-01-02"]
+        dask = FakeDask(
+            mounts={str(here): str(there)}
+        )  # the workers see DIR at ``there`` (not made yet)
+        argv = [
+            "daily_bars",
+            "--symbols",
+            "AAPL,ZZZZ",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-02",
+        ]
         args = fan_out.parse_arguments([*argv, "--into", str(here)])
         stdout = io.StringIO()
         with self.client() as client, contextlib.redirect_stdout(stdout):
             status = fan_out.run(dask, args, client, fan_out.plan(args))
         failed, counts, summary = stdout.getvalue().splitlines()
         self.assertEqual(
-            (status, failed[:33], counts), (1, "failed ZZZZ: ServiceError: 422 Un", "1 fetched, 0 already there")
+            (status, failed[:33], counts),
+            (1, "failed ZZZZ: ServiceError: 422 Un", "1 fetched, 0 already there"),
         )
-        self.assertRegex(summary, r"^1 files, 2000 bytes, 1 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(1 worker\)$")
+        self.assertRegex(
+            summary,
+            r"^1 files, 2000 bytes, 1 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(1 worker\)$",
+        )
         self.assertEqual((there / "daily_bars-AAPL.parquet").read_bytes(), data)
-        self.assertEqual([r.json()["symbols"] for r in self.requests if r.method == "POST"], [["AAPL"], ["ZZZZ"]])
+        self.assertEqual(
+            [r.json()["symbols"] for r in self.requests if r.method == "POST"], [["AAPL"], ["ZZZZ"]]
+        )
 
     def fan_out_run(
         self, fan_out: Any, dask: FakeDask, argv: list[str], client: DatasetClient | None = None
     ) -> tuple[int, list[str]]:
         """fan_out.run on ``dask`` for daily_bars on one day and ``argv``: its exit status and lines."""
-        args = fan_out.parse_arguments(["daily_bars", "--start", "2024-01-02", "--end", "2024-01-02", *argv])
+        args = fan_out.parse_arguments(
+            ["daily_bars", "--start", "2024-01-02", "--end", "2024-01-02", *argv]
+        )
         with contextlib.redirect_stdout(io.StringIO()) as stdout:
             status = fan_out.run(dask, args, client or self.client(), fan_out.plan(args))
         return status, stdout.getvalue().splitlines()
 
-    def test_fan_out_turns_a_task_that_cannot_build_or_use_its_client_into_a_failed_line(self) -> None:
+    def test_fan_out_turns_a_task_that_cannot_build_or_use_its_client_into_a_failed_line(
+        self,
+    ) -> None:
         # Found in review3: a ca_bundle missing on a worker failed in pickle.loads; the worker left the
         # cluster and fan_out.py waited for ever, with no summary.
         fan_out, bundle = _load_example("fan_out"), self.tmp() / "corp.pem"
@@ -2905,17 +3436,33 @@ class BeyondOneProcessTests(ServerTestCase):
         client = self.client(ca_bundle=bundle)
         bundle.unlink()  # as on a worker without it
         started = time.monotonic()
-        status, lines = self.fan_out_run(fan_out, dask, ["--symbols", "AAPL,MSFT", "--into", into], client)
-        self.assertLess(time.monotonic() - started, 5, "no worker left: the task still waiting failed")
+        status, lines = self.fan_out_run(
+            fan_out, dask, ["--symbols", "AAPL,MSFT", "--into", into], client
+        )
+        self.assertLess(
+            time.monotonic() - started, 5, "no worker left: the task still waiting failed"
+        )
         failed, lost, counts, summary = lines
-        missing = f"ca_bundle names {bundle}, which is not a file or directory of PEM CA certificates"
-        self.assertEqual((status, failed), (1, f"failed AAPL: FileNotFoundError: {missing}: No such file or directory"))
-        self.assertEqual(lost, "failed MSFT: no worker left to run it for 0.2 s (see the scheduler's log)")
+        missing = (
+            f"ca_bundle names {bundle}, which is not a file or directory of PEM CA certificates"
+        )
+        self.assertEqual(
+            (status, failed),
+            (1, f"failed AAPL: FileNotFoundError: {missing}: No such file or directory"),
+        )
+        self.assertEqual(
+            lost, "failed MSFT: no worker left to run it for 0.2 s (see the scheduler's log)"
+        )
         self.assertEqual(counts, "0 fetched, 0 already there")
-        self.assertRegex(summary, r"^0 files, 0 bytes, 2 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(0 workers\)$")
+        self.assertRegex(
+            summary,
+            r"^0 files, 0 bytes, 2 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(0 workers\)$",
+        )
         self.assertEqual((self.requests, os.listdir(into)), ([], []))
         status, lines = self.fan_out_run(
-            fan_out, FakeDask(lost=["AAPL"], scheduler_lost=True), ["--symbols", "AAPL", "--into", into]
+            fan_out,
+            FakeDask(lost=["AAPL"], scheduler_lost=True),
+            ["--symbols", "AAPL", "--into", into],
         )
         gone = "failed AAPL: RuntimeError: 2 Futures cancelled: Reasons: scheduler-connection-lost"
         self.assertEqual((status, lines[0], lines[-1][-11:]), (1, gone, "(0 workers)"))
@@ -2924,19 +3471,27 @@ class BeyondOneProcessTests(ServerTestCase):
         fan_out = _load_example("fan_out")
         sent = "unknown\x1b]0;owned\x07 symbols:\u202e ZZZZ\u200b\x9b\nsecond line"
         self.script(reply(422, {"message": sent}))
-        status, lines = self.fan_out_run(fan_out, FakeDask(), ["--symbols", "ZZZZ", "--into", str(self.tmp())])
+        status, lines = self.fan_out_run(
+            fan_out, FakeDask(), ["--symbols", "ZZZZ", "--into", str(self.tmp())]
+        )
         failed = lines[0]
         self.assertEqual(status, 1)
         self.assertTrue(
-            failed.endswith(": unknown\\x1b]0;owned\\x07 symbols:\\u202e ZZZZ\\u200b\\x9b second line"), failed
+            failed.endswith(
+                ": unknown\\x1b]0;owned\\x07 symbols:\\u202e ZZZZ\\u200b\\x9b second line"
+            ),
+            failed,
         )
         self.assertIsNone(re.search("[\x00-\x1f\x7f-\x9f\u202e\u200b]", "".join(lines)))
         self.assertEqual(self.requests[0].json()["symbols"], ["ZZZZ"])
 
-    def test_fan_out_ships_dataset_client_to_workers_without_it_or_names_them_in_one_line(self) -> None:
+    def test_fan_out_ships_dataset_client_to_workers_without_it_or_names_them_in_one_line(
+        self,
+    ) -> None:
         fan_out, data = _load_example("fan_out"), DATA[:1000]
         self.script(
-            reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}), serve_file(data)
+            reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}),
+            serve_file(data),
         )
         dask, into = FakeDask(2, missing=["tcp://127.0.0.1:40002"]), str(self.tmp())
         with contextlib.redirect_stderr(io.StringIO()) as stderr:
@@ -2948,7 +3503,8 @@ class BeyondOneProcessTests(ServerTestCase):
         )
         self.assertEqual(lines[-2:-1], ["1 fetched, 0 already there"])
         self.assertRegex(
-            lines[-1], r"^1 files, 1000 bytes, 0 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(2 workers\)$"
+            lines[-1],
+            r"^1 files, 1000 bytes, 0 failed in [\d.]+ s on tcp://127.0.0.1:8786 \(2 workers\)$",
         )
         self.assertEqual(
             dask.made,
@@ -2963,7 +3519,9 @@ class BeyondOneProcessTests(ServerTestCase):
                 {},
             ],
         )
-        dask = FakeDask(2, missing=["tcp://127.0.0.1:40002"], upload=OSError("refused\nby a plugin"))
+        dask = FakeDask(
+            2, missing=["tcp://127.0.0.1:40002"], upload=OSError("refused\nby a plugin")
+        )
         with contextlib.redirect_stderr(io.StringIO()) as stderr:
             status, lines = self.fan_out_run(
                 fan_out, dask, ["--symbols", "AAPL", "--into", into, "--scheduler", "tls://s:8786"]
@@ -3012,10 +3570,14 @@ class BeyondOneProcessTests(ServerTestCase):
             contextlib.redirect_stdout(io.StringIO()) as stdout,
         ):
             status = fan_out.main(argv)
-        self.assertEqual((status, stderr.getvalue(), stdout.getvalue()), (2, f"fan_out.py: {refused}\n", ""))
+        self.assertEqual(
+            (status, stderr.getvalue(), stdout.getvalue()), (2, f"fan_out.py: {refused}\n", "")
+        )
         self.assertEqual((dask.made, self.requests, os.listdir(shared)), ([], [], []))
 
-    def test_fan_out_s_rerun_accepts_a_record_in_upper_case_or_with_trailing_white_space(self) -> None:
+    def test_fan_out_s_rerun_accepts_a_record_in_upper_case_or_with_trailing_white_space(
+        self,
+    ) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:3000]
         day = datetime.date(2024, 1, 2)
         job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
@@ -3029,29 +3591,52 @@ class BeyondOneProcessTests(ServerTestCase):
             with self.subTest(record=record):
                 (into / f"{job.name}.sha256").write_text(record)
                 self.assertEqual(fan_out.verified_size(str(into / job.name), job), len(data))
-                self.assertEqual(fan_out.fetch(self.client(), job, str(into)), ("AAPL", None, len(data), False))
+                self.assertEqual(
+                    fan_out.fetch(self.client(), job, str(into)), ("AAPL", None, len(data), False)
+                )
         (into / f"{job.name}.sha256").write_text(f"{fan_out.covers(job)}\n{'0' * 64}  {job.name}\n")
         self.assertIsNone(fan_out.verified_size(str(into / job.name), job))
         self.assertEqual(self.requests, [])
 
-    def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_it_through_no_link(self) -> None:
+    def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_it_through_no_link(
+        self,
+    ) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:3000]
-        export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+        export = reply(
+            201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
+        )
         self.script(export, serve_file(data), export, serve_file(data))
-        argv = ["daily_bars", "--symbols", "BRK/A", "--start", "2024-01-02", "--end", "2024-01-02", "--into", "d"]
+        argv = [
+            "daily_bars",
+            "--symbols",
+            "BRK/A",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-02",
+            "--into",
+            "d",
+        ]
         (job,) = fan_out.plan(fan_out.parse_arguments(argv))
-        self.assertEqual(job.name, "daily_bars-BRK%2FA.parquet", "one file in the directory, whatever the symbol")
+        self.assertEqual(
+            job.name, "daily_bars-BRK%2FA.parquet", "one file in the directory, whatever the symbol"
+        )
         victim = into / "victim"
         victim.write_text("not the example's\n")
-        os.symlink(victim, into / f"{job.name}.sha256.{os.getpid()}.part")  # where a neighbour could plant it
+        os.symlink(
+            victim, into / f"{job.name}.sha256.{os.getpid()}.part"
+        )  # where a neighbour could plant it
         client = self.client()
         self.assertEqual(fan_out.fetch(client, job, str(into)), ("BRK/A", None, 3000, True))
         self.assertEqual(victim.read_text(), "not the example's\n")
-        wider = job._replace(end=datetime.date(2024, 1, 31))  # a re-run over more days: the file is not that export
+        wider = job._replace(
+            end=datetime.date(2024, 1, 31)
+        )  # a re-run over more days: the file is not that export
         self.assertIsNone(fan_out.verified_size(str(into / job.name), wider))
         self.assertEqual(fan_out.fetch(client, wider, str(into)), ("BRK/A", None, 3000, True))
         self.assertEqual(
-            [r.json()["end_date"] for r in self.requests if r.method == "POST"], ["2024-01-02", "2024-01-31"]
+            [r.json()["end_date"] for r in self.requests if r.method == "POST"],
+            ["2024-01-02", "2024-01-31"],
         )
         self.assertEqual(
             (into / f"{job.name}.sha256").read_text().splitlines()[0],
@@ -3059,9 +3644,13 @@ class BeyondOneProcessTests(ServerTestCase):
         )
         self.assertEqual(fan_out.verified_size(str(into / job.name), wider), len(data))
         os.unlink(into / f"{job.name}.sha256")
-        os.mkfifo(into / f"{job.name}.sha256")  # planted by a neighbour: read by no task, which would wait for ever
+        os.mkfifo(
+            into / f"{job.name}.sha256"
+        )  # planted by a neighbour: read by no task, which would wait for ever
         looked = list[int | None]()
-        looking = threading.Thread(target=lambda: looked.append(fan_out.verified_size(str(into / job.name), wider)))
+        looking = threading.Thread(
+            target=lambda: looked.append(fan_out.verified_size(str(into / job.name), wider))
+        )
         looking.daemon = True
         looking.start()
         looking.join(5)
@@ -3070,7 +3659,9 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertEqual(looked, [None])
 
     def test_no_form_of_the_key_shows_in_vars_of_a_client_made_or_unpickled(self) -> None:
-        key = "sk/test+0123456789"  # percent-encoded and JSON-escaped ("\\/") forms are redacted too
+        key = (
+            "sk/test+0123456789"  # percent-encoded and JSON-escaped ("\\/") forms are redacted too
+        )
         self.script(reply(400, {"message": f"bad key {key} sk%2Ftest%2B0123456789"}))
         client = self.client(api_key=key, headers={"X-Token": "header-secret"})
         for made in (client, pickle.loads(pickle.dumps(client))):
@@ -3080,11 +3671,17 @@ class BeyondOneProcessTests(ServerTestCase):
                 self.assertNotIn(form, shown)
         with self.assertRaises(dc.ServiceError) as caught:
             client.list_datasets()
-        self.assertIn(": bad key <redacted> <redacted>", str(caught.exception), "still redacted where it is echoed")
+        self.assertIn(
+            ": bad key <redacted> <redacted>",
+            str(caught.exception),
+            "still redacted where it is echoed",
+        )
         self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {key}")
 
     def test_close_ends_a_download_whose_response_reads_to_the_connection_s_close(self) -> None:
-        go_on = threading.Event()  # http.client lets go of the socket of a "Connection: close" response
+        go_on = (
+            threading.Event()
+        )  # http.client lets go of the socket of a "Connection: close" response
 
         def trickle(handler: Handler) -> None:
             handler.send_response(200)
@@ -3096,7 +3693,10 @@ class BeyondOneProcessTests(ServerTestCase):
             go_on.wait(10)
 
         self.script(trickle)
-        client, outcome = self.client(timeout=30), list[BaseException]()  # not ended by its time-out
+        client, outcome = (
+            self.client(timeout=30),
+            list[BaseException](),
+        )  # not ended by its time-out
 
         def download() -> None:
             try:
@@ -3112,7 +3712,11 @@ class BeyondOneProcessTests(ServerTestCase):
         _wait_for(lambda: bool(self.requests) and _blocked_in_a_socket_read(reading))
         client.close()
         reading.join(5)
-        self.assertEqual([type(error) for error in outcome], [dc.ClientClosedError], "ended before the server went on")
+        self.assertEqual(
+            [type(error) for error in outcome],
+            [dc.ClientClosedError],
+            "ended before the server went on",
+        )
         self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
 
     def test_a_relative_ca_bundle_is_found_by_a_copy_unpickled_in_another_directory(self) -> None:
@@ -3127,9 +3731,17 @@ class BeyondOneProcessTests(ServerTestCase):
         with contextlib.chdir(elsewhere):  # a process pool's or Dask's worker, started elsewhere
             unpickled = pickle.loads(pickled)
             self.addCleanup(unpickled.close)
-            self.assertEqual(unpickled.list_datasets(), {"tls": True}, "the copy trusts the bundle from elsewhere")
-        self.assertEqual([r.path for r in tls.requests], ["/datasets"], "the server saw the copy's request")
-        self.assertEqual(unpickled._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone")
+            self.assertEqual(
+                unpickled.list_datasets(),
+                {"tls": True},
+                "the copy trusts the bundle from elsewhere",
+            )
+        self.assertEqual(
+            [r.path for r in tls.requests], ["/datasets"], "the server saw the copy's request"
+        )
+        self.assertEqual(
+            unpickled._pool._ssl_context.cert_store_stats()["x509_ca"], 1, "the test CA alone"
+        )
         self.assertTrue(os.path.isabs(unpickled._arguments["ca_bundle"]))
         self.assertTrue(os.path.samefile(unpickled._arguments["ca_bundle"], here / "corp.pem"))
 
@@ -3155,15 +3767,25 @@ class BeyondOneProcessTests(ServerTestCase):
                         os.symlink(elsewhere / name, into / name)
                     os.chown(into / name, 4242, 4242, follow_symlinks=False)
                 self.assertIsNone(fan_out.verified_size(str(into / job.name), job))
-                export = reply(201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()})
+                export = reply(
+                    201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
+                )
                 self.script(export, serve_file(data))
                 label, error, *_ = fan_out.fetch(self.client(), job, str(into))
-                self.assertEqual(self.requests[0].method, "POST", "the export made again, not skipped")
-                if where is into:  # root may replace another user's file: this run's export is there now
-                    self.assertEqual((label, error, (into / job.name).read_bytes()), ("AAPL", None, data))
+                self.assertEqual(
+                    self.requests[0].method, "POST", "the export made again, not skipped"
+                )
+                if (
+                    where is into
+                ):  # root may replace another user's file: this run's export is there now
+                    self.assertEqual(
+                        (label, error, (into / job.name).read_bytes()), ("AAPL", None, data)
+                    )
                 else:  # download() follows no other user's link in a sticky directory: an error, said
                     self.assertRegex(error or "", "^PermissionError: ")
-                    self.assertEqual((elsewhere / job.name).read_bytes(), planted, "nothing written through it")
+                    self.assertEqual(
+                        (elsewhere / job.name).read_bytes(), planted, "nothing written through it"
+                    )
 
 
 class FakeFuture:
@@ -3199,12 +3821,19 @@ class FakeDask:
         scheduler_lost: bool = False,
     ) -> None:
         self.workers = [f"tcp://127.0.0.1:{40001 + n}" for n in range(workers)]
-        self.lost, self.missing, self.upload, self.mounts = set(lost), set(missing), upload, mounts or {}
+        self.lost, self.missing, self.upload, self.mounts = (
+            set(lost),
+            set(missing),
+            upload,
+            mounts or {},
+        )
         self.scheduler_lost = scheduler_lost
         self.made: list[dict[str, Any]] = []
         self.uploaded: list[str] = []
         self.scheduler = self
-        self.Client = self.LocalCluster = self.make  # distributed.Client(...), distributed.LocalCluster(...)
+        self.Client = self.LocalCluster = (
+            self.make
+        )  # distributed.Client(...), distributed.LocalCluster(...)
 
     def make(self, *args: Any, **kwargs: Any) -> FakeDask:
         self.made.append(kwargs)
@@ -3226,7 +3855,10 @@ class FakeDask:
 
     def run(self, function: Callable[[], str | None]) -> dict[str, str | None]:
         found = function()
-        return {worker: "ModuleNotFoundError" if worker in self.missing else found for worker in self.workers}
+        return {
+            worker: "ModuleNotFoundError" if worker in self.missing else found
+            for worker in self.workers
+        }
 
     def run_on_scheduler(self, function: Callable[[], str | None]) -> str | None:
         return function()
@@ -3258,7 +3890,11 @@ def _load_example(name: str) -> Any:
 def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
     """True when ``thread`` waits in socket.SocketIO.readinto (under a BufferedReader, its lock held)."""
     frame = sys._current_frames().get(thread.ident or 0)
-    return frame is not None and frame.f_code.co_name == "readinto" and frame.f_code.co_filename == socket.__file__
+    return (
+        frame is not None
+        and frame.f_code.co_name == "readinto"
+        and frame.f_code.co_filename == socket.__file__
+    )
 
 
 def _fork_quietly() -> int:
@@ -3302,23 +3938,36 @@ class HostileServerTests(ServerTestCase):
         for thread in threads:
             thread.join(10)
         self.assertEqual(client.list_datasets(), ["fresh"])
-        self.assertEqual(client.query("SELECT 1"), ["fresh"], "a POST never meets the other dead ones")
+        self.assertEqual(
+            client.query("SELECT 1"), ["fresh"], "a POST never meets the other dead ones"
+        )
         self.assertEqual(self.server.connections, 4)
         self.assertIn(self.requests[3].connection, (1, 2, 3))  # a dead one, reset
         self.assertEqual([r.connection for r in self.requests[4:]], [4, 4])
 
     def test_a_forked_child_never_uses_its_parents_connections(self) -> None:
         def echo(handler: Handler) -> None:
-            reply(body={"sql": json.loads(handler.body)["sql"], "connection": handler.connection_number})(handler)
+            reply(
+                body={
+                    "sql": json.loads(handler.body)["sql"],
+                    "connection": handler.connection_number,
+                }
+            )(handler)
 
         self.server.default = echo
         client = self.client()
-        self.assertEqual(client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1})
+        self.assertEqual(
+            client.query("SELECT 'parent'"), {"sql": "SELECT 'parent'", "connection": 1}
+        )
         reader, writer = os.pipe()
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+            warnings.simplefilter(
+                "ignore", DeprecationWarning
+            )  # 3.12+: fork() with threads running
             pid = os.fork()
-        if pid == 0:  # the child: report what it got and leave, never returning into the test runner
+        if (
+            pid == 0
+        ):  # the child: report what it got and leave, never returning into the test runner
             status = 1
             try:
                 os.write(writer, json.dumps(client.query("SELECT 'child'")).encode())
@@ -3330,9 +3979,17 @@ class HostileServerTests(ServerTestCase):
         with os.fdopen(reader, "rb") as pipe:
             child = json.loads(pipe.read() or b"null")
         self.assertEqual(os.waitpid(pid, 0)[1], 0)
-        self.assertEqual(child, {"sql": "SELECT 'child'", "connection": 2}, "the child opened a connection of its own")
+        self.assertEqual(
+            child,
+            {"sql": "SELECT 'child'", "connection": 2},
+            "the child opened a connection of its own",
+        )
         again = client.query("SELECT 'parent again'")
-        self.assertEqual(again, {"sql": "SELECT 'parent again'", "connection": 1}, "the child's close() left it alone")
+        self.assertEqual(
+            again,
+            {"sql": "SELECT 'parent again'", "connection": 1},
+            "the child's close() left it alone",
+        )
         self.assertEqual(self.server.connections, 2)
 
     def test_close_from_another_thread_ends_a_call_under_way(self) -> None:
@@ -3380,7 +4037,9 @@ class HostileServerTests(ServerTestCase):
                 resume=resume,
                 progress=lambda d, t, s=seen: d and s.set(),
             )
-            download = functools.partial(lambda call, result: result.append(outcome_of(call)), call, result)
+            download = functools.partial(
+                lambda call, result: result.append(outcome_of(call)), call, result
+            )
             thread = threading.Thread(target=download)
             thread.start()
             with self.subTest(resume=resume):
@@ -3395,8 +4054,16 @@ class HostileServerTests(ServerTestCase):
     def test_a_post_a_redirect_turned_into_a_get_is_never_sent_again(self) -> None:
         for after_redirect in ("503", "refused"):
             self.server.requests.clear()
-            target = "/api/v1/result" if after_redirect == "503" else f"http://127.0.0.1:{free_port()}/result"
-            self.script(reply(303, b"", {"Location": target}), reply(503, {"message": "busy"}), reply(body={}))
+            target = (
+                "/api/v1/result"
+                if after_redirect == "503"
+                else f"http://127.0.0.1:{free_port()}/result"
+            )
+            self.script(
+                reply(303, b"", {"Location": target}),
+                reply(503, {"message": "busy"}),
+                reply(body={}),
+            )
             with self.subTest(after_redirect=after_redirect), recorded_sleeps() as sleeps:
                 with self.assertRaises(dc.DatasetClientError) as caught:
                     self.client(max_retries=3).query("SELECT 1")
@@ -3412,21 +4079,29 @@ class HostileServerTests(ServerTestCase):
         with recorded_sleeps() as sleeps:
             self.assertEqual(self.client().query("SELECT 1"), {"ok": True})
         self.assertEqual(
-            [(r.method, r.path) for r in self.requests], [("POST", "/api/v1/query"), ("POST", "/api/v1/q2")] * 2
+            [(r.method, r.path) for r in self.requests],
+            [("POST", "/api/v1/query"), ("POST", "/api/v1/q2")] * 2,
         )
         self.assertEqual(len(sleeps), 1)
 
     def test_a_resumed_part_of_another_version_is_never_spliced_on(self) -> None:
-        for what, new, etag in (("ETag", bytes(reversed(DATA)), '"v2"'), ("total", DATA + b"more", '"v1"')):
+        for what, new, etag in (
+            ("ETag", bytes(reversed(DATA)), '"v2"'),
+            ("total", DATA + b"more", '"v1"'),
+        ):
             self.server.requests.clear()
             self.script(
-                cut(DATA, 1000, {"ETag": '"v1"'}), part_ignoring_if_range(new, 1000, etag), serve_file(new, etag=etag)
+                cut(DATA, 1000, {"ETag": '"v1"'}),
+                part_ignoring_if_range(new, 1000, etag),
+                serve_file(new, etag=etag),
             )
             out = self.tmp() / "out.bin"
             with self.subTest(another=what):
                 self.client().download("files/x", out)
                 self.assertEqual(out.read_bytes(), new, "started over: one version, whole")
-                self.assertEqual([r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None])
+                self.assertEqual(
+                    [r.headers["Range"] for r in self.requests], [None, "bytes=1000-", None]
+                )
 
     def test_a_206_that_runs_past_its_content_range_is_refused(self) -> None:
         def longer(handler: Handler, chunked: bool) -> None:
@@ -3446,20 +4121,28 @@ class HostileServerTests(ServerTestCase):
                 handler.wfile.write(DATA[1000:] + extra)
 
         for chunked in (False, True):
-            self.script(cut(DATA, 1000, {"ETag": '"v1"'}), functools.partial(longer, chunked=chunked))
+            self.script(
+                cut(DATA, 1000, {"ETag": '"v1"'}), functools.partial(longer, chunked=chunked)
+            )
             directory = self.tmp()
-            with self.subTest(chunked=chunked), self.assertRaises(dc.InvalidResponseError) as caught:
+            with (
+                self.subTest(chunked=chunked),
+                self.assertRaises(dc.InvalidResponseError) as caught,
+            ):
                 self.client().download("files/x", directory / "out.bin")
             self.assertRegex(str(caught.exception), "Content-Range|runs past")
             self.assertEqual(list(directory.iterdir()), [])
             ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests[-2:]]
-            self.assertEqual(ranges, [(None, None), ("bytes=1000-", '"v1"')], "refused only once resumed")
+            self.assertEqual(
+                ranges, [(None, None), ("bytes=1000-", '"v1"')], "refused only once resumed"
+            )
             self.server.script.clear()
 
     def test_two_different_content_lengths_are_refused(self) -> None:
         def ambiguous(handler: Handler) -> None:
             handler.wfile.write(
-                b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Length: 200\r\nETag: "v1"\r\n\r\n' + DATA[:100]
+                b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Length: 200\r\nETag: "v1"\r\n\r\n'
+                + DATA[:100]
             )
             handler.close_connection = True
 
@@ -3475,7 +4158,9 @@ class HostileServerTests(ServerTestCase):
     def test_a_content_length_that_is_not_one_number_is_refused(self) -> None:
         def raw(length: str) -> Respond:
             def respond(handler: Handler) -> None:
-                handler.wfile.write(f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n[1, 2]".encode("latin-1"))
+                handler.wfile.write(
+                    f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n[1, 2]".encode("latin-1")
+                )
 
             return respond
 
@@ -3503,7 +4188,9 @@ class HostileServerTests(ServerTestCase):
         refusal, growth = run_measuring_child(self, code, self.server.url + "/api/v1")
         self.assertRegex(refusal, "^InvalidResponseError .*decompression bomb")
         # About 72 MiB here, the limit's decoded bytes and a copy; without a limit, RLIMIT_AS stops the child.
-        self.assertLess(int(growth.split()[1]), 128 * 1024 * 1024, "inflated far past the limit before refusing")
+        self.assertLess(
+            int(growth.split()[1]), 128 * 1024 * 1024, "inflated far past the limit before refusing"
+        )
         self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/api/v1/datasets")])
 
     def test_a_json_body_costs_at_most_twice_its_size_whole_chunked_or_gzipped(self) -> None:
@@ -3567,7 +4254,10 @@ class HostileServerTests(ServerTestCase):
         ):
             self.server.requests.clear()
             self.script(reply(302, b"", {"Location": location}))
-            with self.subTest(location=location), self.assertRaises(dc.InvalidResponseError) as caught:
+            with (
+                self.subTest(location=location),
+                self.assertRaises(dc.InvalidResponseError) as caught,
+            ):
                 self.client().list_datasets()
             self.assertIn("redirect", str(caught.exception))
             self.assertNotIn("pw@", str(caught.exception))
@@ -3575,10 +4265,14 @@ class HostileServerTests(ServerTestCase):
 
     def test_the_key_is_in_no_frames_locals(self) -> None:
         # What pytest --showlocals, traceback's capture_locals and error reporters print.
-        big = "SELECT '" + "x" * 8_000_000 + "'"  # a body too large to send to a server that resets at once
+        big = (
+            "SELECT '" + "x" * 8_000_000 + "'"
+        )  # a body too large to send to a server that resets at once
 
         def reset_unread(handler: Handler) -> None:
-            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            handler.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+            )
             handler.close_connection = True
 
         faults: list[tuple[Respond | None, Callable[[DatasetClient], object]]] = [
@@ -3601,13 +4295,19 @@ class HostileServerTests(ServerTestCase):
                 while cause is not None:  # the error and its causes, as a traceback prints them
                     chain.append(cause)
                     cause = cause.__cause__ or cause.__context__
-                frames = [frame for exc in chain for frame, _ in traceback.walk_tb(exc.__traceback__)]
+                frames = [
+                    frame for exc in chain for frame, _ in traceback.walk_tb(exc.__traceback__)
+                ]
                 library = [f for f in frames if f.f_code.co_filename == dc.__file__]
                 self.assertTrue(library, "the library's own frames are among those searched")
-                for frame in frames:  # each local as text: 8 MB of SQL searched, not repr'd (what a repr would show)
+                for frame in (
+                    frames
+                ):  # each local as text: 8 MB of SQL searched, not repr'd (what a repr would show)
                     for value in frame.f_locals.values():
                         text = value if isinstance(value, (str, bytes, bytearray)) else repr(value)
-                        self.assertNotIn(KEY.encode() if isinstance(text, (bytes, bytearray)) else KEY, text)
+                        self.assertNotIn(
+                            KEY.encode() if isinstance(text, (bytes, bytearray)) else KEY, text
+                        )
             self.server.script.clear()
 
 
@@ -3616,9 +4316,7 @@ class HostileServerTests(ServerTestCase):
 # ---------------------------------------------------------------------------
 
 
-INVISIBLE = (
-    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u200c\u200d\u2060\ufeff\u2028\u2029"
-)
+INVISIBLE = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u200c\u200d\u2060\ufeff\u2028\u2029"
 RAW_INVISIBLE = re.compile(f"[{INVISIBLE}\ud800-\udfff]")  # what must not reach a terminal either
 
 
@@ -3639,9 +4337,17 @@ class SecondReviewHostileTextTests(ServerTestCase):
         out = Stream(io.BytesIO(), encoding="utf-8", newline="")
         err = Stream(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
         kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        base = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api/v1", "DATASET_CLIENT_API_KEY": KEY, "COLUMNS": "80"}
+        base = {
+            "DATASET_CLIENT_BASE_URL": self.server.url + "/api/v1",
+            "DATASET_CLIENT_API_KEY": KEY,
+            "COLUMNS": "80",
+        }
         with (
-            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **base, **(environment or {})}, clear=True),
+            mock.patch.dict(
+                os.environ,
+                {**kept, "HOME": str(self.tmp()), **base, **(environment or {})},
+                clear=True,
+            ),
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
         ):
@@ -3656,8 +4362,14 @@ class SecondReviewHostileTextTests(ServerTestCase):
         digits = "9" * 5000
         destination = self.tmp() / "out.bin"
         cases: list[tuple[Respond, Callable[[DatasetClient], object]]] = [
-            (reply(headers={"Content-Length": digits}), lambda client: client.list_datasets()),  # int() refuses
-            (reply(headers={"Content-Length": digits[:4000]}), lambda client: client.download("f", destination)),
+            (
+                reply(headers={"Content-Length": digits}),
+                lambda client: client.list_datasets(),
+            ),  # int() refuses
+            (
+                reply(headers={"Content-Length": digits[:4000]}),
+                lambda client: client.download("f", destination),
+            ),
             (
                 reply(206, b"abc", {"Content-Range": f"bytes 0-{digits}/{digits}"}),
                 lambda client: client.download("f", destination, connections=2),
@@ -3673,11 +4385,15 @@ class SecondReviewHostileTextTests(ServerTestCase):
                 self.assertEqual(len(self.requests), 1)
                 self.assertEqual(list(destination.parent.iterdir()), [])
         self.requests.clear()
-        self.script(reply(503, b"", {"Retry-After": "9" * 400}))  # a float of it is inf: no sleep takes it
+        self.script(
+            reply(503, b"", {"Retry-After": "9" * 400})
+        )  # a float of it is inf: no sleep takes it
         error = outcome_of(lambda: self.client(max_retries=1).list_datasets())
         self.assertIsInstance(error, ServiceError)
         assert isinstance(error, ServiceError)
-        self.assertEqual((error.retry_after, len(self.requests)), (366 * 86400, 1), "not waited for")
+        self.assertEqual(
+            (error.retry_after, len(self.requests)), (366 * 86400, 1), "not waited for"
+        )
         self.script(reply(503, b"", {"Retry-After": "9" * 400}))
         status, out, err = self.cli("datasets")
         self.assertEqual((status, out), (1, ""))
@@ -3686,39 +4402,57 @@ class SecondReviewHostileTextTests(ServerTestCase):
     def test_a_head_too_long_or_with_too_many_headers_is_a_network_error(self) -> None:
         heads = {
             "a 70 KiB line": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n{}",
-            "101 headers": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: a\r\n" % n for n in range(101)) + b"\r\n{}",
+            "101 headers": b"HTTP/1.1 200 OK\r\n"
+            + b"".join(b"X-%d: a\r\n" % n for n in range(101))
+            + b"\r\n{}",
         }
         for case, head in heads.items():
             with self.subTest(case):
                 answered = []
                 # Counted before the head is sent: the client may have read it and given up before sendall() returns.
-                url = raw_server(self, lambda connection, h=head, a=answered: (a.append(1), connection.sendall(h)))  # type: ignore[misc]
+                url = raw_server(
+                    self,
+                    lambda connection, h=head, a=answered: (a.append(1), connection.sendall(h)),
+                )  # type: ignore[misc]
                 error = outcome_of(lambda u=url: self.client(u, max_retries=1).list_datasets())  # type: ignore[misc]
                 self.assertIsInstance(error, dc.NetworkError)
                 self.assertEqual(len(answered), 2, "retried, as any broken response")
-                status, out, err = self.cli("--retries", "0", "datasets", environment={"DATASET_CLIENT_BASE_URL": url})
+                status, out, err = self.cli(
+                    "--retries", "0", "datasets", environment={"DATASET_CLIENT_BASE_URL": url}
+                )
                 self.assertEqual((status, out, err.count("\n")), (3, "", 1), err)
-                self.assertIn("when reading header line" if "line" in case else "more than 100 headers", err)
+                self.assertIn(
+                    "when reading header line" if "line" in case else "more than 100 headers", err
+                )
 
     def test_json_nested_deep_is_a_result_printed_whole_or_the_clients_error(self) -> None:
         deep = "[" * 800 + "]" * 800
         self.server.default = reply(body=f'[{{"name": "n", "deep": {deep}}}]'.encode())
         result = self.client().list_datasets()
-        self.assertEqual(json.dumps(result, separators=(",", ":")), f'[{{"name":"n","deep":{deep}}}]')
+        self.assertEqual(
+            json.dumps(result, separators=(",", ":")), f'[{{"name":"n","deep":{deep}}}]'
+        )
         status, out, err = self.cli("--output", "json", "datasets")
         self.assertEqual((status, err), (0, ""))
-        self.assertEqual(json.dumps(json.loads(out), separators=(",", ":")), f'[{{"name":"n","deep":{deep}}}]')
+        self.assertEqual(
+            json.dumps(json.loads(out), separators=(",", ":")), f'[{{"name":"n","deep":{deep}}}]'
+        )
         status, out, err = self.cli("--output", "table", "datasets")
         self.assertEqual((status, err), (0, ""))
         self.assertEqual(out.splitlines()[2][:14], "n     [[[[[[[[", out[:300])
         self.assertEqual(out.splitlines()[-1], "(1 row)")
         thousands = "[" * 5000 + "]" * 5000
         self.server.default = reply(body=thousands.encode())
-        outcome = outcome_of(lambda: self.client().list_datasets())  # Python 3.13's json reads it; 3.11's refuses
+        outcome = outcome_of(
+            lambda: self.client().list_datasets()
+        )  # Python 3.13's json reads it; 3.11's refuses
         if isinstance(outcome, list):
             self.assertEqual(json.dumps(outcome, separators=(",", ":")), thousands)
             status, out, err = self.cli("--output", "json", "datasets")
-            self.assertEqual((status, err, json.dumps(json.loads(out), separators=(",", ":"))), (0, "", thousands))
+            self.assertEqual(
+                (status, err, json.dumps(json.loads(out), separators=(",", ":"))),
+                (0, "", thousands),
+            )
         else:
             self.assertIsInstance(outcome, dc.InvalidResponseError)
             status, out, err = self.cli("datasets")
@@ -3737,19 +4471,39 @@ class SecondReviewHostileTextTests(ServerTestCase):
     def test_a_non_ascii_download_url_is_fetched_percent_encoded_as_utf8(self) -> None:
         self.server.default = serve_file(DATA[:1000])
         destination = self.tmp() / "out.bin"
-        self.client().download("files/r\u00e9sum\u00e9 \u6570.csv?name=\u00e9&q=%41"[:-1].replace(" ", ""), destination)
+        self.client().download(
+            "files/r\u00e9sum\u00e9 \u6570.csv?name=\u00e9&q=%41"[:-1].replace(" ", ""), destination
+        )
         self.assertEqual(destination.read_bytes(), DATA[:1000])
-        self.assertEqual(self.requests[-1].path, "/api/v1/files/r%C3%A9sum%C3%A9%E6%95%B0.csv?name=%C3%A9&q=%4")
+        self.assertEqual(
+            self.requests[-1].path, "/api/v1/files/r%C3%A9sum%C3%A9%E6%95%B0.csv?name=%C3%A9&q=%4"
+        )
         self.server.default = reply(body=[])
-        self.assertEqual(self.client(self.server.url + "/b\u00e4se").list_datasets(), [])  # the user's own, as well
+        self.assertEqual(
+            self.client(self.server.url + "/b\u00e4se").list_datasets(), []
+        )  # the user's own, as well
         self.assertEqual(self.requests[-1].path, "/b%C3%A4se/datasets")
         export = {"id": "e1", "download_url": "/files/\ud800.csv", "sha256": "0" * 64}
         self.script(reply(body=json.dumps(export).encode()))  # a lone surrogate: no UTF-8 for it
-        argv = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", "--format", "csv"]
+        argv = [
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-03",
+            "--format",
+            "csv",
+        ]
         status, out, err = self.cli(*argv, "--output", "json", "--download", str(destination))
         self.assertEqual(status, 1, "the service's fault, not a usage error")
         self.assertIn('"download_url": "/files/\\ud800.csv"', out)
-        self.assertRegex(err, r"^dataset-client: error: the export's download_url cannot be downloaded: .*\\ud800")
+        self.assertRegex(
+            err,
+            r"^dataset-client: error: the export's download_url cannot be downloaded: .*\\ud800",
+        )
         self.assertEqual(self.requests[-1].method, "POST", "nothing fetched")
 
     def test_a_lone_surrogate_in_a_result_is_escaped(self) -> None:
@@ -3758,10 +4512,16 @@ class SecondReviewHostileTextTests(ServerTestCase):
             ("json", False, '"x\\udfffy"'),
             ("jsonl", False, '{"a\\ud800": "x\\udfffy"}'),
             ("table", True, "x\\udfffy"),
-            ("csv", False, "a\\ud800\r\nx\\udfffy\r\n"),  # data for a file, as near as UTF-8 can write it
+            (
+                "csv",
+                False,
+                "a\\ud800\r\nx\\udfffy\r\n",
+            ),  # data for a file, as near as UTF-8 can write it
         ):
             with self.subTest(output=output):
-                status, out, err = self.cli("--output", output, "query", "SELECT 1", terminal=terminal)
+                status, out, err = self.cli(
+                    "--output", output, "query", "SELECT 1", terminal=terminal
+                )
                 self.assertEqual((status, err), (0, ""))
                 self.assertIn(shown, out)
         self.assertEqual(len(self.requests), 4)
@@ -3769,16 +4529,22 @@ class SecondReviewHostileTextTests(ServerTestCase):
     def test_invisible_characters_from_the_server_are_escaped(self) -> None:
         text = "denied\u202e :ko" + INVISIBLE
         escaped = "denied\\u202e :ko" + "".join(f"\\u{ord(c):04x}" for c in INVISIBLE)
-        self.server.default = reply(body={"columns": ["name" + INVISIBLE, "n"], "rows": [[text, 1]]})
+        self.server.default = reply(
+            body={"columns": ["name" + INVISIBLE, "n"], "rows": [[text, 1]]}
+        )
         for output in ("table", "json", "jsonl", "csv"):
             with self.subTest(output=output, terminal=True):
                 wide = {"COLUMNS": "1000"}  # the cell whole
-                status, out, err = self.cli("--output", output, "query", "SELECT 1", terminal=True, environment=wide)
+                status, out, err = self.cli(
+                    "--output", output, "query", "SELECT 1", terminal=True, environment=wide
+                )
                 self.assertEqual((status, err), (0, ""))
                 self.assertIsNone(RAW_INVISIBLE.search(out), repr(out))
                 self.assertIn(escaped, out)
                 if output == "json":
-                    self.assertEqual(json.loads(out)["rows"][0][0], text, "the same text, escaped as JSON does")
+                    self.assertEqual(
+                        json.loads(out)["rows"][0][0], text, "the same text, escaped as JSON does"
+                    )
                 elif output == "jsonl":
                     self.assertEqual(json.loads(out), {"name" + INVISIBLE: text, "n": 1})
         status, out, _ = self.cli("--output", "csv", "query", "SELECT 1")  # csv to a pipe is data
@@ -3788,12 +4554,16 @@ class SecondReviewHostileTextTests(ServerTestCase):
         self.assertEqual(status, 1)
         self.assertIsNone(RAW_INVISIBLE.search(err), repr(err))
         self.assertIn("denied\\u202e :ko\\u202a", err)
-        self.assertTrue(err.endswith("\\u2060\\ufeff\n"), err[-40:])  # the separators: whitespace in one line
+        self.assertTrue(
+            err.endswith("\\u2060\\ufeff\n"), err[-40:]
+        )  # the separators: whitespace in one line
 
     def test_a_file_name_with_an_invisible_character_is_refused(self) -> None:
         directory = self.tmp()
         with contextlib.chdir(directory):
-            status, out, err = self.cli("download", self.server.url + "/files/report%E2%80%AEvsc.exe")
+            status, out, err = self.cli(
+                "download", self.server.url + "/files/report%E2%80%AEvsc.exe"
+            )
         self.assertEqual((status, out), (2, ""))
         self.assertEqual(
             err,
@@ -3804,25 +4574,39 @@ class SecondReviewHostileTextTests(ServerTestCase):
 
     def test_the_users_extreme_settings_get_a_clear_error_or_the_longest_wait(self) -> None:
         self.server.default = reply(body=[])
-        self.assertEqual(self.client(timeout=1e300).list_datasets(), [])  # as long as the platform waits
+        self.assertEqual(
+            self.client(timeout=1e300).list_datasets(), []
+        )  # as long as the platform waits
         self.assertEqual(self.cli("--timeout", "1e300", "datasets")[:2], (0, "[]\n"))
         self.assertEqual(len(self.requests), 2)
         destination = self.tmp() / "out.bin"
         error = outcome_of(lambda: self.client().download("f", destination, max_rate=0.5))
         self.assertEqual(str(error), "max_rate must be at least 1 (bytes per second), got 0.5")
-        self.server.default = reply(body=b"")  # were it sent, an empty file would be done at any rate
-        status, out, err = self.cli("download", "--limit-rate", "0.0000001", self.server.url + "/f", str(destination))
+        self.server.default = reply(
+            body=b""
+        )  # were it sent, an empty file would be done at any rate
+        status, out, err = self.cli(
+            "download", "--limit-rate", "0.0000001", self.server.url + "/f", str(destination)
+        )
         self.assertEqual((status, out), (2, ""))
         self.assertIn("argument --limit-rate: invalid rate '0.0000001'", err)
         self.assertEqual((len(self.requests), list(destination.parent.iterdir())), (2, []))
         config = self.tmp() / "config.toml"
         for content, expected in (
-            ("[default]\ntimeout = 5\nbase_url = " + "[" * 3000 + "]" * 3000 + "\n", "cannot read the config file"),
-            ("[default]\ntimeout = inf\n", "timeout in [default] in {config} must be a number of seconds"),
+            (
+                "[default]\ntimeout = 5\nbase_url = " + "[" * 3000 + "]" * 3000 + "\n",
+                "cannot read the config file",
+            ),
+            (
+                "[default]\ntimeout = inf\n",
+                "timeout in [default] in {config} must be a number of seconds",
+            ),
         ):
             config.write_text(content)
             config.chmod(0o600)
-            status, out, err = self.cli("datasets", environment={"DATASET_CLIENT_CONFIG": str(config)})
+            status, out, err = self.cli(
+                "datasets", environment={"DATASET_CLIENT_CONFIG": str(config)}
+            )
             with self.subTest(expected):
                 self.assertEqual((status, out, err.count("\n")), (2, "", 1), err)
                 self.assertIn(expected.format(config=config), err)
@@ -3851,7 +4635,9 @@ class SecondReviewHostileTextTests(ServerTestCase):
         with mock.patch.object(dc.zlib, "decompressobj", Counting):
             self.assertEqual(self.client().list_datasets(), {"ok": True})
         self.assertEqual(self.requests[0].headers["Accept-Encoding"], "gzip")
-        self.assertLessEqual(sum(fed), 40 * len(members), "each member fed a bounded piece, not all the rest")
+        self.assertLessEqual(
+            sum(fed), 40 * len(members), "each member fed a bounded piece, not all the rest"
+        )
 
 
 class Proxy(socketserver.ThreadingTCPServer):
@@ -3865,7 +4651,9 @@ class Proxy(socketserver.ThreadingTCPServer):
         super().__init__(("127.0.0.1", 0), ProxyHandler)
         self.lines: list[str] = []
         self.proxy_authorizations: list[str | None] = []
-        self.required: str | None = None  # a Proxy-Authorization value: without it, the refusal below
+        self.required: str | None = (
+            None  # a Proxy-Authorization value: without it, the refusal below
+        )
         self.refusal = b"407 Proxy Authentication Required"
 
 
@@ -3883,11 +4671,17 @@ class ProxyHandler(socketserver.StreamRequestHandler):
         lines = header_block.decode("latin-1").split("\r\n")
         method, target, _version = lines[0].split(" ")
         self.server.lines.append(lines[0])
-        auth = [line.split(":", 1)[1].strip() for line in lines[1:] if line.lower().startswith("proxy-authorization:")]
+        auth = [
+            line.split(":", 1)[1].strip()
+            for line in lines[1:]
+            if line.lower().startswith("proxy-authorization:")
+        ]
         self.server.proxy_authorizations.append(auth[0] if auth else None)
         if self.server.required is not None and (auth[0] if auth else None) != self.server.required:
             self.request.sendall(
-                b"HTTP/1.1 " + self.server.refusal + b'\r\nProxy-Authenticate: Basic realm="corp"\r\n'
+                b"HTTP/1.1 "
+                + self.server.refusal
+                + b'\r\nProxy-Authenticate: Basic realm="corp"\r\n'
                 b"Content-Length: 0\r\nConnection: close\r\n\r\n"
             )
             return
@@ -3901,7 +4695,10 @@ class ProxyHandler(socketserver.StreamRequestHandler):
             kept = [line for line in lines[1:] if not line.lower().startswith("proxy-")]
             path = parts.path + ("?" + parts.query if parts.query else "")
             upstream.sendall(
-                f"{method} {path} HTTP/1.1\r\n".encode() + "\r\n".join(kept).encode("latin-1") + b"\r\n\r\n" + rest
+                f"{method} {path} HTTP/1.1\r\n".encode()
+                + "\r\n".join(kept).encode("latin-1")
+                + b"\r\n\r\n"
+                + rest
             )
         _relay(self.request, upstream)
 
@@ -3946,7 +4743,9 @@ class ProxyAndTLSTests(ServerTestCase):
         self.script(reply(body=["direct"]))
         self.assertEqual(self.client().list_datasets(), ["direct"])
         self.assertEqual(len(self.requests), 3)
-        self.assertEqual(len(proxy.lines), 1, "one kept-alive connection to the proxy, none for the bypass")
+        self.assertEqual(
+            len(proxy.lines), 1, "one kept-alive connection to the proxy, none for the bypass"
+        )
 
     def test_empty_proxy_variables_are_ignored(self) -> None:
         os.environ.update({"HTTP_PROXY": "", "HTTPS_PROXY": "", "NO_PROXY": ""})
@@ -3980,7 +4779,9 @@ class ProxyAndTLSTests(ServerTestCase):
         with self.assertRaisesRegex(dc.NetworkError, "certificate verification failed") as caught:
             self.client(tls.url + "/api", ssl_context=system_only).list_datasets()
         self.assertEqual(caught.exception.attempts, 1)
-        self.assertTrue(caught.exception.certificate)  # a field, for callers (and the CLI) to act on
+        self.assertTrue(
+            caught.exception.certificate
+        )  # a field, for callers (and the CLI) to act on
         self.assertTrue(pickle.loads(pickle.dumps(caught.exception)).certificate)
         self.assertEqual(tls.requests, [])
         _wait_for(lambda: tls.tls_failures == 1)
@@ -3991,7 +4792,9 @@ class ProxyAndTLSTests(ServerTestCase):
         proxy = self.start_proxy()
         os.environ["HTTPS_PROXY"] = f"http://127.0.0.1:{proxy.server_address[1]}"
         os.environ["NO_PROXY"] = "example.invalid"
-        client = self.client(tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE))
+        client = self.client(
+            tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE)
+        )
         self.assertEqual(client.list_datasets(), {"tunnel": True})
         self.assertEqual(client.list_datasets(), {"tunnel": True})
         self.assertEqual(len(proxy.lines), 1)
@@ -4044,8 +4847,12 @@ class NoProxyTests(ServerTestCase):
 
     def test_host_and_port(self) -> None:
         port = self.server.server_port
-        self.assert_routes("127.0.0.1", {f"127.0.0.1:{port}": "direct", f"127.0.0.1:{port + 1}": "proxy"})
-        self.assert_routes("localhost", {f"localhost:{port}": "direct", f"LOCALHOST:{port + 1}": "proxy"})
+        self.assert_routes(
+            "127.0.0.1", {f"127.0.0.1:{port}": "direct", f"127.0.0.1:{port + 1}": "proxy"}
+        )
+        self.assert_routes(
+            "localhost", {f"localhost:{port}": "direct", f"LOCALHOST:{port + 1}": "proxy"}
+        )
 
     def test_star_names_leading_dots_spaces_and_case(self) -> None:
         self.assert_routes("127.0.0.1", {"*": "direct", " * ": "direct", "example.com,*": "direct"})
@@ -4063,7 +4870,9 @@ class NoProxyTests(ServerTestCase):
         )
 
     def test_decisions_for_hosts_not_on_this_machine(self) -> None:
-        rules = dc._NoProxy(" 10.0.0.0/8, FD00::/8 ,.corp.example, Internal.Example:8443, [fe80::1]:8080, 192.0.2.7 ")
+        rules = dc._NoProxy(
+            " 10.0.0.0/8, FD00::/8 ,.corp.example, Internal.Example:8443, [fe80::1]:8080, 192.0.2.7 "
+        )
         expected = {
             ("http", "10.1.2.3"): True,
             ("http", "10.1.2.3:8080"): True,
@@ -4117,7 +4926,11 @@ class ProxyAuthenticationTests(ServerTestCase):
             repr(error),
             *traceback.TracebackException.from_exception(error, capture_locals=True).format(),
         ]
-        for secret in (self.PASSWORD, urllib_parse.quote(self.PASSWORD, safe=""), self.proxy.required or ""):
+        for secret in (
+            self.PASSWORD,
+            urllib_parse.quote(self.PASSWORD, safe=""),
+            self.proxy.required or "",
+        ):
             self.assertNotIn(secret.split(" ")[-1], "".join(shown))
         copy = pickle.loads(pickle.dumps(error))
         self.assertEqual((str(copy), repr(copy.__cause__)), (str(error), repr(error.__cause__)))
@@ -4145,8 +4958,13 @@ class ProxyAuthenticationTests(ServerTestCase):
     def test_wrong_credentials_over_plain_http(self) -> None:
         os.environ["HTTP_PROXY"] = self.proxy_url("wrong" + self.PASSWORD)
         error = self.refused(self.server.url + "/api")
-        self.assertIn("407 Proxy Authentication Required: the proxy refused the credentials in HTTP_PROXY:", str(error))
-        self.assertEqual(self.proxy.proxy_authorizations, [self.basic("wrong" + self.PASSWORD)], "sent once")
+        self.assertIn(
+            "407 Proxy Authentication Required: the proxy refused the credentials in HTTP_PROXY:",
+            str(error),
+        )
+        self.assertEqual(
+            self.proxy.proxy_authorizations, [self.basic("wrong" + self.PASSWORD)], "sent once"
+        )
         self.assertEqual(self.requests, [])
 
     def test_missing_and_wrong_credentials_through_connect(self) -> None:
@@ -4160,21 +4978,33 @@ class ProxyAuthenticationTests(ServerTestCase):
             f"GET {url}/datasets via proxy {self.where} (NO_PROXY bypasses it): 407 Proxy Authentication Required:"
             f" the proxy wants credentials; HTTPS_PROXY has none: {self.advice('HTTPS_PROXY')}",
         )
-        self.assertRegex(self.proxy.lines[0], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$")
+        self.assertRegex(
+            self.proxy.lines[0], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$"
+        )
         self.proxy.lines.clear()
         os.environ["HTTPS_PROXY"] = self.proxy_url(self.PASSWORD + "x")
         error = self.refused(url, ssl_context=context)
-        self.assertIn("the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=http://USER:", str(error))
-        self.assertEqual(self.proxy.proxy_authorizations, [None, self.basic(self.PASSWORD + "x")], "each sent once")
+        self.assertIn(
+            "the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=http://USER:",
+            str(error),
+        )
+        self.assertEqual(
+            self.proxy.proxy_authorizations,
+            [None, self.basic(self.PASSWORD + "x")],
+            "each sent once",
+        )
         self.assertEqual(tls.requests, [])
 
     def test_a_connect_refused_with_401_is_the_same_error(self) -> None:
         tls = self.start_server(server_tls_context())
         self.proxy.refusal = b"401 Unauthorized"  # what tinyproxy 1.11 answers to wrong credentials
         os.environ["HTTPS_PROXY"] = self.proxy_url("wrong")
-        error = self.refused(tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE))
+        error = self.refused(
+            tls.url + "/api", ssl_context=ssl.create_default_context(cafile=CA_FILE)
+        )
         self.assertIn(
-            ": 401 Unauthorized: the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=", str(error)
+            ": 401 Unauthorized: the proxy refused the credentials in HTTPS_PROXY: set HTTPS_PROXY=",
+            str(error),
         )
         self.assertEqual(self.proxy.proxy_authorizations, [self.basic("wrong")])
 
@@ -4185,9 +5015,13 @@ class ProxyAuthenticationTests(ServerTestCase):
         os.environ["HTTP_PROXY"] = os.environ["HTTPS_PROXY"] = self.proxy_url(self.PASSWORD)
         self.assertEqual(self.client().list_datasets(), ["plain"])
         context = ssl.create_default_context(cafile=CA_FILE)
-        self.assertEqual(self.client(tls.url + "/api", ssl_context=context).list_datasets(), {"tunnel": True})
+        self.assertEqual(
+            self.client(tls.url + "/api", ssl_context=context).list_datasets(), {"tunnel": True}
+        )
         self.assertEqual(self.proxy.proxy_authorizations, [self.proxy.required] * 2)
-        self.assertRegex(self.proxy.lines[1], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$")
+        self.assertRegex(
+            self.proxy.lines[1], rf"^CONNECT 127\.0\.0\.1:{tls.server_port} HTTP/1\.[01]$"
+        )
         for request in (*self.requests, *tls.requests):
             self.assertNotIn("Proxy-Authorization", request.headers)
             self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
@@ -4207,13 +5041,51 @@ def make_lenient_ca(directory: Path) -> tuple[str, str]:
     key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     sign = ["-days", "3650", "-extfile", "server.ext", "-out", "server.crt"]
     for command in (
-        ["req", "-x509", "-config", "ca.cnf", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "3650"],
-        ["req", "-new", *key, "-keyout", "server.key", "-subj", "/CN=127.0.0.1", "-out", "server.csr"],
-        ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "7", *sign],
+        [
+            "req",
+            "-x509",
+            "-config",
+            "ca.cnf",
+            *key,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "3650",
+        ],
+        [
+            "req",
+            "-new",
+            *key,
+            "-keyout",
+            "server.key",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-out",
+            "server.csr",
+        ],
+        [
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "7",
+            *sign,
+        ],
     ):
-        subprocess.run(["openssl", *command], cwd=directory, check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            ["openssl", *command], cwd=directory, check=True, capture_output=True, timeout=60
+        )
     chain = directory / "server.pem"
-    chain.write_text((directory / "server.crt").read_text() + (directory / "server.key").read_text())
+    chain.write_text(
+        (directory / "server.crt").read_text() + (directory / "server.key").read_text()
+    )
     return str(directory / "ca.pem"), str(chain)
 
 
@@ -4228,7 +5100,9 @@ class CertificateTrustTests(ServerTestCase):
         self.tls.default = reply(body={"tls": True})
 
     def assert_trusted(self, **options: object) -> None:
-        self.assertEqual(self.client(self.tls.url + "/api", **options).list_datasets(), {"tls": True})
+        self.assertEqual(
+            self.client(self.tls.url + "/api", **options).list_datasets(), {"tls": True}
+        )
         self.assertEqual(self.tls.requests[-1].path, "/api/datasets")
 
     def refusal(self, url: str | None = None, **options: object) -> str:
@@ -4249,7 +5123,9 @@ class CertificateTrustTests(ServerTestCase):
 
     def test_requests_ca_bundle_wins_over_curl_ca_bundle(self) -> None:
         os.environ["REQUESTS_CA_BUNDLE"] = CA_FILE
-        os.environ["CURL_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # not read: requests reads one of the two
+        os.environ["CURL_CA_BUNDLE"] = str(
+            self.tmp() / "missing.pem"
+        )  # not read: requests reads one of the two
         self.assert_trusted()
 
     def test_bundle_is_added_to_the_system_store(self) -> None:
@@ -4257,7 +5133,9 @@ class CertificateTrustTests(ServerTestCase):
         os.environ["REQUESTS_CA_BUNDLE"] = CA_FILE
         certificates = dc._default_ssl_context().get_ca_certs()
         self.assertEqual(len(certificates), system + 1)
-        self.assertIn(((("commonName", "dataset-client test CA"),),), [c["subject"] for c in certificates])
+        self.assertIn(
+            ((("commonName", "dataset-client test CA"),),), [c["subject"] for c in certificates]
+        )
 
     def test_missing_bundle_is_an_error_naming_the_variable(self) -> None:
         missing = str(self.tmp() / "corp-ca.pem")
@@ -4287,17 +5165,24 @@ class CertificateTrustTests(ServerTestCase):
             " its file), ca_bundle=FILE or ssl_context= in code",
         )
         os.environ["SSL_CERT_FILE"] = str(HERE / "README.md")  # no CA in it
-        self.assertIn(f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE", self.refusal())
+        self.assertIn(
+            f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE",
+            self.refusal(),
+        )
 
     def test_a_context_made_for_a_ca_bundle_names_it_by_the_librarys_keyword(self) -> None:
         missing = str(self.tmp() / "corp.pem")
-        with self.assertRaisesRegex(FileNotFoundError, f"^ca_bundle names {re.escape(missing)}, which is not a file"):
+        with self.assertRaisesRegex(
+            FileNotFoundError, f"^ca_bundle names {re.escape(missing)}, which is not a file"
+        ):
             dc._default_ssl_context(missing)
         self.assert_trusted(ssl_context=dc._default_ssl_context(CA_FILE))
         self.tls.requests.clear()
         empty = self.tmp()
         message = self.refusal(ssl_context=dc._default_ssl_context(str(empty)))
-        self.assertIn(f"), {empty} from ca_bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message)
+        self.assertIn(
+            f"), {empty} from ca_bundle; to trust another CA: REQUESTS_CA_BUNDLE=FILE", message
+        )
 
     def use_no_system_store(self) -> None:
         os.environ["SSL_CERT_FILE"] = str(self.tmp() / "none.pem")  # the test CA alone, and faster
@@ -4391,7 +5276,9 @@ class CertificateTrustTests(ServerTestCase):
         self.assertEqual((self.tls.requests, self.tls.connections), ([], 0))
 
     def test_given_context_is_used_exactly_as_given(self) -> None:
-        os.environ["REQUESTS_CA_BUNDLE"] = str(self.tmp() / "missing.pem")  # would be an error if it were read
+        os.environ["REQUESTS_CA_BUNDLE"] = str(
+            self.tmp() / "missing.pem"
+        )  # would be an error if it were read
         context = ssl.create_default_context(cafile=CA_FILE)
         flags = context.verify_flags
         self.assert_trusted(ssl_context=context)
@@ -4408,7 +5295,9 @@ class CertificateTrustTests(ServerTestCase):
 
     def test_lenient_ca_is_accepted_and_names_and_unknown_cas_are_still_refused(self) -> None:
         if shutil.which("openssl") is None:
-            self.skipTest("openssl is not installed: it makes the CA with a basicConstraints not marked critical")
+            self.skipTest(
+                "openssl is not installed: it makes the CA with a basicConstraints not marked critical"
+            )
         ca, chain = make_lenient_ca(self.tmp())
         server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server_context.load_cert_chain(chain)
@@ -4419,13 +5308,22 @@ class CertificateTrustTests(ServerTestCase):
         os.environ["REQUESTS_CA_BUNDLE"] = ca
         self.assert_trusted()
         self.tls.requests.clear()
-        wrong_name = f"https://localhost:{self.tls.server_port}/api"  # the certificate is for 127.0.0.1 only
-        self.assertRegex(self.refusal(wrong_name), r"verification failed: Hostname mismatch, [^;]*'localhost'\.?$")
+        wrong_name = (
+            f"https://localhost:{self.tls.server_port}/api"  # the certificate is for 127.0.0.1 only
+        )
+        self.assertRegex(
+            self.refusal(wrong_name),
+            r"verification failed: Hostname mismatch, [^;]*'localhost'\.?$",
+        )
         os.environ.pop("SSL_CERT_FILE")
         os.environ.pop("REQUESTS_CA_BUNDLE")
-        self.assertIn("unable to get local issuer certificate; trusted: the system's CA store", self.refusal())
+        self.assertIn(
+            "unable to get local issuer certificate; trusted: the system's CA store", self.refusal()
+        )
         strict = ssl.create_default_context(cafile=ca)
-        strict.verify_flags |= ssl.VERIFY_X509_STRICT  # a caller's own context keeps what it asks for
+        strict.verify_flags |= (
+            ssl.VERIFY_X509_STRICT
+        )  # a caller's own context keeps what it asks for
         self.assertIn("TLS certificate verification failed", self.refusal(ssl_context=strict))
 
 
@@ -4455,14 +5353,19 @@ def until_closed(body: bytes) -> Respond:
 
 class DownloadTests(ServerTestCase):
     def assert_only(self, directory: Path, *names: str) -> None:
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), sorted(names), "a temporary file was left")
+        self.assertEqual(
+            sorted(p.name for p in directory.iterdir()), sorted(names), "a temporary file was left"
+        )
 
     def test_download_to_a_path(self) -> None:
         self.script(serve_file(DATA))
         directory = self.tmp()
         seen: list[tuple[int, int | None]] = []
         self.client().download(
-            "files/e1.csv", directory / "out.csv", sha256=DATA_SHA.upper(), progress=lambda d, t: seen.append((d, t))
+            "files/e1.csv",
+            directory / "out.csv",
+            sha256=DATA_SHA.upper(),
+            progress=lambda d, t: seen.append((d, t)),
         )
         self.assertEqual((directory / "out.csv").read_bytes(), DATA)
         self.assert_only(directory, "out.csv")
@@ -4478,11 +5381,16 @@ class DownloadTests(ServerTestCase):
         self.script(until_closed(DATA))
         directory = self.tmp()
         seen: list[tuple[int, int | None]] = []
-        self.client().download("files/x", directory / "out.bin", progress=lambda d, t: seen.append((d, t)))
+        self.client().download(
+            "files/x", directory / "out.bin", progress=lambda d, t: seen.append((d, t))
+        )
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         self.assert_only(directory, "out.bin")
         (request,) = self.requests
-        self.assertEqual((request.method, request.path, request.headers["Range"]), ("GET", "/api/v1/files/x", None))
+        self.assertEqual(
+            (request.method, request.path, request.headers["Range"]),
+            ("GET", "/api/v1/files/x", None),
+        )
         self.assertEqual(seen[0], (0, None), "no length said")
         # Found while writing this test: the last call was (size, None), the total known by then not passed on.
         self.assertEqual(seen[-1], (len(DATA), len(DATA)), "the size, once the connection closed")
@@ -4598,14 +5506,20 @@ class DownloadTests(ServerTestCase):
         look = self.serve_two_at_once()
         directory = self.tmp()
         client = self.client()
-        threads = [threading.Thread(target=client.download, args=("files/x", directory / "out.bin")) for _ in range(2)]
+        threads = [
+            threading.Thread(target=client.download, args=("files/x", directory / "out.bin"))
+            for _ in range(2)
+        ]
         for thread in threads:
             thread.start()
         temporary = look(directory)
         for thread in threads:
             thread.join(10)
         self.assertEqual(len(temporary), 2)
-        self.assertTrue(all(name.startswith(".out.bin.") and name.endswith(".part") for name in temporary), temporary)
+        self.assertTrue(
+            all(name.startswith(".out.bin.") and name.endswith(".part") for name in temporary),
+            temporary,
+        )
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         self.assert_only(directory, "out.bin")
 
@@ -4614,7 +5528,9 @@ class DownloadTests(ServerTestCase):
         directory = self.tmp()
         with self.assertRaises(ServiceError) as caught:
             self.client().download("files/x", directory / "out.bin")
-        self.assertEqual(str(caught.exception), f"404 Not Found: GET {self.server.url}/api/v1/files/x: expired")
+        self.assertEqual(
+            str(caught.exception), f"404 Not Found: GET {self.server.url}/api/v1/files/x: expired"
+        )
         self.assert_only(directory)
 
 
@@ -4643,7 +5559,9 @@ class DestinationTests(ServerTestCase):
         self.assertEqual(sorted(p.name for p in fifo.parent.iterdir()), ["pipe"])
 
     def test_a_long_file_name_works(self) -> None:
-        name = "é" * 100 + "x" * 40 + ".csv"  # 244 bytes in UTF-8: legal, but not with a suffix added
+        name = (
+            "é" * 100 + "x" * 40 + ".csv"
+        )  # 244 bytes in UTF-8: legal, but not with a suffix added
         for resume in (False, True):
             self.script(cut(DATA, 500_000, {"ETag": '"v1"'}), serve_file(DATA))
             directory = self.tmp()
@@ -4651,7 +5569,9 @@ class DestinationTests(ServerTestCase):
                 self.client().download("files/x", directory / name, resume=resume, sha256=DATA_SHA)
                 self.assertEqual((directory / name).read_bytes(), DATA)
                 self.assertEqual([p.name for p in directory.iterdir()], [name])
-                self.assertEqual(self.requests[-1].headers["Range"], "bytes=500000-", "continued, not restarted")
+                self.assertEqual(
+                    self.requests[-1].headers["Range"], "bytes=500000-", "continued, not restarted"
+                )
 
     def test_a_failing_final_move_leaves_nothing(self) -> None:
         directory = self.tmp()
@@ -4796,18 +5716,25 @@ class ResumeTests(ServerTestCase):
         def malformed(value: str) -> Respond:
             def respond(handler: Handler) -> None:
                 if "Range" not in handler.headers:
-                    return (cut(DATA, 1000, {"ETag": '"v1"'}) if resumed else serve_file(DATA))(handler)
+                    return (cut(DATA, 1000, {"ETag": '"v1"'}) if resumed else serve_file(DATA))(
+                        handler
+                    )
                 start, end = local_service._requested_range(handler.headers["Range"], len(DATA))
                 reply(206, DATA[start:end], {"Content-Range": value, "ETag": '"v1"'})(handler)
 
             return respond
 
         for value, resumed in itertools.product(("bytes 0-abc/100", "items 0-9/10"), (True, False)):
-            server = self.start_server()  # of its own: a part's request may arrive after download() raised
+            server = (
+                self.start_server()
+            )  # of its own: a part's request may arrive after download() raised
             server.default = malformed(value)
             directory = self.tmp()
             client = self.client(server.url + "/api/v1")
-            with self.subTest(value=value, resumed=resumed), self.assertRaises(dc.InvalidResponseError) as caught:
+            with (
+                self.subTest(value=value, resumed=resumed),
+                self.assertRaises(dc.InvalidResponseError) as caught,
+            ):
                 client.download("files/x", directory / "out.bin", connections=1 if resumed else 3)
             self.assertIn("Content-Range", str(caught.exception))
             self.assertIn(value, str(caught.exception))
@@ -4817,14 +5744,22 @@ class ResumeTests(ServerTestCase):
             if resumed:
                 self.assertEqual(ranges[1:], [("bytes=1000-", '"v1"')], "refused, not retried")
             else:
-                self.assertTrue(ranges[1:] and all(r and i == '"v1"' for r, i in ranges[1:]), ranges)
+                self.assertTrue(
+                    ranges[1:] and all(r and i == '"v1"' for r, i in ranges[1:]), ranges
+                )
 
     def test_a_malformed_content_range_of_another_version_starts_over(self) -> None:
         # Found in review: a 206 of another ETag says the file changed, whatever its Content-Range.
         def respond(handler: Handler) -> None:
             if "Range" in handler.headers:
-                return reply(206, DATA[1000:], {"Content-Range": "bytes garbage", "ETag": '"v2"'})(handler)
-            (cut(DATA, 1000, {"ETag": '"v1"'}) if len(self.requests) == 1 else serve_file(DATA, etag='"v2"'))(handler)
+                return reply(206, DATA[1000:], {"Content-Range": "bytes garbage", "ETag": '"v2"'})(
+                    handler
+                )
+            (
+                cut(DATA, 1000, {"ETag": '"v1"'})
+                if len(self.requests) == 1
+                else serve_file(DATA, etag='"v2"')
+            )(handler)
 
         self.server.default = respond
         out = self.tmp() / "out.bin"
@@ -4848,7 +5783,9 @@ class ResumeTests(ServerTestCase):
             self.client(max_retries=2).download("files/x", io.BytesIO())
         self.assertEqual(caught.exception.attempts, 3)
         self.assertEqual(
-            [r.headers["Range"] for r in self.requests], [None, "bytes=1-", "bytes=2-"], "what each attempt asked"
+            [r.headers["Range"] for r in self.requests],
+            [None, "bytes=1-", "bytes=2-"],
+            "what each attempt asked",
         )
 
     def test_no_progress_exhausts_the_retries(self) -> None:
@@ -4897,7 +5834,9 @@ def first_bytes_then_stall(
 
 
 class ResumeAcrossRunsTests(ServerTestCase):
-    def start_download_process(self, destination: Path, **options: object) -> subprocess.Popen[bytes]:
+    def start_download_process(
+        self, destination: Path, **options: object
+    ) -> subprocess.Popen[bytes]:
         """``download(files/x, destination, resume=True, **options)`` in a process of its own, printing
         each ``done`` its progress is given on a line of its stdout."""
         code = (
@@ -4908,7 +5847,10 @@ class ResumeAcrossRunsTests(ServerTestCase):
         )
         arguments = [self.server.url + "/api/v1", KEY, str(destination), json.dumps(options)]
         process = subprocess.Popen(
-            [sys.executable, "-c", code, *arguments], cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [sys.executable, "-c", code, *arguments],
+            cwd=HERE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
         self.addCleanup(process.stdout.close)  # type: ignore[union-attr]
@@ -4931,7 +5873,9 @@ class ResumeAcrossRunsTests(ServerTestCase):
         process = self.start_download_process(directory / "out.bin")
         kept = self.kill_once_progressed(process)
         self.assertEqual(kept, 1024 * 1024, "what reached the disk before the kill, a whole chunk")
-        left = {p.name for p in directory.iterdir()} - {".out.bin.part.lock"}  # where there is no flock (Windows)
+        left = {p.name for p in directory.iterdir()} - {
+            ".out.bin.part.lock"
+        }  # where there is no flock (Windows)
         self.assertEqual(sorted(left), [".out.bin.part", ".out.bin.part.json"])
         self.assertEqual((directory / ".out.bin.part").stat().st_size, kept)
 
@@ -4939,18 +5883,25 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.server.bytes_served = 0
         seen: list[tuple[int, int | None]] = []
         self.client().download(
-            "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA, progress=lambda d, t: seen.append((d, t))
+            "files/x",
+            directory / "out.bin",
+            resume=True,
+            sha256=DATA_SHA,
+            progress=lambda d, t: seen.append((d, t)),
         )
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
         self.assertEqual(
-            (self.requests[-1].headers["Range"], self.requests[-1].headers["If-Range"]), (f"bytes={kept}-", '"v1"')
+            (self.requests[-1].headers["Range"], self.requests[-1].headers["If-Range"]),
+            (f"bytes={kept}-", '"v1"'),
         )
         self.assertEqual(self.server.bytes_served, len(DATA) - kept)
         self.assertEqual(seen[0], (kept, len(DATA)))
         self.assertEqual(seen[-1], (len(DATA), len(DATA)))
 
-    def test_ctrl_c_as_the_state_is_read_or_the_file_moved_into_place_keeps_what_resumes(self) -> None:
+    def test_ctrl_c_as_the_state_is_read_or_the_file_moved_into_place_keeps_what_resumes(
+        self,
+    ) -> None:
         # Found in review: a KeyboardInterrupt while the kept state was read, or at the start of the
         # commit, lost the partial file (and left a stale state beside nothing).
         directory = self.tmp()
@@ -4982,11 +5933,19 @@ class ResumeAcrossRunsTests(ServerTestCase):
         with mock.patch.object(dc, "_read_state", ctrl_c), self.assertRaises(KeyboardInterrupt):
             self.client().download("files/x", out, resume=True)
         self.assertEqual(sorted(os.listdir(directory)), [".out.bin.part", ".out.bin.part.json"])
-        self.client().download("files/x", out, resume=True)  # the lock was let go: the same file, continued
+        self.client().download(
+            "files/x", out, resume=True
+        )  # the lock was let go: the same file, continued
         self.assertEqual(out.read_bytes(), DATA)
         self.assertEqual(os.listdir(directory), ["out.bin"])
-        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={len(DATA) - 1}-", "its last byte, asked again")
-        self.assertEqual(len(self.requests), 2, "the run interrupted while reading the state sent nothing")
+        self.assertEqual(
+            self.requests[-1].headers["Range"],
+            f"bytes={len(DATA) - 1}-",
+            "its last byte, asked again",
+        )
+        self.assertEqual(
+            len(self.requests), 2, "the run interrupted while reading the state sent nothing"
+        )
 
     def test_a_file_changed_on_the_server_between_runs_starts_over(self) -> None:
         new = bytes(reversed(DATA))
@@ -4994,7 +5953,9 @@ class ResumeAcrossRunsTests(ServerTestCase):
         directory = self.tmp()
         self.kill_once_progressed(self.start_download_process(directory / "out.bin"))
         self.script(serve_file(new, etag='"v2"'))
-        self.client().download("files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest())
+        self.client().download(
+            "files/x", directory / "out.bin", resume=True, sha256=hashlib.sha256(new).hexdigest()
+        )
         self.assertEqual((directory / "out.bin").read_bytes(), new)
         self.assertEqual(self.requests[-1].headers["If-Range"], '"v1"')
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
@@ -5011,8 +5972,12 @@ class ResumeAcrossRunsTests(ServerTestCase):
     def test_two_processes_to_one_destination_at_once(self) -> None:
         look = self.serve_two_at_once()
         directory = self.tmp()
-        processes = [self.start_download_process(directory / "out.bin", sha256=DATA_SHA) for _ in range(2)]
-        during = [name for name in look(directory) if not name.endswith(".lock")]  # no flock: a lock file too
+        processes = [
+            self.start_download_process(directory / "out.bin", sha256=DATA_SHA) for _ in range(2)
+        ]
+        during = [
+            name for name in look(directory) if not name.endswith(".lock")
+        ]  # no flock: a lock file too
         for process in processes:
             self.assertEqual(process.wait(30), 0, process.stderr.read() if process.stderr else b"")
         self.assertEqual(len(during), 2)
@@ -5029,7 +5994,9 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
         partial, covered = directory / ".again.bin.part", [0]
 
-        def replace(source: str, destination: str) -> None:  # Ctrl-C inside a state's rename, once 1 MiB is kept
+        def replace(
+            source: str, destination: str
+        ) -> None:  # Ctrl-C inside a state's rename, once 1 MiB is kept
             if destination.endswith(".part.json") and partial.stat().st_size > 1024 * 1024:
                 raise KeyboardInterrupt
             os_replace(source, destination)
@@ -5045,7 +6012,9 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.assertGreater(covered[0], 0)
         self.script(serve_file(DATA))
         self.client().download("files/x", directory / "again.bin", resume=True, sha256=DATA_SHA)
-        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={covered[0]}-", "from the last whole save")
+        self.assertEqual(
+            self.requests[-1].headers["Range"], f"bytes={covered[0]}-", "from the last whole save"
+        )
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["again.bin", "out.bin"])
 
     def test_a_failure_keeps_what_can_be_resumed_and_nothing_else(self) -> None:
@@ -5064,7 +6033,9 @@ class ResumeAcrossRunsTests(ServerTestCase):
         for name, respond, options, left in cases:
             self.script(respond)
             with self.subTest(name), self.assertRaises(dc.DatasetClientError):
-                self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, **options)
+                self.client(max_retries=0).download(
+                    "files/x", directory / "out.bin", resume=True, **options
+                )
             self.assertEqual(sorted(p.name for p in directory.iterdir()), left)
             for path in directory.iterdir():
                 path.unlink()
@@ -5072,7 +6043,9 @@ class ResumeAcrossRunsTests(ServerTestCase):
 
 class ParallelDownloadTests(ServerTestCase):
     def test_parts_are_fetched_at_once_each_with_its_range_and_validator(self) -> None:
-        together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
+        together = threading.Barrier(
+            3
+        )  # the three ranged requests wait for each other: all in flight at once
 
         def respond(handler: Handler) -> None:
             if "Range" in handler.headers:
@@ -5092,7 +6065,9 @@ class ParallelDownloadTests(ServerTestCase):
             ],
         )
         self.assertEqual(self.server.connections, 4)
-        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen), "progress never goes back")
+        self.assertEqual(
+            [d for d, _ in seen], sorted(d for d, _ in seen), "progress never goes back"
+        )
         self.assertEqual(seen[-1], (len(BIG), len(BIG)))
         self.assertTrue(all(t == len(BIG) for _, t in seen[1:]))
 
@@ -5129,12 +6104,19 @@ class ParallelDownloadTests(ServerTestCase):
                 self.server.default = serve_file(BIG)
                 elapsed, waits = self.download_on_a_fake_clock(connections, rate)
                 self.assertGreaterEqual(elapsed, len(BIG) / rate * 0.999, "faster than the cap")
-                self.assertLessEqual(max(waits), 2 * (rate / 8) / rate + 0.5, "waits stay short: small reads")
+                self.assertLessEqual(
+                    max(waits), 2 * (rate / 8) / rate + 0.5, "waits stay short: small reads"
+                )
                 ranged = [r for r in self.requests if "Range" in r.headers]
                 self.assertEqual(len(ranged), 3 if connections == 4 else 0)
 
     def test_max_rate_is_checked_before_anything_is_sent(self) -> None:
-        for rate, error in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1M", TypeError)):
+        for rate, error in (
+            (0, ValueError),
+            (-1, ValueError),
+            (float("nan"), ValueError),
+            ("1M", TypeError),
+        ):
             with self.subTest(rate=rate), self.assertRaisesRegex(error, "max_rate"):
                 self.client().download("files/big", io.BytesIO(), max_rate=rate)  # type: ignore[arg-type]
         self.assertEqual(self.requests, [])
@@ -5145,7 +6127,11 @@ class ParallelDownloadTests(ServerTestCase):
             directory = self.tmp()
             with self.subTest(resume=resume), self.assertRaises(dc.ChecksumMismatchError) as caught:
                 self.client().download(
-                    "files/big", directory / "big.bin", connections=3, sha256="0" * 64, resume=resume
+                    "files/big",
+                    directory / "big.bin",
+                    connections=3,
+                    sha256="0" * 64,
+                    resume=resume,
                 )
             self.assertIn(BIG_SHA, str(caught.exception))
             self.assertEqual(list(directory.iterdir()), [])
@@ -5153,13 +6139,22 @@ class ParallelDownloadTests(ServerTestCase):
     def test_a_part_cut_midway_is_resumed_alone(self) -> None:
         cut_at = len(BIG) * 3 // 4 + 100_000  # inside the last part
         whole, ranged = serve_file(BIG), serve_file(BIG, cuts=[cut_at])
-        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(handler)
+        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(
+            handler
+        )
         out = self.tmp() / "big.bin"
         self.client(max_retries=1).download("files/big", out, connections=4, sha256=BIG_SHA)
         self.assertEqual(out.read_bytes(), BIG)
         bounds = [len(BIG) * index // 4 for index in range(5)]
-        whole_parts = [f"bytes={start}-{end - 1}" for start, end in itertools.pairwise(bounds[1:-1])]
-        expected = ["", *whole_parts, f"bytes={bounds[3]}-", f"bytes={cut_at}-"]  # the cut part alone, from the cut
+        whole_parts = [
+            f"bytes={start}-{end - 1}" for start, end in itertools.pairwise(bounds[1:-1])
+        ]
+        expected = [
+            "",
+            *whole_parts,
+            f"bytes={bounds[3]}-",
+            f"bytes={cut_at}-",
+        ]  # the cut part alone, from the cut
         self.assertEqual(sorted(r.headers["Range"] or "" for r in self.requests), sorted(expected))
 
     def test_a_server_that_ignores_ranges_gets_one_stream(self) -> None:
@@ -5174,14 +6169,18 @@ class ParallelDownloadTests(ServerTestCase):
 
     def test_a_file_that_changes_during_the_download_starts_over_whole(self) -> None:
         new = bytes(reversed(BIG))
-        versions = iter([serve_file(BIG)])  # the first answer is the old file; everything after, the new
+        versions = iter(
+            [serve_file(BIG)]
+        )  # the first answer is the old file; everything after, the new
 
         def respond(handler: Handler) -> None:
             next(versions, serve_file(new, etag='"v2"'))(handler)
 
         self.server.default = respond
         out = self.tmp() / "big.bin"
-        self.client().download("files/big", out, connections=3, sha256=hashlib.sha256(new).hexdigest())
+        self.client().download(
+            "files/big", out, connections=3, sha256=hashlib.sha256(new).hexdigest()
+        )
         self.assertEqual(out.read_bytes(), new)
         plain = [r for r in self.requests if r.headers["Range"] is None]
         self.assertEqual(len(plain), 2, "started over with a whole request")
@@ -5211,10 +6210,14 @@ class ParallelDownloadTests(ServerTestCase):
             self.assertEqual(list(directory.iterdir()), [])
 
     def test_each_parts_progress_is_kept_and_resumed(self) -> None:
-        self.server.default = first_bytes_then_stall(BIG, 1_300_000)  # of each part: one whole chunk, and a bit
+        self.server.default = first_bytes_then_stall(
+            BIG, 1_300_000
+        )  # of each part: one whole chunk, and a bit
         directory = self.tmp()
         client = self.client(timeout=30)
-        counted = threading.Event()  # 4 MiB: the four parts' first chunks, kept (progress comes after)
+        counted = (
+            threading.Event()
+        )  # 4 MiB: the four parts' first chunks, kept (progress comes after)
         download = functools.partial(
             client.download,
             "files/big",
@@ -5228,9 +6231,16 @@ class ParallelDownloadTests(ServerTestCase):
         self.assertTrue(counted.wait(10))
         client.close()
         worker.join(10)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
-        starts = sorted(int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests[1:])
-        starts = [0, *starts]  # where each part begins: the whole file's request, then each ranged one
+        self.assertEqual(
+            sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"]
+        )
+        starts = sorted(
+            int(r.headers["Range"].split("=")[1].split("-")[0]) for r in self.requests[1:]
+        )
+        starts = [
+            0,
+            *starts,
+        ]  # where each part begins: the whole file's request, then each ranged one
 
         self.server.requests.clear()
         self.server.bytes_served = 0
@@ -5240,7 +6250,9 @@ class ParallelDownloadTests(ServerTestCase):
         kept = [at - start for start, at in zip(starts, resumed, strict=True)]
         # A whole chunk each, and what close() let through after it (the socket's last bytes).
         self.assertTrue(all(1024 * 1024 <= done <= 1_300_000 for done in kept), kept)
-        self.assertEqual(self.server.bytes_served, len(BIG) - sum(kept), "each part goes on from what it kept")
+        self.assertEqual(
+            self.server.bytes_served, len(BIG) - sum(kept), "each part goes on from what it kept"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -5260,7 +6272,8 @@ def other_user() -> tuple[str, int, int] | None:
         if os.geteuid() != 0 or not shutil.which("useradd"):
             return None
         made = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            capture_output=True,
         )
         if made.returncode != 0:
             return None
@@ -5281,7 +6294,9 @@ def digest_field(data: bytes, algorithm: str = "sha-256", *, legacy: bool = Fals
     return f"{algorithm.upper()}={encoded}" if legacy else f"{algorithm}=:{encoded}:"
 
 
-def serve_parts(data: bytes, *, headers: dict[str, str] | None = None, corrupt: list[int] | None = None) -> Respond:
+def serve_parts(
+    data: bytes, *, headers: dict[str, str] | None = None, corrupt: list[int] | None = None
+) -> Respond:
     """``data`` with ranges and a strong ETag, ``headers`` on each response, each 206 with the Content-Digest
     of the right bytes; each offset in ``corrupt`` makes the next 206 starting there flip a bit of its body."""
     pending = list(corrupt or [])
@@ -5290,9 +6305,17 @@ def serve_parts(data: bytes, *, headers: dict[str, str] | None = None, corrupt: 
         span = local_service._requested_range(handler.headers.get("Range"), len(data))
         start, end = span or (0, len(data))
         body = data[start:end]
-        sent = {"Content-Length": str(end - start), "ETag": '"v1"', "Accept-Ranges": "bytes", **(headers or {})}
+        sent = {
+            "Content-Length": str(end - start),
+            "ETag": '"v1"',
+            "Accept-Ranges": "bytes",
+            **(headers or {}),
+        }
         if span:
-            sent |= {"Content-Range": f"bytes {start}-{end - 1}/{len(data)}", "Content-Digest": digest_field(body)}
+            sent |= {
+                "Content-Range": f"bytes {start}-{end - 1}/{len(data)}",
+                "Content-Digest": digest_field(body),
+            }
             with handler.server.lock:
                 if start in pending:
                     pending.remove(start)
@@ -5333,7 +6356,11 @@ class ServerDigestTests(ServerTestCase):
         cases = [
             ("Repr-Digest", "sha-256", digest_field(other)),
             ("Repr-Digest", "sha-512", digest_field(other, "sha-512")),
-            ("Content-Digest", "sha-256", digest_field(other)),  # a 200 without a content coding: the file's
+            (
+                "Content-Digest",
+                "sha-256",
+                digest_field(other),
+            ),  # a 200 without a content coding: the file's
             ("Digest", "sha-512", digest_field(other, "sha-512", legacy=True)),
         ]
         for header, algorithm, value in cases:
@@ -5349,7 +6376,9 @@ class ServerDigestTests(ServerTestCase):
                     f"{header} ({algorithm}) mismatch for {self.server.url}/api/v1/files/x: "
                     f"expected {hashlib.new(name, other).hexdigest()}, got {hashlib.new(name, SMALL).hexdigest()}",
                 )
-                self.assertEqual(list(directory.iterdir()), [], "the partial file is not the file: discarded")
+                self.assertEqual(
+                    list(directory.iterdir()), [], "the partial file is not the file: discarded"
+                )
                 self.assertEqual(self.ranges(), [None], "one GET of the whole file")
 
     def test_right_digests_of_each_kind_verify_the_file(self) -> None:
@@ -5359,24 +6388,39 @@ class ServerDigestTests(ServerTestCase):
         }
         self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = self.tmp() / "out.bin", Verified()
-        self.client().download("files/x", out, progress=progress, sha256=SMALL_SHA, verified=progress.verified.append)
+        self.client().download(
+            "files/x", out, progress=progress, sha256=SMALL_SHA, verified=progress.verified.append
+        )
         self.assertEqual(out.read_bytes(), SMALL)
         expected = ["sha256", "Repr-Digest (sha-256)", "Repr-Digest (sha-512)", "Digest (sha-256)"]
         self.assertEqual(progress.verified, expected)
         self.assertEqual(self.ranges(), [None])
 
-    def test_checks_passed_after_a_redirect_from_https_to_http_say_the_bytes_came_in_clear(self) -> None:
+    def test_checks_passed_after_a_redirect_from_https_to_http_say_the_bytes_came_in_clear(
+        self,
+    ) -> None:
         # Issue 30: the summary said "verified by the server's Repr-Digest" of bytes a redirect sent in clear.
         tls = self.start_server(server_tls_context())
         tls.default = reply(302, headers={"Location": f"{self.server.url}/files/x"})
         self.server.default = serve_parts(SMALL, headers={"Repr-Digest": digest_field(SMALL)})
         checks: list[str] = []
-        self.client(tls.url, ca_bundle=CA_FILE).download("f", io.BytesIO(), sha256=SMALL_SHA, verified=checks.append)
-        self.assertEqual(checks, ["sha256 over plain HTTP", "Repr-Digest (sha-256) over plain HTTP"])
-        self.assertEqual(([r.path for r in tls.requests], [r.path for r in self.requests]), (["/f"], ["/files/x"]))
+        self.client(tls.url, ca_bundle=CA_FILE).download(
+            "f", io.BytesIO(), sha256=SMALL_SHA, verified=checks.append
+        )
+        self.assertEqual(
+            checks, ["sha256 over plain HTTP", "Repr-Digest (sha-256) over plain HTTP"]
+        )
+        self.assertEqual(
+            ([r.path for r in tls.requests], [r.path for r in self.requests]),
+            (["/f"], ["/files/x"]),
+        )
         checks.clear()
-        self.client(self.server.url).download("files/x", io.BytesIO(), sha256=SMALL_SHA, verified=checks.append)
-        self.assertEqual(checks, ["sha256", "Repr-Digest (sha-256)"], "http:// from the start: as it is")
+        self.client(self.server.url).download(
+            "files/x", io.BytesIO(), sha256=SMALL_SHA, verified=checks.append
+        )
+        self.assertEqual(
+            checks, ["sha256", "Repr-Digest (sha-256)"], "http:// from the start: as it is"
+        )
         with self.assertRaisesRegex(TypeError, "^verified must be callable, not list"):
             self.client().download("files/x", io.BytesIO(), verified=checks)  # type: ignore[arg-type]
 
@@ -5386,7 +6430,11 @@ class ServerDigestTests(ServerTestCase):
             self.client().download("files/x", io.BytesIO(), sha256="0" * 64)
         self.assertTrue(str(caught.exception).startswith("sha256 mismatch for "), caught.exception)
         self.server.default = serve_parts(
-            SMALL, headers={"Repr-Digest": digest_field(SMALL), "Digest": digest_field(b"other", legacy=True)}
+            SMALL,
+            headers={
+                "Repr-Digest": digest_field(SMALL),
+                "Digest": digest_field(b"other", legacy=True),
+            },
         )
         with self.assertRaises(dc.ChecksumMismatchError) as caught:
             self.client().download("files/x", io.BytesIO(), sha256=SMALL_SHA)
@@ -5394,14 +6442,18 @@ class ServerDigestTests(ServerTestCase):
 
     def test_unknown_algorithms_and_malformed_values_are_ignored_never_trusted(self) -> None:
         headers = {
-            "Repr-Digest": "md5=:AAAAAAAAAAAAAAAAAAAAAA==:, sha-256=:not base64!:, SHA-256=:" + 44 * "A" + ":",
+            "Repr-Digest": "md5=:AAAAAAAAAAAAAAAAAAAAAA==:, sha-256=:not base64!:, SHA-256=:"
+            + 44 * "A"
+            + ":",
             "Content-Digest": "sha-512=:" + base64.b64encode(b"short").decode() + ":",
             "Digest": "UNIXsum=1234, SHA-256=" + base64.b64encode(bytes(31)).decode() + ", sha-256",
         }
         self.server.default = serve_parts(SMALL, headers=headers)
         out, progress = io.BytesIO(), Verified()
         with self.assertLogs("dataset_client", level="DEBUG") as logs:
-            self.client().download("files/x", out, progress=progress, verified=progress.verified.append)
+            self.client().download(
+                "files/x", out, progress=progress, verified=progress.verified.append
+            )
         self.assertEqual(out.getvalue(), SMALL)
         self.assertEqual(progress.verified, [], "nothing was verified: nothing is said to be")
         ignored = [line for line in logs.output if "ignored" in line]
@@ -5417,11 +6469,15 @@ class ServerDigestTests(ServerTestCase):
                 self.server.requests.clear()
                 self.server.default = serve_parts(DATA, headers=whole, corrupt=[third] * flips)
                 directory = self.tmp()
-                download = functools.partial(self.client().download, "files/x", directory / "out.bin")
+                download = functools.partial(
+                    self.client().download, "files/x", directory / "out.bin"
+                )
                 outcome = outcome_of(functools.partial(download, connections=3, resume=True))
                 ranges = self.ranges()
                 self.assertEqual(sorted(set(ranges), key=str), sorted(expected_ranges, key=str))
-                self.assertEqual(ranges.count(expected_ranges[1]), 2, "the bad part, fetched once more")
+                self.assertEqual(
+                    ranges.count(expected_ranges[1]), 2, "the bad part, fetched once more"
+                )
                 self.assertEqual(len(ranges), 4, "the other parts kept")
                 if flips == 1:
                     self.assertIsNone(outcome)
@@ -5442,12 +6498,18 @@ class ServerDigestTests(ServerTestCase):
         with self.assertRaises(dc.IncompleteResponseError):
             self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
         state = json.loads((directory / ".out.bin.part.json").read_text())
-        self.assertEqual(state.get("digests"), [["Repr-Digest", "sha-256", SMALL_SHA]], "kept in the state")
-        changed = bytes(reversed(SMALL))  # same size, same ETag: only its Repr-Digest says it is another
+        self.assertEqual(
+            state.get("digests"), [["Repr-Digest", "sha-256", SMALL_SHA]], "kept in the state"
+        )
+        changed = bytes(
+            reversed(SMALL)
+        )  # same size, same ETag: only its Repr-Digest says it is another
         self.server.requests.clear()
         self.server.default = serve_parts(changed, headers={"Repr-Digest": digest_field(changed)})
         self.client().download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual((directory / "out.bin").read_bytes(), changed, "never spliced onto the first version")
+        self.assertEqual(
+            (directory / "out.bin").read_bytes(), changed, "never spliced onto the first version"
+        )
         self.assertEqual(self.requests[0].headers["If-Range"], '"v1"')
         self.assertTrue(self.requests[0].headers["Range"].startswith("bytes="))
         self.assertEqual(self.ranges()[1:], [None], "started over")
@@ -5464,14 +6526,19 @@ class ServerDigestTests(ServerTestCase):
         directory = self.tmp()
         with self.assertRaises(dc.InvalidResponseError) as caught:
             self.client().download("files/x", directory / "out.bin", connections=2)
-        self.assertIn("the file changed on the server during each of 4 tries", str(caught.exception))
+        self.assertIn(
+            "the file changed on the server during each of 4 tries", str(caught.exception)
+        )
         self.assertEqual(list(directory.iterdir()), [])
         self.assertEqual(self.ranges().count(None), 4, "started over each time")
 
     def test_a_part_fetched_again_is_logged_without_the_key_in_its_url(self) -> None:
         # Found in review2: the "fetched again" warnings logged the URL as given, key and all.
         third = len(DATA) // 3
-        for whole in ({}, {"Repr-Digest": digest_field(DATA)}):  # checked as they arrive, or once the file fails
+        for whole in (
+            {},
+            {"Repr-Digest": digest_field(DATA)},
+        ):  # checked as they arrive, or once the file fails
             with self.subTest(whole=whole):
                 self.server.requests.clear()
                 self.server.default = serve_parts(DATA, headers=whole, corrupt=[third])
@@ -5479,13 +6546,17 @@ class ServerDigestTests(ServerTestCase):
                 with self.assertLogs("dataset_client", level="WARNING") as logs:
                     self.client().download(f"files/x?token={KEY}", out, connections=3)
                 self.assertEqual(out.read_bytes(), DATA)
-                self.assertTrue(all(r.path.endswith(f"?token={KEY}") for r in self.requests), "the key went")
+                self.assertTrue(
+                    all(r.path.endswith(f"?token={KEY}") for r in self.requests), "the key went"
+                )
                 again = [line for line in logs.output if "fetched again" in line]
                 self.assertEqual(len(again), 1, logs.output)
                 self.assertIn("files/x?token=<redacted>", again[0])
                 self.assertNotIn(KEY, "\n".join(logs.output))
 
-    def test_a_digest_field_of_thousands_of_members_is_looked_at_no_further_than_its_first_few(self) -> None:
+    def test_a_digest_field_of_thousands_of_members_is_looked_at_no_further_than_its_first_few(
+        self,
+    ) -> None:
         # Found in review2: 100 fields of 64 KiB of commas were 6.5 million members, each parsed and
         # logged: seconds of CPU for each response, past any deadline. A field's 17th member on is ignored.
         junk = "," * 20_000
@@ -5498,7 +6569,11 @@ class ServerDigestTests(ServerTestCase):
         with self.assertLogs("dataset_client", level="DEBUG") as logs:
             self.client().download("files/x", out, progress=progress)
         self.assertEqual(out.getvalue(), SMALL)
-        self.assertEqual(progress.verified, [], "a digest past the first 16 members is not looked at: never trusted")
+        self.assertEqual(
+            progress.verified,
+            [],
+            "a digest past the first 16 members is not looked at: never trusted",
+        )
         ignored = [line for line in logs.output if "ignored" in line]
         self.assertEqual(len(ignored), 2 * 17, "16 members and the rest, for each field")
         self.assertEqual(self.ranges(), [None])
@@ -5516,7 +6591,9 @@ def pattern(start: int, end: int) -> bytes:
     return (DATA[:period] * ((first + end - start) // period + 1))[first : first + end - start]
 
 
-def serve_chunked_parts(read: Callable[[int, int], bytes], size: int, digests: bool = True) -> Respond:
+def serve_chunked_parts(
+    read: Callable[[int, int], bytes], size: int, digests: bool = True
+) -> Respond:
     """A file of ``size`` bytes (``read(start, end)`` gives them), ranges, a strong ETag, served
     as some servers do: a 200 with a Content-Length, each 206 chunked, with no length (with its
     Content-Digest when ``digests``). Past 256 MiB, a 200 is cut."""
@@ -5605,16 +6682,22 @@ class ParallelIntoStreamsTests(ServerTestCase):
     def ranged(self) -> list[str]:
         return [r.headers["Range"] for r in self.requests if "Range" in r.headers]
 
-    def test_a_stream_in_parts_is_cut_into_no_more_parts_than_a_bound_whatever_the_size_announced(self) -> None:
+    def test_a_stream_in_parts_is_cut_into_no_more_parts_than_a_bound_whatever_the_size_announced(
+        self,
+    ) -> None:
         # Found in reread: a server announcing 2**62 bytes (with Accept-Ranges and a strong ETag) had
         # 2**42 parts listed at once for a stream: memory until MemoryError, before a byte was written.
         target, limit = dc._StreamTarget(io.BytesIO()), 2 * dc._CHUNK_SIZE
         buffer = dc._ReorderBuffer(target, limit, lambda _: None, lambda: None)
-        self.assertEqual(buffer.part_count(10 * dc._CHUNK_SIZE, 2, 2), 10, "a part a chunk, as before")
+        self.assertEqual(
+            buffer.part_count(10 * dc._CHUNK_SIZE, 2, 2), 10, "a part a chunk, as before"
+        )
         self.assertEqual(buffer.part_count(2**62, 2, 2), dc._ReorderBuffer.max_parts)
 
     def test_parts_are_fetched_at_once_into_a_file_object_and_written_in_order(self) -> None:
-        together = threading.Barrier(3)  # the three ranged requests wait for each other: all in flight at once
+        together = threading.Barrier(
+            3
+        )  # the three ranged requests wait for each other: all in flight at once
 
         def respond(handler: Handler) -> None:
             if "Range" in handler.headers:
@@ -5625,16 +6708,26 @@ class ParallelIntoStreamsTests(ServerTestCase):
         out, progress = io.BytesIO(b"head"), Verified()
         out.seek(4)
         self.client().download(
-            "files/x", out, connections=4, sha256=DATA_SHA, progress=progress, verified=progress.verified.append
+            "files/x",
+            out,
+            connections=4,
+            sha256=DATA_SHA,
+            progress=progress,
+            verified=progress.verified.append,
         )
         self.assertEqual(out.getvalue(), b"head" + DATA)
         starts = self.pieces(len(DATA), 4)
         self.assertEqual(len(starts), 4)
         self.assertEqual(
             sorted(self.ranged()),
-            sorted([f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts[1:])] + [f"bytes={starts[-1]}-"]),
+            sorted(
+                [f"bytes={a}-{b - 1}" for a, b in itertools.pairwise(starts[1:])]
+                + [f"bytes={starts[-1]}-"]
+            ),
         )
-        self.assertEqual([d for d, _ in progress.seen], sorted(d for d, _ in progress.seen), "never goes back")
+        self.assertEqual(
+            [d for d, _ in progress.seen], sorted(d for d, _ in progress.seen), "never goes back"
+        )
         self.assertEqual(progress.seen[-1], (len(DATA), len(DATA)))
         self.assertEqual(progress.verified, ["sha256", "Repr-Digest (sha-256)"])
 
@@ -5661,7 +6754,10 @@ class ParallelIntoStreamsTests(ServerTestCase):
         reader.start()
         self.addCleanup(reader.join, 10)
         outcome: list[object] = []
-        with mock.patch.object(dc._ReorderBuffer, "__init__", init), open(write_end, "wb", buffering=0) as pipe:
+        with (
+            mock.patch.object(dc._ReorderBuffer, "__init__", init),
+            open(write_end, "wb", buffering=0) as pipe,
+        ):
             download = threading.Thread(
                 target=lambda: outcome.append(
                     outcome_of(lambda: self.client().download("files/x", pipe, connections=2))
@@ -5671,9 +6767,13 @@ class ParallelIntoStreamsTests(ServerTestCase):
             self.addCleanup(go.set)
             # The first part fills the pipe; the second waits in the buffer; the third waits for room, its request sent.
             piece = starts[2] - starts[1]
-            _wait_for(lambda: len(self.requests) == 3 and bool(buffers) and buffers[0].buffered == piece)
+            _wait_for(
+                lambda: len(self.requests) == 3 and bool(buffers) and buffers[0].buffered == piece
+            )
             time.sleep(0.05)  # were it not stopped, it would go on within this
-            self.assertEqual((len(self.requests), buffers[0].buffered), (3, piece), "the fetching stopped")
+            self.assertEqual(
+                (len(self.requests), buffers[0].buffered), (3, piece), "the fetching stopped"
+            )
             go.set()
             download.join(10)
         reader.join(10)
@@ -5689,7 +6789,9 @@ class ParallelIntoStreamsTests(ServerTestCase):
         # caller's thread writes into a stream, so the Ctrl-C it gets interrupts that write.
         data = BIG + BIG[: 4 * 1024 * 1024]
         self.server.default = serve_file(data, digests=True)
-        self.addCleanup(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
+        self.addCleanup(
+            signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler)
+        )
         read_end, write_end = os.pipe()
         received, stopped, ended = bytearray(), threading.Event(), threading.Event()
 
@@ -5702,12 +6804,17 @@ class ParallelIntoStreamsTests(ServerTestCase):
             stopped.wait(10)
             time.sleep(0.5)  # the writes block by now (and if not yet, the Ctrl-C still comes)
             signal.pthread_kill(main, signal.SIGINT)
-            if not ended.wait(5):  # a thread still blocked in a write: let it go, for the test to fail, not hang
+            if not ended.wait(
+                5
+            ):  # a thread still blocked in a write: let it go, for the test to fail, not hang
                 freed.append(True)
                 os.close(read_end)
 
         main, freed = threading.get_ident(), []
-        helpers = [threading.Thread(target=read_then_stop), threading.Thread(target=interrupt_then_free)]
+        helpers = [
+            threading.Thread(target=read_then_stop),
+            threading.Thread(target=interrupt_then_free),
+        ]
         for helper in helpers:
             helper.start()
         with open(write_end, "wb", buffering=0) as pipe:
@@ -5717,9 +6824,13 @@ class ParallelIntoStreamsTests(ServerTestCase):
             helper.join(10)
         if not freed:
             os.close(read_end)
-        self.assertEqual(freed, [], "5 s after Ctrl-C a thread was still blocked writing into the pipe")
+        self.assertEqual(
+            freed, [], "5 s after Ctrl-C a thread was still blocked writing into the pipe"
+        )
         self.assertIsInstance(outcome, KeyboardInterrupt)
-        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+        self.assertEqual(
+            [t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], []
+        )
 
     def test_a_part_with_a_wrong_content_digest_is_held_and_never_written(self) -> None:
         starts = self.pieces(len(DATA), 3)
@@ -5728,14 +6839,18 @@ class ParallelIntoStreamsTests(ServerTestCase):
                 self.server.requests.clear()
                 self.server.default = serve_parts(DATA, corrupt=[starts[1]] * flips)
                 out = Recorder()
-                outcome = outcome_of(functools.partial(self.client().download, "files/x", out, connections=3))
+                outcome = outcome_of(
+                    functools.partial(self.client().download, "files/x", out, connections=3)
+                )
                 self.assertEqual(self.ranged().count(f"bytes={starts[1]}-{starts[2] - 1}"), 2)
                 if flips == 1:
                     self.assertIsNone(outcome)
                     self.assertEqual(bytes(out.data), DATA)
                 else:
                     self.assertIsInstance(outcome, dc.ChecksumMismatchError)
-                    self.assertEqual(bytes(out.data), DATA[: starts[1]], "the bad bytes were never written")
+                    self.assertEqual(
+                        bytes(out.data), DATA[: starts[1]], "the bad bytes were never written"
+                    )
 
     def test_a_part_that_cannot_be_held_and_mismatches_is_the_error(self) -> None:
         # One stream into a file object: a resumed 206's bytes go on as they come, so its Content-Digest
@@ -5754,7 +6869,12 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.server.default = ignoring_ranges
         out, progress = Recorder(), Verified()
         self.client().download(
-            "files/big", out, connections=4, sha256=BIG_SHA, progress=progress, verified=progress.verified.append
+            "files/big",
+            out,
+            connections=4,
+            sha256=BIG_SHA,
+            progress=progress,
+            verified=progress.verified.append,
         )
         self.assertEqual(bytes(out.data), BIG)
         self.assertEqual(progress.seen[-1], (len(BIG), len(BIG)))
@@ -5762,8 +6882,13 @@ class ParallelIntoStreamsTests(ServerTestCase):
 
     def test_a_cut_part_is_resumed_from_its_own_offset(self) -> None:
         starts = self.pieces(len(DATA), 3)
-        whole, ranged = serve_file(DATA), serve_file(DATA, cuts=[starts[2] + 1000])  # a part is cut, not the first
-        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(handler)
+        whole, ranged = (
+            serve_file(DATA),
+            serve_file(DATA, cuts=[starts[2] + 1000]),
+        )  # a part is cut, not the first
+        self.server.default = lambda handler: (ranged if "Range" in handler.headers else whole)(
+            handler
+        )
         out = Recorder()
         self.client().download("files/x", out, connections=3, sha256=DATA_SHA)
         self.assertEqual(bytes(out.data), DATA)
@@ -5882,10 +7007,19 @@ class SharedDirectoryTests(ServerTestCase):
         notes.write_text("the victim's notes")
         return notes
 
-    def plant(self, path: Path, user: tuple[str, int, int], *, link_to: Path | None = None, data: bytes = b"") -> None:
+    def plant(
+        self,
+        path: Path,
+        user: tuple[str, int, int],
+        *,
+        link_to: Path | None = None,
+        data: bytes = b"",
+    ) -> None:
         """A file or link that ``user`` owns, as if that user had made it."""
         if link_to is not None:
-            subprocess.run(["runuser", "-u", user[0], "--", "ln", "-s", str(link_to), str(path)], check=True)
+            subprocess.run(
+                ["runuser", "-u", user[0], "--", "ln", "-s", str(link_to), str(path)], check=True
+            )
         else:
             path.write_bytes(data)
             os.chown(path, user[1], user[2])
@@ -5956,7 +7090,9 @@ class SharedDirectoryTests(ServerTestCase):
                 self.client().download("files/x", shared / "out.bin", resume=True)
                 self.assertEqual(notes.read_text(), "the victim's notes")
                 self.assertEqual((shared / "out.bin").read_bytes(), DATA)
-                self.assertEqual(sorted(p.name for p in shared.iterdir()), sorted([name, "out.bin"]))
+                self.assertEqual(
+                    sorted(p.name for p in shared.iterdir()), sorted([name, "out.bin"])
+                )
 
     def test_a_planted_partial_file_and_forged_state_are_left_alone(self) -> None:
         user = self.user()
@@ -5970,12 +7106,21 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertEqual((shared / "out.bin").read_bytes(), DATA)
         self.assertEqual(len(self.requests), 1, "the forged 'complete' state sent no request")
         self.assertIsNone(self.requests[0].headers["Range"])
-        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"EVIL", "nothing written into the planted file")
-        self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", ".out.bin.part.json", "out.bin"])
+        self.assertEqual(
+            (shared / ".out.bin.part").read_bytes(),
+            b"EVIL",
+            "nothing written into the planted file",
+        )
+        self.assertEqual(
+            sorted(p.name for p in shared.iterdir()),
+            [".out.bin.part", ".out.bin.part.json", "out.bin"],
+        )
         own = self.tmp()  # the control: the same files, this user's own, are taken up (their last byte asked again)
         (own / ".out.bin.part").write_bytes(b"EVIL")
         (own / ".out.bin.part.json").write_text(json.dumps(forged))
-        self.server.default = serve_file(DATA)  # a 206 of another size: the file changed, it starts over
+        self.server.default = serve_file(
+            DATA
+        )  # a 206 of another size: the file changed, it starts over
         self.client().download("files/x", own / "out.bin", resume=True)
         self.assertEqual(self.requests[1].headers["Range"], "bytes=3-")
 
@@ -5985,10 +7130,16 @@ class SharedDirectoryTests(ServerTestCase):
         self.plant(shared / ".out.bin.part", user)
         self.script(first_bytes_then_stall(DATA, 1_500_000))
         with self.assertRaises(dc.RequestTimeoutError):
-            self.client(timeout=0.1, max_retries=0).download("files/x", shared / "out.bin", resume=True)
-        self.assertEqual((shared / ".out.bin.part").read_bytes(), b"", "the other user could read it")
+            self.client(timeout=0.1, max_retries=0).download(
+                "files/x", shared / "out.bin", resume=True
+            )
+        self.assertEqual(
+            (shared / ".out.bin.part").read_bytes(), b"", "the other user could read it"
+        )
 
-    def test_a_partial_file_another_process_commits_as_this_one_opens_it_is_left_alone(self) -> None:
+    def test_a_partial_file_another_process_commits_as_this_one_opens_it_is_left_alone(
+        self,
+    ) -> None:
         # Found in review: the lock was taken on a .part another process had just renamed over the
         # destination; with no state beside it, this download truncated and rewrote the finished file.
         directory = self.tmp()
@@ -5997,13 +7148,20 @@ class SharedDirectoryTests(ServerTestCase):
         take_the_lock = dc._FileTarget._lock
 
         def committed_first(target: Any, fd: int) -> bool:
-            os.replace(directory / ".out.bin.part", destination)  # the other process's commit lands now
+            os.replace(
+                directory / ".out.bin.part", destination
+            )  # the other process's commit lands now
             return take_the_lock(target, fd)  # type: ignore[no-any-return]
 
         self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
-        with mock.patch.object(dc._FileTarget, "_lock", committed_first), self.assertRaises(dc.IncompleteResponseError):
+        with (
+            mock.patch.object(dc._FileTarget, "_lock", committed_first),
+            self.assertRaises(dc.IncompleteResponseError),
+        ):
             self.client(max_retries=0).download("files/x", destination, resume=True)
-        self.assertEqual(destination.read_bytes(), DATA, "the finished file is left exactly as it was")
+        self.assertEqual(
+            destination.read_bytes(), DATA, "the finished file is left exactly as it was"
+        )
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
 
     def test_a_file_renamed_over_the_temporary_file_is_never_committed(self) -> None:
@@ -6067,7 +7225,9 @@ class SharedDirectoryTests(ServerTestCase):
                     self.assertEqual(destination.read_text(), "own")
                     self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
 
-    def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(self) -> None:
+    def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(
+        self,
+    ) -> None:
         # Found in review: a destination found to be a FIFO was then opened "wb" (create, truncate,
         # following links): swapped for a link in between, the link's target was truncated and written.
         for swap_after in (1, 2):  # the look for a link, then the look at what the destination is
@@ -6104,13 +7264,17 @@ class SharedDirectoryTests(ServerTestCase):
                 ):
                     outcome = outcome_of(lambda d=destination: self.client().download("files/x", d))  # type: ignore[misc]
                 self.assertGreaterEqual(len(looks), swap_after)
-                self.assertEqual(notes.read_text(), "the victim's notes", f"the download: {outcome!r}")
+                self.assertEqual(
+                    notes.read_text(), "the victim's notes", f"the download: {outcome!r}"
+                )
                 self.server.script.clear()
 
     def test_dev_stdout_and_other_magic_links_are_written_through(self) -> None:
         self.script(serve_file(b"through /dev/stdout\n"))
         code = "import sys, dataset_client as dc\ndc.DatasetClient(sys.argv[1]).download('files/x', '/dev/stdout')\n"
-        done = subprocess.run([sys.executable, "-c", code, self.server.url], cwd=HERE, capture_output=True, timeout=30)
+        done = subprocess.run(
+            [sys.executable, "-c", code, self.server.url], cwd=HERE, capture_output=True, timeout=30
+        )
         self.assertEqual((done.returncode, done.stdout), (0, b"through /dev/stdout\n"), done.stderr)
 
     def test_the_state_file_is_made_private(self) -> None:
@@ -6125,7 +7289,9 @@ class SharedDirectoryTests(ServerTestCase):
         self.script(serve_file(DATA))
         self.client().download("files/x", directory / "out.bin", resume=True, progress=look)
         self.assertTrue(modes)
-        self.assertEqual(set(modes), {0o600}, "the state holds the URL, which may carry a signature")
+        self.assertEqual(
+            set(modes), {0o600}, "the state holds the URL, which may carry a signature"
+        )
 
     def test_a_temporary_file_left_by_kill_9_is_removed_by_the_next_download(self) -> None:
         fcntl = import_or_skip(self, "fcntl")
@@ -6134,8 +7300,13 @@ class SharedDirectoryTests(ServerTestCase):
             "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
             "    client.download('files/x', sys.argv[2])\n"
         )
-        for case, respond in (("with bytes", first_bytes_then_stall(DATA, 1_500_000)), ("empty", hang)):
-            with self.subTest(killed=case):  # empty: killed while waiting for the answer, before any write
+        for case, respond in (
+            ("with bytes", first_bytes_then_stall(DATA, 1_500_000)),
+            ("empty", hang),
+        ):
+            with self.subTest(
+                killed=case
+            ):  # empty: killed while waiting for the answer, before any write
                 self.script(respond)
                 directory = self.tmp()
                 arguments = [self.server.url + "/api/v1", str(directory / "out.bin")]
@@ -6153,13 +7324,17 @@ class SharedDirectoryTests(ServerTestCase):
                 process.wait(10)
                 (left,) = directory.iterdir()
                 self.assertRegex(left.name, r"^\.out\.bin\.[0-9a-f]{12}\.part$")
-                busy = directory / ".out.bin.0123456789ab.part"  # another download's, in progress: held, kept
+                busy = (
+                    directory / ".out.bin.0123456789ab.part"
+                )  # another download's, in progress: held, kept
                 busy.write_bytes(b"")
                 with busy.open("rb") as held:
                     fcntl.flock(held.fileno(), fcntl.LOCK_EX)
                     self.script(serve_file(DATA))
                     self.client().download("files/x", directory / "out.bin")
-                self.assertEqual(sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"])
+                self.assertEqual(
+                    sorted(p.name for p in directory.iterdir()), [busy.name, "out.bin"]
+                )
 
 
 class SecondReviewFileTests(ServerTestCase):
@@ -6185,7 +7360,9 @@ class SecondReviewFileTests(ServerTestCase):
         kept = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
         err = io.StringIO()
         with (
-            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **(environment or {})}, clear=True),
+            mock.patch.dict(
+                os.environ, {**kept, "HOME": str(self.tmp()), **(environment or {})}, clear=True
+            ),
             contextlib.redirect_stdout(io.StringIO()),
             contextlib.redirect_stderr(err),
         ):
@@ -6199,7 +7376,9 @@ class SecondReviewFileTests(ServerTestCase):
         reader.start()
 
         def finish() -> bytes:
-            with contextlib.suppress(OSError):  # a writer's open lets a reader still waiting in open() go on
+            with contextlib.suppress(
+                OSError
+            ):  # a writer's open lets a reader still waiting in open() go on
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
             reader.join(10)
             return bytes(received)
@@ -6216,7 +7395,9 @@ class SecondReviewFileTests(ServerTestCase):
             self.client().download("files/x", shared / "report.csv")
         self.assertEqual(caught.exception.filename, str(shared / "report.csv"))
         self.assertEqual(received(), b"")
-        self.assertIn("a FIFO another user made in a sticky world-writable directory", str(caught.exception))
+        self.assertIn(
+            "a FIFO another user made in a sticky world-writable directory", str(caught.exception)
+        )
         self.assertEqual(self.requests, [], "refused before any request")
 
     def test_fifos_the_kernel_would_let_the_user_open_are_written(self) -> None:
@@ -6251,7 +7432,11 @@ class SecondReviewFileTests(ServerTestCase):
         status, err = self.cli("download", self.server.url + "/files/x", str(fifo))
         reader.join(10)
         self.assertEqual(
-            (status, err), (1, f"dataset-client: error: cannot write {fifo}: its reader went away (Broken pipe)\n")
+            (status, err),
+            (
+                1,
+                f"dataset-client: error: cannot write {fifo}: its reader went away (Broken pipe)\n",
+            ),
         )
         self.assertEqual(len(self.requests), 1)
 
@@ -6280,12 +7465,18 @@ class SecondReviewFileTests(ServerTestCase):
                 self.client().download("files/x", name)
                 expected += b"appended\n"
                 self.assertEqual(log.read_bytes(), expected)
-                self.assertEqual(log.stat().st_ino, inode, "the log itself, never a file moved over it")
+                self.assertEqual(
+                    log.stat().st_ino, inode, "the log itself, never a file moved over it"
+                )
                 self.assertEqual([p.name for p in log.parent.iterdir()], ["t.log"])
-        with self.assertRaises(OSError) as caught:  # no such descriptor: an OSError, never an OverflowError
+        with self.assertRaises(
+            OSError
+        ) as caught:  # no such descriptor: an OSError, never an OverflowError
             self.client().download("files/x", "/dev/fd/" + "9" * 30)
         self.assertEqual(caught.exception.errno, errno.EBADF)
-        self.assertEqual(len(self.requests), len(names), "nothing asked for a descriptor there is not")
+        self.assertEqual(
+            len(self.requests), len(names), "nothing asked for a descriptor there is not"
+        )
 
     def test_the_clis_skip_trusts_only_the_users_own_file(self) -> None:
         # Found in review: another user's file with the expected sha256 was trusted (and left as it was).
@@ -6294,13 +7485,19 @@ class SecondReviewFileTests(ServerTestCase):
         theirs.write_bytes(DATA)
         self.as_stranger(theirs)
         self.script(serve_file(DATA))
-        status, err = self.cli("download", self.server.url + "/files/x", str(theirs), "--sha256", DATA_SHA)
+        status, err = self.cli(
+            "download", self.server.url + "/files/x", str(theirs), "--sha256", DATA_SHA
+        )
         self.assertEqual(status, 0, err)
         self.assertNotIn("already has the expected sha256", err)
         self.assertEqual(len(self.requests), 1, "downloaded")
         self.assertEqual(theirs.stat().st_uid, os.geteuid(), "the user's own file now")
-        status, err = self.cli("download", self.server.url + "/files/x", str(theirs), "--sha256", DATA_SHA)
-        self.assertEqual((status, err), (0, f"{theirs} already has the expected sha256: not downloaded again\n"))
+        status, err = self.cli(
+            "download", self.server.url + "/files/x", str(theirs), "--sha256", DATA_SHA
+        )
+        self.assertEqual(
+            (status, err), (0, f"{theirs} already has the expected sha256: not downloaded again\n")
+        )
         self.assertEqual(len(self.requests), 1, "the control: the user's own file is trusted")
 
     def test_the_clis_skip_never_follows_a_link_the_download_refuses(self) -> None:
@@ -6308,7 +7505,9 @@ class SecondReviewFileTests(ServerTestCase):
         notes.write_bytes(DATA)  # the user's own, with the expected sha256
         (shared / "out.bin").symlink_to(notes)
         self.as_stranger(shared / "out.bin")
-        status, err = self.cli("download", self.server.url + "/files/x", str(shared / "out.bin"), "--sha256", DATA_SHA)
+        status, err = self.cli(
+            "download", self.server.url + "/files/x", str(shared / "out.bin"), "--sha256", DATA_SHA
+        )
         self.assertEqual(status, 1, err)
         self.assertIn("refusing to follow a symbolic link another user made", err)
         self.assertEqual(self.requests, [])
@@ -6319,12 +7518,20 @@ class SecondReviewFileTests(ServerTestCase):
         directory = self.tmp()
         url = self.server.url + "/files/x"
         (directory / ".out.bin.part").write_bytes(DATA[:1000])
-        state = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
+        state = {
+            "url": url,
+            "validator": '"v1"',
+            "total": len(DATA),
+            "parts": [[0, len(DATA), 1000]],
+        }
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
         (directory / "out.bin").write_bytes(DATA)
-        status, err = self.cli("download", url, str(directory / "out.bin"), "--sha256", DATA_SHA, "-c")
+        status, err = self.cli(
+            "download", url, str(directory / "out.bin"), "--sha256", DATA_SHA, "-c"
+        )
         self.assertEqual(
-            (status, err), (0, f"{directory / 'out.bin'} already has the expected sha256: not downloaded again\n")
+            (status, err),
+            (0, f"{directory / 'out.bin'} already has the expected sha256: not downloaded again\n"),
         )
         self.assertEqual(self.requests, [])
         self.assertEqual([p.name for p in directory.iterdir()], ["out.bin"])
@@ -6350,22 +7557,35 @@ class SecondReviewFileTests(ServerTestCase):
                 " DATASET_CLIENT_CONFIG=~/dataset-client.toml",
             ),
             (link, f"{link} is owned by another user (uid {self.STRANGER})"),
-            (writable, f"{writable} is writable by group or others: not used; run chmod go-w {writable}"),
+            (
+                writable,
+                f"{writable} is writable by group or others: not used; run chmod go-w {writable}",
+            ),
         ):
             with self.subTest(str(path)):
                 status, err = self.cli("datasets", environment={"DATASET_CLIENT_CONFIG": str(path)})
                 self.assertEqual(status, 2, err)
                 self.assertIn(said, err)
                 self.assertEqual(self.requests, [], "nothing sent where that file says")
-        status, err = self.cli("datasets", environment={"DATASET_CLIENT_CONFIG": str(self.config_file())})
+        status, err = self.cli(
+            "datasets", environment={"DATASET_CLIENT_CONFIG": str(self.config_file())}
+        )
         self.assertEqual(status, 0, err)
-        self.assertEqual(self.requests[0].headers["Authorization"], f"Bearer {KEY}", "the control: the user's own")
+        self.assertEqual(
+            self.requests[0].headers["Authorization"],
+            f"Bearer {KEY}",
+            "the control: the user's own",
+        )
 
     def test_the_sweep_removes_only_the_names_the_client_makes(self) -> None:
         # Found in review: a download to notes.txt removed .notes.txt.from-laptop1.part (its length matched).
         import_or_skip(self, "fcntl")
         directory = self.tmp()
-        users = [".notes.txt.from-laptop1.part", ".notes.txt.0123456789AB.part", ".notes.txt.part.json.laptop-1.tmp"]
+        users = [
+            ".notes.txt.from-laptop1.part",
+            ".notes.txt.0123456789AB.part",
+            ".notes.txt.part.json.laptop-1.tmp",
+        ]
         for name in [*users, ".notes.txt.0123456789ab.part", ".notes.txt.part.json.0123abcd.tmp"]:
             (directory / name).write_bytes(b"kept")
         self.script(serve_file(DATA))
@@ -6379,9 +7599,14 @@ class SecondReviewFileTests(ServerTestCase):
         directory = self.tmp()
         lock = directory / ".out.bin.part.lock"
         for content in (b"", b"12ab", b"9" * 40, b"0", b"-5", b"\xff7"):
-            with self.subTest(content=content), dc._FileTarget(str(directory / "out.bin"), resume=False) as target:
+            with (
+                self.subTest(content=content),
+                dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
+            ):
                 lock.write_bytes(content)
-                self.assertFalse(target._lock_with_a_file(), "young: a process may be writing it now")
+                self.assertFalse(
+                    target._lock_with_a_file(), "young: a process may be writing it now"
+                )
                 self.assertEqual(lock.read_bytes(), content)
                 os.utime(lock, (time.time() - 60, time.time() - 60))
                 self.assertTrue(target._lock_with_a_file())
@@ -6389,7 +7614,9 @@ class SecondReviewFileTests(ServerTestCase):
                 target._unlock()
             self.assertEqual([p.name for p in directory.iterdir()], [])
 
-    def test_a_file_not_of_the_announced_size_is_not_committed_and_the_error_has_both_sizes(self) -> None:
+    def test_a_file_not_of_the_announced_size_is_not_committed_and_the_error_has_both_sizes(
+        self,
+    ) -> None:
         # Issue 27: the sizes as fields (like IncompleteResponseError's), so that no one parses the message.
         directory = self.tmp()
         with dc._FileTarget(str(directory / "out.bin"), resume=False) as target:
@@ -6401,7 +7628,9 @@ class SecondReviewFileTests(ServerTestCase):
         self.assertEqual(list(directory.iterdir()), [], "not moved into place, nothing left")
         self.assertIsNone(dc.InvalidResponseError("x").received)
 
-    def test_three_take_overs_of_one_abandoned_lock_make_one_holder_in_any_interleaving(self) -> None:
+    def test_three_take_overs_of_one_abandoned_lock_make_one_holder_in_any_interleaving(
+        self,
+    ) -> None:
         # Found in review: A and B both judged a lock abandoned; B moved it away and made its own; A then
         # moved B's live lock away, C created one in the gap, and two processes wrote one .part.
         judge, take_over = dc._abandoned_lock, dc._take_over_abandoned_lock
@@ -6429,11 +7658,17 @@ class SecondReviewFileTests(ServerTestCase):
                 ):
                     first = take_over(str(lock))
                 self.assertEqual([first, *others].count(True), 1, f"A {first}, B and C {others}")
-                self.assertEqual(first, pause == 2, "the claim's holder goes on; without it, the first to claim")
+                self.assertEqual(
+                    first, pause == 2, "the claim's holder goes on; without it, the first to claim"
+                )
                 self.assertEqual(lock.read_text(), str(os.getpid()))
-                self.assertEqual([p.name for p in directory.iterdir()], [lock.name], "no claim or new file left")
+                self.assertEqual(
+                    [p.name for p in directory.iterdir()], [lock.name], "no claim or new file left"
+                )
 
-    def test_a_config_file_that_is_no_regular_file_or_too_large_is_refused_without_waiting(self) -> None:
+    def test_a_config_file_that_is_no_regular_file_or_too_large_is_refused_without_waiting(
+        self,
+    ) -> None:
         # Found in review2: a FIFO as the config file (one's own, or planted where DATASET_CLIENT_CONFIG
         # points) made every command wait in open() for a writer; a huge file was read whole.
         import_or_skip(self, "fcntl")
@@ -6457,7 +7692,9 @@ class SecondReviewFileTests(ServerTestCase):
                 )
                 run.start()
                 run.join(10)
-                if run.is_alive():  # waiting in open(): a writer's open and close lets it read an empty file
+                if (
+                    run.is_alive()
+                ):  # waiting in open(): a writer's open and close lets it read an empty file
                     os.close(os.open(fifo, os.O_WRONLY))
                     run.join(10)
                 self.assertEqual(len(outcome), 1)
@@ -6494,7 +7731,9 @@ class LockFileTests(ServerTestCase):
 
         def another_takes_it_over_meanwhile(path: str) -> os.stat_result | None:
             status = judge(path)
-            if not looks:  # right after this download's look: the other one replaces it with its own
+            if (
+                not looks
+            ):  # right after this download's look: the other one replaces it with its own
                 lock.with_name("other").write_text(str(os.getpid()))
                 os.replace(lock.with_name("other"), lock)
             looks.append(path)
@@ -6506,7 +7745,9 @@ class LockFileTests(ServerTestCase):
             dc._FileTarget(str(directory / "out.bin"), resume=False) as target,
         ):
             self.assertFalse(target._lock_with_a_file(), "the other download's lock was taken")
-        self.assertEqual(lock.read_text(), str(os.getpid()), "the other download's lock is in place")
+        self.assertEqual(
+            lock.read_text(), str(os.getpid()), "the other download's lock is in place"
+        )
         self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part.lock"])
 
     def test_a_lock_left_by_a_process_that_is_gone_is_taken_over(self) -> None:
@@ -6528,12 +7769,19 @@ class StateFileTests(ServerTestCase):
     def prepare(self, state: object, *, raw: bytes | None = None) -> Path:
         directory = self.tmp()
         (directory / ".out.bin.part").write_bytes(DATA[:1000])
-        (directory / ".out.bin.part.json").write_bytes(raw if raw is not None else json.dumps(state).encode())
+        (directory / ".out.bin.part.json").write_bytes(
+            raw if raw is not None else json.dumps(state).encode()
+        )
         return directory
 
     def test_states_that_do_not_hold_are_discarded(self) -> None:
         url = self.server.url + "/api/v1/files/x"
-        good = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
+        good = {
+            "url": url,
+            "validator": '"v1"',
+            "total": len(DATA),
+            "parts": [[0, len(DATA), 1000]],
+        }
         cases: dict[str, object] = {
             "parts ending early": {**good, "parts": [[0, 1000, 1000]]},
             "a gap between parts": {**good, "parts": [[0, 1000, 1000], [2000, len(DATA), 0]]},
@@ -6547,7 +7795,9 @@ class StateFileTests(ServerTestCase):
             "parts not a list": {**good, "parts": "0-100"},
             "not an object": [1, 2, 3],
         }
-        directory = self.prepare(good)  # the control: the sound state these are made from is taken up
+        directory = self.prepare(
+            good
+        )  # the control: the sound state these are made from is taken up
         self.script(serve_file(DATA))
         self.client().download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
         self.assertEqual([r.headers["Range"] for r in self.requests], ["bytes=1000-"])
@@ -6557,15 +7807,24 @@ class StateFileTests(ServerTestCase):
                 directory = self.prepare(state)
                 for _ in range(2):  # and the next run is fine too
                     self.script(serve_file(DATA))
-                    self.client().download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+                    self.client().download(
+                        "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA
+                    )
                     self.assertEqual((directory / "out.bin").read_bytes(), DATA)
                     self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-                self.assertEqual([r.headers["Range"] for r in self.requests], [None, None], "started over")
+                self.assertEqual(
+                    [r.headers["Range"] for r in self.requests], [None, None], "started over"
+                )
 
     def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
         url = self.server.url + "/api/v1/files/x"
-        state = json.dumps({"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]})
-        for size, asked in ((1024 * 1024, "bytes=1000-"), (1024 * 1024 + 1, None)):  # 1 MiB is read, 1 byte more not
+        state = json.dumps(
+            {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 1000]]}
+        )
+        for size, asked in (
+            (1024 * 1024, "bytes=1000-"),
+            (1024 * 1024 + 1, None),
+        ):  # 1 MiB is read, 1 byte more not
             with self.subTest(size=size):
                 self.server.requests.clear()
                 directory = self.prepare(None, raw=state.encode().ljust(size))
@@ -6586,8 +7845,12 @@ class StateFileTests(ServerTestCase):
                     state.symlink_to("/dev/zero")
                 self.script(serve_file(DATA))
                 outcome: list[object] = []
-                download = functools.partial(self.client().download, "files/x", directory / "out.bin", resume=True)
-                thread = threading.Thread(target=lambda o=outcome, d=download: o.append(outcome_of(d)), daemon=True)
+                download = functools.partial(
+                    self.client().download, "files/x", directory / "out.bin", resume=True
+                )
+                thread = threading.Thread(
+                    target=lambda o=outcome, d=download: o.append(outcome_of(d)), daemon=True
+                )
                 thread.start()
                 thread.join(10)
                 self.assertFalse(thread.is_alive(), "the download hangs on the state file")
@@ -6613,10 +7876,13 @@ class HostileResponseTests(ServerTestCase):
             return b"%x\r\n%s\r\n" % (len(data), data)
 
         def respond(connection: socket.socket) -> None:
-            if not hasattr(respond, "cut"):  # the whole file, chunked, cut after its first MiB and a bit
+            if not hasattr(
+                respond, "cut"
+            ):  # the whole file, chunked, cut after its first MiB and a bit
                 respond.cut = True  # type: ignore[attr-defined]
                 connection.sendall(
-                    b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n\r\n' + chunk(first)
+                    b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: "v1"\r\n\r\n'
+                    + chunk(first)
                 )
                 return
             start = 1024 * 1024
@@ -6661,9 +7927,13 @@ class HostileResponseTests(ServerTestCase):
             connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n" * 150)
 
         client = self.client(raw_server(self, flood), max_retries=2)
-        with self.assertRaisesRegex(dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses") as caught:
+        with self.assertRaisesRegex(
+            dc.InvalidResponseError, r"more than 100 interim \(1xx\) responses"
+        ) as caught:
             client.list_datasets()
-        self.assertEqual(caught.exception.attempts, 1, "not retried: the same server would flood again")
+        self.assertEqual(
+            caught.exception.attempts, 1, "not retried: the same server would flood again"
+        )
 
     def test_a_head_cut_off_before_its_blank_line_is_an_incomplete_response(self) -> None:
         heads = [b'HTTP/1.1 200 OK\r\nETag: "v1"\r\nContent-Le', b"HTTP/1.1 200 O"]
@@ -6676,7 +7946,9 @@ class HostileResponseTests(ServerTestCase):
         destination = self.tmp() / "out.bin"
         destination.write_bytes(b"the good old file")
         client = self.client(raw_server(self, cut_head), max_retries=1)
-        with self.assertRaisesRegex(dc.IncompleteResponseError, "middle of the response's headers") as caught:
+        with self.assertRaisesRegex(
+            dc.IncompleteResponseError, "middle of the response's headers"
+        ) as caught:
             client.download("files/x", destination)
         self.assertEqual(caught.exception.attempts, 2, "retried like any cut response")
         self.assertEqual(destination.read_bytes(), b"the good old file")
@@ -6738,7 +8010,9 @@ class HostileResponseTests(ServerTestCase):
         # these 4-byte ones (a quarter of the time to send). Now about what the body sent whole costs,
         # plus twice its size (2.6-6.1 MB against 1.1-3.0 MB for 1 MiB: the allocator's reuse of freed
         # memory moves both). The bound leaves room for that noise.
-        self.assertLessEqual(tiny, max(whole, 2 * size) + 4 * size, f"4-byte chunks: {tiny} bytes against {whole}")
+        self.assertLessEqual(
+            tiny, max(whole, 2 * size) + 4 * size, f"4-byte chunks: {tiny} bytes against {whole}"
+        )
 
 
 def ignoring_ranges(handler: Handler) -> None:
@@ -6753,7 +8027,10 @@ class DownloadFaultTests(ServerTestCase):
 
     def test_connections_are_bounded(self) -> None:
         for connections in (33, 10**6):
-            with self.subTest(connections=connections), self.assertRaisesRegex(ValueError, "at most 32"):
+            with (
+                self.subTest(connections=connections),
+                self.assertRaisesRegex(ValueError, "at most 32"),
+            ):
                 self.client().download("files/big", io.BytesIO(), connections=connections)
         self.assertEqual(self.requests, [])
         self.server.default = serve_file(BIG)
@@ -6770,22 +8047,37 @@ class DownloadFaultTests(ServerTestCase):
         self.assertEqual(seen[-1], (len(DATA), len(DATA)))
 
     def test_no_thread_outlives_a_download_whose_progress_raises(self) -> None:
-        def broken(done: int, total: int | None) -> None:  # on its first call, before any part thread starts
+        def broken(
+            done: int, total: int | None
+        ) -> None:  # on its first call, before any part thread starts
             raise RuntimeError("the progress bar broke")
 
-        def broken_once_bytes_arrive(done: int, total: int | None) -> None:  # the parts' threads have started
+        def broken_once_bytes_arrive(
+            done: int, total: int | None
+        ) -> None:  # the parts' threads have started
             if done:
                 raise RuntimeError("the progress bar broke")
 
         for progress, connections in ((broken, 1), (broken, 1), (broken_once_bytes_arrive, 4)):
             self.server.default = serve_file(BIG)
             destination = self.tmp() / "big.bin"
-            with self.subTest(connections=connections), self.assertRaisesRegex(RuntimeError, "progress bar broke"):
+            with (
+                self.subTest(connections=connections),
+                self.assertRaisesRegex(RuntimeError, "progress bar broke"),
+            ):
                 self.client().download(
-                    "files/big", destination, connections=connections, sha256=BIG_SHA, progress=progress
+                    "files/big",
+                    destination,
+                    connections=connections,
+                    sha256=BIG_SHA,
+                    progress=progress,
                 )
             self.assertEqual(list(destination.parent.iterdir()), [])
-        threads = [thread.name for thread in threading.enumerate() if thread.name.startswith("dataset-client")]
+        threads = [
+            thread.name
+            for thread in threading.enumerate()
+            if thread.name.startswith("dataset-client")
+        ]
         self.assertEqual(threads, [])
 
     def test_an_error_reading_the_file_back_for_the_hash_reaches_the_caller(self) -> None:
@@ -6794,15 +8086,28 @@ class DownloadFaultTests(ServerTestCase):
 
         self.server.default = serve_file(BIG)
         directory = self.tmp()
-        with mock.patch.object(dc._FileTarget, "read_at", unreadable), self.assertRaises(OSError) as caught:
-            self.client().download("files/big", directory / "big.bin", connections=4, sha256=BIG_SHA)
-        self.assertEqual((caught.exception.errno, caught.exception.strerror), (errno.EIO, "the disk went away"))
+        with (
+            mock.patch.object(dc._FileTarget, "read_at", unreadable),
+            self.assertRaises(OSError) as caught,
+        ):
+            self.client().download(
+                "files/big", directory / "big.bin", connections=4, sha256=BIG_SHA
+            )
+        self.assertEqual(
+            (caught.exception.errno, caught.exception.strerror), (errno.EIO, "the disk went away")
+        )
         self.assertNotIsInstance(caught.exception, dc.DatasetClientError)
-        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+        self.assertEqual(
+            [t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], []
+        )
         self.assertEqual(list(directory.iterdir()), [])
-        self.assertEqual(sorted(bool(r.headers["Range"]) for r in self.requests), [False, True, True, True])
+        self.assertEqual(
+            sorted(bool(r.headers["Range"]) for r in self.requests), [False, True, True, True]
+        )
 
-    def download_ended_by_ctrl_c(self, destination: Path, *, resume: bool = False) -> list[threading.Thread]:
+    def download_ended_by_ctrl_c(
+        self, destination: Path, *, resume: bool = False
+    ) -> list[threading.Thread]:
         """download(connections=4) of BIG, ended by a real SIGINT to this (the main) thread while it waits
         for the three other parts; the part threads still alive when KeyboardInterrupt came out.
 
@@ -6849,7 +8154,9 @@ class DownloadFaultTests(ServerTestCase):
         def interrupt_once_joining() -> None:
             with contextlib.suppress(AssertionError):
                 _wait_for(lambda: len(held) == 3 and main_joins(None), 10)
-                signal.pthread_kill(main.ident or 0, signal.SIGINT)  # a real Ctrl-C, to the main thread
+                signal.pthread_kill(
+                    main.ident or 0, signal.SIGINT
+                )  # a real Ctrl-C, to the main thread
 
         write_at = dc._FileTarget.write_at
         previous = signal.signal(signal.SIGINT, ctrl_c)  # whatever the test run inherited
@@ -6857,9 +8164,16 @@ class DownloadFaultTests(ServerTestCase):
         interrupter = threading.Thread(target=interrupt_once_joining)
         interrupter.start()
         try:
-            with mock.patch.object(dc._FileTarget, "write_at", held_write), self.assertRaises(KeyboardInterrupt):
-                self.client(timeout=30).download("files/big", destination, connections=4, resume=resume)
-            return [thread for thread in threading.enumerate() if thread.name == "dataset-client-part"]
+            with (
+                mock.patch.object(dc._FileTarget, "write_at", held_write),
+                self.assertRaises(KeyboardInterrupt),
+            ):
+                self.client(timeout=30).download(
+                    "files/big", destination, connections=4, resume=resume
+                )
+            return [
+                thread for thread in threading.enumerate() if thread.name == "dataset-client-part"
+            ]
         finally:
             returned.set()
             interrupter.join(10)
@@ -6871,7 +8185,11 @@ class DownloadFaultTests(ServerTestCase):
             directory = self.tmp()
             with self.subTest(resume=resume):
                 self.download_ended_by_ctrl_c(directory / "out.bin", resume=resume)
-                _wait_for(lambda: not [t for t in threading.enumerate() if t.name == "dataset-client-part"])
+                _wait_for(
+                    lambda: (
+                        not [t for t in threading.enumerate() if t.name == "dataset-client-part"]
+                    )
+                )
                 left = sorted(p.name for p in directory.iterdir())
                 self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if resume else [])
                 ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
@@ -6882,8 +8200,14 @@ class DownloadFaultTests(ServerTestCase):
         self.server.default = serve_file(BIG)
         self.download_big(directory / "out.bin", resume=True)
         ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
-        self.assertTrue(all(r and not r.startswith("bytes=0-") and i == '"v1"' for r, i in ranges), ranges)
-        self.assertEqual(self.server.bytes_served, len(BIG) - len(BIG) // 4, "the first part kept, not fetched again")
+        self.assertTrue(
+            all(r and not r.startswith("bytes=0-") and i == '"v1"' for r, i in ranges), ranges
+        )
+        self.assertEqual(
+            self.server.bytes_served,
+            len(BIG) - len(BIG) // 4,
+            "the first part kept, not fetched again",
+        )
 
     # Found while writing the test above: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C interrupts
     # marks the thread it waited for as stopped while it still runs (CPython's bpo-45274 handling), so a
@@ -6898,7 +8222,9 @@ class DownloadFaultTests(ServerTestCase):
             (hang if "Range" in handler.headers else serve_file(BIG))(handler)
 
         def broken(done: int, total: int | None) -> None:
-            if done:  # the first part's bytes arrive: once both other parts wait for their answer, fail
+            if (
+                done
+            ):  # the first part's bytes arrive: once both other parts wait for their answer, fail
                 _wait_for(lambda: len([r for r in self.requests if r.headers["Range"]]) == 2, 10)
                 raise RuntimeError("the progress bar broke")
 
@@ -6911,18 +8237,28 @@ class DownloadFaultTests(ServerTestCase):
         thread = threading.Thread(target=lambda: outcome.append(outcome_of(download)), daemon=True)
         thread.start()
         thread.join(5)
-        self.assertFalse(thread.is_alive(), "download() waits for a part that will never be answered")
+        self.assertFalse(
+            thread.is_alive(), "download() waits for a part that will never be answered"
+        )
         self.assertIsInstance(outcome[0], RuntimeError)
-        self.assertEqual([t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], [])
+        self.assertEqual(
+            [t.name for t in threading.enumerate() if t.name.startswith("dataset-client")], []
+        )
 
     def test_a_server_that_ignores_ranges_keeps_one_stream_without_starting_over(self) -> None:
         self.server.default = ignoring_ranges
         seen = self.download_big(self.tmp() / "big.bin")
-        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 1, "never started over")
-        self.assertLessEqual(len(self.requests), 4, "the ranged requests sent at once, nothing more")
+        self.assertEqual(
+            [r.headers["Range"] for r in self.requests].count(None), 1, "never started over"
+        )
+        self.assertLessEqual(
+            len(self.requests), 4, "the ranged requests sent at once, nothing more"
+        )
         self.assertEqual(seen[-1], (len(BIG), len(BIG)))
 
-    def test_a_parallel_resume_from_a_server_now_ignoring_ranges_goes_on_as_one_stream(self) -> None:
+    def test_a_parallel_resume_from_a_server_now_ignoring_ranges_goes_on_as_one_stream(
+        self,
+    ) -> None:
         # Found in review: the dropped parts' own 200s were taken for a single stream's restart,
         # truncating the file under the live stream: a short, shifted file committed without error.
         directory = self.tmp()
@@ -6933,23 +8269,39 @@ class DownloadFaultTests(ServerTestCase):
         for start, _, done in parts:
             kept[start : start + done] = BIG[start : start + done]
         (directory / ".out.bin.part").write_bytes(kept)
-        state = {"url": self.server.url + "/api/v1/files/x", "validator": '"v1"', "total": len(BIG), "parts": parts}
+        state = {
+            "url": self.server.url + "/api/v1/files/x",
+            "validator": '"v1"',
+            "total": len(BIG),
+            "parts": parts,
+        }
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
 
         self.server.default = ignoring_ranges
-        self.client().download("files/x", directory / "out.bin", resume=True, connections=3, sha256=BIG_SHA)
+        self.client().download(
+            "files/x", directory / "out.bin", resume=True, connections=3, sha256=BIG_SHA
+        )
         self.assertEqual((directory / "out.bin").read_bytes(), BIG)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
-        self.assertTrue(all(r.headers["Range"] for r in self.requests), "each part asked for its range")
+        self.assertTrue(
+            all(r.headers["Range"] for r in self.requests), "each part asked for its range"
+        )
 
     def complete_partial(self, directory: Path, data: bytes) -> None:
         """What a resumable download killed after its last byte, before its rename, leaves."""
         (directory / ".out.bin.part").write_bytes(data)
         url = self.server.url + "/api/v1/files/x"
-        state = {"url": url, "validator": '"v1"', "total": len(data), "parts": [[0, len(data), len(data)]]}
+        state = {
+            "url": url,
+            "validator": '"v1"',
+            "total": len(data),
+            "parts": [[0, len(data), len(data)]],
+        }
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
 
-    def test_a_complete_partial_file_is_checked_with_the_server_before_it_is_committed(self) -> None:
+    def test_a_complete_partial_file_is_checked_with_the_server_before_it_is_committed(
+        self,
+    ) -> None:
         new = bytes(reversed(DATA))
         for served, etag in ((DATA, '"v1"'), (new, '"v2"')):
             with self.subTest(server_has=etag):
@@ -6957,12 +8309,15 @@ class DownloadFaultTests(ServerTestCase):
                 directory = self.tmp()
                 self.complete_partial(directory, DATA)
                 self.script(serve_file(served, etag=etag))
-                digest = hashlib.sha256(served).hexdigest()  # another version: downloaded again, not refused
+                digest = hashlib.sha256(
+                    served
+                ).hexdigest()  # another version: downloaded again, not refused
                 self.client().download("files/x", directory / "out.bin", resume=True, sha256=digest)
                 self.assertEqual((directory / "out.bin").read_bytes(), served)
                 (request,) = self.requests
                 self.assertEqual(
-                    (request.headers["Range"], request.headers["If-Range"]), (f"bytes={len(DATA) - 1}-", '"v1"')
+                    (request.headers["Range"], request.headers["If-Range"]),
+                    (f"bytes={len(DATA) - 1}-", '"v1"'),
                 )
                 self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
 
@@ -6972,11 +8327,17 @@ class DownloadFaultTests(ServerTestCase):
         self.script(lying)
         with self.assertRaises(dc.IncompleteResponseError):
             self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
-        self.assertEqual(sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"])
+        self.assertEqual(
+            sorted(p.name for p in directory.iterdir()), [".out.bin.part", ".out.bin.part.json"]
+        )
         self.server.default = serve_file(DATA)
-        self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True, sha256=DATA_SHA)
+        self.client(max_retries=0).download(
+            "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA
+        )
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
-        self.assertEqual([r.headers["Range"] for r in self.requests], [None, f"bytes={len(DATA)}-", None])
+        self.assertEqual(
+            [r.headers["Range"] for r in self.requests], [None, f"bytes={len(DATA)}-", None]
+        )
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
 
     def test_a_second_416_after_starting_over_is_an_error(self) -> None:
@@ -6987,20 +8348,27 @@ class DownloadFaultTests(ServerTestCase):
             reply(416, b"", {"Content-Range": f"bytes */{len(DATA)}"})(handler)
 
         def cut_then_416(handler: Handler) -> None:
-            cut(DATA, 2000, {"ETag": '"v1"'})(handler) if "Range" not in handler.headers else always_416(handler)
+            cut(DATA, 2000, {"ETag": '"v1"'})(
+                handler
+            ) if "Range" not in handler.headers else always_416(handler)
 
         self.server.default = cut_then_416
         with self.assertRaises(ServiceError) as caught:
             self.client(max_retries=1).download("files/x", directory / "out.bin", resume=True)
         self.assertEqual(caught.exception.status, 416)
-        self.assertEqual([r.headers["Range"] for r in self.requests], [f"bytes={len(DATA) - 1}-", None, "bytes=2000-"])
+        self.assertEqual(
+            [r.headers["Range"] for r in self.requests],
+            [f"bytes={len(DATA) - 1}-", None, "bytes=2000-"],
+        )
 
     def test_a_file_changed_under_a_parallel_resume_starts_over_even_with_no_retries(self) -> None:
         directory = self.tmp()
         quarter = len(BIG) // 4
         bounds = [0, quarter, 2 * quarter, 3 * quarter, len(BIG)]
         parts = [[start, end, 1000] for start, end in itertools.pairwise(bounds)]
-        (directory / ".out.bin.part").write_bytes(b"".join(BIG[s : s + 1000].ljust(e - s, b"\0") for s, e, _ in parts))
+        (directory / ".out.bin.part").write_bytes(
+            b"".join(BIG[s : s + 1000].ljust(e - s, b"\0") for s, e, _ in parts)
+        )
         url = self.server.url + "/api/v1/files/x"
         state = {"url": url, "validator": '"v1"', "total": len(BIG), "parts": parts}
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
@@ -7008,15 +8376,25 @@ class DownloadFaultTests(ServerTestCase):
         self.server.default = serve_file(new, etag='"v2"')
         client = self.client(max_retries=0)
         client.download(
-            "files/x", directory / "out.bin", resume=True, connections=4, sha256=hashlib.sha256(new).hexdigest()
+            "files/x",
+            directory / "out.bin",
+            resume=True,
+            connections=4,
+            sha256=hashlib.sha256(new).hexdigest(),
         )
         self.assertEqual((directory / "out.bin").read_bytes(), new)
         self.assertEqual(sorted(p.name for p in directory.iterdir()), ["out.bin"])
         asked = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
         restart = asked.index((None, None))  # the whole file anew, once the kept parts were refused
-        kept = [f"bytes={start + 1000}-{'' if end == len(BIG) else end - 1}" for start, end, _ in parts]
+        kept = [
+            f"bytes={start + 1000}-{'' if end == len(BIG) else end - 1}" for start, end, _ in parts
+        ]
         self.assertTrue(asked[:restart], "the kept parts asked for first")
-        self.assertLessEqual(set(asked[:restart]), {(range_, '"v1"') for range_ in kept}, "each from where it stopped")
+        self.assertLessEqual(
+            set(asked[:restart]),
+            {(range_, '"v1"') for range_ in kept},
+            "each from where it stopped",
+        )
         self.assertTrue(all(if_range == '"v2"' for _, if_range in asked[restart + 1 :]), asked)
 
     def test_a_file_that_keeps_changing_is_refused_after_three_restarts(self) -> None:
@@ -7027,9 +8405,13 @@ class DownloadFaultTests(ServerTestCase):
             cut(BIG, 2_000_000, {"ETag": f'"v{version}"', "Accept-Ranges": "bytes"})(handler)
 
         self.server.default = changing
-        with self.assertRaisesRegex(dc.InvalidResponseError, "changed on the server during each of 4 tries"):
+        with self.assertRaisesRegex(
+            dc.InvalidResponseError, "changed on the server during each of 4 tries"
+        ):
             self.client(max_retries=1).download("files/x", self.tmp() / "out.bin", connections=2)
-        self.assertEqual([r.headers["Range"] for r in self.requests].count(None), 4, "started over three times")
+        self.assertEqual(
+            [r.headers["Range"] for r in self.requests].count(None), 4, "started over three times"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -7057,14 +8439,18 @@ def trickle(data: bytes, first: int, interval: float, *, at_most: int = 40) -> R
         for position in range(start + first, min(end, start + first + at_most)):
             if handler.server.stop.wait(interval):
                 break
-            handler.wfile.write(data[position : position + 1])  # a client that hung up: an error ends it
+            handler.wfile.write(
+                data[position : position + 1]
+            )  # a client that hung up: an error ends it
             handler.wfile.flush()
 
     return respond
 
 
 class DeadlineTests(ServerTestCase):
-    def assert_deadline_reached(self, error: object, seconds: float, attempts: int = 1) -> dc.RequestTimeoutError:
+    def assert_deadline_reached(
+        self, error: object, seconds: float, attempts: int = 1
+    ) -> dc.RequestTimeoutError:
         self.assertIsInstance(error, dc.RequestTimeoutError)
         assert isinstance(error, dc.RequestTimeoutError)
         self.assertEqual((error.deadline, error.attempts), (seconds, attempts))
@@ -7087,12 +8473,18 @@ class DeadlineTests(ServerTestCase):
 
         base_url = raw_server(self, never_answer)
         client = self.client(base_url + "/api/v1", timeout=30, deadline=0.3)
-        error = outcome_of(client.list_datasets)  # a 30 s timeout would fail the suite's time budget first
+        error = outcome_of(
+            client.list_datasets
+        )  # a 30 s timeout would fail the suite's time budget first
         self.assert_deadline_reached(error, 0.3)
-        said = f"GET {base_url}/api/v1/datasets: the deadline of 0.3 s was reached (after 1 attempt)"
+        said = (
+            f"GET {base_url}/api/v1/datasets: the deadline of 0.3 s was reached (after 1 attempt)"
+        )
         self.assertEqual(str(error), said)
         _wait_for(lambda: len(hung_up) == 2)
-        self.assertEqual(hung_up[0], True, "the client hung up: it did not wait for its 30 s time-out")
+        self.assertEqual(
+            hung_up[0], True, "the client hung up: it did not wait for its 30 s time-out"
+        )
         self.assertEqual(len(hung_up), 2, "one attempt: no retry once the deadline is reached")
         self.assertIsNone(error.retry_after)  # type: ignore[union-attr]
 
@@ -7101,7 +8493,9 @@ class DeadlineTests(ServerTestCase):
 
         def trickle_the_head(connection: socket.socket) -> None:
             head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Slow: " + b"a" * 40 + b"\r\n\r\n[]"
-            for index in range(len(head)):  # a byte every 0.05 s: no receive waits long; the whole head 3.5 s
+            for index in range(
+                len(head)
+            ):  # a byte every 0.05 s: no receive waits long; the whole head 3.5 s
                 try:
                     connection.sendall(head[index : index + 1])
                 except OSError:
@@ -7110,13 +8504,19 @@ class DeadlineTests(ServerTestCase):
             sent.append(index)
 
         base_url = raw_server(self, trickle_the_head)
-        error = outcome_of(self.client(base_url + "/api/v1", timeout=30, deadline=0.3, max_retries=0).list_datasets)
+        error = outcome_of(
+            self.client(base_url + "/api/v1", timeout=30, deadline=0.3, max_retries=0).list_datasets
+        )
         self.assert_deadline_reached(error, 0.3)
         _wait_for(lambda: bool(sent))
         # 0.3 s is some 6 bytes; half the head's 90 leaves a loaded machine room (a timing margin, not a measure).
-        self.assertLess(sent[0], 45, "the client hung up at its deadline, long before the head's end")
+        self.assertLess(
+            sent[0], 45, "the client hung up at its deadline, long before the head's end"
+        )
 
-    def test_a_body_trickled_a_byte_every_0_2_s_ends_at_the_deadline_and_leaves_its_partial_file(self) -> None:
+    def test_a_body_trickled_a_byte_every_0_2_s_ends_at_the_deadline_and_leaves_its_partial_file(
+        self,
+    ) -> None:
         data = os.urandom(5000)
         self.script(trickle(data, 1000, 0.2))
         out = self.tmp() / "out.bin"
@@ -7127,14 +8527,20 @@ class DeadlineTests(ServerTestCase):
         )
         self.assert_deadline_reached(error, 0.3)
         self.assert_no_thread_left()  # the sha256 thread ended with the call
-        self.assertEqual([(r.path, r.headers["Range"]) for r in self.requests], [("/files/x", None)])
+        self.assertEqual(
+            [(r.path, r.headers["Range"]) for r in self.requests], [("/files/x", None)]
+        )
         kept = (out.parent / ".out.bin.part").read_bytes()
         self.assertFalse(out.exists())
         self.assertGreaterEqual(len(kept), 1000, "the bytes received before the deadline are kept")
         self.assertEqual(kept, data[: len(kept)])
-        self.assertLess(len(kept), 1000 + 40, "ended by the deadline, not by the end of the trickle")
+        self.assertLess(
+            len(kept), 1000 + 40, "ended by the deadline, not by the end of the trickle"
+        )
         self.script(serve_file(data))  # and the next run continues from there
-        self.client().download("/files/x", out, resume=True, sha256=hashlib.sha256(data).hexdigest())
+        self.client().download(
+            "/files/x", out, resume=True, sha256=hashlib.sha256(data).hexdigest()
+        )
         self.assertEqual(out.read_bytes(), data)
         self.assertEqual(self.requests[1].headers["Range"], f"bytes={len(kept)}-")
 
@@ -7188,7 +8594,8 @@ class DeadlineTests(ServerTestCase):
         assert isinstance(error, dc.RequestTimeoutError)
         self.assertIsNone(error.deadline, "its 0.1 s time-out ended it, long before the deadline")
         self.assertEqual(
-            str(error), f"GET {self.server.url}/api/v1/datasets: timed out waiting for data (after 2 attempts)"
+            str(error),
+            f"GET {self.server.url}/api/v1/datasets: timed out waiting for data (after 2 attempts)",
         )
         self.assertEqual([r.path for r in self.requests], ["/api/v1/datasets"] * 2)
 
@@ -7200,7 +8607,9 @@ class DeadlineTests(ServerTestCase):
         assert isinstance(error, dc.RequestTimeoutError)
         self.assertEqual(sleeps, [], "not waited for")
         self.assertEqual(error.retry_after, 5.0)
-        self.assertIn("comes before the retry in 5 s that Retry-After asks for: not waited for", str(error))
+        self.assertIn(
+            "comes before the retry in 5 s that Retry-After asks for: not waited for", str(error)
+        )
         self.assertIsInstance(error.__cause__, ServiceError)
         self.assertEqual(len(self.requests), 1)
         copy = pickle.loads(pickle.dumps(error))
@@ -7213,15 +8622,24 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual(len(sleeps), 1, "a short back-off is waited for")
         self.script(reply(502), reply(200, []))
         with recorded_sleeps() as sleeps:
-            error = outcome_of(self.client(deadline=0.5, backoff_factor=4, max_retries=5).list_datasets)
+            error = outcome_of(
+                self.client(deadline=0.5, backoff_factor=4, max_retries=5).list_datasets
+            )
         self.assert_deadline_reached(error, 0.5)
         self.assertEqual(sleeps, [], "a back-off of 2 s or more is not waited for")
         self.assertIsNone(error.retry_after)  # type: ignore[union-attr]
-        self.assertIn("the deadline of 0.5 s comes before the next retry: not waited for", str(error))
+        self.assertIn(
+            "the deadline of 0.5 s comes before the next retry: not waited for", str(error)
+        )
         self.assertEqual(len(self.requests), 3, "the 200 is never asked for")
 
     def test_the_deadline_and_min_rate_are_checked_like_timeout(self) -> None:
-        for value, error in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError), ("1", TypeError)):
+        for value, error in (
+            (0, ValueError),
+            (-1, ValueError),
+            (float("nan"), ValueError),
+            ("1", TypeError),
+        ):
             with self.subTest(value=value):
                 with self.assertRaisesRegex(error, "^deadline must be"):
                     DatasetClient(self.server.url, deadline=value)  # type: ignore[arg-type]
@@ -7230,7 +8648,9 @@ class DeadlineTests(ServerTestCase):
                         self.client().download("/files/x", io.BytesIO(), **{name: value})
         self.assertEqual(self.requests, [], "nothing sent")
 
-    def test_a_parallel_download_with_a_silent_part_ends_at_its_deadline_with_every_thread(self) -> None:
+    def test_a_parallel_download_with_a_silent_part_ends_at_its_deadline_with_every_thread(
+        self,
+    ) -> None:
         quarter = len(BIG) // 4
 
         def respond(handler: Handler) -> None:
@@ -7242,22 +8662,31 @@ class DeadlineTests(ServerTestCase):
         self.server.default = respond
         out = self.tmp() / "big.bin"
         client = self.client(timeout=30, deadline=0.4)
-        error = outcome_of(lambda: client.download("files/big", out, connections=4, sha256=BIG_SHA, resume=True))
+        error = outcome_of(
+            lambda: client.download("files/big", out, connections=4, sha256=BIG_SHA, resume=True)
+        )
         self.assert_deadline_reached(error, 0.4)
         self.assert_no_thread_left()
         self.assertEqual(len(self.requests), 4, "each part asked once")
         names = sorted(path.name for path in out.parent.iterdir())
         self.assertEqual(names, [".big.bin.part", ".big.bin.part.json"], "what resume=True keeps")
         parts = json.loads((out.parent / ".big.bin.part.json").read_text())["parts"]
-        self.assertEqual([done for _, _, done in parts][2], 1000, "the silent part's bytes are kept")
+        self.assertEqual(
+            [done for _, _, done in parts][2], 1000, "the silent part's bytes are kept"
+        )
         self.server.default = serve_file(BIG)
-        client.download("files/big", out, connections=4, sha256=BIG_SHA, resume=True)  # within 0.4 s once more
+        client.download(
+            "files/big", out, connections=4, sha256=BIG_SHA, resume=True
+        )  # within 0.4 s once more
         self.assertEqual(out.read_bytes(), BIG)
         self.assertIn(
-            f"bytes={2 * quarter + 1000}-{len(BIG) * 3 // 4 - 1}", [r.headers["Range"] for r in self.requests]
+            f"bytes={2 * quarter + 1000}-{len(BIG) * 3 // 4 - 1}",
+            [r.headers["Range"] for r in self.requests],
         )
 
-    def test_a_connection_a_deadline_shortened_gets_the_whole_timeout_back_for_the_next_call(self) -> None:
+    def test_a_connection_a_deadline_shortened_gets_the_whole_timeout_back_for_the_next_call(
+        self,
+    ) -> None:
         self.script(reply(200, []), reply(200, []))
         client = self.client(timeout=5)
         self.assertEqual(client.download("/files/x", io.BytesIO(), deadline=0.5), None)
@@ -7265,7 +8694,10 @@ class DeadlineTests(ServerTestCase):
         self.assertLessEqual(connection.sock.gettimeout(), 0.5)
         self.assertEqual(client.list_datasets(), [])
         self.assertEqual(connection.sock.gettimeout(), 5.0, "not the 0.5 s the download left it")
-        self.assertEqual([(r.path, r.connection) for r in self.requests], [("/files/x", 1), ("/api/v1/datasets", 1)])
+        self.assertEqual(
+            [(r.path, r.connection) for r in self.requests],
+            [("/files/x", 1), ("/api/v1/datasets", 1)],
+        )
 
     def test_a_stalled_part_is_fetched_again_from_its_offset_while_the_others_go_on(self) -> None:
         quarter = len(BIG) // 4
@@ -7280,18 +8712,28 @@ class DeadlineTests(ServerTestCase):
 
         self.server.default = respond
         out = self.tmp() / "big.bin"
-        self.client(timeout=0.3).download("files/big", out, connections=4, sha256=BIG_SHA, min_rate=64 * 1024)
+        self.client(timeout=0.3).download(
+            "files/big", out, connections=4, sha256=BIG_SHA, min_rate=64 * 1024
+        )
         self.assertEqual(out.read_bytes(), BIG)
         ranges = [r.headers["Range"] or "" for r in self.requests]
-        again = [r for r in ranges if r.startswith("bytes=") and quarter < int(r[6:].split("-")[0]) < 2 * quarter]
+        again = [
+            r
+            for r in ranges
+            if r.startswith("bytes=") and quarter < int(r[6:].split("-")[0]) < 2 * quarter
+        ]
         self.assertEqual(len(again), 1, ranges)
         start = int(again[0][6:].split("-")[0])
         # Cut after about 0.3 s of trickle (8 bytes), not when the 40 bytes the server trickles ran out.
-        self.assertTrue(quarter + 1000 <= start < quarter + 1030, f"from where it stalled: {again[0]}")
+        self.assertTrue(
+            quarter + 1000 <= start < quarter + 1030, f"from where it stalled: {again[0]}"
+        )
         self.assertEqual(len(ranges), 5, "the other parts were fetched once")
         self.assert_no_thread_left()
 
-    def test_a_connection_below_min_rate_is_resumed_and_one_that_always_is_says_its_rate(self) -> None:
+    def test_a_connection_below_min_rate_is_resumed_and_one_that_always_is_says_its_rate(
+        self,
+    ) -> None:
         data = os.urandom(200_000)
         self.script(trickle(data, 50_000, 0.03), serve_file(data))
         out = self.tmp() / "out.bin"
@@ -7301,18 +8743,29 @@ class DeadlineTests(ServerTestCase):
         # Cut after about 0.2 s of trickle (7 bytes), not when the 40 bytes the server trickles ran out.
         self.assertTrue(50_000 <= start < 50_030, self.requests[1].headers["Range"])
         self.assertEqual(self.requests[1].headers["If-Range"], '"v1"')
-        self.script(trickle(data, 1000, 0.03), trickle(data, 1000, 1))  # the second silent past its time-out
-        error = outcome_of(lambda: self.client(timeout=0.2, max_retries=1).download("/x", out, min_rate=1024 * 1024))
+        self.script(
+            trickle(data, 1000, 0.03), trickle(data, 1000, 1)
+        )  # the second silent past its time-out
+        error = outcome_of(
+            lambda: self.client(timeout=0.2, max_retries=1).download(
+                "/x", out, min_rate=1024 * 1024
+            )
+        )
         self.assertIsInstance(error, dc.RequestTimeoutError)
         rate = r"stalled at [\d.]+ (B|KiB)/s over 0\.\d s, below the 1\.0 MiB/s of min_rate"
         self.assertRegex(str(error), rf"^GET {self.server.url}/x: {rate} \(after 2 attempts\)$")
-        self.assertEqual([r.headers["Range"] is None for r in self.requests[2:]], [True, False], "resumed once")
+        self.assertEqual(
+            [r.headers["Range"] is None for r in self.requests[2:]], [True, False], "resumed once"
+        )
         self.assertEqual(out.read_bytes(), data, "the file already there is untouched")
 
     def test_the_command_line_s_max_time_and_speed_limit_are_exit_3_naming_them(self) -> None:
         self.server.default = hang
         err = io.StringIO()
-        with contextlib.redirect_stderr(err), mock.patch.dict(os.environ, {"DATASET_CLIENT_BASE_URL": self.server.url}):
+        with (
+            contextlib.redirect_stderr(err),
+            mock.patch.dict(os.environ, {"DATASET_CLIENT_BASE_URL": self.server.url}),
+        ):
             status = cli.main(["datasets", "--max-time", "0.15", "--timeout", "30"])
         self.assertEqual(status, 3)
         said = f"GET {self.server.url}/datasets: --max-time 0.15 was reached (after 1 attempt)"
@@ -7321,7 +8774,15 @@ class DeadlineTests(ServerTestCase):
         self.server.default = trickle(os.urandom(100_000), 1000, 0.03)
         out = self.tmp() / "out.bin"
         err = io.StringIO()
-        argv = ["download", f"{self.server.url}/files/x", str(out), "--speed-limit", "1M", "--timeout", "0.15"]
+        argv = [
+            "download",
+            f"{self.server.url}/files/x",
+            str(out),
+            "--speed-limit",
+            "1M",
+            "--timeout",
+            "0.15",
+        ]
         with contextlib.redirect_stderr(err):
             status = cli.main([*argv, "--retries", "0", "-q"])
         self.assertEqual(status, 3)
@@ -7381,7 +8842,9 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual(ranges, [None, "bytes=1572864-", "bytes=3145728-"])
         self.assertEqual(list(out.parent.iterdir()), [])
 
-    def test_a_stall_measured_with_a_body_s_last_bytes_is_no_error_once_the_body_is_whole(self) -> None:
+    def test_a_stall_measured_with_a_body_s_last_bytes_is_no_error_once_the_body_is_whole(
+        self,
+    ) -> None:
         # Found in review2: --limit-rate below --speed-limit per connection (-n 4): a part whose last bytes
         # came with a stall got the stall from its check for bytes past its Content-Range, was fetched
         # again as "Range: bytes=4718592-4718591", and the download failed with an InvalidResponseError.
@@ -7396,12 +8859,16 @@ class DeadlineTests(ServerTestCase):
         self.addCleanup(response.close)
         response.begin()
         now = [0.0]
-        with mock.patch.object(dc, "time", mock.Mock(monotonic=lambda: now[0])):  # this module's clock alone
+        with mock.patch.object(
+            dc, "time", mock.Mock(monotonic=lambda: now[0])
+        ):  # this module's clock alone
             watch = dc._Watch(1.0, None, min_rate=1000.0)
             watch.take(response)
             now[0] = 5.0  # 3 bytes in 5 s: below min_rate, measured as the last bytes arrive
             self.assertEqual(response.read(3), b"abc")
-            self.assertEqual(response.read(1), b"", "the body is whole: nothing past it, and no stall to report")
+            self.assertEqual(
+                response.read(1), b"", "the body is whole: nothing past it, and no stall to report"
+            )
         self.assertEqual(response.length, 0)
 
 
@@ -7426,16 +8893,30 @@ class StandInTestCase(ServerTestCase):
     def stand_in_client(self, api_key: str | None = "stand-in-key") -> DatasetClient:
         return self.client(self.base_url, api_key)
 
-    def raw(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes | None = None):  # type: ignore[no-untyped-def]
-        connection = http.client.HTTPConnection("127.0.0.1", self.service.server_address[1], timeout=5)
+    def raw(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+    ):  # type: ignore[no-untyped-def]
+        connection = http.client.HTTPConnection(
+            "127.0.0.1", self.service.server_address[1], timeout=5
+        )
         self.addCleanup(connection.close)
-        connection.request(method, path, body, {"Authorization": "Bearer stand-in-key", **(headers or {})})
+        connection.request(
+            method, path, body, {"Authorization": "Bearer stand-in-key", **(headers or {})}
+        )
         response = connection.getresponse()
         return response, response.read()
 
-    cli_unset: tuple[str, ...] = ("DATASET_CLIENT_",)  # the variables run_main leaves out of the environment
+    cli_unset: tuple[str, ...] = (
+        "DATASET_CLIENT_",
+    )  # the variables run_main leaves out of the environment
 
-    def cli_environment(self, key: str | None = "stand-in-key", base_url: str | None = None) -> dict[str, str]:
+    def cli_environment(
+        self, key: str | None = "stand-in-key", base_url: str | None = None
+    ) -> dict[str, str]:
         """The DATASET_CLIENT_ variables run_main sets unless given others: the stand-in's URL, ``key`` (None: none)."""
         environment = {"DATASET_CLIENT_BASE_URL": base_url or self.base_url}
         if key is not None:
@@ -7459,7 +8940,9 @@ class StandInTestCase(ServerTestCase):
         kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
         out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
         with (
-            mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True),
+            mock.patch.dict(
+                os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True
+            ),
             mock.patch.object(sys, "stdin", io.StringIO(stdin)),
             contextlib.redirect_stdout(out if stdout is None else stdout),
             contextlib.redirect_stderr(err),
@@ -7513,7 +8996,10 @@ class StandInTestCase(ServerTestCase):
         os.close(slave)
         drawn = b""
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and select.select([master], [], [], deadline - time.monotonic())[0]:
+        while (
+            time.monotonic() < deadline
+            and select.select([master], [], [], deadline - time.monotonic())[0]
+        ):
             try:
                 data = os.read(master, 65536)
             except OSError:  # EIO: the process closed its end
@@ -7547,7 +9033,9 @@ class ReadmeTests(unittest.TestCase):
         import inspect
 
         methods = {"DatasetClient": DatasetClient.__init__}
-        for name, member in inspect.getmembers(DatasetClient, inspect.isroutine):  # from_profile too
+        for name, member in inspect.getmembers(
+            DatasetClient, inspect.isroutine
+        ):  # from_profile too
             if not name.startswith("_"):
                 methods[name] = member
         listed = {name: inspect.signature(method).parameters for name, method in methods.items()}
@@ -7571,19 +9059,33 @@ class ReadmeTests(unittest.TestCase):
         self.assertIn("max_rate", parameters["download"], "the check sees the real signatures")
         self.assertIn("idempotency_key", parameters["create_export"])
         self.assertEqual(parameters["from_profile"], ["profile", "settings"])
-        private = [f"{method}.{name}" for method, names in parameters.items() for name in names if name[0] == "_"]
+        private = [
+            f"{method}.{name}"
+            for method, names in parameters.items()
+            for name in names
+            if name[0] == "_"
+        ]
         self.assertEqual(private, [], "no public signature has a private parameter")
         self.assertEqual(self.missing_from(text), [])
         # The check fails when a parameter goes: removed from the signatures, or from the prose.
-        self.assertIn("download.max_rate", self.missing_from(re.sub(r"\bmax_rate=None, ", "", text)))
-        self.assertIn("create_export.idempotency_key", self.missing_from(text.replace("- `idempotency_key`:", "-")))
-        self.assertIn("DatasetClient.base_url", self.missing_from(text.replace("`base_url`", "base_url")))
+        self.assertIn(
+            "download.max_rate", self.missing_from(re.sub(r"\bmax_rate=None, ", "", text))
+        )
+        self.assertIn(
+            "create_export.idempotency_key",
+            self.missing_from(text.replace("- `idempotency_key`:", "-")),
+        )
+        self.assertIn(
+            "DatasetClient.base_url", self.missing_from(text.replace("`base_url`", "base_url"))
+        )
 
     def test_the_readme_is_short_with_the_quick_start_near_the_top(self) -> None:
         text = self.README.read_text(encoding="utf-8")
         self.assertLess(len(text), 15_000)
         lines = text.splitlines()
-        quick_start = next(i for i, line in enumerate(lines) if line.startswith("## ") and "Quick start" in line)
+        quick_start = next(
+            i for i, line in enumerate(lines) if line.startswith("## ") and "Quick start" in line
+        )
         self.assertLess(quick_start, 100)
         self.assertEqual(lines[quick_start + 2], "```python")
         for command in ("python3 examples/local_service.py --demo", "python3 -m unittest -v"):
@@ -7605,7 +9107,9 @@ class StandInTests(StandInTestCase):
         self.assertEqual(sorted(datasets), ["daily_bars", "trades"])
         self.assertIn({"name": "close", "type": "REAL"}, datasets["daily_bars"]["columns"])
         self.assertEqual(len(datasets["daily_bars"]["symbols"]), 12)
-        result = client.query("SELECT symbol, count(*) FROM daily_bars GROUP BY symbol ORDER BY symbol LIMIT 2")
+        result = client.query(
+            "SELECT symbol, count(*) FROM daily_bars GROUP BY symbol ORDER BY symbol LIMIT 2"
+        )
         self.assertEqual(result["columns"], ["symbol", "count(*)"])
         self.assertEqual(result["rows"], [["AAPL", 522], ["AMZN", 522]])
         self.assertEqual(result["row_count"], 2)
@@ -7614,7 +9118,10 @@ class StandInTests(StandInTestCase):
 
     def test_deterministic_sample(self) -> None:
         first = self.stand_in_client().query("SELECT sum(close), sum(volume) FROM daily_bars")
-        with local_service.running(api_key="k") as other, DatasetClient(other.base_url, "k") as client:  # type: ignore[attr-defined]
+        with (
+            local_service.running(api_key="k") as other,
+            DatasetClient(other.base_url, "k") as client,
+        ):  # type: ignore[attr-defined]
             self.assertEqual(client.query("SELECT sum(close), sum(volume) FROM daily_bars"), first)
 
     def test_writes_and_bad_sql_are_refused(self) -> None:
@@ -7637,7 +9144,10 @@ class StandInTests(StandInTestCase):
         for key in ("wrong-key", None):
             with self.subTest(key=key), self.assertRaises(ServiceError) as caught:
                 self.stand_in_client(key).list_datasets()
-            self.assertEqual((caught.exception.status, caught.exception.message), (401, "missing or wrong API key"))
+            self.assertEqual(
+                (caught.exception.status, caught.exception.message),
+                (401, "missing or wrong API key"),
+            )
 
     def test_export_and_download_with_checksum(self) -> None:
         client = self.stand_in_client()
@@ -7649,7 +9159,9 @@ class StandInTests(StandInTestCase):
                 end_date=datetime.date(2024, 3, 31),
                 format=file_format,
             )
-            self.assertEqual((export["status"], export["format"], export["rows"]), ("ready", file_format, 130))
+            self.assertEqual(
+                (export["status"], export["format"], export["rows"]), ("ready", file_format, 130)
+            )
             target = self.tmp() / f"bars.{file_format}"
             client.download(export["download_url"], target, sha256=export["sha256"])
             data = target.read_bytes()
@@ -7664,22 +9176,30 @@ class StandInTests(StandInTestCase):
         day = "2024-01-02"
         for call, status, text in (
             (
-                lambda: client.create_export("nope", symbols="AAPL", start_date=day, end_date=day, format="csv"),
+                lambda: client.create_export(
+                    "nope", symbols="AAPL", start_date=day, end_date=day, format="csv"
+                ),
                 404,
                 "nope",
             ),
             (
-                lambda: client.create_export("trades", symbols="ZZZ", start_date=day, end_date=day, format="csv"),
+                lambda: client.create_export(
+                    "trades", symbols="ZZZ", start_date=day, end_date=day, format="csv"
+                ),
                 422,
                 "ZZZ",
             ),
             (
-                lambda: client.create_export("trades", symbols="V", start_date="x", end_date=day, format="csv"),
+                lambda: client.create_export(
+                    "trades", symbols="V", start_date="x", end_date=day, format="csv"
+                ),
                 422,
                 "start_date",
             ),
             (
-                lambda: client.create_export("trades", symbols="V", start_date=day, end_date=day, format="xml"),
+                lambda: client.create_export(
+                    "trades", symbols="V", start_date=day, end_date=day, format="xml"
+                ),
                 422,
                 "xml",
             ),
@@ -7781,7 +9301,9 @@ def thrift_struct(data: bytes, position: int) -> tuple[dict[int, Any], int]:
     while data[position]:
         header = data[position]
         field, position = (
-            (field + (header >> 4), position + 1) if header >> 4 else varint(data, position + 1, zigzag=True)
+            (field + (header >> 4), position + 1)
+            if header >> 4
+            else varint(data, position + 1, zigzag=True)
         )
         fields[field], position = thrift_value(data, position, header & 0x0F)
     return fields, position + 1
@@ -7828,7 +9350,10 @@ class ParquetWriterTests(unittest.TestCase):
         for compression in ("gzip", None):
             out = io.BytesIO()
             self.assertEqual(
-                local_service.write_parquet(out, columns, iter(rows), compression=compression, row_group_rows=5), 21
+                local_service.write_parquet(
+                    out, columns, iter(rows), compression=compression, row_group_rows=5
+                ),
+                21,
             )
             with self.subTest(compression=compression):
                 schema, values, groups = read_parquet(out.getvalue())
@@ -7838,13 +9363,17 @@ class ParquetWriterTests(unittest.TestCase):
                     [("day", 1, 0), ("name", 6, 0), ("price", 5, 0), ("count", 2, 0)],
                 )
                 self.assertEqual(
-                    [(e.get(6), e.get(10)) for e in schema], [(6, {6: {}}), (0, {1: {}}), (None, None), (None, None)]
+                    [(e.get(6), e.get(10)) for e in schema],
+                    [(6, {6: {}}), (0, {1: {}}), (None, None), (None, None)],
                 )
                 days = [datetime.date(1970, 1, 1) + datetime.timedelta(days) for days in values[0]]
                 expected = [
-                    [datetime.date.fromisoformat(r[0]) if isinstance(r[0], str) else r[0], *r[1:]] for r in rows
+                    [datetime.date.fromisoformat(r[0]) if isinstance(r[0], str) else r[0], *r[1:]]
+                    for r in rows
                 ]
-                self.assertEqual([list(row) for row in zip(days, *values[1:], strict=True)], expected)
+                self.assertEqual(
+                    [list(row) for row in zip(days, *values[1:], strict=True)], expected
+                )
 
     def test_no_rows_and_bad_arguments(self) -> None:
         out = io.BytesIO()
@@ -7860,46 +9389,73 @@ class StandInServiceTests(StandInTestCase):
     def test_the_default_export_is_parquet_equal_to_the_csv_export(self) -> None:
         client = self.stand_in_client()
         for dataset in ("daily_bars", "trades"):
-            selection = {"symbols": ["AAPL", "V"], "start_date": "2024-03-01", "end_date": "2024-04-30"}
+            selection = {
+                "symbols": ["AAPL", "V"],
+                "start_date": "2024-03-01",
+                "end_date": "2024-04-30",
+            }
             export = client.create_export(dataset, **selection)  # type: ignore[arg-type]
-            self.assertEqual((export["format"], export["download_url"][-8:]), ("parquet", ".parquet"))
+            self.assertEqual(
+                (export["format"], export["download_url"][-8:]), ("parquet", ".parquet")
+            )
             parquet, csv_text = io.BytesIO(), io.BytesIO()
             client.download(export["download_url"], parquet, sha256=export["sha256"])
-            client.download(client.create_export(dataset, **selection, format="csv")["download_url"], csv_text)  # type: ignore[arg-type]
+            client.download(
+                client.create_export(dataset, **selection, format="csv")["download_url"], csv_text
+            )  # type: ignore[arg-type]
             header, *rows = list(csv.reader(io.StringIO(csv_text.getvalue().decode())))
             schema, values, _ = read_parquet(parquet.getvalue())
             with self.subTest(dataset=dataset):
                 self.assertEqual([element[4] for element in schema], header)
                 self.assertEqual(len(rows), export["rows"])
                 as_text = [
-                    [str(datetime.date(1970, 1, 1) + datetime.timedelta(v)) if e[1] == 1 else str(v) for v in column]
+                    [
+                        str(datetime.date(1970, 1, 1) + datetime.timedelta(v))
+                        if e[1] == 1
+                        else str(v)
+                        for v in column
+                    ]
                     for e, column in zip(schema, values, strict=True)
                 ]
                 self.assertEqual([list(row) for row in zip(*as_text, strict=True)], rows)
-                types = {d["name"]: {c["name"]: c["type"] for c in d["columns"]} for d in client.list_datasets()}[
-                    dataset
-                ]
+                types = {
+                    d["name"]: {c["name"]: c["type"] for c in d["columns"]}
+                    for d in client.list_datasets()
+                }[dataset]
                 kinds = {"DATE": 1, "TEXT": 6, "REAL": 5, "INTEGER": 2}
-                self.assertEqual([element[1] for element in schema], [kinds[types[name]] for name in header])
+                self.assertEqual(
+                    [element[1] for element in schema], [kinds[types[name]] for name in header]
+                )
 
     def test_files_carry_repr_digest_and_each_206_its_content_digest(self) -> None:
         client = self.stand_in_client()
-        export = client.create_export("trades", symbols=["V"], start_date="2024-01-02", end_date="2024-01-03")
+        export = client.create_export(
+            "trades", symbols=["V"], start_date="2024-01-02", end_date="2024-01-03"
+        )
         path = urllib_parse.urlsplit(export["download_url"]).path
         response, body = self.raw("GET", path)
         self.assertEqual(hashlib.sha256(body).hexdigest(), export["sha256"])
         self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
-        self.assertIsNone(response.headers["Content-Digest"], "a 200's Content-Digest would say the same")
+        self.assertIsNone(
+            response.headers["Content-Digest"], "a 200's Content-Digest would say the same"
+        )
         response, part = self.raw("GET", path, {"Range": "bytes=10-99"})
         self.assertEqual((response.status, part), (206, body[10:100]))
         self.assertEqual(response.headers["Content-Digest"], digest_field(body[10:100]))
         self.assertEqual(response.headers["Repr-Digest"], digest_field(body))
         progress = Verified()
-        client.download(export["download_url"], io.BytesIO(), progress=progress, verified=progress.verified.append)
+        client.download(
+            export["download_url"],
+            io.BytesIO(),
+            progress=progress,
+            verified=progress.verified.append,
+        )
         self.assertEqual(progress.verified, ["Repr-Digest (sha-256)"])
 
     def test_values_json_cannot_hold_are_text(self) -> None:
-        result = self.stand_in_client().query("SELECT x'00ff' AS blob, 1e999 AS big, -1e999 AS small, 1 AS one")
+        result = self.stand_in_client().query(
+            "SELECT x'00ff' AS blob, 1e999 AS big, -1e999 AS small, 1 AS one"
+        )
         self.assertEqual(result["rows"], [["00ff", "inf", "-inf", 1]])
 
     def test_many_clients_connecting_at_once_are_all_taken(self) -> None:
@@ -7925,15 +9481,26 @@ class StandInServiceTests(StandInTestCase):
             thread.start()
         for thread in threads:
             thread.join(30)
-        self.assertEqual(sorted(results), sorted([number, n] for number in range(32) for n in range(5)))
+        self.assertEqual(
+            sorted(results), sorted([number, n] for number in range(32) for n in range(5))
+        )
 
     def test_one_idempotency_key_sent_at_once_makes_one_export(self) -> None:
-        body = json.dumps({"dataset": "trades", "symbols": ["V"], "start_date": "2024-01-02", "end_date": "2024-03-02"})
+        body = json.dumps(
+            {
+                "dataset": "trades",
+                "symbols": ["V"],
+                "start_date": "2024-01-02",
+                "end_date": "2024-03-02",
+            }
+        )
         together = threading.Barrier(8)
         answers: list[dict[str, Any]] = []
 
         def create() -> None:
-            connection = http.client.HTTPConnection("127.0.0.1", self.service.server_address[1], timeout=10)
+            connection = http.client.HTTPConnection(
+                "127.0.0.1", self.service.server_address[1], timeout=10
+            )
             together.wait(5)
             headers = {
                 "Authorization": "Bearer stand-in-key",
@@ -7968,7 +9535,8 @@ class StandInServiceTests(StandInTestCase):
         self.assertGreaterEqual(size, 4 * 1024 * 1024, "too small to be split in four parts")
         response, whole = self.raw("GET", path)
         self.assertEqual(
-            (response.status, len(whole), hashlib.sha256(whole).hexdigest()), (200, size, export["sha256"])
+            (response.status, len(whole), hashlib.sha256(whole).hexdigest()),
+            (200, size, export["sha256"]),
         )
         etag = response.getheader("ETag")
         quarters = [(k * size // 4, (k + 1) * size // 4) for k in range(4)]
@@ -7977,7 +9545,9 @@ class StandInServiceTests(StandInTestCase):
 
         def fetch(start: int, end: int) -> None:
             together.wait(5)
-            response, body = self.raw("GET", path, {"Range": f"bytes={start}-{end - 1}", "If-Range": etag})
+            response, body = self.raw(
+                "GET", path, {"Range": f"bytes={start}-{end - 1}", "If-Range": etag}
+            )
             answers[start, end] = response.status, response.getheader("Content-Range"), body
 
         threads = [threading.Thread(target=fetch, args=quarter) for quarter in quarters]
@@ -7986,22 +9556,38 @@ class StandInServiceTests(StandInTestCase):
         for thread in threads:
             thread.join(30)
         for start, end in quarters:
-            self.assertEqual(answers[start, end], (206, f"bytes {start}-{end - 1}/{size}", whole[start:end]))
-        self.assertEqual(self.raw("GET", path, {"Range": "bytes=0-9", "If-Range": '"another"'})[1], whole)
+            self.assertEqual(
+                answers[start, end], (206, f"bytes {start}-{end - 1}/{size}", whole[start:end])
+            )
+        self.assertEqual(
+            self.raw("GET", path, {"Range": "bytes=0-9", "If-Range": '"another"'})[1], whole
+        )
 
         target = self.tmp() / "trades.jsonl"
         with self.assertLogs("dataset_client", "DEBUG") as logs:
-            self.stand_in_client().download(export["download_url"], target, sha256=export["sha256"], connections=4)
+            self.stand_in_client().download(
+                export["download_url"], target, sha256=export["sha256"], connections=4
+            )
         self.assertEqual(target.read_bytes(), whole)
-        statuses = sorted(re.findall(r"^DEBUG:dataset_client:GET \S+: (\d+)", "\n".join(logs.output), re.M))
+        statuses = sorted(
+            re.findall(r"^DEBUG:dataset_client:GET \S+: (\d+)", "\n".join(logs.output), re.M)
+        )
         self.assertEqual(statuses, ["200", "206", "206", "206"], logs.output)
 
     def test_a_client_hanging_up_is_not_an_error_of_the_service(self) -> None:
         export = self.all_trades()
-        request = f"GET {urllib_parse.urlsplit(export['download_url']).path} HTTP/1.1\r\nHost: x\r\n"
+        request = (
+            f"GET {urllib_parse.urlsplit(export['download_url']).path} HTTP/1.1\r\nHost: x\r\n"
+        )
         request += "Authorization: Bearer stand-in-key\r\n\r\n"
-        for read_all in (False, True):  # reset mid-body, then while the service waits for the next request
-            with self.subTest(read_all=read_all), mock.patch.object(socketserver.BaseServer, "handle_error") as printed:
+        for read_all in (
+            False,
+            True,
+        ):  # reset mid-body, then while the service waits for the next request
+            with (
+                self.subTest(read_all=read_all),
+                mock.patch.object(socketserver.BaseServer, "handle_error") as printed,
+            ):
                 before = set(threading.enumerate())
                 sock = socket.create_connection(self.service.server_address[:2], timeout=5)
                 sock.sendall(request.encode())
@@ -8025,7 +9611,9 @@ class StandInServiceTests(StandInTestCase):
                 stderr=subprocess.PIPE,
                 text=True,
             )
-        self.addCleanup(lambda: (process.kill(), process.wait(), process.stdout.close(), process.stderr.close()))  # type: ignore[func-returns-value,union-attr]
+        self.addCleanup(
+            lambda: (process.kill(), process.wait(), process.stdout.close(), process.stderr.close())
+        )  # type: ignore[func-returns-value,union-attr]
         return process
 
     def test_the_export_lines_survive_eval_whatever_the_key(self) -> None:
@@ -8053,7 +9641,9 @@ class StandInServiceTests(StandInTestCase):
         process = self.run_service("--port", str(self.service.server_address[1]))
         self.assertEqual(process.wait(30), 1)
         error = process.stderr.read()  # type: ignore[union-attr]
-        self.assertRegex(error, r"^local_service: cannot listen on 127\.0\.0\.1:\d+: Address already in use\n$")
+        self.assertRegex(
+            error, r"^local_service: cannot listen on 127\.0\.0\.1:\d+: Address already in use\n$"
+        )
         self.assertEqual(process.stdout.read(), "")  # type: ignore[union-attr]
 
 
@@ -8064,19 +9654,25 @@ class StandInProcessTests(ServerTestCase):
         environment = {**os.environ, "TMPDIR": str(temporary), "DATASET_CLIENT_API_KEY": key}
         argv = [sys.executable, str(HERE / "examples" / "local_service.py"), "--port", "0"]
         with inherited_signals(signal.SIG_DFL, "SIGTERM"):
-            process = subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            process = subprocess.Popen(
+                argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
         self.addCleanup(lambda: (process.kill(), process.communicate()))  # type: ignore[func-returns-value]
         lines = [process.stdout.readline() for _ in range(2)]  # type: ignore[union-attr]
         self.assertEqual(lines[1], f"export DATASET_CLIENT_API_KEY={key}\n")
         base_url = lines[0].split("=", 1)[1].strip()
         with self.client(base_url, key) as client:  # the key it was given is the one it checks
-            export = client.create_export("trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02")
+            export = client.create_export(
+                "trades", symbols="V", start_date="2024-01-02", end_date="2024-01-02"
+            )
         (files,) = temporary.iterdir()
         self.assertEqual(os.listdir(files), [export["download_url"].rsplit("/", 1)[1]])
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=10)
         self.assertEqual(process.returncode, 0, err)
-        self.assertEqual(list(temporary.iterdir()), [], "its temporary directory and exports are gone")
+        self.assertEqual(
+            list(temporary.iterdir()), [], "its temporary directory and exports are gone"
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -8117,7 +9713,12 @@ class OutcomeWriter(unittest.TestResult):
         self.pipe = pipe
 
     def send(self, test: Any, outcome: str, detail: str = "") -> None:
-        line = {"name": str(test), "description": test.shortDescription(), "outcome": outcome, "detail": detail}
+        line = {
+            "name": str(test),
+            "description": test.shortDescription(),
+            "outcome": outcome,
+            "detail": detail,
+        }
         self.pipe.write(json.dumps(line) + "\n")
         self.pipe.flush()
 
@@ -8142,7 +9743,9 @@ class OutcomeWriter(unittest.TestResult):
     def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
         if err is not None:
             failed = issubclass(err[0], test.failureException)
-            self.send(subtest, "failure" if failed else "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+            self.send(
+                subtest, "failure" if failed else "error", self._exc_info_to_string(err, test)
+            )  # type: ignore[attr-defined]
 
 
 def replay(line: dict[str, Any], result: unittest.TestResult) -> None:
@@ -8174,7 +9777,9 @@ class TakenTests(unittest.TestSuite):
         self.chunks, self.queue = chunks, queue
 
     def __iter__(self) -> Iterator[unittest.TestCase]:
-        while record := os.read(self.queue, 4):  # 4 bytes a read: no other worker can take half of one
+        while record := os.read(
+            self.queue, 4
+        ):  # 4 bytes a read: no other worker can take half of one
             yield from self.chunks[struct.unpack("!I", record)[0]]
 
 
@@ -8189,14 +9794,18 @@ class SuiteOnEveryCore(unittest.TestSuite):
         self.processes = processes
 
     def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
-        queue, feed = os.pipe()  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
+        queue, feed = (
+            os.pipe()
+        )  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
         os.write(feed, b"".join(struct.pack("!I", index) for index in range(len(self.chunks))))
         os.close(feed)
         workers = {}
         for _ in range(self.processes):
             read, write = os.pipe()
             pid = os.fork()
-            if pid == 0:  # the worker: what it takes, then out without atexit (the parent's clean-ups)
+            if (
+                pid == 0
+            ):  # the worker: what it takes, then out without atexit (the parent's clean-ups)
                 os.close(read)
                 os._exit(self.run_taken(queue, os.fdopen(write, "w")))
             os.close(write)
@@ -8235,7 +9844,11 @@ class SuiteOnEveryCore(unittest.TestSuite):
                 _, status = os.waitpid(pid, 0)
                 workers.pop(pid)
                 if status != 0:
-                    failure = (ChildFailure, ChildFailure(f"a test worker ended with status {status:#x}"), None)
+                    failure = (
+                        ChildFailure,
+                        ChildFailure(f"a test worker ended with status {status:#x}"),
+                        None,
+                    )
                     result.addError(Reported(f"worker {pid}", None), failure)  # type: ignore[arg-type]
 
 
@@ -8247,9 +9860,13 @@ def iterate_tests(suite: unittest.TestSuite | unittest.TestCase) -> Iterator[uni
         yield from iterate_tests(each)
 
 
-def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None) -> unittest.TestSuite:
+def load_tests(
+    loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
+) -> unittest.TestSuite:
     """unittest's hook, called for discovery (`python -m unittest`): the suite on every core."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
     processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(cores, 4)))
     if processes < 2 or not hasattr(os, "fork"):
         return tests

@@ -91,19 +91,29 @@ class CommandLineTests(StandInTestCase):
             "csv",
         )
         export = json.loads(out)
-        self.assertEqual((status, export["symbols"], export["start_date"]), (0, ["AAPL", "MSFT"], "2024-01-01"))
+        self.assertEqual(
+            (status, export["symbols"], export["start_date"]), (0, ["AAPL", "MSFT"], "2024-01-01")
+        )
         target = self.tmp() / "out.csv"
-        status, out, err = self.run_main("download", export["download_url"], str(target), "--sha256", export["sha256"])
+        status, out, err = self.run_main(
+            "download", export["download_url"], str(target), "--sha256", export["sha256"]
+        )
         self.assertEqual((status, out), (0, ""))
         self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
+        self.assertRegex(
+            err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$"
+        )
 
     def test_output_formats(self) -> None:
         sql = "SELECT symbol, count(*) AS days, round(avg(close), 2) AS mean FROM daily_bars GROUP BY symbol LIMIT 3"
-        status, out, err = self.run_main("query", sql)  # stdout is not a terminal: JSON, exactly the result
+        status, out, err = self.run_main(
+            "query", sql
+        )  # stdout is not a terminal: JSON, exactly the result
         result = json.loads(out)
         self.assertEqual((status, err, result["columns"]), (0, "", ["symbol", "days", "mean"]))
-        status, out, _ = self.run_main("query", sql, "--output", "table")  # options after the command too
+        status, out, _ = self.run_main(
+            "query", sql, "--output", "table"
+        )  # options after the command too
         lines = out.splitlines()
         self.assertEqual(lines[0].split(), ["symbol", "days", "mean"])
         self.assertEqual(lines[1].split(), ["------", "----", "------"])
@@ -112,13 +122,17 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(lines[-1], "(3 rows)")
         self.assertEqual(len({len(line) for line in lines[:-1]}), 1, "aligned")
         status, out, _ = self.run_main("--output", "csv", "query", sql)
-        self.assertEqual(out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"])
+        self.assertEqual(
+            out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"]
+        )
         status, out, _ = self.run_main("--output", "jsonl", "query", sql)
         self.assertEqual(
             [json.loads(line) for line in out.splitlines()],
             [dict(zip(result["columns"], row, strict=True)) for row in result["rows"]],
         )
-        status, out, _ = self.run_main("--output", "table", "datasets")  # a list of objects: the union of their keys
+        status, out, _ = self.run_main(
+            "--output", "table", "datasets"
+        )  # a list of objects: the union of their keys
         self.assertEqual(out.splitlines()[0].split()[:2], ["name", "description"])
         self.assertIn('[{"name":"date","type":"DATE"},', out, "a nested value as compact JSON")
         self.assertEqual(out.splitlines()[-1], "(2 rows)")
@@ -143,8 +157,12 @@ class CommandLineTests(StandInTestCase):
         status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
         self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
         self.assertEqual(err.count("\n"), 1)
-        self.assertEqual(err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n')
-        self.assertEqual(self.run_main("-q", "query", "SELECT * FROM trades")[2], "", "-q: errors only")
+        self.assertEqual(
+            err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n'
+        )
+        self.assertEqual(
+            self.run_main("-q", "query", "SELECT * FROM trades")[2], "", "-q: errors only"
+        )
 
     def test_export_and_download_in_one_command(self) -> None:
         directory = self.tmp()
@@ -166,7 +184,9 @@ class CommandLineTests(StandInTestCase):
         target = directory / export["download_url"].rsplit("/", 1)[1]
         self.assertEqual(status, 0, err)
         self.assertEqual(hashlib.sha256(target.read_bytes()).hexdigest(), export["sha256"])
-        self.assertRegex(err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$")
+        self.assertRegex(
+            err, rf"^downloaded {target}: [\d.]+ KiB, [\d.]+ s, .*/s, sha256 verified\n$"
+        )
         self.assertEqual([p.name for p in directory.iterdir()], [target.name])
 
     def test_download_destinations(self) -> None:
@@ -179,7 +199,10 @@ class CommandLineTests(StandInTestCase):
             self.assertEqual(self.run_main("download", url)[0], 0)  # no DEST: the URL's name, here
         self.assertEqual(self.run_main("download", url, str(directory / "sub.csv"))[0], 0)
         os.mkdir(directory / "into")
-        self.assertEqual(self.run_main("download", url, str(directory / "into"), "-c", "--connections", "2")[0], 0)
+        self.assertEqual(
+            self.run_main("download", url, str(directory / "into"), "-c", "--connections", "2")[0],
+            0,
+        )
         self.assertEqual(
             sorted(str(p.relative_to(directory)) for p in directory.rglob("*")),
             sorted([name, "sub.csv", "into", f"into/{name}"]),
@@ -188,7 +211,10 @@ class CommandLineTests(StandInTestCase):
             self.assertEqual(hashlib.sha256(path.read_bytes()).hexdigest(), export["sha256"])
         for argv, text in (
             (["download", url.rsplit("/", 1)[0] + "/"], "cannot name a file after"),
-            (["download", url.rsplit("/", 1)[0] + "/..", str(directory)], "cannot name a file after"),
+            (
+                ["download", url.rsplit("/", 1)[0] + "/..", str(directory)],
+                "cannot name a file after",
+            ),
             (["download", url.rsplit("/", 1)[0] + "/a%2Fb"], "cannot name a file after"),
             (["download", url, "-", "-c"], "-c needs a file"),
             (["download", url, "x", "--connections", "0"], "--connections: must be 1 to 32"),
@@ -201,12 +227,15 @@ class CommandLineTests(StandInTestCase):
 
     def test_retries_timeout_and_verbosity(self) -> None:
         base = self.server.url + "/api"
-        self.script(reply(503, {"message": "busy"}), reply(503, {"message": "busy"}), reply(body=[]))
+        self.script(
+            reply(503, {"message": "busy"}), reply(503, {"message": "busy"}), reply(body=[])
+        )
         status, _, err = self.run_main("--retries", "0", "-v", "datasets", base_url=base)
         self.assertEqual(status, 1)
         self.assertEqual(len(self.requests), 1)
         self.assertRegex(
-            err, r"^dataset-client: GET http://127\.0\.0\.1:\d+/api/datasets: 503 Service Unavailable \(\d+ ms\)\n"
+            err,
+            r"^dataset-client: GET http://127\.0\.0\.1:\d+/api/datasets: 503 Service Unavailable \(\d+ ms\)\n",
         )
         self.assertIn("dataset-client: error: 503 Service Unavailable: GET", err)
         with recorded_sleeps():
@@ -228,7 +257,9 @@ class CommandLineTests(StandInTestCase):
         with mock.patch.object(dc._FileTarget, "commit", cut_short_then_commit):
             status, _, err = self.run_main("download", self.server.url + "/files/x", str(out))
         self.assertNotEqual(status, 0)
-        self.assertIn(f"has 1.0 MiB where the server announced {dc._size(len(DATA))}: not committed", err)
+        self.assertIn(
+            f"has 1.0 MiB where the server announced {dc._size(len(DATA))}: not committed", err
+        )
         self.assertFalse(out.exists())
         self.assertEqual(len(self.requests), 1)
 
@@ -236,23 +267,32 @@ class CommandLineTests(StandInTestCase):
         directory = self.tmp()
         url = self.server.url + "/files/x"
         self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}), cut(DATA, 2_500_000, {"ETag": '"v1"'}))
-        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "out.bin"), "-c")
+        status, _, err = self.run_main(
+            "--retries", "0", "download", url, str(directory / "out.bin"), "-c"
+        )
         self.assertEqual(status, 3)
         partial = directory / ".out.bin.part"
         self.assertIn(
-            f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}\n", err
+            f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}\n",
+            err,
         )  # sizes for people, not bytes
         self.script(serve_file(DATA))
         with recorded_sleeps():
             status, _, err = self.run_main("download", url, str(directory / "out.bin"), "-c")
         self.assertEqual(status, 0, err)
         lines = err.splitlines()
-        self.assertEqual(lines[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded")  # -v: the URL
-        self.assertEqual(lines[1], "dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption")
+        self.assertEqual(
+            lines[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded"
+        )  # -v: the URL
+        self.assertEqual(
+            lines[1], "dataset-client: resuming at 2.4 MiB of 3.0 MiB after an interruption"
+        )
         self.assertRegex(lines[2], r"^downloaded .*out\.bin: 3\.0 MiB, ")
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         asked = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
-        self.assertEqual(asked, [(None, None), ("bytes=1500000-", '"v1"'), ("bytes=2500000-", '"v1"')])
+        self.assertEqual(
+            asked, [(None, None), ("bytes=1500000-", '"v1"'), ("bytes=2500000-", '"v1"')]
+        )
 
     def test_errors_speak_in_the_command_lines_own_terms(self) -> None:
         base = self.server.url + "/api"
@@ -285,13 +325,17 @@ class CommandLineTests(StandInTestCase):
         ]
         for argv, environment, expected, text in cases:
             with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv, key=environment.get("DATASET_CLIENT_API_KEY", "stand-in-key"))
+                status, out, err = self.run_main(
+                    *argv, key=environment.get("DATASET_CLIENT_API_KEY", "stand-in-key")
+                )
                 self.assertEqual((status, out), (expected, ""))
                 self.assertEqual(err, f"dataset-client: error: {text}\n")
 
     def test_a_proxy_in_the_way_is_named(self) -> None:
         port = free_port()  # a proxy that is not there
-        with mock.patch.dict(os.environ, {"HTTP_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": ""}):
+        with mock.patch.dict(
+            os.environ, {"HTTP_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": ""}
+        ):
             status, _, err = self.run_main("--retries", "0", "datasets")
         self.assertEqual(status, 3)
         self.assertIn(f"via proxy 127.0.0.1:{port} (NO_PROXY bypasses it): could not connect", err)
@@ -305,17 +349,26 @@ class CommandLineTests(StandInTestCase):
             err = io.StringIO()
             with (
                 mock.patch.dict(
-                    os.environ, {"DATASET_CLIENT_BASE_URL": self.base_url, "DATASET_CLIENT_API_KEY": "stand-in-key"}
+                    os.environ,
+                    {
+                        "DATASET_CLIENT_BASE_URL": self.base_url,
+                        "DATASET_CLIENT_API_KEY": "stand-in-key",
+                    },
                 ),
                 contextlib.redirect_stdout(FullDisk()),
                 contextlib.redirect_stderr(err),
             ):
                 status = cli.main(argv)
             self.assertEqual(status, 1)
-            self.assertEqual(err.getvalue(), "dataset-client: error: cannot write stdout: No space left on device\n")
+            self.assertEqual(
+                err.getvalue(),
+                "dataset-client: error: cannot write stdout: No space left on device\n",
+            )
         self.script(reply(200, b"x" * 1000, {"ETag": '"v1"'}))
         with file_size_limit(100):
-            status, _, err = self.run_main("download", self.server.url + "/f", str(self.tmp() / "f"))
+            status, _, err = self.run_main(
+                "download", self.server.url + "/f", str(self.tmp() / "f")
+            )
         self.assertEqual(status, 1)
         self.assertRegex(err, r"^dataset-client: error: cannot write .*/f: File too large\n$")
 
@@ -330,9 +383,18 @@ class CommandLineTests(StandInTestCase):
                 continue
             self.script(first_bytes_then_stall(DATA, 1_500_000))
             directory = self.tmp()
-            environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-            argv = ["download", self.server.url + "/files/x", str(directory / "out.bin"), *(["-c"] if keep else [])]
-            with inherited_signals(signal.SIG_DFL, "SIGINT", "SIGHUP", "SIGTERM"):  # as in a terminal
+            environment = {
+                k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")
+            }
+            argv = [
+                "download",
+                self.server.url + "/files/x",
+                str(directory / "out.bin"),
+                *(["-c"] if keep else []),
+            ]
+            with inherited_signals(
+                signal.SIG_DFL, "SIGINT", "SIGHUP", "SIGTERM"
+            ):  # as in a terminal
                 process = subprocess.Popen(
                     [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
                     env=environment,
@@ -341,7 +403,11 @@ class CommandLineTests(StandInTestCase):
                 )
             self.addCleanup(process.kill)
             with self.subTest(signal=signal_name, keep=keep):
-                _wait_for(lambda d=directory: any(p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()))
+                _wait_for(
+                    lambda d=directory: any(
+                        p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()
+                    )
+                )
                 _wait_for(
                     lambda pid=process.pid: waiting(pid)
                 )  # the bytes counted too: the hint is said when some came
@@ -365,17 +431,34 @@ class CommandLineTests(StandInTestCase):
         self.script(first_bytes_then_stall(DATA, 1_500_000, rest_when=rest))
         destination = self.tmp() / "out.bin"
         environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        argv = ["--base-url", self.server.url, "download", self.server.url + "/files/x", str(destination)]
+        argv = [
+            "--base-url",
+            self.server.url,
+            "download",
+            self.server.url + "/files/x",
+            str(destination),
+        ]
         if not hasattr(signal, "SIGHUP"):
             self.skipTest("this platform has no SIGHUP (nor nohup)")
-        with inherited_signals(signal.SIG_IGN, "SIGHUP"):  # what nohup does before it runs the command
+        with inherited_signals(
+            signal.SIG_IGN, "SIGHUP"
+        ):  # what nohup does before it runs the command
             process = subprocess.Popen(
-                [sys.executable, "-m", "dataset_client", *argv], env=environment, cwd=HERE, stderr=subprocess.PIPE
+                [sys.executable, "-m", "dataset_client", *argv],
+                env=environment,
+                cwd=HERE,
+                stderr=subprocess.PIPE,
             )
         self.addCleanup(process.communicate)
         self.addCleanup(process.kill)
-        _wait_for(lambda: any(p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()))
-        self.assertIn(signal.SIGHUP, ignored_signals(process.pid), "SIGHUP stays ignored while downloading")
+        _wait_for(
+            lambda: any(
+                p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()
+            )
+        )
+        self.assertIn(
+            signal.SIGHUP, ignored_signals(process.pid), "SIGHUP stays ignored while downloading"
+        )
         process.send_signal(signal.SIGHUP)
         rest.set()
         _, err = process.communicate(timeout=10)
@@ -386,7 +469,9 @@ class CommandLineTests(StandInTestCase):
             frames_seen = threading.Semaphore(0)
             seen = [0]
 
-            def on_screen(text: str, frames_seen: threading.Semaphore = frames_seen, seen: list[int] = seen) -> None:
+            def on_screen(
+                text: str, frames_seen: threading.Semaphore = frames_seen, seen: list[int] = seen
+            ) -> None:
                 frames = text.count("%")
                 while seen[0] < frames:  # one chunk more for each frame drawn
                     seen[0] += 1
@@ -411,11 +496,20 @@ class CommandLineTests(StandInTestCase):
                 self.assertEqual(target.read_bytes(), BIG)
                 text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
                 rows = text.split("\r\n")
-                self.assertEqual(rows[1:], [""], "one row: the progress redrawn in place, then the summary over it")
+                self.assertEqual(
+                    rows[1:],
+                    [""],
+                    "one row: the progress redrawn in place, then the summary over it",
+                )
                 *frames, summary = [frame for frame in rows[0].split("\r") if frame]
                 self.assertGreaterEqual(len(frames), 9)
-                self.assertTrue(all(len(frame) < columns for frame in frames), [f for f in frames if len(f) >= columns])
-                self.assertTrue(columns == 40 or len(summary) < columns, summary)  # at 40 columns, a message may wrap
+                self.assertTrue(
+                    all(len(frame) < columns for frame in frames),
+                    [f for f in frames if len(f) >= columns],
+                )
+                self.assertTrue(
+                    columns == 40 or len(summary) < columns, summary
+                )  # at 40 columns, a message may wrap
                 self.assertRegex(frames[-1], r"100%  8\.0/8\.0 MiB")
                 self.assertRegex(summary, r"^downloaded .*big\.bin: 8\.0 MiB, [\d.]+ s")
 
@@ -433,19 +527,28 @@ class CommandLineTests(StandInTestCase):
         numbers = [str(dataset["rows"]) for dataset in self.stand_in_client().list_datasets()]
         for columns in (80, 40):
             with self.subTest(columns=columns):
-                status, drawn = self.run_in_terminal(["datasets"], columns)  # a terminal: a table by default
+                status, drawn = self.run_in_terminal(
+                    ["datasets"], columns
+                )  # a terminal: a table by default
                 rows = drawn.split("\r\n")
                 self.assertEqual(status, 0)
                 self.assertEqual(rows[-2:], ["(2 rows)", ""])
-                self.assertTrue(all(len(row) <= columns for row in rows), [row for row in rows if len(row) > columns])
+                self.assertTrue(
+                    all(len(row) <= columns for row in rows),
+                    [row for row in rows if len(row) > columns],
+                )
                 words = drawn.split()
-                self.assertTrue(all(number in words for number in numbers), (numbers, drawn))  # every number whole
+                self.assertTrue(
+                    all(number in words for number in numbers), (numbers, drawn)
+                )  # every number whole
                 if columns == 80:  # nested values narrowed first, then text; the dates whole
                     self.assertTrue(rows[2].startswith("daily_bars ") and "…" in rows[2], rows[2])
                     self.assertIn(" 2023-01-02 ", rows[2])
                     description, nested, listed = re.split(r"  +", rows[2])[1:4]
                     self.assertEqual((len(nested), len(listed)), (8, 8), rows[2])
-                    self.assertTrue(description.startswith("Daily open, high") and len(description) > 8, rows[2])
+                    self.assertTrue(
+                        description.startswith("Daily open, high") and len(description) > 8, rows[2]
+                    )
                 else:  # too narrow even so: one block per record, as psql's expanded wrapped mode
                     self.assertEqual(rows[0], "-[ RECORD 1 ]-")
                     self.assertEqual(rows[1], "name        | daily_bars")
@@ -463,14 +566,20 @@ class CommandLineTests(StandInTestCase):
         sql = "SELECT replace(hex(zeroblob(3000)), '00', 'é') AS long, 7 AS n"  # 3000 characters, not ASCII
         with (
             mock.patch.dict(os.environ, {"COLUMNS": "80"}),
-            mock.patch.object(unicodedata, "east_asian_width", lambda c: measured.append(c) or real(c)),
+            mock.patch.object(
+                unicodedata, "east_asian_width", lambda c: measured.append(c) or real(c)
+            ),
         ):
             status, out, _ = self.run_main("--output", "table", "query", sql)
         rows = out.splitlines()
         self.assertEqual(status, 0)
         self.assertEqual(rows[2], "é" * 76 + "…  7")  # 80 columns
         self.assertEqual(rows[3], "(1 row)")
-        self.assertLess(len(measured), 4 * 3000, "cutting a cell must not measure it again for each character dropped")
+        self.assertLess(
+            len(measured),
+            4 * 3000,
+            "cutting a cell must not measure it again for each character dropped",
+        )
 
     def test_help_for_every_command(self) -> None:
         for argv in ([], ["datasets"], ["query"], ["export"], ["download"]):
@@ -482,9 +591,36 @@ class CommandLineTests(StandInTestCase):
     def test_usage_errors_send_nothing(self) -> None:
         for argv in (
             ["bogus"],
-            ["export", "daily_bars", "--symbols", "A", "--start", "2024-02-30", "--end", "2024-03-01"],
-            ["export", "daily_bars", "--symbols", "A", "--start", "2024-03-01", "--end", "2024-02-01"],
-            ["export", "daily_bars", "--symbols", ",", "--start", "2024-01-01", "--end", "2024-02-01"],
+            [
+                "export",
+                "daily_bars",
+                "--symbols",
+                "A",
+                "--start",
+                "2024-02-30",
+                "--end",
+                "2024-03-01",
+            ],
+            [
+                "export",
+                "daily_bars",
+                "--symbols",
+                "A",
+                "--start",
+                "2024-03-01",
+                "--end",
+                "2024-02-01",
+            ],
+            [
+                "export",
+                "daily_bars",
+                "--symbols",
+                ",",
+                "--start",
+                "2024-01-01",
+                "--end",
+                "2024-02-01",
+            ],
             ["query", "  "],
             ["--timeout", "-1", "datasets"],
             ["download", "ftp://host/file", "out"],
@@ -510,7 +646,13 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(missing.returncode, 2)
         self.assertIn(b"DATASET_CLIENT_BASE_URL", missing.stderr)
         unreachable = self.run_process(  # one retry: its wait leaves no line behind
-            "--timeout", "2", "--retries", "1", "datasets", base_url=f"http://127.0.0.1:{free_port()}", key=secret
+            "--timeout",
+            "2",
+            "--retries",
+            "1",
+            "datasets",
+            base_url=f"http://127.0.0.1:{free_port()}",
+            key=secret,
         )
         self.assertEqual((unreachable.returncode, unreachable.stdout), (3, b""))
         self.assertEqual(unreachable.stderr.count(b"\n"), 1, "one line")
@@ -536,11 +678,26 @@ class FirstHourCommandLineTests(StandInTestCase):
 
     def test_a_mistyped_option_says_so_before_or_after_the_command(self) -> None:
         for argv, text in (
-            (["--outptu", "csv", "datasets"], "unknown option '--outptu' (did you mean '--output'?)"),
-            (["-o", "csv", "datasets"], "unknown option '-o' (did you mean '--output'?)"),  # csv is not the command
-            (["datasets", "--outptu", "csv"], "unknown option '--outptu' (did you mean '--output'?)"),
-            (["export", "trades", "--formta", "csv"], "unknown option '--formta' (did you mean '--format'?)"),
-            (["datasets", "--symbols", "V"], "unknown option '--symbols'"),  # another command's option
+            (
+                ["--outptu", "csv", "datasets"],
+                "unknown option '--outptu' (did you mean '--output'?)",
+            ),
+            (
+                ["-o", "csv", "datasets"],
+                "unknown option '-o' (did you mean '--output'?)",
+            ),  # csv is not the command
+            (
+                ["datasets", "--outptu", "csv"],
+                "unknown option '--outptu' (did you mean '--output'?)",
+            ),
+            (
+                ["export", "trades", "--formta", "csv"],
+                "unknown option '--formta' (did you mean '--format'?)",
+            ),
+            (
+                ["datasets", "--symbols", "V"],
+                "unknown option '--symbols'",
+            ),  # another command's option
         ):
             with self.subTest(argv=argv):
                 status, out, err = self.run_main(*argv)
@@ -552,14 +709,31 @@ class FirstHourCommandLineTests(StandInTestCase):
             with self.subTest(argv=argv):
                 status, _, err = self.run_main(*argv)
                 self.assertEqual(status, 0, err)
-        self.assertEqual([r.path for r in self.requests], ["/api/datasets"] * 3, "nothing sent for a usage error")
+        self.assertEqual(
+            [r.path for r in self.requests], ["/api/datasets"] * 3, "nothing sent for a usage error"
+        )
 
     def export_argv(self, *more: str) -> list[str]:
-        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+        return [
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-03",
+            *more,
+        ]
 
     def script_export(self, data: bytes, name: str) -> None:
         digest = hashlib.sha256(data).hexdigest()
-        export = {"id": "exp_1", "download_url": f"/api/files/{name}", "sha256": digest, "size_bytes": len(data)}
+        export = {
+            "id": "exp_1",
+            "download_url": f"/api/files/{name}",
+            "sha256": digest,
+            "size_bytes": len(data),
+        }
         self.script(reply(201, export), serve_file(data))
 
     def test_the_file_name_picks_the_export_format(self) -> None:
@@ -573,7 +747,9 @@ class FirstHourCommandLineTests(StandInTestCase):
                 self.requests.clear()
                 directory = self.tmp()
                 self.script_export(b"a,b\r\n1,2\r\n", name)
-                status, _, err = self.run_main("-q", *self.export_argv("--download", str(directory / name), *extra))
+                status, _, err = self.run_main(
+                    "-q", *self.export_argv("--download", str(directory / name), *extra)
+                )
                 self.assertEqual((status, err), (0, ""))
                 self.assertEqual(self.requests[0].json()["format"], sent)  # type: ignore[index]
                 self.assertEqual((directory / name).read_bytes(), b"a,b\r\n1,2\r\n")
@@ -589,7 +765,9 @@ class FirstHourCommandLineTests(StandInTestCase):
                 self.assertEqual(self.requests[0].json()["format"], "parquet")  # type: ignore[index]
         self.assertEqual(cli._export_format(None, "-"), "parquet")  # to stdout
         self.requests.clear()
-        status, out, err = self.run_main(*self.export_argv("--format", "jsonl", "--download", "bars.csv"))
+        status, out, err = self.run_main(
+            *self.export_argv("--format", "jsonl", "--download", "bars.csv")
+        )
         self.assertEqual((status, out, self.requests), (2, "", []), "nothing sent")
         self.assertEqual(
             err,
@@ -607,8 +785,14 @@ class FirstHourCommandLineTests(StandInTestCase):
                 ["--timeout", "soon", "datasets"],
                 "argument --timeout: invalid value 'soon': give seconds, 0 or more (0: no limit)",
             ),
-            (["download", "/x", "out", "--connections", "0"], "argument --connections: must be 1 to 32, got 0"),
-            (["download", "/x", "out", "--connections", "100"], "argument --connections: must be 1 to 32, got 100"),
+            (
+                ["download", "/x", "out", "--connections", "0"],
+                "argument --connections: must be 1 to 32, got 0",
+            ),
+            (
+                ["download", "/x", "out", "--connections", "100"],
+                "argument --connections: must be 1 to 32, got 100",
+            ),
             (
                 ["download", "/x", "out", "--limit-rate", "-5"],
                 "argument --limit-rate: invalid rate '-5': bytes per second, such as 500K, 10M or 1G",
@@ -618,7 +802,9 @@ class FirstHourCommandLineTests(StandInTestCase):
                 status, out, err = self.run_main(*argv)
                 self.assertEqual((status, out), (2, ""))
                 self.assertRegex(err, r"^usage: dataset-client")  # the same shape as any bad value
-                self.assertRegex(err.splitlines()[-1], rf"^dataset-client( download)?: error: {re.escape(text)}$")
+                self.assertRegex(
+                    err.splitlines()[-1], rf"^dataset-client( download)?: error: {re.escape(text)}$"
+                )
                 self.assertNotIn("_seconds", err)
         self.assertEqual(self.requests, [], "nothing sent")
         status, out, _ = self.run_main("export", "--help")
@@ -628,20 +814,33 @@ class FirstHourCommandLineTests(StandInTestCase):
             with self.subTest(command=command):
                 _, out, _ = self.run_main(command, "--help")
                 listed = out.split("positional arguments:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-                positionals = [line for line in listed if not line.startswith("   ")]  # not a wrapped help line
+                positionals = [
+                    line for line in listed if not line.startswith("   ")
+                ]  # not a wrapped help line
                 self.assertTrue(positionals)
-                self.assertTrue(all(len(line.split(None, 1)) == 2 for line in positionals), positionals)
+                self.assertTrue(
+                    all(len(line.split(None, 1)) == 2 for line in positionals), positionals
+                )
 
     def test_a_profile_says_what_it_ignored_and_where_it_looked(self) -> None:
         xdg, home = self.tmp(), self.tmp()
-        for directory, base_url in ((xdg, self.server.url + "/api"), (home / ".config", self.server.url + "/home")):
+        for directory, base_url in (
+            (xdg, self.server.url + "/api"),
+            (home / ".config", self.server.url + "/home"),
+        ):
             (directory / "dataset-client").mkdir(parents=True)
             config = directory / "dataset-client" / "config.toml"
-            config.write_text(f'[default]\nbase_url = "{base_url}"\ntimout = 5\ncolour = "red"\n[other]\nx = 1\n')
+            config.write_text(
+                f'[default]\nbase_url = "{base_url}"\ntimout = 5\ncolour = "red"\n[other]\nx = 1\n'
+            )
             config.chmod(0o600)
         found = xdg / "dataset-client" / "config.toml"
         self.script(reply(body=[]), reply(body=[]))
-        environment = {"XDG_CONFIG_HOME": str(xdg), "HOME": str(home), "DATASET_CLIENT_API_KEY": KEY}
+        environment = {
+            "XDG_CONFIG_HOME": str(xdg),
+            "HOME": str(home),
+            "DATASET_CLIENT_API_KEY": KEY,
+        }
         status, out, err = self.run_main("datasets", environment=environment)
         self.assertEqual((status, out), (0, "[]\n"))
         self.assertEqual(
@@ -653,17 +852,27 @@ class FirstHourCommandLineTests(StandInTestCase):
                 "did you mean 'timeout'?",
             ],
         )  # [other], not the profile used, says nothing
-        self.assertEqual([r.path for r in self.requests], ["/api/datasets"], "$XDG_CONFIG_HOME's file was read")
-        relative = {**environment, "XDG_CONFIG_HOME": "relative/dir"}  # not absolute: ignored, as the spec says
+        self.assertEqual(
+            [r.path for r in self.requests], ["/api/datasets"], "$XDG_CONFIG_HOME's file was read"
+        )
+        relative = {
+            **environment,
+            "XDG_CONFIG_HOME": "relative/dir",
+        }  # not absolute: ignored, as the spec says
         status, _, err = self.run_main("datasets", environment=relative)
         self.assertEqual(status, 0)
         self.assertIn(f"in {home}/.config/dataset-client/config.toml (ignored)", err)
         self.assertEqual(self.requests[-1].path, "/home/datasets")
         nowhere = self.tmp()
-        for argv, variables in ((["--profile", "staging"], {}), ([], {"DATASET_CLIENT_PROFILE": "staging"})):
+        for argv, variables in (
+            (["--profile", "staging"], {}),
+            ([], {"DATASET_CLIENT_PROFILE": "staging"}),
+        ):
             with self.subTest(argv=argv, variables=variables):
                 status, out, err = self.run_main(
-                    *argv, "datasets", environment={**environment, **variables, "XDG_CONFIG_HOME": str(nowhere)}
+                    *argv,
+                    "datasets",
+                    environment={**environment, **variables, "XDG_CONFIG_HOME": str(nowhere)},
                 )
                 self.assertEqual((status, out), (2, ""))
                 self.assertEqual(
@@ -674,35 +883,51 @@ class FirstHourCommandLineTests(StandInTestCase):
         self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
 
     def test_partial_files_are_named_and_a_resume_is_said_once(self) -> None:
-        url = self.server.url + "/files/a-rather-long-name-for-an-export-file-that-a-service-chose.bin"
+        url = (
+            self.server.url
+            + "/files/a-rather-long-name-for-an-export-file-that-a-service-chose.bin"
+        )
         target, data = self.tmp() / "out.bin", DATA[:300_000]
-        self.script(cut(DATA, 0, {"ETag": '"v1"'}), first_bytes_then_stall(DATA, 0))  # nothing received
+        self.script(
+            cut(DATA, 0, {"ETag": '"v1"'}), first_bytes_then_stall(DATA, 0)
+        )  # nothing received
         for argv in (["--retries", "0"], ["--retries", "0", "--timeout", "0.1"]):
             with self.subTest(argv=argv):
                 status, _, err = self.run_main(*argv, "download", url, str(target), environment={})
                 self.assertEqual(status, 3)
                 self.assertRegex(
-                    err, r"^dataset-client: error: GET .*: (connection closed after 0 B of 3\.0 MiB|.*timed out.*)\n$"
+                    err,
+                    r"^dataset-client: error: GET .*: (connection closed after 0 B of 3\.0 MiB|.*timed out.*)\n$",
                 )
                 self.assertNotIn("with -c", err)
         for again in (["-c"], []):  # the same command, or without -c
             with self.subTest(again=again):
                 self.script(cut(data, 150_000, {"ETag": '"v1"'}), serve_file(data))
-                status, _, err = self.run_main("--retries", "0", "download", url, str(target), "-c", environment={})
+                status, _, err = self.run_main(
+                    "--retries", "0", "download", url, str(target), "-c", environment={}
+                )
                 partial = target.parent / ".out.bin.part"
                 self.assertEqual(
                     (status, err.splitlines()[-1]),
                     (
                         3,
-                        "dataset-client: error: GET " + url + ": connection closed after 146.5 KiB of 293.0 KiB; "
+                        "dataset-client: error: GET "
+                        + url
+                        + ": connection closed after 146.5 KiB of 293.0 KiB; "
                         f"the same command continues its partial file {partial}",
                     ),
                 )
                 self.assertEqual(partial.stat().st_size, 150_000)
                 status, _, err = self.run_main("download", url, str(target), *again, environment={})
                 self.assertEqual((status, target.read_bytes()), (0, data), err)
-                said = [line for line in err.splitlines() if re.search("resum|continu|partial", line, re.I)]
-                self.assertEqual(said, ["dataset-client: resuming: 146.5 KiB of 293.0 KiB already downloaded"])
+                said = [
+                    line
+                    for line in err.splitlines()
+                    if re.search("resum|continu|partial", line, re.I)
+                ]
+                self.assertEqual(
+                    said, ["dataset-client: resuming: 146.5 KiB of 293.0 KiB already downloaded"]
+                )
                 self.assertLessEqual(len(said[0]), 79)  # fits 80 columns
                 self.assertEqual(self.requests[-1].headers["Range"], "bytes=150000-")
                 self.assertEqual(os.listdir(target.parent), ["out.bin"])
@@ -742,7 +967,9 @@ class FirstHourCommandLineTests(StandInTestCase):
                 self.assertEqual((status, err, json.loads(out)), (0, "", export))
         self.assertEqual([r.path for r in self.requests], ["/api/exports"] * 3)
 
-    def run_on_a_terminal(self, columns: int, *argv: str, pager: dict[str, str]) -> tuple[int, str, str]:
+    def run_on_a_terminal(
+        self, columns: int, *argv: str, pager: dict[str, str]
+    ) -> tuple[int, str, str]:
         """main() in process, its stdout a real pty of 24 rows and ``columns`` columns, with the ``pager``
         variables: its status, what the terminal got (the pager's output too), its stderr."""
         fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
@@ -759,7 +986,11 @@ class FirstHourCommandLineTests(StandInTestCase):
         reader = threading.Thread(target=read)
         reader.start()
         terminal = open(slave, "w", encoding="utf-8")  # noqa: SIM115 (closed below, before the reader is joined)
-        environment = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api", "DATASET_CLIENT_API_KEY": KEY, **pager}
+        environment = {
+            "DATASET_CLIENT_BASE_URL": self.server.url + "/api",
+            "DATASET_CLIENT_API_KEY": KEY,
+            **pager,
+        }
         try:
             status, _, err = self.run_main(*argv, environment=environment, stdout=terminal)
         finally:
@@ -774,20 +1005,31 @@ class FirstHourCommandLineTests(StandInTestCase):
 
         def rows(handler: Handler) -> None:  # 40 rows of three columns, or one of one
             sql = json.loads(handler.body)["sql"]
-            table = {"columns": ["date", "symbol", "close"], "rows": [["2024-01-02", "AAPL", 185.64]] * 40}
+            table = {
+                "columns": ["date", "symbol", "close"],
+                "rows": [["2024-01-02", "AAPL", 185.64]] * 40,
+            }
             reply(body=table if sql == tall else {"columns": ["one"], "rows": [[1]]})(handler)
 
         self.server.default = rows
         for columns in (80, 40):
             with self.subTest(columns=columns):
-                status, drawn, err = self.run_on_a_terminal(columns, "query", tall, pager=into_a_file)
+                status, drawn, err = self.run_on_a_terminal(
+                    columns, "query", tall, pager=into_a_file
+                )
                 self.assertEqual((status, err, drawn), (0, "", ""), "the pager had it all")
                 lines = paged.read_text().splitlines()
                 self.assertEqual((len(lines), lines[-1]), (43, "(40 rows)"))
-                self.assertTrue(all(len(line) <= columns for line in lines), "laid out for this terminal")
+                self.assertTrue(
+                    all(len(line) <= columns for line in lines), "laid out for this terminal"
+                )
                 paged.unlink()
-                status, drawn, err = self.run_on_a_terminal(columns, "query", tall, pager={"PAGER": "head -n 3"})
-                self.assertEqual((status, err, drawn.count("\n")), (0, "", 3), "quit early: exit 0, no error")
+                status, drawn, err = self.run_on_a_terminal(
+                    columns, "query", tall, pager={"PAGER": "head -n 3"}
+                )
+                self.assertEqual(
+                    (status, err, drawn.count("\n")), (0, "", 3), "quit early: exit 0, no error"
+                )
         for argv, pager in (
             (["query", short], into_a_file),  # fits the screen
             (["--no-pager", "query", tall], into_a_file),
@@ -812,10 +1054,15 @@ class FirstHourCommandLineTests(StandInTestCase):
                 **into_a_file,
             },
         )
-        self.assertEqual((status, len(json.loads(out)["rows"]), paged.exists()), (0, 40, False), "not a terminal")
+        self.assertEqual(
+            (status, len(json.loads(out)["rows"]), paged.exists()), (0, 40, False), "not a terminal"
+        )
         with mock.patch.dict(os.environ, {"PAGER": "x"}):
             del os.environ["PAGER"]
-            self.assertEqual(cli._pager_command(), [shutil.which("less"), "-FRX"] if shutil.which("less") else None)
+            self.assertEqual(
+                cli._pager_command(),
+                [shutil.which("less"), "-FRX"] if shutil.which("less") else None,
+            )
             os.environ["PAGER"] = "more -s"
             self.assertEqual(cli._pager_command(), ["more", "-s"])
 
@@ -825,7 +1072,9 @@ class FirstHourCommandLineTests(StandInTestCase):
         with mock.patch.object(
             dc.DatasetClient, "download", autospec=True, side_effect=dc.DatasetClient.download
         ) as called:
-            status, _, err = self.run_main("-q", "download", "/api/files/x", str(target), "--limit-rate", "0")
+            status, _, err = self.run_main(
+                "-q", "download", "/api/files/x", str(target), "--limit-rate", "0"
+            )
         self.assertEqual((status, err, target.read_bytes()), (0, "", DATA))
         self.assertNotIn("max_rate", called.call_args.kwargs)
         self.assertEqual([r.path for r in self.requests], ["/api/files/x"])
@@ -846,15 +1095,19 @@ class FirstHourCommandLineTests(StandInTestCase):
         # Found in review2: an unquoted numeric token (api_key = 123456789012345, an integer in TOML) was
         # printed whole in the error that said it must be a string.
         config = self.tmp() / "config.toml"
-        for value in ("123456789012345", '["sk-listed-0123456789"]', "{ key = 'sk-table-0123456789' }"):
+        for value in (
+            "123456789012345",
+            '["sk-listed-0123456789"]',
+            "{ key = 'sk-table-0123456789' }",
+        ):
             with self.subTest(value=value):
                 config.write_text(f'[default]\nbase_url = "{self.server.url}"\napi_key = {value}\n')
                 config.chmod(0o600)
-                status, out, err = self.run_main("datasets", environment={"DATASET_CLIENT_CONFIG": str(config)})
-                kind = {"1": "an integer", "[": "an array", "{": "a table"}[value[0]]
-                said = (
-                    f"dataset-client: error: api_key in [default] in {config} must be a non-empty string, not {kind}\n"
+                status, out, err = self.run_main(
+                    "datasets", environment={"DATASET_CLIENT_CONFIG": str(config)}
                 )
+                kind = {"1": "an integer", "[": "an array", "{": "a table"}[value[0]]
+                said = f"dataset-client: error: api_key in [default] in {config} must be a non-empty string, not {kind}\n"
                 self.assertEqual((status, out, err), (2, "", said))
                 self.assertEqual(self.requests, [], "nothing sent")
 
@@ -1071,7 +1324,9 @@ class ThirdPassCommandLineTests(StandInTestCase):
 
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
-RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # what must not reach a terminal (a newline may)
+RAW_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f]"
+)  # what must not reach a terminal (a newline may)
 
 
 def hostile(text: str) -> str:
@@ -1081,14 +1336,26 @@ def hostile(text: str) -> str:
 
 class CommandLineTerminalTests(StandInTestCase):
     def export_argv(self, *more: str) -> list[str]:
-        return ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03", *more]
+        return [
+            "export",
+            "trades",
+            "--symbols",
+            "V",
+            "--start",
+            "2024-01-02",
+            "--end",
+            "2024-01-03",
+            *more,
+        ]
 
     def test_export_download_to_stdout_writes_the_file_alone(self) -> None:
         result = self.run_process(*self.export_argv("--format", "csv", "--download", "-"))
         self.assertEqual(result.returncode, 0, result.stderr)
         printed, summary = result.stderr.decode().rsplit("\n", 2)[:2]
         export = json.loads(printed)  # the export went to stderr
-        self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"], "stdout: the file alone")
+        self.assertEqual(
+            hashlib.sha256(result.stdout).hexdigest(), export["sha256"], "stdout: the file alone"
+        )
         self.assertTrue(result.stdout.startswith(b"date,"), result.stdout[:40])
         self.assertRegex(summary, r"^downloaded stdout: .*sha256 verified$")
         quiet = self.run_process("-q", *self.export_argv("--format", "csv", "--download", "-"))
@@ -1110,17 +1377,29 @@ class CommandLineTerminalTests(StandInTestCase):
                     terminal=True,
                 )
                 self.assertEqual((status, err), (0, ""))
-                self.assertIsNone(RAW_CONTROL.search(out.replace("\r\n", "\n")), repr(out))  # csv ends lines so
+                self.assertIsNone(
+                    RAW_CONTROL.search(out.replace("\r\n", "\n")), repr(out)
+                )  # csv ends lines so
                 self.assertIn(r"\x1b]0;pwned\x07cell\x1b[2J\x9b32mok\x7f", out)
         for output in ("json", "jsonl"):
             with self.subTest(output=output):
                 status, out, err = self.run_main(
-                    "--output", output, "query", "SELECT 1", environment={"DATASET_CLIENT_BASE_URL": base}
+                    "--output",
+                    output,
+                    "query",
+                    "SELECT 1",
+                    environment={"DATASET_CLIENT_BASE_URL": base},
                 )
                 self.assertIsNone(RAW_CONTROL.search(out), repr(out))
                 self.assertIn(r"\u001b]0;pwned\u0007cell\u001b[2J\u009b32mok\u007f", out)
-                decoded = json.loads(out) if output == "json" else {"rows": [list(json.loads(out).values())]}
-                self.assertEqual(decoded["rows"][0][0], hostile("cell"), "the same text, escaped as JSON does")
+                decoded = (
+                    json.loads(out)
+                    if output == "json"
+                    else {"rows": [list(json.loads(out).values())]}
+                )
+                self.assertEqual(
+                    decoded["rows"][0][0], hostile("cell"), "the same text, escaped as JSON does"
+                )
 
         def reason(handler: Handler) -> None:  # a reason phrase and a message of its own choosing
             body = json.dumps({"message": hostile("message")}).encode()
@@ -1144,7 +1423,10 @@ class CommandLineTerminalTests(StandInTestCase):
         directory = self.tmp()
         url = self.server.url + "/files/"
         with contextlib.chdir(directory):
-            for name, refused in ((".bashrc", "starts with a dot"), ("a%1b%5B2Jb", "holds a control character")):
+            for name, refused in (
+                (".bashrc", "starts with a dot"),
+                ("a%1b%5B2Jb", "holds a control character"),
+            ):
                 with self.subTest(name=name):
                     status, out, err = self.run_main("download", url + name)
                     self.assertEqual((status, out), (2, ""))
@@ -1160,17 +1442,25 @@ class CommandLineTerminalTests(StandInTestCase):
             )
             self.assertEqual(Path("data.bin").read_bytes(), b"mine")
             self.assertEqual(self.requests, [], "nothing was sent")
-            Path("data.bin").write_bytes(DATA)  # already the file: not fetched again, with or without DEST
-            for argv in (["download", url + "data.bin"], ["download", url + "data.bin", "data.bin"]):
+            Path("data.bin").write_bytes(
+                DATA
+            )  # already the file: not fetched again, with or without DEST
+            for argv in (
+                ["download", url + "data.bin"],
+                ["download", url + "data.bin", "data.bin"],
+            ):
                 with self.subTest(argv=argv):
                     status, _, err = self.run_main(*argv, "--sha256", DATA_SHA)
                     self.assertEqual(
-                        (status, err), (0, "data.bin already has the expected sha256: not downloaded again\n")
+                        (status, err),
+                        (0, "data.bin already has the expected sha256: not downloaded again\n"),
                     )
             self.assertEqual(self.requests, [], "nothing was sent")
             self.script(serve_file(DATA))
             Path("data.bin").write_bytes(b"old")  # DEST given, another file: replaced
-            status, _, err = self.run_main("download", url + "data.bin", "data.bin", "--sha256", DATA_SHA)
+            status, _, err = self.run_main(
+                "download", url + "data.bin", "data.bin", "--sha256", DATA_SHA
+            )
             self.assertEqual((status, Path("data.bin").read_bytes()), (0, DATA), err)
             self.assertEqual(sorted(os.listdir()), ["data.bin"])
 
@@ -1178,11 +1468,15 @@ class CommandLineTerminalTests(StandInTestCase):
         self.script(serve_file(DATA))
         destination = self.tmp() / "out.bin"
         status, _, err = self.run_main(
-            "download", self.server.url + "/files/x", str(destination), environment={"DATASET_CLIENT_API_KEY": KEY}
+            "download",
+            self.server.url + "/files/x",
+            str(destination),
+            environment={"DATASET_CLIENT_API_KEY": KEY},
         )
         self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
         self.assertEqual(
-            [(r.method, r.path, r.headers.get("Authorization")) for r in self.requests], [("GET", "/files/x", None)]
+            [(r.method, r.path, r.headers.get("Authorization")) for r in self.requests],
+            [("GET", "/files/x", None)],
         )
         status, _, err = self.run_main("download", "/files/x", str(destination), environment={})
         self.assertEqual(status, 2)
@@ -1197,8 +1491,14 @@ class CommandLineTerminalTests(StandInTestCase):
         def respond(handler: Handler) -> None:
             if handler.command == "POST":
                 with lock:
-                    number = exports.setdefault(handler.headers["Idempotency-Key"], len(exports) + 1)
-                export = {"id": f"exp_{number}", "download_url": f"/files/exp_{number}.bin", "sha256": DATA_SHA}
+                    number = exports.setdefault(
+                        handler.headers["Idempotency-Key"], len(exports) + 1
+                    )
+                export = {
+                    "id": f"exp_{number}",
+                    "download_url": f"/files/exp_{number}.bin",
+                    "sha256": DATA_SHA,
+                }
                 return reply(201, export)(handler)
             first = sum(r.method == "GET" for r in self.requests) == 1
             return (first_bytes_then_stall(DATA, 1_500_000) if first else serve_file(DATA))(handler)
@@ -1213,7 +1513,9 @@ class CommandLineTerminalTests(StandInTestCase):
         argv = [*base, *self.export_argv("--download", str(directory / "out.bin"), "-c")]
         interrupted: list[str] = []
 
-        def ctrl_c_once_counted(screen: str) -> None:  # the progress line shows bytes: they are kept
+        def ctrl_c_once_counted(
+            screen: str,
+        ) -> None:  # the progress line shows bytes: they are kept
             if not interrupted and re.search(r"\b[1-9]\d*%", screen):
                 interrupted.append(screen)
                 self.in_terminal.send_signal(signal.SIGINT)
@@ -1225,7 +1527,9 @@ class CommandLineTerminalTests(StandInTestCase):
         partial = directory / ".out.bin.part"
         said = f"dataset-client: error: interrupted; the same command continues its partial file {partial}\r\n"
         self.assertTrue(drawn.endswith(said), drawn)
-        status, _, err_text = self.run_main(*argv, environment={"DATASET_CLIENT_API_KEY": KEY})  # the same command
+        status, _, err_text = self.run_main(
+            *argv, environment={"DATASET_CLIENT_API_KEY": KEY}
+        )  # the same command
         self.assertEqual((status, (directory / "out.bin").read_bytes()), (0, DATA), err_text)
         self.assertEqual(os.listdir(directory), ["out.bin"])
         posts = [r for r in self.requests if r.method == "POST"]
@@ -1234,18 +1538,28 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(posts[0].headers["Idempotency-Key"], posts[1].headers["Idempotency-Key"])
         self.assertEqual(exports, {posts[0].headers["Idempotency-Key"]: 1}, "one export, got twice")
         self.assertEqual([r.path for r in gets], ["/files/exp_1.bin"] * 2)
-        self.assertRegex(gets[1].headers["Range"], r"^bytes=[1-9]\d*-$", "the partial file continued")
+        self.assertRegex(
+            gets[1].headers["Range"], r"^bytes=[1-9]\d*-$", "the partial file continued"
+        )
         for _ in range(2):  # without -c, each run is a new export
             self.assertEqual(
-                self.run_main(*base, *self.export_argv(), environment={"DATASET_CLIENT_API_KEY": KEY})[0], 0
+                self.run_main(
+                    *base, *self.export_argv(), environment={"DATASET_CLIENT_API_KEY": KEY}
+                )[0],
+                0,
             )
         self.assertEqual(len(exports), 3)
 
     def test_a_download_without_c_continues_what_a_c_run_left_and_leaves_nothing(self) -> None:
         directory = self.tmp()
         url = self.server.url + "/files/x"
-        os.symlink("real.bin", directory / "link.bin")  # through a symlink: the partial file is beside real.bin
-        for name, left in (("out.bin", ["link.bin", "out.bin"]), ("link.bin", ["link.bin", "out.bin", "real.bin"])):
+        os.symlink(
+            "real.bin", directory / "link.bin"
+        )  # through a symlink: the partial file is beside real.bin
+        for name, left in (
+            ("out.bin", ["link.bin", "out.bin"]),
+            ("link.bin", ["link.bin", "out.bin", "real.bin"]),
+        ):
             with self.subTest(name=name):
                 self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
                 status, _, err = self.run_main(
@@ -1253,18 +1567,28 @@ class CommandLineTerminalTests(StandInTestCase):
                 )
                 self.assertEqual(status, 3)
                 partial = directory / f".{'real' if name == 'link.bin' else 'out'}.bin.part"
-                said = (
-                    f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}"
-                )
+                said = f"connection closed after 1.4 MiB of 3.0 MiB; the same command continues its partial file {partial}"
                 self.assertTrue(err.endswith(said + "\n"), err)  # -c: where its partial file is
                 self.script(serve_file(DATA))
-                status, _, err = self.run_main("download", url, str(directory / name), environment={})
+                status, _, err = self.run_main(
+                    "download", url, str(directory / name), environment={}
+                )
                 self.assertEqual(status, 0, err)
-                self.assertEqual(err.splitlines()[0], "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded")
+                self.assertEqual(
+                    err.splitlines()[0],
+                    "dataset-client: resuming: 1.4 MiB of 3.0 MiB already downloaded",
+                )
                 self.assertRegex(self.requests[-1].headers["Range"], r"^bytes=[1-9]\d*-$")
-                self.assertEqual(((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))), (True, left))
-        self.script(cut(DATA, 1_000_000, {"ETag": '"v2"'}))  # without -c, a network error says what -c does
-        status, _, err = self.run_main("--retries", "0", "download", url, str(directory / "b.bin"), environment={})
+                self.assertEqual(
+                    ((directory / name).read_bytes() == DATA, sorted(os.listdir(directory))),
+                    (True, left),
+                )
+        self.script(
+            cut(DATA, 1_000_000, {"ETag": '"v2"'})
+        )  # without -c, a network error says what -c does
+        status, _, err = self.run_main(
+            "--retries", "0", "download", url, str(directory / "b.bin"), environment={}
+        )
         self.assertEqual(status, 3)
         self.assertTrue(
             err.endswith(
@@ -1284,10 +1608,14 @@ class CommandLineTerminalTests(StandInTestCase):
             raise KeyboardInterrupt
 
         with self.assertRaises(KeyboardInterrupt):
-            self.client(self.server.url).download("files/x", directory / "out.bin", resume=True, progress=ctrl_c)
+            self.client(self.server.url).download(
+                "files/x", directory / "out.bin", resume=True, progress=ctrl_c
+            )
         self.assertEqual(sorted(os.listdir(directory)), [".out.bin.part", ".out.bin.part.json"])
         self.script(serve_file(b""))
-        status, _, err = self.run_main("download", self.server.url + "/files/x", str(directory / "out.bin"))
+        status, _, err = self.run_main(
+            "download", self.server.url + "/files/x", str(directory / "out.bin")
+        )
         self.assertEqual(status, 0, err)
         self.assertRegex(err, r"^downloaded .*out\.bin: 0 B, ")  # no "resuming: 0 B of 0 B"
         self.assertEqual(os.listdir(directory), ["out.bin"])
@@ -1313,9 +1641,21 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertTrue(err.endswith(": missing or wrong API key\n"), err)
         for argv, text in (
             (["datset"], "unknown command 'datset': did you mean 'datasets'?"),
-            (["--output", "tabel", "datasets"], "unknown --output value 'tabel': did you mean 'table'?"),
             (
-                ["export", "trades", "--symbols", "V", "--start", "2024/01/02", "--end", "2024-01-03"],
+                ["--output", "tabel", "datasets"],
+                "unknown --output value 'tabel': did you mean 'table'?",
+            ),
+            (
+                [
+                    "export",
+                    "trades",
+                    "--symbols",
+                    "V",
+                    "--start",
+                    "2024/01/02",
+                    "--end",
+                    "2024-01-03",
+                ],
                 "argument --start: invalid date '2024/01/02': use YYYY-MM-DD",
             ),
             (
@@ -1331,11 +1671,14 @@ class CommandLineTerminalTests(StandInTestCase):
                 status, out, err = self.run_main(*argv)
                 self.assertEqual((status, out), (2, ""))
                 self.assertRegex(
-                    err.splitlines()[-1], rf"^dataset-client( download| export)?: error: {re.escape(text)}$"
+                    err.splitlines()[-1],
+                    rf"^dataset-client( download| export)?: error: {re.escape(text)}$",
                 )
         self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
 
-    def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(self) -> None:
+    def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(
+        self,
+    ) -> None:
         tls = self.start_server(server_tls_context())
         tls.default = reply(body=[])
         environment = {"DATASET_CLIENT_BASE_URL": tls.url + "/api"}
@@ -1343,33 +1686,53 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(status, 3)
         self.assertIn(": TLS certificate verification failed: ", err)
         self.assertTrue(
-            err.endswith("; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE\n"), err
+            err.endswith(
+                "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE\n"
+            ),
+            err,
         )
-        status, out, err = self.run_main("--ca-bundle", CA_FILE, "datasets", environment=environment)
+        status, out, err = self.run_main(
+            "--ca-bundle", CA_FILE, "datasets", environment=environment
+        )
         self.assertEqual((status, json.loads(out)), (0, []), err)
         config = self.tmp() / "config.toml"
         config.write_text(f'[default]\nca_bundle = "{CA_FILE}"\n')
-        status, out, err = self.run_main("datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)})
+        status, out, err = self.run_main(
+            "datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)}
+        )
         self.assertEqual((status, json.loads(out)), (0, []), err)
-        status, _, err = self.run_main("--ca-bundle", str(config), "datasets", environment=environment)
+        status, _, err = self.run_main(
+            "--ca-bundle", str(config), "datasets", environment=environment
+        )
         self.assertEqual(status, 2)
-        self.assertIn(f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates", err)
+        self.assertIn(
+            f"--ca-bundle names {config}, which is not a file or directory of PEM CA certificates",
+            err,
+        )
 
-    def test_the_certificate_advice_follows_the_errors_certificate_field_not_its_words(self) -> None:
+    def test_the_certificate_advice_follows_the_errors_certificate_field_not_its_words(
+        self,
+    ) -> None:
         advice = "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
         failed = dc.NetworkError("GET https://h/x: TLS handshake failed", certificate=True)
         self.assertEqual(cli._error_text(failed), "GET https://h/x: TLS handshake failed" + advice)
         self.assertEqual(cli._error_text(pickle.loads(pickle.dumps(failed))), str(failed) + advice)
-        other = dc.NetworkError("GET https://h/x: connection lost: the certificate verifier went away")
+        other = dc.NetworkError(
+            "GET https://h/x: connection lost: the certificate verifier went away"
+        )
         self.assertEqual(cli._error_text(other), str(other))
 
     def test_connections_into_stdout_and_a_fifo_fetch_parts_at_once(self) -> None:
         self.server.default = serve_file(DATA, digests=True)
-        result = self.run_process("download", self.server.url + "/files/x", "-", "--connections", "4", base_url="")
+        result = self.run_process(
+            "download", self.server.url + "/files/x", "-", "--connections", "4", base_url=""
+        )
         self.assertEqual((result.returncode, result.stdout), (0, DATA), result.stderr)
         summary = r"^downloaded {}: .*, verified by the server's Repr-Digest \(sha-256\)$"
         self.assertRegex(result.stderr.decode().strip(), summary.format("stdout"))
-        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 3, "parts at once")
+        self.assertEqual(
+            len([r for r in self.requests if "Range" in r.headers]), 3, "parts at once"
+        )
         self.server.requests.clear()
         fifo = self.tmp() / "fifo"
         os.mkfifo(fifo)
@@ -1378,12 +1741,19 @@ class CommandLineTerminalTests(StandInTestCase):
         reader.start()
         self.addCleanup(reader.join, 10)
         status, _, err = self.run_main(
-            "download", self.server.url + "/files/x", str(fifo), "--connections", "4", environment={}
+            "download",
+            self.server.url + "/files/x",
+            str(fifo),
+            "--connections",
+            "4",
+            environment={},
         )
         reader.join(10)
         self.assertEqual((status, bytes(received)), (0, DATA), err)
         self.assertRegex(err.strip(), summary.format(re.escape(str(fifo))))
-        self.assertEqual(len([r for r in self.requests if "Range" in r.headers]), 3, "parts at once")
+        self.assertEqual(
+            len([r for r in self.requests if "Range" in r.headers]), 3, "parts at once"
+        )
 
     def test_help_per_command(self) -> None:
         status, out, _ = self.run_main("--help")
@@ -1411,19 +1781,33 @@ class CommandLineTerminalTests(StandInTestCase):
         url = self.server.url + "/files/x"
         with mock.patch.object(dc.DatasetClient, "download", recording):
             for rate in ("500K", "10M", "1G", "1.5k", "2048", None):
-                argv = ["download", url, str(self.tmp() / "x"), *(["--limit-rate", rate] if rate else [])]
+                argv = [
+                    "download",
+                    url,
+                    str(self.tmp() / "x"),
+                    *(["--limit-rate", rate] if rate else []),
+                ]
                 self.assertEqual(self.run_main(*argv, environment={})[0], 0)
         self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
         for rate in ("-5", "1T", "fast"):  # 0: no limit (FirstHourCommandLineTests)
             with self.subTest(rate=rate):
-                status, _, err = self.run_main("download", url, "x", "--limit-rate", rate, environment={})
+                status, _, err = self.run_main(
+                    "download", url, "x", "--limit-rate", rate, environment={}
+                )
                 self.assertEqual(status, 2)
                 self.assertIn("bytes per second, such as 500K, 10M or 1G", err)
         self.assertEqual(self.requests, [], "a bad rate sends nothing")
         self.server.default = serve_file(DATA)
         destination = self.tmp() / "x"
         status, _, err = self.run_main(
-            "download", url, str(destination), "--limit-rate", "1G", "--connections", "2", environment={}
+            "download",
+            url,
+            str(destination),
+            "--limit-rate",
+            "1G",
+            "--connections",
+            "2",
+            environment={},
         )
         self.assertEqual((status, destination.read_bytes()), (0, DATA), err)
 
@@ -1449,10 +1833,17 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual(names("--profile", "staging"), ["scripted"])
         self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
         self.assertEqual(names(DATASET_CLIENT_PROFILE="staging"), ["scripted"])
-        self.assertEqual(names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file")
-        self.assertIsNone(self.requests[-1].headers["Authorization"], "[default]'s key is for its own base_url only")
+        self.assertEqual(
+            names(DATASET_CLIENT_BASE_URL=other), ["scripted"], "a variable beats the file"
+        )
+        self.assertIsNone(
+            self.requests[-1].headers["Authorization"],
+            "[default]'s key is for its own base_url only",
+        )
         self.server.script.append(reply(401, {"message": "missing or wrong API key"}))
-        status, _, err = self.run_main("datasets", environment={**chosen, "DATASET_CLIENT_BASE_URL": other})
+        status, _, err = self.run_main(
+            "datasets", environment={**chosen, "DATASET_CLIENT_BASE_URL": other}
+        )
         self.assertEqual(
             (status, err),
             (
@@ -1477,10 +1868,16 @@ class CommandLineTerminalTests(StandInTestCase):
         home = self.tmp()  # the file's usual place
         (home / ".config" / "dataset-client").mkdir(parents=True)
         os.link(config, home / ".config" / "dataset-client" / "config.toml")
-        status, out, err = self.run_main("--profile", "staging", "datasets", environment={"HOME": str(home)})
+        status, out, err = self.run_main(
+            "--profile", "staging", "datasets", environment={"HOME": str(home)}
+        )
         self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
         for argv, environment, text in (
-            (["--profile", "prod"], chosen, f"no profile 'prod' in {config}; its profiles: default, staging"),
+            (
+                ["--profile", "prod"],
+                chosen,
+                f"no profile 'prod' in {config}; its profiles: default, staging",
+            ),
             (
                 [],
                 {"DATASET_CLIENT_PROFILE": "prod", "HOME": str(home)},
@@ -1510,20 +1907,30 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertIn("unknown key 'base-url' in [default]", err)
         self.assertIn("(ignored): did you mean 'base_url'?", err)
 
-    def test_settings_are_read_once_say_where_each_came_from_and_hand_the_library_only_what_was_set(self) -> None:
+    def test_settings_are_read_once_say_where_each_came_from_and_hand_the_library_only_what_was_set(
+        self,
+    ) -> None:
         self.server.default = reply(body=[{"name": "scripted"}])
         config = self.tmp() / "config.toml"
-        config.write_text(f'[staging]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 0\n')
+        config.write_text(
+            f'[staging]\nbase_url = "{self.server.url}/api"\napi_key = "{KEY}"\ntimeout = 0\n'
+        )
         config.chmod(0o600)
         chosen = {"DATASET_CLIENT_CONFIG": str(config), "DATASET_CLIENT_PROFILE": "staging"}
         kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
         with mock.patch.dict(os.environ, {**kept, **chosen}, clear=True):
             argv = ["--retries", "0", "--output", "csv", "download", "/files/x.csv", "-c"]
             settings = cli._read_settings(cli._parse_arguments(argv))
-        with mock.patch.dict(os.environ, {**kept, "HOME": str(self.tmp())}, clear=True):  # no profile at all
-            bare = cli._read_settings(cli._parse_arguments(["--base-url", self.base_url, "datasets"]))
+        with mock.patch.dict(
+            os.environ, {**kept, "HOME": str(self.tmp())}, clear=True
+        ):  # no profile at all
+            bare = cli._read_settings(
+                cli._parse_arguments(["--base-url", self.base_url, "datasets"])
+            )
         where = f"[staging] in {config}"
-        self.assertEqual(settings.client_options, {"timeout": None, "max_retries": 0})  # timeout 0: no limit
+        self.assertEqual(
+            settings.client_options, {"timeout": None, "max_retries": 0}
+        )  # timeout 0: no limit
         self.assertEqual(
             settings.sources,
             {
@@ -1532,7 +1939,14 @@ class CommandLineTerminalTests(StandInTestCase):
             },
         )
         self.assertEqual(
-            (settings.command, settings.url, settings.resume, settings.connections, settings.output, settings.api_key),
+            (
+                settings.command,
+                settings.url,
+                settings.resume,
+                settings.connections,
+                settings.output,
+                settings.api_key,
+            ),
             ("download", "/files/x.csv", True, 1, "csv", KEY),
         )
         self.assertNotIn(KEY, repr(settings))
@@ -1540,13 +1954,19 @@ class CommandLineTerminalTests(StandInTestCase):
             settings.resume = False  # type: ignore[misc]
         self.assertEqual((bare.client_options, bare.sources["timeout"]), ({}, "default"))
         with cli._open_client(bare) as client:  # the library's own defaults, said there alone
-            self.assertEqual((client._arguments["timeout"], client._arguments["max_retries"]), (30.0, 2))
+            self.assertEqual(
+                (client._arguments["timeout"], client._arguments["max_retries"]), (30.0, 2)
+            )
         status, out, err = self.run_main("--output", "json", "datasets", environment=chosen)
         self.assertEqual((status, json.loads(out)), (0, [{"name": "scripted"}]), err)
         self.assertEqual(self.requests[-1].path, "/api/datasets")
-        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")  # the profile's key, sent
+        self.assertEqual(
+            self.requests[-1].headers["Authorization"], f"Bearer {KEY}"
+        )  # the profile's key, sent
 
-    def test_a_command_is_one_entry_of_the_table_its_help_arguments_run_and_completion(self) -> None:
+    def test_a_command_is_one_entry_of_the_table_its_help_arguments_run_and_completion(
+        self,
+    ) -> None:
         self.server.default = reply(body=[{"name": "scripted"}])
         ran = []
 
@@ -1576,7 +1996,9 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertIn('else COMPREPLY=($(compgen -W "x y" -- "$cur")); fi ;;', script)
         self.assertIn('case "$word" in datasets|query|export|download|completion|ping)', script)
 
-    def test_stdout_whose_reader_went_away_ends_quietly_and_a_failed_write_names_stdout(self) -> None:
+    def test_stdout_whose_reader_went_away_ends_quietly_and_a_failed_write_names_stdout(
+        self,
+    ) -> None:
         self.server.default = reply(body=[{"name": "scripted"}])
 
         class Closed(io.StringIO):
@@ -1586,19 +2008,30 @@ class CommandLineTerminalTests(StandInTestCase):
         closed = Closed()
         for closed.error, expected in (
             (BrokenPipeError(errno.EPIPE, "Broken pipe"), (0, "")),  # as under `| head`
-            (OSError(errno.ENOSPC, "No space left on device"), (1, "cannot write stdout: No space left on device")),
+            (
+                OSError(errno.ENOSPC, "No space left on device"),
+                (1, "cannot write stdout: No space left on device"),
+            ),
         ):
             with self.subTest(error=closed.error):
                 status, _, err = self.run_main(
-                    "--base-url", self.server.url + "/api", "--output", "json", "datasets", stdout=closed
+                    "--base-url",
+                    self.server.url + "/api",
+                    "--output",
+                    "json",
+                    "datasets",
+                    stdout=closed,
                 )
                 self.assertEqual(
-                    (status, err), (expected[0], expected[1] and f"dataset-client: error: {expected[1]}\n")
+                    (status, err),
+                    (expected[0], expected[1] and f"dataset-client: error: {expected[1]}\n"),
                 )
                 self.assertEqual(self.requests[-1].path, "/api/datasets")
 
     def test_the_progress_line_keeps_its_shape_and_v_lines_are_whole(self) -> None:
-        def rest_after_a_pause(handler: Handler) -> None:  # the range asked for, its rate known after the pause
+        def rest_after_a_pause(
+            handler: Handler,
+        ) -> None:  # the range asked for, its rate known after the pause
             start, end = local_service._requested_range(handler.headers.get("Range"), len(BIG))
             handler.send_response(206)
             handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(BIG)}")
@@ -1612,14 +2045,25 @@ class CommandLineTerminalTests(StandInTestCase):
             time.sleep(0.3)
             handler.wfile.write(BIG[start + 1024 * 1024 : end])
 
-        self.script(cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause)
+        self.script(
+            cut(BIG, 1024 * 1024, {"ETag": '"v1"', "Accept-Ranges": "bytes"}), rest_after_a_pause
+        )
         target = self.tmp() / "big.bin"
-        status, drawn = self.run_in_terminal(["-v", "download", self.server.url + "/big", str(target)], 80)
+        status, drawn = self.run_in_terminal(
+            ["-v", "download", self.server.url + "/big", str(target)], 80
+        )
         self.assertEqual((status, target.read_bytes() == BIG), (0, True), drawn)
         text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", drawn)
-        frames = [piece for row in text.split("\r\n") for piece in row.split("\r") if piece.startswith("[")]
+        frames = [
+            piece
+            for row in text.split("\r\n")
+            for piece in row.split("\r")
+            if piece.startswith("[")
+        ]
         self.assertGreaterEqual(len(frames), 5, text)
-        self.assertTrue(all(len(frame) < 80 for frame in frames), [f for f in frames if len(f) >= 80])
+        self.assertTrue(
+            all(len(frame) < 80 for frame in frames), [f for f in frames if len(f) >= 80]
+        )
         bars = {len(re.match(r"\[[#-]+\]", frame)[0]) for frame in frames}  # type: ignore[index]
         self.assertEqual(len(bars), 1, frames)
         self.assertNotIn("/s", frames[0])
@@ -1630,10 +2074,18 @@ class CommandLineTerminalTests(StandInTestCase):
 
     def test_a_status_line_cut_to_the_terminal_shows_no_part_of_a_secret(self) -> None:
         stderr = cli._Stderr(quiet=False, verbose=False)
-        stderr.stream, stderr.is_terminal, stderr.secrets = TerminalOutput(), True, dc._Secrets([KEY])
+        stderr.stream, stderr.is_terminal, stderr.secrets = (
+            TerminalOutput(),
+            True,
+            dc._Secrets([KEY]),
+        )
         with mock.patch.dict(os.environ, {"COLUMNS": "41"}):
-            stderr.status(f"dataset-client: retrying: {KEY} was refused")  # the key crosses the 40th column
-        self.assertEqual(stderr.stream.getvalue(), "\rdataset-client: retrying: <redacted> wa\u2026\x1b[K")
+            stderr.status(
+                f"dataset-client: retrying: {KEY} was refused"
+            )  # the key crosses the 40th column
+        self.assertEqual(
+            stderr.stream.getvalue(), "\rdataset-client: retrying: <redacted> wa\u2026\x1b[K"
+        )
 
     def test_a_table_narrows_its_text_first_then_shows_records_never_cutting_a_number(self) -> None:
         sql = "SELECT 'a rather long description of it' AS about, 1234567890123 AS big, 'x' AS t"
@@ -1641,7 +2093,11 @@ class CommandLineTerminalTests(StandInTestCase):
             (
                 40,
                 [
-                    "about" + " " * 17 + "  " + " " * 10 + "big  t",  # a number's column on the right, whole
+                    "about"
+                    + " " * 17
+                    + "  "
+                    + " " * 10
+                    + "big  t",  # a number's column on the right, whole
                     "-" * 22 + "  " + "-" * 13 + "  -",
                     "a rather long descrip…  1234567890123  x",  # the text gave way
                 ],
@@ -1668,7 +2124,10 @@ class CommandLineTerminalTests(StandInTestCase):
                 ],
             ),
         ):
-            with self.subTest(columns=columns), mock.patch.dict(os.environ, {"COLUMNS": str(columns)}):
+            with (
+                self.subTest(columns=columns),
+                mock.patch.dict(os.environ, {"COLUMNS": str(columns)}),
+            ):
                 status, out, err = self.run_main("--output", "table", "query", sql)
                 self.assertEqual((status, out.splitlines()), (0, [*expected, "(1 row)"]), err)
 
@@ -1713,7 +2172,9 @@ class DownloadCommandTests(StandInTestCase):
         self.server.default = serve_file(DATA)
         url = f"{self.server.url}/bucket/exp.parquet?X-Amz-Expires=60&{SIGNED_QUERY}"
         directory = self.tmp()
-        status, out, err = self.run_main("-v", "download", url, str(directory), key=None, base_url="")
+        status, out, err = self.run_main(
+            "-v", "download", url, str(directory), key=None, base_url=""
+        )
         self.assertEqual((status, out, signed_values_in([err])), (0, "", []))
         self.assertIn(f"/bucket/exp.parquet?X-Amz-Expires=60&{SIGNED_SHOWN}: 200 OK", err)
         self.assertEqual((directory / "exp.parquet").read_bytes(), DATA)
@@ -2008,32 +2469,51 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(cells[0], "daily_bars")
         self.assertEqual(cells[-1], "6264", "the number whole")
         shown, columns, symbols = cells[1:4]
-        self.assertEqual(len(columns), cli._NARROWEST_TEXT, "nested values narrowed to the least a column keeps")
+        self.assertEqual(
+            len(columns), cli._NARROWEST_TEXT, "nested values narrowed to the least a column keeps"
+        )
         self.assertEqual((len(symbols), symbols[-1]), (cli._NARROWEST_TEXT, "…"))
         self.assertTrue(shown.endswith("…") and description.startswith(shown[:-1]), shown)
-        self.assertEqual(len(shown), 80 - 2 * 4 - len("daily_bars") - 2 * 8 - 4, "the text took the rest")
-        nested_only = cli._table_lines(["name", "columns"], [["daily_bars", nested]], 40)  # no text to give way
+        self.assertEqual(
+            len(shown), 80 - 2 * 4 - len("daily_bars") - 2 * 8 - 4, "the text took the rest"
+        )
+        nested_only = cli._table_lines(
+            ["name", "columns"], [["daily_bars", nested]], 40
+        )  # no text to give way
         self.assertEqual(nested_only[2], 'daily_bars  [{"name":"date","type":"DAT…')
 
     def test_records_keep_names_whole_and_wrap_long_values(self) -> None:
         text = "A long description that cannot fit on one line of a narrow terminal at all." * 2
         wide = "数" * 30  # two columns each
         rows = [[123456789012345, text, wide, 7, 123456789012345]]
-        lines = cli._table_lines(["opening_balance", "description", "wide", "n", "closing_balance"], rows, 40)
+        lines = cli._table_lines(
+            ["opening_balance", "description", "wide", "n", "closing_balance"], rows, 40
+        )
         self.assertEqual(lines[0], "-[ RECORD 1 ]-")
-        self.assertEqual(lines[1], "opening_balance | 123456789012345", "a name that fits is never cut")
+        self.assertEqual(
+            lines[1], "opening_balance | 123456789012345", "a name that fits is never cut"
+        )
         self.assertTrue(all(cli._text_width(line) <= 40 for line in lines), lines)
         start = lines.index("description     | A long description")  # " that" would pass 40 columns
-        continued = list(itertools.takewhile(lambda line: line.startswith(" " * 15 + " | "), lines[start + 1 :]))
+        continued = list(
+            itertools.takewhile(lambda line: line.startswith(" " * 15 + " | "), lines[start + 1 :])
+        )
         pieces = [line[18:] for line in [lines[start], *continued]]
         self.assertEqual(" ".join(pieces), text, "wrapped at words, never cut")
         self.assertEqual(len(continued), 7)
         start += 1 + len(continued)
         self.assertEqual(lines[start], "wide            | " + "数" * 11)
         self.assertEqual(lines[start + 2], " " * 15 + " | " + "数" * 8)
-        self.assertEqual(lines[start + 3 :], ["n               | 7", "closing_balance | 123456789012345", "(1 row)"])
-        long_name = cli._table_lines(["a_column_name_longer_than_half_the_width", "n"], [["x", 10**31]], 40)
-        self.assertEqual(long_name[1], "a_column_name_longe… | x", "names take at most half the width")
+        self.assertEqual(
+            lines[start + 3 :],
+            ["n               | 7", "closing_balance | 123456789012345", "(1 row)"],
+        )
+        long_name = cli._table_lines(
+            ["a_column_name_longer_than_half_the_width", "n"], [["x", 10**31]], 40
+        )
+        self.assertEqual(
+            long_name[1], "a_column_name_longe… | x", "names take at most half the width"
+        )
 
     def test_records_wrap_at_words(self) -> None:
         text = "Daily open, high, low, close and volume per symbol, on weekdays."
@@ -2050,7 +2530,9 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(cli._wrapped("a  b", 1), ["a", " ", "b"], "a run of spaces: one goes")
         long_word = "x" * 9 + " y"
         self.assertEqual(cli._wrapped("ab " + long_word, 4), ["ab x", "xxxx", "xxxx", "y"], "cut")
-        self.assertEqual(cli._wrapped("数 数 数数", 5), ["数 数", "数数"], "in columns: wide ones too")
+        self.assertEqual(
+            cli._wrapped("数 数 数数", 5), ["数 数", "数数"], "in columns: wide ones too"
+        )
         symbols = ["AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META"]
         lines = cli._table_lines(["symbols", "n"], [[symbols, 10**40]], 40)  # nested, in records
         wrapped = ['symbols | ["AAPL", "AMZN", "GOOG",', '        | "JNJ", "JPM", "META"]']
@@ -2059,7 +2541,9 @@ class TableLayoutTests(unittest.TestCase):
     def test_fitting_is_linear_in_the_size_of_the_result(self) -> None:
         columns = [f"c{index}" for index in range(20)]
         rows = [["x" * 100_000 for _ in columns], [str(index) * 9 for index in range(20)]]
-        budget = [20_000]  # calls made in the module: cutting the widest column one at a time made millions
+        budget = [
+            20_000
+        ]  # calls made in the module: cutting the widest column one at a time made millions
 
         def count(frame: Any, event: str, arg: object) -> None:
             if frame.f_globals is vars(dc):
@@ -2067,7 +2551,9 @@ class TableLayoutTests(unittest.TestCase):
                 if budget[0] < 0:
                     raise AssertionError("fitting the table made more calls than its 40 cells need")
 
-        previous = sys.getprofile()  # a profile function, not a trace one: coverage.py traces the suite
+        previous = (
+            sys.getprofile()
+        )  # a profile function, not a trace one: coverage.py traces the suite
         sys.setprofile(count)
         try:
             lines = cli._table_lines(columns, rows, 400)
@@ -2076,7 +2562,9 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(len(lines), 5, [line[:80] for line in lines])
         self.assertTrue(all(len(line) <= 400 for line in lines), [len(line) for line in lines])
         self.assertEqual(len(lines[2]), 400)
-        self.assertEqual({(len(cell), cell[-1]) for cell in lines[2].split()}, {(18, "…"), (19, "…")})  # level
+        self.assertEqual(
+            {(len(cell), cell[-1]) for cell in lines[2].split()}, {(18, "…"), (19, "…")}
+        )  # level
         self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
 
 
@@ -2098,7 +2586,10 @@ class CompletionTests(unittest.TestCase):
 
     def script(self, shell: str) -> str:
         result = subprocess.run(
-            [sys.executable, "-m", "dataset_client", "completion", shell], cwd=HERE, capture_output=True, check=True
+            [sys.executable, "-m", "dataset_client", "completion", shell],
+            cwd=HERE,
+            capture_output=True,
+            check=True,
         )
         self.assertEqual(result.stderr, b"")
         return result.stdout.decode()
@@ -2121,11 +2612,18 @@ class CompletionTests(unittest.TestCase):
         lines = ['eval "$SCRIPT"', "complete -p dataset-client"]
         for typed, _ in COMPLETION_CASES:
             words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
-            lines.append(f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client")
+            lines.append(
+                f"COMP_WORDS=({words}); COMP_CWORD={len(typed)}; COMPREPLY=(); _dataset_client"
+            )
             lines.append('printf "%s\\n" "${COMPREPLY[@]}" | sort; echo ===')
         stdout = self.run_shell(["bash", "--norc", "--noprofile", "-c"], lines, "bash")
-        registered, *offered = stdout.split("\n", 1)[0], *stdout.split("\n", 1)[1].split("===\n")[:-1]
-        self.assertEqual(registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client")
+        registered, *offered = (
+            stdout.split("\n", 1)[0],
+            *stdout.split("\n", 1)[1].split("===\n")[:-1],
+        )
+        self.assertEqual(
+            registered, "complete -o bashdefault -o filenames -F _dataset_client dataset-client"
+        )
         for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
             with self.subTest(typed=typed):
                 self.assertEqual(got.split(), sorted(expected))
@@ -2134,11 +2632,16 @@ class CompletionTests(unittest.TestCase):
     def test_zsh_completes_commands_options_values_and_file_names(self) -> None:
         # Outside an interactive shell's completion system: compadd and _files stood in for, so that what the
         # function offers is printed (the file names themselves are zsh's _files at the terminal).
-        lines = ['compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }', "_files() { print -- FILES }"]
+        lines = [
+            'compadd() { [[ $1 == -- ]] && shift; print -l -- "$@" }',
+            "_files() { print -- FILES }",
+        ]
         lines += ["compdef() { print -- compdef $@ }", 'eval "$SCRIPT"']
         for typed, _ in COMPLETION_CASES:
             words = " ".join(shlex.quote(word) for word in ["dataset-client", *typed])
-            lines.append(f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}")
+            lines.append(
+                f"words=({words}); CURRENT={len(typed) + 1}; PREFIX={shlex.quote(typed[-1])}"
+            )
             lines.append("_dataset_client | sort; print -- '==='")
         registered, rest = self.run_shell(["zsh", "-f", "-c"], lines, "zsh").split("\n", 1)
         self.assertEqual(registered, "compdef _dataset_client dataset-client")
@@ -2147,7 +2650,9 @@ class CompletionTests(unittest.TestCase):
                 if typed[0] == "download" and not typed[-1].startswith("-"):
                     self.assertEqual(got.split(), ["FILES"])
                 else:
-                    offered = [word for word in got.split() if word.startswith(typed[-1])]  # zsh filters by PREFIX
+                    offered = [
+                        word for word in got.split() if word.startswith(typed[-1])
+                    ]  # zsh filters by PREFIX
                     self.assertEqual(offered, sorted(expected))
 
     def shell_at_a_terminal(
@@ -2158,8 +2663,16 @@ class CompletionTests(unittest.TestCase):
         fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 40, 0, 0))
-        process = subprocess.Popen(  # its own session: the pty becomes its terminal, with job control
-            shell, stdin=slave, stdout=slave, stderr=slave, env=environment, cwd=self.directory, start_new_session=True
+        process = (
+            subprocess.Popen(  # its own session: the pty becomes its terminal, with job control
+                shell,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                env=environment,
+                cwd=self.directory,
+                start_new_session=True,
+            )
         )
         self.addCleanup(lambda: (process.kill(), process.wait()))  # type: ignore[func-returns-value]
         os.close(slave)
@@ -2179,15 +2692,26 @@ class CompletionTests(unittest.TestCase):
 
     def complete_at_a_terminal(self, shell: list[str], setup: bytes) -> None:
         """In ``shell`` on a 40-column pty: ``setup``, then Tab after each word typed; the line run must be whole."""
-        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", "HOME": str(self.directory)}
+        environment = {
+            "PATH": os.environ["PATH"],
+            "TERM": "dumb",
+            "PS1": "$ ",
+            "HOME": str(self.directory),
+        }
         type_until, process = self.shell_at_a_terminal(
             shell, environment
         )  # in self.directory: out.bin, other.csv, z.txt
         type_until(setup + b"; echo READY\n", b"READY\r\n")
         # Shows the line as completed. DEFI''NED: the typed line's own echo must not pass for the output.
-        type_until(b"dataset-client() { printf '<%s>' \"$@\"; echo; }; echo DEFI''NED\n", b"DEFINED\r\n")
-        type_until(b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n")
-        type_until(b"dataset-client download http://h/f z\t\n", b"<download><http://h/f><z.txt>\r\n")  # DEST
+        type_until(
+            b"dataset-client() { printf '<%s>' \"$@\"; echo; }; echo DEFI''NED\n", b"DEFINED\r\n"
+        )
+        type_until(
+            b"dataset-client --output cs\tcomp\tz\t\n", b"<--output><csv><completion><zsh>\r\n"
+        )
+        type_until(
+            b"dataset-client download http://h/f z\t\n", b"<download><http://h/f><z.txt>\r\n"
+        )  # DEST
         type_until(b"exit\n", b"exit")
         self.assertEqual(process.wait(10), 0)
 
@@ -2201,27 +2725,47 @@ class CompletionTests(unittest.TestCase):
         setup = b"autoload -Uz compinit && compinit -u && " + script.encode()
         self.complete_at_a_terminal(["zsh", "-f", "-i"], setup)
 
-    def test_profiles_are_read_from_a_regular_file_only_never_a_fifo_the_shell_would_wait_on(self) -> None:
+    def test_profiles_are_read_from_a_regular_file_only_never_a_fifo_the_shell_would_wait_on(
+        self,
+    ) -> None:
         config = self.directory / "config.toml"
         lines = [cli._PROFILES_FUNCTION, "_dataset_client_profiles; echo END"]
-        for make in (lambda: config.write_text("[staging]\n"), lambda: (config.unlink(), os.mkfifo(config))):
+        for make in (
+            lambda: config.write_text("[staging]\n"),
+            lambda: (config.unlink(), os.mkfifo(config)),
+        ):
             make()
             environment = {"PATH": os.environ["PATH"], "DATASET_CLIENT_CONFIG": str(config)}
-            result = subprocess.run(["bash", "-c", "\n".join(lines)], env=environment, capture_output=True, timeout=5)
+            result = subprocess.run(
+                ["bash", "-c", "\n".join(lines)], env=environment, capture_output=True, timeout=5
+            )
             expected = b"END\n" if stat.S_ISFIFO(config.stat().st_mode) else b"staging\nEND\n"
             self.assertEqual((result.stdout, result.stderr), (expected, b""))
 
     def complete_under_the_alias(self, shell: list[str], setup: bytes) -> None:
         """In ``shell`` on a 40-column pty, with the README's alias: ``setup``, then Tab after words typed;
         each line completed is shown as its words (Ctrl-A puts a printf before it), not run."""
-        names = ["my file.csv", "[a]*.csv", ".env", ".out.bin.part", ".out.bin.part.json", ".out.bin.part.lock"]
-        names += [".out.bin.0123456789ab.part", ".out.bin.0123456789ab.new", ".out.bin.part.json.0a1b2c3d.tmp"]
+        names = [
+            "my file.csv",
+            "[a]*.csv",
+            ".env",
+            ".out.bin.part",
+            ".out.bin.part.json",
+            ".out.bin.part.lock",
+        ]
+        names += [
+            ".out.bin.0123456789ab.part",
+            ".out.bin.0123456789ab.new",
+            ".out.bin.part.json.0a1b2c3d.tmp",
+        ]
         for name in names:
             (self.directory / name).touch()
         (self.directory / "xdg" / "dataset-client").mkdir(parents=True)
         profiles = '[default]\nbase_url = "http://x"\n  [staging]  # theirs\n[default.sub]\n'
         (self.directory / "xdg" / "dataset-client" / "config.toml").write_text(profiles)
-        programs = self.directory / "bin"  # python3 is this Python, as the README's alias runs it (a chroot has none)
+        programs = (
+            self.directory / "bin"
+        )  # python3 is this Python, as the README's alias runs it (a chroot has none)
         programs.mkdir(exist_ok=True)
         (programs / "python3").symlink_to(sys.executable)
         environment = {
@@ -2236,10 +2780,19 @@ class CompletionTests(unittest.TestCase):
         type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
         show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match
         type_until(b"dataset-client --output cs\t" + show, b"<dataset-client><--output><csv>")
-        type_until(b"dataset-client download http://h/f my\t" + show, b"<download><http://h/f><my file.csv>")
-        type_until(b"dataset-client download http://h/f \\[\t" + show, b"<download><http://h/f><[a]*.csv>")
-        type_until(b"dataset-client download http://h/f .o\t" + show, b"<download><http://h/f><.o>")  # none
-        type_until(b"dataset-client download http://h/f .e\t" + show, b"<download><http://h/f><.env>")
+        type_until(
+            b"dataset-client download http://h/f my\t" + show,
+            b"<download><http://h/f><my file.csv>",
+        )
+        type_until(
+            b"dataset-client download http://h/f \\[\t" + show, b"<download><http://h/f><[a]*.csv>"
+        )
+        type_until(
+            b"dataset-client download http://h/f .o\t" + show, b"<download><http://h/f><.o>"
+        )  # none
+        type_until(
+            b"dataset-client download http://h/f .e\t" + show, b"<download><http://h/f><.env>"
+        )
         type_until(b"dataset-client --profile st\t" + show, b"<dataset-client><--profile><staging>")
         type_until(b"exit\n", b"exit")
         self.assertEqual(process.wait(10), 0)
@@ -2266,41 +2819,67 @@ class TwoFilesTests(base.ServerTestCase):
         return directory
 
     def run_python(self, *argv: str, cwd: Path, path: Path | None = None) -> tuple[int, str, str]:
-        environment = {k: v for k, v in os.environ.items() if not k.startswith(("DATASET_CLIENT_", "PYTHONPATH"))}
+        environment = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DATASET_CLIENT_", "PYTHONPATH"))
+        }
         environment |= {"DATASET_CLIENT_BASE_URL": self.server.url, "HOME": str(self.tmp())}
         if path is not None:
             environment["PYTHONPATH"] = str(path)
-        done = subprocess.run([sys.executable, *argv], cwd=cwd, env=environment, capture_output=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, *argv], cwd=cwd, env=environment, capture_output=True, timeout=60
+        )
         return done.returncode, done.stdout.decode(), done.stderr.decode()
 
     def test_five_ways_in_give_the_same_bytes_and_status(self) -> None:
         pair, elsewhere = self.copied("dataset_client.py", "dataset_client_cli.py"), self.tmp()
-        installed = (
-            "import sys, dataset_client_cli; sys.argv[0] = 'dataset-client'; sys.exit(dataset_client_cli.main())"
-        )
+        installed = "import sys, dataset_client_cli; sys.argv[0] = 'dataset-client'; sys.exit(dataset_client_cli.main())"
         ways: dict[str, tuple[list[str], dict[str, Any]]] = {
             "python -m dataset_client": (["-m", "dataset_client"], {"cwd": pair}),
-            "python path/dataset_client.py": ([str(pair / "dataset_client.py")], {"cwd": elsewhere}),
-            "python -I path/dataset_client.py": (["-I", str(pair / "dataset_client.py")], {"cwd": elsewhere}),
+            "python path/dataset_client.py": (
+                [str(pair / "dataset_client.py")],
+                {"cwd": elsewhere},
+            ),
+            "python -I path/dataset_client.py": (
+                ["-I", str(pair / "dataset_client.py")],
+                {"cwd": elsewhere},
+            ),
             "python -m dataset_client_cli": (["-m", "dataset_client_cli"], {"cwd": pair}),
-            "python path/dataset_client_cli.py": ([str(pair / "dataset_client_cli.py")], {"cwd": elsewhere}),
-            "python -I path/dataset_client_cli.py": (["-I", str(pair / "dataset_client_cli.py")], {"cwd": elsewhere}),
+            "python path/dataset_client_cli.py": (
+                [str(pair / "dataset_client_cli.py")],
+                {"cwd": elsewhere},
+            ),
+            "python -I path/dataset_client_cli.py": (
+                ["-I", str(pair / "dataset_client_cli.py")],
+                {"cwd": elsewhere},
+            ),
             "the installed script": (["-c", installed], {"cwd": elsewhere, "path": pair}),
         }
         commands = (("datasets",), ("--outptu", "csv", "datasets"))
         self.server.default = reply(body=[{"name": "daily_bars"}])
         # A usage line names the program: the ways whose argv[0] is a file name show it; -m to compare.
-        named = ("python -m dataset_client", "python path/dataset_client.py", "python path/dataset_client_cli.py")
+        named = (
+            "python -m dataset_client",
+            "python path/dataset_client.py",
+            "python path/dataset_client_cli.py",
+        )
         runs = [(commands[0], way) for way in ways] + [(commands[1], way) for way in named]
-        self.run_python("-c", "import dataset_client_cli", cwd=pair)  # compiled once, into the tests' cache
+        self.run_python(
+            "-c", "import dataset_client_cli", cwd=pair
+        )  # compiled once, into the tests' cache
         with concurrent.futures.ThreadPoolExecutor(4) as pool:  # each a Python of its own
-            done = pool.map(lambda run: self.run_python(*ways[run[1]][0], *run[0], **ways[run[1]][1]), runs)
+            done = pool.map(
+                lambda run: self.run_python(*ways[run[1]][0], *run[0], **ways[run[1]][1]), runs
+            )
             outcomes = dict(zip(runs, done, strict=True))
         for argv in commands:
             with self.subTest(argv=argv):
                 seen = {way: outcome for (asked, way), outcome in outcomes.items() if asked == argv}
                 first = seen["python -m dataset_client"]
-                self.assertEqual({way: outcome for way, outcome in seen.items() if outcome != first}, {})
+                self.assertEqual(
+                    {way: outcome for way, outcome in seen.items() if outcome != first}, {}
+                )
                 status, out, err = first
                 if argv == ("datasets",):
                     self.assertEqual((status, err), (0, ""))
@@ -2316,15 +2895,22 @@ class TwoFilesTests(base.ServerTestCase):
             "dataset-client: error: the command line is dataset_client_cli.py: copy it beside dataset_client.py,"
             " or pip install dataset-client\n"
         )
-        for argv in (["-I", str(lone / "dataset_client.py"), "datasets"], ["-m", "dataset_client", "datasets"]):
+        for argv in (
+            ["-I", str(lone / "dataset_client.py"), "datasets"],
+            ["-m", "dataset_client", "datasets"],
+        ):
             with self.subTest(argv=argv):
                 self.assertEqual(self.run_python(*argv, cwd=lone), (2, "", expected))
-        imported = self.run_python("-I", "-c", "import sys; sys.path.insert(0, '.'); import dataset_client", cwd=lone)
+        imported = self.run_python(
+            "-I", "-c", "import sys; sys.path.insert(0, '.'); import dataset_client", cwd=lone
+        )
         self.assertEqual(imported, (0, "", ""))
 
     def test_a_lone_command_line_says_it_needs_the_library(self) -> None:
         lone = self.copied("dataset_client_cli.py")
-        status, out, err = self.run_python("-I", str(lone / "dataset_client_cli.py"), "datasets", cwd=lone)
+        status, out, err = self.run_python(
+            "-I", str(lone / "dataset_client_cli.py"), "datasets", cwd=lone
+        )
         self.assertEqual((status, out), (2, ""))
         self.assertEqual(err.count("\n"), 1, err)
         self.assertIn("needs dataset_client.py beside it", err)
@@ -2338,12 +2924,24 @@ class TwoFilesTests(base.ServerTestCase):
         ):
             with self.subTest(argv=argv):
                 status, _, err = self.run_python("-X", "importtime", *argv, "--version", cwd=pair)
-                imported = [line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line]
+                imported = [
+                    line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line
+                ]
                 self.assertEqual(status, 0)
-                self.assertNotIn("dataset_client", imported)  # run as __main__, or loaded from beside: once
+                self.assertNotIn(
+                    "dataset_client", imported
+                )  # run as __main__, or loaded from beside: once
 
     def test_the_library_imports_nothing_only_the_command_line_needs(self) -> None:
-        names = ("argparse", "subprocess", "difflib", "csv", "shlex", "tomllib", "dataset_client_cli")
+        names = (
+            "argparse",
+            "subprocess",
+            "difflib",
+            "csv",
+            "shlex",
+            "tomllib",
+            "dataset_client_cli",
+        )
         code = (  # what importing the library adds (coverage.py, measuring this, imports some of them first)
             f"import sys; before = set(sys.modules); import dataset_client; "
             f"print([n for n in {names!r} if n in set(sys.modules) - before])"
@@ -2351,9 +2949,13 @@ class TwoFilesTests(base.ServerTestCase):
         self.assertEqual(self.run_python("-c", code, cwd=HERE), (0, "[]\n", ""))
 
 
-def load_tests(loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None) -> unittest.TestSuite:
+def load_tests(
+    loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
+) -> unittest.TestSuite:
     """unittest's hook: this module's own tests (not the base classes imported), on every core."""
-    own = unittest.TestSuite(test for test in base.iterate_tests(tests) if type(test).__module__ == __name__)
+    own = unittest.TestSuite(
+        test for test in base.iterate_tests(tests) if type(test).__module__ == __name__
+    )
     return base.load_tests(loader, own, pattern)
 
 

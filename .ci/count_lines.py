@@ -27,7 +27,9 @@ def long_functions(path: str, tree: ast.Module) -> list[str]:
             first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
             length = (node.end_lineno or node.lineno) - first + 1
             if length > LONGEST_FUNCTION:
-                found.append(f"{path}:{first}: {node.name} has {length} lines (at most {LONGEST_FUNCTION})")
+                found.append(
+                    f"{path}:{first}: {node.name} has {length} lines (at most {LONGEST_FUNCTION})"
+                )
     return found
 
 
@@ -48,7 +50,11 @@ def private_library_names(tree: ast.Module) -> list[str]:
         if isinstance(node, ast.ImportFrom) and node.module == "dataset_client":
             names.update(alias.name for alias in node.names if alias.name.startswith("_"))
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            names.update([node.attr] if node.value.id == "dataset_client" and node.attr.startswith("_") else [])
+            names.update(
+                [node.attr]
+                if node.value.id == "dataset_client" and node.attr.startswith("_")
+                else []
+            )
     return sorted(names - {"__version__"})
 
 
@@ -64,23 +70,31 @@ def main() -> int:
         lines = source.splitlines()
         wide = [number for number, line in enumerate(lines, 1) if len(line) > LONGEST_LINE]
         size = len(source.encode())
-        print(f"{path}: {len(lines)} lines, {size / 1024:.1f} KiB, {len(wide)} over {LONGEST_LINE} characters")
+        print(
+            f"{path}: {len(lines)} lines, {size / 1024:.1f} KiB, {len(wide)} over {LONGEST_LINE} characters"
+        )
         if len(lines) > MOST_LINES[path]:
             problems.append(f"{path}: {len(lines)} lines (at most {MOST_LINES[path]})")
         if size > MOST_BYTES.get(path, size):
-            problems.append(f"{path}: {size / 1024:.1f} KiB (at most {MOST_BYTES[path] // 1024} KiB)")
+            problems.append(
+                f"{path}: {size / 1024:.1f} KiB (at most {MOST_BYTES[path] // 1024} KiB)"
+            )
         if wide:
             problems.append(f"{path}:{wide[0]}: {len(wide)} lines over {LONGEST_LINE} characters")
         if path == LIBRARY:
             cli_only = sorted(imported_modules(tree) & set(CLI_ONLY_MODULES))
             print(f"{path}: command-line-only modules imported: {', '.join(cli_only) or 'none'}")
             if cli_only:
-                problems.append(f"{path} imports {', '.join(cli_only)}, which only the command line needs")
+                problems.append(
+                    f"{path} imports {', '.join(cli_only)}, which only the command line needs"
+                )
         else:
             private = private_library_names(tree)
             print(f"{path}: {len(private)} private names of the library: {', '.join(private)}")
             if len(private) > MOST_PRIVATE_NAMES:
-                problems.append(f"{path} uses {len(private)} private names of the library (at most 6)")
+                problems.append(
+                    f"{path} uses {len(private)} private names of the library (at most 6)"
+                )
     print("\n".join(problems) or "every measure within its limit")
     return 1 if problems else 0
 

@@ -71,7 +71,10 @@ def main() -> int:
         tempfile.TemporaryDirectory() as directory,
     ):
         for dataset in client.list_datasets():
-            name, types = dataset["name"], {column["name"]: column["type"] for column in dataset["columns"]}
+            name, types = (
+                dataset["name"],
+                {column["name"]: column["type"] for column in dataset["columns"]},
+            )
             everything = {key: dataset[key] for key in ("symbols", "start_date", "end_date")}
             paths = {}
             for file_format in ("parquet", "csv"):
@@ -91,16 +94,28 @@ def main() -> int:
                 ):
                     if got != want:
                         failures.append(f"{name}, {reader}: {what} {got} != {want}")
-                wrong = [index for index, (got, want) in enumerate(zip(text, rows, strict=False)) if got != want]
+                wrong = [
+                    index
+                    for index, (got, want) in enumerate(zip(text, rows, strict=False))
+                    if got != want
+                ]
                 if wrong:
                     first = wrong[0]
-                    failures.append(f"{name}, {reader}: row {first} is {text[first]}, the csv has {rows[first]}")
+                    failures.append(
+                        f"{name}, {reader}: row {first} is {text[first]}, the csv has {rows[first]}"
+                    )
             checked += 1
-            print(f"{name}: {len(rows)} rows, {len(header)} columns: pyarrow, duckdb and polars read the csv's values")
-    versions = f"pyarrow {pyarrow.__version__}, duckdb {duckdb.__version__}, polars {polars.__version__}"
+            print(
+                f"{name}: {len(rows)} rows, {len(header)} columns: pyarrow, duckdb and polars read the csv's values"
+            )
+    versions = (
+        f"pyarrow {pyarrow.__version__}, duckdb {duckdb.__version__}, polars {polars.__version__}"
+    )
     for failure in failures:
         print(f"MISMATCH {failure}")
-    print(f"parquet: {checked} datasets checked with {versions}: {'FAILED' if failures else 'equal to csv'}")
+    print(
+        f"parquet: {checked} datasets checked with {versions}: {'FAILED' if failures else 'equal to csv'}"
+    )
     return 1 if failures or not checked else 0
 
 

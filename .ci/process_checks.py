@@ -77,7 +77,9 @@ def check(method: str, client: dc.DatasetClient, server: Server) -> list[str]:
     context = multiprocessing.get_context(method)
     started = time.monotonic()
     with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        futures = [pool.submit(client.query, f"SELECT {n}") for n in range(TASKS)]  # the client is pickled
+        futures = [
+            pool.submit(client.query, f"SELECT {n}") for n in range(TASKS)
+        ]  # the client is pickled
         answers = [future.result(timeout=60) for future in futures]
     seconds = time.monotonic() - started
     after = client.query("SELECT 'parent again'")
@@ -86,9 +88,13 @@ def check(method: str, client: dc.DatasetClient, server: Server) -> list[str]:
         problems.append(f"answers reached the wrong tasks: {answers}")
     ports = {answer["port"] for answer in answers}
     if before["port"] in ports or len({answer["connection"] for answer in answers}) != TASKS:
-        problems.append(f"the workers did not open connections of their own: parent {before}, workers {answers}")
+        problems.append(
+            f"the workers did not open connections of their own: parent {before}, workers {answers}"
+        )
     if server.connections != connections_before + TASKS:
-        problems.append(f"{server.connections - connections_before} connections for {TASKS} unpickled clients")
+        problems.append(
+            f"{server.connections - connections_before} connections for {TASKS} unpickled clients"
+        )
     if (after["connection"], after["port"]) != (before["connection"], before["port"]):
         problems.append(f"the parent's kept connection was disturbed: {before} then {after}")
     if any(authorization != f"Bearer {KEY}" for _, authorization in server.seen):
@@ -131,11 +137,17 @@ def main() -> int:
     ):
         for method in ("spawn", "forkserver", "fork"):
             if method not in multiprocessing.get_all_start_methods():
-                print(f"SKIPPED (by design): {method}: not available on this platform")  # .ci/run counts it
+                print(
+                    f"SKIPPED (by design): {method}: not available on this platform"
+                )  # .ci/run counts it
                 continue
             problems += [f"{method}: {problem}" for problem in check(method, client, server)]
             problems += [f"{method}: {problem}" for problem in check_missing_bundle(method, server)]
-    print("\n".join([*problems, f"process pools: {'FAILED' if problems else 'every start method passed'}"]))
+    print(
+        "\n".join(
+            [*problems, f"process pools: {'FAILED' if problems else 'every start method passed'}"]
+        )
+    )
     return 1 if problems else 0
 
 

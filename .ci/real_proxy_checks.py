@@ -34,7 +34,10 @@ import dataset_client as dc  # noqa: E402  (from this repository, whatever is in
 sys.path.insert(0, str(ROOT / "examples"))
 from local_service import serving  # noqa: E402  (a server run for the length of a with block)
 
-USER, PASSWORD = "alice", "s3cret-Corp_9"  # tinyproxy's BasicAuth takes word characters and '-' only
+USER, PASSWORD = (
+    "alice",
+    "s3cret-Corp_9",
+)  # tinyproxy's BasicAuth takes word characters and '-' only
 
 
 class Origin(http.server.ThreadingHTTPServer):
@@ -77,15 +80,29 @@ class Tinyproxy:
         self.log = directory / f"tinyproxy-{'auth' if basic_auth else 'open'}.log"
         self.port = free_port()
         config = directory / f"tinyproxy-{self.port}.conf"
-        lines = [f"Port {self.port}", "Listen 127.0.0.1", "Timeout 30", f'LogFile "{self.log}"', "LogLevel Connect"]
-        lines += ["MaxClients 20", "Allow 127.0.0.1", *([f"BasicAuth {USER} {PASSWORD}"] if basic_auth else [])]
+        lines = [
+            f"Port {self.port}",
+            "Listen 127.0.0.1",
+            "Timeout 30",
+            f'LogFile "{self.log}"',
+            "LogLevel Connect",
+        ]
+        lines += [
+            "MaxClients 20",
+            "Allow 127.0.0.1",
+            *([f"BasicAuth {USER} {PASSWORD}"] if basic_auth else []),
+        ]
         config.write_text("\n".join(lines) + "\n")
-        self.process = subprocess.Popen(["tinyproxy", "-d", "-c", str(config)], stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            ["tinyproxy", "-d", "-c", str(config)], stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 10
         while not accepts(self.port):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.stop()
-                raise RuntimeError(f"tinyproxy did not start on 127.0.0.1:{self.port} (see {self.log})")
+                raise RuntimeError(
+                    f"tinyproxy did not start on 127.0.0.1:{self.port} (see {self.log})"
+                )
             time.sleep(0.05)
 
     def url(self, credentials: str = "") -> str:
@@ -93,7 +110,11 @@ class Tinyproxy:
 
     def requests(self) -> list[str]:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return [line.split("): ", 1)[1] for line in text.splitlines() if "Request (file descriptor" in line]
+        return [
+            line.split("): ", 1)[1]
+            for line in text.splitlines()
+            if "Request (file descriptor" in line
+        ]
 
     def stop(self) -> None:
         self.process.terminate()
@@ -132,7 +153,10 @@ class Checks:
     def check(self, name: str, condition: bool, detail: str = "") -> None:
         self.passed += condition
         self.failed += not condition
-        print(f"{'ok' if condition else 'FAILED'}: {name}{'' if condition else ': ' + detail}", flush=True)
+        print(
+            f"{'ok' if condition else 'FAILED'}: {name}{'' if condition else ': ' + detail}",
+            flush=True,
+        )
 
 
 def route(proxy: Tinyproxy, origin: Origin, no_proxy: str) -> str:
@@ -146,7 +170,13 @@ def route(proxy: Tinyproxy, origin: Origin, no_proxy: str) -> str:
     # tinyproxy write()s its log line as soon as it has read the request, before it connects onwards.
     through_log = len(proxy.requests()) > logged
     through_via = origin.vias[seen] is not None and "tinyproxy" in (origin.vias[seen] or "")
-    return "proxy" if through_log and through_via else "direct" if not (through_log or through_via) else "mixed"
+    return (
+        "proxy"
+        if through_log and through_via
+        else "direct"
+        if not (through_log or through_via)
+        else "mixed"
+    )
 
 
 def no_proxy_checks(checks: Checks, proxy: Tinyproxy, origins: dict[str, Origin]) -> None:
@@ -176,7 +206,9 @@ def no_proxy_checks(checks: Checks, proxy: Tinyproxy, origins: dict[str, Origin]
     cases += [(origin, value, "proxy") for origin, values in proxied.items() for value in values]
     for origin, no_proxy, expected in cases:
         got = route(proxy, origin, no_proxy)
-        checks.check(f"NO_PROXY={no_proxy!r} for {origin.url}: {expected}", got == expected, f"went {got}")
+        checks.check(
+            f"NO_PROXY={no_proxy!r} for {origin.url}: {expected}", got == expected, f"went {got}"
+        )
 
 
 def refused(call: Callable[[], object]) -> dc.DatasetClientError | None:
@@ -200,42 +232,76 @@ def credentials_checks(checks: Checks, proxy: Tinyproxy, plain: Origin, tls: Ori
         for origin, variable in ((plain, "HTTP_PROXY"), (tls, "HTTPS_PROXY")):
             os.environ[variable] = proxy.url(credentials)
             logged = len(proxy.requests())
-            with dc.DatasetClient(origin.url, timeout=10, max_retries=3, backoff_factor=0.01) as client:
+            with dc.DatasetClient(
+                origin.url, timeout=10, max_retries=3, backoff_factor=0.01
+            ) as client:
                 error = refused(client.list_datasets)
             what = f"407 with {label} credentials in {variable}"
             if isinstance(error, dc.ServiceError) and error.status == 401 and label == "wrong":
                 # tinyproxy 1.11 answers a plain-HTTP request with wrong credentials 401 (WWW-Authenticate),
                 # not 407: nothing tells that from the origin's own 401, so it stays a ServiceError.
                 what = f"tinyproxy's 401 for {label} credentials in {variable}"
-                checks.check(f"{what}: one attempt", error.attempts == 1 and len(proxy.requests()) == logged + 1)
-                checks.check(f"{what}: the password shown nowhere", PASSWORD not in everything_shown(error))
+                checks.check(
+                    f"{what}: one attempt",
+                    error.attempts == 1 and len(proxy.requests()) == logged + 1,
+                )
+                checks.check(
+                    f"{what}: the password shown nowhere", PASSWORD not in everything_shown(error)
+                )
                 continue
             checks.check(f"{what}: a NetworkError", isinstance(error, dc.NetworkError), repr(error))
             if error is None:
                 continue
             text = str(error)
-            checks.check(f"{what}: one attempt", error.attempts == 1 and len(proxy.requests()) == logged + 1, text)
-            wanted = [f"{variable}=http://USER:PASSWORD@127.0.0.1:{proxy.port}", "percent-encoded", "cntlm or px"]
+            checks.check(
+                f"{what}: one attempt",
+                error.attempts == 1 and len(proxy.requests()) == logged + 1,
+                text,
+            )
+            wanted = [
+                f"{variable}=http://USER:PASSWORD@127.0.0.1:{proxy.port}",
+                "percent-encoded",
+                "cntlm or px",
+            ]
             checks.check(f"{what}: says what to do", all(word in text for word in wanted), text)
-            checks.check(f"{what}: the password shown nowhere", PASSWORD not in everything_shown(error))
+            checks.check(
+                f"{what}: the password shown nowhere", PASSWORD not in everything_shown(error)
+            )
     cli_checks(checks, proxy, tls)
     os.environ["HTTP_PROXY"] = os.environ["HTTPS_PROXY"] = proxy.url(f"{USER}:{PASSWORD}@")
     for origin, how in ((plain, "plain HTTP"), (tls, "CONNECT")):
         logged, seen = len(proxy.requests()), len(origin.vias)
         with dc.DatasetClient(origin.url, timeout=10, max_retries=0) as client:
             result = client.list_datasets()
-        checks.check(f"the right credentials work over {how}", result == ["ok"] and len(origin.vias) == seen + 1)
-        checks.check(f"...and through the proxy ({how})", len(proxy.requests()) == logged + 1, str(proxy.requests()))
+        checks.check(
+            f"the right credentials work over {how}",
+            result == ["ok"] and len(origin.vias) == seen + 1,
+        )
+        checks.check(
+            f"...and through the proxy ({how})",
+            len(proxy.requests()) == logged + 1,
+            str(proxy.requests()),
+        )
 
 
 def cli_checks(checks: Checks, proxy: Tinyproxy, origin: Origin) -> None:
-    environment = {**os.environ, "HTTPS_PROXY": proxy.url(f"{USER}:wrong-{PASSWORD}@"), "PYTHONPATH": str(ROOT)}
+    environment = {
+        **os.environ,
+        "HTTPS_PROXY": proxy.url(f"{USER}:wrong-{PASSWORD}@"),
+        "PYTHONPATH": str(ROOT),
+    }
     environment.pop("DATASET_CLIENT_API_KEY", None)
     command = [sys.executable, "-m", "dataset_client", "--base-url", origin.url, "datasets"]
     run = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60)
     lines = run.stderr.splitlines()
-    checks.check("the CLI on a 407: exit 3, one line", run.returncode == 3 and len(lines) == 1, run.stderr)
-    checks.check("the CLI on a 407: names the variable", "HTTPS_PROXY=http://USER:PASSWORD@" in run.stderr, run.stderr)
+    checks.check(
+        "the CLI on a 407: exit 3, one line", run.returncode == 3 and len(lines) == 1, run.stderr
+    )
+    checks.check(
+        "the CLI on a 407: names the variable",
+        "HTTPS_PROXY=http://USER:PASSWORD@" in run.stderr,
+        run.stderr,
+    )
     checks.check("the CLI on a 407: no password", PASSWORD not in run.stderr + run.stdout)
 
 
@@ -251,16 +317,25 @@ def main() -> int:
     if shutil.which("tinyproxy") is None and os.geteuid() == 0:
         apt_install("tinyproxy")
     if shutil.which("tinyproxy") is None:
-        print("SKIPPED: real proxy checks: tinyproxy is not installed (apt-get install tinyproxy, as root)")
+        print(
+            "SKIPPED: real proxy checks: tinyproxy is not installed (apt-get install tinyproxy, as root)"
+        )
         return 0
-    for name in [*(n for n in os.environ if n.lower().endswith("_proxy")), "SSL_CERT_FILE", "SSL_CERT_DIR"]:
+    for name in [
+        *(n for n in os.environ if n.lower().endswith("_proxy")),
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    ]:
         os.environ.pop(name, None)
     print("== NO_PROXY and 407 through tinyproxy, under", sys.version.split()[0], flush=True)
     if not has_ipv6_loopback():
         print("SKIPPED: the [::1] NO_PROXY cases: no IPv6 loopback here")
     checks = Checks()
     hosts = ["127.0.0.1", "localhost", *(["::1"] if has_ipv6_loopback() else [])]
-    with tempfile.TemporaryDirectory(prefix="dataset-client-proxies-") as directory, contextlib.ExitStack() as stack:
+    with (
+        tempfile.TemporaryDirectory(prefix="dataset-client-proxies-") as directory,
+        contextlib.ExitStack() as stack,
+    ):
         origins = {host: Origin("127.0.0.1" if host == "localhost" else host) for host in hosts}
         for origin in origins.values():
             stack.enter_context(serving(origin))

@@ -89,7 +89,9 @@ class Checks:
             self.failed += 1
             print(f"FAIL  {name}: {wrong}")
 
-    def as_user(self, user: str, command: str, **options: object) -> subprocess.CompletedProcess[bytes]:
+    def as_user(
+        self, user: str, command: str, **options: object
+    ) -> subprocess.CompletedProcess[bytes]:
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "NO_PROXY": "127.0.0.1",
@@ -104,7 +106,9 @@ class Checks:
         )
         return done
 
-    def download(self, *arguments: str, cwd: Path, environment: str = "") -> subprocess.CompletedProcess[bytes]:
+    def download(
+        self, *arguments: str, cwd: Path, environment: str = ""
+    ) -> subprocess.CompletedProcess[bytes]:
         quoted = " ".join(f"'{argument}'" for argument in arguments)
         client = f"{self.python} {self.work / 'dataset_client.py'}"
         return self.as_user(self.victim, f"cd '{cwd}' && {environment} {client} download {quoted}")
@@ -169,7 +173,9 @@ class Checks:
             return f"not said: {done.stderr!r}"
         return None
 
-    def fifo_read_by(self, user: str, fifo: Path, mode: str) -> tuple[Path, subprocess.Popen[bytes]]:
+    def fifo_read_by(
+        self, user: str, fifo: Path, mode: str
+    ) -> tuple[Path, subprocess.Popen[bytes]]:
         """A FIFO ``user`` makes (with ``mode``) and reads, for at most 20 s."""
         self.as_user(user, f"mkfifo -m {mode} '{fifo}'").check_returncode()
         command = [RUNUSER, "-u", user, "--", "timeout", "20", "cat", str(fifo)]
@@ -206,23 +212,35 @@ class Checks:
         log = directory / "t.log"
         self.as_user(self.victim, f"echo earlier > '{log}'").check_returncode()
         client = f"{self.python} {self.work / 'dataset_client.py'}"
-        done = self.as_user(self.victim, f"cd '{directory}' && {client} download '{self.url}' /dev/stdout >> t.log")
-        return None if log.read_bytes() == b"earlier\n" + DATA else f"exit {done.returncode}: {done.stderr!r}"
+        done = self.as_user(
+            self.victim, f"cd '{directory}' && {client} download '{self.url}' /dev/stdout >> t.log"
+        )
+        return (
+            None
+            if log.read_bytes() == b"earlier\n" + DATA
+            else f"exit {done.returncode}: {done.stderr!r}"
+        )
 
     def skip_never_follows_the_attackers_link(self) -> str | None:
         shared = self.sticky()
         notes = shared / "notes.bin"
-        self.as_user(self.victim, f"cat > '{notes}'", input=DATA).check_returncode()  # has the expected sha256
+        self.as_user(
+            self.victim, f"cat > '{notes}'", input=DATA
+        ).check_returncode()  # has the expected sha256
         self.as_user(self.attacker, f"ln -s '{notes}' '{shared / 'report.csv'}'").check_returncode()
         done = self.download(self.url, "report.csv", "--sha256", SHA, cwd=shared)
         if done.returncode != 1 or b"refusing to follow a symbolic link" not in done.stderr:
             return f"exit {done.returncode}: {done.stderr!r}"
-        return None if notes.read_bytes() == DATA and not Files.requests else "the link was followed"
+        return (
+            None if notes.read_bytes() == DATA and not Files.requests else "the link was followed"
+        )
 
     def skip_never_trusts_the_attackers_file(self) -> str | None:
         shared = Path(tempfile.mkdtemp(dir=self.work))
         shared.chmod(0o777)  # a team's directory: not sticky
-        self.as_user(self.attacker, f"cat > '{shared / 'report.csv'}'", input=DATA).check_returncode()
+        self.as_user(
+            self.attacker, f"cat > '{shared / 'report.csv'}'", input=DATA
+        ).check_returncode()
         done = self.download(self.url, "report.csv", "--sha256", SHA, cwd=shared)
         owner = pwd.getpwuid((shared / "report.csv").stat().st_uid).pw_name
         if done.returncode != 0 or len(Files.requests) != 1 or owner != self.victim:
@@ -239,7 +257,9 @@ class Checks:
         if done.returncode != 2 or b"is owned by another user" not in done.stderr or Files.requests:
             return f"exit {done.returncode}, {len(Files.requests)} requests: {done.stderr!r}"
         own = config.with_name("own.toml")
-        self.as_user(self.victim, f"install -m 600 '{config}' '{own}'").check_returncode()  # as the message says
+        self.as_user(
+            self.victim, f"install -m 600 '{config}' '{own}'"
+        ).check_returncode()  # as the message says
         done = self.as_user(self.victim, f"DATASET_CLIENT_CONFIG='{own}' {client} datasets")
         return None if len(Files.requests) == 1 else f"the user's own copy: {done.stderr!r}"
 
@@ -270,7 +290,9 @@ def main() -> int:
     tools = ("useradd", "userdel", "groupadd", "groupdel", "runuser")
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if os.geteuid() != 0 or missing:
-        print(f"SKIPPED: second users: {'not root' if os.geteuid() else 'no ' + ', '.join(missing)}")
+        print(
+            f"SKIPPED: second users: {'not root' if os.geteuid() else 'no ' + ', '.join(missing)}"
+        )
         return 0
     print("== second users (useradd, groupadd, runuser) in sticky and team directories")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
@@ -294,9 +316,17 @@ def main() -> int:
         checks.check("a FIFO another user planted gets nothing", checks.planted_fifo_gets_nothing)
         checks.check("the user's own FIFO is written", checks.own_fifo_is_written)
         checks.check("download URL /dev/stdout >> t.log appends", checks.dev_stdout_appends)
-        checks.check("the sha256 skip never follows another's link", checks.skip_never_follows_the_attackers_link)
-        checks.check("the sha256 skip never trusts another's file", checks.skip_never_trusts_the_attackers_file)
-        checks.check("a config file another user owns is refused", checks.config_of_another_user_is_refused)
+        checks.check(
+            "the sha256 skip never follows another's link",
+            checks.skip_never_follows_the_attackers_link,
+        )
+        checks.check(
+            "the sha256 skip never trusts another's file",
+            checks.skip_never_trusts_the_attackers_file,
+        )
+        checks.check(
+            "a config file another user owns is refused", checks.config_of_another_user_is_refused
+        )
         checks.check("2775: a teammate's link is not followed", checks.teammates_link_is_refused)
         checks.check("2775: a file renamed over the temporary is not kept", checks.renamed_over)
         checks.check("1777: the directory owner's link is not followed", checks.owners_link)

@@ -117,7 +117,9 @@ class Server(http.server.ThreadingHTTPServer):
 def serve() -> int:
     """Serve until stdin closes; print the port first."""
     server = Server()
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
     print(server.server_port, flush=True)
     sys.stdin.read()
     server.shutdown()
@@ -138,17 +140,23 @@ class Tally:
         self.bytes = 0
 
 
-def one_call(client: dc.DatasetClient, kind: str, token: str, directory: str, rng: random.Random) -> int:
+def one_call(
+    client: dc.DatasetClient, kind: str, token: str, directory: str, rng: random.Random
+) -> int:
     """Make one call of ``kind`` carrying ``token``; check that its answer is this caller's; bytes received."""
     if kind == "datasets":
         check(client.list_datasets() == {"datasets": ["bars"]}, kind, token)
     elif kind == "query":
         check(client.query(f"SELECT '{token}'") == {"sql": f"SELECT '{token}'"}, kind, token)
     elif kind == "export":
-        export = client.create_export("bars", symbols=[token], start_date="2024-01-01", end_date="2024-01-31")
+        export = client.create_export(
+            "bars", symbols=[token], start_date="2024-01-01", end_date="2024-01-31"
+        )
         check(export["id"] == token, kind, token)
         path = os.path.join(directory, f"{token}.bin")
-        client.download(export["download_url"], path, sha256=export["sha256"], connections=rng.choice((1, 2, 4)))
+        client.download(
+            export["download_url"], path, sha256=export["sha256"], connections=rng.choice((1, 2, 4))
+        )
         with open(path, "rb") as file:
             data = file.read()
         os.remove(path)
@@ -204,7 +212,9 @@ def settled(before: set[threading.Thread]) -> set[threading.Thread]:
     return extra
 
 
-def mixed_calls(url: str, threads: int, seconds: float, close_after: float | None = None) -> list[str]:
+def mixed_calls(
+    url: str, threads: int, seconds: float, close_after: float | None = None
+) -> list[str]:
     """``threads`` threads of mixed calls for ``seconds`` (or closed under them after ``close_after``);
     then close() and count what is left: threads, descriptors, files."""
     tally = Tally()
@@ -213,7 +223,8 @@ def mixed_calls(url: str, threads: int, seconds: float, close_after: float | Non
     with tempfile.TemporaryDirectory(prefix="thread-stress-") as directory:
         started = time.monotonic()
         workers = [
-            threading.Thread(target=work, args=(client, n, started + seconds, directory, tally)) for n in range(threads)
+            threading.Thread(target=work, args=(client, n, started + seconds, directory, tally))
+            for n in range(threads)
         ]
         for worker in workers:
             worker.start()
@@ -230,13 +241,19 @@ def mixed_calls(url: str, threads: int, seconds: float, close_after: float | Non
     if stuck:
         frames = sys._current_frames()
         stacks = "".join("".join(traceback.format_stack(frames[w.ident or 0])) for w in stuck[:3])
-        problems.append(f"deadlock: {len(stuck)} threads still in a call after {elapsed:.0f} s\n{stacks}")
+        problems.append(
+            f"deadlock: {len(stuck)} threads still in a call after {elapsed:.0f} s\n{stacks}"
+        )
     extra_threads, fds_after = settled(threads_before), open_descriptors()
     if extra_threads or fds_after != fds_before or left:
-        problems.append(f"left after close(): threads {extra_threads}, fds {fds_before} -> {fds_after}, files {left}")
+        problems.append(
+            f"left after close(): threads {extra_threads}, fds {fds_before} -> {fds_after}, files {left}"
+        )
     calls = sum(tally.calls.values())
     if close_after is None and set(tally.calls) != {"datasets", "query", "export", "download"}:
-        problems.append(f"not every kind of call succeeded once: {dict(tally.calls)}")  # else it checked nothing
+        problems.append(
+            f"not every kind of call succeeded once: {dict(tally.calls)}"
+        )  # else it checked nothing
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(tally.calls.items()))
     print(
         f"{'closed after ' if close_after else ''}{calls} calls ({kinds}; "
@@ -266,7 +283,11 @@ def close_in_flight(url: str, port: int, threads: int) -> list[str]:
     """Phase two: ``threads`` calls waiting on a server that never answers; close() must end them at once."""
     client = dc.DatasetClient(url + "/hang", KEY, timeout=60)
     outcomes: list[str] = []
-    calls = (client.list_datasets, lambda: client.query("SELECT 1"), lambda: client.download("file", io.BytesIO()))
+    calls = (
+        client.list_datasets,
+        lambda: client.query("SELECT 1"),
+        lambda: client.download("file", io.BytesIO()),
+    )
 
     def call(n: int) -> None:
         try:
@@ -290,7 +311,9 @@ def close_in_flight(url: str, port: int, threads: int) -> list[str]:
         worker.join(120)
     seconds = time.monotonic() - started
     ended = collections.Counter(outcomes)
-    print(f"close() with {threads} calls in flight: {len(outcomes)} ended in {seconds:.2f} s ({dict(ended)})")
+    print(
+        f"close() with {threads} calls in flight: {len(outcomes)} ended in {seconds:.2f} s ({dict(ended)})"
+    )
     problems = []
     if len(outcomes) != threads or set(ended) - {"ClientClosedError", "NetworkError"}:
         problems.append(f"close() in flight: {dict(ended)} of {threads}")
@@ -311,7 +334,9 @@ def main() -> int:
         del os.environ[name]
     os.environ["NO_PROXY"] = "127.0.0.1,localhost"
     command = [sys.executable, __file__, "--serve"]
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as server:
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as server:
         assert server.stdout is not None and server.stdin is not None
         port = int(server.stdout.readline())
         url = f"http://127.0.0.1:{port}"

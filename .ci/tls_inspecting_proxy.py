@@ -73,14 +73,18 @@ def skip(why: str) -> int:
 
 
 def openssl(directory: Path, *arguments: str) -> None:
-    subprocess.run(["openssl", *arguments], cwd=directory, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["openssl", *arguments], cwd=directory, check=True, capture_output=True, timeout=60
+    )
 
 
 def make_certificates(directory: Path) -> None:
     """mitmproxy's CA (ca.pem; key and certificate in mitmproxy-ca.pem) and a certificate it signed for
     another name (wrong-name.pem), which the proxy shows for localhost."""
     (directory / "ca.cnf").write_text(CA_CONFIG)
-    (directory / "leaf.ext").write_text("subjectAltName = DNS:wrong-name.test\nauthorityKeyIdentifier = keyid\n")
+    (directory / "leaf.ext").write_text(
+        "subjectAltName = DNS:wrong-name.test\nauthorityKeyIdentifier = keyid\n"
+    )
     openssl(
         directory,
         "req",
@@ -99,11 +103,24 @@ def make_certificates(directory: Path) -> None:
     )
     key = ["-newkey", "rsa:2048", "-nodes", "-keyout", "leaf.key"]
     openssl(directory, "req", "-new", *key, "-subj", "/CN=wrong-name.test", "-out", "leaf.csr")
-    sign = ["-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "9", "-days", "3650", "-extfile", "leaf.ext"]
+    sign = [
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-set_serial",
+        "9",
+        "-days",
+        "3650",
+        "-extfile",
+        "leaf.ext",
+    ]
     openssl(directory, "x509", "-req", "-in", "leaf.csr", *sign, "-out", "leaf.crt")
     confdir = directory / "mitmproxy"
     confdir.mkdir()
-    (confdir / "mitmproxy-ca.pem").write_text((directory / "ca.key").read_text() + (directory / "ca.pem").read_text())
+    (confdir / "mitmproxy-ca.pem").write_text(
+        (directory / "ca.key").read_text() + (directory / "ca.pem").read_text()
+    )
     (directory / "wrong-name.pem").write_text(
         (directory / "leaf.key").read_text() + (directory / "leaf.crt").read_text()
     )
@@ -152,7 +169,14 @@ def tools_missing() -> str | None:
     mitmdump = VENV / "bin" / "mitmdump"
     if not mitmdump.exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
-        pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        pip = [
+            str(VENV / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ]
         if subprocess.run([*pip, "--timeout", "30", MITMPROXY]).returncode != 0:
             return f"pip could not install {MITMPROXY} (no package index reachable?)"
     return None
@@ -163,7 +187,9 @@ def pythons() -> list[str]:
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
     found = [sys.executable]
     for version in ("3.12", "3.13"):
-        candidates = sorted(root.glob(f"{version}.*/bin/python"), key=lambda path: int(path.parts[-3].split(".")[2]))
+        candidates = sorted(
+            root.glob(f"{version}.*/bin/python"), key=lambda path: int(path.parts[-3].split(".")[2])
+        )
         if candidates:
             found.append(str(candidates[-1]))
         else:
@@ -175,15 +201,23 @@ def run_probes(directory: Path, proxy: str, origin: str, sha256: str) -> int:
     status = 0
     ca = str(directory / "ca.pem")
     for python in pythons():
-        status |= subprocess.run([python, str(ROOT / ".ci" / "tls_probe.py"), proxy, origin, ca, sha256]).returncode
+        status |= subprocess.run(
+            [python, str(ROOT / ".ci" / "tls_probe.py"), proxy, origin, ca, sha256]
+        ).returncode
     chroot = Path(os.environ.get("TMPDIR") or "/tmp") / "dataset-client-ci-sid"
-    if (chroot / ".built").exists():  # 3.14 and 3.15, in newer_pythons.sh's chroot; the CA copied in
+    if (
+        chroot / ".built"
+    ).exists():  # 3.14 and 3.15, in newer_pythons.sh's chroot; the CA copied in
         inside = Path("/tmp/dataset-client-tls-probe-ca.pem")
         shutil.copy(ca, chroot / inside.relative_to("/"))
         probe = [".ci/tls_probe.py", proxy, origin, str(inside), sha256]
-        status |= subprocess.run(["bash", str(ROOT / ".ci" / "newer_pythons.sh"), "--run", *probe]).returncode
+        status |= subprocess.run(
+            ["bash", str(ROOT / ".ci" / "newer_pythons.sh"), "--run", *probe]
+        ).returncode
     else:
-        print(f"SKIPPED: TLS-inspecting proxy checks on Python 3.14 and 3.15: no chroot in {chroot} (newer_pythons.sh)")
+        print(
+            f"SKIPPED: TLS-inspecting proxy checks on Python 3.14 and 3.15: no chroot in {chroot} (newer_pythons.sh)"
+        )
     return status
 
 
@@ -199,17 +233,30 @@ def main() -> int:
         (directory / "files" / "blob.bin").write_bytes(blob)
         nginx_port, proxy_port = free_port(), free_port()
         (directory / "nginx.conf").write_text(
-            NGINX_CONF.format(dir=directory, port=nginx_port, cert=ROOT / "tests_data" / "server.pem")
+            NGINX_CONF.format(
+                dir=directory, port=nginx_port, cert=ROOT / "tests_data" / "server.pem"
+            )
         )
         nginx = ["nginx", "-c", str(directory / "nginx.conf"), "-p", str(directory)]
-        mitmdump = [str(VENV / "bin" / "mitmdump"), "--listen-host", "127.0.0.1", "--listen-port", str(proxy_port)]
+        mitmdump = [
+            str(VENV / "bin" / "mitmdump"),
+            "--listen-host",
+            "127.0.0.1",
+            "--listen-port",
+            str(proxy_port),
+        ]
         mitmdump += [
             "--set",
             f"confdir={directory / 'mitmproxy'}",
             "--certs",
             f"localhost={directory / 'wrong-name.pem'}",
         ]
-        mitmdump += ["--set", f"ssl_verify_upstream_trusted_ca={ROOT / 'tests_data' / 'ca.pem'}", "--flow-detail", "1"]
+        mitmdump += [
+            "--set",
+            f"ssl_verify_upstream_trusted_ca={ROOT / 'tests_data' / 'ca.pem'}",
+            "--flow-detail",
+            "1",
+        ]
         # Certificates forged from the name asked for alone: else the origin's (127.0.0.1 and localhost) would
         # pick the wrong-name one for 127.0.0.1 too.
         mitmdump += ["--set", "upstream_cert=false"]
@@ -218,12 +265,21 @@ def main() -> int:
             running(mitmdump, proxy_port, "mitmdump", directory / "mitmdump.log"),
         ):
             origin = f"https://127.0.0.1:{nginx_port}/api"
-            print(f"== mitmproxy on 127.0.0.1:{proxy_port} in front of nginx at {origin}", flush=True)
-            status = run_probes(directory, f"http://127.0.0.1:{proxy_port}", origin, hashlib.sha256(blob).hexdigest())
+            print(
+                f"== mitmproxy on 127.0.0.1:{proxy_port} in front of nginx at {origin}", flush=True
+            )
+            status = run_probes(
+                directory,
+                f"http://127.0.0.1:{proxy_port}",
+                origin,
+                hashlib.sha256(blob).hexdigest(),
+            )
         seen = (directory / "mitmdump.log").read_text(errors="replace")
         served = (directory / "nginx-access.log").read_text(errors="replace")
         intercepted = seen.count("/api/datasets") > 0 and served.count('"POST /api/query') > 0
-        print(f"{'ok' if intercepted else 'FAILED'}: mitmproxy saw the decrypted requests and nginx served them")
+        print(
+            f"{'ok' if intercepted else 'FAILED'}: mitmproxy saw the decrypted requests and nginx served them"
+        )
         if not intercepted:
             print(seen[-3000:], served[-2000:], sep="\n")
     return 1 if status or not intercepted else 0

@@ -48,9 +48,15 @@ def environment(**names: str) -> None:
 def service_calls(origin: str, sha256: str, trusted_by: str) -> None:
     client = dc.DatasetClient(origin, api_key="k-0123", max_retries=0, timeout=20)
     with client, tempfile.TemporaryDirectory() as directory:
-        check(f"list_datasets through the proxy ({trusted_by})", client.list_datasets, lambda r: r == ["nginx"])
         check(
-            f"query ({trusted_by})", lambda: client.query("SELECT 1"), lambda r: r == {"columns": ["x"], "rows": [[1]]}
+            f"list_datasets through the proxy ({trusted_by})",
+            client.list_datasets,
+            lambda r: r == ["nginx"],
+        )
+        check(
+            f"query ({trusted_by})",
+            lambda: client.query("SELECT 1"),
+            lambda r: r == {"columns": ["x"], "rows": [[1]]},
         )
         target = Path(directory, "blob.bin")
         check(
@@ -61,7 +67,9 @@ def service_calls(origin: str, sha256: str, trusted_by: str) -> None:
 
 
 def main(proxy: str, origin: str, ca_file: str, sha256: str) -> int:
-    print("==", sys.executable, sys.version.split()[0], "through the TLS-inspecting proxy", flush=True)
+    print(
+        "==", sys.executable, sys.version.split()[0], "through the TLS-inspecting proxy", flush=True
+    )
     os.environ.update({"HTTPS_PROXY": proxy, "NO_PROXY": ""})
     os.environ.pop("HTTP_PROXY", None)
     environment(SSL_CERT_FILE=ca_file)
@@ -69,18 +77,26 @@ def main(proxy: str, origin: str, ca_file: str, sha256: str) -> int:
     environment(REQUESTS_CA_BUNDLE=ca_file)
     service_calls(origin, sha256, "REQUESTS_CA_BUNDLE")
     environment(SSL_CERT_FILE=ca_file)
-    wrong_name = origin.replace("127.0.0.1", "localhost")  # the proxy forges a certificate for another name
+    wrong_name = origin.replace(
+        "127.0.0.1", "localhost"
+    )  # the proxy forges a certificate for another name
     call = dc.DatasetClient(wrong_name, max_retries=0, timeout=20).list_datasets
     check("a wrong name is refused", call, refused_with("Hostname mismatch"))
     environment()
     call = dc.DatasetClient(origin, max_retries=0, timeout=20).list_datasets
-    check("the proxy's CA unknown: refused", call, refused_with("unable to get local issuer certificate; trusted:"))
+    check(
+        "the proxy's CA unknown: refused",
+        call,
+        refused_with("unable to get local issuer certificate; trusted:"),
+    )
     if sys.version_info >= (3, 13):  # its default context has VERIFY_X509_STRICT: this CA fails it
         environment(SSL_CERT_FILE=ca_file)
         check(
             "plain urllib.request.urlopen fails (Python 3.13+'s strict default context)",
             lambda: urllib.request.urlopen(origin + "/datasets", timeout=20).read(),
-            lambda outcome: isinstance(outcome, urllib.error.URLError) and "not marked critical" in str(outcome),
+            lambda outcome: (
+                isinstance(outcome, urllib.error.URLError) and "not marked critical" in str(outcome)
+            ),
         )
     return 1 if failures else 0
 

@@ -18,7 +18,9 @@ def suite_of(names: list[str]) -> unittest.TestSuite:
     loader = unittest.defaultTestLoader
     if not names:
         return loader.discover(".", pattern="test_*.py")
-    sys.path.insert(0, os.getcwd())  # as `python -m unittest` does; a script's own directory is .ci/
+    sys.path.insert(
+        0, os.getcwd()
+    )  # as `python -m unittest` does; a script's own directory is .ci/
     return loader.loadTestsFromNames(f"{module_of(name)}.{name}" for name in names)
 
 
@@ -27,7 +29,11 @@ def module_of(name: str) -> str:
     import test_dataset_client_cli
 
     defined_in = getattr(getattr(test_dataset_client_cli, name, None), "__module__", None)
-    return "test_dataset_client_cli" if defined_in == "test_dataset_client_cli" else "test_dataset_client"
+    return (
+        "test_dataset_client_cli"
+        if defined_in == "test_dataset_client_cli"
+        else "test_dataset_client"
+    )
 
 
 def run(names: list[str]) -> int:

@@ -72,7 +72,11 @@ def main(names: list[str]) -> int:
             "== without os.pwrite, os.pread, fcntl, os.register_at_fork, signal.SIGHUP (a stand-in for Windows):",
             flush=True,
         )
-        command = [sys.executable, str(root / ".ci" / "unittest_summary.py"), *(names or TEST_CLASSES)]
+        command = [
+            sys.executable,
+            str(root / ".ci" / "unittest_summary.py"),
+            *(names or TEST_CLASSES),
+        ]
         return subprocess.run(command, env=environment, cwd=root).returncode
 
 

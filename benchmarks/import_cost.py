@@ -26,15 +26,26 @@ REFERENCE = "import json, urllib.request"
 def instructions(code: str, directory: str, cached: bool) -> int:
     """Instructions callgrind counts for ``python -c code`` in ``directory`` (a copy of its own: nothing
     cached there at first); ``cached``: run once first, so that its bytecode is written beside it."""
-    environment = {"PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": "0", "PYTHONNOUSERSITE": "1"}
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONHASHSEED": "0",
+        "PYTHONNOUSERSITE": "1",
+    }
     with tempfile.TemporaryDirectory() as scratch:
         if cached:
             subprocess.run([sys.executable, "-c", code], cwd=directory, env=environment, check=True)
         else:  # the standard library's bytecode is still read from where it is installed
             environment["PYTHONDONTWRITEBYTECODE"] = "1"
             shutil.rmtree(os.path.join(directory, "__pycache__"), ignore_errors=True)
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", sys.executable]
-        done = subprocess.run([*command, "-c", code], cwd=directory, env=environment, capture_output=True, text=True)
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={scratch}/out",
+            sys.executable,
+        ]
+        done = subprocess.run(
+            [*command, "-c", code], cwd=directory, env=environment, capture_output=True, text=True
+        )
     found = [line for line in done.stderr.splitlines() if "Collected :" in line]
     if done.returncode != 0 or not found:
         raise SystemExit(f"callgrind failed:\n{done.stderr[-2000:]}")
@@ -43,7 +54,9 @@ def instructions(code: str, directory: str, cached: bool) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--also", action="append", default=[], metavar="COMMIT", help="a commit to count too")
+    parser.add_argument(
+        "--also", action="append", default=[], metavar="COMMIT", help="a commit to count too"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
         directories = {}

@@ -75,7 +75,9 @@ def serving(data: bytes) -> Iterator[str]:
         request_queue_size = 64
 
         def handle_error(self, request: Any, client_address: Any) -> None:
-            if not isinstance(sys.exc_info()[1], ConnectionError):  # a client done with a connection hangs up
+            if not isinstance(
+                sys.exc_info()[1], ConnectionError
+            ):  # a client done with a connection hangs up
                 super().handle_error(request, client_address)
 
     with local_service.serving(Server(("127.0.0.1", 0), Handler)) as server:
@@ -104,7 +106,11 @@ def to_file(url: str, connections: int, sha256: str, directory: str) -> float:
     target = os.path.join(directory, "out.bin")
     argv = [sys.executable, os.path.join(REPO, "dataset_client.py"), "download", url, target, "-q"]
     started = time.monotonic()
-    subprocess.run([*argv, "--connections", str(connections), "--sha256", sha256], check=True, env=environment())
+    subprocess.run(
+        [*argv, "--connections", str(connections), "--sha256", sha256],
+        check=True,
+        env=environment(),
+    )
     elapsed = time.monotonic() - started
     os.unlink(target)
     return elapsed
@@ -123,7 +129,9 @@ def pipe(args: argparse.Namespace) -> int:
     }
     with (
         serving(data) as base,
-        tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as directory,
+        tempfile.TemporaryDirectory(
+            dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        ) as directory,
     ):
         relay = ThrottlingRelay(int(base.rsplit(":", 1)[1]), rate, 0.020)
         url = f"http://127.0.0.1:{relay.port}/digest.bin"
@@ -166,9 +174,15 @@ def main() -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     measure = commands.add_parser("pipe", help="parallel into a pipe on a capped link")
     measure.add_argument("--size", type=int, default=32, help="MiB to download (default: 32)")
-    measure.add_argument("--rate", default="4M", help="each connection's cap, as --limit-rate takes it (default: 4M)")
-    measure.add_argument("--runs", type=int, default=3, help="runs of each; the median is shown (default: 3)")
-    server = commands.add_parser("serve", help="serve a file with and without digests, for A/B pairs")
+    measure.add_argument(
+        "--rate", default="4M", help="each connection's cap, as --limit-rate takes it (default: 4M)"
+    )
+    measure.add_argument(
+        "--runs", type=int, default=3, help="runs of each; the median is shown (default: 3)"
+    )
+    server = commands.add_parser(
+        "serve", help="serve a file with and without digests, for A/B pairs"
+    )
     server.add_argument("--size", type=int, default=256, help="MiB (default: 256)")
     args = parser.parse_args()
     return pipe(args) if args.command == "pipe" else serve(args)

@@ -53,7 +53,9 @@ def serving(data: bytes) -> Iterator[str]:
         daemon_threads = True
 
         def handle_error(self, request: Any, client_address: Any) -> None:
-            if not isinstance(sys.exc_info()[1], ConnectionError):  # a client done with a connection hangs up
+            if not isinstance(
+                sys.exc_info()[1], ConnectionError
+            ):  # a client done with a connection hangs up
                 super().handle_error(request, client_address)
 
     with local_service.serving(Server(("127.0.0.1", 0), Handler)) as server:
@@ -75,12 +77,18 @@ def wall_time(argv: list[str]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=20, help="MiB to download (default: 20)")
-    parser.add_argument("--rate", action="append", help="a cap, as --limit-rate takes it (default: 2M and 8M)")
-    parser.add_argument("--runs", type=int, default=3, help="runs of each case; the median is shown (default: 3)")
+    parser.add_argument(
+        "--rate", action="append", help="a cap, as --limit-rate takes it (default: 2M and 8M)"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=3, help="runs of each case; the median is shown (default: 3)"
+    )
     args = parser.parse_args()
     data = os.urandom(args.size * MiB)
     startup = statistics.median(wall_time(["--version"]) for _ in range(5))
-    print(f"{_size(len(data))} from 127.0.0.1; process start-up {startup * 1000:.0f} ms, taken off each time")
+    print(
+        f"{_size(len(data))} from 127.0.0.1; process start-up {startup * 1000:.0f} ms, taken off each time"
+    )
     print("| --limit-rate | connections | achieved | to the cap | within 10%? |")
     print("|---|---|---|---|---|")
     worst = 0.0
@@ -89,7 +97,16 @@ def main() -> int:
             cap = _rate(rate)
             for connections in (1, 4):
                 destination = os.path.join(directory, "out.bin")
-                argv = ["download", url, destination, "-q", "--limit-rate", rate, "--connections", str(connections)]
+                argv = [
+                    "download",
+                    url,
+                    destination,
+                    "-q",
+                    "--limit-rate",
+                    rate,
+                    "--connections",
+                    str(connections),
+                ]
                 seconds = statistics.median(wall_time(argv) - startup for _ in range(args.runs))
                 assert os.path.getsize(destination) == len(data)
                 ratio = len(data) / seconds / cap

@@ -44,8 +44,12 @@ sys.path.insert(0, os.path.join(REPO, "examples"))
 import local_service  # noqa: E402 -- the stand-in's send_file serves the in-process servers here
 
 WORKER = os.path.join(HERE, "worker.py")
-VENV = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "dataset-client-bench", "venv")
-PREVIOUS = "8f328b1"  # dataset_client 1.0.0: one stream, a readinto loop, the hash in the receiving thread
+VENV = os.path.join(
+    os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "dataset-client-bench", "venv"
+)
+PREVIOUS = (
+    "8f328b1"  # dataset_client 1.0.0: one stream, a readinto loop, the hash in the receiving thread
+)
 SMALL_JSON = '[{"name": "daily_bars", "rows": 6264}, {"name": "trades", "rows": 50112}]'
 MiB = 1024 * 1024
 SECTIONS = (
@@ -72,8 +76,14 @@ class World:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs")
-    parser.add_argument("--only", action="append", choices=SECTIONS, help="run only this part (repeatable)")
-    parser.add_argument("--install", action="store_true", help="install nginx-light and curl with apt-get if missing")
+    parser.add_argument(
+        "--only", action="append", choices=SECTIONS, help="run only this part (repeatable)"
+    )
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="install nginx-light and curl with apt-get if missing",
+    )
     args = parser.parse_args()
     if args.install:
         install_debian_packages()
@@ -105,7 +115,9 @@ def main() -> None:
 
 
 def find_program(name: str) -> str | None:
-    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}",) if os.path.exists(p)), None)
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}",) if os.path.exists(p)), None
+    )
 
 
 def install_debian_packages() -> None:
@@ -123,8 +135,13 @@ def install_debian_packages() -> None:
     try:
         environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         packages = ["nginx-light" if name == "nginx" else name for name in missing]
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends"]):
-            subprocess.run(command + (packages if "install" in command else []), check=True, env=environment)
+        for command in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends"],
+        ):
+            subprocess.run(
+                command + (packages if "install" in command else []), check=True, env=environment
+            )
     finally:
         if created:
             os.unlink(policy)
@@ -137,7 +154,16 @@ def ensure_venv() -> str:
         print(f"creating a throwaway virtual environment in {VENV}", file=sys.stderr)
         shutil.rmtree(VENV, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
-        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "requests", "httpx"]
+        pip = [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "requests",
+            "httpx",
+        ]
         subprocess.run(pip, check=True)
     return python
 
@@ -169,14 +195,18 @@ def world_of(settings: dict[str, int], python: str) -> Iterator[World]:
             out.write(gzip.compress(body, compresslevel=6))
         json_bytes = len(body)
         del body  # the workers' memory is measured: keep this process small
-        size, digest = random_file(os.path.join(www, "files", "random.bin"), settings["file_mib"] * MiB)
+        size, digest = random_file(
+            os.path.join(www, "files", "random.bin"), settings["file_mib"] * MiB
+        )
         cafile = make_certificates(work)
         http_port, https_port = free_port(), free_port()
         config = os.path.join(work, "nginx.conf")
         access_log = os.path.join(work, "files.log")
         with open(config, "w") as out:
             out.write(nginx_config(work, www, http_port, https_port, access_log))
-        process = subprocess.Popen([find_program("nginx") or "nginx", "-c", config, "-g", "daemon off;"])
+        process = subprocess.Popen(
+            [find_program("nginx") or "nginx", "-c", config, "-g", "daemon off;"]
+        )
         try:
             for port in (http_port, https_port):
                 wait_for_port(port)
@@ -230,7 +260,10 @@ http {{
 
 def wait_for_port(port: int) -> None:
     for _ in range(100):
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=0.2),
+        ):
             return
         time.sleep(0.05)
     raise SystemExit(f"nothing started listening on {port}")
@@ -243,13 +276,16 @@ def make_certificates(work: str) -> str:
         out.write("subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\n")
 
     def openssl(command: str, *arguments: str) -> None:
-        subprocess.run(["openssl", *command.split(), *arguments], check=True, capture_output=True, cwd=work)
+        subprocess.run(
+            ["openssl", *command.split(), *arguments], check=True, capture_output=True, cwd=work
+        )
 
     key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
     openssl(f"req -x509 {key} -keyout ca.key -out ca.pem -days 2 -subj", "/CN=bench CA")
     openssl(f"req {key} -keyout server.key -out server.csr -subj /CN=127.0.0.1")
     openssl(
-        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile", extensions
+        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile",
+        extensions,
     )
     return os.path.join(work, "ca.pem")
 
@@ -285,7 +321,9 @@ def random_file(path: str, size: int) -> tuple[int, str]:
 def previous_release(work: str) -> str | None:
     """The previous release's module, from git, for the copy loop compared in the same run."""
     directory = os.path.join(work, "previous")
-    done = subprocess.run(["git", "show", f"{PREVIOUS}:dataset_client.py"], cwd=REPO, capture_output=True)
+    done = subprocess.run(
+        ["git", "show", f"{PREVIOUS}:dataset_client.py"], cwd=REPO, capture_output=True
+    )
     if done.returncode != 0:
         return None
     os.makedirs(directory)
@@ -320,7 +358,11 @@ def worker(world: World, *arguments: str, previous: bool = False) -> dict[str, f
     """One measurement in a fresh process (worker.py), as a dict of figures."""
     extra = {"DATASET_CLIENT_FROM": world.previous} if previous and world.previous else {}
     done = subprocess.run(
-        [world.python, WORKER, *arguments], capture_output=True, text=True, env=clean_environment(**extra), timeout=900
+        [world.python, WORKER, *arguments],
+        capture_output=True,
+        text=True,
+        env=clean_environment(**extra),
+        timeout=900,
     )
     if done.returncode != 0:
         raise SystemExit(f"worker {' '.join(arguments)} failed:\n{done.stderr}")
@@ -338,7 +380,9 @@ def interleaved(
         for variant in variants[shift:] + variants[:shift]:
             samples[variant].append(measure(variant))
     return {
-        variant: {field: statistics.median(sample[field] for sample in results) for field in results[0]}
+        variant: {
+            field: statistics.median(sample[field] for sample in results) for field in results[0]
+        }
         for variant, results in samples.items()
     }
 
@@ -356,7 +400,9 @@ def header(world: World, quick: bool) -> list[str]:
     python, requests, httpx = subprocess.run(
         [world.python, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    nginx = subprocess.run([find_program("nginx") or "nginx", "-v"], capture_output=True, text=True).stderr
+    nginx = subprocess.run(
+        [find_program("nginx") or "nginx", "-v"], capture_output=True, text=True
+    ).stderr
     curl = subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split()[1]
     return [
         f"## Benchmarks, {time.strftime('%Y-%m-%d')}{' (--quick)' if quick else ''}",
@@ -390,7 +436,9 @@ def bench_import(world: World, settings: dict[str, int]) -> list[str]:
 
     def measure(variant: str) -> dict[str, float]:
         started = time.perf_counter()
-        subprocess.run([world.python, "-c", code[variant]], check=True, cwd=REPO, env=clean_environment())
+        subprocess.run(
+            [world.python, "-c", code[variant]], check=True, cwd=REPO, env=clean_environment()
+        )
         return {"process": time.perf_counter() - started, **worker(world, "import", variant)}
 
     result = interleaved(settings["import_runs"], variants, measure)
@@ -405,7 +453,9 @@ def bench_import(world: World, settings: dict[str, int]) -> list[str]:
         ]
         for variant, figures in result.items()
     ]
-    return table("1. Import", "", ["import", "in-process ms", "ratio", "whole process ms", "ratio"], rows)
+    return table(
+        "1. Import", "", ["import", "in-process ms", "ratio", "whole process ms", "ratio"], rows
+    )
 
 
 def bench_construct(world: World, settings: dict[str, int]) -> list[str]:
@@ -415,14 +465,31 @@ def bench_construct(world: World, settings: dict[str, int]) -> list[str]:
         "requests": "requests.Session()",
         "httpx": "httpx.Client()",
     }
-    result = interleaved(settings["runs"], list(labels), lambda v: worker(world, "construct", v, "200"))
+    result = interleaved(
+        settings["runs"], list(labels), lambda v: worker(world, "construct", v, "200")
+    )
     base = result["urllib"]["seconds"]
-    rows = [[labels[v], f"{f['seconds'] * 1e6:.0f}", ratio(f["seconds"], base)] for v, f in result.items()]
-    return table("2. Constructing a client (and closing it)", "", ["client", "us each", "ratio to urllib"], rows)
+    rows = [
+        [labels[v], f"{f['seconds'] * 1e6:.0f}", ratio(f["seconds"], base)]
+        for v, f in result.items()
+    ]
+    return table(
+        "2. Constructing a client (and closing it)",
+        "",
+        ["client", "us each", "ratio to urllib"],
+        rows,
+    )
 
 
 def bench_requests(world: World, settings: dict[str, int]) -> list[str]:
-    variants = ["http.client", "http.client-no-timeout", "dataset_client", "urllib", "requests", "httpx"]
+    variants = [
+        "http.client",
+        "http.client-no-timeout",
+        "dataset_client",
+        "urllib",
+        "requests",
+        "httpx",
+    ]
     cells: dict[str, list[str]] = {variant: [] for variant in variants}
     walls: dict[str, list[str]] = {variant: [] for variant in variants}
     for scheme in ("http", "https"):
@@ -430,7 +497,9 @@ def bench_requests(world: World, settings: dict[str, int]) -> list[str]:
         for method, path in (("GET", "/datasets"), ("POST", "/query")):
             url = getattr(world, scheme) + path
 
-            def measure(variant: str, url: str = url, method: str = method, cafile: str = cafile) -> dict[str, float]:
+            def measure(
+                variant: str, url: str = url, method: str = method, cafile: str = cafile
+            ) -> dict[str, float]:
                 count = settings["stock_requests"] if variant == "urllib" else settings["requests"]
                 return worker(world, "requests", variant, url, method, str(count), cafile)
 
@@ -446,7 +515,13 @@ def bench_requests(world: World, settings: dict[str, int]) -> list[str]:
         "(with a timeout, CPython polls before each send and receive); the row without a timeout shows that cost. "
         "Stock urllib connects anew for every request."
     )
-    columns = ["client", "HTTP GET CPU us", "HTTP POST CPU us", "HTTPS GET CPU us", "HTTPS POST CPU us"]
+    columns = [
+        "client",
+        "HTTP GET CPU us",
+        "HTTP POST CPU us",
+        "HTTPS GET CPU us",
+        "HTTPS POST CPU us",
+    ]
     rows = [[variant, *cells[variant], *walls[variant]] for variant in variants]
     title = "3. Small requests over a kept-alive connection: client CPU and wall time per request"
     return table(title, note, [*columns, "HTTP GET wall us", "HTTPS GET wall us"], rows)
@@ -464,7 +539,9 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
         ("https", "POST", "/query"),
     ]
     variants = (
-        ["http.client", "dataset_client", "dataset_client 1.0"] if world.previous else ["http.client", "dataset_client"]
+        ["http.client", "dataset_client", "dataset_client 1.0"]
+        if world.previous
+        else ["http.client", "dataset_client"]
     )
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -477,17 +554,25 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
         for scheme, method, path in cases[:1] if settings["runs"] < 5 else cases:
             cafile = world.cafile if scheme == "https" else "-"
             url = getattr(world, scheme) + path
-            for variant in variants:  # bytecode compiled first: the two counts must differ by requests only
+            for (
+                variant
+            ) in variants:  # bytecode compiled first: the two counts must differ by requests only
                 count(variant, url, method, 1, cafile)
             per_request = {
-                v: (count(v, url, method, counts[1], cafile) - count(v, url, method, counts[0], cafile))
+                v: (
+                    count(v, url, method, counts[1], cafile)
+                    - count(v, url, method, counts[0], cafile)
+                )
                 / (counts[1] - counts[0])
                 for v in variants
             }
             rows.append(
                 [
                     f"{scheme.upper()} {method}",
-                    *(f"{per_request[v]:,.0f} ({ratio(per_request[v], per_request['http.client'])})" for v in variants),
+                    *(
+                        f"{per_request[v]:,.0f} ({ratio(per_request[v], per_request['http.client'])})"
+                        for v in variants
+                    ),
                 ]
             )
         imports = import_instructions(world, scratch)
@@ -496,7 +581,12 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
         "not move with the machine's load (PYTHONHASHSEED fixed); it leaves out the kernel's share."
     )
     return (
-        table("3b. User-space instructions per kept-alive request (callgrind)", note, ["request", *variants], rows)
+        table(
+            "3b. User-space instructions per kept-alive request (callgrind)",
+            note,
+            ["request", *variants],
+            rows,
+        )
         + imports
     )
 
@@ -510,7 +600,9 @@ def import_instructions(world: World, scratch: str) -> list[str]:
     if world.previous:  # the same command in the previous release's directory
         variants["dataset_client 1.0"] = ("import dataset_client", world.previous)
     for code, directory in variants.values():  # bytecode compiled first, as users have it
-        subprocess.run([world.python, "-c", code], cwd=directory, env=clean_environment(), check=True)
+        subprocess.run(
+            [world.python, "-c", code], cwd=directory, env=clean_environment(), check=True
+        )
     counts = {
         variant: callgrind(world, ["-c", code], scratch, clean_environment(), cwd=directory)
         for variant, (code, directory) in variants.items()
@@ -521,13 +613,25 @@ def import_instructions(world: World, scratch: str) -> list[str]:
         'The whole process (start-up and shutdown included): `python -c "import json, urllib.request"` against '
         '`python -c "import dataset_client"`, bytecode compiled first, PYTHONHASHSEED=0. The target: at most 1.06x.'
     )
-    return table("3c. Instructions to import (callgrind)", note, ["import", "instructions", "ratio"], rows)
+    return table(
+        "3c. Instructions to import (callgrind)", note, ["import", "instructions", "ratio"], rows
+    )
 
 
-def callgrind(world: World, arguments: list[str], scratch: str, environment: dict[str, str], cwd: str = REPO) -> int:
+def callgrind(
+    world: World, arguments: list[str], scratch: str, environment: dict[str, str], cwd: str = REPO
+) -> int:
     """The instructions valgrind's callgrind counts for world.python running ``arguments``."""
-    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out", world.python, *arguments]
-    done = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd, timeout=900)
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={scratch}/out",
+        world.python,
+        *arguments,
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=environment, cwd=cwd, timeout=900
+    )
     found = [line for line in done.stderr.splitlines() if "Collected :" in line]
     if done.returncode != 0 or not found:
         raise SystemExit(f"callgrind failed:\n{done.stderr[-2000:]}")
@@ -541,7 +645,11 @@ def bench_bigjson(world: World, settings: dict[str, int]) -> list[str]:
         here = [
             v for v in variants if not (path.startswith("/bigz") and v == "http.client")
         ]  # raw read() does not gunzip
-        result = interleaved(settings["runs"], here, lambda v, p=path: worker(world, "bigjson", v, world.http + p, "-"))
+        result = interleaved(
+            settings["runs"],
+            here,
+            lambda v, p=path: worker(world, "bigjson", v, world.http + p, "-"),
+        )
         for variant in variants:
             figures = result.get(variant)
             cells[variant] += ["n/a", "", ""] if figures is None else [
@@ -549,9 +657,14 @@ def bench_bigjson(world: World, settings: dict[str, int]) -> list[str]:
             ]  # fmt: skip
     columns = ["client", "identity: wall ms", "ratio to requests", "peak RSS growth MiB"]
     columns += ["gzip: wall ms", "ratio to requests", "peak RSS growth MiB"]
-    rows = [["http.client read()+json.loads" if v == "http.client" else v, *cells[v]] for v in variants]
+    rows = [
+        ["http.client read()+json.loads" if v == "http.client" else v, *cells[v]] for v in variants
+    ]
     return table(
-        f"4. A {world.json_bytes / MiB:.0f} MiB query result to Python objects (GET over HTTP)", "", columns, rows
+        f"4. A {world.json_bytes / MiB:.0f} MiB query result to Python objects (GET over HTTP)",
+        "",
+        columns,
+        rows,
     )
 
 
@@ -571,7 +684,14 @@ def download_table(
                 name = variant.removesuffix(" 1.0")
                 url = getattr(world, scheme) + "/files/random.bin"
                 result = worker(
-                    world, "download", name, url, target, cafile, *options, previous=variant.endswith(" 1.0")
+                    world,
+                    "download",
+                    name,
+                    url,
+                    target,
+                    cafile,
+                    *options,
+                    previous=variant.endswith(" 1.0"),
                 )
                 if target != "/dev/null":
                     assert os.path.getsize(target) == world.file_size, "incomplete download"
@@ -586,7 +706,13 @@ def download_table(
                     f"{rate / 1e6:.0f} MB/s ({ratio(figures['wall'], result[variants[0]]['wall'])} the time), "
                     f"{figures['cpu']:.2f} s CPU, {figures['rss']:.0f} MiB"
                 )
-    columns = ["client", "HTTP to /dev/null", "HTTP to a file", "HTTPS to /dev/null", "HTTPS to a file"]
+    columns = [
+        "client",
+        "HTTP to /dev/null",
+        "HTTP to a file",
+        "HTTPS to /dev/null",
+        "HTTPS to a file",
+    ]
     return table(title, note, columns, [[variant, *cells[variant]] for variant in variants])
 
 
@@ -616,7 +742,9 @@ def bench_checksum(world: World, settings: dict[str, int]) -> list[str]:
         "thread of its own, overlapping the network; 1.0 hashed in the receiving thread."
     )
     title = f"5b. Downloading {world.file_size // MiB} MiB with its sha256 checked"
-    return download_table(world, title, note, variants, settings["download_runs"], [world.file_sha256, "1"])
+    return download_table(
+        world, title, note, variants, settings["download_runs"], [world.file_sha256, "1"]
+    )
 
 
 class ThrottlingRelay:
@@ -639,8 +767,12 @@ class ThrottlingRelay:
             while not self.stopped.is_set():
                 client, _ = self.listener.accept()
                 server = socket.create_connection(("127.0.0.1", self.upstream))
-                threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
-                threading.Thread(target=self._pipe, args=(server, client, self.rate), daemon=True).start()
+                threading.Thread(
+                    target=self._pipe, args=(client, server, None), daemon=True
+                ).start()
+                threading.Thread(
+                    target=self._pipe, args=(server, client, self.rate), daemon=True
+                ).start()
 
     def _pipe(self, source: socket.socket, destination: socket.socket, rate: float | None) -> None:
         due = time.monotonic()
@@ -663,7 +795,12 @@ def bench_throttled(world: World, settings: dict[str, int]) -> list[str]:
     rate = 8 * MiB  # each connection's share: an eighth of a 64 MiB/s link
     relay = ThrottlingRelay(int(world.http.rsplit(":", 1)[1]), rate, 0.020)
     directory = files_directory(world)
-    variants = {"curl": ["-", "1"], "one stream": ["-", "1"], "connections=4": ["-", "4"], "connections=8": ["-", "8"]}
+    variants = {
+        "curl": ["-", "1"],
+        "one stream": ["-", "1"],
+        "connections=4": ["-", "4"],
+        "connections=8": ["-", "8"],
+    }
     columns = []
     results = []
     try:
@@ -674,20 +811,36 @@ def bench_throttled(world: World, settings: dict[str, int]) -> list[str]:
                 "throttled.bin",
                 size,
             ),
-            (f"plain loopback, {world.file_size // MiB} MiB", world.http, "random.bin", world.file_size),
+            (
+                f"plain loopback, {world.file_size // MiB} MiB",
+                world.http,
+                "random.bin",
+                world.file_size,
+            ),
         ):
 
-            def measure(variant: str, base: str = base, file: str = file, total: int = total) -> dict[str, float]:
+            def measure(
+                variant: str, base: str = base, file: str = file, total: int = total
+            ) -> dict[str, float]:
                 target = os.path.join(directory, "downloaded.bin")
                 name = "curl" if variant == "curl" else "dataset_client"
-                result = worker(world, "download", name, f"{base}/files/{file}", target, "-", *variants[variant])
+                result = worker(
+                    world, "download", name, f"{base}/files/{file}", target, "-", *variants[variant]
+                )
                 assert os.path.getsize(target) == total, "incomplete download"
                 os.unlink(target)
                 return result
 
             columns.append(label)
             results.append(
-                (interleaved(1 if base != world.http else settings["download_runs"], list(variants), measure), total)
+                (
+                    interleaved(
+                        1 if base != world.http else settings["download_runs"],
+                        list(variants),
+                        measure,
+                    ),
+                    total,
+                )
             )
     finally:
         relay.close()
@@ -741,7 +894,14 @@ def resume_within_a_call(world: World, settings: dict[str, int]) -> list[str]:
     try:
         target = os.path.join(world.work, "resumed.bin")
         worker(
-            world, "download", "dataset_client", f"http://127.0.0.1:{server.server_port}/file", target, "-", digest, "1"
+            world,
+            "download",
+            "dataset_client",
+            f"http://127.0.0.1:{server.server_port}/file",
+            target,
+            "-",
+            digest,
+            "1",
         )
     finally:
         server.shutdown()
@@ -773,7 +933,9 @@ def resume_across_runs(world: World) -> list[str]:
         "    client.download(sys.argv[1], sys.argv[2], resume=True, sha256=sys.argv[3])\n"
     )
     first = subprocess.Popen(
-        [world.python, "-c", code, url, target, world.file_sha256], cwd=REPO, env=clean_environment()
+        [world.python, "-c", code, url, target, world.file_sha256],
+        cwd=REPO,
+        env=clean_environment(),
     )
     done_at_kill = 0
     while first.poll() is None and done_at_kill < world.file_size * 9 // 10:
@@ -786,7 +948,10 @@ def resume_across_runs(world: World) -> list[str]:
     log_lines = len(read_lines(world.access_log))
     started = time.perf_counter()
     subprocess.run(
-        [world.python, "-c", code, url, target, world.file_sha256], cwd=REPO, env=clean_environment(), check=True
+        [world.python, "-c", code, url, target, world.file_sha256],
+        cwd=REPO,
+        env=clean_environment(),
+        check=True,
     )
     elapsed = time.perf_counter() - started
     fetched = [int(line.split()[1]) for line in read_lines(world.access_log)[log_lines:]]
@@ -813,13 +978,30 @@ def bench_parquet(world: World, settings: dict[str, int]) -> list[str]:
     count = 100_000 if settings["runs"] < 5 else 1_000_000
     rng = random.Random(1)
     start = datetime.date(2000, 1, 3)
-    symbols = ("AAPL", "AMZN", "GOOG", "JNJ", "JPM", "META", "MSFT", "NVDA", "TSLA", "V", "WMT", "XOM")
+    symbols = (
+        "AAPL",
+        "AMZN",
+        "GOOG",
+        "JNJ",
+        "JPM",
+        "META",
+        "MSFT",
+        "NVDA",
+        "TSLA",
+        "V",
+        "WMT",
+        "XOM",
+    )
     rows = [
         (str(start + datetime.timedelta(n // 12)), symbols[n % 12], *(round(rng.uniform(20, 400), 2) for _ in range(4)),
          rng.randrange(100_000, 5_000_000))
         for n in range(count)
     ]  # fmt: skip
-    columns = [("date", "date"), ("symbol", "string"), *((name, "double") for name in ("open", "high", "low", "close"))]
+    columns = [
+        ("date", "date"),
+        ("symbol", "string"),
+        *((name, "double") for name in ("open", "high", "low", "close")),
+    ]
     columns.append(("volume", "int64"))
 
     def csv_bytes() -> int:
@@ -832,7 +1014,9 @@ def bench_parquet(world: World, settings: dict[str, int]) -> list[str]:
     variants: dict[str, Callable[[], int]] = {
         "csv (the csv module)": csv_bytes,
         "parquet, uncompressed": lambda: parquet_bytes(parquet_writer, columns, rows, None, 6),
-        "parquet, gzip level 1 (the stand-in's)": lambda: parquet_bytes(parquet_writer, columns, rows, "gzip", 1),
+        "parquet, gzip level 1 (the stand-in's)": lambda: parquet_bytes(
+            parquet_writer, columns, rows, "gzip", 1
+        ),
         "parquet, gzip level 6": lambda: parquet_bytes(parquet_writer, columns, rows, "gzip", 6),
     }
     figures = {}
@@ -858,7 +1042,11 @@ def bench_parquet(world: World, settings: dict[str, int]) -> list[str]:
 
 
 def parquet_bytes(
-    writer: Any, columns: list[tuple[str, str]], rows: list[Any], compression: str | None, level: int
+    writer: Any,
+    columns: list[tuple[str, str]],
+    rows: list[Any],
+    compression: str | None,
+    level: int,
 ) -> int:
     import io
 

@@ -107,7 +107,9 @@ print(json.dumps(outcome), flush=True)
 
 
 def _load_local_service() -> Any:
-    spec = importlib.util.spec_from_file_location("local_service", HERE.parent / "examples" / "local_service.py")
+    spec = importlib.util.spec_from_file_location(
+        "local_service", HERE.parent / "examples" / "local_service.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -193,8 +195,12 @@ def start_origin(store: Store) -> http.server.ThreadingHTTPServer:
         daemon_threads = True
 
         def handle_error(self, request: Any, client_address: Any) -> None:
-            if not isinstance(sys.exc_info()[1], OSError):  # the relay hung up: a fault it was told to make
-                super().handle_error(request, client_address)  # anything else is a bug of the origin's: shown
+            if not isinstance(
+                sys.exc_info()[1], OSError
+            ):  # the relay hung up: a fault it was told to make
+                super().handle_error(
+                    request, client_address
+                )  # anything else is a bug of the origin's: shown
 
     server = Server(("127.0.0.1", 0), Origin)
     threading.Thread(target=server.serve_forever, name="soak-origin", daemon=True).start()
@@ -262,13 +268,17 @@ class RunPlan:
     sticky: str | None = None  # every request gets this fault
     change_before: bool = False  # the file changes on the server before the run
     progress_kill_at: int | None = None  # the child kills itself when this many bytes are done
-    relay_kill_at: int | None = None  # the relay kills the child after this many body bytes of the run
+    relay_kill_at: int | None = (
+        None  # the relay kills the child after this many body bytes of the run
+    )
     log: list[str] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)  # the faults it got
 
     @property
     def clean(self) -> bool:
-        return self.probability == 0 and self.progress_kill_at is None and self.relay_kill_at is None
+        return (
+            self.probability == 0 and self.progress_kill_at is None and self.relay_kill_at is None
+        )
 
     @property
     def healthy(self) -> bool:
@@ -376,7 +386,9 @@ class Relay:
                 return
             with self.lock:
                 self.sockets.add(client)
-            threading.Thread(target=self._serve, args=(client,), name="soak-relay-connection", daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(client,), name="soak-relay-connection", daemon=True
+            ).start()
 
     def _serve(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
@@ -408,7 +420,11 @@ class Relay:
             return Fault(plan.sticky or plan.rng.choice(FAULTS), plan.rng.random())
 
     def _exchange(
-        self, client: socket.socket, upstream: socket.socket, responses: BinaryIO, request: list[bytes]
+        self,
+        client: socket.socket,
+        upstream: socket.socket,
+        responses: BinaryIO,
+        request: list[bytes],
     ) -> None:
         fault = self._next_fault()
         kind = fault.kind if fault else ""
@@ -420,7 +436,12 @@ class Relay:
             request = _without(request, "If-Range")
         upstream.sendall(b"".join(line + b"\r\n" for line in request) + b"\r\n")
         exchange = self._response(client, responses, request)
-        if fault is not None and kind == "length_less" and exchange.status == 200 and not self.sha256_given:
+        if (
+            fault is not None
+            and kind == "length_less"
+            and exchange.status == 200
+            and not self.sha256_given
+        ):
             fault.kind = "cut"  # a shorter 200 is a lie only a sha256 can catch
         self._record(fault, exchange)
         handler = getattr(self, f"_fault_{fault.kind}", None) if fault else None
@@ -429,7 +450,9 @@ class Relay:
             return self._forward(exchange, exchange.length)
         return handler(exchange, fault)  # type: ignore[no-any-return]
 
-    def _response(self, client: socket.socket, responses: BinaryIO, request: list[bytes]) -> Exchange:
+    def _response(
+        self, client: socket.socket, responses: BinaryIO, request: list[bytes]
+    ) -> Exchange:
         head = _read_head(responses)
         if not head:
             raise Stop
@@ -444,10 +467,16 @@ class Relay:
 
     def _record(self, fault: Fault | None, exchange: Exchange) -> None:
         asked = next(
-            (line.decode("latin-1") for line in exchange.request.split(b"\r\n") if line.lower().startswith(b"range:")),
+            (
+                line.decode("latin-1")
+                for line in exchange.request.split(b"\r\n")
+                if line.lower().startswith(b"range:")
+            ),
             "",
         )
-        answer = f"{exchange.status} {exchange.header('Content-Range') or ''} v{exchange.version}".replace("  ", " ")
+        answer = f"{exchange.status} {exchange.header('Content-Range') or ''} v{exchange.version}".replace(
+            "  ", " "
+        )
         with self.lock:
             what = f"{fault.kind}@{fault.at:.2f}" if fault else "ok"
             self.plan.log.append(f"GET {asked or 'whole'} -> {answer}: {what}")
@@ -461,14 +490,18 @@ class Relay:
             self.faults[fault.kind] += 1
             self.plan.applied.append(fault.kind)
         if fault.kind == "busy":
-            client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n")
+            client.sendall(
+                b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n"
+            )
             return
         if fault.kind == "stall_head":
             self.run_over.wait(STALL)
         _reset(client)
         raise Stop
 
-    def _forward(self, exchange: Exchange, count: int, change: Callable[[bytes, int], bytes] | None = None) -> None:
+    def _forward(
+        self, exchange: Exchange, count: int, change: Callable[[bytes, int], bytes] | None = None
+    ) -> None:
         """Send the next ``count`` body bytes from the origin to the client (``change`` may alter them)."""
         sent = 0
         while sent < count:
@@ -479,7 +512,10 @@ class Relay:
             kill_now = False
             with self.lock:
                 self._check_current()
-                if self.relay_kill_at is not None and self.body_sent + len(data) >= self.relay_kill_at:
+                if (
+                    self.relay_kill_at is not None
+                    and self.body_sent + len(data) >= self.relay_kill_at
+                ):
                     data, kill_now = data[: max(0, self.relay_kill_at - self.body_sent)], True
                 self.body_sent += len(data)
             exchange.client.sendall(data)
@@ -571,7 +607,9 @@ class Relay:
             return self._fault_cut(exchange, fault)
         shorter = max(1, fault.offset(exchange.length))
         total = content_range.rpartition("/")[2]
-        exchange.set_header("Content-Range", f"bytes {exchange.start}-{exchange.start + shorter - 1}/{total}")
+        exchange.set_header(
+            "Content-Range", f"bytes {exchange.start}-{exchange.start + shorter - 1}/{total}"
+        )
         exchange.set_header("Content-Length", str(shorter))
         exchange.client.sendall(exchange.head())
         self._forward(exchange, shorter)
@@ -611,7 +649,9 @@ class Relay:
 
     def _fault_head_cut(self, exchange: Exchange, fault: Fault) -> None:
         head = exchange.head()
-        if fault.at < 0.5:  # after a whole header line: nothing looks cut but the missing blank line
+        if (
+            fault.at < 0.5
+        ):  # after a whole header line: nothing looks cut but the missing blank line
             lines = exchange.head_lines[: 1 + int(fault.at * 2 * len(exchange.head_lines))]
             exchange.client.sendall(b"".join(line + b"\r\n" for line in lines))
         else:  # within a line
@@ -635,11 +675,17 @@ class Relay:
             b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
         )
         count = 1 + int(fault.at * 3)
-        exchange.client.sendall(b"".join(interim[index % 2] for index in range(count)) + exchange.head())
+        exchange.client.sendall(
+            b"".join(interim[index % 2] for index in range(count)) + exchange.head()
+        )
         self._forward(exchange, exchange.length)
 
     def _fault_interim_flood(self, exchange: Exchange, fault: Fault) -> None:
-        interim = b"HTTP/1.1 100 Continue\r\n\r\n" if fault.at < 0.5 else b"HTTP/1.1 103 Early Hints\r\n\r\n"
+        interim = (
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+            if fault.at < 0.5
+            else b"HTTP/1.1 103 Early Hints\r\n\r\n"
+        )
         exchange.client.sendall(interim * 150 + exchange.head())
         self._forward(exchange, exchange.length)
         raise Stop
@@ -716,16 +762,24 @@ def draw_trial(seed: int, number: int) -> Trial:
             plan.probability = rng.choice((0.2, 0.4, 0.7, 1.0))
         plan.change_before = index > 0 and rng.random() < 0.2
         kill = rng.random()
-        if kill < 0.12:  # the child kills itself once this much is written: at the end, before the rename
+        if (
+            kill < 0.12
+        ):  # the child kills itself once this much is written: at the end, before the rename
             plan.progress_kill_at = size if rng.random() < 0.5 else rng.randint(1, max(1, size))
         plan.relay_kill_at = rng.randint(0, max(0, size - 1)) if 0.12 <= kill < 0.24 else None
         runs.append(plan)
     for index in range(CLEAN_RUNS):
         plan = RunPlan(random.Random(f"{seed}:{number}:clean{index}"))
-        plan.change_before = index == 0 and plan.rng.random() < 0.25  # a healthy server's file may change
+        plan.change_before = (
+            index == 0 and plan.rng.random() < 0.25
+        )  # a healthy server's file may change
         runs.append(plan)
-    digests = random.Random(f"{seed}:{number}:digests").random() < 0.5  # its own draw: the rest stays as it was
-    return Trial(seed, number, size, resume, connections, sha256, max_retries, previous, runs, digests)
+    digests = (
+        random.Random(f"{seed}:{number}:digests").random() < 0.5
+    )  # its own draw: the rest stays as it was
+    return Trial(
+        seed, number, size, resume, connections, sha256, max_retries, previous, runs, digests
+    )
 
 
 @dataclass
@@ -749,7 +803,12 @@ def world(repo: str) -> Iterator[World]:
     shutil.copy(os.path.join(repo, "dataset_client.py"), module)
     commit = _commit(repo)  # as the copy was taken
     check = subprocess.run(
-        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {module!r}); import dataset_client"]
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {module!r}); import dataset_client",
+        ]
     )
     if check.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
@@ -796,12 +855,16 @@ def run_child(world: World, trial: Trial, plan: RunPlan, destination: str) -> di
         "connections": trial.connections,
         "kill_at": plan.progress_kill_at,
     }
-    environment = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
+    environment = {
+        key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")
+    }
     environment |= {"NO_PROXY": "127.0.0.1,localhost", "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-I", "-c", CHILD, world.repo, json.dumps(job)]
     world.relay.sha256_given = trial.sha256 or trial.digests  # what can catch a shorter 200
     world.relay.begin_run(plan)  # before the child can connect
-    child = subprocess.Popen(command, cwd=world.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        command, cwd=world.root, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     world.relay.child = child
     try:
         stdout, stderr = child.communicate(timeout=RUN_LIMIT)
@@ -861,12 +924,16 @@ def run_trial(world: World, trial: Trial) -> Outcome:
     try:
         for index, plan in enumerate(trial.runs):
             if plan.change_before:
-                plan.log.append(f"  the file changed on the server before this run: now v{world.store.bump()}")
+                plan.log.append(
+                    f"  the file changed on the server before this run: now v{world.store.bump()}"
+                )
             first = world.store.current().index
             result = run_child(world, trial, plan, destination)
             valid = world.store.versions[first:]
             outcome.runs += 1
-            outcome.log.append(f"run {index + 1} ({_describe_run(plan)}): {_describe_result(result)}")
+            outcome.log.append(
+                f"run {index + 1} ({_describe_run(plan)}): {_describe_result(result)}"
+            )
             outcome.log.extend("    " + line for line in plan.log[:LOG_LINES])
             if len(plan.log) > LOG_LINES:
                 outcome.log.append(f"    ... and {len(plan.log) - LOG_LINES} more")
@@ -885,7 +952,9 @@ def _describe_run(plan: RunPlan) -> str:
     what = ["clean"] if plan.clean else []
     if not plan.clean:
         what.append(
-            f"every request: {plan.sticky}" if plan.sticky else f"a fault on {plan.probability:.0%} of requests"
+            f"every request: {plan.sticky}"
+            if plan.sticky
+            else f"a fault on {plan.probability:.0%} of requests"
         )
     if plan.change_before:
         what.append("the file changed before it")
@@ -916,7 +985,11 @@ def check_run(
         outcome.find("HUNG", f"run {outcome.runs} did not end within {RUN_LIMIT:.0f} s")
     if kind == "unclean":
         outcome.find("UNCLEAN", f"run {outcome.runs}: {result['type']}: {result['message']}")
-    if kind == "error" and result["type"] == "ChecksumMismatchError" and (world.relay.flips or world.relay.lies):
+    if (
+        kind == "error"
+        and result["type"] == "ChecksumMismatchError"
+        and (world.relay.flips or world.relay.lies)
+    ):
         outcome.caught += 1
     data = _read(destination)
     if kind == "ok":
@@ -926,11 +999,21 @@ def check_run(
             outcome.log.append("    (killed after the file was committed)")
         else:
             shown = "absent" if data is None else f"{len(data)} bytes"
-            outcome.find("WRONG", f"run {outcome.runs} failed ({kind}) but the destination changed (now {shown})")
+            outcome.find(
+                "WRONG",
+                f"run {outcome.runs} failed ({kind}) but the destination changed (now {shown})",
+            )
     state["destination"] = data
     if kind not in ("killed", "hung"):
-        mismatch = kind == "error" and result["type"] == "ChecksumMismatchError"  # not resumable: nothing kept
-        check_left(outcome, destination, resumable=outcome.trial.resume and kind != "ok" and not mismatch, after=kind)
+        mismatch = (
+            kind == "error" and result["type"] == "ChecksumMismatchError"
+        )  # not resumable: nothing kept
+        check_left(
+            outcome,
+            destination,
+            resumable=outcome.trial.resume and kind != "ok" and not mismatch,
+            after=kind,
+        )
 
 
 def check_committed(
@@ -939,22 +1022,43 @@ def check_committed(
     if data is None:
         outcome.find("WRONG", f"run {outcome.runs} succeeded but nothing is at the destination")
     elif sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        outcome.find("WRONG", f"run {outcome.runs} committed {len(data)} bytes whose sha256 is not the one given")
+        outcome.find(
+            "WRONG",
+            f"run {outcome.runs} committed {len(data)} bytes whose sha256 is not the one given",
+        )
     elif any(data == version.data for version in valid):
         return
-    elif outcome.trial.digests and any(_only_flips(data, version, world.relay.flips) for version in valid):
-        outcome.find("WRONG", f"run {outcome.runs} committed the bits the network flipped, the server's digest sent")
-    elif not outcome.trial.sha256 and any(_only_flips(data, version, world.relay.flips) for version in valid):
+    elif outcome.trial.digests and any(
+        _only_flips(data, version, world.relay.flips) for version in valid
+    ):
+        outcome.find(
+            "WRONG",
+            f"run {outcome.runs} committed the bits the network flipped, the server's digest sent",
+        )
+    elif not outcome.trial.sha256 and any(
+        _only_flips(data, version, world.relay.flips) for version in valid
+    ):
         outcome.missed += 1
         outcome.log.append("    (committed with the bits the network flipped: no sha256 was given)")
     else:
         versions = world.store.versions
         older = [f"v{version.index}" for version in versions if version.data == data]
-        flipped = [f"v{version.index}" for version in versions if _only_flips(data, version, world.relay.flips)]
+        flipped = [
+            f"v{version.index}"
+            for version in versions
+            if _only_flips(data, version, world.relay.flips)
+        ]
         served = ", ".join(f"v{version.index} ({len(version.data)} bytes)" for version in valid)
         what = f"it is the older {older[0]}" if older else "no version the server ever had"
-        what = f"it is {flipped[0]} with the bits the network flipped" if flipped and not older else what
-        outcome.find("WRONG", f"run {outcome.runs} committed {len(data)} bytes, {what}; the server had {served}")
+        what = (
+            f"it is {flipped[0]} with the bits the network flipped"
+            if flipped and not older
+            else what
+        )
+        outcome.find(
+            "WRONG",
+            f"run {outcome.runs} committed {len(data)} bytes, {what}; the server had {served}",
+        )
 
 
 def check_left(outcome: Outcome, destination: str, *, resumable: bool, after: str) -> None:
@@ -964,11 +1068,16 @@ def check_left(outcome: Outcome, destination: str, *, resumable: bool, after: st
     if extra:
         now = time.time()
         files = [(name, os.lstat(os.path.join(directory, name))) for name in extra]
-        shown = [f"{name} ({found.st_size} bytes, {now - found.st_mtime:.1f} s old)" for name, found in files]
+        shown = [
+            f"{name} ({found.st_size} bytes, {now - found.st_mtime:.1f} s old)"
+            for name, found in files
+        ]
         outcome.find("LEFT", f"after run {outcome.runs} ({after}): {', '.join(shown)}")
 
 
-def judge_failures(world: World, outcome: Outcome, failures: list[tuple[RunPlan, dict[str, Any]]]) -> None:
+def judge_failures(
+    world: World, outcome: Outcome, failures: list[tuple[RunPlan, dict[str, Any]]]
+) -> None:
     """A run against a healthy server fails only for a sha256 over a partial the network corrupted."""
     clean = [result for plan, result in failures if plan.clean]
     if len(clean) >= CLEAN_RUNS:
@@ -979,7 +1088,10 @@ def judge_failures(world: World, outcome: Outcome, failures: list[tuple[RunPlan,
         if plan.healthy and not (mismatch and corrupted and outcome.trial.resume):
             lawful = ", ".join(sorted(set(plan.applied))) or "none came"
             what = "clean" if plan.clean else f"its faults all lawful: {lawful}"
-            outcome.find("HEALTHY", f"a run against a healthy server ({what}) failed: {_describe_result(result)}")
+            outcome.find(
+                "HEALTHY",
+                f"a run against a healthy server ({what}) failed: {_describe_result(result)}",
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -995,8 +1107,12 @@ class Tally:
     trials: int = 0
     runs: int = 0
     faults: collections.Counter[str] = field(default_factory=collections.Counter)  # tried, by kind
-    hit: collections.Counter[str] = field(default_factory=collections.Counter)  # tried in a trial with a finding
-    findings: collections.Counter[str] = field(default_factory=collections.Counter)  # trials with each
+    hit: collections.Counter[str] = field(
+        default_factory=collections.Counter
+    )  # tried in a trial with a finding
+    findings: collections.Counter[str] = field(
+        default_factory=collections.Counter
+    )  # trials with each
     caught: int = 0
     missed: int = 0
     with_digests: int = 0  # trials whose origin stated its digests
@@ -1043,7 +1159,11 @@ def soak(arguments: argparse.Namespace) -> Tally:
             if outcome.findings or arguments.verbose:
                 print("\n".join(outcome.log), flush=True)
             if tally.trials % 25 == 0:
-                print(f"... {tally.trials} trials, {len(tally.failed)} with findings", file=sys.stderr, flush=True)
+                print(
+                    f"... {tally.trials} trials, {len(tally.failed)} with findings",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return tally
 
 
@@ -1053,22 +1173,31 @@ def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -
     print(
         f"\n== chaos soak of {arguments.repo}/dataset_client.py{tally.commit}: seed {arguments.seed}, {seconds:.0f} s"
     )
-    print(f"{tally.trials} trials, {tally.runs} runs (child processes), {len(tally.failed)} trials with a finding\n")
+    print(
+        f"{tally.trials} trials, {tally.runs} runs (child processes), {len(tally.failed)} trials with a finding\n"
+    )
     print("| fault | tried | in a trial with a finding |")
     print("|---|---|---|")
     for kind, count in sorted(tally.faults.items()):
         print(f"| {kind} | {count} | {tally.hit[kind]} |")
     print(f"| **all** | **{tried}** | **{tried - survived}** |\n")
-    print("| faults tried | survived | WRONG | STUCK | LEFT BEHIND | HEALTHY fail | UNCLEAN | HUNG |")
+    print(
+        "| faults tried | survived | WRONG | STUCK | LEFT BEHIND | HEALTHY fail | UNCLEAN | HUNG |"
+    )
     print("|---|---|---|---|---|---|---|---|")
-    counts = " | ".join(str(tally.findings[kind]) for kind in ("WRONG", "STUCK", "LEFT", "HEALTHY", "UNCLEAN", "HUNG"))
+    counts = " | ".join(
+        str(tally.findings[kind])
+        for kind in ("WRONG", "STUCK", "LEFT", "HEALTHY", "UNCLEAN", "HUNG")
+    )
     print(f"| {tried} | {survived} | {counts} |\n")
     print("(WRONG ... HUNG: trials with at least one such finding.)")
     print(
         f"network corruption (flipped bits, short 200s with sha256 or digests): caught by sha256 or a digest {tally.caught}, ",
         end="",
     )
-    print(f"committed unnoticed without sha256 {tally.missed} (not the client's fault: nothing can tell)")
+    print(
+        f"committed unnoticed without sha256 {tally.missed} (not the client's fault: nothing can tell)"
+    )
     print(
         f"the origin stated its digests in {tally.with_digests} trials: {tally.flips_with_digests} bits flipped there "
         "(one committed would be a WRONG above)"
@@ -1083,9 +1212,12 @@ def print_summary(tally: Tally, arguments: argparse.Namespace, seconds: float) -
 def _commit(repo: str) -> str:
     """`` (commit abc1234)`` when ``repo`` is a git checkout (``, with changes`` when the file differs from it)."""
     try:
-        head = subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h"], capture_output=True, text=True)
+        head = subprocess.run(
+            ["git", "-C", repo, "log", "-1", "--format=%h"], capture_output=True, text=True
+        )
         changed = subprocess.run(
-            ["git", "-C", repo, "diff", "--quiet", "HEAD", "--", "dataset_client.py"], capture_output=True
+            ["git", "-C", repo, "diff", "--quiet", "HEAD", "--", "dataset_client.py"],
+            capture_output=True,
         )
     except OSError:
         return ""
@@ -1110,18 +1242,30 @@ def _interrupted(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0] if __doc__ else None)
-    parser.add_argument("--repo", default=str(HERE.parent), help="the checkout whose dataset_client.py is soaked")
+    parser.add_argument(
+        "--repo", default=str(HERE.parent), help="the checkout whose dataset_client.py is soaked"
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--seconds", type=float, default=1200.0, help="no trial starts after this (default 1200)")
-    parser.add_argument("--trials", type=int, default=600, help="at most this many trials (default 600)")
-    parser.add_argument("--quick", action="store_true", help="trials for 60 seconds (the last may take longer)")
-    parser.add_argument("--replay", metavar="SEED:TRIAL", help="run one trial again and print its log")
+    parser.add_argument(
+        "--seconds", type=float, default=1200.0, help="no trial starts after this (default 1200)"
+    )
+    parser.add_argument(
+        "--trials", type=int, default=600, help="at most this many trials (default 600)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="trials for 60 seconds (the last may take longer)"
+    )
+    parser.add_argument(
+        "--replay", metavar="SEED:TRIAL", help="run one trial again and print its log"
+    )
     parser.add_argument("--verbose", action="store_true", help="print every trial's log")
     arguments = parser.parse_args(argv)
     arguments.repo = os.path.abspath(arguments.repo)
     if not os.path.isfile(os.path.join(arguments.repo, "dataset_client.py")):
         parser.error(f"--repo: no dataset_client.py in {arguments.repo}")
-    signal.signal(signal.SIGTERM, _interrupted)  # servers shut down, directories removed, as for Ctrl-C
+    signal.signal(
+        signal.SIGTERM, _interrupted
+    )  # servers shut down, directories removed, as for Ctrl-C
     if arguments.replay:
         return replay(arguments)
     if arguments.quick:

@@ -27,7 +27,9 @@ def main() -> None:
             started = time.process_time()
             lines = dataset_client._table_lines(columns, rows, width)
             took = time.process_time() - started
-            print(f"20 x 100,000 {character!r} at {width:>4} columns: {len(lines):>7} lines, {took:.3f} s CPU")
+            print(
+                f"20 x 100,000 {character!r} at {width:>4} columns: {len(lines):>7} lines, {took:.3f} s CPU"
+            )
 
 
 if __name__ == "__main__":

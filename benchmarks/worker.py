@@ -23,7 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-sys.path.insert(0, os.environ.get("DATASET_CLIENT_FROM") or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(
+    0,
+    os.environ.get("DATASET_CLIENT_FROM")
+    or os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+)
 HEADERS = {"User-Agent": "bench/1", "Accept": "application/json", "Accept-Encoding": "gzip"}
 QUERY = {"sql": "SELECT 1"}
 CHUNK = 1024 * 1024
@@ -94,7 +98,9 @@ def measure_construct(variant: str, count: int) -> dict[str, float]:
     return {"seconds": (time.perf_counter() - started) / count}
 
 
-def request_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+def request_loop(
+    variant: str, url: str, method: str, cafile: str
+) -> tuple[Callable[[], Any], Callable[[], None]]:
     """Return (one request, decoded; close). Every variant keeps its connection alive but stock urllib."""
     loops = {
         "dataset_client": dataset_client_loop,
@@ -114,13 +120,17 @@ def dataset_client_loop(
 ) -> tuple[Callable[[], Any], Callable[[], None]]:
     import dataset_client
 
-    client = dataset_client.DatasetClient(url.rsplit("/", 1)[0], "key", ssl_context=tls_context(cafile))
+    client = dataset_client.DatasetClient(
+        url.rsplit("/", 1)[0], "key", ssl_context=tls_context(cafile)
+    )
     if url.endswith("/datasets"):
         return client.list_datasets, client.close
     return (lambda: client.query("SELECT 1")), client.close
 
 
-def http_client_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+def http_client_loop(
+    variant: str, url: str, method: str, cafile: str
+) -> tuple[Callable[[], Any], Callable[[], None]]:
     import http.client
     import urllib.parse
 
@@ -129,7 +139,9 @@ def http_client_loop(variant: str, url: str, method: str, cafile: str) -> tuple[
     timeout = None if variant == "http.client-no-timeout" else 30.0
     parts = urllib.parse.urlsplit(url)
     connection = (
-        http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=tls_context(cafile))
+        http.client.HTTPSConnection(
+            parts.hostname, parts.port, timeout=timeout, context=tls_context(cafile)
+        )
         if parts.scheme == "https"
         else http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     )
@@ -146,7 +158,9 @@ def http_client_loop(variant: str, url: str, method: str, cafile: str) -> tuple[
     return raw, connection.close
 
 
-def urllib_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+def urllib_loop(
+    variant: str, url: str, method: str, cafile: str
+) -> tuple[Callable[[], Any], Callable[[], None]]:
     import urllib.request
 
     context = tls_context(cafile)
@@ -164,7 +178,9 @@ def urllib_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Calla
     return stock, lambda: None
 
 
-def requests_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+def requests_loop(
+    variant: str, url: str, method: str, cafile: str
+) -> tuple[Callable[[], Any], Callable[[], None]]:
     import requests
 
     session = requests.Session()
@@ -175,24 +191,33 @@ def requests_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Cal
     return (lambda: session.post(url, json=QUERY, verify=verify).json()), session.close
 
 
-def httpx_loop(variant: str, url: str, method: str, cafile: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+def httpx_loop(
+    variant: str, url: str, method: str, cafile: str
+) -> tuple[Callable[[], Any], Callable[[], None]]:
     import httpx
 
     context = tls_context(cafile)
-    client = httpx.Client(verify=context if context is not None else True, headers={"Authorization": "Bearer key"})
+    client = httpx.Client(
+        verify=context if context is not None else True, headers={"Authorization": "Bearer key"}
+    )
     if method == "GET":
         return (lambda: client.get(url).json()), client.close
     return (lambda: client.post(url, json=QUERY).json()), client.close
 
 
-def measure_requests(variant: str, url: str, method: str, count: int, cafile: str) -> dict[str, float]:
+def measure_requests(
+    variant: str, url: str, method: str, count: int, cafile: str
+) -> dict[str, float]:
     call, close = request_loop(variant, url, method, cafile)
     for _ in range(min(20, count)):  # warm up: connect, TLS, caches
         call()
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
         call()
-    result = {"wall": (time.perf_counter() - wall) / count, "cpu": (time.process_time() - cpu) / count}
+    result = {
+        "wall": (time.perf_counter() - wall) / count,
+        "cpu": (time.process_time() - cpu) / count,
+    }
     close()
     return result
 
@@ -206,7 +231,11 @@ def measure_bigjson(variant: str, url: str, cafile: str) -> dict[str, float]:
     before = peak_rss_mib()
     wall, cpu = time.perf_counter(), time.process_time()
     value = call()
-    result = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "rss": peak_rss_mib() - before}
+    result = {
+        "wall": time.perf_counter() - wall,
+        "cpu": time.process_time() - cpu,
+        "rss": peak_rss_mib() - before,
+    }
     assert value, "empty result"
     close()
     return result
@@ -226,8 +255,12 @@ def measure_download(
         import dataset_client
 
         parts = urllib.parse.urlsplit(url)
-        with dataset_client.DatasetClient(f"{parts.scheme}://{parts.netloc}", ssl_context=context) as client:
-            if dataset_client.__version__ == "1.0.0":  # the previous release: it would replace /dev/null by a file
+        with dataset_client.DatasetClient(
+            f"{parts.scheme}://{parts.netloc}", ssl_context=context
+        ) as client:
+            if (
+                dataset_client.__version__ == "1.0.0"
+            ):  # the previous release: it would replace /dev/null by a file
                 with open(destination, "wb") as sink:
                     client.download(url, sink, sha256=digest)
             else:
@@ -250,7 +283,11 @@ def measure_download(
                     sink.write(chunk)
     else:
         raise SystemExit(f"unknown variant {variant}")
-    return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "rss": peak_rss_mib()}
+    return {
+        "wall": time.perf_counter() - wall,
+        "cpu": time.process_time() - cpu,
+        "rss": peak_rss_mib(),
+    }
 
 
 def curl_commands(variant: str, url: str, destination: str, cafile: str) -> list[list[str]]:
@@ -268,12 +305,16 @@ def run_commands(commands: list[list[str]], digest: str | None) -> dict[str, flo
     wall = time.perf_counter()
     if len(commands) == 2 and "-o" not in commands[0]:
         first = subprocess.Popen(commands[0], stdout=subprocess.PIPE)
-        output = subprocess.run(commands[1], stdin=first.stdout, capture_output=True, check=True).stdout
+        output = subprocess.run(
+            commands[1], stdin=first.stdout, capture_output=True, check=True
+        ).stdout
         first.stdout.close()  # type: ignore[union-attr]
         if first.wait() != 0:
             raise SystemExit("curl failed")
     else:
-        output = b"".join(subprocess.run(command, check=True, capture_output=True).stdout for command in commands)
+        output = b"".join(
+            subprocess.run(command, check=True, capture_output=True).stdout for command in commands
+        )
     elapsed = time.perf_counter() - wall
     if digest is not None and not output.decode().startswith(digest):
         raise SystemExit(f"wrong digest: {output!r}")

@@ -82,13 +82,21 @@ class Outcome(NamedTuple):
     fetched: bool = False  # downloaded by this run (not already there)
 
 
-def month_spans(start: datetime.date, end: datetime.date) -> list[tuple[str, datetime.date, datetime.date]]:
+def month_spans(
+    start: datetime.date, end: datetime.date
+) -> list[tuple[str, datetime.date, datetime.date]]:
     """Each calendar month the range touches, as (YYYY-MM, first day, last day), clipped to the range."""
     spans = []
     first = start.replace(day=1)
     while first <= end:
         following = (first + datetime.timedelta(days=32)).replace(day=1)
-        spans.append((first.strftime("%Y-%m"), max(start, first), min(end, following - datetime.timedelta(days=1))))
+        spans.append(
+            (
+                first.strftime("%Y-%m"),
+                max(start, first),
+                min(end, following - datetime.timedelta(days=1)),
+            )
+        )
         first = following
     return spans
 
@@ -99,9 +107,20 @@ def plan(args: argparse.Namespace) -> list[Job]:
     if args.by == "symbol":
         spans = [(symbol, (symbol,), args.start, args.end) for symbol in args.symbols]
     else:
-        spans = [(month, tuple(args.symbols), first, last) for month, first, last in month_spans(args.start, args.end)]
+        spans = [
+            (month, tuple(args.symbols), first, last)
+            for month, first, last in month_spans(args.start, args.end)
+        ]
     return [
-        Job(label, args.dataset, symbols, first, last, args.format, f"{file_name(args.dataset, label)}{extension}")
+        Job(
+            label,
+            args.dataset,
+            symbols,
+            first,
+            last,
+            args.format,
+            f"{file_name(args.dataset, label)}{extension}",
+        )
         for label, symbols, first, last in spans
     ]
 
@@ -140,7 +159,9 @@ def open_regular(path: str) -> io.BufferedReader:
     else an OSError. A FIFO or device planted in a shared directory would have the task wait or
     read for ever; another user's file and record (or links to them) would pass for this run's export.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)  # a FIFO opens at once
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    )  # a FIFO opens at once
     fd = os.open(path, flags)
     status = os.fstat(fd)
     own = not hasattr(os, "geteuid") or status.st_uid == os.geteuid()
@@ -155,14 +176,20 @@ def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
     verified. Whatever fails (the client too: a ca_bundle missing here) is the outcome's error."""
     path = os.path.join(into, job.name)
     try:
-        os.makedirs(into, exist_ok=True)  # as this worker sees DIR: main() made it only where it runs
+        os.makedirs(
+            into, exist_ok=True
+        )  # as this worker sees DIR: main() made it only where it runs
         check_own_directory(into)
         size = verified_size(path, job)
         if size is not None:
             return Outcome(job.label, None, size)
         with copy.copy(client) as own:  # this task's own connections, closed when it ends
             export = own.create_export(
-                job.dataset, symbols=job.symbols, start_date=job.start, end_date=job.end, format=job.file_format
+                job.dataset,
+                symbols=job.symbols,
+                start_date=job.start,
+                end_date=job.end,
+                format=job.file_format,
             )
             own.download(export["download_url"], path, sha256=export["sha256"])
         size = os.stat(path).st_size  # checked against the export's sha256 as it was written
@@ -188,7 +215,9 @@ def check_own_directory(path: str) -> None:
         )
 
 
-def run(distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
+def run(
+    distributed: Any, args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]
+) -> int:
     """Fan the jobs out on the cluster; print the failures and the summary; the exit status."""
     try:
         cluster, dask = start(distributed, args)
@@ -289,7 +318,9 @@ def collect(distributed: Any, dask: Any, futures: list[Any], jobs: list[Job]) ->
     while len(outcomes) < len(futures):
         waiting, stop = [n for n in range(len(futures)) if n not in outcomes], None
         try:
-            distributed.wait([futures[n] for n in waiting], timeout=1, return_when="FIRST_COMPLETED")
+            distributed.wait(
+                [futures[n] for n in waiting], timeout=1, return_when="FIRST_COMPLETED"
+            )
         except TimeoutError:  # none ended in that second: is any worker left to run them?
             alone_since = (alone_since or time.monotonic()) if not workers_left(dask) else None
             if alone_since is not None and time.monotonic() - alone_since >= LOST_AFTER:
@@ -340,15 +371,30 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", metavar="DATASET")
     parser.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
-    parser.add_argument("--start", required=True, type=datetime.date.fromisoformat, help="YYYY-MM-DD")
+    parser.add_argument(
+        "--start", required=True, type=datetime.date.fromisoformat, help="YYYY-MM-DD"
+    )
     parser.add_argument("--end", required=True, type=datetime.date.fromisoformat, help="YYYY-MM-DD")
-    parser.add_argument("--into", required=True, metavar="DIR", help="where the files go (made if missing)")
-    parser.add_argument("--by", choices=("symbol", "month"), default="symbol", help="one export per (default: symbol)")
+    parser.add_argument(
+        "--into", required=True, metavar="DIR", help="where the files go (made if missing)"
+    )
+    parser.add_argument(
+        "--by",
+        choices=("symbol", "month"),
+        default="symbol",
+        help="one export per (default: symbol)",
+    )
     parser.add_argument("--format", choices=tuple(EXTENSIONS), default="parquet")
-    parser.add_argument("--scheduler", metavar="ADDRESS", help="a running scheduler (default: a LocalCluster)")
-    parser.add_argument("--workers", type=int, metavar="N", help="LocalCluster's workers (default 2); or wait for N")
+    parser.add_argument(
+        "--scheduler", metavar="ADDRESS", help="a running scheduler (default: a LocalCluster)"
+    )
+    parser.add_argument(
+        "--workers", type=int, metavar="N", help="LocalCluster's workers (default 2); or wait for N"
+    )
     args = parser.parse_args(argv)
-    args.symbols = list(dict.fromkeys(symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()))
+    args.symbols = list(
+        dict.fromkeys(symbol.strip() for symbol in args.symbols.split(",") if symbol.strip())
+    )
     if not args.symbols:
         parser.error("--symbols names no symbol")
     if args.start > args.end:

@@ -47,7 +47,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # parquet_writer.py, beside this file
+    sys.path.insert(
+        0, os.path.dirname(os.path.abspath(__file__))
+    )  # parquet_writer.py, beside this file
 from parquet_writer import write_parquet
 
 _AnyServer = TypeVar("_AnyServer", bound=socketserver.BaseServer)
@@ -58,7 +60,11 @@ LAST_DAY = datetime.date(2024, 12, 31)
 MAX_QUERY_ROWS = 10_000
 FORMATS = ("parquet", "csv", "jsonl")
 PARQUET_KINDS = {"TEXT": "string", "DATE": "date", "REAL": "double", "INTEGER": "int64"}
-CONTENT_TYPES = {".parquet": "application/vnd.apache.parquet", ".csv": "text/csv", ".jsonl": "application/x-ndjson"}
+CONTENT_TYPES = {
+    ".parquet": "application/vnd.apache.parquet",
+    ".csv": "text/csv",
+    ".jsonl": "application/x-ndjson",
+}
 DATASETS: dict[str, dict[str, Any]] = {
     "daily_bars": {
         "description": "Daily open, high, low, close and volume per symbol, on weekdays.",
@@ -74,7 +80,13 @@ DATASETS: dict[str, dict[str, Any]] = {
     },
     "trades": {
         "description": "Individual trades (a sample of eight a day per symbol).",
-        "columns": {"date": "DATE", "time": "TEXT", "symbol": "TEXT", "price": "REAL", "size": "INTEGER"},
+        "columns": {
+            "date": "DATE",
+            "time": "TEXT",
+            "symbol": "TEXT",
+            "price": "REAL",
+            "size": "INTEGER",
+        },
     },
 }
 
@@ -103,7 +115,9 @@ def _sample_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
                          rng.randrange(100_000, 5_000_000)))  # fmt: skip
             for seconds in sorted(rng.sample(range(9 * 3600 + 1800, 16 * 3600), 8)):
                 at = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-                trades.append((day, at, symbol, round(rng.uniform(low, high), 2), rng.randrange(1, 500)))
+                trades.append(
+                    (day, at, symbol, round(rng.uniform(low, high), 2), rng.randrange(1, 500))
+                )
             price = close
     return bars, trades
 
@@ -143,7 +157,9 @@ class Service:
 
     def check_key(self, authorization: str | None) -> None:
         expected = f"Bearer {self.api_key}"
-        if not authorization or not secrets.compare_digest(authorization.encode(), expected.encode()):
+        if not authorization or not secrets.compare_digest(
+            authorization.encode(), expected.encode()
+        ):
             raise HTTPError(401, "missing or wrong API key", {"WWW-Authenticate": "Bearer"})
 
     def list_datasets(self) -> list[dict[str, Any]]:
@@ -184,7 +200,9 @@ class Service:
         rows = [[_json_value(value) for value in row] for row in rows[:MAX_QUERY_ROWS]]
         return {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated}
 
-    def create_export(self, body: Any, idempotency_key: str | None, base: str) -> tuple[int, dict[str, Any]]:
+    def create_export(
+        self, body: Any, idempotency_key: str | None, base: str
+    ) -> tuple[int, dict[str, Any]]:
         with self.exports_lock:  # one at a time: a key repeated at once must not create two exports
             if idempotency_key and idempotency_key in self.by_idempotency_key:
                 previous_body, export = self.by_idempotency_key[idempotency_key]
@@ -193,7 +211,10 @@ class Service:
                 return 200, export
             export = self._write_export(body, base)
             if idempotency_key:
-                self.by_idempotency_key[idempotency_key] = (json.dumps(body, sort_keys=True), export)
+                self.by_idempotency_key[idempotency_key] = (
+                    json.dumps(body, sort_keys=True),
+                    export,
+                )
             return 201, export
 
     def _write_export(self, body: Any, base: str) -> dict[str, Any]:
@@ -206,10 +227,14 @@ class Service:
         sql = (f"SELECT {', '.join(columns)} FROM {dataset} WHERE symbol IN ({marks}) "
                f"AND date BETWEEN ? AND ? ORDER BY date, symbol")  # fmt: skip
         with self.lock:
-            rows = self._data().execute(sql, [*symbols, start.isoformat(), end.isoformat()]).fetchall()
+            rows = (
+                self._data().execute(sql, [*symbols, start.isoformat(), end.isoformat()]).fetchall()
+            )
         if file_format == "parquet":
             types = DATASETS[dataset]["columns"]
-            write_parquet(path, [(column, PARQUET_KINDS[types[column]]) for column in columns], rows)
+            write_parquet(
+                path, [(column, PARQUET_KINDS[types[column]]) for column in columns], rows
+            )
         else:
             with open(path, "w", encoding="utf-8", newline="") as out:
                 if file_format == "csv":
@@ -252,9 +277,16 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _read_only(action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None) -> int:
+def _read_only(
+    action: int, arg1: str | None, arg2: str | None, database: str | None, source: str | None
+) -> int:
     """sqlite authorizer: reading and selecting only."""
-    allowed = (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE)
+    allowed = (
+        sqlite3.SQLITE_SELECT,
+        sqlite3.SQLITE_READ,
+        sqlite3.SQLITE_FUNCTION,
+        sqlite3.SQLITE_RECURSIVE,
+    )
     return sqlite3.SQLITE_OK if action in allowed else sqlite3.SQLITE_DENY
 
 
@@ -314,7 +346,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             elif self.command == "POST" and path == "/exports":
                 host = self.headers.get("Host")
                 base = f"http://{host}" if host else self.server.base_url
-                status, export = service.create_export(_parse_json(body), self.headers.get("Idempotency-Key"), base)
+                status, export = service.create_export(
+                    _parse_json(body), self.headers.get("Idempotency-Key"), base
+                )
                 self._send_json(status, export, request_id)
             elif self.command == "GET" and path.startswith("/files/"):
                 self._send_file(service.file_path(path[len("/files/") :]), request_id)
@@ -330,7 +364,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise HTTPError(413, "request body too large")
         return self.rfile.read(length) if length else b""
 
-    def _send_json(self, status: int, payload: Any, request_id: str, headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self, status: int, payload: Any, request_id: str, headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         gzipped = len(data) > 512 and "gzip" in self.headers.get("Accept-Encoding", "")
         if gzipped:
@@ -427,7 +463,9 @@ def send_file(
         handler.close_connection = True
 
 
-def _digest_headers(file: BinaryIO, span: tuple[int, int] | None, sha256: str | None, content: bool) -> dict[str, str]:
+def _digest_headers(
+    file: BinaryIO, span: tuple[int, int] | None, sha256: str | None, content: bool
+) -> dict[str, str]:
     """Repr-Digest (the file's ``sha256``), and a 206's Content-Digest (of ``span``, read from ``file``)."""
     headers = {"Repr-Digest": _digest_field(bytes.fromhex(sha256))} if sha256 else {}
     if span is not None and content:
@@ -481,7 +519,9 @@ def _parse_json(body: bytes) -> Any:
 
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 128  # many clients connecting at once (socketserver's default backlog is 5)
+    request_queue_size = (
+        128  # many clients connecting at once (socketserver's default backlog is 5)
+    )
 
     def __init__(self, host: str, port: int, api_key: str, *, verbose: bool = False) -> None:
         if ":" in host:
@@ -500,12 +540,16 @@ class Server(http.server.ThreadingHTTPServer):
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that has its bytes may hang up
+        if not isinstance(
+            sys.exc_info()[1], ConnectionError
+        ):  # a client that has its bytes may hang up
             super().handle_error(request, client_address)  # a traceback on stderr
 
     def server_close(self) -> None:
         super().server_close()
-        service: Service | None = getattr(self, "service", None)  # none yet when the port was in use
+        service: Service | None = getattr(
+            self, "service", None
+        )  # none yet when the port was in use
         if service is not None:
             service.close()
 
@@ -520,7 +564,9 @@ def running(
 @contextlib.contextmanager
 def serving(server: _AnyServer) -> Iterator[_AnyServer]:
     """Run ``server`` in a background thread for the duration of a ``with`` block, then close it."""
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+    )
     thread.start()
     try:
         yield server
@@ -541,7 +587,9 @@ def demo() -> int:
         print(f"service: {server.base_url}\n")
         print("client.list_datasets():")
         for dataset in client.list_datasets():
-            print(f"  {dataset['name']}: {dataset['rows']} rows, {dataset['start_date']}..{dataset['end_date']}")
+            print(
+                f"  {dataset['name']}: {dataset['rows']} rows, {dataset['start_date']}..{dataset['end_date']}"
+            )
         sql = "SELECT symbol, round(avg(close), 2) AS avg_close FROM daily_bars GROUP BY symbol ORDER BY 2 DESC LIMIT 3"
         result = client.query(sql)
         print(f"\nclient.query({sql!r}):\n  {result['columns']}")
@@ -562,17 +610,25 @@ def demo() -> int:
                 with open(destination, "rb") as downloaded:
                     data = downloaded.read()
                 if file_format == "parquet":
-                    kind = "a Parquet file (PAR1 ... PAR1)" if data[:4] == data[-4:] == b"PAR1" else "NOT PARQUET"
+                    kind = (
+                        "a Parquet file (PAR1 ... PAR1)"
+                        if data[:4] == data[-4:] == b"PAR1"
+                        else "NOT PARQUET"
+                    )
                     print(f"client.download(...): sha256 checked; {kind}")
                 else:
                     lines = data.decode("utf-8").splitlines()
-                    print(f"client.download(...): sha256 checked; {len(lines) - 1} rows, the first:")
+                    print(
+                        f"client.download(...): sha256 checked; {len(lines) - 1} rows, the first:"
+                    )
                     for line in lines[:3]:
                         print(f"  {line}")
         print("\nWhat errors look like:")
         calls: list[Callable[[], Any]] = [
             lambda: client.query("DELETE FROM daily_bars"),
-            lambda: client.create_export("daily_bars", symbols="ZZZ", start_date="2024-01-01", end_date="2024-01-31"),
+            lambda: client.create_export(
+                "daily_bars", symbols="ZZZ", start_date="2024-01-01", end_date="2024-01-31"
+            ),
             lambda: _list_with_key(server.base_url, "wrong-key"),
         ]
         for call in calls:
@@ -603,14 +659,22 @@ def _stop_on_sigterm() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="A stand-in of the dataset service, for trying the client offline.")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)")
+    parser = argparse.ArgumentParser(
+        description="A stand-in of the dataset service, for trying the client offline."
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)"
+    )
     parser.add_argument(
         "--api-key",
         help="the key clients must send (default: $DATASET_CLIENT_API_KEY, which ps does not show; else a random one)",
     )
-    parser.add_argument("--demo", action="store_true", help="start on a free port, tour every operation, exit")
+    parser.add_argument(
+        "--demo", action="store_true", help="start on a free port, tour every operation, exit"
+    )
     parser.add_argument("--verbose", action="store_true", help="log each request on stderr")
     args = parser.parse_args(argv)
     if args.demo:
@@ -619,7 +683,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = Server(args.host, args.port, api_key, verbose=args.verbose)
     except OSError as exc:
-        print(f"local_service: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        print(
+            f"local_service: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 1
     _stop_on_sigterm()  # `kill %1` cleans up as Ctrl-C does
     try:  # from the first line printed on: whoever read it may stop the service at once

@@ -32,7 +32,9 @@ _PLAIN, _RLE, _DATA_PAGE, _REQUIRED = 0, 3, 0, 0
 # Thrift compact protocol types (the few used here).
 _I32, _I64, _BINARY, _LIST, _STRUCT = 5, 6, 8, 9, 12
 
-Struct = list[tuple[int, int, Any]]  # a Thrift struct: (field id, compact type, value), ids ascending
+Struct = list[
+    tuple[int, int, Any]
+]  # a Thrift struct: (field id, compact type, value), ids ascending
 
 
 def write_parquet(
@@ -52,13 +54,20 @@ def write_parquet(
     """
     for name, kind in columns:
         if kind not in KINDS:
-            raise ValueError(f"column {name!r}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+            raise ValueError(
+                f"column {name!r}: kind must be one of {', '.join(KINDS)}, not {kind!r}"
+            )
     if compression not in _CODECS:
         raise ValueError(f"compression must be 'gzip' or None, not {compression!r}")
     if isinstance(file, str):
         with open(file, "wb") as out:
             return write_parquet(
-                out, columns, rows, compression=compression, row_group_rows=row_group_rows, compresslevel=compresslevel
+                out,
+                columns,
+                rows,
+                compression=compression,
+                row_group_rows=row_group_rows,
+                compresslevel=compresslevel,
             )
     file.write(b"PAR1")
     position, row_groups, total = 4, [], 0
@@ -66,13 +75,19 @@ def write_parquet(
     while batch := list(itertools.islice(remaining, row_group_rows)):
         chunks, size = [], 0
         for index, (name, kind) in enumerate(columns):
-            page, page_size = _data_page([row[index] for row in batch], kind, compression, compresslevel)
-            chunks.append(_column_chunk(name, kind, compression, len(batch), position, len(page), page_size))
+            page, page_size = _data_page(
+                [row[index] for row in batch], kind, compression, compresslevel
+            )
+            chunks.append(
+                _column_chunk(name, kind, compression, len(batch), position, len(page), page_size)
+            )
             file.write(page)
             position, size = position + len(page), size + page_size
         row_groups.append([(1, _LIST, (_STRUCT, chunks)), (2, _I64, size), (3, _I64, len(batch))])
         total += len(batch)
-    schema = [[(4, _BINARY, "schema"), (5, _I32, len(columns))]] + [_schema_element(n, k) for n, k in columns]
+    schema = [[(4, _BINARY, "schema"), (5, _I32, len(columns))]] + [
+        _schema_element(n, k) for n, k in columns
+    ]
     footer = _struct([
         (1, _I32, 1),  # version
         (2, _LIST, (_STRUCT, schema)),
@@ -90,12 +105,17 @@ def _plain(values: list[Any], kind: str) -> bytes:
         encoded = [value.encode("utf-8") for value in values]
         return b"".join(struct.pack("<I", len(data)) + data for data in encoded)
     if kind == "date":
-        days = [(datetime.date.fromisoformat(v) if isinstance(v, str) else v).toordinal() for v in values]
+        days = [
+            (datetime.date.fromisoformat(v) if isinstance(v, str) else v).toordinal()
+            for v in values
+        ]
         return struct.pack(f"<{len(days)}i", *(day - _EPOCH.toordinal() for day in days))
     return struct.pack(f"<{len(values)}{'q' if kind == 'int64' else 'd'}", *values)
 
 
-def _data_page(values: list[Any], kind: str, compression: str | None, compresslevel: int) -> tuple[bytes, int]:
+def _data_page(
+    values: list[Any], kind: str, compression: str | None, compresslevel: int
+) -> tuple[bytes, int]:
     """A data page (v1) of required values: its header and body, and its uncompressed size with the header."""
     body = _plain(values, kind)  # a required column has no repetition or definition levels
     stored = gzip.compress(body, compresslevel, mtime=0) if compression else body
@@ -137,7 +157,11 @@ def _struct(fields: Struct) -> bytes:
     last = 0
     for field_id, kind, value in fields:
         delta = field_id - last
-        out += bytes([delta << 4 | kind]) if 0 < delta <= 15 else bytes([kind]) + _varint(_zigzag(field_id))
+        out += (
+            bytes([delta << 4 | kind])
+            if 0 < delta <= 15
+            else bytes([kind]) + _varint(_zigzag(field_id))
+        )
         out += _value(kind, value)
         last = field_id
     return bytes(out + b"\x00")
@@ -152,7 +176,11 @@ def _value(kind: int, value: Any) -> bytes:
     if kind == _STRUCT:
         return _struct(value)
     element, items = value  # a list: its size and element type, then the elements
-    size = bytes([len(items) << 4 | element]) if len(items) < 15 else bytes([0xF0 | element]) + _varint(len(items))
+    size = (
+        bytes([len(items) << 4 | element])
+        if len(items) < 15
+        else bytes([0xF0 | element]) + _varint(len(items))
+    )
     return size + b"".join(_value(element, item) for item in items)
 
 
