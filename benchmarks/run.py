@@ -50,6 +50,7 @@ VENV = os.path.join(
 PREVIOUS = (
     "8f328b1"  # dataset_client 1.0.0: one stream, a readinto loop, the hash in the receiving thread
 )
+OLD = "dataset_client 1.0"  # the previous release's column; --previous COMMIT names another
 SMALL_JSON = '[{"name": "daily_bars", "rows": 6264}, {"name": "trades", "rows": 50112}]'
 MiB = 1024 * 1024
 SECTIONS = (
@@ -74,6 +75,7 @@ class World:
 
 
 def main() -> None:
+    global PREVIOUS, OLD
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs")
     parser.add_argument(
@@ -84,7 +86,12 @@ def main() -> None:
         action="store_true",
         help="install nginx-light and curl with apt-get if missing",
     )
+    parser.add_argument(
+        "--previous", metavar="COMMIT", help=f"the commit to compare with (default {PREVIOUS}, 1.0)"
+    )
     args = parser.parse_args()
+    if args.previous:  # its module, from git, in the column of the previous release
+        PREVIOUS, OLD = args.previous, f"dataset_client {args.previous}"
     if args.install:
         install_debian_packages()
     missing = [name for name in ("nginx", "curl", "openssl") if not find_program(name)]
@@ -539,7 +546,7 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
         ("https", "POST", "/query"),
     ]
     variants = (
-        ["http.client", "dataset_client", "dataset_client 1.0"]
+        ["http.client", "dataset_client", OLD]
         if world.previous
         else ["http.client", "dataset_client"]
     )
@@ -547,7 +554,7 @@ def bench_instructions(world: World, settings: dict[str, int]) -> list[str]:
     with tempfile.TemporaryDirectory() as scratch:
 
         def count(variant: str, url: str, method: str, requests: int, cafile: str) -> int:
-            extra = {"DATASET_CLIENT_FROM": world.previous or ""} if variant.endswith("1.0") else {}
+            extra = {"DATASET_CLIENT_FROM": world.previous or ""} if variant == OLD else {}
             command = [WORKER, "requests", variant.split()[0], url, method, str(requests), cafile]
             return callgrind(world, command, scratch, clean_environment(**extra))
 
@@ -598,7 +605,7 @@ def import_instructions(world: World, scratch: str) -> list[str]:
         "dataset_client": ("import dataset_client", REPO),
     }
     if world.previous:  # the same command in the previous release's directory
-        variants["dataset_client 1.0"] = ("import dataset_client", world.previous)
+        variants[OLD] = ("import dataset_client", world.previous)
     for code, directory in variants.values():  # bytecode compiled first, as users have it
         subprocess.run(
             [world.python, "-c", code], cwd=directory, env=clean_environment(), check=True
@@ -681,7 +688,7 @@ def download_table(
             def measure(
                 variant: str, scheme: str = scheme, target: str = target, cafile: str = cafile
             ) -> dict[str, float]:
-                name = variant.removesuffix(" 1.0")
+                name = "dataset_client" if variant == OLD else variant
                 url = getattr(world, scheme) + "/files/random.bin"
                 result = worker(
                     world,
@@ -691,7 +698,7 @@ def download_table(
                     target,
                     cafile,
                     *options,
-                    previous=variant.endswith(" 1.0"),
+                    previous=variant == OLD,
                 )
                 if target != "/dev/null":
                     assert os.path.getsize(target) == world.file_size, "incomplete download"
@@ -717,7 +724,7 @@ def download_table(
 
 
 def bench_download(world: World, settings: dict[str, int]) -> list[str]:
-    variants = ["curl", "dataset_client", "dataset_client 1.0", "requests", "httpx"]
+    variants = ["curl", "dataset_client", OLD, "requests", "httpx"]
     note = (
         f"MB/s, the time as a ratio to curl's (below 1: faster), CPU seconds, peak RSS in MiB (a bare interpreter: "
         f"{worker(world, 'bare', '-')['rss']:.0f} MiB). `dataset_client` writes a temporary file and renames it; the others "
@@ -725,14 +732,14 @@ def bench_download(world: World, settings: dict[str, int]) -> list[str]:
         "Files go to tmpfs, warmed first."
     )
     if not world.previous:
-        variants.remove("dataset_client 1.0")
+        variants.remove(OLD)
     title = f"5. Downloading {world.file_size // MiB} MiB, one stream"
     return download_table(world, title, note, variants, settings["download_runs"], ["-", "1"])
 
 
 def bench_checksum(world: World, settings: dict[str, int]) -> list[str]:
     variants = (
-        ["curl+openssl", "dataset_client", "dataset_client 1.0"]
+        ["curl+openssl", "dataset_client", OLD]
         if world.previous
         else ["curl+openssl", "dataset_client"]
     )
