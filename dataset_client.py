@@ -1,18 +1,16 @@
-"""A synchronous client for the dataset query and export service.
+"""A synchronous client for the dataset query and export service (Python 3.11+, stdlib only).
 
-One file, no dependencies beyond the Python 3.11+ standard library: copy
-``dataset_client.py`` into your tree (or ``pip install`` it) and import it.
+To import the client, copy this one file, ``dataset_client.py``, into your tree; for the
+``dataset-client`` command line, put ``dataset_client_cli.py`` beside it (``pip install``
+gives both).
 
     from dataset_client import DatasetClient
 
     with DatasetClient("https://data.example.com/api/v1", api_key="...") as client:
         print(client.list_datasets())
-        export = client.create_export("daily_bars", symbols=["AAPL", "MSFT"],
-                                      start_date="2024-01-01", end_date="2024-03-31")
-        client.download(export["download_url"], "bars.parquet", sha256=export["sha256"])
 
-Every error the client raises about a request derives from ``DatasetClientError``
-and also from the built-in exception a caller would already catch::
+Every error about a request derives from ``DatasetClientError`` and from the built-in exception a
+caller would already catch::
 
     DatasetClientError
     ├── ServiceError (RuntimeError)          the service answered >= 400, or a 3xx was left
@@ -20,12 +18,11 @@ and also from the built-in exception a caller would already catch::
     ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
     │   └── IncompleteResponseError          the body was shorter than Content-Length
     ├── InvalidResponseError (ValueError)    a body, redirect, range or framing the client refuses
-    ├── ChecksumMismatchError (ValueError)   downloaded bytes do not match the given sha256 or the server's digest
+    ├── ChecksumMismatchError (ValueError)   the bytes do not match the sha256 or server's digest
     └── ClientClosedError (RuntimeError)     the client was used after (or closed during) a call
 
-Bad arguments raise plain ``TypeError``/``ValueError`` before anything is sent. A
-download that fails on the file system raises the ``OSError`` itself. The API key
-never appears in an exception, a repr or a log record.
+Bad arguments raise ``TypeError``/``ValueError`` before anything is sent; a download that fails on
+the file system raises that ``OSError``. The API key never appears in an exception, repr or log.
 
 Licence: MIT. Copyright (c) 2026 the dataset-client authors.
 """
@@ -34,7 +31,7 @@ from __future__ import annotations
 
 import sys
 
-if sys.version_info < (3, 11):  # noqa: UP036 (a clear word instead of an AttributeError from deep inside)
+if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from deep inside)
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
@@ -52,6 +49,7 @@ import errno
 import functools
 import hashlib
 import http.client
+import importlib.util  # loaded with Python (site): only main() uses it
 import io
 import itertools
 import json
@@ -106,34 +104,20 @@ _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
 _MAX_IDLE_PER_ORIGIN = 8
-_MAX_INTERIM_RESPONSES = (
-    100  # 1xx responses skipped for one request; more is a server that never answers
-)
+_MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more: it never answers
 _MAX_CONNECTIONS = 32  # ranged requests at once for one download
-_MAX_RESTARTS = (
-    3  # a file that keeps changing on the server: started over at most this often in one call
-)
+_MAX_RESTARTS = 3  # a file that keeps changing on the server: started over this often, at most
 _MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
-_MAX_CONFIG_SIZE = (
-    1024 * 1024
-)  # a config file larger than this is no profile (tomllib reads it whole)
-_MAX_DIGEST_MEMBERS = (
-    16  # members of one digest field looked at; more are ignored (a server's few algorithms)
-)
-_SCHEME_PROBE_TIMEOUT = (
-    5.0  # at most, for the one connection that asks whether a server speaks the other scheme
-)
+_MAX_CONFIG_SIZE = 1024 * 1024  # a larger config file is no profile (tomllib reads it whole)
+_MAX_DIGEST_MEMBERS = 16  # members of one digest field looked at (a server sends a few)
+_SCHEME_PROBE_TIMEOUT = 5.0  # for the connection asking whether a server speaks the other scheme
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
-_MAX_SIZE = (
-    2**63 - 1
-)  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
-_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream, at most
+_MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past a file offset is refused
+_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream
 _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close() this often
-# The digests a server may send (RFC 9530 and RFC 3230 names, lowercased) and hashlib's name for each.
+# The digests a server may send (RFC 9530 and RFC 3230 names, lowercased), hashlib's name for each.
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
-_LOCK_WRITE_GRACE = (
-    5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
-)
+_LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock this young may be being written
 _REDACTED = "<redacted>"
 # Query parameters of signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth) that are credentials.
 _SIGNED_PARAMETERS = (
@@ -143,31 +127,20 @@ _SIGNED_PARAMETERS = (
 # What server text never shows as it is: C0, DEL, C1, bidirectional and zero-width characters,
 # line and paragraph separators, lone surrogates.
 _UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
-_REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
-_RETRY_STATUSES_GET = frozenset((429, 502, 503, 504))
-_RETRY_STATUSES_POST = frozenset((429, 503))  # these say the request was not acted on
-# Sets, not regular expressions: compiling a pattern at import costs more than the rest of the module.
+# Sets, not regular expressions: compiling a pattern at import costs more than the whole module.
 _TOKEN_CHARACTERS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
-_ASCII_PUNCTUATION = (
-    "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are when a URL is percent-encoded
-)
-_CONTROL_CHARACTERS = frozenset(
-    map(chr, (*range(0x09), *range(0x0A, 0x20), 0x7F))
-)  # tab is allowed in a value
+_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are in percent-encoding
+_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
 
 # Platform features, probed once (as CPython's shutil does): the code branches on these names.
 # Windows has none of them; .ci/without_posix_extras.py runs the tests as if they were missing.
 _WINDOWS = os.name == "nt"
-_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(
-    os, "pread"
-)  # else a seek and a write (or read) under a lock
+_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
 _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
-_O_NOFOLLOW = getattr(
-    os, "O_NOFOLLOW", 0
-)  # Windows has none, and no symbolic links that others can plant
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows: none, and no links others can plant
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
 _O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, looked at and read as one
@@ -175,8 +148,7 @@ _O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, looked at 
 
 @functools.cache
 def _fcntl() -> Any:
-    """The fcntl module (flock), or None where there is none (Windows): imported on first use, not with this
-    module (it is only needed once a download writes a file)."""
+    """The fcntl module (flock), or None (Windows); imported once a download writes a file."""
     try:
         import fcntl
     except ImportError:  # not on Linux: Windows has no flock
@@ -192,53 +164,67 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of every error the client raises about a request.
 
-    ``method`` and ``url`` name the request that failed (after redirects); ``connecting``
-    is true when it was never sent (refused, no such host, a TLS handshake or proxy tunnel
-    that failed), so that sending it again is safe; ``attempts`` is how many attempts were
-    made before the error was raised.
+    Its fields, and each subclass's, are keyword arguments: ``method`` and ``url`` name the request
+    that failed (after redirects); ``connecting`` is true when it was never sent (refused, no such
+    host, a failed TLS handshake or proxy tunnel), so sending it again is safe; ``attempts`` is how
+    many attempts were made.
     """
 
+    method: str = ""
+    url: str = ""
+    connecting: bool = False
     attempts: int = 1
 
-    def __init__(
-        self, message: str = "", *, method: str = "", url: str = "", connecting: bool = False
-    ) -> None:
-        super().__init__(message)
-        self.method = method
-        self.url = url
-        self.connecting = connecting
+    def __init__(self, text: str = "", /, **fields: Any) -> None:
+        super().__init__(text)
+        known = {
+            name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", ())
+        }
+        if unknown := fields.keys() - known:
+            raise TypeError(f"{type(self).__name__} has no field {min(unknown)!r}")
+        vars(self).update(fields)
 
     def __str__(self) -> str:
-        text = super().__str__()
-        return f"{text} (after {self.attempts} attempts)" if self.attempts > 1 else text
+        text, attempts = super().__str__(), self.attempts
+        if attempts == 1 and getattr(self, "deadline", None) is None:
+            return text  # a deadline's error says it came after one attempt
+        return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Pickle the fields and the cause too, not only ``args``.
-        return (_rebuild_exception, (type(self), self.args, self.__dict__, self.__cause__))
+        # With its fields and cause, not only ``args``.
+        return _rebuilt_error, (type(self), self.args, {**vars(self), "__cause__": self.__cause__})
 
 
-def _rebuild_exception(
-    cls: type[DatasetClientError],
-    args: tuple[Any, ...],
-    state: dict[str, Any],
-    cause: BaseException | None,
+def _rebuilt_error(
+    cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], payload: str = ""
 ) -> DatasetClientError:
     error = cls.__new__(cls, *args)
-    error.args = args
-    error.__dict__.update(state)
-    error.__cause__ = cause
+    error.args = args  # OSError's __new__ leaves them to __init__
+    error.__setstate__(state)
+    if payload:
+        error.payload = json.loads(payload)  # type: ignore[attr-defined]
     return error
 
 
 class ServiceError(DatasetClientError, RuntimeError):
     """The service answered with an error status (>= 400, or a 3xx left after redirects).
 
-    ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``.
-    ``payload`` (the body as JSON, or None), ``message`` (the service's own, from that
-    JSON; from another body a short reason: an XML error's Code and Message, as object
-    stores send, an HTML title, a text's first line), ``request_id`` (X-Request-Id, else
-    Request-Id) and ``retry_after`` (seconds) are read from ``headers`` and ``body``.
+    ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``. Fields:
+    ``status``, ``reason``, ``headers``, ``body`` (its start, as text), ``payload`` (the body as
+    JSON, or None), ``message`` (the service's own, from that JSON; from another body a short
+    reason: an XML error's Code and Message, an HTML title, a text's first line), ``request_id``
+    (X-Request-Id, else Request-Id), ``retry_after`` (seconds), ``proxy`` (its host:port, if any).
     """
+
+    status: int
+    reason: str
+    headers: http.client.HTTPMessage
+    body: str
+    payload: Any
+    message: str | None
+    request_id: str | None
+    retry_after: float | None
+    proxy: str | None
 
     def __init__(
         self,
@@ -252,132 +238,73 @@ class ServiceError(DatasetClientError, RuntimeError):
         message: str | None = None,
         proxy: str | None = None,
     ) -> None:
-        self.headers = headers if headers is not None else http.client.HTTPMessage()
-        self.payload = _json_or_none(body)
-        self.message = message or _message_of(self.payload, body)
+        headers = http.client.HTTPMessage() if headers is None else headers
+        payload = _json_or_none(body)
+        message = message or _message_of(payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
+        request_id = headers.get("X-Request-Id") or headers.get("Request-Id")
+        retry_after = _parse_retry_after(headers.get("Retry-After"))
+        fields = dict(status=status, reason=reason, headers=headers, body=body, payload=payload)
+        fields.update(message=message, request_id=request_id, retry_after=retry_after, proxy=proxy)
         super().__init__(
-            f"{text}: {self.message}" if self.message else text, method=method, url=url
+            f"{text}: {message}" if message else text, method=method, url=url, **fields
         )
-        self.status = status
-        self.reason = reason
-        self.body = body  # the start of the response body, as text
-        self.proxy = proxy  # host:port of the proxy the request went through, if any
-        self.request_id = self.headers.get("X-Request-Id") or self.headers.get("Request-Id")
-        self.retry_after = _parse_retry_after(self.headers.get("Retry-After"))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload goes as JSON text: pickle recurses deeper per level than json does, and a
-        # payload json decoded may nest too deep for it.
-        try:
-            payload = json.dumps(self.payload)
-        except (ValueError, TypeError, RecursionError):  # not as json decoded it: pickled as it is
-            return super().__reduce__()
-        state = {**self.__dict__, "payload": None}
-        return (_rebuild_service_error, (type(self), self.args, state, self.__cause__, payload))
-
-
-def _rebuild_service_error(
-    cls: type[ServiceError],
-    args: tuple[Any, ...],
-    state: dict[str, Any],
-    cause: BaseException | None,
-    payload: str,
-) -> DatasetClientError:
-    error = _rebuild_exception(cls, args, state, cause)
-    error.payload = json.loads(payload)  # type: ignore[attr-defined]
-    return error
+        # The payload as JSON text: pickle recurses deeper per level than json, which decoded it.
+        rebuilt, (cls, args, state) = super().__reduce__()
+        with contextlib.suppress(ValueError, TypeError, RecursionError):  # else pickled as it is
+            return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
+        return rebuilt, (cls, args, state)
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting, or waiting for data, took longer than the client's ``timeout``; or the call
-    outlived its ``deadline``; or a download's connection stalled below ``min_rate``.
+    """Connecting or a wait for data took longer than ``timeout``; or the call outlived its
+    ``deadline``; or a download's connection stalled below ``min_rate``.
 
-    ``deadline`` is the call's deadline in seconds when that is what ended it (else None);
-    ``retry_after`` is then the wait a server asked for (Retry-After) that would have ended
-    past it, or None.
+    ``deadline``: the call's, in seconds, when that ended it (else None); ``retry_after``: then the
+    wait a server asked for (Retry-After) that would have ended past it, or None.
     """
 
     deadline: float | None = None
     retry_after: float | None = None
-    _stalled = False  # below min_rate: retried, its bytes never counted as progress (see _retrying)
-
-    def __str__(self) -> str:
-        text = super().__str__()
-        return (
-            f"{text} (after 1 attempt)"
-            if self.deadline is not None and self.attempts == 1
-            else text
-        )
+    _stalled: bool = False  # below min_rate: retried, its bytes never counted as progress
 
 
 class NetworkError(DatasetClientError, ConnectionError):
     """The connection failed: refused, reset, closed early, or TLS failed.
 
-    ``certificate`` is true when the server's TLS certificate failed verification (another CA to
-    trust, through ``ca_bundle=`` or ``ssl_context=``, may be the fix).
+    ``certificate``: the server's TLS certificate failed verification (another CA to trust, with
+    ``ca_bundle=`` or ``ssl_context=``, may be the fix).
     """
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        method: str = "",
-        url: str = "",
-        connecting: bool = False,
-        certificate: bool = False,
-    ) -> None:
-        super().__init__(message, method=method, url=url, connecting=connecting)
-        self.certificate = certificate
+    certificate: bool = False
 
 
 class IncompleteResponseError(NetworkError):
-    """The connection closed before the whole body (``Content-Length``) arrived."""
+    """The connection closed before the whole body (``Content-Length``, ``expected``) arrived."""
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        method: str = "",
-        url: str = "",
-        expected: int | None = None,
-        received: int = 0,
-    ) -> None:
-        super().__init__(message, method=method, url=url)
-        self.expected = expected
-        self.received = received
+    expected: int | None = None
+    received: int = 0
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client cannot accept: a 2xx body that is not JSON, a bad redirect, range or framing.
+    """A response the client refuses: a 2xx body that is not JSON, a bad redirect, range or framing.
 
-    ``received`` and ``expected`` are the sizes in bytes of a downloaded file that is not the size the server
-    announced (what arrived, what was announced); None for every other error.
+    ``received`` and ``expected``: a downloaded file's size and the size the server announced, when
+    they differ; else None.
     """
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        method: str = "",
-        url: str = "",
-        received: int | None = None,
-        expected: int | None = None,
-    ) -> None:
-        super().__init__(message, method=method, url=url)
-        self.received = received
-        self.expected = expected
+    received: int | None = None
+    expected: int | None = None
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
-    """The downloaded bytes do not have the sha256 digest the caller gave."""
+    """The downloaded bytes do not have the sha256 digest (``expected``) the caller gave."""
 
-    def __init__(
-        self, message: str = "", *, url: str = "", expected: str = "", actual: str = ""
-    ) -> None:
-        super().__init__(message, method="GET", url=url)
-        self.expected = expected
-        self.actual = actual
+    method = "GET"
+    expected: str = ""
+    actual: str = ""
 
 
 class ClientClosedError(DatasetClientError, RuntimeError):
@@ -390,26 +317,22 @@ class ClientClosedError(DatasetClientError, RuntimeError):
 
 
 class DatasetClient:
-    """A client for one service, holding kept-alive connections until ``close()``.
+    """A client for one service, holding kept-alive connections until ``close()``; threads may
+    share one.
 
-    ``base_url`` is the service address (``http`` or ``https``, its path prefix kept);
-    ``api_key`` is sent as ``Authorization: Bearer <key>`` to that origin only.
-    ``timeout`` bounds connecting and each wait for data, in seconds (``None``: no
-    limit). ``max_retries`` is how many times a retryable failure is retried.
-    ``headers`` are extra headers for every service request (and, like the key, sent
-    only to ``base_url``'s origin). ``backoff_factor`` scales the waits between retries
-    (``backoff_factor * 2**n`` seconds, with jitter). ``ca_bundle`` is a file or directory
-    of CA certificates trusted besides the system store, a relative path taken from the
-    working directory now (an unreadable one raises its ``FileNotFoundError``/``ssl.SSLError``
-    here; a FIFO or device, an ``OSError``); ``ssl_context`` replaces the default one (not
-    both). ``deadline`` bounds each whole call in seconds, its retries, waits and redirects
-    included (``None``: no limit): then it ends with a ``RequestTimeoutError``. One client
-    may be shared by threads.
+    ``base_url``: the service address (``http`` or ``https``, its path prefix kept). ``api_key`` is
+    sent as ``Authorization: Bearer <key>``, and ``headers`` with every service request, to that
+    origin only. ``timeout``: seconds for connecting and for each wait for data; ``deadline``: for
+    each whole call, retries and waits included (then a ``RequestTimeoutError``); ``None``: no
+    limit. ``max_retries``: how often a retryable failure is retried, after
+    ``backoff_factor * 2**n`` seconds (with jitter). ``ca_bundle``: a file or directory of CA
+    certificates trusted besides the system store (a relative path: from the working directory
+    now; one that cannot be read raises its ``FileNotFoundError``, ``ssl.SSLError`` or ``OSError``
+    here); ``ssl_context`` replaces the default context (not both).
 
-    A client pickles and copies (for process pools and Dask) as a new client with the
-    same settings and no connections yet, its ``ca_bundle`` read at its first request; the
-    pickle holds the key: load only pickles you trust. A client given an
-    ``ssl_context`` does not pickle (an SSLContext cannot): pass ``ca_bundle`` instead.
+    A client pickles and copies (process pools, Dask) as a new client with the same settings and
+    no connections, its ``ca_bundle`` read at its first request; the pickle holds the key: load
+    only pickles you trust. One given an ``ssl_context`` does not pickle: pass ``ca_bundle``.
     """
 
     def __init__(
@@ -426,88 +349,72 @@ class DatasetClient:
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
-        # The key and the headers' values are held as _Secret from the first line: should a check
-        # below fail, the traceback's locals show no credential.
-        api_key, headers = _as_secret(api_key), _as_secret_headers(headers)
+        # Secrets as _Secret from the first line: if a check fails, no traceback's locals show one.
+        api_key, headers = _as_secret(api_key), _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
-        # A longer one (1e300) is the longest the platform waits: sockets and locks refuse more (OverflowError).
-        self._timeout = (
-            None
-            if timeout is None
-            else min(float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT)
-        )
-        self._deadline = _check_seconds(
-            deadline, "deadline"
-        )  # a plain float (or None): copied as it is
+        if timeout is not None:  # one longer than a lock or socket takes (1e300) is the longest
+            timeout = min(
+                float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT
+            )
+        self._timeout = timeout
+        self._deadline = _check_seconds(deadline, "deadline")
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
-        user_agent = _check_header_value(
-            _DEFAULT_USER_AGENT if user_agent is None else user_agent, "user_agent"
-        )
-        # Credentials (the key and the extra headers) go only to base_url's origin, in values
-        # whose repr is redacted so that no traceback with locals shows them.
+        agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
+        agent = _check_header_value(agent, "user_agent")
         self._credentials, extra = _credential_headers(api_key, headers)
-        # The settings as the constructor takes them, for a copy or an unpickled client to be
-        # built from (see __reduce__): every constructor argument belongs here.
+        # Every constructor argument, as a copy or an unpickled client is built (see __reduce__).
         self._arguments: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key,
-            "timeout": self._timeout,
+            "timeout": timeout,
             "max_retries": self._max_retries,
             "headers": extra,
             "ssl_context": ssl_context,
-            "user_agent": user_agent,
+            "user_agent": agent,
             "backoff_factor": self._backoff_factor,
             "ca_bundle": ca_bundle,
             "deadline": self._deadline,
         }
         self._download_headers = {
-            "User-Agent": user_agent,
+            "User-Agent": agent,
             "Accept": "*/*",
             "Accept-Encoding": "identity",
         }
-        service = {
-            "User-Agent": user_agent,
-            "Accept": "application/json",
-            "Accept-Encoding": "gzip",
-        }
+        service = {"User-Agent": agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
         proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
         self._opener.add_handler(self._pool)
-        # What a server may echo back that must never be shown (reasons, bodies, headers, logs).
+        # What a server may echo back that is never shown (in reasons, bodies, headers, logs).
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
-        self._secrets = _secret_texts([_Secret(api_key or ""), *extra.values()], self._proxies)
+        self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
         if api_key is not None and self._origin[0] == "http" and not _is_loopback(self._origin[1]):
             _warn_of_a_key_in_clear(self._origin[1])
 
     def __repr__(self) -> str:
-        # Safe on a client whose constructor failed part way: a traceback with locals shows ``self``.
-        pool = getattr(self, "_pool", None)
-        return f"<DatasetClient {getattr(self, '_base_url', '?')!r}{' (closed)' if pool and pool.closed else ''}>"
+        # Safe on a client whose constructor failed part way: a traceback with locals shows it.
+        closed = " (closed)" if getattr(self, "_pool", None) and self._pool.closed else ""
+        return f"<DatasetClient {getattr(self, '_base_url', '?')!r}{closed}>"
 
-    def __reduce__(
-        self,
-    ) -> tuple[Callable[..., DatasetClient], tuple[type[DatasetClient], dict[str, Any], bool]]:
-        """Pickle as the constructor's arguments: a new client, no connections, closed if this one is."""
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor's arguments: a new client, closed if this one is."""
         if self._arguments["ssl_context"] is not None:
             raise TypeError(
-                "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot): pass"
-                " ca_bundle=FILE instead of the context, or build the client in the worker"
+                "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot):"
+                " pass ca_bundle=FILE instead of the context, or build the client in the worker"
             )
         return _rebuilt_client, (type(self), self._arguments, self._pool.closed)
 
     def __copy__(self) -> DatasetClient:
-        """A new client with the same settings (a given ssl_context shared) and no connections yet."""
+        """A new client with the same settings (an ssl_context shared) and no connections yet."""
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DatasetClient:
-        return (
-            self.__copy__()
-        )  # nothing to copy deeper: settings are immutable or copied by the constructor
+        return self.__copy__()  # settings are immutable, or copied by the constructor
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -539,8 +446,9 @@ class DatasetClient:
         except OSError as exc:  # the profile's bundle cannot be read: named as the profile's
             if "ca_bundle" in settings or "ca_bundle" not in found or not exc.args:
                 raise
-            where = found["ca_bundle"][1]
-            said = str(exc.args[-1]).replace("ca_bundle", f"ca_bundle in {where}", 1)
+            said = str(exc.args[-1]).replace(
+                "ca_bundle", f"ca_bundle in {found['ca_bundle'][1]}", 1
+            )
             raise type(exc)(*exc.args[:-1], said) from None
 
     @property
@@ -573,17 +481,15 @@ class DatasetClient:
     ) -> Any:
         """``POST /exports``; return the decoded JSON (the export, with its download URL).
 
-        ``symbols`` is one symbol or an iterable of them. Dates are ``datetime.date``,
-        ``datetime.datetime`` or strings sent as given. Each call carries an
-        ``Idempotency-Key``, kept across its retries: ``idempotency_key`` when given (the
-        same key on a later call gets the same export from a service that honours it),
-        else a fresh UUID.
+        ``symbols``: one symbol or an iterable of them. Dates: ``datetime.date``,
+        ``datetime.datetime`` or strings sent as given. ``idempotency_key`` is sent as the
+        ``Idempotency-Key`` of every attempt (a service that honours it gives the same export
+        again for the same key); by default a fresh UUID a call.
         """
         import uuid  # only this operation needs it
 
-        if idempotency_key is None:
-            idempotency_key = str(uuid.uuid4())
-        _check_header_value(idempotency_key, "idempotency_key", token=True)
+        key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
+        _check_header_value(key, "idempotency_key", token=True)
         _check_text(dataset, "dataset")
         _check_text(format, "format")
         body = {
@@ -594,7 +500,7 @@ class DatasetClient:
             "format": format,
         }
         _check_date_order(start_date, end_date)
-        return self._call("POST", "/exports", body, {"Idempotency-Key": idempotency_key})
+        return self._call("POST", "/exports", body, {"Idempotency-Key": key})
 
     def download(
         self,
@@ -610,21 +516,20 @@ class DatasetClient:
         min_rate: float | None = None,
         verified: Callable[[str], object] | None = None,
     ) -> None:
-        """Stream ``download_url`` to ``destination``, a path or a binary file object.
+        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``, a path or a
+        binary file object.
 
-        A relative URL is resolved against ``base_url``. A path is written through a
-        temporary file beside it, checked, then moved into place: on failure nothing is
-        left and an existing file is untouched (a device or FIFO is written directly). A
-        file object is written at its position and left open. ``progress(done, total)``
-        is called as bytes arrive; ``sha256`` is the hex digest the bytes must have.
-        ``resume=True`` keeps a failed download's partial file and continues it next
-        time; ``connections`` is how many ranged requests may fetch one file at once;
-        ``max_rate`` caps the bytes per second of the whole download (at least 1; None: no cap).
-        ``deadline``: seconds it may take in all (default: the client's); ``min_rate``: bytes a second
-        below which a connection has stalled (judged over ``timeout`` seconds): it is cut and resumed.
-        ``verified(check)`` is told each check the file passed, once it is in place:
-        ``"sha256"``, or a server's digest (``"Repr-Digest (sha-256)"``); `` over plain HTTP``
-        is added to each when a redirect took the ``https://`` URL to ``http://``.
+        A path is written through a temporary file beside it, checked, then moved into place: on
+        failure nothing is left and an existing file is untouched (a device or FIFO is written
+        directly). A file object is written at its position and left open.
+        ``progress(done, total)`` is called as bytes arrive; ``sha256``: the hex digest the bytes
+        must have. ``resume=True`` keeps a failed download's partial file to continue next time;
+        ``connections``: how many ranged requests may fetch the file at once; ``max_rate``: bytes
+        a second for the whole download (at least 1); ``deadline``: seconds it may take in all
+        (default: the client's); ``min_rate``: bytes a second below which a connection has stalled
+        (judged over ``timeout`` seconds): it is cut and resumed. ``verified(check)`` is told each
+        check the file passed, once it is in place: ``"sha256"``, or a server's digest
+        (``"Repr-Digest (sha-256)"``), `` over plain HTTP`` added after a redirect to ``http://``.
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = _resolve_download_url(self._base_url, download_url)
@@ -654,26 +559,17 @@ class DatasetClient:
     # end of public API --------------------------------------------------------
 
     def _call(
-        self,
-        method: str,
-        path: str,
-        payload: Any = None,
-        extra_headers: dict[str, str] | None = None,
+        self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
     ) -> Any:
         """The one request path of the service operations: send, retry, decode."""
         url = self._base_url + path
         body = None if payload is None else _encode_json(payload)
-        headers = (
-            self._service_headers
-            if extra_headers is None
-            else {**self._service_headers, **extra_headers}
-        )
+        sent = {**self._service_headers, **(headers or {})}
         deadline = None if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
-            with self._send_handling_redirects(
-                method, url, body, headers, trusted=True, deadline=deadline
-            ) as response:
+            send = self._send_handling_redirects
+            with send(method, url, body, sent, trusted=True, deadline=deadline) as response:
                 return _read_json(response, self._secrets)
 
         return self._retrying(method, url, attempt, deadline=deadline)
@@ -687,13 +583,12 @@ class DatasetClient:
         *,
         deadline: _Deadline | None = None,
     ) -> _T:
-        """Run ``attempt`` until it succeeds, fails for good, or retries run out (or ``deadline`` is reached).
+        """Run ``attempt`` until it succeeds, fails for good, retries run out or ``deadline`` comes.
 
-        ``progress`` (bytes done) lets a download that made progress start its count of
-        retries again, so a long flaky transfer still completes.
+        ``progress()`` (bytes done) lets a download that progressed start its count of retries
+        again, so a long flaky transfer still completes.
         """
-        attempts = 0
-        retries_left = self._max_retries
+        attempts, retries_left = 0, self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
@@ -712,14 +607,8 @@ class DatasetClient:
                 if type(error) is _SchemeInDoubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
                 error = self._failed(error, method, url)  # redacted (or a ClientClosedError raised)
-                if (
-                    deadline is not None
-                    and (ended := deadline.stop(error, method, url, delay)) is not None
-                ):
-                    error, delay = (
-                        ended,
-                        None,
-                    )  # reached, or a wait that would end past it: the call ends now
+                if deadline is not None and (ended := deadline.stop(error, method, url, delay)):
+                    error, delay = ended, None  # reached, or the wait would end past it: ended now
                 if delay is None:
                     error.attempts = attempts
                     raise error
@@ -728,32 +617,29 @@ class DatasetClient:
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
                 time.sleep(delay)
-            except (
-                BaseException
-            ) as exc:  # not the client's own: a bug, a signal, a callback's exception
-                _clear_library_frames(
-                    exc
-                )  # whatever escapes, no frame below shows a secret or a body
+            except BaseException as exc:  # not the client's own: a bug, a signal, a callback's
+                _clear_library_frames(exc)  # whatever escapes, no frame below shows a secret
                 raise
 
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
-        """``error``, the secrets a server echoed redacted (before it is logged or raised: its
-        frames held the response); a ClientClosedError raised once close() ended the call."""
+        """``error`` with the secrets a server echoed redacted (its frames held the response); a
+        ClientClosedError raised instead once close() ended the call."""
         _redact_error(error, self._secrets.shown())
         if self._secrets:
             error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
-            closed = f"the DatasetClient was closed during {method} {shown}"
-            raise ClientClosedError(closed) from error
+            raise ClientClosedError(
+                f"the DatasetClient was closed during {method} {shown}"
+            ) from error
         return error
 
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline | None
     ) -> tuple[DatasetClientError, float | None]:
-        """After a failure a server speaking the other scheme causes too: ask it (once per
-        origin, never once it answered in its scheme) within the wait before the retry, else
-        within ``timeout`` and 5 s, never past ``deadline``. Returns the error and the wait left."""
+        """After a failure a server speaking the other scheme causes too, ask it (once an origin,
+        never once it answered in its scheme) within the wait before the retry, else within
+        ``timeout`` and 5 s, never past ``deadline``. Returns the error and the wait left."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = None if deadline is None else deadline.left()
         if left is not None and delay is not None and delay >= left:
@@ -769,33 +655,32 @@ class DatasetClient:
         tls = instead.startswith("https:")
         spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
-        wrong = _WrongSchemeError(text, method=error.method, url=error.url)
-        wrong.connecting, wrong.__cause__ = error.connecting, error.__cause__
+        wrong = _WrongSchemeError(
+            text, method=error.method, url=error.url, connecting=error.connecting
+        )
+        wrong.__cause__ = error.__cause__
         return wrong, None
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None when it is not retried."""
-        if error.method != method:
-            return (
-                None  # a redirect turned the POST into a GET: it was acted on, never send it again
-            )
+        if error.method != method:  # a redirect made the POST a GET: it was acted on
+            return None
         if isinstance(error, ServiceError):
-            if error.status not in (
-                _RETRY_STATUSES_GET if method == "GET" else _RETRY_STATUSES_POST
-            ):
+            # 429 and 503 say the request was not acted on; a GET is repeated after 502 and 504 too.
+            if error.status not in ({429, 502, 503, 504} if method == "GET" else {429, 503}):
                 return None
             if error.retry_after is not None:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
-        elif not isinstance(error, (NetworkError, RequestTimeoutError)):
-            return None
-        elif isinstance(
-            error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)
+        elif (
+            not isinstance(error, (NetworkError, RequestTimeoutError))
+            # The same certificate, proxy wanting credentials, or scheme spoken, again.
+            or isinstance(
+                error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)
+            )
+            or isinstance(error, _WrongSchemeError)
+            or (method != "GET" and not error.connecting)  # a POST may have been acted on
         ):
-            return None  # the same certificate again, or the same proxy wanting credentials
-        elif isinstance(error, _WrongSchemeError):
-            return None  # the server will speak the same scheme again
-        elif method != "GET" and not error.connecting:
-            return None  # a POST may have been acted on: only a failed connect is safe to repeat
+            return None
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
         return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
 
@@ -811,24 +696,22 @@ class DatasetClient:
     ) -> _PooledResponse:
         """Send one request, following redirects; return a 2xx response or raise.
 
-        ``trusted`` says whether ``headers`` may carry credentials: they are dropped
-        for good as soon as a redirect leaves base_url's origin.
+        ``trusted``: ``headers`` may carry credentials; they are dropped for good once a redirect
+        leaves base_url's origin.
         """
         hops = 0
         while True:
             response = self._send_single_request(method, url, body, headers, deadline)
             status = response.status
-            location = response.headers.get("Location") if status in _REDIRECT_STATUSES else None
             if status < 300:
                 return response
-            if (
-                status == 407 and response.proxy is not None and url.startswith("http:")
-            ):  # the proxy's own answer
-                raise self._proxy_refused(response)
+            if status == 407 and response.proxy is not None and url.startswith("http:"):
+                raise self._proxy_refused(response)  # the proxy's own answer
+            redirect = status in {301, 302, 303, 307, 308}
+            location = response.headers.get("Location") if redirect else None
             if location is None or hops == _MAX_REDIRECTS:
-                raise _service_error(
-                    response, self._secrets, too_many_redirects=location is not None
-                )
+                too_many = location is not None
+                raise _service_error(response, self._secrets, too_many_redirects=too_many)
             _discard_body(response)
             url = _redirect_target(method, url, location)
             if status == 303 or (status in (301, 302) and method == "POST"):
@@ -836,9 +719,7 @@ class DatasetClient:
             if trusted and _origin_of(url) != self._origin:
                 trusted = False
                 private = {name.lower() for name in self._credentials}
-                headers = {
-                    name: value for name, value in headers.items() if name.lower() not in private
-                }
+                headers = {k: v for k, v in headers.items() if k.lower() not in private}
             hops += 1
 
     def _proxy_refused(self, response: _PooledResponse) -> NetworkError:
@@ -859,11 +740,12 @@ class DatasetClient:
         headers: dict[str, str],
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        """One request through urllib's opener: its proxy rules, then the pool; each wait within ``deadline``."""
-        # origin_req_host given: urllib otherwise works it out with urlparse, for cookies we do not use.
+        """One request through urllib's opener (its proxy rules, then the pool), each wait within
+        ``deadline``."""
+        # origin_req_host given: urllib otherwise works it out with urlparse, for cookies.
         request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
-        # Set directly, not through add_header, which would re-case every name; a copy,
-        # since urllib's ProxyHandler adds Proxy-Authorization to it.
+        # Set directly, not with add_header, which would re-case every name; a copy, since
+        # urllib's ProxyHandler adds Proxy-Authorization to it.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
         if deadline is None:
@@ -879,11 +761,11 @@ class DatasetClient:
             finally:
                 _sending.within = None
             _Watch(self._timeout, deadline).take(response)  # and its body
-        # One DEBUG line a request (for -v). Without logging imported, nothing can listen: it is
-        # not imported for that (4-5 ms, twice the time this module takes to import itself).
+        # One DEBUG line a request (for -v); logging is not imported for it (twice this module's
+        # import time): until something imports it, nothing can listen.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
-            reason = _redact(response.reason, self._secrets)
+            reason = self._secrets.redact(response.reason)
             shown = _showable_url(url, self._secrets)
             _logger().debug(
                 "%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed
@@ -891,7 +773,7 @@ class DatasetClient:
         return response
 
     def _download_requests(self, url: str) -> _DownloadRequests:
-        """What a download of ``url`` needs of this client, handed to it (see _DownloadRequests)."""
+        """What a download of ``url`` needs of this client (see _DownloadRequests)."""
         trusted = _origin_of(url) == self._origin  # credentials go to base_url's origin only
         return _DownloadRequests(
             headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
@@ -909,10 +791,9 @@ class DatasetClient:
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
-    """A client made anew from another's constructor arguments (what a pickled client unpickles to).
-
-    Its settings only: its ca_bundle is read at its first request, so a worker without that file
-    fails there, naming it, and not inside ``pickle.loads``."""
+    """A client made anew from another's constructor arguments (what a pickled one unpickles to);
+    its ca_bundle is read at its first request, so a worker without the file fails there, not in
+    ``pickle.loads``."""
     client = cls(**{**arguments, "ca_bundle": None})
     client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
     if closed:
@@ -921,9 +802,8 @@ def _rebuilt_client(
 
 
 def _client_secrets(client: DatasetClient | None, *, shown: bool = False) -> _Secrets:
-    """The texts ``client`` never shows (its key, headers' values, proxies' passwords; none for None),
-    for the CLI to redact results and to name no file after a URL holding one; ``shown``: for the
-    CLI's own lines, signed URLs' credentials too."""
+    """What ``client`` never shows (its key, headers' values, proxies' passwords; none for None);
+    ``shown``: for the CLI's own lines, signed URLs' credentials too."""
     secrets = _Secrets() if client is None else client._secrets
     return secrets.shown() if shown else secrets
 
@@ -931,8 +811,8 @@ def _client_secrets(client: DatasetClient | None, *, shown: bool = False) -> _Se
 def _checked_trust(
     ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
 ) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context to use (the caller's, one trusting ``ca_bundle`` too, or None: made when first needed)
-    and ``ca_bundle`` as a path; an unreadable bundle raises its reader's error here."""
+    """The context to use (the caller's, one trusting ``ca_bundle`` too, or None: made when first
+    needed), and ``ca_bundle`` as an absolute path; a bundle not read raises its reader's error."""
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
     if ca_bundle is None:
@@ -943,9 +823,8 @@ def _checked_trust(
         )
     path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
     if not isinstance(path, str):
-        raise TypeError(
-            f"ca_bundle must be a path (str or os.PathLike), not {type(ca_bundle).__name__}"
-        )
+        name = type(ca_bundle).__name__
+        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {name}")
     if not path:
         raise FileNotFoundError(
             "ca_bundle is empty: name a file or directory of PEM CA certificates"
@@ -966,15 +845,10 @@ class _Secret(str):
 
 
 def _as_secret(value: _T) -> _T:
-    """``value`` as a _Secret when it is text; anything else as it is, for the checks to refuse."""
+    """Text as a _Secret, and a dict's text values; anything else as it is, for the checks."""
+    if isinstance(value, dict):
+        return {k: _as_secret(v) for k, v in value.items()}  # type: ignore[return-value]
     return _Secret(value) if isinstance(value, str) else value  # type: ignore[return-value]
-
-
-def _as_secret_headers(headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
-    """A copy of ``headers`` whose values are _Secret; anything but a dict as it is, for the checks."""
-    if not isinstance(headers, dict):
-        return headers
-    return {name: _as_secret(value) for name, value in headers.items()}
 
 
 def _credential_headers(
@@ -982,23 +856,20 @@ def _credential_headers(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The headers only base_url's origin gets (Authorization from the key, then ``headers``), and
     ``headers`` alone; both checked, their values held as _Secret."""
-    extra: dict[str, str] = {
-        name: _Secret(value) for name, value in _check_headers(headers).items()
-    }
+    extra: dict[str, str] = {k: _Secret(v) for k, v in _check_headers(headers).items()}
     if api_key is None:
-        return dict(extra), extra
-    key = _Secret(_check_header_value(api_key, "api_key", token=True))
-    return _merge_headers({"Authorization": _Secret(f"Bearer {key}")}, extra), extra
+        return extra, extra
+    _check_header_value(api_key, "api_key", token=True)
+    return _merge_headers({"Authorization": _Secret(f"Bearer {api_key}")}, extra), extra
 
 
 class _Secrets:
     """The secrets to redact in what a server sends back, held so that no repr shows them.
 
-    ``texts`` are the secrets as given (each a ``_Secret``); the forms a server may echo
-    them in (percent-encoded, JSON- and HTML-escaped, any case of hex) are matched by
-    patterns built the first time a text holds an escape (some 50 ms): redaction happens
-    on error and log paths, so a successful request never pays for it. ``signed``: the
-    values of signed URLs' credential parameters are redacted too (see ``shown``).
+    ``texts``: the secrets as given; the forms a server may echo them in (percent-encoded, JSON-
+    and HTML-escaped, any case of hex) are matched by patterns built the first time a text holds
+    an escape (some 50 ms), on an error or log path: a successful request never pays for it.
+    ``signed``: the values of signed URLs' credential parameters are redacted too (see ``shown``).
     """
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
@@ -1019,16 +890,16 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """These secrets for the texts the client makes (errors, log records, the CLI's lines),
-        where signed URLs' credentials (``X-Amz-Signature=<redacted>``) are redacted too; not
-        for results, whose URLs must still work."""
+        """These secrets for the texts the client makes (errors, logs, the CLI's lines), where
+        signed URLs' credentials (``X-Amz-Signature=<redacted>``) are redacted too; not for
+        results, whose URLs must still work."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
 
     @property
     def longest(self) -> int:
-        """How many characters the longest form of a secret can take (an escape is at most 8 a character)."""
+        """The most characters a form of a secret can take (an escape: 8 a character at most)."""
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
@@ -1036,10 +907,9 @@ class _Secrets:
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
-        if _escape_in(text) is None:  # then a secret can only be there as itself: no pattern needed
+        if _escape_in(text) is None:  # then a secret can only be there as itself
             for secret in self.texts:
-                if secret in text:
-                    text = text.replace(secret, _REDACTED)
+                text = text.replace(secret, _REDACTED)
             return text
         if self._redact_forms is None:
             self._redact_forms = _forms_redactor(self.texts)
@@ -4728,7 +4598,7 @@ def _hidden_stem(path: str) -> str:
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
-    """Return base_url without a trailing slash, and its origin."""
+    """base_url without a trailing slash, and its origin."""
     if not isinstance(base_url, str):
         raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
     _check_url_characters(base_url, "base_url")
@@ -4737,9 +4607,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
-    path = _percent_encoded(
-        parts.path.rstrip("/"), "base_url"
-    )  # as a download_url's: http.client takes ASCII
+    path = _percent_encoded(parts.path.rstrip("/"), "base_url")  # as a download_url's
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
@@ -4753,21 +4621,17 @@ def _check_url_characters(url: str, argument: str) -> None:
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
-    """Split an http(s) URL with a host and a valid port, no user:password, no fragment; else ValueError."""
+    """``url`` split, its fragment dropped: http(s), a host, a valid port, no user:password."""
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 -- the property validates the port
-        urllib.parse.unquote(parts.hostname or "").encode(
-            "idna"
-        )  # the host as urllib's Request and getaddrinfo see it
-    except (
-        ValueError
-    ) as exc:  # a broken IPv6 literal, a bad port, a host IDNA cannot encode (UnicodeError)
+        # The host as urllib's Request and getaddrinfo see it: IDNA may not encode it.
+        urllib.parse.unquote(parts.hostname or "").encode("idna")
+    except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
         raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
-        raise ValueError(
-            f"{argument} must be an http:// or https:// URL, not {parts.scheme or 'no scheme'!r}"
-        )
+        scheme = parts.scheme or "no scheme"
+        raise ValueError(f"{argument} must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
         raise ValueError(
             f"{argument} must not contain a user:password part (pass api_key or headers instead)"
@@ -4778,7 +4642,7 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
 
 
 def _percent_encoded(text: str, argument: str) -> str:
-    """``text`` with its non-ASCII characters percent-encoded as UTF-8; what is ASCII (``%41`` too) as it is."""
+    """``text``, its non-ASCII characters percent-encoded as UTF-8 (http.client takes ASCII)."""
     if text.isascii():
         return text
     try:
@@ -4790,15 +4654,11 @@ def _percent_encoded(text: str, argument: str) -> str:
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """A finite number (an int when ``whole``), above zero when ``positive``, else at least zero.
-
-    ``none``: the argument also takes None for no limit, which the message says (a caller
-    passing 0 for "no limit", as curl and the command line take it, learns what to pass).
-    """
+    """A finite number (an int when ``whole``), above zero when ``positive``, else at least zero;
+    ``none``: the message says None is no limit (a caller passing 0 for it, as curl does)."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
-        raise TypeError(
-            f"{argument} must be {'an int' if whole else 'a number'}, not {type(value).__name__}"
-        )
+        kind = "an int" if whole else "a number"
+        raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
     finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor an int past any float
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
@@ -4809,29 +4669,23 @@ def _check_number(
 
 
 def _check_seconds(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number of seconds (or bytes per second) as a float."""
+    """None, or a positive finite number of seconds (or bytes a second) as a float."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
-    """Latin-1 text without control characters; a ``token`` (the key) is ASCII without whitespace too.
-
-    The value is never shown in a message: it may be a credential.
-    """
+    """Latin-1 text without control characters; a ``token`` (a key) ASCII without whitespace.
+    The value is never shown: it may be a credential."""
     if not isinstance(value, str):
         raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
     if token and not value.strip():
         raise ValueError(f"{argument} must not be empty (pass None for no key)")
-    if not _CONTROL_CHARACTERS.isdisjoint(value) or (
-        token and any(character.isspace() for character in value)
-    ):
-        raise ValueError(
-            f"{argument} contains {'whitespace or ' if token else ''}a control character (CR, LF, ...)"
-        )
-    if any(ord(character) > (127 if token else 255) for character in value):
-        raise ValueError(
-            f"{argument} must be {'ASCII' if token else 'Latin-1 text (HTTP headers are)'}"
-        )
+    if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(c.isspace() for c in value)):
+        space = "whitespace or " if token else ""
+        raise ValueError(f"{argument} contains {space}a control character (CR, LF, ...)")
+    if any(ord(c) > (127 if token else 255) for c in value):
+        kind = "ASCII" if token else "Latin-1 text (HTTP headers are)"
+        raise ValueError(f"{argument} must be {kind}")
     return value
 
 
@@ -4840,19 +4694,18 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
         return {}
     if not isinstance(headers, collections.abc.Mapping):
         raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")
-    checked = {}
-    for name, value in headers.items():
+    checked = dict(headers)
+    for name, value in checked.items():
         if not isinstance(name, str) or not name or not _TOKEN_CHARACTERS.issuperset(name):
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if name.lower() in ("content-length", "transfer-encoding", "connection"):
             raise ValueError(f"headers: {name} is set by the client itself")
         _check_header_value(value, f"headers[{name!r}]")
-        checked[name] = value
     return checked
 
 
 def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
-    """Merge header dicts, later names replacing earlier ones whatever their case."""
+    """Header dicts merged, a later name replacing an earlier one whatever their case."""
     merged: dict[str, str] = {}
     for layer in layers:
         for name, value in layer.items():
@@ -4873,9 +4726,8 @@ def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
     if isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)) or not isinstance(
         symbols, collections.abc.Iterable
     ):
-        raise TypeError(
-            f"symbols must be a str or an iterable of str, not {type(symbols).__name__}"
-        )
+        kind = type(symbols).__name__
+        raise TypeError(f"symbols must be a str or an iterable of str, not {kind}")
     checked = [symbols] if isinstance(symbols, str) else list(symbols)
     for index, symbol in enumerate(checked):
         _check_text(symbol, f"symbols[{index}]")
@@ -4890,20 +4742,16 @@ def _format_date(value: datetime.date | str, argument: str) -> str:
     if isinstance(value, str):
         _check_text(value, argument)
         return value
-    raise TypeError(
-        f"{argument} must be a datetime.date, datetime.datetime or str, not {type(value).__name__}"
-    )
+    kind = type(value).__name__
+    raise TypeError(f"{argument} must be a datetime.date, datetime.datetime or str, not {kind}")
 
 
 def _check_date_order(start: datetime.date | str, end: datetime.date | str) -> None:
     if not isinstance(start, datetime.date) or not isinstance(end, datetime.date):
         return  # strings are the service's to judge
     first, last = start, end
-    if isinstance(start, datetime.datetime) != isinstance(
-        end, datetime.datetime
-    ):  # a date and a datetime: days
-        first = start.date() if isinstance(start, datetime.datetime) else start
-        last = end.date() if isinstance(end, datetime.datetime) else end
+    if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
+        first, last = (d.date() if isinstance(d, datetime.datetime) else d for d in (start, end))
     with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
         if first > last:
             raise ValueError(f"start_date {start.isoformat()} is after end_date {end.isoformat()}")
@@ -4913,9 +4761,8 @@ def _encode_json(payload: Any) -> bytes:
     try:
         return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(
-            "the request contains text that is not valid Unicode (a lone surrogate)"
-        ) from None
+        text = "the request contains text that is not valid Unicode (a lone surrogate)"
+        raise ValueError(text) from None
 
 
 def _check_sha256(sha256: str | None) -> str | None:
@@ -4930,14 +4777,12 @@ def _check_sha256(sha256: str | None) -> str | None:
 
 
 def _resolve_download_url(base_url: str, download_url: str) -> str:
-    """``download_url`` resolved against ``base_url`` (a client's ``base_url``), as ``download`` fetches it."""
+    """``download_url`` resolved against a client's ``base_url``, as ``download`` fetches it."""
     _check_text(download_url, "download_url")
-    _check_url_characters(
-        download_url, "download_url"
-    )  # before urljoin, which drops CR, LF and tab
+    _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
     url = urllib.parse.urljoin(base_url + "/", download_url)  # RFC 3986 resolution
     parts = _split_http_url(url, "download_url")
-    # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do (http.client takes ASCII).
+    # Non-ASCII in the path or query goes percent-encoded as UTF-8, as browsers send it.
     path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
@@ -4981,14 +4826,12 @@ def _profile_settings(
     return found
 
 
-def _netloc(url: str) -> tuple[str, str]:
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme.lower(), parts.netloc.lower()
+def _netloc(url: str) -> tuple[str, ...]:
+    return urllib.parse.urlsplit(url.lower())[:2]  # its scheme and netloc
 
 
 def _read_profile(
-    asked: str | None,
-    warn: Callable[[str], object] | None,
+    asked: str | None, warn: Callable[[str], object] | None
 ) -> tuple[str, dict[str, Any]]:
     """The config file's path and its profile ``asked`` for (else [default], or {} when none)."""
     import tomllib  # here: the library's import stays light
@@ -5027,7 +4870,7 @@ def _read_profile(
 
 
 def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (an absolute one,
+    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (when absolute,
     as the XDG spec says), else in ~/.config/dataset-client."""
     base = os.environ.get("XDG_CONFIG_HOME", "")
     if not os.path.isabs(base):
@@ -5037,8 +4880,7 @@ def _config_path() -> str:
 
 
 def _open_config(path: str) -> BinaryIO:
-    """The config file opened for reading; O_NONBLOCK: a FIFO put there is refused (see
-    _check_config_file_is_own), never waited on for a writer."""
+    """The config file opened for reading; O_NONBLOCK: a FIFO there is refused, not waited on."""
     fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | _O_BINARY)  # as open(path, "rb") on Windows
     try:
         return open(fd, "rb")
@@ -5141,9 +4983,7 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``dataset-client`` command line (``dataset_client_cli.py``); return its exit status."""
-    import importlib.util
-
+    """Run the command line: ``dataset_client_cli.py`` beside this file, else an installed one."""
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
     beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     spec = importlib.util.spec_from_file_location("dataset_client_cli", beside)
@@ -5153,10 +4993,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import dataset_client_cli
     except ImportError:
-        sys.stderr.write(
-            "dataset-client: error: the command line is dataset_client_cli.py: copy it"
-            " beside dataset_client.py, or pip install dataset-client\n"
-        )
+        what = "the command line is dataset_client_cli.py: copy it beside dataset_client.py"
+        sys.stderr.write(f"dataset-client: error: {what}, or pip install dataset-client\n")
         return 2
     return dataset_client_cli.main(argv)
 
