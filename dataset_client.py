@@ -1,16 +1,12 @@
 """A synchronous client for the dataset query and export service (Python 3.11+, stdlib only).
 
-To import the client, copy this one file, ``dataset_client.py``, into your tree; for the
-``dataset-client`` command line, put ``dataset_client_cli.py`` beside it (``pip install``
-gives both).
-
-    from dataset_client import DatasetClient
+Copy ``dataset_client.py`` into your tree to import the client; put ``dataset_client_cli.py`` beside
+it for the ``dataset-client`` command line (``pip install`` gives both).
 
     with DatasetClient("https://data.example.com/api/v1", api_key="...") as client:
         print(client.list_datasets())
 
-Every error about a request derives from ``DatasetClientError`` and from the built-in exception a
-caller would already catch::
+Every error about a request derives from ``DatasetClientError`` and the built-in in brackets::
 
     DatasetClientError
     ├── ServiceError (RuntimeError)          the service answered >= 400, or a 3xx was left
@@ -21,10 +17,8 @@ caller would already catch::
     ├── ChecksumMismatchError (ValueError)   the bytes do not match the sha256 or server's digest
     └── ClientClosedError (RuntimeError)     the client was used after (or closed during) a call
 
-Bad arguments raise ``TypeError``/``ValueError`` before anything is sent; a download that fails on
-the file system raises that ``OSError``. The API key never appears in an exception, repr or log.
-
-Licence: MIT. Copyright (c) 2026 the dataset-client authors.
+Bad arguments raise ``TypeError``/``ValueError`` before anything is sent; the file system's errors
+are its ``OSError``. Licence: MIT. Copyright (c) 2026 the dataset-client authors.
 """
 
 from __future__ import annotations
@@ -35,12 +29,12 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
-    if __name__ == "__main__":  # python -m dataset_client: one line, the usage-error status
+    if __name__ == "__main__":  # python -m dataset_client: the usage error's status
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
-import _thread  # locks and thread idents; threading itself is imported where a thread is started
+import _thread  # threading itself is imported where a thread is started
 import collections.abc
 import contextlib
 import datetime
@@ -49,7 +43,7 @@ import errno
 import functools
 import hashlib
 import http.client
-import importlib.util  # loaded with Python (site): only main() uses it
+import importlib.util  # for main(); site has imported it
 import io
 import itertools
 import json
@@ -68,7 +62,7 @@ import weakref
 import zlib
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
+if TYPE_CHECKING:  # typing costs import time
     import threading
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -94,64 +88,63 @@ __all__ = (
 __version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
-_CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones, and memory stays flat
-_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # chunks waiting for the hashing thread, at most
-_MIN_PART_SIZE = _CHUNK_SIZE  # a parallel download's parts are at least this large
+_CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones
+_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
+_MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
 _MAX_REDIRECTS = 10
-_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for: the error is raised
-_LONGEST_RETRY_AFTER = 366 * 86400.0  # a Retry-After is read as at most a year
+_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
+_LONGEST_RETRY_AFTER = 366 * 86400.0  # as read
 _MAX_BACKOFF = 30.0
-_ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes of an error body kept in ServiceError.body
-_MAX_DECODED_BODY = 256 * 1024 * 1024  # a result that inflates past this is a decompression bomb
+_ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes kept in ServiceError.body
+_MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
 _MAX_IDLE_PER_ORIGIN = 8
-_MAX_INTERIM_RESPONSES = 100  # 1xx responses skipped for one request; more: it never answers
-_MAX_CONNECTIONS = 32  # ranged requests at once for one download
-_MAX_RESTARTS = 3  # a file that keeps changing on the server: started over this often, at most
-_MAX_STATE_SIZE = 1024 * 1024  # a resumable download's state file is never read past this
-_MAX_CONFIG_SIZE = 1024 * 1024  # a larger config file is no profile (tomllib reads it whole)
-_MAX_DIGEST_MEMBERS = 16  # members of one digest field looked at (a server sends a few)
-_SCHEME_PROBE_TIMEOUT = 5.0  # for the connection asking whether a server speaks the other scheme
-_MAX_WAIT = float(_thread.TIMEOUT_MAX)  # seconds: the longest time-out a lock or socket takes
-_MAX_SIZE = 2**63 - 1  # bytes: a Content-Length or Content-Range past a file offset is refused
-_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream
-_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close() this often
-# The digests a server may send (RFC 9530 and RFC 3230 names, lowercased), hashlib's name for each.
+_MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
+_MAX_CONNECTIONS = 32  # of one download
+_MAX_RESTARTS = 3  # of a download whose file keeps changing on the server
+_MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
+_MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
+_MAX_DIGEST_MEMBERS = 16  # looked at in one digest field
+_SCHEME_PROBE_TIMEOUT = 5.0  # asking whether a server speaks the other scheme
+_MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket takes
+_MAX_SIZE = 2**63 - 1  # the largest file offset
+_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
+_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
+# RFC 9530 and RFC 3230 names, lowercased, and hashlib's.
 _DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
-_LOCK_WRITE_GRACE = 5.0  # seconds: an empty or garbled .part.lock this young may be being written
+_LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
 _REDACTED = "<redacted>"
-# Query parameters of signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth) that are credentials.
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
 _SIGNED_PARAMETERS = (
     "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
     "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
 )
-# What server text never shows as it is: C0, DEL, C1, bidirectional and zero-width characters,
-# line and paragraph separators, lone surrogates.
+# Never shown as sent: C0, DEL, C1, bidirectional, zero-width, line separators, lone surrogates.
 _UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
-# Sets, not regular expressions: compiling a pattern at import costs more than the whole module.
+# Sets: compiling a pattern at import costs more than the whole module.
 _TOKEN_CHARACTERS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
-_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # kept as they are in percent-encoding
+_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in a URL
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
 
-# Platform features, probed once (as CPython's shutil does): the code branches on these names.
-# Windows has none of them; .ci/without_posix_extras.py runs the tests as if they were missing.
+# Platform features, probed once as CPython's shutil does. Windows has none of them
+# (.ci/without_posix_extras.py runs the tests as if so).
 _WINDOWS = os.name == "nt"
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
 _HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows: none, and no links others can plant
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFO that could block an open
-_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself, looked at and read as one
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself
 
 
 @functools.cache
 def _fcntl() -> Any:
-    """The fcntl module (flock), or None (Windows); imported once a download writes a file."""
+    """The fcntl module, or None (Windows); imported once a download writes a file."""
     try:
         import fcntl
-    except ImportError:  # not on Linux: Windows has no flock
+    except ImportError:
         return None
     return fcntl
 
@@ -164,10 +157,9 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of every error the client raises about a request.
 
-    Its fields, and each subclass's, are keyword arguments: ``method`` and ``url`` name the request
-    that failed (after redirects); ``connecting`` is true when it was never sent (refused, no such
-    host, a failed TLS handshake or proxy tunnel), so sending it again is safe; ``attempts`` is how
-    many attempts were made.
+    Each subclass's fields, and these, are keyword arguments: ``method`` and ``url``, the request
+    that failed (after redirects); ``connecting``, true when it was never sent (so sending it again
+    is safe); ``attempts``, how many were made.
     """
 
     method: str = ""
@@ -187,11 +179,10 @@ class DatasetClientError(Exception):
     def __str__(self) -> str:
         text, attempts = super().__str__(), self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
-            return text  # a deadline's error says it came after one attempt
+            return text  # a deadline's error says it after one attempt too
         return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # With its fields and cause, not only ``args``.
         return _rebuilt_error, (type(self), self.args, {**vars(self), "__cause__": self.__cause__})
 
 
@@ -211,9 +202,8 @@ class ServiceError(DatasetClientError, RuntimeError):
 
     ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``. Fields:
     ``status``, ``reason``, ``headers``, ``body`` (its start, as text), ``payload`` (the body as
-    JSON, or None), ``message`` (the service's own, from that JSON; from another body a short
-    reason: an XML error's Code and Message, an HTML title, a text's first line), ``request_id``
-    (X-Request-Id, else Request-Id), ``retry_after`` (seconds), ``proxy`` (its host:port, if any).
+    JSON, or None), ``message`` (the service's own, else a short reason from the body),
+    ``request_id`` (X-Request-Id, else Request-Id), ``retry_after`` (seconds), ``proxy``.
     """
 
     status: int
@@ -251,19 +241,19 @@ class ServiceError(DatasetClientError, RuntimeError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload as JSON text: pickle recurses deeper per level than json, which decoded it.
+        # The payload as JSON text: pickle recurses deeper per level than json did.
         rebuilt, (cls, args, state) = super().__reduce__()
-        with contextlib.suppress(ValueError, TypeError, RecursionError):  # else pickled as it is
+        with contextlib.suppress(ValueError, TypeError, RecursionError):  # else as it is
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
         return rebuilt, (cls, args, state)
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting or a wait for data took longer than ``timeout``; or the call outlived its
-    ``deadline``; or a download's connection stalled below ``min_rate``.
+    """Connecting or a wait for data outlasted ``timeout``, the call its ``deadline``, or a
+    download's connection stalled below ``min_rate``.
 
-    ``deadline``: the call's, in seconds, when that ended it (else None); ``retry_after``: then the
-    wait a server asked for (Retry-After) that would have ended past it, or None.
+    ``deadline``: the call's, when it ended it (else None); ``retry_after``: then the wait a server
+    asked for that would have ended past it, or None.
     """
 
     deadline: float | None = None
@@ -272,28 +262,22 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed.
-
-    ``certificate``: the server's TLS certificate failed verification (another CA to trust, with
-    ``ca_bundle=`` or ``ssl_context=``, may be the fix).
-    """
+    """The connection failed: refused, reset, closed early, or TLS failed. ``certificate``: the
+    server's certificate failed verification (``ca_bundle=`` may be the fix)."""
 
     certificate: bool = False
 
 
 class IncompleteResponseError(NetworkError):
-    """The connection closed before the whole body (``Content-Length``, ``expected``) arrived."""
+    """The connection closed before the whole body (``expected`` bytes) arrived."""
 
     expected: int | None = None
     received: int = 0
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client refuses: a 2xx body that is not JSON, a bad redirect, range or framing.
-
-    ``received`` and ``expected``: a downloaded file's size and the size the server announced, when
-    they differ; else None.
-    """
+    """A response the client refuses: a 2xx body not JSON, a bad redirect, range or framing.
+    ``received``, ``expected``: a downloaded file's size and the size announced, else None."""
 
     received: int | None = None
     expected: int | None = None
@@ -320,19 +304,14 @@ class DatasetClient:
     """A client for one service, holding kept-alive connections until ``close()``; threads may
     share one.
 
-    ``base_url``: the service address (``http`` or ``https``, its path prefix kept). ``api_key`` is
-    sent as ``Authorization: Bearer <key>``, and ``headers`` with every service request, to that
-    origin only. ``timeout``: seconds for connecting and for each wait for data; ``deadline``: for
-    each whole call, retries and waits included (then a ``RequestTimeoutError``); ``None``: no
-    limit. ``max_retries``: how often a retryable failure is retried, after
-    ``backoff_factor * 2**n`` seconds (with jitter). ``ca_bundle``: a file or directory of CA
-    certificates trusted besides the system store (a relative path: from the working directory
-    now; one that cannot be read raises its ``FileNotFoundError``, ``ssl.SSLError`` or ``OSError``
-    here); ``ssl_context`` replaces the default context (not both).
+    ``api_key`` (``Authorization: Bearer``) and ``headers`` go to ``base_url``'s origin only.
+    ``timeout``: seconds for connecting and each wait for data; ``deadline``: for a whole call,
+    retries included (``None``: no limit). ``max_retries``: retries of a retryable failure, after
+    ``backoff_factor * 2**n`` seconds with jitter. ``ca_bundle``: CA certificates trusted besides
+    the system's (read now; its reader's errors raised here); ``ssl_context`` replaces the default.
 
-    A client pickles and copies (process pools, Dask) as a new client with the same settings and
-    no connections, its ``ca_bundle`` read at its first request; the pickle holds the key: load
-    only pickles you trust. One given an ``ssl_context`` does not pickle: pass ``ca_bundle``.
+    A client pickles and copies as a new client with the same settings (the pickle holds the key:
+    load only pickles you trust); not one given an ``ssl_context``.
     """
 
     def __init__(
@@ -349,10 +328,10 @@ class DatasetClient:
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
-        # Secrets as _Secret from the first line: if a check fails, no traceback's locals show one.
+        # Secrets as _Secret first: should a check fail, no traceback's locals show one.
         api_key, headers = _as_secret(api_key), _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
-        if timeout is not None:  # one longer than a lock or socket takes (1e300) is the longest
+        if timeout is not None:  # 1e300: the longest a lock or socket takes
             timeout = min(
                 float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT
             )
@@ -364,7 +343,7 @@ class DatasetClient:
         agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
         agent = _check_header_value(agent, "user_agent")
         self._credentials, extra = _credential_headers(api_key, headers)
-        # Every constructor argument, as a copy or an unpickled client is built (see __reduce__).
+        # Every constructor argument, for a copy or an unpickled client.
         self._arguments: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key,
@@ -389,19 +368,17 @@ class DatasetClient:
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
         self._opener.add_handler(self._pool)
-        # What a server may echo back that is never shown (in reasons, bodies, headers, logs).
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
         self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
         if api_key is not None and self._origin[0] == "http" and not _is_loopback(self._origin[1]):
             _warn_of_a_key_in_clear(self._origin[1])
 
     def __repr__(self) -> str:
-        # Safe on a client whose constructor failed part way: a traceback with locals shows it.
+        # A client whose constructor failed shows in a traceback's locals too.
         closed = " (closed)" if getattr(self, "_pool", None) and self._pool.closed else ""
         return f"<DatasetClient {getattr(self, '_base_url', '?')!r}{closed}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as its constructor's arguments: a new client, closed if this one is."""
         if self._arguments["ssl_context"] is not None:
             raise TypeError(
                 "a DatasetClient given an ssl_context cannot be pickled (an SSLContext cannot):"
@@ -409,12 +386,10 @@ class DatasetClient:
             )
         return _rebuilt_client, (type(self), self._arguments, self._pool.closed)
 
-    def __copy__(self) -> DatasetClient:
-        """A new client with the same settings (an ssl_context shared) and no connections yet."""
+    def __copy__(self, memo: object = None) -> DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> DatasetClient:
-        return self.__copy__()  # settings are immutable, or copied by the constructor
+    __deepcopy__ = __copy__  # settings are immutable, or copied when built
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -424,15 +399,12 @@ class DatasetClient:
 
     @classmethod
     def from_profile(cls, profile: str | None = None, **settings: Any) -> DatasetClient:
-        """The client the command line would build.
-
-        ``base_url`` and ``api_key`` come from $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY,
-        else from the profile (``profile``, else $DATASET_CLIENT_PROFILE, else ``[default]``) of
-        the command line's config file, as do ``timeout`` and ``ca_bundle`` (relative to the
-        file); ``settings``, any constructor keyword, beat both. An unknown key is a warning.
-        Raises ValueError (no base URL; a file or value that cannot be used), PermissionError (a
-        file others can write, or read when it holds a key; another user's), LookupError (no such
-        profile).
+        """The client the command line would build: ``base_url`` and ``api_key`` from
+        $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY, else from the config file's profile
+        (``profile``, $DATASET_CLIENT_PROFILE or ``default``) with ``timeout`` and ``ca_bundle``;
+        ``settings`` (constructor keywords) beat both. Raises ValueError (no base URL, a bad file
+        or value), PermissionError (a file others may write, or read when it holds a key),
+        LookupError (no such profile).
         """
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
@@ -443,7 +415,7 @@ class DatasetClient:
             )
         try:
             return cls(**arguments)
-        except OSError as exc:  # the profile's bundle cannot be read: named as the profile's
+        except OSError as exc:  # the profile's bundle: named so
             if "ca_bundle" in settings or "ca_bundle" not in found or not exc.args:
                 raise
             said = str(exc.args[-1]).replace(
@@ -453,11 +425,11 @@ class DatasetClient:
 
     @property
     def base_url(self) -> str:
-        """The service address the client was made with, without a trailing slash (read-only)."""
+        """The service address, without a trailing slash."""
         return self._base_url
 
     def close(self) -> None:
-        """Close every connection, ending calls under way in other threads. Idempotent."""
+        """Close every connection, ending calls under way. Idempotent."""
         self._pool.close()
 
     def list_datasets(self) -> Any:
@@ -481,25 +453,18 @@ class DatasetClient:
     ) -> Any:
         """``POST /exports``; return the decoded JSON (the export, with its download URL).
 
-        ``symbols``: one symbol or an iterable of them. Dates: ``datetime.date``,
-        ``datetime.datetime`` or strings sent as given. ``idempotency_key`` is sent as the
-        ``Idempotency-Key`` of every attempt (a service that honours it gives the same export
-        again for the same key); by default a fresh UUID a call.
+        ``symbols``: one or an iterable; dates: ``datetime.date`` or a string sent as given;
+        ``idempotency_key``: the ``Idempotency-Key`` of every attempt (default: a fresh UUID).
         """
-        import uuid  # only this operation needs it
+        import uuid
 
         key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
         _check_header_value(key, "idempotency_key", token=True)
         _check_text(dataset, "dataset")
         _check_text(format, "format")
-        body = {
-            "dataset": dataset,
-            "symbols": _check_symbols(symbols),
-            "start_date": _format_date(start_date, "start_date"),
-            "end_date": _format_date(end_date, "end_date"),
-            "format": format,
-        }
-        _check_date_order(start_date, end_date)
+        symbols = _check_symbols(symbols)
+        start, end = _format_dates(start_date, end_date)
+        body = dict(dataset=dataset, symbols=symbols, start_date=start, end_date=end, format=format)
         return self._call("POST", "/exports", body, {"Idempotency-Key": key})
 
     def download(
@@ -516,20 +481,15 @@ class DatasetClient:
         min_rate: float | None = None,
         verified: Callable[[str], object] | None = None,
     ) -> None:
-        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``, a path or a
-        binary file object.
+        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``, a path (written
+        through a temporary file, moved into place once checked) or a binary file object.
 
-        A path is written through a temporary file beside it, checked, then moved into place: on
-        failure nothing is left and an existing file is untouched (a device or FIFO is written
-        directly). A file object is written at its position and left open.
-        ``progress(done, total)`` is called as bytes arrive; ``sha256``: the hex digest the bytes
-        must have. ``resume=True`` keeps a failed download's partial file to continue next time;
-        ``connections``: how many ranged requests may fetch the file at once; ``max_rate``: bytes
-        a second for the whole download (at least 1); ``deadline``: seconds it may take in all
-        (default: the client's); ``min_rate``: bytes a second below which a connection has stalled
-        (judged over ``timeout`` seconds): it is cut and resumed. ``verified(check)`` is told each
-        check the file passed, once it is in place: ``"sha256"``, or a server's digest
-        (``"Repr-Digest (sha-256)"``), `` over plain HTTP`` added after a redirect to ``http://``.
+        ``progress(done, total)``: called as bytes arrive; ``sha256``: the hex digest the bytes
+        must have; ``resume``: keep a failed download's partial file to continue next time;
+        ``connections``: ranged requests at once; ``max_rate``: bytes a second; ``deadline``:
+        seconds in all (default: the client's); ``min_rate``: bytes a second below which a
+        connection is cut and resumed; ``verified(check)``: told each check passed, such as
+        ``"sha256"`` or ``"Repr-Digest (sha-256)"`` (`` over plain HTTP`` after a redirect there).
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = _resolve_download_url(self._base_url, download_url)
@@ -561,7 +521,6 @@ class DatasetClient:
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
     ) -> Any:
-        """The one request path of the service operations: send, retry, decode."""
         url = self._base_url + path
         body = None if payload is None else _encode_json(payload)
         sent = {**self._service_headers, **(headers or {})}
@@ -583,22 +542,19 @@ class DatasetClient:
         *,
         deadline: _Deadline | None = None,
     ) -> _T:
-        """Run ``attempt`` until it succeeds, fails for good, retries run out or ``deadline`` comes.
-
-        ``progress()`` (bytes done) lets a download that progressed start its count of retries
-        again, so a long flaky transfer still completes.
-        """
+        """``attempt()`` until it succeeds, fails for good, retries run out or ``deadline`` comes;
+        a download that made ``progress()`` (bytes done) starts its count of retries again."""
         attempts, retries_left = 0, self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
             try:
                 if deadline is not None:
-                    deadline.check(method, url)  # not another attempt once it is reached
+                    deadline.check(method, url)
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
-                # Progress is a chunk, not a byte trickled; a stall counts, whatever it brought.
+                # Progress is a chunk, not a byte trickled; a stall counts whatever it brought.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
                     last_progress = done
@@ -606,24 +562,23 @@ class DatasetClient:
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
                 if type(error) is _SchemeInDoubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
-                error = self._failed(error, method, url)  # redacted (or a ClientClosedError raised)
+                error = self._failed(error, method, url)
                 if deadline is not None and (ended := deadline.stop(error, method, url, delay)):
-                    error, delay = ended, None  # reached, or the wait would end past it: ended now
+                    error, delay = ended, None
                 if delay is None:
                     error.attempts = attempts
                     raise error
-                # As curl: "retrying in 1.0 s (2 attempts left): 503 Service Unavailable: GET URL".
+                # As curl says it.
                 left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
                 time.sleep(delay)
-            except BaseException as exc:  # not the client's own: a bug, a signal, a callback's
-                _clear_library_frames(exc)  # whatever escapes, no frame below shows a secret
+            except BaseException as exc:  # a bug, a signal, a callback's: no frame keeps a secret
+                _clear_library_frames(exc)
                 raise
 
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
-        """``error`` with the secrets a server echoed redacted (its frames held the response); a
-        ClientClosedError raised instead once close() ended the call."""
+        """``error`` redacted; a ClientClosedError raised once close() ended the call."""
         _redact_error(error, self._secrets.shown())
         if self._secrets:
             error = error.with_traceback(None)
@@ -637,13 +592,13 @@ class DatasetClient:
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline | None
     ) -> tuple[DatasetClientError, float | None]:
-        """After a failure a server speaking the other scheme causes too, ask it (once an origin,
-        never once it answered in its scheme) within the wait before the retry, else within
-        ``timeout`` and 5 s, never past ``deadline``. Returns the error and the wait left."""
+        """Ask the server, once an origin, whether it speaks the other scheme, within the wait
+        before the retry (else ``timeout`` and 5 s), never past ``deadline``: the error, the wait
+        left."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = None if deadline is None else deadline.left()
         if left is not None and delay is not None and delay >= left:
-            return error, delay  # a retry past the deadline: the call ends at once (_Deadline.stop)
+            return error, delay  # the call ends at once (_Deadline.stop)
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
         wait = min(limit for limit in limits if limit is not None)
         if wait <= 0 or not self._pool.first_probe(error.url):  # not after close() either
@@ -662,11 +617,11 @@ class DatasetClient:
         return wrong, None
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
-        """Seconds to wait before retrying after ``error``, or None when it is not retried."""
+        """Seconds to wait before retrying after ``error``, or None: not retried."""
         if error.method != method:  # a redirect made the POST a GET: it was acted on
             return None
         if isinstance(error, ServiceError):
-            # 429 and 503 say the request was not acted on; a GET is repeated after 502 and 504 too.
+            # 429 and 503 say the request was not acted on.
             if error.status not in ({429, 502, 503, 504} if method == "GET" else {429, 503}):
                 return None
             if error.retry_after is not None:
@@ -694,11 +649,8 @@ class DatasetClient:
         trusted: bool,
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        """Send one request, following redirects; return a 2xx response or raise.
-
-        ``trusted``: ``headers`` may carry credentials; they are dropped for good once a redirect
-        leaves base_url's origin.
-        """
+        """A 2xx response, redirects followed; ``trusted``: ``headers`` may carry credentials,
+        dropped for good once a redirect leaves base_url's origin."""
         hops = 0
         while True:
             response = self._send_single_request(method, url, body, headers, deadline)
@@ -723,7 +675,7 @@ class DatasetClient:
             hops += 1
 
     def _proxy_refused(self, response: _PooledResponse) -> NetworkError:
-        """A plain-HTTP proxy's 407: the error that says where credentials go."""
+        """A plain-HTTP proxy's 407, saying where credentials go."""
         response.close()
         sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
         error = _proxy_credentials_error(
@@ -740,12 +692,9 @@ class DatasetClient:
         headers: dict[str, str],
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        """One request through urllib's opener (its proxy rules, then the pool), each wait within
-        ``deadline``."""
-        # origin_req_host given: urllib otherwise works it out with urlparse, for cookies.
+        # Through urllib's proxy rules, then the pool; origin_req_host: else urlparse, for cookies.
         request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
-        # Set directly, not with add_header, which would re-case every name; a copy, since
-        # urllib's ProxyHandler adds Proxy-Authorization to it.
+        # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         started = time.monotonic()
         if deadline is None:
@@ -761,8 +710,7 @@ class DatasetClient:
             finally:
                 _sending.within = None
             _Watch(self._timeout, deadline).take(response)  # and its body
-        # One DEBUG line a request (for -v); logging is not imported for it (twice this module's
-        # import time): until something imports it, nothing can listen.
+        # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
             reason = self._secrets.redact(response.reason)
@@ -773,8 +721,7 @@ class DatasetClient:
         return response
 
     def _download_requests(self, url: str) -> _DownloadRequests:
-        """What a download of ``url`` needs of this client (see _DownloadRequests)."""
-        trusted = _origin_of(url) == self._origin  # credentials go to base_url's origin only
+        trusted = _origin_of(url) == self._origin
         return _DownloadRequests(
             headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
             send=functools.partial(
@@ -791,9 +738,8 @@ class DatasetClient:
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
-    """A client made anew from another's constructor arguments (what a pickled one unpickles to);
-    its ca_bundle is read at its first request, so a worker without the file fails there, not in
-    ``pickle.loads``."""
+    """What a pickled client unpickles to; its ca_bundle read at its first request, so that a
+    worker without the file fails there, not in ``pickle.loads``."""
     client = cls(**{**arguments, "ca_bundle": None})
     client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
     if closed:
@@ -802,8 +748,7 @@ def _rebuilt_client(
 
 
 def _client_secrets(client: DatasetClient | None, *, shown: bool = False) -> _Secrets:
-    """What ``client`` never shows (its key, headers' values, proxies' passwords; none for None);
-    ``shown``: for the CLI's own lines, signed URLs' credentials too."""
+    """What ``client`` never shows (none for None); ``shown``: signed URLs' credentials too."""
     secrets = _Secrets() if client is None else client._secrets
     return secrets.shown() if shown else secrets
 
@@ -811,8 +756,7 @@ def _client_secrets(client: DatasetClient | None, *, shown: bool = False) -> _Se
 def _checked_trust(
     ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
 ) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context to use (the caller's, one trusting ``ca_bundle`` too, or None: made when first
-    needed), and ``ca_bundle`` as an absolute path; a bundle not read raises its reader's error."""
+    """The context (None: the default, made when needed) and ``ca_bundle`` as an absolute path."""
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
     if ca_bundle is None:
@@ -829,8 +773,8 @@ def _checked_trust(
         raise FileNotFoundError(
             "ca_bundle is empty: name a file or directory of PEM CA certificates"
         )
-    # Absolute once, now: OpenSSL looks a hashed directory up at each handshake, and a copy may be
-    # unpickled in a worker started elsewhere; no later chdir changes what is trusted.
+    # Absolute now: OpenSSL looks a hashed directory up at each handshake, and a copy may be
+    # unpickled elsewhere; no later chdir changes what is trusted.
     path = os.path.abspath(path)
     return _default_ssl_context(path, "ca_bundle"), path
 
@@ -845,7 +789,7 @@ class _Secret(str):
 
 
 def _as_secret(value: _T) -> _T:
-    """Text as a _Secret, and a dict's text values; anything else as it is, for the checks."""
+    """Text, and a dict's text values, as _Secret; anything else as it is, for the checks."""
     if isinstance(value, dict):
         return {k: _as_secret(v) for k, v in value.items()}  # type: ignore[return-value]
     return _Secret(value) if isinstance(value, str) else value  # type: ignore[return-value]
@@ -854,8 +798,7 @@ def _as_secret(value: _T) -> _T:
 def _credential_headers(
     api_key: str | None, headers: Mapping[str, str] | None
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The headers only base_url's origin gets (Authorization from the key, then ``headers``), and
-    ``headers`` alone; both checked, their values held as _Secret."""
+    """The headers only base_url's origin gets (Authorization, ``headers``), and ``headers``."""
     extra: dict[str, str] = {k: _Secret(v) for k, v in _check_headers(headers).items()}
     if api_key is None:
         return extra, extra
@@ -864,12 +807,9 @@ def _credential_headers(
 
 
 class _Secrets:
-    """The secrets to redact in what a server sends back, held so that no repr shows them.
-
-    ``texts``: the secrets as given; the forms a server may echo them in (percent-encoded, JSON-
-    and HTML-escaped, any case of hex) are matched by patterns built the first time a text holds
-    an escape (some 50 ms), on an error or log path: a successful request never pays for it.
-    ``signed``: the values of signed URLs' credential parameters are redacted too (see ``shown``).
+    """The secrets to redact in what a server sends back, in every form a server may echo them
+    (matched by patterns built the first time a text holds an escape, some 50 ms: an error or log
+    path). ``signed``: signed URLs' credential parameters too (see ``shown``).
     """
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
@@ -890,16 +830,15 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """These secrets for the texts the client makes (errors, logs, the CLI's lines), where
-        signed URLs' credentials (``X-Amz-Signature=<redacted>``) are redacted too; not for
-        results, whose URLs must still work."""
+        """These secrets for the client's own texts (errors, logs, the CLI's lines), where signed
+        URLs' credentials are redacted too; not for results, whose URLs must still work."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
 
     @property
     def longest(self) -> int:
-        """The most characters a form of a secret can take (an escape: 8 a character at most)."""
+        """The most characters a secret's form can take (8 a character, escaped)."""
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
@@ -907,7 +846,7 @@ class _Secrets:
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
-        if _escape_in(text) is None:  # then a secret can only be there as itself
+        if _escape_in(text) is None:  # then a secret is there as itself, if at all
             for secret in self.texts:
                 text = text.replace(secret, _REDACTED)
             return text
@@ -4599,10 +4538,8 @@ def _hidden_stem(path: str) -> str:
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     """base_url without a trailing slash, and its origin."""
-    if not isinstance(base_url, str):
-        raise TypeError(f"base_url must be a str, not {type(base_url).__name__}")
     _check_url_characters(base_url, "base_url")
-    if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost": say what was meant
+    if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost"
         raise ValueError(f"base_url {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
@@ -4613,8 +4550,9 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
 
 
 def _check_url_characters(url: str, argument: str) -> None:
+    _check_text(url, argument)
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
-    if not url or not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
+    if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
         raise ValueError(
             f"{argument} must be a URL without whitespace or control characters, got {url!r}"
         )
@@ -4625,8 +4563,7 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 -- the property validates the port
-        # The host as urllib's Request and getaddrinfo see it: IDNA may not encode it.
-        urllib.parse.unquote(parts.hostname or "").encode("idna")
+        urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
     except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
         raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
@@ -4646,7 +4583,7 @@ def _percent_encoded(text: str, argument: str) -> str:
     if text.isascii():
         return text
     try:
-        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION, encoding="utf-8", errors="strict")
+        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)  # UTF-8, strict
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
         raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
 
@@ -4654,8 +4591,8 @@ def _percent_encoded(text: str, argument: str) -> str:
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """A finite number (an int when ``whole``), above zero when ``positive``, else at least zero;
-    ``none``: the message says None is no limit (a caller passing 0 for it, as curl does)."""
+    """``value``, checked: finite, an int when ``whole``, above zero when ``positive`` (else at
+    least zero); ``none``: the message says None means no limit (curl's 0)."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
@@ -4669,13 +4606,13 @@ def _check_number(
 
 
 def _check_seconds(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number of seconds (or bytes a second) as a float."""
+    """None, or a positive finite number as a float."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
-    """Latin-1 text without control characters; a ``token`` (a key) ASCII without whitespace.
-    The value is never shown: it may be a credential."""
+    """Latin-1 text without control characters; a ``token`` is ASCII without whitespace. The
+    value is never shown: it may be a credential."""
     if not isinstance(value, str):
         raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
     if token and not value.strip():
@@ -4705,14 +4642,9 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
 
 
 def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
-    """Header dicts merged, a later name replacing an earlier one whatever their case."""
-    merged: dict[str, str] = {}
-    for layer in layers:
-        for name, value in layer.items():
-            for existing in [key for key in merged if key.lower() == name.lower()]:
-                del merged[existing]
-            merged[name] = value
-    return merged
+    """A later name replaces an earlier one, whatever their case."""
+    merged = {name.lower(): (name, value) for layer in layers for name, value in layer.items()}
+    return dict(merged.values())
 
 
 def _check_text(value: str, argument: str) -> None:
@@ -4736,25 +4668,26 @@ def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
     return checked
 
 
-def _format_date(value: datetime.date | str, argument: str) -> str:
-    if isinstance(value, datetime.date):
-        return value.isoformat()  # YYYY-MM-DD, or the datetime's own isoformat()
-    if isinstance(value, str):
-        _check_text(value, argument)
-        return value
-    kind = type(value).__name__
-    raise TypeError(f"{argument} must be a datetime.date, datetime.datetime or str, not {kind}")
-
-
-def _check_date_order(start: datetime.date | str, end: datetime.date | str) -> None:
-    if not isinstance(start, datetime.date) or not isinstance(end, datetime.date):
-        return  # strings are the service's to judge
-    first, last = start, end
-    if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
-        first, last = (d.date() if isinstance(d, datetime.datetime) else d for d in (start, end))
-    with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
-        if first > last:
-            raise ValueError(f"start_date {start.isoformat()} is after end_date {end.isoformat()}")
+def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[str]:
+    """The dates as sent: a string as given, a date in ISO 8601 (two dates in order)."""
+    for value, argument in ((start, "start_date"), (end, "end_date")):
+        if isinstance(value, str):
+            _check_text(value, argument)
+        elif not isinstance(value, datetime.date):
+            kind = f"a datetime.date, datetime.datetime or str, not {type(value).__name__}"
+            raise TypeError(f"{argument} must be {kind}")
+    if isinstance(start, datetime.date) and isinstance(end, datetime.date):
+        first, last = start, end
+        if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
+            first, last = (
+                d.date() if isinstance(d, datetime.datetime) else d for d in (start, end)
+            )
+        with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
+            if first > last:
+                raise ValueError(
+                    f"start_date {start.isoformat()} is after end_date {end.isoformat()}"
+                )
+    return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
 
 def _encode_json(payload: Any) -> bytes:
@@ -4777,12 +4710,10 @@ def _check_sha256(sha256: str | None) -> str | None:
 
 
 def _resolve_download_url(base_url: str, download_url: str) -> str:
-    """``download_url`` resolved against a client's ``base_url``, as ``download`` fetches it."""
-    _check_text(download_url, "download_url")
+    """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
     _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
-    url = urllib.parse.urljoin(base_url + "/", download_url)  # RFC 3986 resolution
-    parts = _split_http_url(url, "download_url")
-    # Non-ASCII in the path or query goes percent-encoded as UTF-8, as browsers send it.
+    parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
+    # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do.
     path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
@@ -4806,12 +4737,9 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 def _profile_settings(
     profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
 ) -> dict[str, tuple[Any, str]]:
-    """What the variables and the profile set (see from_profile), as {name: (value, where from)}.
-
-    Only what was found is there; ``timeout = 0`` is None (no limit). The profile's key for
-    another service than ``base_url`` (the caller's, else the variable's) is ``(None, where)``.
-    ``warn`` is told of each unknown key (default: ``warnings.warn``).
-    """
+    """What the variables and the profile set, as {name: (value, where from)}: a profile's key
+    for another service than ``base_url`` (else the variable's) as None. ``warn``: told of each
+    unknown key (default: warnings.warn)."""
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
@@ -4822,19 +4750,19 @@ def _profile_settings(
     service = base_url or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
     if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
-        found["api_key"] = (None, where)  # not sent to a service it was not written down for
+        found["api_key"] = (None, where)
     return found
 
 
 def _netloc(url: str) -> tuple[str, ...]:
-    return urllib.parse.urlsplit(url.lower())[:2]  # its scheme and netloc
+    return urllib.parse.urlsplit(url.lower())[:2]
 
 
 def _read_profile(
     asked: str | None, warn: Callable[[str], object] | None
 ) -> tuple[str, dict[str, Any]]:
-    """The config file's path and its profile ``asked`` for (else [default], or {} when none)."""
-    import tomllib  # here: the library's import stays light
+    """The config file's path and its profile ``asked`` for (else [default], or {})."""
+    import tomllib
 
     path = _config_path()
     try:
@@ -4848,10 +4776,10 @@ def _read_profile(
         raise ValueError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
     with file:
         status = os.fstat(file.fileno())
-        _check_config_file_is_own(path, status)  # before a byte of it is believed
+        _check_config_file_is_own(path, status)
         try:
             config = tomllib.load(file)
-        except (OSError, ValueError, RecursionError) as exc:  # tomllib recurses into each nesting
+        except (OSError, ValueError, RecursionError) as exc:  # tomllib recurses
             deep = isinstance(exc, RecursionError)
             reason = "nested too deeply" if deep else getattr(exc, "strerror", None) or exc
             raise ValueError(f"cannot read the config file {path}: {reason}") from None
@@ -4870,8 +4798,8 @@ def _read_profile(
 
 
 def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else config.toml in $XDG_CONFIG_HOME/dataset-client (when absolute,
-    as the XDG spec says), else in ~/.config/dataset-client."""
+    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME (absolute,
+    as the XDG spec says) or ~/.config."""
     base = os.environ.get("XDG_CONFIG_HOME", "")
     if not os.path.isabs(base):
         base = os.path.expanduser("~/.config")
@@ -4880,24 +4808,19 @@ def _config_path() -> str:
 
 
 def _open_config(path: str) -> BinaryIO:
-    """The config file opened for reading; O_NONBLOCK: a FIFO there is refused, not waited on."""
-    fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | _O_BINARY)  # as open(path, "rb") on Windows
-    try:
-        return open(fd, "rb")
-    except BaseException:  # a directory: IsADirectoryError, and the descriptor is still open
-        os.close(fd)
-        raise
+    # O_NONBLOCK: a FIFO is refused (_check_config_file_is_own), never waited on.
+    return open(path, "rb", opener=lambda name, flags: os.open(name, flags | _O_NONBLOCK))
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """ValueError unless the config file (where a link leads) is a regular file of at most 1 MiB;
-    PermissionError unless it is the user's own (or root's) and writable by no one else, as ssh
-    checks its config: whoever can write it sets ``base_url``, and the key goes there."""
-    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end (/dev/zero)
+    """ValueError unless the config file is a regular file of at most 1 MiB; PermissionError
+    unless it is the user's (or root's) and no one else may write it, as ssh checks its config:
+    whoever can write it sets ``base_url``, where the key goes."""
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
         raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
-    if not _HAS_GETEUID:  # Windows: no such modes
+    if not _HAS_GETEUID:
         return
     quoted = _shell_quoted(path)
     if status.st_uid not in (os.geteuid(), 0):
@@ -4915,8 +4838,8 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
 def _checked_profile(
     profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
 ) -> dict[str, Any]:
-    """The profile's known keys, checked; ``ca_bundle`` absolute (a relative one is the config
-    file's neighbour). Each unknown key is ignored, and ``warn`` says so with the nearest known."""
+    """The profile's known keys, checked, ``ca_bundle`` made absolute (relative: to the config
+    file); ``warn`` is told of each unknown key, with the nearest known."""
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
@@ -4933,14 +4856,14 @@ def _checked_profile(
         _check_profile_value(key, value, where)
     if "timeout" in profile:
         profile["timeout"] = profile["timeout"] or None  # 0: no limit
-    if "ca_bundle" in profile:  # made absolute once: a later chdir never changes what is trusted
+    if "ca_bundle" in profile:
         home = os.path.dirname(os.path.abspath(path))
         profile["ca_bundle"] = os.path.join(home, os.path.expanduser(profile["ca_bundle"]))
     return profile
 
 
 def _edits(text: str, other: str) -> int:
-    """How many characters to insert, delete or replace to make ``text`` ``other`` (Levenshtein)."""
+    """The Levenshtein distance."""
     row = list(range(len(other) + 1))
     for i, character in enumerate(text, 1):
         row, above = [i], row
@@ -4950,7 +4873,6 @@ def _edits(text: str, other: str) -> int:
 
 
 def _check_profile_value(key: str, value: Any, where: str) -> None:
-    """ValueError unless ``timeout`` is a number of seconds and the others non-empty strings."""
     if key == "timeout":
         right = isinstance(value, (int, float)) and not isinstance(value, bool)
         right = right and 0 <= value <= sys.float_info.max  # not inf, nor an int past any float
@@ -4958,21 +4880,17 @@ def _check_profile_value(key: str, value: Any, where: str) -> None:
         right = isinstance(value, str) and bool(value)
     if not right:
         kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-        text = repr(value)
-        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
-        shown = _toml_kind(value) if key == "api_key" else shown  # a key is never shown
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
+        if key == "api_key":  # never shown: its kind, in TOML's words
+            kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
+            kinds[dict] = "a table"
+            shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
         raise ValueError(f"{key} in {where} must be {kind}, not {shown}")
 
 
-def _toml_kind(value: Any) -> str:
-    """What a TOML value is, in TOML's words: ``an integer``, ``an array``, ``a table``..."""
-    kinds = {"int": "an integer", "float": "a float", "bool": "a boolean", "list": "an array"}
-    kinds["dict"] = "a table"
-    return kinds.get(type(value).__name__, "an empty string" if value == "" else "a date or time")
-
-
 def _shell_quoted(text: str) -> str:
-    """``text`` as one word of a POSIX shell, as shlex.quote gives it (for a command to run)."""
+    """``text`` as shlex.quote gives it."""
     if text and all(c.isascii() and (c.isalnum() or c in "@%+=:,./-_") for c in text):
         return text
     return "'" + text.replace("'", "'\"'\"'") + "'"
