@@ -43,7 +43,6 @@ import errno
 import functools
 import hashlib
 import http.client
-import importlib.util  # for main(); site has imported it
 import io
 import itertools
 import json
@@ -157,9 +156,8 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of every error the client raises about a request.
 
-    Each subclass's fields, and these, are keyword arguments: ``method`` and ``url``, the request
-    that failed (after redirects); ``connecting``, true when it was never sent (so sending it again
-    is safe); ``attempts``, how many were made.
+    Its fields, and a subclass's, are keyword arguments: ``method`` and ``url``, the request that
+    failed; ``connecting``, true when it was never sent; ``attempts``, how many were made.
     """
 
     method: str = ""
@@ -201,9 +199,8 @@ class ServiceError(DatasetClientError, RuntimeError):
     """The service answered with an error status (>= 400, or a 3xx left after redirects).
 
     ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``. Fields:
-    ``status``, ``reason``, ``headers``, ``body`` (its start, as text), ``payload`` (the body as
-    JSON, or None), ``message`` (the service's own, else a short reason from the body),
-    ``request_id`` (X-Request-Id, else Request-Id), ``retry_after`` (seconds), ``proxy``.
+    ``status``, ``reason``, ``headers``, ``body`` (its start), ``payload`` (JSON, or None),
+    ``message`` (the service's own), ``request_id``, ``retry_after`` (seconds), ``proxy``.
     """
 
     status: int
@@ -249,12 +246,9 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting or a wait for data outlasted ``timeout``, the call its ``deadline``, or a
-    download's connection stalled below ``min_rate``.
-
-    ``deadline``: the call's, when it ended it (else None); ``retry_after``: then the wait a server
-    asked for that would have ended past it, or None.
-    """
+    """Connecting or a wait for data outlasted ``timeout``, the call its ``deadline`` (then
+    ``deadline`` is set, and ``retry_after`` when a server asked for a wait past it), or a
+    download's connection stalled below ``min_rate``."""
 
     deadline: float | None = None
     retry_after: float | None = None
@@ -262,8 +256,8 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed. ``certificate``: the
-    server's certificate failed verification (``ca_bundle=`` may be the fix)."""
+    """The connection failed: refused, reset, closed early, or TLS failed (``certificate``: the
+    server's certificate failed verification)."""
 
     certificate: bool = False
 
@@ -521,9 +515,14 @@ class DatasetClient:
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
     ) -> Any:
-        url = self._base_url + path
-        body = None if payload is None else _encode_json(payload)
-        sent = {**self._service_headers, **(headers or {})}
+        url, body = self._base_url + path, None
+        if payload is not None:
+            try:
+                body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+            except UnicodeEncodeError:
+                text = "the request contains text that is not valid Unicode (a lone surrogate)"
+                raise ValueError(text) from None
+        sent = self._service_headers if headers is None else {**self._service_headers, **headers}
         deadline = None if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
@@ -738,8 +737,8 @@ class DatasetClient:
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
-    """What a pickled client unpickles to; its ca_bundle read at its first request, so that a
-    worker without the file fails there, not in ``pickle.loads``."""
+    """What a pickled client unpickles to: its ca_bundle read at its first request, not in
+    ``pickle.loads``."""
     client = cls(**{**arguments, "ca_bundle": None})
     client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
     if closed:
@@ -4690,14 +4689,6 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
     return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
 
-def _encode_json(payload: Any) -> bytes:
-    try:
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:
-        text = "the request contains text that is not valid Unicode (a lone surrogate)"
-        raise ValueError(text) from None
-
-
 def _check_sha256(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
@@ -4737,9 +4728,8 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 def _profile_settings(
     profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
 ) -> dict[str, tuple[Any, str]]:
-    """What the variables and the profile set, as {name: (value, where from)}: a profile's key
-    for another service than ``base_url`` (else the variable's) as None. ``warn``: told of each
-    unknown key (default: warnings.warn)."""
+    """What the variables and the profile set, as {name: (value, where from)}; a profile's key
+    for another service than ``base_url`` is None. ``warn``: default warnings.warn."""
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
@@ -4813,9 +4803,8 @@ def _open_config(path: str) -> BinaryIO:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """ValueError unless the config file is a regular file of at most 1 MiB; PermissionError
-    unless it is the user's (or root's) and no one else may write it, as ssh checks its config:
-    whoever can write it sets ``base_url``, where the key goes."""
+    """ValueError unless a regular file of at most 1 MiB; PermissionError unless the user's (or
+    root's) and writable by no one else, as ssh checks: whoever can write it sets ``base_url``."""
     if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
@@ -4896,12 +4885,14 @@ def _shell_quoted(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-# The command line lives in dataset_client_cli.py
+# The command line lives in dataset_client_cli.py: main() runs the one beside this file (loaded by
+# path: python -I leaves this directory off sys.path), else an installed one.
 # ---------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line: ``dataset_client_cli.py`` beside this file, else an installed one."""
+    import importlib.util  # not at the top: holding the module costs the import (measured)
+
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
     beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     spec = importlib.util.spec_from_file_location("dataset_client_cli", beside)
