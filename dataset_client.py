@@ -1500,12 +1500,13 @@ class _Deadline:
             raise self.reached(method, url)
         return left if timeout is None else min(timeout, left)
 
-    def reached(self, method: str, url: str, what: str = "was reached") -> RequestTimeoutError:
-        error = RequestTimeoutError(
-            f"{method} {url}: the deadline of {self.seconds:g} s {what}", method=method, url=url
+    def reached(
+        self, method: str, url: str, what: str = "was reached", asked: float | None = None
+    ) -> RequestTimeoutError:
+        text = f"{method} {url}: the deadline of {self.seconds:g} s {what}"
+        return RequestTimeoutError(
+            text, method=method, url=url, deadline=self.seconds, retry_after=asked
         )
-        error.deadline = self.seconds
-        return error
 
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
@@ -1526,8 +1527,7 @@ class _Deadline:
                 if asked is not None
                 else "the next retry"
             )
-            ended = self.reached(method, url, f"comes before {wait}: not waited for")
-            ended.retry_after = asked
+            ended = self.reached(method, url, f"comes before {wait}: not waited for", asked)
         ended.__cause__ = error
         return ended
 
@@ -1638,9 +1638,7 @@ class _Watch:
         rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
         where = _request_name(response.method, response.url, response.proxy)
         message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s, below the {_size(asked)}/s of min_rate"
-        error = RequestTimeoutError(message, method=response.method, url=response.url)
-        error._stalled = True
-        return error
+        return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
 class _Limits:
