@@ -3,17 +3,14 @@
 Copy ``dataset_client.py`` into your tree to import the client; put ``dataset_client_cli.py`` beside
 it for the ``dataset-client`` command line (``pip install`` gives both).
 
-    with DatasetClient("https://data.example.com/api/v1", api_key="...") as client:
-        print(client.list_datasets())
-
 Every error about a request derives from ``DatasetClientError`` and the built-in in brackets::
 
     DatasetClientError
-    ├── ServiceError (RuntimeError)          the service answered >= 400, or a 3xx was left
-    ├── RequestTimeoutError (TimeoutError)   a wait timed out, the deadline came, a download stalled
+    ├── ServiceError (RuntimeError)          the service answered >= 400 (or a 3xx was left)
+    ├── RequestTimeoutError (TimeoutError)   a time-out, the deadline, a stalled download
     ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
-    │   └── IncompleteResponseError          the body was shorter than Content-Length
-    ├── InvalidResponseError (ValueError)    a body, redirect, range or framing the client refuses
+    │   └── IncompleteResponseError          a body shorter than Content-Length
+    ├── InvalidResponseError (ValueError)    a body, redirect, range or framing refused
     ├── ChecksumMismatchError (ValueError)   the bytes do not match the sha256 or server's digest
     └── ClientClosedError (RuntimeError)     the client was used after (or closed during) a call
 
@@ -154,11 +151,9 @@ def _fcntl() -> Any:
 
 
 class DatasetClientError(Exception):
-    """Base of every error the client raises about a request.
-
-    Its fields, and a subclass's, are keyword arguments: ``method`` and ``url``, the request that
-    failed; ``connecting``, true when it was never sent; ``attempts``, how many were made.
-    """
+    """Base of every error the client raises about a request. Its fields, and a subclass's, are
+    keyword arguments: ``method`` and ``url`` (the request that failed), ``connecting`` (never
+    sent), ``attempts``."""
 
     method: str = ""
     url: str = ""
@@ -246,9 +241,9 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting or a wait for data outlasted ``timeout``, the call its ``deadline`` (then
-    ``deadline`` is set, and ``retry_after`` when a server asked for a wait past it), or a
-    download's connection stalled below ``min_rate``."""
+    """Connecting or a wait for data outlasted ``timeout``, the call its ``deadline`` (then set,
+    with ``retry_after`` when a server asked for a wait past it), or a download stalled below
+    ``min_rate``."""
 
     deadline: float | None = None
     retry_after: float | None = None
@@ -270,8 +265,8 @@ class IncompleteResponseError(NetworkError):
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client refuses: a 2xx body not JSON, a bad redirect, range or framing.
-    ``received``, ``expected``: a downloaded file's size and the size announced, else None."""
+    """A response the client refuses: a 2xx body not JSON, a bad redirect, range or framing;
+    ``received`` and ``expected``: a downloaded file's size and the announced one."""
 
     received: int | None = None
     expected: int | None = None
@@ -296,16 +291,10 @@ class ClientClosedError(DatasetClientError, RuntimeError):
 
 class DatasetClient:
     """A client for one service, holding kept-alive connections until ``close()``; threads may
-    share one.
-
-    ``api_key`` (``Authorization: Bearer``) and ``headers`` go to ``base_url``'s origin only.
-    ``timeout``: seconds for connecting and each wait for data; ``deadline``: for a whole call,
-    retries included (``None``: no limit). ``max_retries``: retries of a retryable failure, after
-    ``backoff_factor * 2**n`` seconds with jitter. ``ca_bundle``: CA certificates trusted besides
-    the system's (read now; its reader's errors raised here); ``ssl_context`` replaces the default.
-
-    A client pickles and copies as a new client with the same settings (the pickle holds the key:
-    load only pickles you trust); not one given an ``ssl_context``.
+    share one. ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout`` bounds
+    connecting and each wait, ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted
+    besides the system's. It pickles and copies as a new client with the same settings (the
+    pickle holds the key), unless given an ``ssl_context``.
     """
 
     def __init__(
@@ -325,10 +314,9 @@ class DatasetClient:
         # Secrets as _Secret first: should a check fail, no traceback's locals show one.
         api_key, headers = _as_secret(api_key), _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
-        if timeout is not None:  # 1e300: the longest a lock or socket takes
-            timeout = min(
-                float(_check_number(timeout, "timeout", positive=True, none=True)), _MAX_WAIT
-            )
+        if timeout is not None:  # 1e300 is the longest a lock or socket takes
+            timeout = _check_number(timeout, "timeout", positive=True, none=True)
+            timeout = min(float(timeout), _MAX_WAIT)
         self._timeout = timeout
         self._deadline = _check_seconds(deadline, "deadline")
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
@@ -350,12 +338,8 @@ class DatasetClient:
             "ca_bundle": ca_bundle,
             "deadline": self._deadline,
         }
-        self._download_headers = {
-            "User-Agent": agent,
-            "Accept": "*/*",
-            "Accept-Encoding": "identity",
-        }
         service = {"User-Agent": agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
+        self._download_headers = {**service, "Accept": "*/*", "Accept-Encoding": "identity"}
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
         proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
@@ -395,10 +379,9 @@ class DatasetClient:
     def from_profile(cls, profile: str | None = None, **settings: Any) -> DatasetClient:
         """The client the command line would build: ``base_url`` and ``api_key`` from
         $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY, else from the config file's profile
-        (``profile``, $DATASET_CLIENT_PROFILE or ``default``) with ``timeout`` and ``ca_bundle``;
-        ``settings`` (constructor keywords) beat both. Raises ValueError (no base URL, a bad file
-        or value), PermissionError (a file others may write, or read when it holds a key),
-        LookupError (no such profile).
+        (``profile``, $DATASET_CLIENT_PROFILE, ``default``), as ``timeout`` and ``ca_bundle``;
+        ``settings`` beat both. Raises ValueError, PermissionError (a file others may write, or
+        read when it holds a key), LookupError (no such profile).
         """
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
@@ -412,9 +395,8 @@ class DatasetClient:
         except OSError as exc:  # the profile's bundle: named so
             if "ca_bundle" in settings or "ca_bundle" not in found or not exc.args:
                 raise
-            said = str(exc.args[-1]).replace(
-                "ca_bundle", f"ca_bundle in {found['ca_bundle'][1]}", 1
-            )
+            where = found["ca_bundle"][1]
+            said = str(exc.args[-1]).replace("ca_bundle", f"ca_bundle in {where}", 1)
             raise type(exc)(*exc.args[:-1], said) from None
 
     @property
@@ -445,11 +427,8 @@ class DatasetClient:
         format: str = "parquet",
         idempotency_key: str | None = None,
     ) -> Any:
-        """``POST /exports``; return the decoded JSON (the export, with its download URL).
-
-        ``symbols``: one or an iterable; dates: ``datetime.date`` or a string sent as given;
-        ``idempotency_key``: the ``Idempotency-Key`` of every attempt (default: a fresh UUID).
-        """
+        """``POST /exports``; return the decoded JSON. ``symbols``: one or an iterable; a date: a
+        ``datetime.date`` or a string; ``idempotency_key``: default, a fresh UUID a call."""
         import uuid
 
         key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
@@ -475,15 +454,14 @@ class DatasetClient:
         min_rate: float | None = None,
         verified: Callable[[str], object] | None = None,
     ) -> None:
-        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``, a path (written
-        through a temporary file, moved into place once checked) or a binary file object.
+        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``: a path (through a
+        temporary file, moved into place once checked) or a binary file object.
 
-        ``progress(done, total)``: called as bytes arrive; ``sha256``: the hex digest the bytes
-        must have; ``resume``: keep a failed download's partial file to continue next time;
-        ``connections``: ranged requests at once; ``max_rate``: bytes a second; ``deadline``:
-        seconds in all (default: the client's); ``min_rate``: bytes a second below which a
-        connection is cut and resumed; ``verified(check)``: told each check passed, such as
-        ``"sha256"`` or ``"Repr-Digest (sha-256)"`` (`` over plain HTTP`` after a redirect there).
+        ``progress(done, total)``: called as bytes arrive; ``sha256``: the hex digest to check;
+        ``resume``: keep a failed download's partial file for next time; ``connections``: ranged
+        requests at once; ``max_rate``: bytes a second; ``deadline``: seconds in all;
+        ``min_rate``: bytes a second below which a connection is cut and resumed;
+        ``verified(check)``: told each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``).
         """
         limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
         url = _resolve_download_url(self._base_url, download_url)
@@ -541,8 +519,8 @@ class DatasetClient:
         *,
         deadline: _Deadline | None = None,
     ) -> _T:
-        """``attempt()`` until it succeeds, fails for good, retries run out or ``deadline`` comes;
-        a download that made ``progress()`` (bytes done) starts its count of retries again."""
+        """``attempt()`` until it succeeds, fails for good, or retries or ``deadline`` run out;
+        ``progress()`` (bytes done) restarts the count of retries."""
         attempts, retries_left = 0, self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
@@ -591,9 +569,8 @@ class DatasetClient:
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline | None
     ) -> tuple[DatasetClientError, float | None]:
-        """Ask the server, once an origin, whether it speaks the other scheme, within the wait
-        before the retry (else ``timeout`` and 5 s), never past ``deadline``: the error, the wait
-        left."""
+        """Ask once an origin whether the server speaks the other scheme, within the wait before
+        the retry (else ``timeout``, 5 s) and ``deadline``: the error, and the wait left."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = None if deadline is None else deadline.left()
         if left is not None and delay is not None and delay >= left:
@@ -609,9 +586,7 @@ class DatasetClient:
         tls = instead.startswith("https:")
         spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
-        wrong = _WrongSchemeError(
-            text, method=error.method, url=error.url, connecting=error.connecting
-        )
+        wrong = _WrongSchemeError(text, **vars(error))  # the same fields
         wrong.__cause__ = error.__cause__
         return wrong, None
 
@@ -648,8 +623,8 @@ class DatasetClient:
         trusted: bool,
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        """A 2xx response, redirects followed; ``trusted``: ``headers`` may carry credentials,
-        dropped for good once a redirect leaves base_url's origin."""
+        """A 2xx response, redirects followed; ``trusted``: ``headers`` may hold credentials,
+        dropped once a redirect leaves base_url's origin."""
         hops = 0
         while True:
             response = self._send_single_request(method, url, body, headers, deadline)
@@ -806,10 +781,8 @@ def _credential_headers(
 
 
 class _Secrets:
-    """The secrets to redact in what a server sends back, in every form a server may echo them
-    (matched by patterns built the first time a text holds an escape, some 50 ms: an error or log
-    path). ``signed``: signed URLs' credential parameters too (see ``shown``).
-    """
+    """Secrets to redact in every form a server may echo them, by patterns built when a text first
+    holds an escape (some 50 ms). ``signed``: signed URLs' credential parameters too."""
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
@@ -829,8 +802,8 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """These secrets for the client's own texts (errors, logs, the CLI's lines), where signed
-        URLs' credentials are redacted too; not for results, whose URLs must still work."""
+        """For the client's own texts (errors, logs, the CLI's lines): signed URLs' credentials
+        too; not for results, whose URLs must still work."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
@@ -4588,8 +4561,8 @@ def _percent_encoded(text: str, argument: str) -> str:
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """``value``, checked: finite, an int when ``whole``, above zero when ``positive`` (else at
-    least zero); ``none``: the message says None means no limit (curl's 0)."""
+    """``value``: finite, an int when ``whole``, above zero when ``positive`` (else at least 0);
+    ``none``: the message says None means no limit."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
@@ -4726,8 +4699,8 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 def _profile_settings(
     profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
 ) -> dict[str, tuple[Any, str]]:
-    """What the variables and the profile set, as {name: (value, where from)}; a profile's key
-    for another service than ``base_url`` is None. ``warn``: default warnings.warn."""
+    """{name: (value, where from)} of the variables and the profile; a profile's key for another
+    service than ``base_url`` is None. ``warn``: default warnings.warn."""
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
@@ -4786,8 +4759,8 @@ def _read_profile(
 
 
 def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME (absolute,
-    as the XDG spec says) or ~/.config."""
+    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME (absolute)
+    or ~/.config."""
     base = os.environ.get("XDG_CONFIG_HOME", "")
     if not os.path.isabs(base):
         base = os.path.expanduser("~/.config")
@@ -4801,8 +4774,8 @@ def _open_config(path: str) -> BinaryIO:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """ValueError unless a regular file of at most 1 MiB; PermissionError unless the user's (or
-    root's) and writable by no one else, as ssh checks: whoever can write it sets ``base_url``."""
+    """A regular file of at most 1 MiB (else ValueError), the user's or root's and writable by no
+    one else (else PermissionError), as ssh checks: whoever can write it sets ``base_url``."""
     if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
@@ -4825,8 +4798,8 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
 def _checked_profile(
     profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
 ) -> dict[str, Any]:
-    """The profile's known keys, checked, ``ca_bundle`` made absolute (relative: to the config
-    file); ``warn`` is told of each unknown key, with the nearest known."""
+    """Its known keys, checked, ``ca_bundle`` made absolute (from the config file's directory);
+    ``warn`` is told of each unknown key, with the nearest known."""
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
