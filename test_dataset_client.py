@@ -1701,6 +1701,27 @@ class ErrorTests(ServerTestCase):
         ):
             self.assertEqual(vars(pickle.loads(pickle.dumps(error))), vars(error))
 
+    def test_exception_fields_are_keywords_each_class_declares(self) -> None:
+        short = dc.IncompleteResponseError("GET u: cut", method="GET", url="u", received=3)
+        self.assertEqual(
+            (short.url, short.expected, short.received, short.certificate), ("u", None, 3, False)
+        )
+        self.assertEqual(
+            (dc.ChecksumMismatchError("c").method, dc.InvalidResponseError("i").received),
+            ("GET", None),
+        )
+        for make in (
+            lambda: dc.NetworkError("x", certficate=True),
+            lambda: dc.ClientClosedError("x", deadline=1.0),
+        ):
+            with self.assertRaisesRegex(
+                TypeError,
+                r"^(NetworkError|ClientClosedError) has no field '(certficate|deadline)'$",
+            ):
+                make()
+        ended = dc.RequestTimeoutError("GET u: the deadline of 1 s was reached", deadline=1.0)
+        self.assertEqual(str(ended), "GET u: the deadline of 1 s was reached (after 1 attempt)")
+
     def test_key_never_leaks_into_errors_or_logs(self) -> None:
         self.script(reply(503, {"message": "busy"}), reply(401, {"message": "bad key"}))
         client = self.client()
