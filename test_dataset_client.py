@@ -7376,11 +7376,13 @@ class SecondReviewFileTests(ServerTestCase):
         reader.start()
 
         def finish() -> bytes:
-            with contextlib.suppress(
-                OSError
-            ):  # a writer's open lets a reader still waiting in open() go on
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            reader.join(10)
+            # A writer's open and close let the reader, waiting in open(), read to the end. Until
+            # the reader is in open(), a non-blocking writer's open fails (ENXIO): tried again.
+            deadline = time.monotonic() + 10
+            while reader.is_alive() and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                reader.join(0.01)
             return bytes(received)
 
         self.addCleanup(finish)
