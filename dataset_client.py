@@ -4207,8 +4207,19 @@ class _StreamTarget(_Sink):
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.pipe = _Pipe.of(stream)
         self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
+        self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
+        try:
+            mode = os.fstat(fd := stream.fileno()).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
+            return
+        if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
+            self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+            self.poller.register(fd, select.POLLOUT)
+            try:  # Linux: how much it holds
+                self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+            except (AttributeError, OSError):  # elsewhere, and a socket
+                self.size = 0
 
     def reset(self) -> None:
         if self.start is None:
@@ -4232,18 +4243,25 @@ class _StreamTarget(_Sink):
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write ``data`` at the stream's position (a stream is only written in order). Into a pipe,
-        FIFO or socket no more at once than it takes without blocking, so that a reader that stops
-        reading holds no write past the deadline or close(): a buffered stream through its raw one.
+        FIFO or socket no more at once than it takes without blocking (all it holds when it is
+        empty, else PIPE_BUF once poll() says so), so that a reader that stops reading holds no
+        write past the deadline or close(): a buffered stream through its raw one.
         """
-        stream, pipe = self.stream, self.pipe
-        if pipe is None:
+        stream = self.stream
+        if self.poller is None:
             return _write_all(stream, data)
         if isinstance(stream, io.BufferedWriter):
             stream.flush()
             stream = stream.raw
         view, start = memoryview(data), 0
         while start < len(view):
-            if room := pipe.room(_WAKE_SECONDS):
+            if self.poller.poll(_WAKE_SECONDS * 1000):
+                room = select.PIPE_BUF
+                if self.size:
+                    import termios
+
+                    queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
+                    room = room if int.from_bytes(queued, sys.byteorder) else self.size
                 _write_all(stream, view[start : start + room])
                 start += room
             self.in_time()
@@ -4257,41 +4275,6 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
         if written <= 0:
             raise OSError(errno.EIO, "the destination's write() made no progress")
         data = data[written:]
-
-
-class _Pipe:
-    """A pipe, FIFO or socket that a stream writes into (a reader may stop reading it)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
-        self.poller.register(fd, select.POLLOUT)
-        try:  # Linux: how much it holds
-            self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-        except (AttributeError, OSError):  # elsewhere, and a socket
-            self.size = 0
-
-    @classmethod
-    def of(cls, stream: Any) -> _Pipe | None:
-        """``stream``'s pipe, FIFO or socket; None for another stream, or without poll()."""
-        try:
-            mode = os.fstat(fd := stream.fileno()).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
-            return None
-        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-        return cls(fd) if pipe and hasattr(select, "poll") else None
-
-    def room(self, timeout: float) -> int:
-        """Bytes it takes now without blocking, waited for ``timeout`` seconds at most (0: none):
-        PIPE_BUF once poll() says so (POSIX); all it holds when empty (a reader keeping up)."""
-        if not self.poller.poll(timeout * 1000):
-            return 0
-        if self.size:
-            import termios
-
-            queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
-            if not int.from_bytes(queued, sys.byteorder):
-                return self.size
-        return select.PIPE_BUF
 
 
 class _ReorderBuffer(_Sink):
@@ -4327,26 +4310,21 @@ class _ReorderBuffer(_Sink):
         self.writer = _thread.get_ident()  # the one thread that writes into the stream
 
     def put(self, part: _Part, data: bytes) -> None:
-        offset = part.offset
-        while not self._took(part, data, offset):  # no room: the writer makes it, others wait
-            if _thread.get_ident() == self.writer:
-                self._write_when_there()
+        offset, size = part.offset, len(data)
+        while True:
+            with self.condition:
+                if self.stopped or offset + size <= self.position + max(self.limit, size):
+                    if self.stopped or part.dropped:
+                        raise _PartStopped
+                    self.chunks[offset] = (data, part)
+                    self.buffered += size
+                    self.peak = max(self.peak, self.buffered)
+                    break
+                if _thread.get_ident() != self.writer:
+                    self._wait()  # for room, that the writer makes
+                    continue
+            self._write_when_there()
         self.release()
-
-    def _took(self, part: _Part, data: bytes, offset: int) -> bool:
-        """True once ``data`` is kept; False, at once for the writer, when there is no room yet."""
-        size = len(data)
-        with self.condition:
-            while not self.stopped and offset + size > self.position + max(self.limit, size):
-                if _thread.get_ident() == self.writer:
-                    return False
-                self._wait()
-            if self.stopped or part.dropped:
-                raise _PartStopped
-            self.chunks[offset] = (data, part)
-            self.buffered += size
-            self.peak = max(self.peak, self.buffered)
-            return True
 
     def _write_when_there(self, ended: Callable[[], bool] = lambda: False) -> None:
         """(The writer) wait until the bytes at the position are there, or ``ended()``."""
@@ -4371,45 +4349,34 @@ class _ReorderBuffer(_Sink):
 
     def _ready(self) -> bool:
         """(Under the lock) the bytes at the position are there and may be written."""
-        _, part = self.chunks.get(self.position, (b"", None))
-        check = None if part is None else part.check
-        return part is not None and not (
-            check is not None and check.held and self.position >= check.start
-        )
+        if (chunk := self.chunks.get(self.position)) is None:
+            return False
+        check = chunk[1].check
+        return check is None or not check.held or self.position < check.start
 
     def release(self) -> bool:
         """Write what lies at the position (the writer only: another thread wakes it)."""
         with self.condition:
-            if _thread.get_ident() != self.writer:
+            if self.writing or _thread.get_ident() != self.writer:
                 self.condition.notify_all()
-                return True
-            if self.writing:
                 return True
             self.writing = True
         try:
-            while (data := self._next_to_write()) is not None:
-                # Outside the lock: a signal interrupts a blocked write.
-                self.target.write_at(self.position, data)
+            while True:
+                with self.condition:
+                    if self.stopped or not self._ready():
+                        return True
+                    data, _ = self.chunks.pop(self.position)
+                    self.buffered -= len(data)
+                self.target.write_at(self.position, data)  # unlocked: a signal interrupts it
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
                 self.written(data)
-        except BaseException:
+        finally:
             with self.condition:
                 self.writing = False
                 self.condition.notify_all()
-            raise
-        return True
-
-    def _next_to_write(self) -> bytes | None:
-        """The bytes at the position, taken out; None (and no longer writing) when not there yet."""
-        with self.condition:
-            if self.stopped or not self._ready():
-                self.writing = False
-                return None
-            data, _ = self.chunks.pop(self.position)
-            self.buffered -= len(data)
-            return data
 
     def discard(self, part: _Part | None, start: int) -> None:
         with self.condition:
