@@ -4417,11 +4417,27 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` (where ``path`` leads) opened to write when it is no regular file: a descriptor
-    (``/dev/stdout``, at its position), a device or a FIFO; None for a regular file or nothing yet.
+    """``file_path`` (where ``path`` leads) opened to write when it is no regular file, as curl -o
+    does; None for a regular file or nothing yet.
+
+    A descriptor (``/dev/fd/N``, ``/proc/PID/fd/N``: where ``/dev/stdout`` leads) is this
+    process's own duplicated (its position: ``>> log`` appends) or another's opened to append,
+    never the file behind it. A FIFO or device is the very file looked at, never created,
+    truncated nor reached through a link, and only where ``fs.protected_fifos`` would let the user
+    open it with O_CREAT (the kernel applies it only then: another user's FIFO in /tmp would get
+    the download): the user's own, in a directory not both sticky and world-writable, or the
+    directory owner's; else PermissionError.
     """
-    if _is_descriptor_link(file_path):
-        return _open_descriptor(file_path)
+    if match := _descriptor_directory(file_path):
+        if match[1] not in (None, "self", "thread-self", str(os.getpid())):  # another process's
+            return open(
+                os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0
+            )
+        try:  # abspath: "/dev/fd/1/" names 1 too
+            fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
+        except OverflowError:
+            raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
+        return open(fd, "wb", buffering=0)
     try:
         status = os.lstat(file_path)  # one look at what is there
     except OSError:  # nothing yet, or not reachable: creating the file will say why
@@ -4430,7 +4446,18 @@ def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
         raise ValueError(f"destination is a directory: {path!r}")
     if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # 40 links: the kernel's
         return None
-    return _open_device(file_path, status)
+    if not _is_mine(status):
+        parent = os.stat(os.path.dirname(file_path) or ".")
+        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
+            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+            message = f"refusing to write to {what} another user made in a sticky world-writable"
+            raise PermissionError(errno.EACCES, f"{message} directory", file_path)
+    fd = os.open(file_path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader
+    if not os.path.samestat(os.fstat(fd), status):
+        os.close(fd)
+        message = "the destination was replaced while it was being opened"
+        raise PermissionError(errno.EACCES, message, file_path)
+    return open(fd, "wb", buffering=0)
 
 
 # A pattern, compiled (and cached by re) on first use: not at import.
@@ -4450,43 +4477,6 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
     return re.fullmatch(_DESCRIPTOR_DIRECTORY, directory) or re.fullmatch(
         _DESCRIPTOR_DIRECTORY, os.path.realpath(directory)
     )
-
-
-def _open_descriptor(path: str) -> BinaryIO:
-    """A stream for ``/dev/fd/N`` or ``/proc/PID/fd/N``: this process's descriptor N duplicated (its
-    position: ``>> log`` appends), another process's opened to append; never the file behind it."""
-    process = _descriptor_directory(path).group(1)  # type: ignore[union-attr]
-    if process in (None, "self", "thread-self", str(os.getpid())):
-        try:  # abspath: "/dev/fd/1/" names 1 too
-            fd = os.dup(int(os.path.basename(os.path.abspath(path))))
-        except OverflowError:
-            raise OSError(errno.EBADF, "no such file descriptor", path) from None
-    else:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY)
-    return open(fd, "wb", buffering=0)
-
-
-def _open_device(path: str, status: os.stat_result) -> BinaryIO:
-    """The FIFO or device at ``path`` (``status``: its lstat) opened to write, as curl -o does.
-
-    Only the very file looked at, never created, truncated, nor reached through a link, and only
-    where ``fs.protected_fifos`` would let this user open it with O_CREAT (the kernel applies the
-    rule only then: another user's FIFO in /tmp would get the whole download): the user's own,
-    in a directory not both sticky and world-writable, or the directory owner's. Else
-    PermissionError.
-    """
-    if not _is_mine(status):
-        parent = os.stat(os.path.dirname(path) or ".")
-        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
-            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
-            message = f"refusing to write to {what} another user made in a sticky world-writable"
-            raise PermissionError(errno.EACCES, f"{message} directory", path)
-    fd = os.open(path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader
-    if not os.path.samestat(os.fstat(fd), status):
-        os.close(fd)
-        message = "the destination was replaced while it was being opened"
-        raise PermissionError(errno.EACCES, message, path)
-    return open(fd, "wb", buffering=0)
 
 
 class _PartialFile:
