@@ -3713,9 +3713,8 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
 
 
 class _Sink:
-    """Where a _Transfer's bytes go: a file (_FileTarget), a stream (_StreamTarget), or a stream
-    that parts fetched at once write into in order (_ReorderBuffer). The defaults hold nothing back.
-    """
+    """Where a _Transfer's bytes go: _FileTarget, _StreamTarget, or _ReorderBuffer (a stream that
+    parallel parts write into in order). These defaults hold nothing back."""
 
     parallel = True  # parts may be fetched at once
     state: _StateFile | None = None  # a resumable download's state
@@ -3724,6 +3723,9 @@ class _Sink:
     reset: Callable[[], None]  # forget what was written: the file is sent anew
     position: int | None = None  # bytes written in order, when that is not the bytes received
     hashes_in_order = False  # True: the file's hash is handed each piece as it is written
+
+    def __enter__(self: _T) -> _T:
+        return self
 
     def put(self, part: _Part, data: bytes) -> None:
         self.write_at(part.offset, data)
@@ -3757,18 +3759,13 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A download to a path: a file of its own beside the destination, moved over it by ``commit``.
-
-    Without ``resume`` it has a unique name and never outlives the call. With it, it is
-    ``.NAME.part`` with its state in ``.NAME.part.json``, locked while in use (another process
-    gets a file of its own), and kept when a failure can be resumed; found from an earlier run,
-    each is used only when it is this user's regular file with one link (_open_own_file).
-    """
+    """A file of its own beside the destination, moved over it by ``commit``: a unique name, or
+    with ``resume`` ``.NAME.part`` (its state in ``.NAME.part.json``), locked while in use (another
+    process gets a file of its own) and kept when a failure can be resumed."""
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
         self.seeking = _thread.allocate_lock()  # where there is no os.pwrite/os.pread (Windows)
-        self.directory = os.path.dirname(destination) or "."
         self.stem = _hidden_stem(destination)
         self.path = self.lock_path = ""  # lock_path: a .part.lock, where there is no flock
         self.committed = False
@@ -3778,17 +3775,20 @@ class _FileTarget(_Sink):
         self.fd = self._open_unique() if fd is None else fd
 
     def _open_resumable(self) -> int | None:
-        """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
+        """``.NAME.part`` and its state, ours and locked; None when that cannot be had safely."""
         path = self.stem + ".part"
         state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
                 return None  # not ours to read or replace: left alone
-        fd = _open_own_file(path, create=True)
+        try:
+            fd: int | None = _create(path, 0o666)
+        except FileExistsError:
+            fd = _open_own_file(path)
         if fd is None:
             return None
         try:  # Ctrl-C while reading the state: both files stay as they were
-            # Still that file once locked: the process that held it may have committed it since.
+            # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and _is_named(fd, path):
                 state.load()
                 self.path, self.state = path, state
@@ -3838,8 +3838,8 @@ class _FileTarget(_Sink):
             self.lock_path = ""
 
     def _open_unique(self) -> int:
-        """``.NAME.<hex>.part``: made as ``.NAME.<hex>.new`` and locked before it takes its name, so
-        that a ``.part`` no process holds is one a killed download left."""
+        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name: a
+        ``.part`` no process holds is one a killed download left."""
         for _ in range(100):
             token = os.urandom(6).hex()
             path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
@@ -3858,10 +3858,7 @@ class _FileTarget(_Sink):
                 raise
             self.path = path
             return fd
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", self.directory)
-
-    def __enter__(self) -> _FileTarget:
-        return self
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):  # kept: to be resumed
@@ -3877,9 +3874,9 @@ class _FileTarget(_Sink):
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
-        free = shutil.disk_usage(self.directory).free
+        free = shutil.disk_usage(directory := os.path.dirname(self.stem)).free
         if size is not None and size > free:
-            message = f"not enough space for {_size(size)} in {self.directory} ({_size(free)} free)"
+            message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
     def write_at(self, offset: int, data: bytes) -> None:
@@ -3934,9 +3931,8 @@ class _FileTarget(_Sink):
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool
 ) -> _FileTarget | _StreamTarget:
-    """Where a download goes: a binary file object, written at its position and left open; a device,
-    FIFO or descriptor (``/dev/stdout``), written directly; else a _FileTarget beside the file the
-    path names (through the links _follow_destination_links follows)."""
+    """Where a download goes: a file object (written at its position, left open), a device, FIFO
+    or descriptor (written directly), else a _FileTarget beside the file the path names."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
@@ -3970,9 +3966,8 @@ def _directory_problem(directory: str) -> str | None:
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``): what a later run needs to continue it.
-    ``kept``: a state on disk describes the partial file (a failure leaves both for the next run).
-    """
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk describes the
+    partial file (a failure leaves both for the next run)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -3986,8 +3981,8 @@ class _StateFile:
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, after the bytes it counts were written: mode 0600 (the URL may hold a
-        signature), written beside it and moved over it, so that the state on disk is whole."""
+        """Record ``state`` (after the bytes it counts), mode 0600 (the URL may hold a signature),
+        moved over the old one whole."""
         _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
@@ -4022,12 +4017,9 @@ def _write_new(path: str, data: bytes, replacing: str = "") -> None:
         raise
 
 
-def _open_own_file(path: str, create: bool = False) -> int | None:
-    """``path`` opened read-write, never through a link: made anew (``create``), or found there and
-    then only when it is this user's regular file with one link; else None."""
-    if create:
-        with contextlib.suppress(FileExistsError):
-            return _create(path, 0o666)
+def _open_own_file(path: str) -> int | None:
+    """``path`` opened read-write, never through a link, when it is this user's regular file with
+    one link; else None."""
     try:
         fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
     except OSError:  # a link (ELOOP), not there, not ours to open
@@ -4067,11 +4059,9 @@ def _read_state(fd: int) -> Any:
 
 
 def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex digits>.SUFFIX`` files (``suffixes``: ``part|new``) a killed
-    download left: the client's exact names, this user's regular files, and none a process holds
-    (each is locked before it takes its name: ``fcntl``'s flock; None: the caller's lock covers
-    them). A ``.new`` goes once it is a minute old (killed in the instant before its lock).
-    """
+    """Remove the files ``STEM.<length hex digits>.SUFFIX`` (``suffixes``: ``part|new``) a killed
+    download left: this user's regular files that no process holds (``fcntl``'s flock; None: the
+    caller's lock covers them). A ``.new`` (not yet locked) goes once it is a minute old."""
     directory, prefix = os.path.split(stem)
     pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
@@ -4094,14 +4084,10 @@ def _is_lower_hex(text: str) -> bool:
 
 
 def _take_over_abandoned_lock(path: str) -> bool:
-    """Replace a ``.part.lock`` that is provably abandoned with this process's own, in one step;
-    True when the lock is ours.
-
-    Never unlinked nor renamed away (some interleaving would then remove a live process's lock).
-    A claim file named after the abandoned file (O_EXCL) lets one process at a time take it
-    over, once it has checked that the lock is still that file, still abandoned. A claim a
-    killed process left keeps that lock from being taken over: never stolen.
-    """
+    """Replace a provably abandoned ``.part.lock`` with this process's own in one step (never
+    unlinked nor renamed away); True when the lock is ours. A claim file (O_EXCL, named after the
+    abandoned file) lets one process at a time check that it is still that file, still abandoned;
+    a claim a killed process left keeps the lock from being taken over."""
     judged = _abandoned_lock(path)
     if judged is None:
         return False
@@ -4121,9 +4107,8 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the ``.part.lock`` at ``path`` (this user's own) when it is provably
-    abandoned: its process is gone, or it is empty or garbled (its process killed before it wrote
-    its id) and older than a few seconds; else None."""
+    """The status of the ``.part.lock`` at ``path`` (the user's own) when its process is gone, or
+    it is empty or garbled (killed before it wrote) and a few seconds old; else None."""
     fd = _open_own_file(path)
     if fd is None:
         return None
@@ -4154,11 +4139,8 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, following a symbolic link only when it is the user's own or
-    root's (as ``/dev/stdout`` is): another user's is a PermissionError, sticky directory or not
-    (it would choose which file is replaced). Only the last component is followed, and never past
-    a descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``: a stream, not its file).
-    """
+    """The file a destination names: its last component's links followed when the user's own or
+    root's (another user's: PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path) or (target := _link_target(path)) is None:
             return path
@@ -4230,9 +4212,6 @@ class _StreamTarget(_Sink):
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
 
-    def __enter__(self) -> _StreamTarget:
-        return self
-
     def __exit__(self, *exc_info: object) -> None:
         if self.opened:
             self.stream.close()
@@ -4242,11 +4221,9 @@ class _StreamTarget(_Sink):
     def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write ``data`` at the stream's position (a stream is only written in order). Into a pipe,
-        FIFO or socket no more at once than it takes without blocking (all it holds when it is
-        empty, else PIPE_BUF once poll() says so), so that a reader that stops reading holds no
-        write past the deadline or close(): a buffered stream through its raw one.
-        """
+        """Write ``data`` at the stream's position. Into a pipe, FIFO or socket (through a buffered
+        stream's raw one) no more than it takes without blocking: a reader that stops reading holds
+        no write past the deadline or close()."""
         stream = self.stream
         if self.poller is None:
             return _write_all(stream, data)
@@ -4256,7 +4233,7 @@ class _StreamTarget(_Sink):
         view, start = memoryview(data), 0
         while start < len(view):
             if self.poller.poll(_WAKE_SECONDS * 1000):
-                room = select.PIPE_BUF
+                room = select.PIPE_BUF  # POSIX: what poll() promises; all it holds when empty
                 if self.size:
                     import termios
 
@@ -4278,14 +4255,12 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 
 
 class _ReorderBuffer(_Sink):
-    """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
+    """A stream (``target``) that the parts of a parallel download write into in order.
 
-    Only the ``writer`` thread (the caller's: a signal interrupts its blocked write, which a
-    part thread's would never see) writes into the stream, the bytes at its position as soon as
-    they are there; a part's bytes further ahead wait here, ``limit`` bytes at most: a part whose
-    bytes lie past ``position + limit`` waits for room, so that a reader that stops reading stops
-    the fetching. Bytes under a pending Content-Digest (``_PartCheck.held``) are held until it
-    checks (``release``) or dropped (``discard``). ``written(data)`` is told each piece written.
+    Only the ``writer`` thread (the caller's: a signal interrupts its blocked write) writes into
+    the stream; bytes further ahead wait here, ``limit`` at most (a part past that waits for room:
+    a reader that stops reading stops the fetching). Bytes under a pending Content-Digest
+    (``_PartCheck.held``) wait until it checks. ``written(data)`` is told each piece written.
     """
 
     hashes_in_order = True  # never resumed, and what was written cannot be read back
@@ -4417,26 +4392,20 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` (where ``path`` leads) opened to write when it is no regular file, as curl -o
-    does; None for a regular file or nothing yet.
-
-    A descriptor (``/dev/fd/N``, ``/proc/PID/fd/N``: where ``/dev/stdout`` leads) is this
-    process's own duplicated (its position: ``>> log`` appends) or another's opened to append,
-    never the file behind it. A FIFO or device is the very file looked at, never created,
-    truncated nor reached through a link, and only where ``fs.protected_fifos`` would let the user
-    open it with O_CREAT (the kernel applies it only then: another user's FIFO in /tmp would get
-    the download): the user's own, in a directory not both sticky and world-writable, or the
-    directory owner's; else PermissionError.
+    """``file_path`` (where ``path`` leads) opened to write, as curl -o does, when it is no regular
+    file (else None): a descriptor (``/dev/fd/N``, ``/proc/PID/fd/N``), this process's duplicated
+    (``>> log`` appends), another's opened to append; a FIFO or device, the very one looked at,
+    only where ``fs.protected_fifos`` would let the user open it with O_CREAT (else
+    PermissionError: without O_CREAT the kernel lets another user's FIFO in /tmp have it all).
     """
     if match := _descriptor_directory(file_path):
-        if match[1] not in (None, "self", "thread-self", str(os.getpid())):  # another process's
-            return open(
-                os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0
-            )
-        try:  # abspath: "/dev/fd/1/" names 1 too
-            fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
-        except OverflowError:
-            raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
+        if match[1] in (None, "self", "thread-self", str(os.getpid())):
+            try:  # abspath: "/dev/fd/1/" names 1 too
+                fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
+            except OverflowError:
+                raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
+        else:
+            fd = os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY)
         return open(fd, "wb", buffering=0)
     try:
         status = os.lstat(file_path)  # one look at what is there
@@ -4480,10 +4449,8 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
 
 
 class _PartialFile:
-    """The partial file a ``resume=True`` download to the path ``destination`` keeps (``path``,
-    beside the file the destination's links lead to, as a download follows them): the CLI's way
-    to ask about it. An OSError when a download would refuse the destination's link.
-    """
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
+    the download names it; an OSError when a download would refuse the destination's link."""
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
@@ -4495,8 +4462,7 @@ class _PartialFile:
         return fd is not None and _checked_state(_read_state(fd), url) is not None
 
     def remove(self) -> None:
-        """Remove it and its state (the file is complete): only the user's own, and only when no
-        other download holds them."""
+        """Remove it and its state: only the user's own, and only when no download holds them."""
         if not os.path.lexists(self.path):
             return
         with _FileTarget(self.file_path, resume=True) as files:
@@ -4505,8 +4471,8 @@ class _PartialFile:
 
 
 def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names of the files beside ``path``, NAME shortened
-    (with a hash) to leave room for a suffix within NAME_MAX."""
+    """``DIRECTORY/.NAME``, the start of the names beside ``path``: NAME shortened (with a hash) to
+    leave room for a suffix within NAME_MAX."""
     directory, name = os.path.split(path)
     try:
         limit = os.pathconf(directory or ".", "PC_NAME_MAX")
