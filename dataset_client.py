@@ -3749,7 +3749,7 @@ class _Sink:
     def discard_from(self, start: int) -> None:
         self.discard(None, start)
 
-    def stop(self) -> None: ...  # the transfer failed: no part may wait for this target any longer
+    def stop(self) -> None: ...  # the transfer failed: no part may wait here any longer
 
     def finish(self, total: int | None) -> None: ...  # every part is in: write what is left
 
@@ -3760,8 +3760,7 @@ class _Sink:
 
 class _FileTarget(_Sink):
     """A file of its own beside the destination, moved over it by ``commit``: a unique name, or
-    with ``resume`` ``.NAME.part`` (its state in ``.NAME.part.json``), locked while in use (another
-    process gets a file of its own) and kept when a failure can be resumed."""
+    with ``resume`` ``.NAME.part`` and its state, locked while in use, kept to be resumed."""
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
@@ -3799,11 +3798,11 @@ class _FileTarget(_Sink):
         return None if self.state is None else fd
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file
-        (``done`` as far as the bytes on disk go); else None, and what was there is dropped."""
+        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file;
+        else None, and what was there is dropped."""
         checked = None if self.state is None else _checked_state(self.state.saved, url)
         if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
-            self.reset()  # bytes of another URL, or without a sound state to say what they are
+            self.reset()
             return None
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
@@ -3861,7 +3860,7 @@ class _FileTarget(_Sink):
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
 
     def __exit__(self, *exc_info: object) -> None:
-        if not self.committed and not (self.state and self.state.kept):  # kept: to be resumed
+        if not self.committed and not (self.state and self.state.kept):
             _remove(self.path)
             if self.state is not None:
                 self.state.remove()
@@ -3902,7 +3901,7 @@ class _FileTarget(_Sink):
         written here (else PermissionError). Not fsync'ed, as curl and wget (see docs/DESIGN.md)."""
         size, destination = os.fstat(self.fd).st_size, self.destination
         swapped = "another file was put in place of the temporary file"
-        try:  # the state goes in every case: done with, or not to be resumed
+        try:  # the state goes in every case
             if total is not None and size != total:
                 message = (
                     f"the downloaded file has {size} bytes where the server announced {total}:"
@@ -3931,8 +3930,8 @@ class _FileTarget(_Sink):
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool
 ) -> _FileTarget | _StreamTarget:
-    """Where a download goes: a file object (written at its position, left open), a device, FIFO
-    or descriptor (written directly), else a _FileTarget beside the file the path names."""
+    """Where a download goes: a file object (left open), a device, FIFO or descriptor (written
+    directly), else a _FileTarget beside the file the path names."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
@@ -3944,7 +3943,7 @@ def _open_target(
     except OSError as exc:  # said of the destination and its directory, not of the client's files
         problem = _directory_problem(os.path.dirname(file_path) or ".")
         reason = exc.strerror or str(exc)
-        # OSError(errno, ...) is that errno's subclass (PermissionError...); no cause: it names ours
+        # OSError(errno, ...) is that errno's subclass (PermissionError...)
         raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
 
 
@@ -3967,7 +3966,7 @@ def _directory_problem(directory: str) -> str | None:
 
 class _StateFile:
     """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk describes the
-    partial file (a failure leaves both for the next run)."""
+    partial file (a failure leaves both)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -3997,8 +3996,8 @@ def _remove(path: str) -> None:
 
 
 def _create(path: str, mode: int = 0o600) -> int:
-    """A new file opened read-write, never through a link, never one already there
-    (FileExistsError). Every file the client makes is made here."""
+    """A new file, read-write: never through a link, never one already there (FileExistsError).
+    Every file the client makes is made here."""
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
 
 
@@ -4047,7 +4046,7 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
 
 
 def _read_state(fd: int) -> Any:
-    """The decoded state in ``fd`` (closed here), or None when it is too large or not JSON."""
+    """The JSON in ``fd`` (closed here); None when it is too large or not JSON."""
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
@@ -4059,18 +4058,18 @@ def _read_state(fd: int) -> Any:
 
 
 def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the files ``STEM.<length hex digits>.SUFFIX`` (``suffixes``: ``part|new``) a killed
-    download left: this user's regular files that no process holds (``fcntl``'s flock; None: the
-    caller's lock covers them). A ``.new`` (not yet locked) goes once it is a minute old."""
+    """Remove the ``STEM.<length hex digits>.SUFFIX`` files (``suffixes``: ``part|new``) that no
+    process holds (``fcntl``'s flock; None: the caller's lock covers them), a ``.new`` once a
+    minute old: what a killed download left."""
     directory, prefix = os.path.split(stem)
     pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
         names = os.listdir(directory or ".")
     except OSError:
         return
-    for path in [os.path.join(directory, name) for name in names if pattern.fullmatch(name)]:
-        fd = _open_own_file(path)
-        if fd is not None:
+    for name in filter(pattern.fullmatch, names):
+        path = os.path.join(directory, name)
+        if (fd := _open_own_file(path)) is not None:
             with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
@@ -4079,15 +4078,13 @@ def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: 
 
 
 def _is_lower_hex(text: str) -> bool:
-    """True when ``text`` is what ``os.urandom(n).hex()`` gives: digits and a-f only."""
     return all(character in "0123456789abcdef" for character in text)
 
 
 def _take_over_abandoned_lock(path: str) -> bool:
     """Replace a provably abandoned ``.part.lock`` with this process's own in one step (never
-    unlinked nor renamed away); True when the lock is ours. A claim file (O_EXCL, named after the
-    abandoned file) lets one process at a time check that it is still that file, still abandoned;
-    a claim a killed process left keeps the lock from being taken over."""
+    unlinked nor renamed away); True when the lock is ours. A claim file (O_EXCL) lets one process
+    at a time check that it is still that file, still abandoned; a killed one's claim stays."""
     judged = _abandoned_lock(path)
     if judged is None:
         return False
@@ -4150,7 +4147,7 @@ def _follow_destination_links(path: str) -> str:
 
 def _link_target(path: str) -> str | None:
     """What the link ``path`` says, when the user or root owns it; None when it is no link. With
-    O_PATH, the link read is the very link looked at, not one renamed over it since."""
+    O_PATH, the very link looked at is read."""
     try:
         fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
         link = os.fstat(fd) if fd >= 0 else os.lstat(path)
@@ -4171,7 +4168,7 @@ def _link_target(path: str) -> str | None:
 class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
-    parallel = False  # written in order only: never resumed, never read back
+    parallel = False
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
         writable = getattr(stream, "writable", None)
@@ -4221,9 +4218,8 @@ class _StreamTarget(_Sink):
     def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write ``data`` at the stream's position. Into a pipe, FIFO or socket (through a buffered
-        stream's raw one) no more than it takes without blocking: a reader that stops reading holds
-        no write past the deadline or close()."""
+        """Write at the stream's position; into a pipe, FIFO or socket no more than it takes without
+        blocking: a reader that stops reading holds no write past the deadline or close()."""
         stream = self.stream
         if self.poller is None:
             return _write_all(stream, data)
@@ -4255,15 +4251,12 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 
 
 class _ReorderBuffer(_Sink):
-    """A stream (``target``) that the parts of a parallel download write into in order.
+    """A stream (``target``) that a parallel download's parts write into in order: only the
+    ``writer`` thread (the caller's: a signal interrupts its blocked write) writes into it; bytes
+    further ahead wait here, ``limit`` at most (a part past that waits for room), and those under
+    a pending Content-Digest until it checks. ``written(data)`` is told each piece written."""
 
-    Only the ``writer`` thread (the caller's: a signal interrupts its blocked write) writes into
-    the stream; bytes further ahead wait here, ``limit`` at most (a part past that waits for room:
-    a reader that stops reading stops the fetching). Bytes under a pending Content-Digest
-    (``_PartCheck.held``) wait until it checks. ``written(data)`` is told each piece written.
-    """
-
-    hashes_in_order = True  # never resumed, and what was written cannot be read back
+    hashes_in_order = True  # what was written cannot be read back
     max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
 
     def __init__(
@@ -4280,7 +4273,7 @@ class _ReorderBuffer(_Sink):
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
         self.position: int = 0  # bytes written into the stream
         self.buffered = self.peak = 0  # bytes waiting now, and at most
-        self.writing = False  # a thread is writing into the stream
+        self.writing = False  # the writer is in release()
         self.stopped = False  # the transfer failed: no part waits for room any longer
         self.writer = _thread.get_ident()  # the one thread that writes into the stream
 
@@ -4309,7 +4302,7 @@ class _ReorderBuffer(_Sink):
         self.release()
 
     def _wait(self) -> None:
-        """(Under the lock) wait for another thread, a while at most; end if the call must."""
+        """(Under the lock) wait a while at most for another thread; end if the call must."""
         self.condition.wait(_WAKE_SECONDS)
         self.in_time()
 
@@ -4330,7 +4323,7 @@ class _ReorderBuffer(_Sink):
         return check is None or not check.held or self.position < check.start
 
     def release(self) -> bool:
-        """Write what lies at the position (the writer only: another thread wakes it)."""
+        """Write what lies at the position (the writer; another thread wakes it)."""
         with self.condition:
             if self.writing or _thread.get_ident() != self.writer:
                 self.condition.notify_all()
@@ -4383,8 +4376,7 @@ class _ReorderBuffer(_Sink):
             self.position = 0
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """Pieces that each fit their share of the buffer, at most ``max_parts`` (all listed at
-        once; past that, a larger file has larger pieces, that wait for room in the buffer)."""
+        """Pieces that each fit their share of the buffer, at most ``max_parts`` (then larger)."""
         return min(-(-total // (self.limit // connections)), self.max_parts)
 
     def can_hold(self, size: int) -> bool:
