@@ -3974,7 +3974,7 @@ class _StateFile:
         self.kept = False
 
     def load(self) -> None:
-        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut: ours to sweep
+        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
         fd = _open_own_file(self.path)
         self.saved = None if fd is None else _read_state(fd)
         self.kept = self.saved is not None
