@@ -3713,101 +3713,81 @@ def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
 
 
 class _Sink:
-    """What a _Transfer writes a download's bytes into: a file (_FileTarget), a stream (_StreamTarget), or a
-    stream that parts fetched at once write into in order (_ReorderBuffer). The defaults are those of a
-    target that takes each byte as it comes: nothing held back, nothing to reorder.
-    """
+    """Where a _Transfer's bytes go: _FileTarget, _StreamTarget, or _ReorderBuffer (a stream that
+    parallel parts write into in order). These defaults hold nothing back."""
 
     parallel = True  # parts may be fetched at once
-    state: _StateFile | None = None  # where a resumable download's state is kept
-    read_at: Callable[[int, int], bytes] | None = (
-        None  # bytes written, read back; None: they cannot be
-    )
+    state: _StateFile | None = None  # a resumable download's state
+    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back (None: cannot)
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
     position: int | None = None  # bytes written in order, when that is not the bytes received
-    hashes_in_order = False  # True: the file's hash is handed each piece as it is written, in order
+    hashes_in_order = False  # True: the file's hash is handed each piece as it is written
+
+    def __enter__(self: _T) -> _T:
+        return self
 
     def put(self, part: _Part, data: bytes) -> None:
-        """Take ``data``, the bytes of ``part`` at its offset."""
         self.write_at(part.offset, data)
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """How many parts to cut a file of ``total`` bytes into, ``count`` for the connections."""
         return count
 
     def can_hold(self, size: int) -> bool:
-        """True when ``size`` bytes under a pending Content-Digest can be fetched again if it fails."""
+        """True when ``size`` bytes under a pending Content-Digest can be fetched again."""
         return self.read_at is not None
 
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
+    def reserve(self, size: int | None) -> None: ...  # a stream's space is the caller's business
 
     def release(self) -> bool:
-        """Write what was held back for a Content-Digest that has checked; True when something may have been."""
+        """Write what a Content-Digest that has checked held back; True if anything may be."""
         return False
 
-    def discard(self, part: _Part, start: int) -> None:
-        """Drop what is held back of ``part`` from ``start`` on: nothing is, bytes go straight to the target."""
+    def discard(self, part: _Part | None, start: int) -> None:
+        """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
     def discard_from(self, start: int) -> None:
-        """Drop what is held back from ``start`` on: nothing is."""
+        self.discard(None, start)
 
-    def stop(self) -> None:
-        """The transfer failed: no part waits for this target any longer (none does)."""
+    def stop(self) -> None: ...  # the transfer failed: no part may wait here any longer
 
-    def finish(self, total: int | None) -> None:
-        """Every part is in: nothing is left to write."""
+    def finish(self, total: int | None) -> None: ...  # every part is in: write what is left
 
-    def write_until(self, ended: Callable[[], bool]) -> None:
-        """Write what the part threads bring until ``ended()``: they write it themselves."""
+    def write_until(self, ended: Callable[[], bool]) -> None: ...  # the part threads write it
 
-    def wake(self) -> None:
-        """A part thread has ended: nobody waits for that."""
+    def wake(self) -> None: ...  # a part thread has ended
 
 
 class _FileTarget(_Sink):
-    """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
-
-    Without ``resume`` it has a unique name and never outlives the call. With it, it is
-    ``.NAME.part`` with its state in ``.NAME.part.json``, locked while in use (another
-    process downloading to NAME gets a file of its own), and kept when a failure can be
-    resumed. Every file made here is created with O_EXCL and O_NOFOLLOW; one found from
-    an earlier run is used only when it is this user's regular file with one link.
-    """
-
-    parallel = (
-        True  # parts are written at their offsets: os.pwrite, or a seek and a write under a lock
-    )
+    """A file of its own beside the destination, moved over it by ``commit``: a unique name, or
+    with ``resume`` ``.NAME.part`` and its state, locked while in use, kept to be resumed."""
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
-        self.seeking = _thread.allocate_lock()  # where there is no os.pwrite/os.pread (Windows)
-        self.directory = os.path.dirname(destination) or "."
+        self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
         self.stem = _hidden_stem(destination)
-        self.path = ""
-        self.state: _StateFile | None = (
-            None  # with resume: where the state of the partial file is kept
-        )
-        self.lock_path = ""  # a .part.lock file, where there is no flock
-        self.finished = False  # committed, or cleaned up
-        _remove_abandoned_temporaries(self.stem)
+        self.path = self.lock_path = ""  # lock_path: a .part.lock, where there is no flock
+        self.committed = False
+        if fcntl := _fcntl():  # without flock (Windows) none is known to be abandoned
+            _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
         fd = self._open_resumable() if resume else None
         self.fd = self._open_unique() if fd is None else fd
 
     def _open_resumable(self) -> int | None:
-        """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
+        """``.NAME.part`` and its state, ours and locked; None when that cannot be had safely."""
         path = self.stem + ".part"
         state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
                 return None  # not ours to read or replace: left alone
-        fd = _open_own_file(path, create=True)
+        try:
+            fd: int | None = _create(path, 0o666)
+        except FileExistsError:
+            fd = _open_own_file(path)
         if fd is None:
             return None
         try:  # Ctrl-C while reading the state: both files stay as they were
-            # Locked, and still the file of that name: another process holding it may have
-            # committed it (renamed it over the destination) before the lock was ours.
+            # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and _is_named(fd, path):
                 state.load()
                 self.path, self.state = path, state
@@ -3818,16 +3798,11 @@ class _FileTarget(_Sink):
         return None if self.state is None else fd
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, to be
-        continued (``done`` as far as the bytes on disk go); else None, and what was there is dropped.
-        """
-        if self.state is None:  # without resume: a new file, empty
-            return None
-        checked = _checked_state(self.state.saved, url)
-        if (
-            checked is None or checked[1][-1][1] == 0
-        ):  # an empty file: nothing a range could continue
-            self.reset()  # bytes of another URL, or without a sound state to say what they are
+        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file;
+        else None, and what was there is dropped."""
+        checked = None if self.state is None else _checked_state(self.state.saved, url)
+        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
+            self.reset()
             return None
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
@@ -3838,16 +3813,15 @@ class _FileTarget(_Sink):
 
     def _lock(self, fd: int) -> bool:
         fcntl = _fcntl()
-        if fcntl is None:  # not on Linux: Windows has no flock; a lock file holding our process id
+        if fcntl is None:  # not on Linux: Windows has no flock
             return self._lock_with_a_file()
-        try:
+        with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
+            return True
+        return False
 
     def _lock_with_a_file(self) -> bool:
-        """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
+        """``.NAME.part.lock``, made with O_EXCL; taken over when its process is gone."""
         path = self.stem + ".part.lock"
         try:
             _write_new(path, str(os.getpid()).encode())
@@ -3859,23 +3833,23 @@ class _FileTarget(_Sink):
 
     def _unlock(self) -> None:
         if self.lock_path:
-            with contextlib.suppress(OSError):
-                os.unlink(self.lock_path)
+            _remove(self.lock_path)
             self.lock_path = ""
 
     def _open_unique(self) -> int:
-        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name, so
-        that a ``.part`` no process holds is one a killed download left (see _remove_abandoned_temporaries).
-        """
+        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name: a
+        ``.part`` no process holds is one a killed download left."""
         for _ in range(100):
             token = os.urandom(6).hex()
             path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
-            try:  # O_EXCL: two downloads to one path never share a temporary file
+            try:
                 fd = _create(new, 0o666)
             except FileExistsError:
                 continue
             try:
-                _hold(fd)
+                if fcntl := _fcntl():  # waiting: a sweep may hold it for an instant
+                    with contextlib.suppress(OSError):
+                        fcntl.flock(fd, fcntl.LOCK_EX)
                 os.replace(new, path)  # 48 random bits: no other file has that name
             except BaseException:
                 os.close(fd)
@@ -3883,33 +3857,25 @@ class _FileTarget(_Sink):
                 raise
             self.path = path
             return fd
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", self.directory)
-
-    def __enter__(self) -> _FileTarget:
-        return self
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
 
     def __exit__(self, *exc_info: object) -> None:
-        if not self.finished:  # not committed: a failure, Ctrl-C included
-            if (
-                self.state is None or not self.state.kept
-            ):  # else both stay, for the next run to resume
-                _remove(self.path)
-                if self.state is not None:
-                    self.state.remove()
-            os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
-            self._unlock()
-            self.finished = True
+        if not self.committed and not (self.state and self.state.kept):
+            _remove(self.path)
+            if self.state is not None:
+                self.state.remove()
+        os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
+        self._unlock()
 
     def reset(self) -> None:
-        """Drop what is kept: the file's bytes, and the state that described them."""
         os.ftruncate(self.fd, 0)
         if self.state is not None:
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
-        free = shutil.disk_usage(self.directory).free
+        free = shutil.disk_usage(directory := os.path.dirname(self.stem)).free
         if size is not None and size > free:
-            message = f"not enough space for {_size(size)} in {self.directory} ({_size(free)} free)"
+            message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
     def write_at(self, offset: int, data: bytes) -> None:
@@ -3924,72 +3890,65 @@ class _FileTarget(_Sink):
             view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
-        """Bytes written, read back (to hash them): a stream target's ``read_at`` is None, it cannot."""
-        if not _HAS_PWRITE:  # not on Linux: Windows has no os.pread
-            with self.seeking:
-                os.lseek(self.fd, offset, os.SEEK_SET)
-                return os.read(self.fd, size)
-        return os.pread(self.fd, size, offset)
+        if _HAS_PWRITE:
+            return os.pread(self.fd, size, offset)
+        with self.seeking:  # not on Linux: Windows has no os.pread
+            os.lseek(self.fd, offset, os.SEEK_SET)
+            return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place, once it is ``total`` bytes long (when that is known) and still
-        the file written here (PermissionError: someone put another in its place)."""
-        # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
-        # curl and wget; a sync halves the speed. See docs/DESIGN.md, "Decisions".
-        size = os.fstat(self.fd).st_size
+        """Move the file into place once it is ``total`` bytes long (when known) and still the file
+        written here (else PermissionError). Not fsync'ed, as curl and wget (see docs/DESIGN.md)."""
+        size, destination = os.fstat(self.fd).st_size, self.destination
         swapped = "another file was put in place of the temporary file"
-        try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
+        try:  # the state goes in every case
             if total is not None and size != total:
-                message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
+                message = (
+                    f"the downloaded file has {size} bytes where the server announced {total}:"
+                    " not committed"
+                )
                 raise InvalidResponseError(message, method="GET", received=size, expected=total)
             if not _is_named(self.fd, self.path):
-                raise PermissionError(errno.EACCES, f"{swapped}: not committed", self.destination)
+                raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
             try:
-                os.replace(self.path, self.destination)
+                os.replace(self.path, destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead
-                raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
-            if not _is_named(self.fd, self.destination):  # put there after the check: see DESIGN.md
+                raise OSError(exc.errno, exc.strerror or str(exc), destination) from None
+            if not _is_named(self.fd, destination):  # put there after the check: see DESIGN.md
                 with contextlib.suppress(OSError):  # the user's own may be another download's: kept
-                    if not _is_mine(os.lstat(self.destination)):
-                        os.unlink(self.destination)
-                left = "left there" if os.path.lexists(self.destination) else "removed"
+                    if not _is_mine(os.lstat(destination)):
+                        os.unlink(destination)
+                left = "left there" if os.path.lexists(destination) else "removed"
                 message = f"{swapped} and moved into place: {left}"
-                raise PermissionError(errno.EACCES, message, self.destination)
+                raise PermissionError(errno.EACCES, message, destination)
         finally:
             if self.state is not None:
                 self.state.remove()
-        os.close(self.fd)
-        self._unlock()
-        self.finished = True
+        self.committed = True
 
 
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool
 ) -> _FileTarget | _StreamTarget:
-    """Where a download goes, ``destination`` examined once: a binary file object, written at its position
-    and left open; a device, FIFO or descriptor (``/dev/stdout``), opened and written directly; else a
-    file of its own beside the file the path names (see _FileTarget), moved over it by ``commit``.
-    """
+    """Where a download goes: a file object (left open), a device, FIFO or descriptor (written
+    directly), else a _FileTarget beside the file the path names."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)  # the file the user's (or root's) link names
-    stream = _open_special_destination(
-        path, file_path
-    )  # /dev/null, a FIFO, /dev/stdout: written directly
-    if stream is not None:
+    file_path = _follow_destination_links(path)
+    if stream := _open_special_destination(path, file_path):
         return _StreamTarget(stream, opened=True)
     try:
         return _FileTarget(file_path, resume)
     except OSError as exc:  # said of the destination and its directory, not of the client's files
         problem = _directory_problem(os.path.dirname(file_path) or ".")
         reason = exc.strerror or str(exc)
-        # OSError(errno, ...) is that errno's subclass (PermissionError...); no cause: it names ours
+        # OSError(errno, ...) is that errno's subclass (PermissionError...)
         raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
 
 
 def _directory_problem(directory: str) -> str | None:
-    """What keeps files from being made in ``directory``, in a few words; None when nothing is seen."""
+    """What keeps files from being made in ``directory``, in a few words (None: nothing seen)."""
     try:
         status = os.stat(directory)
     except FileNotFoundError:
@@ -4006,11 +3965,8 @@ def _directory_problem(directory: str) -> str | None:
 
 
 class _StateFile:
-    """The state of a resumable download (``.NAME.part.json``): what a later run needs to continue it.
-
-    ``kept`` is true while a state on disk describes the partial file: a failure then leaves
-    both for the next run.
-    """
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk describes the
+    partial file (a failure leaves both)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -4018,20 +3974,14 @@ class _StateFile:
         self.kept = False
 
     def load(self) -> None:
-        """Read the state an earlier run left, into ``saved``."""
-        for name in _sibling_names(
-            self.path, (".tmp",), 8
-        ):  # a save that kill -9 cut short; the lock is ours
-            with contextlib.suppress(OSError):
-                if _is_own_regular_file(os.lstat(name)):
-                    os.unlink(name)
-        fd = _open_own_file(self.path, create=False)
+        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
+        fd = _open_own_file(self.path)
         self.saved = None if fd is None else _read_state(fd)
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, after the bytes it counts were written: mode 0600 (the URL may hold a
-        signature), written beside it and moved over it, so that the state on disk is whole."""
+        """Record ``state`` (after the bytes it counts), mode 0600 (the URL may hold a signature),
+        moved over the old one whole."""
         _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
@@ -4046,13 +3996,13 @@ def _remove(path: str) -> None:
 
 
 def _create(path: str, mode: int = 0o600) -> int:
-    """A new file ``path``, opened read-write: never through a link, never one that is there already
-    (FileExistsError). Every file the client makes is made here."""
+    """A new file, read-write: never through a link, never one already there (FileExistsError).
+    Every file the client makes is made here."""
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
 
 
 def _write_new(path: str, data: bytes, replacing: str = "") -> None:
-    """A new file ``path`` (see _create) holding ``data``, then moved over ``replacing`` when given;
+    """A new file ``path`` (_create) holding ``data``, then moved over ``replacing`` when given;
     removed again when that fails (unless it was there already: not ours)."""
     try:  # the open inside: a signal arriving just after it still removes the file
         with os.fdopen(_create(path), "wb") as file:
@@ -4066,13 +4016,9 @@ def _write_new(path: str, data: bytes, replacing: str = "") -> None:
         raise
 
 
-def _open_own_file(path: str, *, create: bool) -> int | None:
-    """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
-    and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
-    """
-    if create:
-        with contextlib.suppress(FileExistsError):
-            return _create(path, 0o666)
+def _open_own_file(path: str) -> int | None:
+    """``path`` opened read-write, never through a link, when it is this user's regular file with
+    one link; else None."""
     try:
         fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
     except OSError:  # a link (ELOOP), not there, not ours to open
@@ -4086,8 +4032,7 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
 def _is_named(fd: int, path: str) -> bool:
     """True when ``path`` (not followed) is the very file open as ``fd``."""
     with contextlib.suppress(OSError):
-        named, status = os.lstat(path), os.fstat(fd)
-        return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
+        return os.path.samestat(os.lstat(path), os.fstat(fd))
     return False
 
 
@@ -4101,7 +4046,7 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
 
 
 def _read_state(fd: int) -> Any:
-    """The decoded state in ``fd`` (closed here), or None when it is too large or not JSON."""
+    """The JSON in ``fd`` (closed here); None when it is too large or not JSON."""
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
@@ -4112,74 +4057,34 @@ def _read_state(fd: int) -> Any:
         return None
 
 
-def _hold(fd: int) -> None:
-    """Lock a temporary file while it is in use, where the platform can (see _remove_abandoned_temporaries).
-
-    Waiting, not LOCK_NB: a sweeping download may hold it for an instant, and a file left
-    unlocked would be taken for abandoned.
-    """
-    fcntl = _fcntl()
-    if fcntl is not None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX)
-
-
-def _remove_abandoned_temporaries(stem: str) -> None:
-    """Remove the ``.NAME.<hex>.part`` files a killed download to the same destination left behind:
-    this user's regular files that no process holds (each is locked before it takes that name).
-    A ``.new`` one, killed in the instant before its lock, goes once it is a minute old. Without
-    flock none is known to be abandoned.
-    """
-    fcntl = _fcntl()
-    if fcntl is None:  # not on Linux: Windows has no flock
-        return
-    for path in _sibling_names(stem, (".part", ".new"), 12):
-        fd = _open_own_file(path, create=False)
-        if fd is None:
-            continue
-        with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
-            if path.endswith(".part") or time.time() - os.fstat(fd).st_mtime > 60:
-                os.unlink(path)
-
-
-def _sibling_names(stem: str, suffixes: tuple[str, ...], hex_length: int) -> list[str]:
-    """The paths ``STEM.<hex_length lower-case hex digits>SUFFIX`` in the stem's directory, one listing for all
-    suffixes: the exact names the client makes."""
+def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
+    """Remove the ``STEM.<length hex digits>.SUFFIX`` files (``suffixes``: ``part|new``) that no
+    process holds (``fcntl``'s flock; None: the caller's lock covers them), a ``.new`` once a
+    minute old: what a killed download left."""
     directory, prefix = os.path.split(stem)
+    pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
         names = os.listdir(directory or ".")
     except OSError:
-        return []
-    prefix += "."
-    return [
-        os.path.join(directory, name)
-        for name in names
-        for suffix in suffixes
-        if name.startswith(prefix)
-        and name.endswith(suffix)
-        and len(name) == len(prefix) + hex_length + len(suffix)
-        and _is_lower_hex(
-            name[len(prefix) : len(prefix) + hex_length]
-        )  # the client's names only, never a user's
-    ]
+        return
+    for name in filter(pattern.fullmatch, names):
+        path = os.path.join(directory, name)
+        if (fd := _open_own_file(path)) is not None:
+            with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
+                if not path.endswith(".new") or time.time() - os.fstat(fd).st_mtime > 60:
+                    os.unlink(path)
 
 
 def _is_lower_hex(text: str) -> bool:
-    """True when ``text`` is what ``os.urandom(n).hex()`` gives: digits and a-f only."""
     return all(character in "0123456789abcdef" for character in text)
 
 
 def _take_over_abandoned_lock(path: str) -> bool:
-    """Replace a ``.part.lock`` that is provably abandoned with this process's own lock file, in one
-    step; True when the lock is ours.
-
-    Never unlinked nor renamed away (some interleaving would then remove another live process's
-    lock). A claim file named after the abandoned file (O_EXCL) lets one process at a time take
-    over that file, and the holder checks that the lock is still the very file judged abandoned,
-    and still abandoned, before it replaces it: that file is then changed by no one else.
-    A claim a killed process left keeps that lock from being taken over: never stolen.
-    """
+    """Replace a provably abandoned ``.part.lock`` with this process's own in one step (never
+    unlinked nor renamed away); True when the lock is ours. A claim file (O_EXCL) lets one process
+    at a time check that it is still that file, still abandoned; a killed one's claim stays."""
     judged = _abandoned_lock(path)
     if judged is None:
         return False
@@ -4190,9 +4095,8 @@ def _take_over_abandoned_lock(path: str) -> bool:
         return False
     try:
         again = _abandoned_lock(path)
-        if again is None or (again.st_dev, again.st_ino) != (judged.st_dev, judged.st_ino):
+        if again is None or not os.path.samestat(again, judged):
             return False  # taken over meanwhile, and in use
-        # One step: the abandoned file goes as ours takes its name.
         _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
         return True
     finally:
@@ -4200,30 +4104,17 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the ``.part.lock`` at ``path`` (this user's own file) when it is provably abandoned:
-    its process is gone, or it is empty or garbled (its process killed before it wrote its id) and
-    older than a few seconds. None otherwise.
-    """
-    fd = _open_own_file(path, create=False)
+    """The status of the ``.part.lock`` at ``path`` (the user's own) when its process is gone, or
+    it is empty or garbled (killed before it wrote) and a few seconds old; else None."""
+    fd = _open_own_file(path)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
-        pid = _lock_file_pid(file.read(32))
-    if pid is None:
-        return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
-    return None if _process_exists(pid) else status
-
-
-def _lock_file_pid(data: bytes) -> int | None:
-    """The process id a ``.part.lock`` file's bytes hold; None when they are empty or garbled."""
-    text = data.decode("ascii", "replace")
-    if not text.isdigit() or len(text) > 10:
-        return None
-    pid = int(text)
-    return (
-        pid if 0 < pid < 2**31 else None
-    )  # os.kill takes a C int: a larger number is no process id
+        text = file.read(32).decode("ascii", "replace")
+    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
+        return None if _process_exists(int(text)) else status
+    return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
 
 
 def _process_exists(pid: int) -> bool:
@@ -4245,26 +4136,18 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, following a symbolic link only when it is the user's own or
-    root's (as ``/dev/stdout`` is); another user's is a PermissionError, sticky directory or not
-    (stricter than the kernel's ``fs.protected_symlinks``): it would choose which file is replaced.
-
-    Only the last component is followed (the directories on the way are left to the kernel), and
-    a descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
-    """
+    """The file a destination names: its last component's links followed when the user's own or
+    root's (another user's: PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
     for _ in range(40):  # the kernel's own limit on links in a row
-        if _is_descriptor_link(path):
-            return path  # /proc/self/fd/N: a stream, never the file behind it (which would be replaced)
-        target = _link_target(path)
-        if target is None:
+        if _is_descriptor_link(path) or (target := _link_target(path)) is None:
             return path
         path = os.path.join(os.path.dirname(path), target)
     return path
 
 
 def _link_target(path: str) -> str | None:
-    """What the link ``path`` says, when it is one the user or root owns; None when it is no link.
-    With O_PATH, the link read is the very link looked at, not one renamed over it since."""
+    """What the link ``path`` says, when the user or root owns it; None when it is no link. With
+    O_PATH, the very link looked at is read."""
     try:
         fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
         link = os.fstat(fd) if fd >= 0 else os.lstat(path)
@@ -4283,31 +4166,39 @@ def _link_target(path: str) -> str | None:
 
 
 class _StreamTarget(_Sink):
-    """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
+    """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
-    parallel = (
-        False  # written in order only; never resumed, and what was written cannot be read back
-    )
+    parallel = False
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
-        self.opened = (
-            opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
-        )
+        writable = getattr(stream, "writable", None)
         if (
             not callable(getattr(stream, "write", None))
             or isinstance(stream, io.TextIOBase)
-            or not _writable(stream)
+            or (callable(writable) and not writable())
         ):
+            kind = type(stream).__name__
             raise TypeError(
-                f"destination must be a path or a binary file object open for writing, not {type(stream).__name__}"
+                f"destination must be a path or a binary file object open for writing, not {kind}"
             )
-        self.stream = stream
+        self.stream, self.opened = stream, opened  # opened here (/dev/stdout): closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.pipe = _Pipe.of(stream)
         self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
+        self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
+        try:
+            mode = os.fstat(fd := stream.fileno()).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
+            return
+        if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
+            self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+            self.poller.register(fd, select.POLLOUT)
+            try:  # Linux: how much it holds
+                self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+            except (AttributeError, OSError):  # elsewhere, and a socket
+                self.size = 0
 
     def reset(self) -> None:
         if self.start is None:
@@ -4318,36 +4209,32 @@ class _StreamTarget(_Sink):
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
 
-    def __enter__(self) -> _StreamTarget:
-        return self
-
     def __exit__(self, *exc_info: object) -> None:
         if self.opened:
             self.stream.close()
 
-    def take_up(self, url: str) -> None:
-        """Nothing kept from an earlier run: a stream is never resumed."""
-        return None
+    def take_up(self, url: str) -> None: ...  # a stream is never resumed
 
-    def commit(self, total: int | None) -> None:
-        """Nothing to move into place: the bytes are in the stream."""
+    def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write ``data`` at the stream's position: a stream is only ever written in order.
-
-        Into a pipe (or FIFO, socket) no more at once than it takes without blocking, so that a
-        reader that stops reading holds no write past the deadline or close(). A buffered stream is
-        flushed first, then written through its raw stream.
-        """
-        stream, pipe = self.stream, self.pipe
-        if pipe is None:
+        """Write at the stream's position; into a pipe, FIFO or socket no more than it takes without
+        blocking: a reader that stops reading holds no write past the deadline or close()."""
+        stream = self.stream
+        if self.poller is None:
             return _write_all(stream, data)
         if isinstance(stream, io.BufferedWriter):
             stream.flush()
             stream = stream.raw
         view, start = memoryview(data), 0
         while start < len(view):
-            if room := pipe.room(_WAKE_SECONDS):
+            if self.poller.poll(_WAKE_SECONDS * 1000):
+                room = select.PIPE_BUF  # POSIX: what poll() promises; all it holds when empty
+                if self.size:
+                    import termios
+
+                    queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
+                    room = room if int.from_bytes(queued, sys.byteorder) else self.size
                 _write_all(stream, view[start : start + room])
                 start += room
             self.in_time()
@@ -4363,55 +4250,13 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
         data = data[written:]
 
 
-class _Pipe:
-    """A pipe, FIFO or socket that a stream writes into (a reader may stop reading it)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
-        self.poller.register(fd, select.POLLOUT)
-        try:  # Linux: how much it holds
-            self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-        except (AttributeError, OSError):  # elsewhere, and a socket
-            self.size = 0
-
-    @classmethod
-    def of(cls, stream: Any) -> _Pipe | None:
-        """``stream``'s pipe, FIFO or socket; None for another stream, or without poll()."""
-        try:
-            fd = stream.fileno()
-            mode = os.fstat(fd).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
-            return None
-        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-        return cls(fd) if pipe and hasattr(select, "poll") else None
-
-    def room(self, timeout: float) -> int:
-        """Bytes it takes now without blocking, ``timeout`` seconds waited for at most (0: none):
-        PIPE_BUF once poll() says so (POSIX); all it holds when empty (a reader keeping up)."""
-        if not self.poller.poll(timeout * 1000):
-            return 0
-        if self.size:
-            import termios
-
-            queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
-            if not int.from_bytes(queued, sys.byteorder):
-                return self.size
-        return select.PIPE_BUF
-
-
 class _ReorderBuffer(_Sink):
-    """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
+    """A stream (``target``) that a parallel download's parts write into in order: only the
+    ``writer`` thread (the caller's: a signal interrupts its blocked write) writes into it; bytes
+    further ahead wait here, ``limit`` at most (a part past that waits for room), and those under
+    a pending Content-Digest until it checks. ``written(data)`` is told each piece written."""
 
-    Only the ``writer`` thread (the caller's: a signal interrupts its blocked write, which
-    a part thread's would never see) writes into the stream, the bytes at its position as
-    soon as they are there; a part's bytes further ahead wait here, ``limit`` bytes at most:
-    a part whose bytes lie past ``position + limit`` waits for room, so that a reader that
-    stops reading stops the fetching and never grows the buffer. Bytes under a pending Content-Digest
-    (``_PartCheck.held``) are held until it checks (``release``) or dropped (``discard``).
-    ``written(data)`` is told each piece written, in order (the file's hash, progress).
-    """
-
-    hashes_in_order = True  # never resumed, and what was written cannot be read back
+    hashes_in_order = True  # what was written cannot be read back
     max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
 
     def __init__(
@@ -4428,117 +4273,83 @@ class _ReorderBuffer(_Sink):
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
         self.position: int = 0  # bytes written into the stream
         self.buffered = self.peak = 0  # bytes waiting now, and at most
-        self.writing = False  # a thread is writing into the stream
+        self.writing = False  # the writer is in release()
         self.stopped = False  # the transfer failed: no part waits for room any longer
-        self.writer = (
-            _thread.get_ident()
-        )  # the one thread that writes into the stream (see _Transfer)
+        self.writer = _thread.get_ident()  # the one thread that writes into the stream
 
     def put(self, part: _Part, data: bytes) -> None:
-        """Take ``data``, the bytes of ``part`` at its offset; write what it lets be written in order."""
-        offset = part.offset
-        while not self._took(
-            part, data, offset
-        ):  # no room yet: the writer makes it, the others wait for it
-            if _thread.get_ident() == self.writer:
-                self._write_when_there()
+        offset, size = part.offset, len(data)
+        while True:
+            with self.condition:
+                if self.stopped or offset + size <= self.position + max(self.limit, size):
+                    if self.stopped or part.dropped:
+                        raise _PartStopped
+                    self.chunks[offset] = (data, part)
+                    self.buffered += size
+                    self.peak = max(self.peak, self.buffered)
+                    break
+                if _thread.get_ident() != self.writer:
+                    self._wait()  # for room, that the writer makes
+                    continue
+            self._write_when_there()
         self.release()
 
-    def _took(self, part: _Part, data: bytes, offset: int) -> bool:
-        """True once ``data`` is kept; False, at once for the writer, when there is no room for it yet."""
-        with self.condition:
-            while not self.stopped and offset + len(data) > self.position + max(
-                self.limit, len(data)
-            ):
-                if _thread.get_ident() == self.writer:
-                    return False
-                self._wait()
-            if self.stopped or part.dropped:
-                raise _PartStopped
-            self.chunks[offset] = (data, part)
-            self.buffered += len(data)
-            self.peak = max(self.peak, self.buffered)
-            return True
-
     def _write_when_there(self, ended: Callable[[], bool] = lambda: False) -> None:
-        """(The writer) wait until the bytes at the position are there, or ``ended()``, then write what is."""
+        """(The writer) wait until the bytes at the position are there, or ``ended()``."""
         with self.condition:
             while not self.stopped and not ended() and not self._ready():
                 self._wait()
         self.release()
 
     def _wait(self) -> None:
-        """(Under the lock) wait for another thread, a while at most; end if the call must."""
+        """(Under the lock) wait a while at most for another thread; end if the call must."""
         self.condition.wait(_WAKE_SECONDS)
         self.in_time()
 
     def write_until(self, ended: Callable[[], bool]) -> None:
-        """(The writer, its own parts fetched) write what the part threads bring until ``ended()``."""
         while not ended():
             self._write_when_there(ended)
         self.release()
 
     def wake(self) -> None:
-        """A part thread has ended: the writer looks again."""
         with self.condition:
             self.condition.notify_all()
 
     def _ready(self) -> bool:
         """(Under the lock) the bytes at the position are there and may be written."""
-        _, part = self.chunks.get(self.position, (b"", None))
-        check = None if part is None else part.check
-        return part is not None and not (
-            check is not None and check.held and self.position >= check.start
-        )
+        if (chunk := self.chunks.get(self.position)) is None:
+            return False
+        check = chunk[1].check
+        return check is None or not check.held or self.position < check.start
 
     def release(self) -> bool:
-        """Write what lies at the position (the writer only: any other thread wakes it). True: what was
-        held back is written, or the writer is woken to write it."""
+        """Write what lies at the position (the writer; another thread wakes it)."""
         with self.condition:
-            if _thread.get_ident() != self.writer:
+            if self.writing or _thread.get_ident() != self.writer:
                 self.condition.notify_all()
-                return True
-            if self.writing:
                 return True
             self.writing = True
         try:
-            while (data := self._next_to_write()) is not None:
-                self.target.write_at(
-                    self.position, data
-                )  # outside the lock: a signal interrupts a blocked write
+            while True:
+                with self.condition:
+                    if self.stopped or not self._ready():
+                        return True
+                    data, _ = self.chunks.pop(self.position)
+                    self.buffered -= len(data)
+                self.target.write_at(self.position, data)  # unlocked: a signal interrupts it
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
                 self.written(data)
-        except BaseException:
+        finally:
             with self.condition:
                 self.writing = False
                 self.condition.notify_all()
-            raise
-        return True
 
-    def _next_to_write(self) -> bytes | None:
-        """The bytes at the position, taken out; None (and no longer writing) when they are not there yet."""
-        with self.condition:
-            if self.stopped or not self._ready():
-                self.writing = False
-                return None
-            data, _ = self.chunks.pop(self.position)
-            self.buffered -= len(data)
-            return data
-
-    def discard(self, part: _Part, start: int) -> None:
-        """Drop ``part``'s bytes from ``start`` on: they are fetched again."""
-        self._drop(lambda offset, owner: owner is part and offset >= start)
-
-    def discard_from(self, start: int) -> None:
-        """Drop every byte from ``start`` on: one stream sends them again."""
-        self._drop(lambda offset, owner: offset >= start)
-
-    def _drop(self, dropped: Callable[[int, _Part], bool]) -> None:
+    def discard(self, part: _Part | None, start: int) -> None:
         with self.condition:
             for offset, (data, owner) in list(self.chunks.items()):
-                if dropped(offset, owner):
+                if offset >= start and (part is None or owner is part):
                     del self.chunks[offset]
                     self.buffered -= len(data)
             self.condition.notify_all()
@@ -4549,7 +4360,6 @@ class _ReorderBuffer(_Sink):
             self.condition.notify_all()
 
     def finish(self, total: int | None) -> None:
-        """Once every part is in: write what is left; all of it must have joined up."""
         self.release()
         if self.chunks or (total is not None and self.position != total):
             raise InvalidResponseError(
@@ -4566,33 +4376,49 @@ class _ReorderBuffer(_Sink):
             self.position = 0
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """Pieces taken in order, each fits its share of the buffer: no more than ``max_parts``, all listed at
-        once (past that, a larger file has larger pieces, that wait for room in the buffer)."""
+        """Pieces that each fit their share of the buffer, at most ``max_parts`` (then larger)."""
         return min(-(-total // (self.limit // connections)), self.max_parts)
 
     def can_hold(self, size: int) -> bool:
-        """Bytes under a pending Content-Digest are held here until it checks, when they fit."""
         return size <= self.limit
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """The destination opened for writing when it is not a regular file (``file_path``, what ``path``
-    names: see _follow_destination_links): a descriptor such as ``/dev/stdout`` at its position, a
-    device or FIFO; None when it is a regular file or nothing yet (a file of its own is made beside it).
+    """``file_path`` (where ``path`` leads) opened to write, as curl -o does, when it is no regular
+    file (else None): a descriptor (``/dev/fd/N``, ``/proc/PID/fd/N``), this process's duplicated
+    (``>> log`` appends), another's opened to append; a FIFO or device, the very one looked at,
+    only where ``fs.protected_fifos`` would let the user open it with O_CREAT (else
+    PermissionError: without O_CREAT the kernel lets another user's FIFO in /tmp have it all).
     """
-    if _is_descriptor_link(file_path):
-        return _open_descriptor(file_path)
+    if match := _descriptor_directory(file_path):
+        if match[1] in (None, "self", "thread-self", str(os.getpid())):
+            try:  # abspath: "/dev/fd/1/" names 1 too
+                fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
+            except OverflowError:
+                raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
+        else:
+            fd = os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY)
+        return open(fd, "wb", buffering=0)
     try:
         status = os.lstat(file_path)  # one look at what is there
     except OSError:  # nothing yet, or not reachable: creating the file will say why
         return None
     if stat.S_ISDIR(status.st_mode):
         raise ValueError(f"destination is a directory: {path!r}")
-    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(
-        status.st_mode
-    ):  # a link: 40 in a row, left to the kernel
+    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # 40 links: the kernel's
         return None
-    return _open_device(file_path, status)
+    if not _is_mine(status):
+        parent = os.stat(os.path.dirname(file_path) or ".")
+        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
+            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+            message = f"refusing to write to {what} another user made in a sticky world-writable"
+            raise PermissionError(errno.EACCES, f"{message} directory", file_path)
+    fd = os.open(file_path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader
+    if not os.path.samestat(os.fstat(fd), status):
+        os.close(fd)
+        message = "the destination was replaced while it was being opened"
+        raise PermissionError(errno.EACCES, message, file_path)
+    return open(fd, "wb", buffering=0)
 
 
 # A pattern, compiled (and cached by re) on first use: not at import.
@@ -4600,12 +4426,12 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 def _is_descriptor_link(path: str) -> bool:
-    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (``/dev/stdout`` and ``/dev/stderr`` lead there)."""
+    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (where ``/dev/stdout`` leads)."""
     return _descriptor_directory(path) is not None
 
 
 def _descriptor_directory(path: str) -> re.Match[str] | None:
-    """The match of ``path``'s directory, as written or as resolved, as a directory of descriptors."""
+    """The match of ``path``'s directory (as written, or resolved) as a directory of descriptors."""
     directory, name = os.path.split(os.path.abspath(path))
     if not (name.isascii() and name.isdigit()):
         return None
@@ -4614,86 +4440,21 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
     )
 
 
-def _open_descriptor(path: str) -> BinaryIO:
-    """A stream for ``/dev/fd/N`` or ``/proc/PID/fd/N``: this process's descriptor N itself (duplicated,
-    so that bytes go at its position: ``>> log`` appends); another process's opened to append. The file
-    behind it is never resolved nor replaced.
-    """
-    process = _descriptor_directory(path).group(1)  # type: ignore[union-attr]
-    if (
-        process is not None
-        and process not in ("self", "thread-self")
-        and int(process) != os.getpid()
-    ):
-        return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
-    try:
-        fd = os.dup(
-            int(os.path.basename(os.path.abspath(path)))
-        )  # abspath: "/dev/fd/1/" names 1 too
-    except OverflowError:
-        raise OSError(errno.EBADF, "no such file descriptor", path) from None
-    return open(fd, "wb", buffering=0)
-
-
-def _open_device(path: str, status: os.stat_result) -> BinaryIO:
-    """The device or FIFO at ``path`` (``status``: its lstat) opened for writing, as curl -o does.
-
-    Only where the kernel's ``fs.protected_fifos`` rule would let this user open it with O_CREAT
-    (see _check_special_file); never created, truncated, nor reached through a link; and only the
-    very file that was looked at (another may have been put there since). Else PermissionError.
-    """
-    _check_special_file(path, status)
-    fd = os.open(
-        path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY
-    )  # a FIFO waits for its reader here, as with curl
-    opened = os.fstat(fd)
-    if (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino):
-        os.close(fd)
-        raise PermissionError(
-            errno.EACCES, "the destination was replaced while it was being opened", path
-        )
-    return open(fd, "wb", buffering=0)
-
-
-def _check_special_file(path: str, status: os.stat_result) -> None:
-    """PermissionError unless the FIFO or device at ``path`` is one the kernel's ``fs.protected_fifos``
-    rule lets this user open with O_CREAT: the user's own, or its directory is not both sticky and
-    world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
-    rule: another user's FIFO planted in /tmp would receive the whole download.)
-    """
-    if _is_mine(status):
-        return
-    parent = os.stat(os.path.dirname(path) or ".")
-    sticky_and_world_writable = (
-        parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
-    )
-    if sticky_and_world_writable and status.st_uid != parent.st_uid:
-        what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
-        message = (
-            f"refusing to write to {what} another user made in a sticky world-writable directory"
-        )
-        raise PermissionError(errno.EACCES, message, path)
-
-
 class _PartialFile:
-    """The partial file a ``resume=True`` download to the path ``destination`` keeps (``path``, hidden beside the
-    file the destination names through its links, as a download follows them), with its state beside it: what
-    the CLI asks about a destination, never rebuilding those names. An OSError when a download would refuse
-    the destination's link (see _follow_destination_links).
-    """
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
+    the download names it; an OSError when a download would refuse the destination's link."""
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
         self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
 
     def resumable(self, url: str) -> bool:
-        """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
-        fd = _open_own_file(self.path + ".json", create=False)
+        """True when an earlier download of ``url`` (resolved) left it to continue."""
+        fd = _open_own_file(self.path + ".json")
         return fd is not None and _checked_state(_read_state(fd), url) is not None
 
     def remove(self) -> None:
-        """Remove it and its state (the file is complete now): only the user's own, and only when no other
-        download holds them (see _FileTarget)."""
+        """Remove it and its state: only the user's own, and only when no download holds them."""
         if not os.path.lexists(self.path):
             return
         with _FileTarget(self.file_path, resume=True) as files:
@@ -4701,25 +4462,19 @@ class _PartialFile:
                 files.state.kept = False  # so that closing it removes both
 
 
-def _writable(stream: Any) -> bool:
-    writable = getattr(stream, "writable", None)
-    return not callable(writable) or bool(writable())
-
-
 def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names of the files beside ``path`` (DIRECTORY/NAME), NAME
-    shortened (with a hash) to leave room for a suffix within NAME_MAX."""
+    """``DIRECTORY/.NAME``, the start of the names beside ``path``: NAME shortened (with a hash) to
+    leave room for a suffix within NAME_MAX."""
     directory, name = os.path.split(path)
-    directory = directory or "."
     try:
-        limit = os.pathconf(directory, "PC_NAME_MAX")
+        limit = os.pathconf(directory or ".", "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
         limit = 255
     encoded = os.fsencode(name)
     room = limit - 24  # the longest suffix: ".0123456789ab.part"
     if len(encoded) >= room:
         name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
-    return os.path.join(directory, "." + name)
+    return os.path.join(directory or ".", "." + name)
 
 
 # ---------------------------------------------------------------------------
