@@ -258,6 +258,8 @@ def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
 
 
 class _Parser(argparse.ArgumentParser):
+    """Its usage errors name the nearest choice."""
+
     def error(self, message: str) -> NoReturn:
         super().error(_with_suggestion(message))
 
@@ -299,11 +301,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
         return argparse.SUPPRESS if hidden else text
 
     add = parser.add_argument
-    add(
-        "--base-url",
-        metavar="URL",
-        help=shown("service address (default: $DATASET_CLIENT_BASE_URL)"),
-    )
+    base_url = "service address (default: $DATASET_CLIENT_BASE_URL)"
+    add("--base-url", metavar="URL", help=shown(base_url))
     add("--profile", metavar="NAME", help=shown("a table of the config file (default: [default])"))
     add("--ca-bundle", metavar="FILE", help=shown("also trust the CA certificates in FILE"))
     timeout = "seconds per connect or read; 0: no limit (default: 30)"
@@ -369,10 +368,7 @@ def _nearest_option(name: str, options: list[str]) -> str:
 def _options_of(parser: argparse.ArgumentParser) -> dict[str, int]:
     """Each option of ``parser`` (not its commands') and the values it takes: 0, 1, -1 (0 or 1)."""
     values: dict[int | str | None, int] = {None: 1, "?": -1}
-    actions = parser._actions
-    return {
-        name: values.get(action.nargs, 0) for action in actions for name in action.option_strings
-    }
+    return {name: values.get(a.nargs, 0) for a in parser._actions for name in a.option_strings}
 
 
 def _known_option(name: str, known: dict[str, int]) -> str | None:
@@ -576,9 +572,8 @@ def _open_client(settings: _Settings) -> DatasetClient:
         raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
-    except (
-        OSError
-    ) as exc:  # ca_bundle could not be read (ssl.SSLError too): its first word names it
+    # ca_bundle could not be read (ssl.SSLError is an OSError): its message's first word names it
+    except OSError as exc:
         source = settings.sources["ca_bundle"]
         named = source if source == "--ca-bundle" else f"ca_bundle in {source}"  # or the profile's
         raise _UsageError(str(exc).replace("ca_bundle", named, 1)) from None
@@ -594,7 +589,11 @@ def _noted(exc: BaseException, target: str, hint: str) -> None:
     (``hint``) and, for a write that failed unnamed, which file it was."""
     if hint:
         exc.add_note(hint)
-    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and not exc.filename:
+    if (
+        isinstance(exc, OSError)
+        and not isinstance(exc, DatasetClientError)
+        and exc.filename is None
+    ):
         exc.filename = target
 
 
@@ -685,21 +684,17 @@ def _named(listing: Any, name: str) -> Any:
     """The dataset ``name`` of the service's listing; _Refused (with the nearest name) if none."""
     import difflib
 
-    items = (
-        [item for item in listing if isinstance(item, dict)] if isinstance(listing, list) else []
-    )
+    listed = listing if isinstance(listing, list) else []
+    items = [item for item in listed if isinstance(item, dict)]
     found = next((item for item in items if item.get("name") == name), None)
     if found is not None:
         return found
     names = [item["name"] for item in items if isinstance(item.get("name"), str)]
     folded = {known.casefold(): known for known in names}
     nearest = difflib.get_close_matches(name.casefold(), list(folded), n=1)
-    said = (
-        f" (did you mean {folded[nearest[0]]!r}?)"
-        if nearest
-        else f"; the datasets: {', '.join(names)}"
-    )
-    raise _Refused(f"no dataset {name!r}{said}")
+    if nearest:
+        raise _Refused(f"no dataset {name!r} (did you mean {folded[nearest[0]]!r}?)")
+    raise _Refused(f"no dataset {name!r}; the datasets: {', '.join(names)}")
 
 
 def _add_query_arguments(query: argparse.ArgumentParser) -> None:
@@ -743,13 +738,8 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
 def _add_download_arguments(download: argparse.ArgumentParser) -> None:
     add = download.add_argument
     add("url", metavar="URL", help="absolute, or relative to the service address")
-    add(
-        "destination",
-        nargs="?",
-        default=None,
-        metavar="DEST",
-        help="a file, a directory, or - for stdout",
-    )
+    dest = "a file, a directory, or - for stdout"
+    add("destination", nargs="?", default=None, metavar="DEST", help=dest)
     add("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
     _add_download_options(download)
 
@@ -792,12 +782,8 @@ class _Command:
         files: bool = False,
     ) -> None:
         self.summary, self.description, self.examples = summary, description, examples
-        self.add_arguments, self.run, self.operands, self.files = (
-            add_arguments,
-            run,
-            operands,
-            files,
-        )
+        self.add_arguments, self.run = add_arguments, run
+        self.operands, self.files = operands, files
 
 
 # The commands, in the order --help lists them: adding one is adding its entry here.
@@ -895,12 +881,11 @@ def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> 
     if args.resume:
         request = [args.dataset, symbols, args.start.isoformat(), args.end.isoformat(), file_format]
         key = "dataset-client-" + hashlib.sha256(json.dumps(request).encode()).hexdigest()[:40]
-    start, end = args.start, args.end
     return client.create_export(
         args.dataset,
         symbols=symbols,
-        start_date=start,
-        end_date=end,
+        start_date=args.start,
+        end_date=args.end,
         format=file_format,
         idempotency_key=key,
     )
@@ -959,9 +944,8 @@ def _download_command(
                     partial.remove()
             stderr.message(f"{target} already has the expected sha256: not downloaded again")
             return
-        if (
-            not resume
-        ):  # what a -c run left is continued (the library says "resuming:"), then removed
+        # What a -c run left is continued (the library says "resuming:"), then removed.
+        if not resume:
             resolved = _resolve_download_url(client.base_url, url)
             with contextlib.suppress(OSError):
                 resume = partial is not None and partial.resumable(resolved)
