@@ -103,14 +103,14 @@ _CLI_NAMES = {
     "format": "--format",
     "sql": "SQL",
 }
-# The options that set DatasetClient's keyword arguments, by argument: they beat the variables and
-# the profile, as base_url and profile do.
+# The options that set DatasetClient's keyword arguments, by argument (they beat the profile).
 _CLIENT_OPTIONS = {
     "timeout": "--timeout",
     "max_retries": "--retries",
     "deadline": "--max-time",
     "ca_bundle": "--ca-bundle",
 }
+# The options read with the variables and the profile, not kept as parsed (their dests).
 _SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
@@ -153,6 +153,11 @@ class _Refused(Exception):
 
 class _Stopped(BaseException):
     """SIGTERM or SIGHUP (its number): unwinds as Ctrl-C does, so downloads clean up."""
+
+
+# ---------------------------------------------------------------------------
+# A run: main, parsing the command line, the settings, errors in the command line's words
+# ---------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -665,7 +670,9 @@ def _in_cli_terms(message: str) -> str:
     return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
 
 
-# The commands: each one's arguments and run, then the table of them.
+# ---------------------------------------------------------------------------
+# The commands: each one's arguments and run, then the table of them
+# ---------------------------------------------------------------------------
 
 
 def _add_datasets_arguments(datasets: argparse.ArgumentParser) -> None:
@@ -843,6 +850,11 @@ _COMMANDS = {
         operands=_SHELLS,
     ),
 }
+
+
+# ---------------------------------------------------------------------------
+# What the commands use: showing a result, an export's format and file, a download
+# ---------------------------------------------------------------------------
 
 
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
@@ -1106,7 +1118,9 @@ def _partial_file_hint(
     return f"; the same command continues its partial file {partial.path}"
 
 
-# The terminal: stderr's lines, results, the pager, tables, progress, completion.
+# ---------------------------------------------------------------------------
+# The terminal: stderr's lines, results, the pager, tables, progress, completion
+# ---------------------------------------------------------------------------
 
 # What is escaped on its way to a terminal: C0, DEL, C1; bidirectional controls (a server's
 # "denied\u202e :ko" reads "ok"), zero-width characters, line and paragraph separators; and lone
