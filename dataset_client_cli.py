@@ -466,10 +466,11 @@ def _wrong_part(text: str) -> str:
         return f"there is no month {month}"
     if not 1 <= day <= 31:
         return f"there is no day {day}"
-    import calendar  # its month names: Python leaves LC_TIME at "C"
+    import calendar
 
-    if day > calendar.monthrange(year, month)[1]:
-        return f"there is no {day} {calendar.month_name[month]} {year}"
+    if day > calendar.monthrange(year, month)[1]:  # English whatever the locale, as every message
+        name = "January February March April May June July August September October November December"
+        return f"there is no {day} {name.split()[month - 1]} {year}"
     return "use YYYY-MM-DD"
 
 
