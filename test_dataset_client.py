@@ -6480,7 +6480,44 @@ class ServerDigestTests(ServerTestCase):
                 out = self.tmp() / "out.bin"
                 self.client().download("files/x", out, connections=3)
                 self.assertEqual(out.read_bytes(), DATA)
-                self.assertEqual(len(self.ranges()), 3, "no part fetched again: its sha-512 matched")
+                self.assertEqual(len(self.ranges()), 3, "no part fetched again: sha-512 matched")
+
+    def test_a_restart_ends_the_hashing_thread_of_every_part(self) -> None:
+        # Found in the shed (issue 31): a restart ended the first part's Content-Digest hash only; a
+        # part cut short when another found the file changed kept its hashing thread, for good.
+        third, headers, freed = len(DATA) // 3, {}, threading.Event()
+        parts = serve_parts(DATA, headers=headers)
+
+        def respond(handler: Handler) -> None:
+            asked = handler.headers.get("Range", "")
+            if asked == f"bytes={third}-{2 * third - 1}" and not headers:  # the second part: cut
+                body = DATA[third : 2 * third]
+                handler.send_response(206)
+                handler.send_header("Content-Length", str(len(body)))
+                handler.send_header("ETag", '"v1"')
+                handler.send_header("Content-Range", f"bytes {third}-{2 * third - 1}/{len(DATA)}")
+                handler.send_header("Content-Digest", digest_field(body))
+                handler.end_headers()
+                handler.wfile.write(body[:1000])
+                freed.wait(10)  # the client's read of it is ended when the third finds the change
+                return
+            if asked.startswith(f"bytes={2 * third}-") and not headers:  # the third: changed
+                for _ in range(1000):  # once the second part's bytes are being hashed
+                    if "dataset-client-sha256" in part_threads():
+                        break
+                    time.sleep(0.01)
+                headers["ETag"] = '"v2"'
+            parts(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "out.bin"
+        try:
+            self.client().download("files/x", out, connections=3)
+        finally:
+            freed.set()
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual(self.ranges()[3], None, "started over")
+        self.assertEqual(part_threads(), [], "no hashing thread outlives the call")
 
     def test_a_wrong_content_digest_on_one_part_is_fetched_once_more_then_an_error(self) -> None:
         third = len(DATA) // 3
