@@ -6485,7 +6485,8 @@ class ServerDigestTests(ServerTestCase):
     def test_a_restart_ends_the_hashing_thread_of_every_part(self) -> None:
         # Found in the shed (issue 31): a restart ended the first part's Content-Digest hash only; a
         # part cut short when another found the file changed kept its hashing thread, for good.
-        third, headers, freed = len(DATA) // 3, {}, threading.Event()
+        third, freed = len(DATA) // 3, threading.Event()
+        headers: dict[str, str] = {}
         parts = serve_parts(DATA, headers=headers)
 
         def respond(handler: Handler) -> None:
