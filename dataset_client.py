@@ -2647,9 +2647,7 @@ class _Stated:
     def __init__(self, header: str, algorithm: str, value: str) -> None:
         self.header, self.algorithm, self.value = header, algorithm, value
         self.hash = _DIGEST_ALGORITHMS[algorithm]  # hashlib's name
-
-    def __str__(self) -> str:  # as errors and ``verified`` name it
-        return self.header if self.header == "sha256" else f"{self.header} ({self.algorithm})"
+        self.name = header if header == "sha256" else f"{header} ({algorithm})"  # as errors say it
 
 
 class _PartCheck:
@@ -2727,7 +2725,7 @@ class _Transfer:
             if connections > 1:  # parts fetched at once, written in order
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
-        self.connections = connections if self.target.parallel else 1
+        self.connections = connections
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
         self.digests: list[_Stated] | None = None  # the server's, of the whole file (None: unknown)
         self.digest: _Digest | None = None  # the whole file's hash
@@ -2771,9 +2769,12 @@ class _Transfer:
                     return self._fetch_all()
                 except _FileChanged as changed:
                     if restarts == _MAX_RESTARTS:
-                        said = f"the file changed on the server during each of {restarts + 1} tries"
-                        message = f"GET {self.url}: {said}"
-                        raise InvalidResponseError(message, method="GET", url=self.url) from None
+                        raise InvalidResponseError(
+                            f"GET {self.url}: the file changed on the server during each of"
+                            f" {restarts + 1} tries",
+                            method="GET",
+                            url=self.url,
+                        ) from None
                     self.resume_refused |= isinstance(changed, _ResumeRefused)
                     _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
                     self._restart()
@@ -2804,8 +2805,9 @@ class _Transfer:
 
         while len(self.threads) < min(self.connections, len(self.parts)) - 1:
             ended = threading.Event()
-            name = "dataset-client-part"
-            thread = threading.Thread(target=self._work, args=(ended,), name=name, daemon=True)
+            thread = threading.Thread(
+                target=self._work, args=(ended,), name="dataset-client-part", daemon=True
+            )
             self.threads.append((thread, ended))
             thread.start()
 
@@ -2850,9 +2852,12 @@ class _Transfer:
             with self._receiving(response):
                 part = self._accept(response, part, ranged="Range" in headers)
                 if response.status == 206 and part.done and attempts > 1:  # once bytes are kept
-                    where = f"{_size(part.offset)} of {_size(self.total or 0)}"
-                    url = self._shown_url()
-                    _logger().info("resuming at %s after an interruption, GET %s", where, url)
+                    _logger().info(
+                        "resuming at %s of %s after an interruption, GET %s",
+                        _size(part.offset),
+                        _size(self.total or 0),
+                        self._shown_url(),
+                    )
                 self._copy_body(response, part)
                 if response.status == 206 and response.read(1):
                     raise _invalid(response, "the 206 body runs past its Content-Range")
@@ -2910,23 +2915,29 @@ class _Transfer:
         digests = getattr(self.target.state, "saved", {}).get("digests")
         if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
             self.digests = [_Stated(*digest) for digest in digests]
-        done, size = _size(sum(part.done for part in self.parts)), _size(spans[-1][1])
-        url = self._shown_url()
-        _logger().info("resuming: %s of %s already downloaded, GET %s", done, size, url)
+        _logger().info(
+            "resuming: %s of %s already downloaded, GET %s",
+            _size(sum(part.done for part in self.parts)),
+            _size(spans[-1][1]),
+            self._shown_url(),
+        )
 
     def _start_digest(self) -> None:
         """Start hashing (again) when a digest to check needs an algorithm the running hash lacks."""
         names = {stated.hash for stated in self._stated}
-        if names and not (self.digest is not None and names <= self.digest.algorithms):
+        if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
                 self.digest.close()
             self.digest = _Digest(self.target.read_at, names)
-            self.digest.add_until(self._contiguous())  # the kept bytes first, read back
+            self.digest.add(self._contiguous())  # the kept bytes first, read back
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests of the whole file the first response of this version states."""
-        whole = whole and response.encoding == "identity"
-        self.digests = _server_digests(response.headers, whole=whole)
+        """Note the digests of the whole file the first response of this version states, in the
+        order they are checked; a Content-Digest is the file's on a 200 without a content coding."""
+        names = ["Repr-Digest", "Digest"]
+        if whole and response.encoding == "identity":
+            names.insert(1, "Content-Digest")
+        self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self._start_digest()
 
     def _other_version(self, response: _PooledResponse) -> bool:
@@ -2940,8 +2951,13 @@ class _Transfer:
         self._close_hashes()
         first = _Part(0, None)
         first.taken = taken
-        self.parts, self.validator, self.error, self.digests = [first], None, None, None
-        self.digest = None
+        self.parts, self.validator, self.error, self.digests, self.digest = (
+            [first],
+            None,
+            None,
+            None,
+            None,
+        )
         self.target.reset()
         self._start_digest()
         return first
@@ -3009,11 +3025,14 @@ class _Transfer:
         first, last, total = parsed
         end = part.end if part.end is not None else total
         if end is None:  # bytes N-M/* of a file whose length nobody said
-            unknown = "a 206 of a file of unknown length (Content-Range total '*'): refused"
-            raise _invalid(response, unknown)
+            raise _invalid(
+                response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
+            )
         if not ranged or first != part.offset or last + 1 != end:
-            asked = f"asked to resume at byte {part.offset}, got Content-Range"
-            raise _invalid(response, f"{asked} {_shortened(given or '')!r}")
+            raise _invalid(
+                response,
+                f"asked to resume at byte {part.offset}, got Content-Range {_shortened(given or '')!r}",
+            )
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
         part.end = end
@@ -3044,9 +3063,10 @@ class _Transfer:
         self.target.discard_from(whole.offset)  # the others' bytes: the one stream sends them again
         if streaming:
             raise _PartStopped  # the first response carries it all
-        url = self._shown_url()
         _logger().info(
-            "the server ignores ranges: one stream from %s on, GET %s", _size(whole.done), url
+            "the server ignores ranges: one stream from %s on, GET %s",
+            _size(whole.done),
+            self._shown_url(),
         )
         skip = whole.done
         while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
@@ -3075,7 +3095,7 @@ class _Transfer:
         if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
             self.digest.add(data)  # one stream: its bytes, in order
         else:  # parts: what is complete (and checked), read back
-            self.digest.add_until(self._contiguous())
+            self.digest.add(self._contiguous())
 
     def _hash_written(self, data: bytes) -> None:
         """The reorder buffer wrote ``data`` into the stream, after what it wrote before."""
@@ -3116,7 +3136,7 @@ class _Transfer:
         with self.lock:
             part.check = None
             if self.digest is not None and self.target.read_at is not None:
-                self.digest.add_until(self._contiguous())  # the bytes held back from it
+                self.digest.add(self._contiguous())  # the bytes held back from it
         if self.target.release():
             with self.lock:
                 self._saved_and_reported()  # what was held back is written now
@@ -3145,29 +3165,39 @@ class _Transfer:
     def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
         if self.target.state is not None:
             self.target.state.remove()  # not resumable: those bytes are wrong
-        message = f"{stated} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
+        message = (
+            f"{stated.name} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
+        )
         raise ChecksumMismatchError(message, url=self.url, expected=stated.value, actual=actual)
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
         if state is not None and self.validator is not None and self.total is not None:
-            parts = [[part.start, part.end, part.done] for part in self.parts]
-            digests = [[d.header, d.algorithm, d.value] for d in self.digests or ()]
-            saved = {"url": self.url, "validator": self.validator, "total": self.total}
-            state.save({**saved, "parts": parts, "digests": digests})
+            state.save(
+                {
+                    "url": self.url,
+                    "validator": self.validator,
+                    "total": self.total,
+                    "parts": [[part.start, part.end, part.done] for part in self.parts],
+                    "digests": [[d.header, d.algorithm, d.value] for d in self.digests or ()],
+                }
+            )
         if self.progress is not None:
             self.progress(self._written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
         if part.end is None:  # a body of unknown length ends where the connection closed
             part.end = part.offset
-            if self.progress is not None:
-                self.progress(self._written, self.total)
+            with self.lock:
+                self._saved_and_reported()
         elif part.remaining:
-            expected, url = part.end - part.start, response.url
-            message = f"GET {url}: connection closed after {part.done} of {expected} bytes"
+            expected = part.end - part.start
             raise IncompleteResponseError(
-                message, method="GET", url=url, expected=expected, received=part.done
+                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
+                method="GET",
+                url=response.url,
+                expected=expected,
+                received=part.done,
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -3179,8 +3209,9 @@ class _Transfer:
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
-            message = f"the DatasetClient was closed during GET {self.url}"
-            raise ClientClosedError(message, method="GET", url=self.url)
+            raise ClientClosedError(
+                f"the DatasetClient was closed during GET {self.url}", method="GET", url=self.url
+            )
 
     @contextlib.contextmanager
     def _receiving(self, response: _PooledResponse) -> Iterator[None]:
@@ -3213,7 +3244,7 @@ class _Transfer:
                 if self._refetch_mismatched_parts():
                     return self._fetch_all()  # bounded: a part that mismatches again raises
                 self._mismatch(stated, actual)
-        self.verified = [str(stated) for stated in self._stated]
+        self.verified = [stated.name for stated in self._stated]
 
     def _refetch_mismatched_parts(self) -> bool:
         """The file failed its digest: check the parts' deferred Content-Digests against the bytes
@@ -3324,9 +3355,7 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 class _Digest:
     """The hashes (hashlib's ``algorithms``) of a download in file order, computed by a thread of its
-    own to overlap the network: handed a single stream's chunks (``add``), or told how far the file
-    on disk is complete (``add_until``) to read that back. At most _HASH_QUEUE_BYTES of jobs wait.
-    """
+    own to overlap the network. At most _HASH_QUEUE_BYTES of chunks wait."""
 
     def __init__(
         self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
@@ -3335,27 +3364,23 @@ class _Digest:
         import threading
 
         self.read_at = read_at  # (offset, size) -> bytes of the file on disk
-        self.algorithms = frozenset(algorithms)
-        self._hashes = [hashlib.new(name) for name in sorted(self.algorithms)]
+        self.hashes = {name: hashlib.new(name) for name in algorithms}
         self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
         self._position = 0  # hashed so far (in the thread)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
         self._thread.start()
 
-    def add(self, data: bytes) -> None:
-        """Hash ``data``, the bytes that follow those already added."""
-        self._jobs.put(data)
-
-    def add_until(self, end: int) -> None:
-        """Hash the file on disk up to ``end``, from where hashing stopped."""
-        self._jobs.put(end)
+    def add(self, job: bytes | int) -> None:
+        """Hash ``job``: the bytes that follow those added, or (an offset) the file on disk up to
+        there, read back from where hashing stopped."""
+        self._jobs.put(job)
 
     def hexdigest(self, algorithm: str) -> str:
         self.close()
         if self._error is not None:
             raise self._error
-        return next(hash.hexdigest() for hash in self._hashes if hash.name == algorithm)
+        return self.hashes[algorithm].hexdigest()
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -3371,23 +3396,15 @@ class _Digest:
                 self._error = exc
 
     def _hash(self, job: bytes | int) -> None:
-        """Hash ``job``, bytes, or the file on disk up to that offset."""
         while isinstance(job, int) and self._position < job and self.read_at is not None:
             data = self.read_at(self._position, min(_CHUNK_SIZE, job - self._position))
             if not data:
                 raise OSError(errno.EIO, "the downloaded file is shorter than was written")
             self._hash(data)
         if isinstance(job, bytes):
-            for hash in self._hashes:
+            for hash in self.hashes.values():
                 hash.update(job)
             self._position += len(job)
-
-
-def _server_digests(headers: http.client.HTTPMessage, *, whole: bool) -> list[_Stated]:
-    """The digests of the whole file a response states, in the order they are checked; ``whole``:
-    it carries the whole file without a content coding, so that its Content-Digest is the file's."""
-    names = ["Repr-Digest", *(["Content-Digest"] if whole else []), "Digest"]
-    return [digest for name in names for digest in _parse_digests(headers, name)]
 
 
 def _is_saved_digest(saved: Any) -> bool:
@@ -3424,8 +3441,9 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
             else:
                 encoded = ""
             if algorithm not in _DIGEST_ALGORITHMS:
-                unknown = "ignored a %s of an algorithm the client does not know: %r"
-                _logger().debug(unknown, header, name[:40])
+                _logger().debug(
+                    "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
+                )
                 continue
             try:
                 raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
