@@ -2626,19 +2626,19 @@ def _size(count: float) -> str:
 
 
 class _FileChanged(Exception):
-    """A response came from another version of the file: the transfer starts over."""
+    """Another version of the file answered: the transfer starts over."""
 
     reason = "the file changed on the server"
 
 
 class _ResumeRefused(_FileChanged):
-    """A 416 to a resumed range: the kept bytes are not the file's; it starts over, once."""
+    """A 416 to a resumed range: the kept bytes are not the file's."""
 
     reason = "the server refused the kept range (416)"
 
 
 class _PartStopped(Exception):
-    """This part stops: another part failed, or the first response carries it (ranges ignored)."""
+    """This part stops: another failed, or the first response carries it."""
 
 
 class _Stated:
@@ -2647,28 +2647,18 @@ class _Stated:
     def __init__(self, header: str, algorithm: str, value: str) -> None:
         self.header, self.algorithm, self.value = header, algorithm, value
         self.hash = _DIGEST_ALGORITHMS[algorithm]  # hashlib's name
-        self.name = header if header == "sha256" else f"{header} ({algorithm})"  # as errors say it
-
-
-class _PartCheck:
-    """A 206's Content-Digest over its bytes from ``start``, hashed as they come by a thread of its
-    own. Until it checks, those bytes do not count as received; ``held``: nor as written (a stream).
-    """
-
-    def __init__(self, start: int, stated: _Stated, held: bool) -> None:
-        self.start, self.stated, self.held = start, stated, held
-        self.digest = _Digest(None, (stated.hash,))
+        self.name = header if header == "sha256" else f"{header} ({algorithm})"
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: not known yet), ``done`` of them in."""
+    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
         self.taken = self.dropped = False  # a thread fetches it; merged into the first part
         self.check: _PartCheck | None = None  # the Content-Digest of the response being read
-        self.deferred: tuple[int, _Stated] | None = None  # one checked if the file's digest fails
-        self.mismatches = 0  # responses whose bytes did not match their Content-Digest
+        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's digest fails
+        self.mismatches = 0
 
     @property
     def offset(self) -> int:
@@ -2680,9 +2670,8 @@ class _Part:
 
 
 class _DownloadRequests:
-    """What a download needs of its client, handed over: each GET's headers, ``send(headers, *,
-    deadline)`` (redirects followed), ``retry(attempt, progress, *, deadline)`` (the client's
-    retries), ``interrupt(threads)`` (ends their reads), ``closed()``, the secrets and time-out."""
+    """What a download needs of its client, handed over: the GET's headers, ``send(headers, *,
+    deadline)``, ``retry(attempt, progress, *, deadline)``, ``interrupt(threads)``, ``closed()``."""
 
     def __init__(
         self,
@@ -2700,13 +2689,8 @@ class _DownloadRequests:
 
 
 class _Transfer:
-    """One download: its parts (kept across attempts, threads and, with resume, runs), the threads
-    that fetch them, and the _Sink its bytes go into.
-
-    ``run`` fetches the parts, this thread and (once the file is split) up to ``connections - 1``
-    more, each part resumed on its own when cut. Every byte goes through ``_copy_body``: counted,
-    hashed, its progress saved (a resumable file) and reported.
-    """
+    """One download: its parts (kept across attempts and, with resume, runs), fetched by this
+    thread and up to ``connections - 1`` more, each resumed on its own, into a _Sink."""
 
     def __init__(
         self,
@@ -2720,30 +2704,28 @@ class _Transfer:
     ) -> None:
         self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
+        self.connections = connections
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
             if connections > 1:  # parts fetched at once, written in order
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
-        self.connections = connections
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        self.digests: list[_Stated] | None = None  # the server's, of the whole file (None: unknown)
-        self.digest: _Digest | None = None  # the whole file's hash
+        self.digests: list[_Stated] | None = None  # the server's, of the file (None: not said yet)
+        self.digest: _Digest | None = None  # the file's
         self.lock = _thread.allocate_lock()
         self.parts = [_Part(0, None)]
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
         self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each, and its end
-        self.caller = 0  # the thread that runs the transfer (and fetches a part)
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 read while parts are too
-        self.resume_refused = self.in_clear = False  # in_clear: a redirect to http:// was taken
+        self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
         self.verified: list[str] = []  # the checks the file passed
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
 
     @property
     def total(self) -> int | None:
-        """The file's size, once a response has said it."""
         return self.parts[-1].end
 
     @property
@@ -2753,7 +2735,7 @@ class _Transfer:
 
     @property
     def _written(self) -> int:
-        """Bytes at the destination: into a stream in parts, those written in order."""
+        """Bytes at the destination (into a stream in parts: those written in order)."""
         position = self.target.position
         return sum(part.done for part in self.parts) if position is None else position
 
@@ -2785,7 +2767,7 @@ class _Transfer:
             self._close_hashes()
 
     def _fetch_all(self) -> None:
-        self.caller, self.threads = _thread.get_ident(), []  # this thread fetches a part too
+        self.caller, self.threads = _thread.get_ident(), []  # this one fetches a part too
         self._start_threads()
         self._work()
         try:  # into a stream in parts, this thread alone writes
@@ -2848,19 +2830,28 @@ class _Transfer:
             self._check_running(part)
             attempts += 1
             headers = self._request_headers(part)
-            response = self._send(headers)
-            with self._receiving(response):
-                part = self._accept(response, part, ranged="Range" in headers)
-                if response.status == 206 and part.done and attempts > 1:  # once bytes are kept
-                    _logger().info(
-                        "resuming at %s of %s after an interruption, GET %s",
-                        _size(part.offset),
-                        _size(self.total or 0),
-                        self._shown_url(),
-                    )
-                self._copy_body(response, part)
-                if response.status == 206 and response.read(1):
-                    raise _invalid(response, "the 206 body runs past its Content-Range")
+            try:
+                response = self._send(headers)
+                try:
+                    part = self._accept(response, part, ranged="Range" in headers)
+                    if response.status == 206 and part.done and attempts > 1:  # bytes are kept
+                        _logger().info(
+                            "resuming at %s of %s after an interruption, GET %s",
+                            _size(part.offset),
+                            _size(self.total or 0),
+                            self._shown_url(),
+                        )
+                    self._copy_body(response, part)
+                    if response.status == 206 and response.read(1):
+                        raise _invalid(response, "the 206 body runs past its Content-Range")
+                finally:
+                    with self.lock:
+                        if response is self.whole_file_response:
+                            self.whole_file_response = None
+                    response.close()
+            except DatasetClientError:
+                self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
+                raise
             self._check_complete(part, response)
             return self._verify_part(part)
 
@@ -2874,10 +2865,7 @@ class _Transfer:
             response = self.requests.send(headers, deadline=deadline)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
-                raise _ResumeRefused from None  # the kept bytes are not the file's: start over
-            raise
-        except DatasetClientError:
-            self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
+                raise _ResumeRefused from None  # start over, once
             raise
         self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
         if self.limits.min_rate is not None:  # measured from here: the head is in
@@ -2897,7 +2885,7 @@ class _Transfer:
                     self._check_running(part)
                     part.done += len(data)
                     if part.check is not None:
-                        part.check.digest.add(data)
+                        part.check.add(data)
                     self._hash_received(part, data)
                     self._saved_and_reported()
                 self.limits.take(len(data))
@@ -2917,7 +2905,7 @@ class _Transfer:
             self.digests = [_Stated(*digest) for digest in digests]
         _logger().info(
             "resuming: %s of %s already downloaded, GET %s",
-            _size(sum(part.done for part in self.parts)),
+            _size(self._written),
             _size(spans[-1][1]),
             self._shown_url(),
         )
@@ -2932,8 +2920,8 @@ class _Transfer:
             self.digest.add(self._contiguous())  # the kept bytes first, read back
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests of the whole file the first response of this version states, in the
-        order they are checked; a Content-Digest is the file's on a 200 without a content coding."""
+        """Note the file's digests the first response of this version states, in the order they
+        are checked: a Content-Digest is the file's on a 200 without a content coding."""
         names = ["Repr-Digest", "Digest"]
         if whole and response.encoding == "identity":
             names.insert(1, "Content-Digest")
@@ -2950,14 +2938,8 @@ class _Transfer:
         """Forget what was received: the server sends the file anew, or another version of it."""
         self._close_hashes()
         first = _Part(0, None)
-        first.taken = taken
-        self.parts, self.validator, self.error, self.digests, self.digest = (
-            [first],
-            None,
-            None,
-            None,
-            None,
-        )
+        first.taken, self.parts = taken, [first]
+        self.validator = self.error = self.digests = self.digest = None
         self.target.reset()
         self._start_digest()
         return first
@@ -2966,13 +2948,13 @@ class _Transfer:
         """End the hashing threads: the parts' (but ``keep``'s) and, without ``keep``, the file's."""
         for part in self.parts:
             if part.check is not None and part is not keep:
-                part.check.digest.close()
+                part.check.close()
                 part.check = None
         if self.digest is not None and keep is None:
             self.digest.close()
 
     def _contiguous(self) -> int:
-        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
+        """How far from the first byte the file is complete (and its parts' digests checked)."""
         end = 0
         for part in self.parts:
             end = part.offset if part.check is None else part.check.start
@@ -3031,25 +3013,23 @@ class _Transfer:
         if not ranged or first != part.offset or last + 1 != end:
             raise _invalid(
                 response,
-                f"asked to resume at byte {part.offset}, got Content-Range {_shortened(given or '')!r}",
+                f"asked to resume at byte {part.offset}, got Content-Range"
+                f" {_shortened(given or '')!r}",
             )
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A split file's ranged request answered with the whole file: ranges ignored, or it changed.
-
-        The same strong validator: the server (or a proxy) ignores ``Range``; the file becomes one
-        part again, carried by the first response while it is still read, else by this one (past
-        what is complete). Never a restart.
-        """
+        """A split file's ranged request answered with the whole file. The same strong validator:
+        ranges are ignored (a proxy strips them), and the file is one part again, carried by the
+        first response while it is read, else by this one (past what is complete)."""
         if (
             response.status != 200
             or _validator(response.headers) != self.validator
             or self._other_version(response)
         ):
-            raise _FileChanged  # If-Range said it is not the same: one part cannot start over alone
+            raise _FileChanged  # one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
             whole = self.parts[0] if streaming else _Part(0, self.total, self._contiguous())
@@ -3060,9 +3040,9 @@ class _Transfer:
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(whole.offset)  # the others' bytes: the one stream sends them again
+        self.target.discard_from(whole.offset)  # the others' bytes: the one stream sends them
         if streaming:
-            raise _PartStopped  # the first response carries it all
+            raise _PartStopped
         _logger().info(
             "the server ignores ranges: one stream from %s on, GET %s",
             _size(whole.done),
@@ -3074,8 +3054,8 @@ class _Transfer:
         return whole
 
     def _split(self, response: _PooledResponse) -> None:
-        """Cut the file into parts for ``connections`` when the server serves ranges of this very
-        version (a strong ETag); the first part goes on in ``response``, a thread fetches each other."""
+        """Cut the file into parts when the server serves ranges of this version (a strong ETag):
+        the first goes on in ``response``, a thread fetches each other."""
         total = self.total or 0
         count = min(self.connections, total // _MIN_PART_SIZE)
         ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
@@ -3107,16 +3087,16 @@ class _Transfer:
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
         if part.check is not None:  # a response cut short: its bytes stay, in the file's hash
-            part.check.digest.close()
+            part.check.close()
         part.check = part.deferred = None
         stated = _parse_digests(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
-        # One is checked: the first of the algorithm _DIGEST_ALGORITHMS prefers (the strongest).
+        # One is checked: of the algorithm _DIGEST_ALGORITHMS prefers (the strongest), the first.
         chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
         if self.target.read_at is not None and self.digest is not None:
-            # The whole file is checked anyway: its parts are hashed again (read back) only if that
-            # fails, so that the server's digests cost no more than a sha256.
+            # The file's digest covers it: the part is read back and hashed only if that fails,
+            # so that the server's digests cost no more than a sha256.
             part.deferred = (part.offset, chosen)
             return
         # Judged by what the part can still bring (a chunked 206 says no length): held bytes
@@ -3126,11 +3106,10 @@ class _Transfer:
         part.check = _PartCheck(part.offset, chosen, held)
 
     def _verify_part(self, part: _Part) -> bool:
-        """Compare a complete 206's bytes with its Content-Digest: False when they did not match
-        and are fetched again."""
+        """False when a complete 206's bytes did not match its Content-Digest (fetched again)."""
         if (check := part.check) is None:
             return True
-        actual = check.digest.hexdigest(check.stated.hash)
+        actual = check.hexdigest(check.stated.hash)
         if actual != check.stated.value:
             return self._mismatched(part, check.start, check.stated, actual, held=check.held)
         with self.lock:
@@ -3145,10 +3124,10 @@ class _Transfer:
     def _mismatched(
         self, part: _Part, start: int, stated: _Stated, actual: str, *, held: bool = True
     ) -> bool:
-        """``part``'s bytes from ``start`` failed a 206's Content-Digest: dropped and fetched again
-        (False), once; a second time, or where they could not be held back, ChecksumMismatchError."""
+        """``part``'s bytes from ``start`` failed a 206's Content-Digest: dropped and fetched again,
+        once (False); a second time, or where they were not held back, ChecksumMismatchError."""
         where = f"bytes {start}-{part.offset - 1}"
-        self.target.discard(part, start)  # while still held (into a stream in parts): never written
+        self.target.discard(part, start)  # while still held (a stream in parts): never written
         with self.lock:
             part.check = None
             part.mismatches += 1
@@ -3213,20 +3192,6 @@ class _Transfer:
                 f"the DatasetClient was closed during GET {self.url}", method="GET", url=self.url
             )
 
-    @contextlib.contextmanager
-    def _receiving(self, response: _PooledResponse) -> Iterator[None]:
-        """While ``response`` is read: ``_fail`` can end it, and then this part stops, not retries."""
-        try:
-            yield
-        except DatasetClientError:
-            self._check_running()
-            raise
-        finally:
-            with self.lock:
-                if response is self.whole_file_response:
-                    self.whole_file_response = None
-            response.close()
-
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every part's wait or read at once (their connections)."""
         with self.lock:
@@ -3235,7 +3200,7 @@ class _Transfer:
         self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
-        """Check the whole file against every digest stated: the caller's sha256, the server's."""
+        """Check the whole file against every digest stated."""
         if self.digest is None:
             return
         for stated in self._stated:
@@ -3247,14 +3212,19 @@ class _Transfer:
         self.verified = [stated.name for stated in self._stated]
 
     def _refetch_mismatched_parts(self) -> bool:
-        """The file failed its digest: check the parts' deferred Content-Digests against the bytes
-        on disk. True: those that mismatch are fetched once more (and the file hashed again)."""
+        """The file failed its digest: read back the parts with a deferred Content-Digest; True
+        when some mismatch (they are fetched once more, and the file hashed again)."""
         read_at, again = self.target.read_at, False
         for part in self.parts:
             if read_at is not None and part.deferred is not None:
                 start, stated = part.deferred
-                actual = _hash_of(read_at, start, part.offset, stated.hash)
-                if actual != stated.value:
+                hash, offset = hashlib.new(stated.hash), start
+                while offset < part.offset and (
+                    data := read_at(offset, min(_CHUNK_SIZE, part.offset - offset))
+                ):
+                    hash.update(data)
+                    offset += len(data)
+                if (actual := hash.hexdigest()) != stated.value:
                     self._mismatched(part, start, stated, actual)
                     part.taken, part.deferred, again = False, None, True
         if again:
@@ -3264,19 +3234,9 @@ class _Transfer:
         return again
 
 
-def _hash_of(read_at: Callable[[int, int], bytes], start: int, end: int, algorithm: str) -> str:
-    """The hex digest of bytes ``[start, end)`` of a file, read back."""
-    hash = hashlib.new(algorithm)
-    while start < end and (data := read_at(start, min(_CHUNK_SIZE, end - start))):
-        hash.update(data)
-        start += len(data)
-    return hash.hexdigest()
-
-
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-    """The validator and parts ``(start, end, done)`` of a saved state, or None unless it is sound:
-    this URL, a validator that is a valid header value, integer offsets with
-    ``0 <= start <= start + done <= end <= total``, parts covering ``[0, total)`` in order."""
+    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``, else None:
+    ``0 <= start <= start + done <= end``, parts covering ``[0, total)`` in order."""
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
     validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
@@ -3284,18 +3244,18 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    if not validator or not _is_count(total) or not isinstance(parts, list) or not parts:
-        return None
     spans, position = [], 0
-    for span in parts:
+    for span in parts if isinstance(parts, list) else ():
         if not (isinstance(span, list) and len(span) == 3 and all(map(_is_count, span))):
             return None
         start, end, done = span
-        if start != position or not start + done <= end <= total:
+        if start != position or start + done > end:
             return None
         spans.append((start, end, done))
         position = end
-    return (validator, spans) if position == total else None
+    if validator and spans and _is_count(total) and position == total:
+        return validator, spans
+    return None
 
 
 def _is_count(value: Any) -> bool:
@@ -3303,8 +3263,8 @@ def _is_count(value: Any) -> bool:
 
 
 class _Limits:
-    """What bounds one download besides ``timeout``: its deadline, the lowest rate a connection may
-    bring, and the highest of all of them together (curl's --limit-rate); checked here."""
+    """What bounds a download besides ``timeout``: its deadline, the lowest rate a connection may
+    bring, the highest of all together (curl's --limit-rate). Bad values raise, naming them."""
 
     def __init__(
         self, deadline: float | None, min_rate: float | None, max_rate: float | None
@@ -3312,20 +3272,21 @@ class _Limits:
         seconds = _check_seconds(deadline, "deadline")
         self.deadline = None if seconds is None else _Deadline(seconds)
         self.min_rate = _check_seconds(min_rate, "min_rate")
-        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
-        if max_rate is not None:
-            if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:  # never ends
-                raise ValueError(
-                    f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
-                )
-            # Smaller reads under a capped rate, so that its waits stay short.
-            self.chunk = max(16 * 1024, min(_CHUNK_SIZE, int(max_rate / 8)))
+        self.rate = max_rate
+        if (
+            max_rate is not None
+            and _check_number(max_rate, "max_rate", positive=True, none=True) < 1
+        ):
+            raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
+        # Bytes read at once: fewer under a capped rate, so that its waits stay short.
+        self.chunk = (
+            _CHUNK_SIZE if max_rate is None else max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))
+        )
         self.lock = _thread.allocate_lock()
         self.started, self.taken = time.monotonic(), 0
 
     def take(self, count: int) -> None:
-        """Count ``count`` bytes received; under ``max_rate``, wait until it allows them (never
-        past the deadline)."""
+        """Count ``count`` bytes received; wait as long as ``max_rate`` asks (not past the deadline)."""
         if self.rate is None:
             return
         with self.lock:
@@ -3354,8 +3315,7 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """The hashes (hashlib's ``algorithms``) of a download in file order, computed by a thread of its
-    own to overlap the network. At most _HASH_QUEUE_BYTES of chunks wait."""
+    """Hashes (hashlib's ``algorithms``) of a download in file order, by a thread of their own."""
 
     def __init__(
         self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
@@ -3372,8 +3332,7 @@ class _Digest:
         self._thread.start()
 
     def add(self, job: bytes | int) -> None:
-        """Hash ``job``: the bytes that follow those added, or (an offset) the file on disk up to
-        there, read back from where hashing stopped."""
+        """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
         self._jobs.put(job)
 
     def hexdigest(self, algorithm: str) -> str:
@@ -3407,6 +3366,15 @@ class _Digest:
             self._position += len(job)
 
 
+class _PartCheck(_Digest):
+    """A 206's Content-Digest (``stated``) of its bytes from ``start``, hashed as they come. Until
+    it checks they do not count as received; ``held``: nor as written (a stream in parts)."""
+
+    def __init__(self, start: int, stated: _Stated, held: bool) -> None:
+        super().__init__(None, (stated.hash,))
+        self.start, self.stated, self.held = start, stated, held
+
+
 def _is_saved_digest(saved: Any) -> bool:
     """True for a ``[header, algorithm, hex]`` a state file may hold."""
     if not (isinstance(saved, list) and len(saved) == 3 and all(isinstance(s, str) for s in saved)):
@@ -3421,9 +3389,8 @@ def _is_saved_digest(saved: Any) -> bool:
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """Each sha-256 or sha-512 member of the ``header`` fields: RFC 9530's ``sha-256=:BASE64:``
-    (a Structured Fields dictionary), RFC 3230's ``SHA-256=BASE64``. A member of another algorithm,
-    or not base64 of its length, is ignored (DEBUG): never an error, never trusted."""
+    """Each sha-256 or sha-512 member of the ``header`` fields (RFC 9530 ``sha-256=:BASE64:``,
+    RFC 3230 ``SHA-256=BASE64``); others and malformed values are ignored (DEBUG), never trusted."""
     import binascii
 
     digests = []
