@@ -2655,9 +2655,9 @@ class _Part:
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
-        self.taken = self.dropped = False  # a thread fetches it; merged into the first part
-        self.check: _PartCheck | None = None  # the Content-Digest of the response being read
-        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's digest fails
+        self.taken = self.dropped = False  # dropped: merged into the first part
+        self.check: _PartCheck | None = None
+        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's fails
         self.mismatches = 0
 
     @property
@@ -2711,16 +2711,16 @@ class _Transfer:
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        self.digests: list[_Stated] | None = None  # the server's, of the file (None: not said yet)
+        self.digests: list[_Stated] | None = None  # the server's (None: unknown)
         self.digest: _Digest | None = None  # the file's
         self.lock = _thread.allocate_lock()
         self.parts = [_Part(0, None)]
         self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
-        self.threads: list[tuple[threading.Thread, threading.Event]] = []  # each, and its end
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []
         self.error: BaseException | None = None
-        self.whole_file_response: _PooledResponse | None = None  # a 200 read while parts are too
+        self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
         self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
-        self.verified: list[str] = []  # the checks the file passed
+        self.verified: list[str] = []
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
 
@@ -2767,13 +2767,13 @@ class _Transfer:
             self._close_hashes()
 
     def _fetch_all(self) -> None:
-        self.caller, self.threads = _thread.get_ident(), []  # this one fetches a part too
+        self.caller, self.threads = _thread.get_ident(), []  # the caller fetches too
         self._start_threads()
         self._work()
-        try:  # into a stream in parts, this thread alone writes
+        try:  # into a stream in parts, this thread writes
             self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
-            self._wait_threads()  # their reads end at once when a part failed
-        except BaseException as exc:  # Ctrl-C or a signal while waiting: stop them, and wait
+            self._wait_threads()
+        except BaseException as exc:  # Ctrl-C while waiting: stop them, and wait
             self._fail(exc)
             self._wait_threads()
             raise
@@ -2794,23 +2794,23 @@ class _Transfer:
             thread.start()
 
     def _wait_threads(self) -> None:
-        # Each says it ended on an Event: on Python 3.11 and 3.12 a join() that Ctrl-C interrupts
-        # takes the thread for ended while it still runs, and would not wait again.
+        # An Event each: on 3.11 and 3.12 a join() that Ctrl-C interrupts takes the thread for
+        # ended while it still runs.
         for thread, ended in self.threads:
             ended.wait()
-            thread.join()  # at once: the thread is past its last line
+            thread.join()
 
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
             while (part := self._next_part()) is not None:
-                with contextlib.suppress(_PartStopped):  # then no part is left, or the next one
+                with contextlib.suppress(_PartStopped):
                     self._fetch(part)
-        except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
+        except BaseException as exc:  # Ctrl-C included: every part stops
             self._fail(exc)
         finally:
             if ended is not None:
                 ended.set()
-                self.target.wake()  # into a stream in parts, the writer may wait for this end
+                self.target.wake()  # a writer may wait for this end
 
     def _next_part(self) -> _Part | None:
         """The first part not complete that no thread fetches, taken; None when none is left."""
@@ -2834,7 +2834,7 @@ class _Transfer:
                 response = self._send(headers)
                 try:
                     part = self._accept(response, part, ranged="Range" in headers)
-                    if response.status == 206 and part.done and attempts > 1:  # bytes are kept
+                    if response.status == 206 and part.done and attempts > 1:
                         _logger().info(
                             "resuming at %s of %s after an interruption, GET %s",
                             _size(part.offset),
@@ -2850,12 +2850,11 @@ class _Transfer:
                             self.whole_file_response = None
                     response.close()
             except DatasetClientError:
-                self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
+                self._check_running()  # ended by ``_fail``: stop, not retry
                 raise
             self._check_complete(part, response)
             return self._verify_part(part)
 
-        # Bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError.
         while not self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline):
             pass
 
@@ -2886,19 +2885,25 @@ class _Transfer:
                     part.done += len(data)
                     if part.check is not None:
                         part.check.add(data)
-                    self._hash_received(part, data)
+                    if self.digest is not None and not self.target.hashes_in_order:
+                        # One stream: its bytes; parts: what is complete (and checked), read
+                        # back. (A stream in parts hashes what it writes: _hash_written.)
+                        one = len(self.parts) == 1 and (
+                            part.check is None or self.target.read_at is None
+                        )
+                        self.digest.add(data if one else self._contiguous())
                     self._saved_and_reported()
                 self.limits.take(len(data))
             with self.lock:
                 if response is not self.whole_file_response:
                     return
-                self.whole_file_response = None  # no part is merged into it from now on
+                self.whole_file_response = None  # no merge into it from now on
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
         """Take up the parts ``(start, end, done)`` and digests an earlier run kept of this file."""
         self.parts, self.validator = [_Part(*span) for span in spans], validator
-        if all(part.remaining == 0 for part in self.parts):  # complete: its last byte is asked
-            # again, with If-Range, so that the server says it is the same file
+        if all(part.remaining == 0 for part in self.parts):  # complete: ask the last byte again,
+            # with If-Range, for the server to say it is the same file
             next(part for part in reversed(self.parts) if part.done).done -= 1
         digests = getattr(self.target.state, "saved", {}).get("digests")
         if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
@@ -2911,13 +2916,13 @@ class _Transfer:
         )
 
     def _start_digest(self) -> None:
-        """Start hashing (again) when a digest to check needs an algorithm the running hash lacks."""
+        """Start hashing (again) when a digest needs an algorithm the running hash lacks."""
         names = {stated.hash for stated in self._stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
                 self.digest.close()
             self.digest = _Digest(self.target.read_at, names)
-            self.digest.add(self._contiguous())  # the kept bytes first, read back
+            self.digest.add(self._contiguous())  # kept bytes first
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the file's digests the first response of this version states, in the order they
@@ -2930,22 +2935,26 @@ class _Transfer:
 
     def _other_version(self, response: _PooledResponse) -> bool:
         """True when ``response``'s Repr-Digest differs from the first response's."""
-        first = {d.algorithm: d.value for d in self.digests or () if d.header == "Repr-Digest"}
         stated = _parse_digests(response.headers, "Repr-Digest")
-        return any(first.get(d.algorithm, d.value) != d.value for d in stated)
+        return any(
+            first.header == "Repr-Digest"
+            and first.algorithm == d.algorithm
+            and first.value != d.value
+            for first in self.digests or ()
+            for d in stated
+        )
 
-    def _restart(self, *, taken: bool = False) -> _Part:
+    def _restart(self) -> _Part:
         """Forget what was received: the server sends the file anew, or another version of it."""
         self._close_hashes()
-        first = _Part(0, None)
-        first.taken, self.parts = taken, [first]
+        self.parts = [first := _Part(0, None)]
         self.validator = self.error = self.digests = self.digest = None
         self.target.reset()
         self._start_digest()
         return first
 
     def _close_hashes(self, keep: _Part | None = None) -> None:
-        """End the hashing threads: the parts' (but ``keep``'s) and, without ``keep``, the file's."""
+        """End the parts' hashing threads (but ``keep``'s) and, without ``keep``, the file's."""
         for part in self.parts:
             if part.check is not None and part is not keep:
                 part.check.close()
@@ -2972,17 +2981,18 @@ class _Transfer:
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
         """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew;
         return the part its body fills (the whole file, when ranges turn out ignored)."""
-        self._check_running(part)  # merged into another while its request was under way
+        self._check_running(part)  # merged while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-            if self.digests is None:  # resumed from a state that did not say them
+            if self.digests is None:  # a state that did not say them
                 self._take_digests(response, whole=False)
             self._start_part_check(response, part)
-        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # a split file's
+        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # split
             part = self._refused_range(response)
-        else:  # the whole file: asked for, or what one stream got in answer to its resume
+        else:  # the whole file
             if part.done:
-                part = self._restart(taken=True)
+                part = self._restart()
+                part.taken = True
             self.validator, part.end = _validator(response.headers), response.length
             self.target.reserve(self.total)
             self._take_digests(response, whole=True)
@@ -2999,14 +3009,14 @@ class _Transfer:
         changed = total != self.total and None not in (total, self.total)
         changed |= _validator(response.headers) not in (None, self.validator)
         if ranged and (changed or self._other_version(response)):
-            raise _FileChanged  # another version: its bytes are never spliced on
+            raise _FileChanged  # never spliced on
         if parsed is None:
             if given is None:
                 raise _invalid(response, "a 206 without Content-Range")
             raise _invalid(response, f"a malformed Content-Range {_shortened(given)!r}")
         first, last, total = parsed
         end = part.end if part.end is not None else total
-        if end is None:  # bytes N-M/* of a file whose length nobody said
+        if end is None:
             raise _invalid(
                 response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
             )
@@ -3034,13 +3044,13 @@ class _Transfer:
             streaming = self.whole_file_response is not None
             whole = self.parts[0] if streaming else _Part(0, self.total, self._contiguous())
             whole.end, whole.taken = self.total, True
-            self._close_hashes(keep=whole)  # the other parts' threads stop: so do their hashes
+            self._close_hashes(keep=whole)
             for part in self.parts:
                 part.dropped = part is not whole
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(whole.offset)  # the others' bytes: the one stream sends them
+        self.target.discard_from(whole.offset)
         if streaming:
             raise _PartStopped
         _logger().info(
@@ -3058,45 +3068,35 @@ class _Transfer:
         the first goes on in ``response``, a thread fetches each other."""
         total = self.total or 0
         count = min(self.connections, total // _MIN_PART_SIZE)
-        ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
-        if count < 2 or not ranges or not (self.validator or "").startswith('"'):
+        ranges = response.headers.get("Accept-Ranges", "").strip().lower()
+        if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return
         count = self.target.part_count(total, count, self.connections)
-        self.whole_file_response = response  # before the others start: one may find ranges ignored
+        self.whole_file_response = response  # before the others start: see _refused_range
         bounds = [total * index // count for index in range(count + 1)]
         self.parts[0].end = bounds[1]
         self.parts += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
         self._start_threads()
 
-    def _hash_received(self, part: _Part, data: bytes) -> None:
-        """Hand the file's hash what it can take now (a stream in parts hashes what it writes)."""
-        if self.digest is None or self.target.hashes_in_order:
-            return
-        if len(self.parts) == 1 and (part.check is None or self.target.read_at is None):
-            self.digest.add(data)  # one stream: its bytes, in order
-        else:  # parts: what is complete (and checked), read back
-            self.digest.add(self._contiguous())
-
     def _hash_written(self, data: bytes) -> None:
         """The reorder buffer wrote ``data`` into the stream, after what it wrote before."""
         if self.digest is not None:
             self.digest.add(data)
-        if self.progress is not None:  # the bytes written: those in the buffer are not yet
+        if self.progress is not None:
             self.progress(self._written, self.total)
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
-        if part.check is not None:  # a response cut short: its bytes stay, in the file's hash
+        if part.check is not None:  # a response cut short: its bytes stay unchecked
             part.check.close()
         part.check = part.deferred = None
         stated = _parse_digests(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
-        # One is checked: of the algorithm _DIGEST_ALGORITHMS prefers (the strongest), the first.
+        # The first of the algorithm _DIGEST_ALGORITHMS prefers.
         chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
         if self.target.read_at is not None and self.digest is not None:
-            # The file's digest covers it: the part is read back and hashed only if that fails,
-            # so that the server's digests cost no more than a sha256.
+            # Read back only if the file's digest fails: digests cost no more than a sha256.
             part.deferred = (part.offset, chosen)
             return
         # Judged by what the part can still bring (a chunked 206 says no length): held bytes
@@ -3111,39 +3111,37 @@ class _Transfer:
             return True
         actual = check.hexdigest(check.stated.hash)
         if actual != check.stated.value:
-            return self._mismatched(part, check.start, check.stated, actual, held=check.held)
+            return self._mismatched(part, check, actual)
         with self.lock:
             part.check = None
             if self.digest is not None and self.target.read_at is not None:
-                self.digest.add(self._contiguous())  # the bytes held back from it
+                self.digest.add(self._contiguous())  # the bytes it held back
         if self.target.release():
             with self.lock:
-                self._saved_and_reported()  # what was held back is written now
+                self._saved_and_reported()
         return True
 
-    def _mismatched(
-        self, part: _Part, start: int, stated: _Stated, actual: str, *, held: bool = True
-    ) -> bool:
-        """``part``'s bytes from ``start`` failed a 206's Content-Digest: dropped and fetched again,
-        once (False); a second time, or where they were not held back, ChecksumMismatchError."""
-        where = f"bytes {start}-{part.offset - 1}"
-        self.target.discard(part, start)  # while still held (a stream in parts): never written
+    def _mismatched(self, part: _Part, check: _PartCheck, actual: str) -> bool:
+        """``part``'s bytes failed ``check``: dropped and fetched again, once (False); a second
+        time, or where they were not held back, ChecksumMismatchError."""
+        where = f"bytes {check.start}-{part.offset - 1}"
+        self.target.discard(part, check.start)  # held bytes are never written
         with self.lock:
             part.check = None
             part.mismatches += 1
-            again = held and part.mismatches < 2
+            again = check.held and part.mismatches < 2
             if again:
-                part.done = start - part.start
+                part.done = check.start - part.start
                 self._saved_and_reported()
         if not again:
-            self._mismatch(stated, actual, f" ({where})")
+            self._mismatch(check.stated, actual, f" ({where})")
         message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-        _logger().warning(message, stated.algorithm, where, self._shown_url())
+        _logger().warning(message, check.stated.algorithm, where, self._shown_url())
         return False
 
     def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
         if self.target.state is not None:
-            self.target.state.remove()  # not resumable: those bytes are wrong
+            self.target.state.remove()  # not resumable
         message = (
             f"{stated.name} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
         )
@@ -3165,7 +3163,7 @@ class _Transfer:
             self.progress(self._written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if part.end is None:  # a body of unknown length ends where the connection closed
+        if part.end is None:  # a body of unknown length: complete
             part.end = part.offset
             with self.lock:
                 self._saved_and_reported()
@@ -3196,7 +3194,7 @@ class _Transfer:
         """Record the first failure; end every part's wait or read at once (their connections)."""
         with self.lock:
             self.error = self.error or error
-        self.target.stop()  # a part waiting for room in a reorder buffer ends too
+        self.target.stop()  # a wait for room in a reorder buffer ends too
         self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
@@ -3207,7 +3205,7 @@ class _Transfer:
             actual = self.digest.hexdigest(stated.hash)
             if actual != stated.value:
                 if self._refetch_mismatched_parts():
-                    return self._fetch_all()  # bounded: a part that mismatches again raises
+                    return self._fetch_all()  # bounded: a second mismatch raises
                 self._mismatch(stated, actual)
         self.verified = [stated.name for stated in self._stated]
 
@@ -3217,15 +3215,10 @@ class _Transfer:
         read_at, again = self.target.read_at, False
         for part in self.parts:
             if read_at is not None and part.deferred is not None:
-                start, stated = part.deferred
-                hash, offset = hashlib.new(stated.hash), start
-                while offset < part.offset and (
-                    data := read_at(offset, min(_CHUNK_SIZE, part.offset - offset))
-                ):
-                    hash.update(data)
-                    offset += len(data)
-                if (actual := hash.hexdigest()) != stated.value:
-                    self._mismatched(part, start, stated, actual)
+                check = _PartCheck(*part.deferred, True, read_at)
+                check.add(part.offset)
+                if (actual := check.hexdigest(check.stated.hash)) != check.stated.value:
+                    self._mismatched(part, check, actual)
                     part.taken, part.deferred, again = False, None, True
         if again:
             self._close_hashes()
@@ -3272,21 +3265,17 @@ class _Limits:
         seconds = _check_seconds(deadline, "deadline")
         self.deadline = None if seconds is None else _Deadline(seconds)
         self.min_rate = _check_seconds(min_rate, "min_rate")
-        self.rate = max_rate
-        if (
-            max_rate is not None
-            and _check_number(max_rate, "max_rate", positive=True, none=True) < 1
-        ):
-            raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
-        # Bytes read at once: fewer under a capped rate, so that its waits stay short.
-        self.chunk = (
-            _CHUNK_SIZE if max_rate is None else max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))
-        )
-        self.lock = _thread.allocate_lock()
-        self.started, self.taken = time.monotonic(), 0
+        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # chunk: bytes read at once
+        if max_rate is not None:
+            if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
+                raise ValueError(
+                    f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
+                )
+            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
+        self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
     def take(self, count: int) -> None:
-        """Count ``count`` bytes received; wait as long as ``max_rate`` asks (not past the deadline)."""
+        """Count ``count`` bytes received; wait as ``max_rate`` asks (never past the deadline)."""
         if self.rate is None:
             return
         with self.lock:
@@ -3323,10 +3312,10 @@ class _Digest:
         import queue
         import threading
 
-        self.read_at = read_at  # (offset, size) -> bytes of the file on disk
+        self.read_at = read_at  # (offset, size) -> bytes on disk
         self.hashes = {name: hashlib.new(name) for name in algorithms}
         self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
-        self._position = 0  # hashed so far (in the thread)
+        self._position = 0
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
         self._thread.start()
@@ -3349,9 +3338,9 @@ class _Digest:
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                if self._error is None:  # else the queue is drained until close()
+                if self._error is None:  # else drained until close()
                     self._hash(job)
-            except BaseException as exc:  # reported by hexdigest()
+            except BaseException as exc:  # raised by hexdigest()
                 self._error = exc
 
     def _hash(self, job: bytes | int) -> None:
@@ -3367,12 +3356,18 @@ class _Digest:
 
 
 class _PartCheck(_Digest):
-    """A 206's Content-Digest (``stated``) of its bytes from ``start``, hashed as they come. Until
-    it checks they do not count as received; ``held``: nor as written (a stream in parts)."""
+    """A 206's Content-Digest (``stated``) of its bytes from ``start``, hashed as they come (or read
+    back). Until it checks they do not count as received; ``held``: nor as written."""
 
-    def __init__(self, start: int, stated: _Stated, held: bool) -> None:
-        super().__init__(None, (stated.hash,))
-        self.start, self.stated, self.held = start, stated, held
+    def __init__(
+        self,
+        start: int,
+        stated: _Stated,
+        held: bool,
+        read_at: Callable[[int, int], bytes] | None = None,
+    ) -> None:
+        super().__init__(read_at, (stated.hash,))
+        self.start, self.stated, self.held, self._position = start, stated, held, start
 
 
 def _is_saved_digest(saved: Any) -> bool:
@@ -3395,8 +3390,8 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 
     digests = []
     for value in headers.get_all(header) or ():
-        members = value.split(",", _MAX_DIGEST_MEMBERS)  # a few algorithms: the rest is not read
-        if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas in 100 fields took seconds
+        members = value.split(",", _MAX_DIGEST_MEMBERS)
+        if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas x 100 fields took seconds
             _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
         for member in members[:_MAX_DIGEST_MEMBERS]:
             name, _, encoded = member.partition(";")[0].strip().partition("=")
