@@ -72,7 +72,7 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
     import threading
-    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
