@@ -72,7 +72,7 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time; annotations are strings at run time
     import threading
-    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
@@ -129,8 +129,9 @@ _MAX_SIZE = (
 )  # bytes: a Content-Length or Content-Range past what a file offset holds is refused
 _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting to be written in order into a stream, at most
 _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close() this often
-# The digests a server may send (RFC 9530 and RFC 3230 names, lowercased) and hashlib's name for each.
-_DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
+# The digests a server may send (RFC 9530 and RFC 3230 names, lowercased), hashlib's name for each:
+# the strongest first, where one must be chosen.
+_DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 _LOCK_WRITE_GRACE = (
     5.0  # seconds: an empty or garbled .part.lock younger than this may be one being written
 )
@@ -626,7 +627,7 @@ class DatasetClient:
         ``"sha256"``, or a server's digest (``"Repr-Digest (sha-256)"``); `` over plain HTTP``
         is added to each when a redirect took the ``https://`` URL to ``http://``.
         """
-        limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
+        limits = _Limits(self._deadline if deadline is None else deadline, min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
         expected_digest = _check_sha256(sha256)
         for name, function in (("progress", progress), ("verified", verified)):
@@ -637,16 +638,15 @@ class DatasetClient:
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
             raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
-        limit = _rate_limit(max_rate)
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
             requests = self._download_requests(url)
             transfer = _Transfer(
-                requests, url, target, progress, expected_digest, connections, limit, limits
+                requests, url, target, progress, expected_digest, connections, limits
             )
             transfer.run()
-            target.commit(transfer.plan.total)
+            target.commit(transfer.total)
         if verified is not None:
             for check in transfer.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
@@ -1835,24 +1835,6 @@ class _Watch:
         return error
 
 
-class _Limits:
-    """What bounds one download besides ``timeout``: its deadline, and the lowest rate a connection may bring."""
-
-    __slots__ = ("deadline", "min_rate")
-
-    def __init__(self, deadline: _Deadline | None = None, min_rate: float | None = None) -> None:
-        self.deadline = deadline
-        self.min_rate = min_rate
-
-    @classmethod
-    def checked(cls, deadline: float | None, min_rate: float | None) -> _Limits:
-        """The limits of a download that starts now; bad arguments are a TypeError/ValueError naming them."""
-        seconds = _check_seconds(deadline, "deadline")
-        return cls(
-            None if seconds is None else _Deadline(seconds), _check_seconds(min_rate, "min_rate")
-        )
-
-
 # ---------------------------------------------------------------------------
 # Private helpers: responses and errors
 # ---------------------------------------------------------------------------
@@ -2644,57 +2626,39 @@ def _size(count: float) -> str:
 
 
 class _FileChanged(Exception):
-    """A response came from another version of the file: the transfer starts over."""
+    """Another version of the file answered: the transfer starts over."""
 
     reason = "the file changed on the server"
 
 
 class _ResumeRefused(_FileChanged):
-    """A 416 to a resumed range: what was kept does not match the file; it starts over, once."""
+    """A 416 to a resumed range: the kept bytes are not the file's."""
 
     reason = "the server refused the kept range (416)"
 
 
 class _PartStopped(Exception):
-    """This part stops: another part failed, or ranges turned out ignored and the first response carries it."""
+    """This part stops: another failed, or the first response carries it."""
 
 
-class _PartMismatch(Exception):
-    """A part's bytes did not match its 206's Content-Digest: they were dropped, and it is fetched once more."""
+class _Stated:
+    """A digest the file must have: the caller's ``sha256``, or one a header states."""
 
-
-class _PartCheck:
-    """A 206's Content-Digest (RFC 9530 2): the bytes of that response, from ``start``, hashed by a thread
-    of their own. While it is pending those bytes do not count as received (nor, into a stream, as
-    written); ``held`` is false where they cannot be held back (a single stream into a file object).
-    """
-
-    def __init__(self, start: int, algorithm: str, expected: str, *, held: bool) -> None:
-        self.start, self.algorithm, self.expected, self.held = start, algorithm, expected, held
-        self.digest = _Digest(None, (_DIGEST_ALGORITHMS[algorithm],), start)
-
-    def actual(self) -> str:
-        return self.digest.hexdigest(_DIGEST_ALGORITHMS[self.algorithm])
+    def __init__(self, header: str, algorithm: str, value: str) -> None:
+        self.header, self.algorithm, self.value = header, algorithm, value
+        self.hash = _DIGEST_ALGORITHMS[algorithm]  # hashlib's name
+        self.name = header if header == "sha256" else f"{header} ({algorithm})"
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: up to an unknown length), ``done`` of them written.
+    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
 
-    It is also where ``shutil.copyfileobj`` writes the part's response body.
-    """
-
-    def __init__(self, transfer: _Transfer, start: int, end: int | None, done: int = 0) -> None:
-        self.transfer = transfer
-        self.start = start
-        self.end = end
-        self.done = done
-        self.taken = False  # a thread is fetching it
-        self.dropped = False  # merged into the first part: its thread stops
-        self.check: _PartCheck | None = None  # the Content-Digest of the response being read
-        self.deferred: tuple[int, str, str] | None = (
-            None  # or (from, algorithm, hex), checked if the file's fails
-        )
-        self.mismatches = 0  # responses whose bytes did not match their Content-Digest
+    def __init__(self, start: int, end: int | None, done: int = 0) -> None:
+        self.start, self.end, self.done = start, end, done
+        self.taken = self.dropped = False  # dropped: merged into the first part
+        self.check: _PartCheck | None = None
+        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's fails
+        self.mismatches = 0
 
     @property
     def offset(self) -> int:
@@ -2704,39 +2668,17 @@ class _Part:
     def remaining(self) -> int | None:
         return None if self.end is None else self.end - self.offset
 
-    def write(self, data: bytes) -> None:
-        self.transfer.write(self, data)
-
-
-class _BoundedReader:
-    """A response body as ``shutil.copyfileobj`` reads it: never past the end of ``part`` (which may move)."""
-
-    def __init__(self, response: _PooledResponse, part: _Part) -> None:
-        self.response = response
-        self.part = part
-
-    def read(self, amount: int = _CHUNK_SIZE, /) -> bytes:
-        remaining = self.part.remaining
-        if remaining is None:
-            return self.response.read(amount)
-        return self.response.read(min(amount, remaining)) if remaining > 0 else b""
-
 
 class _DownloadRequests:
-    """What a download needs of the client that made it, handed over rather than reached for (as huggingface_hub's
-    ``http_get`` knows headers, not a client): the headers of each GET (with the credentials when the URL is on
-    ``base_url``'s origin), the client's time-out and secrets (to redact), and callables: ``send(headers, *,
-    deadline)`` sends the GET and follows its redirects, ``retry(attempt, progress, *, deadline)`` runs an
-    attempt with the client's retries, ``interrupt(threads)`` ends those threads' reads at once,
-    ``closed()`` says whether the client was closed.
-    """
+    """What a download needs of its client, handed over: the GET's headers, ``send(headers, *,
+    deadline)``, ``retry(attempt, progress, *, deadline)``, ``interrupt(threads)``, ``closed()``."""
 
     def __init__(
         self,
         *,
         headers: dict[str, str],
         send: Callable[..., _PooledResponse],
-        retry: Callable[..., None],
+        retry: Callable[..., Any],
         interrupt: Callable[[Collection[int]], None],
         closed: Callable[[], bool],
         secrets: _Secrets,
@@ -2746,96 +2688,9 @@ class _DownloadRequests:
         self.closed, self.secrets, self.timeout = closed, secrets, timeout
 
 
-class _PartThreads:
-    """The threads that fetch a download's parts beside the one that runs it (``caller``, which fetches a
-    part itself): started as the parts allow, waited for, and named to interrupt when a part fails."""
-
-    def __init__(self) -> None:
-        self.threads: list[
-            tuple[threading.Thread, threading.Event]
-        ] = []  # each part thread, and its end
-        self.caller = 0  # the thread that runs the transfer (and fetches a part)
-
-    def begin(self) -> None:
-        """A round of fetching, run by this thread: no part thread yet."""
-        self.caller = _thread.get_ident()
-        self.threads = []
-
-    def start(self, wanted: Callable[[], int], work: Callable[[threading.Event], None]) -> None:
-        """Start threads, each running ``work(ended)``, until ``wanted()`` of them run."""
-        import threading
-
-        while len(self.threads) < wanted():
-            ended = threading.Event()
-            thread = threading.Thread(
-                target=work, args=(ended,), name="dataset-client-part", daemon=True
-            )
-            self.threads.append((thread, ended))
-            thread.start()
-
-    def wait(self) -> None:
-        """Return once every part thread has ended.
-
-        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
-        interrupts takes the thread for ended while it still runs, and would not wait again.
-        """
-        for thread, ended in self.threads:
-            ended.wait()
-            thread.join()  # at once: the thread is past its last line
-
-    def ended(self) -> bool:
-        """True once every part thread has ended."""
-        return all(ended.is_set() for _, ended in self.threads)
-
-    def idents(self) -> set[int]:
-        """The threads fetching parts, this one included: the ones whose reads an interruption ends."""
-        return {self.caller, *(thread.ident or 0 for thread, _ in self.threads)}
-
-
-class _Plan:
-    """The parts of one download and the validator (for If-Range: a strong ETag, else Last-Modified) they
-    are fetched under: what a run saves and a later one continues. The _Transfer's lock guards it."""
-
-    def __init__(self, first: _Part) -> None:
-        self.parts = [first]
-        self.validator: str | None = None
-
-    @property
-    def total(self) -> int | None:
-        """The file's size, once a response has said it: where the last part ends."""
-        return self.parts[-1].end
-
-    @property
-    def done(self) -> int:
-        return sum(part.done for part in self.parts)
-
-    def contiguous(self) -> int:
-        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
-        end = 0
-        for part in self.parts:
-            end = part.offset if part.check is None else part.check.start
-            if part.remaining != 0 or part.check is not None:
-                break
-        return end
-
-    def next_part(self) -> _Part | None:
-        """The first part no thread is fetching and not complete, taken; None when there is none."""
-        for part in self.parts:
-            if not part.taken and part.remaining != 0:
-                part.taken = True
-                return part
-        return None
-
-
 class _Transfer:
-    """One download: its plan of parts (_Plan), kept across attempts, threads and (with resume) runs, its
-    part threads (_PartThreads) and where its bytes go (a _Sink).
-
-    ``run`` fetches the parts, this thread and (once the file is split) up to
-    ``connections - 1`` more, each part resumed on its own when cut. Every part's bytes
-    go through ``write``, which counts them, hands them to the hash, records the
-    progress on disk (resumable files) and calls ``progress``.
-    """
+    """One download: its parts (kept across attempts and, with resume, runs), fetched by this
+    thread and up to ``connections - 1`` more, each resumed on its own, into a _Sink."""
 
     def __init__(
         self,
@@ -2845,54 +2700,50 @@ class _Transfer:
         progress: _Progress | None,
         sha256: str | None,
         connections: int,
-        rate_limit: _RateLimit | None = None,
-        limits: _Limits | None = None,
+        limits: _Limits,
     ) -> None:
-        self.requests = requests
-        self.rate_limit = rate_limit
-        self.limits = limits or _Limits()
-        self.url = url
-        self.headers = requests.headers
+        self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
+        self.connections = connections
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
-        if (
-            not target.parallel and connections > 1
-        ):  # a stream: parts fetched at once, written in order
-            limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-            self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
-        self.progress = progress
-        self.expected_digest = sha256
-        self.server_digests: list[
-            tuple[str, str, str]
-        ] = []  # (header, algorithm, hex) of the whole file
-        self.digests_known = (
-            False  # the first response of this version was seen (or the state said them)
-        )
-        self.connections = connections if self.target.parallel else 1
+            if connections > 1:  # parts fetched at once, written in order
+                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+                self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
+        self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
+        self.digests: list[_Stated] | None = None  # the server's (None: unknown)
+        self.digest: _Digest | None = None  # the file's
         self.lock = _thread.allocate_lock()
-        self.plan = _Plan(_Part(self, 0, None))
-        self.workers = _PartThreads()
+        self.parts = [_Part(0, None)]
+        self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []
         self.error: BaseException | None = None
-        self.whole_file_response: _PooledResponse | None = (
-            None  # a 200 being read while parts are fetched
-        )
-        self.resume_refused = False
-        self.digest: _Digest | None = None
-        self.verified: list[
-            str
-        ] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
-        self.in_clear = False  # a redirect took the https:// URL to http://: bytes came in clear
+        self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
+        self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
+        self.verified: list[str] = []
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
-            self._resume_digests(target.state.saved if target.state is not None else None)
+
+    @property
+    def total(self) -> int | None:
+        return self.parts[-1].end
+
+    @property
+    def _stated(self) -> list[_Stated]:
+        """Every digest the file must have, in the order they are checked."""
+        return [*self.sha256, *(self.digests or ())]
+
+    @property
+    def _written(self) -> int:
+        """Bytes at the destination (into a stream in parts: those written in order)."""
+        position = self.target.position
+        return sum(part.done for part in self.parts) if position is None else position
 
     def _shown_url(self) -> str:
-        """The URL as logs and errors show it (worked out only when shown)."""
         return _showable_url(self.url, self.requests.secrets)
 
     def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
+        """Fetch the file; start over (at most _MAX_RESTARTS times, not retries) when it changed."""
         try:
             self._start_digest()
             for restarts in itertools.count():
@@ -2900,92 +2751,112 @@ class _Transfer:
                     return self._fetch_all()
                 except _FileChanged as changed:
                     if restarts == _MAX_RESTARTS:
-                        message = f"GET {self.url}: the file changed on the server during each of {restarts + 1} tries"
-                        raise InvalidResponseError(message, method="GET", url=self.url) from None
-                    self._restart_after(changed)
-        except (
-            DatasetClientError
-        ) as error:  # its message and url name a URL that may carry a secret
+                        raise InvalidResponseError(
+                            f"GET {self.url}: the file changed on the server during each of"
+                            f" {restarts + 1} tries",
+                            method="GET",
+                            url=self.url,
+                        ) from None
+                    self.resume_refused |= isinstance(changed, _ResumeRefused)
+                    _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
+                    self._restart()
+        except DatasetClientError as error:  # its message and url may name a secret
             _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
-            if self.digest is not None:
-                self.digest.close()
-            for part in self.plan.parts:
-                if part.check is not None:
-                    part.check.digest.close()
-
-    def _restart_after(self, changed: _FileChanged) -> None:
-        self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
-        _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
-        self._restart()
+            self._close_hashes()
 
     def _fetch_all(self) -> None:
-        self.workers.begin()  # this thread fetches the first part itself
-        self._start_workers()
+        self.caller, self.threads = _thread.get_ident(), []  # the caller fetches too
+        self._start_threads()
         self._work()
-        try:
-            self.target.write_until(
-                self.workers.ended
-            )  # into a stream in parts: this thread alone writes
-            self.workers.wait()  # their reads end at once when a part failed
-        except (
-            BaseException
-        ) as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
+        try:  # into a stream in parts, this thread writes
+            self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
+            self._wait_threads()
+        except BaseException as exc:  # Ctrl-C while waiting: stop them, and wait
             self._fail(exc)
-            self.workers.wait()
+            self._wait_threads()
             raise
         if self.error is not None:
             raise self.error
-        self.target.finish(self.plan.total)
+        self.target.finish(self.total)
         self._check_digest()
 
-    def _start_workers(self) -> None:
-        self.workers.start(lambda: min(self.connections, len(self.plan.parts)) - 1, self._work)
+    def _start_threads(self) -> None:
+        import threading
+
+        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
+            ended = threading.Event()
+            thread = threading.Thread(
+                target=self._work, args=(ended,), name="dataset-client-part", daemon=True
+            )
+            self.threads.append((thread, ended))
+            thread.start()
+
+    def _wait_threads(self) -> None:
+        # An Event each: on 3.11 and 3.12 a join() that Ctrl-C interrupts takes the thread for
+        # ended while it still runs.
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()
 
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
             while (part := self._next_part()) is not None:
-                with contextlib.suppress(
-                    _PartStopped
-                ):  # then no part is left to take, or the next one
+                with contextlib.suppress(_PartStopped):
                     self._fetch(part)
-        except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
+        except BaseException as exc:  # Ctrl-C included: every part stops
             self._fail(exc)
         finally:
             if ended is not None:
                 ended.set()
-                self.target.wake()  # into a stream in parts, the writer may wait for this thread's end
+                self.target.wake()  # a writer may wait for this end
+
+    def _next_part(self) -> _Part | None:
+        """The first part not complete that no thread fetches, taken; None when none is left."""
+        with self.lock:
+            for part in self.parts:
+                if self.error is None and not part.taken and part.remaining != 0:
+                    part.taken = True
+                    return part
+        return None
 
     def _fetch(self, part: _Part) -> None:
         """Fetch one part, resuming it where it stopped when a response is cut."""
         attempts = 0
 
-        def attempt() -> None:
+        def attempt() -> bool:
             nonlocal attempts, part
             self._check_running(part)
             attempts += 1
             headers = self._request_headers(part)
-            response = self._send(headers)
-            with self._receiving(response):
-                part = self._accept(response, part, ranged="Range" in headers)
-                if response.status == 206 and part.done and attempts > 1:  # once bytes are kept
-                    where = f"{_size(part.offset)} of {_size(self.plan.total or 0)}"
-                    url = self._shown_url()
-                    _logger().info("resuming at %s after an interruption, GET %s", where, url)
-                self._copy_body(response, part)
-                if response.status == 206 and response.read(1):
-                    raise _invalid(response, "the 206 body runs past its Content-Range")
+            try:
+                response = self._send(headers)
+                try:
+                    part = self._accept(response, part, ranged="Range" in headers)
+                    if response.status == 206 and part.done and attempts > 1:
+                        _logger().info(
+                            "resuming at %s of %s after an interruption, GET %s",
+                            _size(part.offset),
+                            _size(self.total or 0),
+                            self._shown_url(),
+                        )
+                    self._copy_body(response, part)
+                    if response.status == 206 and response.read(1):
+                        raise _invalid(response, "the 206 body runs past its Content-Range")
+                finally:
+                    with self.lock:
+                        if response is self.whole_file_response:
+                            self.whole_file_response = None
+                    response.close()
+            except DatasetClientError:
+                self._check_running()  # ended by ``_fail``: stop, not retry
+                raise
             self._check_complete(part, response)
-            self._verify_part(part)
+            return self._verify_part(part)
 
-        while (
-            True
-        ):  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
-            with contextlib.suppress(_PartMismatch):
-                return self.requests.retry(
-                    attempt, lambda: part.done, deadline=self.limits.deadline
-                )
+        while not self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline):
+            pass
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
         deadline = self.limits.deadline
@@ -2993,10 +2864,7 @@ class _Transfer:
             response = self.requests.send(headers, deadline=deadline)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
-                raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
-            raise
-        except DatasetClientError:
-            self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
+                raise _ResumeRefused from None  # start over, once
             raise
         self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
         if self.limits.min_rate is not None:  # measured from here: the head is in
@@ -3004,128 +2872,129 @@ class _Transfer:
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)
-        if response is self.whole_file_response:
+        """Write ``response``'s body into ``part``, never past its end (which a merge may move)."""
+        chunk = self.limits.chunk
+        while True:
+            while ((left := part.remaining) is None or left > 0) and (
+                data := response.read(min(chunk, left or chunk))
+            ):
+                self._check_running(part)
+                self.target.put(part, data)
+                with self.lock:
+                    self._check_running(part)
+                    part.done += len(data)
+                    if part.check is not None:
+                        part.check.add(data)
+                    if self.digest is not None and not self.target.hashes_in_order:
+                        # One stream: its bytes; parts: what is complete (and checked), read
+                        # back. (A stream in parts hashes what it writes: _hash_written.)
+                        one = len(self.parts) == 1 and (
+                            part.check is None or self.target.read_at is None
+                        )
+                        self.digest.add(data if one else self._contiguous())
+                    self._saved_and_reported()
+                self.limits.take(len(data))
             with self.lock:
-                self.whole_file_response = None  # from now on, no part is merged into this one
-            shutil.copyfileobj(
-                _BoundedReader(response, part), part, self._chunk_size
-            )  # what a merge added
-
-    @property
-    def _written(self) -> int:
-        """Bytes at the destination: into a stream in parts, those already written in order."""
-        position = self.target.position
-        return self.plan.done if position is None else position
+                if response is not self.whole_file_response:
+                    return
+                self.whole_file_response = None  # no merge into it from now on
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
-        parts = [_Part(self, start, end, done) for start, end, done in spans]
-        if all(
-            part.remaining == 0 for part in parts
-        ):  # complete: its last byte is asked again, with If-Range,
-            next(
-                part for part in reversed(parts) if part.done
-            ).done -= 1  # so the server says it is the same file
-        self.plan.parts, self.plan.validator = parts, validator
-        size = _size(spans[-1][1])
+        """Take up the parts ``(start, end, done)`` and digests an earlier run kept of this file."""
+        self.parts, self.validator = [_Part(*span) for span in spans], validator
+        if all(part.remaining == 0 for part in self.parts):  # complete: ask the last byte again,
+            # with If-Range, for the server to say it is the same file
+            next(part for part in reversed(self.parts) if part.done).done -= 1
+        digests = getattr(self.target.state, "saved", {}).get("digests")
+        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+            self.digests = [_Stated(*digest) for digest in digests]
         _logger().info(
             "resuming: %s of %s already downloaded, GET %s",
-            _size(self.plan.done),
-            size,
+            _size(self._written),
+            _size(spans[-1][1]),
             self._shown_url(),
         )
 
-    def _resume_digests(self, saved: Any) -> None:
-        """Take up the digests of the whole file the first response of an earlier run stated."""
-        digests = saved.get("digests") if isinstance(saved, dict) else None
-        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
-            self.server_digests = [
-                (header, algorithm, value) for header, algorithm, value in digests
-            ]
-            self.digests_known = True
-
     def _start_digest(self) -> None:
-        """Start hashing (again) when a digest to check needs an algorithm the running hash lacks."""
-        algorithms = {_DIGEST_ALGORITHMS[algorithm] for _, algorithm, _ in self.server_digests}
-        algorithms |= {"sha256"} if self.expected_digest is not None else set()
-        if not algorithms or (self.digest is not None and algorithms <= self.digest.algorithms):
-            return
-        if self.digest is not None:
-            self.digest.close()
-        self.digest = _Digest(self.target.read_at, algorithms)
-        self.digest.add_until(
-            self.plan.contiguous()
-        )  # the kept bytes first, read back from the file
+        """Start hashing (again) when a digest needs an algorithm the running hash lacks."""
+        names = {stated.hash for stated in self._stated}
+        if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
+            if self.digest is not None:
+                self.digest.close()
+            self.digest = _Digest(self.target.read_at, names)
+            self.digest.add(self._contiguous())  # kept bytes first
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests of the whole file the first response of this version states."""
-        self.server_digests = _server_digests(
-            response.headers, whole=whole and response.encoding == "identity"
-        )
-        self.digests_known = True
+        """Note the file's digests the first response of this version states, in the order they
+        are checked: a Content-Digest is the file's on a 200 without a content coding."""
+        names = ["Repr-Digest", "Digest"]
+        if whole and response.encoding == "identity":
+            names.insert(1, "Content-Digest")
+        self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self._start_digest()
 
     def _other_version(self, response: _PooledResponse) -> bool:
-        """True when ``response``'s Repr-Digest differs from the first response's: another version."""
-        first = {
-            algorithm: value
-            for header, algorithm, value in self.server_digests
-            if header == "Repr-Digest"
-        }
-        stated = _parse_digests_of(response.headers, "Repr-Digest")
-        return any(first.get(algorithm, value) != value for _, algorithm, value in stated)
+        """True when ``response``'s Repr-Digest differs from the first response's."""
+        stated = _parse_digests(response.headers, "Repr-Digest")
+        return any(
+            first.header == "Repr-Digest"
+            and first.algorithm == d.algorithm
+            and first.value != d.value
+            for first in self.digests or ()
+            for d in stated
+        )
 
-    def _restart(self, *, taken: bool = False) -> None:
-        """Forget what was received: the server sent the file anew, or another version of it."""
-        first = self.plan.parts[0]
-        first.start = first.done = 0
-        first.end = None
-        first.taken = taken
-        self.plan.parts = [first]
-        self.plan.validator = self.error = None
+    def _restart(self) -> _Part:
+        """Forget what was received: the server sends the file anew, or another version of it."""
+        self._close_hashes()
+        self.parts = [first := _Part(0, None)]
+        self.validator = self.error = self.digests = self.digest = None
         self.target.reset()
-        if first.check is not None:
-            first.check.digest.close()
-        first.check = first.deferred = None
-        first.mismatches = 0
-        self.server_digests, self.digests_known = [], False
-        if self.digest is not None:
-            self.digest.close()
-        self.digest = None
         self._start_digest()
+        return first
 
-    def _next_part(self) -> _Part | None:
-        with self.lock:
-            return self.plan.next_part() if self.error is None else None
+    def _close_hashes(self, keep: _Part | None = None) -> None:
+        """End the parts' hashing threads (but ``keep``'s) and, without ``keep``, the file's."""
+        for part in self.parts:
+            if part.check is not None and part is not keep:
+                part.check.close()
+                part.check = None
+        if self.digest is not None and keep is None:
+            self.digest.close()
+
+    def _contiguous(self) -> int:
+        """How far from the first byte the file is complete (and its parts' digests checked)."""
+        end = 0
+        for part in self.parts:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
+                break
+        return end
 
     def _request_headers(self, part: _Part) -> dict[str, str]:
-        if self.plan.validator is None or (part.done == 0 and len(self.plan.parts) == 1):
-            return self.headers
-        last = "" if part.end is None or part.end == self.plan.total else str(part.end - 1)
-        return {
-            **self.headers,
-            "Range": f"bytes={part.offset}-{last}",
-            "If-Range": self.plan.validator,
-        }
+        headers = self.requests.headers
+        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+            return headers
+        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
+        return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew.
-
-        Returns the part its body fills: ``part``, or the whole file when ranges turn out ignored.
-        """
-        self._check_running(part)  # merged into another while its request was under way
+        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew;
+        return the part its body fills (the whole file, when ranges turn out ignored)."""
+        self._check_running(part)  # merged while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-            if not self.digests_known:  # resumed from a state that did not say them
+            if self.digests is None:  # a state that did not say them
                 self._take_digests(response, whole=False)
             self._start_part_check(response, part)
-        elif ranged and not (
-            len(self.plan.parts) == 1 and part is self.plan.parts[0]
-        ):  # a part of a split file
+        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # split
             part = self._refused_range(response)
-        else:  # the whole file: asked for, or what one stream got in answer to its resume
-            self._accept_whole_file(response, part)
+        else:  # the whole file
+            if part.done:
+                part = self._restart()
+                part.taken = True
+            self.validator, part.end = _validator(response.headers), response.length
+            self.target.reserve(self.total)
             self._take_digests(response, whole=True)
             self._split(response)
         with self.lock:
@@ -3134,186 +3003,129 @@ class _Transfer:
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
-        content_range = _content_range(response)
-        total = None if content_range is None else content_range[2]
-        other_total = total is not None and self.plan.total is not None and total != self.plan.total
-        other_validator = _validator(response.headers) not in (None, self.plan.validator)
-        if ranged and (other_total or other_validator or self._other_version(response)):
-            raise _FileChanged  # another version: its bytes are never spliced on
-        if content_range is None:
-            given = response.headers.get("Content-Range")
+        given = response.headers.get("Content-Range")
+        parsed = _content_range(given or "")
+        total = None if parsed is None else parsed[2]
+        changed = total != self.total and None not in (total, self.total)
+        changed |= _validator(response.headers) not in (None, self.validator)
+        if ranged and (changed or self._other_version(response)):
+            raise _FileChanged  # never spliced on
+        if parsed is None:
             if given is None:
                 raise _invalid(response, "a 206 without Content-Range")
             raise _invalid(response, f"a malformed Content-Range {_shortened(given)!r}")
-        first, last, total = content_range
+        first, last, total = parsed
         end = part.end if part.end is not None else total
-        if (
-            end is None
-        ):  # bytes N-M/* of a file whose length nobody said: where it ends is not known
+        if end is None:
             raise _invalid(
                 response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
             )
         if not ranged or first != part.offset or last + 1 != end:
-            given = _shortened(response.headers.get("Content-Range", ""))
             raise _invalid(
-                response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}"
+                response,
+                f"asked to resume at byte {part.offset}, got Content-Range"
+                f" {_shortened(given or '')!r}",
             )
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
-        if part.end is None:  # the total was not known before: this is the last part
-            part.end = total
+        part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A ranged request of a split file answered with the whole file: ranges ignored, or the file changed.
-
-        The same strong validator means the server (or a proxy) ignores ``Range``: the file
-        becomes one part again, carried by the first response while it is still read, else
-        by this one (past what is already complete). Never a restart.
-        """
+        """A split file's ranged request answered with the whole file. The same strong validator:
+        ranges are ignored (a proxy strips them), and the file is one part again, carried by the
+        first response while it is read, else by this one (past what is complete)."""
         if (
             response.status != 200
-            or _validator(response.headers) != self.plan.validator
+            or _validator(response.headers) != self.validator
             or self._other_version(response)
         ):
-            raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
+            raise _FileChanged  # one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
-            whole = (
-                self.plan.parts[0]
-                if streaming
-                else _Part(self, 0, self.plan.total, self.plan.contiguous())
-            )
-            whole.end, whole.taken = self.plan.total, True
-            for part in self.plan.parts:
+            whole = self.parts[0] if streaming else _Part(0, self.total, self._contiguous())
+            whole.end, whole.taken = self.total, True
+            self._close_hashes(keep=whole)
+            for part in self.parts:
                 part.dropped = part is not whole
-                if (
-                    part.dropped and part.check is not None
-                ):  # its thread stops: so does its part's hash
-                    part.check.digest.close()
-                    part.check = None
-            self.plan.parts, self.connections = [whole], 1
+            self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(
-            whole.offset
-        )  # the other parts' bytes: the one stream sends them again
+        self.target.discard_from(whole.offset)
         if streaming:
-            raise _PartStopped  # the first response carries it all
+            raise _PartStopped
         _logger().info(
             "the server ignores ranges: one stream from %s on, GET %s",
             _size(whole.done),
             self._shown_url(),
         )
-        _skip(response, whole.done)
+        skip = whole.done
+        while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
+            skip -= len(data)
         return whole
 
-    def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
-        """A 200: the whole file from its first byte, one part."""
-        if part.done:
-            self._restart(taken=True)  # the whole file, from its first byte
-        self.plan.validator = _validator(response.headers)
-        part.end = response.length
-        self.target.reserve(self.plan.total)
-
     def _split(self, response: _PooledResponse) -> None:
-        """Cut the file into parts for ``connections``, when the server serves ranges of this very version.
-
-        The first part continues on ``response``; a thread starts for each of the others.
-        """
-        total = self.plan.total or 0
-        accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
+        """Cut the file into parts when the server serves ranges of this version (a strong ETag):
+        the first goes on in ``response``, a thread fetches each other."""
+        total = self.total or 0
         count = min(self.connections, total // _MIN_PART_SIZE)
-        if (
-            count < 2 or not accepts_ranges or not (self.plan.validator or "").startswith('"')
-        ):  # a strong ETag
+        ranges = response.headers.get("Accept-Ranges", "").strip().lower()
+        if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return
         count = self.target.part_count(total, count, self.connections)
-        self.whole_file_response = (
-            response  # set before the other parts start: one may find ranges ignored
-        )
+        self.whole_file_response = response  # before the others start: see _refused_range
         bounds = [total * index // count for index in range(count + 1)]
-        self.plan.parts[0].end = bounds[1]
-        self.plan.parts += [
-            _Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])
-        ]
-        self._start_workers()
-
-    def write(self, part: _Part, data: bytes) -> None:
-        self._check_running(part)
-        self.target.put(part, data)
-        with self.lock:
-            self._check_running(part)
-            part.done += len(data)
-            if part.check is not None:
-                part.check.digest.add(data)
-            self._hash_received(part, data)
-            self._saved_and_reported()
-        if self.rate_limit is not None:
-            self.rate_limit.take(len(data), self.limits.deadline)
-
-    def _hash_received(self, part: _Part, data: bytes) -> None:
-        """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
-        if self.digest is None or self.target.hashes_in_order:
-            return
-        if len(self.plan.parts) == 1 and (part.check is None or self.target.read_at is None):
-            self.digest.add(data)  # one stream: its bytes, in order
-        else:
-            self.digest.add_until(
-                self.plan.contiguous()
-            )  # parts: what is complete (and checked), read back
+        self.parts[0].end = bounds[1]
+        self.parts += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self._start_threads()
 
     def _hash_written(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before (in this thread)."""
+        """The reorder buffer wrote ``data`` into the stream, after what it wrote before."""
         if self.digest is not None:
             self.digest.add(data)
-        if self.progress is not None:  # the bytes written: those waiting in the buffer are not yet
-            self.progress(self._written, self.plan.total)
+        if self.progress is not None:
+            self.progress(self._written, self.total)
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
-        if (
-            part.check is not None
-        ):  # a response cut short: its bytes stay, unchecked (the file's digest covers them)
-            part.check.digest.close()
-            part.check = None
-        part.deferred = None
-        stated = _parse_digests_of(response.headers, "Content-Digest")
+        if part.check is not None:  # a response cut short: its bytes stay unchecked
+            part.check.close()
+        part.check = part.deferred = None
+        stated = _parse_digests(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
-        _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
-        if self.target.read_at is not None and (
-            self.expected_digest is not None or self.server_digests
-        ):
-            # The whole file is checked anyway: its parts are hashed again only if that fails (then read
-            # back from the file), so that the server's digests cost no more than a sha256.
-            part.deferred = (part.offset, algorithm, expected)
+        # The first of the algorithm _DIGEST_ALGORITHMS prefers.
+        chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
+        if self.target.read_at is not None and self.digest is not None:
+            # Read back only if the file's digest fails: digests cost no more than a sha256.
+            part.deferred = (part.offset, chosen)
             return
         # Judged by what the part can still bring (a chunked 206 says no length): held bytes
         # that did not fit would wait for room that only their own release makes.
         size = part.remaining
-        held = size is not None and self.target.can_hold(size + self._chunk_size)
-        part.check = _PartCheck(part.offset, algorithm, expected, held=held)
+        held = size is not None and self.target.can_hold(size + self.limits.chunk)
+        part.check = _PartCheck(part.offset, chosen, held)
 
-    def _verify_part(self, part: _Part) -> None:
-        """Compare a complete 206's bytes with its Content-Digest; on a first mismatch drop them and raise
-        _PartMismatch (the part is fetched again from there), on a second raise ChecksumMismatchError."""
-        check = part.check
-        if check is None:
-            return
-        actual = check.actual()
-        where = f"bytes {check.start}-{part.offset - 1}"
-        if actual == check.expected:
+    def _verify_part(self, part: _Part) -> bool:
+        """False when a complete 206's bytes did not match its Content-Digest (fetched again)."""
+        if (check := part.check) is None:
+            return True
+        actual = check.hexdigest(check.stated.hash)
+        if actual != check.stated.value:
+            return self._mismatched(part, check, actual)
+        with self.lock:
+            part.check = None
+            if self.digest is not None and self.target.read_at is not None:
+                self.digest.add(self._contiguous())  # the bytes it held back
+        if self.target.release():
             with self.lock:
-                part.check = None
-                if self.digest is not None and self.target.read_at is not None:
-                    self.digest.add_until(self.plan.contiguous())  # the bytes held back from it
-            if self.target.release():
-                with self.lock:
-                    self._saved_and_reported()  # what was held back is written now
-            return
-        self.target.discard(
-            part, check.start
-        )  # while still held (into a stream in parts): never written
+                self._saved_and_reported()
+        return True
+
+    def _mismatched(self, part: _Part, check: _PartCheck, actual: str) -> bool:
+        """``part``'s bytes failed ``check``: dropped and fetched again, once (False); a second
+        time, or where they were not held back, ChecksumMismatchError."""
+        where = f"bytes {check.start}-{part.offset - 1}"
+        self.target.discard(part, check.start)  # held bytes are never written
         with self.lock:
             part.check = None
             part.mismatches += 1
@@ -3321,56 +3133,48 @@ class _Transfer:
             if again:
                 part.done = check.start - part.start
                 self._saved_and_reported()
-        if again:
-            message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-            _logger().warning(message, check.algorithm, where, self._shown_url())
-            raise _PartMismatch
-        self._mismatch("Content-Digest", check.algorithm, check.expected, actual, f" ({where})")
+        if not again:
+            self._mismatch(check.stated, actual, f" ({where})")
+        message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
+        _logger().warning(message, check.stated.algorithm, where, self._shown_url())
+        return False
 
-    def _mismatch(
-        self, header: str, algorithm: str, expected: str, actual: str, where: str = ""
-    ) -> NoReturn:
+    def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
         if self.target.state is not None:
-            self.target.state.remove()  # not resumable: those bytes are wrong
-        name = "sha256" if header == "sha256" else f"{header} ({algorithm})"
-        message = f"{name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
-        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
-
-    @property
-    def _chunk_size(self) -> int:
-        """Bytes read at once: a capped rate reads in smaller steps, so that its waits stay short."""
-        if self.rate_limit is None:
-            return _CHUNK_SIZE
-        return max(16 * 1024, min(_CHUNK_SIZE, int(self.rate_limit.rate / 8)))
+            self.target.state.remove()  # not resumable
+        message = (
+            f"{stated.name} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
+        )
+        raise ChecksumMismatchError(message, url=self.url, expected=stated.value, actual=actual)
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
-        if (
-            state is not None and self.plan.validator is not None and self.plan.total is not None
-        ):  # resumable
-            parts = [[part.start, part.end, part.done] for part in self.plan.parts]
-            saved = {
-                "url": self.url,
-                "validator": self.plan.validator,
-                "total": self.plan.total,
-                "parts": parts,
-            }
-            state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
+        if state is not None and self.validator is not None and self.total is not None:
+            state.save(
+                {
+                    "url": self.url,
+                    "validator": self.validator,
+                    "total": self.total,
+                    "parts": [[part.start, part.end, part.done] for part in self.parts],
+                    "digests": [[d.header, d.algorithm, d.value] for d in self.digests or ()],
+                }
+            )
         if self.progress is not None:
-            self.progress(self._written, self.plan.total)
+            self.progress(self._written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if (
-            part.end is None
-        ):  # a body of unknown length ends where the connection closed: its size is known
+        if part.end is None:  # a body of unknown length: complete
             part.end = part.offset
-            if self.progress is not None:
-                self.progress(self._written, self.plan.total)
+            with self.lock:
+                self._saved_and_reported()
         elif part.remaining:
             expected = part.end - part.start
-            message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
             raise IncompleteResponseError(
-                message, method="GET", url=response.url, expected=expected, received=part.done
+                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
+                method="GET",
+                url=response.url,
+                expected=expected,
+                received=part.done,
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -3382,111 +3186,50 @@ class _Transfer:
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
-            message = f"the DatasetClient was closed during GET {self.url}"
-            raise ClientClosedError(message, method="GET", url=self.url)
-
-    @contextlib.contextmanager
-    def _receiving(self, response: _PooledResponse) -> Iterator[None]:
-        """While ``response`` is read: ``_fail`` can end it, and then this part stops instead of retrying."""
-        try:
-            yield
-        except DatasetClientError:
-            self._check_running()
-            raise
-        finally:
-            with self.lock:
-                if response is self.whole_file_response:
-                    self.whole_file_response = None
-            response.close()
+            raise ClientClosedError(
+                f"the DatasetClient was closed during GET {self.url}", method="GET", url=self.url
+            )
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure and end every part's wait or read at once (their connections are shut)."""
+        """Record the first failure; end every part's wait or read at once (their connections)."""
         with self.lock:
-            if self.error is None:
-                self.error = error
-        self.target.stop()  # a part waiting for room in a reorder buffer ends too
-        self.requests.interrupt(self.workers.idents())
+            self.error = self.error or error
+        self.target.stop()  # a wait for room in a reorder buffer ends too
+        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
-        """Check the whole file against every digest stated: the caller's sha256 and the server's."""
+        """Check the whole file against every digest stated."""
         if self.digest is None:
             return
-        stated = (
-            [("sha256", "sha-256", self.expected_digest)]
-            if self.expected_digest is not None
-            else []
-        )
-        passed = []
-        for header, algorithm, expected in [*stated, *self.server_digests]:
-            actual = self.digest.hexdigest(_DIGEST_ALGORITHMS[algorithm])
-            if actual != expected:
+        for stated in self._stated:
+            actual = self.digest.hexdigest(stated.hash)
+            if actual != stated.value:
                 if self._refetch_mismatched_parts():
-                    return self._fetch_all()  # bounded: a part that mismatches a second time raises
-                self._mismatch(header, algorithm, expected, actual)
-            passed.append(header if header == "sha256" else f"{header} ({algorithm})")
-        self.verified = passed
+                    return self._fetch_all()  # bounded: a second mismatch raises
+                self._mismatch(stated, actual)
+        self.verified = [stated.name for stated in self._stated]
 
     def _refetch_mismatched_parts(self) -> bool:
-        """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.
-
-        Those that mismatch are fetched once more (True: the hash starts again); a part that
-        mismatches a second time is the ChecksumMismatchError. False when every part matched.
-        """
-        read_at = self.target.read_at
-        if read_at is None:
-            return False
-        bad: list[
-            tuple[_Part, int, int, str]
-        ] = []  # (part, its first and last checked byte, algorithm)
-        for part in self.plan.parts:
-            if part.deferred is None or part.end is None:
-                continue
-            start, algorithm, expected = part.deferred
-            actual = _hash_of(read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
-            if actual == expected:
-                continue
-            if part.mismatches:
-                self._mismatch(
-                    "Content-Digest",
-                    algorithm,
-                    expected,
-                    actual,
-                    f" (bytes {start}-{part.end - 1})",
-                )
-            bad.append((part, start, part.end - 1, algorithm))
-        for part, start, last, algorithm in bad:
-            message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
-            _logger().warning(message, algorithm, start, last, self._shown_url())
-            part.done, part.taken, part.deferred = start - part.start, False, None
-            part.mismatches += 1
-        if bad and self.digest is not None:
-            self.digest.close()
+        """The file failed its digest: read back the parts with a deferred Content-Digest; True
+        when some mismatch (they are fetched once more, and the file hashed again)."""
+        read_at, again = self.target.read_at, False
+        for part in self.parts:
+            if read_at is not None and part.deferred is not None:
+                check = _PartCheck(*part.deferred, True, read_at)
+                check.add(part.offset)
+                if (actual := check.hexdigest(check.stated.hash)) != check.stated.value:
+                    self._mismatched(part, check, actual)
+                    part.taken, part.deferred, again = False, None, True
+        if again:
+            self._close_hashes()
             self.digest = None
             self._start_digest()
-        return bool(bad)
-
-
-def _hash_of(read_at: Callable[[int, int], bytes], start: int, end: int, algorithm: str) -> str:
-    """The hex digest of bytes ``[start, end)`` of a file, read back."""
-    hash = hashlib.new(algorithm)
-    while start < end and (data := read_at(start, min(_CHUNK_SIZE, end - start))):
-        hash.update(data)
-        start += len(data)
-    return hash.hexdigest()
-
-
-def _skip(response: _PooledResponse, count: int) -> None:
-    """Read and drop the first ``count`` bytes of a body."""
-    while count > 0 and (data := response.read(min(count, _CHUNK_SIZE))):
-        count -= len(data)
+        return again
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-    """The validator and parts ``(start, end, done)`` of a saved state, or None unless it is sound.
-
-    Sound: this URL; a validator that is a valid header value; integer offsets with
-    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order.
-    """
+    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``, else None:
+    ``0 <= start <= start + done <= end``, parts covering ``[0, total)`` in order."""
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
     validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
@@ -3494,72 +3237,64 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    if not validator or not _is_count(total) or not isinstance(parts, list) or not parts:
-        return None
     spans, position = [], 0
-    for span in parts:
-        if (
-            not isinstance(span, list)
-            or len(span) != 3
-            or not all(_is_count(number) for number in span)
-        ):
+    for span in parts if isinstance(parts, list) else ():
+        if not (isinstance(span, list) and len(span) == 3 and all(map(_is_count, span))):
             return None
         start, end, done = span
-        if start != position or not start + done <= end <= total:
+        if start != position or start + done > end:
             return None
         spans.append((start, end, done))
         position = end
-    return (validator, spans) if position == total else None
+    if validator and spans and _is_count(total) and position == total:
+        return validator, spans
+    return None
 
 
 def _is_count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def _rate_limit(max_rate: float | None) -> _RateLimit | None:
-    """``max_rate`` checked, as a limit (None: no cap)."""
-    if max_rate is None:
-        return None
-    rate = _check_number(max_rate, "max_rate", positive=True, none=True)
-    if rate < 1:  # less than a byte a second: a transfer that never ends
-        raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
-    return _RateLimit(rate)
+class _Limits:
+    """What bounds a download besides ``timeout``: its deadline, the lowest rate a connection may
+    bring, the highest of all together (curl's --limit-rate). Bad values raise, naming them."""
 
+    def __init__(
+        self, deadline: float | None, min_rate: float | None, max_rate: float | None
+    ) -> None:
+        seconds = _check_seconds(deadline, "deadline")
+        self.deadline = None if seconds is None else _Deadline(seconds)
+        self.min_rate = _check_seconds(min_rate, "min_rate")
+        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # chunk: bytes read at once
+        if max_rate is not None:
+            if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
+                raise ValueError(
+                    f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
+                )
+            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
+        self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
-class _RateLimit:
-    """At most ``rate`` bytes a second over a whole download, all its connections together (curl's --limit-rate)."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = float(rate)
-        self.lock = _thread.allocate_lock()
-        self.started = time.monotonic()
-        self.taken = 0
-
-    def take(self, count: int, deadline: _Deadline | None = None) -> None:
-        """Count ``count`` bytes received; wait until the rate allows them (never past ``deadline``)."""
+    def take(self, count: int) -> None:
+        """Count ``count`` bytes received; wait as ``max_rate`` asks (never past the deadline)."""
+        if self.rate is None:
+            return
         with self.lock:
             self.taken += count
             wait = self.started + self.taken / self.rate - time.monotonic()
-        if deadline is not None:
-            wait = min(wait, deadline.left())
+        if self.deadline is not None:
+            wait = min(wait, self.deadline.left())
         if wait > 0:
             time.sleep(wait)
 
 
-def _content_range(response: _PooledResponse) -> tuple[int, int, int | None] | None:
-    """First byte, last byte and total (None: ``*``) of a 206's Content-Range (RFC 9110 14.4); None if malformed."""
+def _content_range(value: str) -> tuple[int, int, int | None] | None:
+    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4), or None."""
     # At most 19 digits: int() refuses thousands (ValueError), and a file offset holds no more.
-    number = r"(\d{1,19})"
-    match = re.fullmatch(
-        rf"\s*bytes\s+{number}-{number}/({number[1:-1]}|\*)\s*",
-        response.headers.get("Content-Range", ""),
-    )
-    if (
-        match is None
-        or max(int(match[1]), int(match[2]), int(match[3]) if match[3] != "*" else 0) > _MAX_SIZE
-    ):
+    match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
+    if match is None:
         return None
-    return int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
+    first, last, total = int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
+    return None if max(first, last, total or 0) > _MAX_SIZE else (first, last, total)
 
 
 def _validator(headers: http.client.HTTPMessage) -> str | None:
@@ -3569,146 +3304,117 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """The hashes (sha256 by default) of a download in file order, computed by a thread of its own to overlap
-    the network.
-
-    It is given a single stream's chunks as they arrive (``add``), or told how far the
-    file on disk is complete (``add_until``) and reads that back. Either is a job for the
-    thread, queued: at most _HASH_QUEUE_BYTES of chunks wait at once. ``start`` is the
-    offset of the first byte it hashes (a part's own digest starts there).
-    """
+    """Hashes (hashlib's ``algorithms``) of a download in file order, by a thread of their own."""
 
     def __init__(
-        self,
-        read_at: Callable[[int, int], bytes] | None,
-        algorithms: Iterable[str] = ("sha256",),
-        start: int = 0,
+        self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
     ) -> None:
         import queue
         import threading
 
-        self.read_at = read_at  # (offset, size) -> bytes of the file on disk
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(
-            _HASH_QUEUE_BYTES // _CHUNK_SIZE
-        )  # None: stop
-        self.algorithms = frozenset(algorithms)
-        self._hashes = [hashlib.new(name) for name in sorted(self.algorithms)]
-        self._position = start  # hashed so far (in the thread)
+        self.read_at = read_at  # (offset, size) -> bytes on disk
+        self.hashes = {name: hashlib.new(name) for name in algorithms}
+        self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        self._position = 0
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
         self._thread.start()
 
-    def add(self, data: bytes) -> None:
-        """Hash ``data``, the bytes that follow those already added."""
-        self._jobs.put(functools.partial(self._hash_bytes, data))
+    def add(self, job: bytes | int) -> None:
+        """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
+        self._jobs.put(job)
 
-    def add_until(self, end: int) -> None:
-        """Hash the file on disk up to ``end``, from where hashing stopped."""
-        self._jobs.put(functools.partial(self._hash_file_until, end))
-
-    def hexdigest(self, algorithm: str = "sha256") -> str:
+    def hexdigest(self, algorithm: str) -> str:
         self.close()
         if self._error is not None:
             raise self._error
-        return next(hash.hexdigest() for hash in self._hashes if hash.name == algorithm)
+        return self.hashes[algorithm].hexdigest()
 
     def close(self) -> None:
         if self._thread.is_alive():
-            self._jobs.put(None)
+            self._jobs.put(None)  # the thread's end
             self._thread.join()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                if self._error is None:
-                    job()
-            except (
-                BaseException
-            ) as exc:  # reported by hexdigest(); the queue is drained until close()
+                if self._error is None:  # else drained until close()
+                    self._hash(job)
+            except BaseException as exc:  # raised by hexdigest()
                 self._error = exc
 
-    def _hash_bytes(self, data: bytes) -> None:
-        for hash in self._hashes:
-            hash.update(data)
-        self._position += len(data)
-
-    def _hash_file_until(self, end: int) -> None:
-        while self._position < end and self.read_at is not None:
-            data = self.read_at(self._position, min(_CHUNK_SIZE, end - self._position))
+    def _hash(self, job: bytes | int) -> None:
+        while isinstance(job, int) and self._position < job and self.read_at is not None:
+            data = self.read_at(self._position, min(_CHUNK_SIZE, job - self._position))
             if not data:
                 raise OSError(errno.EIO, "the downloaded file is shorter than was written")
-            self._hash_bytes(data)
+            self._hash(data)
+        if isinstance(job, bytes):
+            for hash in self.hashes.values():
+                hash.update(job)
+            self._position += len(job)
 
 
-def _server_digests(headers: http.client.HTTPMessage, *, whole: bool) -> list[tuple[str, str, str]]:
-    """The digests of the whole file a response states: ``(header, algorithm, hex)`` for each one the
-    client knows. ``whole``: the response carries the whole file without a content coding, so that its
-    Content-Digest is one of the file too. Unknown algorithms and malformed values are left out (DEBUG).
-    """
-    names = ["Repr-Digest", *(["Content-Digest"] if whole else []), "Digest"]
-    return [digest for name in names for digest in _parse_digests_of(headers, name)]
+class _PartCheck(_Digest):
+    """A 206's Content-Digest (``stated``) of its bytes from ``start``, hashed as they come (or read
+    back). Until it checks they do not count as received; ``held``: nor as written."""
 
-
-def _parse_digests_of(headers: http.client.HTTPMessage, name: str) -> list[tuple[str, str, str]]:
-    return [
-        digest for value in headers.get_all(name) or () for digest in _parse_digests(name, value)
-    ]
+    def __init__(
+        self,
+        start: int,
+        stated: _Stated,
+        held: bool,
+        read_at: Callable[[int, int], bytes] | None = None,
+    ) -> None:
+        super().__init__(read_at, (stated.hash,))
+        self.start, self.stated, self.held, self._position = start, stated, held, start
 
 
 def _is_saved_digest(saved: Any) -> bool:
     """True for a ``[header, algorithm, hex]`` a state file may hold."""
-    if (
-        not isinstance(saved, list)
-        or len(saved) != 3
-        or not all(isinstance(item, str) for item in saved)
-    ):
+    if not (isinstance(saved, list) and len(saved) == 3 and all(isinstance(s, str) for s in saved)):
         return False
     header, algorithm, value = saved
-    if (
-        header not in ("Repr-Digest", "Content-Digest", "Digest")
-        or algorithm not in _DIGEST_ALGORITHMS
-    ):
-        return False
-    size = hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
-    return len(value) == 2 * size and _is_lower_hex(value)
+    return (
+        header in ("Repr-Digest", "Content-Digest", "Digest")
+        and algorithm in _DIGEST_ALGORITHMS
+        and len(value) == 2 * hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
+        and _is_lower_hex(value)
+    )
 
 
-def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
-    """``(header, algorithm, hex)`` for each sha-256 or sha-512 member of one digest field's value.
-
-    RFC 9530 fields are a Structured Fields dictionary, ``sha-256=:BASE64:``; RFC 3230's
-    ``Digest`` is ``SHA-256=BASE64``. A member of another algorithm, or whose value is not
-    base64 of the algorithm's length, is ignored: never an error, never trusted.
-    """
+def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
+    """Each sha-256 or sha-512 member of the ``header`` fields (RFC 9530 ``sha-256=:BASE64:``,
+    RFC 3230 ``SHA-256=BASE64``); others and malformed values are ignored (DEBUG), never trusted."""
     import binascii
 
     digests = []
-    members = value.split(
-        ",", _MAX_DIGEST_MEMBERS
-    )  # a field names a few algorithms: the rest is not looked at
-    if (
-        len(members) > _MAX_DIGEST_MEMBERS
-    ):  # 64 KiB of commas in each of 100 fields took seconds of CPU
-        _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
-    for member in members[:_MAX_DIGEST_MEMBERS]:
-        name, _, encoded = member.partition(";")[0].strip().partition("=")
-        algorithm = name.strip().lower()
-        if header != "Digest":
-            algorithm = name.strip()  # a Structured Fields key is lowercase already (RFC 8941 3.2)
-            encoded = encoded[1:-1] if len(encoded) > 1 and encoded[0] == encoded[-1] == ":" else ""
-        if algorithm not in _DIGEST_ALGORITHMS:
-            _logger().debug(
-                "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
-            )
-            continue
-        try:
-            raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
-        except binascii.Error:
-            raw = b""
-        if len(raw) != hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size:
-            _logger().debug("ignored a malformed %s %s value", header, algorithm)
-            continue
-        digests.append((header, algorithm, raw.hex()))
+    for value in headers.get_all(header) or ():
+        members = value.split(",", _MAX_DIGEST_MEMBERS)
+        if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas x 100 fields took seconds
+            _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
+        for member in members[:_MAX_DIGEST_MEMBERS]:
+            name, _, encoded = member.partition(";")[0].strip().partition("=")
+            algorithm = name.strip()  # a Structured Fields key is lowercase (RFC 8941 3.2)
+            if header == "Digest":
+                algorithm = algorithm.lower()
+            elif len(encoded) > 1 and encoded[0] == encoded[-1] == ":":
+                encoded = encoded[1:-1]
+            else:
+                encoded = ""
+            if algorithm not in _DIGEST_ALGORITHMS:
+                _logger().debug(
+                    "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
+                )
+                continue
+            try:
+                raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
+            except binascii.Error:
+                raw = b""
+            if len(raw) != hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size:
+                _logger().debug("ignored a malformed %s %s value", header, algorithm)
+                continue
+            digests.append(_Stated(header, algorithm, raw.hex()))
     return digests
 
 
