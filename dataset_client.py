@@ -3422,7 +3422,6 @@ class _Sink:
     """Where a _Transfer's bytes go: _FileTarget, _StreamTarget, or _ReorderBuffer (a stream that
     parallel parts write into in order). These defaults hold nothing back."""
 
-    parallel = True  # parts may be fetched at once
     state: _StateFile | None = None  # a resumable download's state
     read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back (None: cannot)
     write_at: Callable[[int, bytes], None]
@@ -3873,8 +3872,6 @@ def _link_target(path: str) -> str | None:
 
 class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
-
-    parallel = False
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
         writable = getattr(stream, "writable", None)
