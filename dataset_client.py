@@ -60,7 +60,7 @@ import zlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time
     import threading
-    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
@@ -105,8 +105,8 @@ _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket 
 _MAX_SIZE = 2**63 - 1  # the largest file offset
 _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
 _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
-# RFC 9530 and RFC 3230 names, lowercased, and hashlib's.
-_DIGEST_ALGORITHMS = {"sha-256": "sha256", "sha-512": "sha512"}
+# RFC 9530 and RFC 3230 names, lowercased, and hashlib's: the strongest first.
+_DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 _LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
 _REDACTED = "<redacted>"
 # Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
@@ -463,7 +463,7 @@ class DatasetClient:
         ``min_rate``: bytes a second below which a connection is cut and resumed;
         ``verified(check)``: told each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``).
         """
-        limits = _Limits.checked(self._deadline if deadline is None else deadline, min_rate)
+        limits = _Limits(self._deadline if deadline is None else deadline, min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
         expected_digest = _check_sha256(sha256)
         for name, function in (("progress", progress), ("verified", verified)):
@@ -474,16 +474,15 @@ class DatasetClient:
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
             raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
-        limit = _rate_limit(max_rate)
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
             requests = self._download_requests(url)
             transfer = _Transfer(
-                requests, url, target, progress, expected_digest, connections, limit, limits
+                requests, url, target, progress, expected_digest, connections, limits
             )
             transfer.run()
-            target.commit(transfer.plan.total)
+            target.commit(transfer.total)
         if verified is not None:
             for check in transfer.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
@@ -1614,24 +1613,6 @@ class _Watch:
         return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
-class _Limits:
-    """What bounds one download besides ``timeout``: its deadline, and the lowest rate a connection may bring."""
-
-    __slots__ = ("deadline", "min_rate")
-
-    def __init__(self, deadline: _Deadline | None = None, min_rate: float | None = None) -> None:
-        self.deadline = deadline
-        self.min_rate = min_rate
-
-    @classmethod
-    def checked(cls, deadline: float | None, min_rate: float | None) -> _Limits:
-        """The limits of a download that starts now; bad arguments are a TypeError/ValueError naming them."""
-        seconds = _check_seconds(deadline, "deadline")
-        return cls(
-            None if seconds is None else _Deadline(seconds), _check_seconds(min_rate, "min_rate")
-        )
-
-
 # ---------------------------------------------------------------------------
 # Private helpers: responses and errors
 # ---------------------------------------------------------------------------
@@ -2423,57 +2404,39 @@ def _size(count: float) -> str:
 
 
 class _FileChanged(Exception):
-    """A response came from another version of the file: the transfer starts over."""
+    """Another version of the file answered: the transfer starts over."""
 
     reason = "the file changed on the server"
 
 
 class _ResumeRefused(_FileChanged):
-    """A 416 to a resumed range: what was kept does not match the file; it starts over, once."""
+    """A 416 to a resumed range: the kept bytes are not the file's."""
 
     reason = "the server refused the kept range (416)"
 
 
 class _PartStopped(Exception):
-    """This part stops: another part failed, or ranges turned out ignored and the first response carries it."""
+    """This part stops: another failed, or the first response carries it."""
 
 
-class _PartMismatch(Exception):
-    """A part's bytes did not match its 206's Content-Digest: they were dropped, and it is fetched once more."""
+class _Stated:
+    """A digest the file must have: the caller's ``sha256``, or one a header states."""
 
-
-class _PartCheck:
-    """A 206's Content-Digest (RFC 9530 2): the bytes of that response, from ``start``, hashed by a thread
-    of their own. While it is pending those bytes do not count as received (nor, into a stream, as
-    written); ``held`` is false where they cannot be held back (a single stream into a file object).
-    """
-
-    def __init__(self, start: int, algorithm: str, expected: str, *, held: bool) -> None:
-        self.start, self.algorithm, self.expected, self.held = start, algorithm, expected, held
-        self.digest = _Digest(None, (_DIGEST_ALGORITHMS[algorithm],), start)
-
-    def actual(self) -> str:
-        return self.digest.hexdigest(_DIGEST_ALGORITHMS[self.algorithm])
+    def __init__(self, header: str, algorithm: str, value: str) -> None:
+        self.header, self.algorithm, self.value = header, algorithm, value
+        self.hash = _DIGEST_ALGORITHMS[algorithm]  # hashlib's name
+        self.name = header if header == "sha256" else f"{header} ({algorithm})"
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: up to an unknown length), ``done`` of them written.
+    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
 
-    It is also where ``shutil.copyfileobj`` writes the part's response body.
-    """
-
-    def __init__(self, transfer: _Transfer, start: int, end: int | None, done: int = 0) -> None:
-        self.transfer = transfer
-        self.start = start
-        self.end = end
-        self.done = done
-        self.taken = False  # a thread is fetching it
-        self.dropped = False  # merged into the first part: its thread stops
-        self.check: _PartCheck | None = None  # the Content-Digest of the response being read
-        self.deferred: tuple[int, str, str] | None = (
-            None  # or (from, algorithm, hex), checked if the file's fails
-        )
-        self.mismatches = 0  # responses whose bytes did not match their Content-Digest
+    def __init__(self, start: int, end: int | None, done: int = 0) -> None:
+        self.start, self.end, self.done = start, end, done
+        self.taken = self.dropped = False  # dropped: merged into the first part
+        self.check: _PartCheck | None = None
+        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's fails
+        self.mismatches = 0
 
     @property
     def offset(self) -> int:
@@ -2483,39 +2446,17 @@ class _Part:
     def remaining(self) -> int | None:
         return None if self.end is None else self.end - self.offset
 
-    def write(self, data: bytes) -> None:
-        self.transfer.write(self, data)
-
-
-class _BoundedReader:
-    """A response body as ``shutil.copyfileobj`` reads it: never past the end of ``part`` (which may move)."""
-
-    def __init__(self, response: _PooledResponse, part: _Part) -> None:
-        self.response = response
-        self.part = part
-
-    def read(self, amount: int = _CHUNK_SIZE, /) -> bytes:
-        remaining = self.part.remaining
-        if remaining is None:
-            return self.response.read(amount)
-        return self.response.read(min(amount, remaining)) if remaining > 0 else b""
-
 
 class _DownloadRequests:
-    """What a download needs of the client that made it, handed over rather than reached for (as huggingface_hub's
-    ``http_get`` knows headers, not a client): the headers of each GET (with the credentials when the URL is on
-    ``base_url``'s origin), the client's time-out and secrets (to redact), and callables: ``send(headers, *,
-    deadline)`` sends the GET and follows its redirects, ``retry(attempt, progress, *, deadline)`` runs an
-    attempt with the client's retries, ``interrupt(threads)`` ends those threads' reads at once,
-    ``closed()`` says whether the client was closed.
-    """
+    """What a download needs of its client, handed over: the GET's headers, ``send(headers, *,
+    deadline)``, ``retry(attempt, progress, *, deadline)``, ``interrupt(threads)``, ``closed()``."""
 
     def __init__(
         self,
         *,
         headers: dict[str, str],
         send: Callable[..., _PooledResponse],
-        retry: Callable[..., None],
+        retry: Callable[..., Any],
         interrupt: Callable[[Collection[int]], None],
         closed: Callable[[], bool],
         secrets: _Secrets,
@@ -2525,96 +2466,9 @@ class _DownloadRequests:
         self.closed, self.secrets, self.timeout = closed, secrets, timeout
 
 
-class _PartThreads:
-    """The threads that fetch a download's parts beside the one that runs it (``caller``, which fetches a
-    part itself): started as the parts allow, waited for, and named to interrupt when a part fails."""
-
-    def __init__(self) -> None:
-        self.threads: list[
-            tuple[threading.Thread, threading.Event]
-        ] = []  # each part thread, and its end
-        self.caller = 0  # the thread that runs the transfer (and fetches a part)
-
-    def begin(self) -> None:
-        """A round of fetching, run by this thread: no part thread yet."""
-        self.caller = _thread.get_ident()
-        self.threads = []
-
-    def start(self, wanted: Callable[[], int], work: Callable[[threading.Event], None]) -> None:
-        """Start threads, each running ``work(ended)``, until ``wanted()`` of them run."""
-        import threading
-
-        while len(self.threads) < wanted():
-            ended = threading.Event()
-            thread = threading.Thread(
-                target=work, args=(ended,), name="dataset-client-part", daemon=True
-            )
-            self.threads.append((thread, ended))
-            thread.start()
-
-    def wait(self) -> None:
-        """Return once every part thread has ended.
-
-        Each says so on an Event: on Python 3.11 and 3.12 a Thread.join() that Ctrl-C
-        interrupts takes the thread for ended while it still runs, and would not wait again.
-        """
-        for thread, ended in self.threads:
-            ended.wait()
-            thread.join()  # at once: the thread is past its last line
-
-    def ended(self) -> bool:
-        """True once every part thread has ended."""
-        return all(ended.is_set() for _, ended in self.threads)
-
-    def idents(self) -> set[int]:
-        """The threads fetching parts, this one included: the ones whose reads an interruption ends."""
-        return {self.caller, *(thread.ident or 0 for thread, _ in self.threads)}
-
-
-class _Plan:
-    """The parts of one download and the validator (for If-Range: a strong ETag, else Last-Modified) they
-    are fetched under: what a run saves and a later one continues. The _Transfer's lock guards it."""
-
-    def __init__(self, first: _Part) -> None:
-        self.parts = [first]
-        self.validator: str | None = None
-
-    @property
-    def total(self) -> int | None:
-        """The file's size, once a response has said it: where the last part ends."""
-        return self.parts[-1].end
-
-    @property
-    def done(self) -> int:
-        return sum(part.done for part in self.parts)
-
-    def contiguous(self) -> int:
-        """How far from the first byte the file is complete (and its parts' Content-Digests checked)."""
-        end = 0
-        for part in self.parts:
-            end = part.offset if part.check is None else part.check.start
-            if part.remaining != 0 or part.check is not None:
-                break
-        return end
-
-    def next_part(self) -> _Part | None:
-        """The first part no thread is fetching and not complete, taken; None when there is none."""
-        for part in self.parts:
-            if not part.taken and part.remaining != 0:
-                part.taken = True
-                return part
-        return None
-
-
 class _Transfer:
-    """One download: its plan of parts (_Plan), kept across attempts, threads and (with resume) runs, its
-    part threads (_PartThreads) and where its bytes go (a _Sink).
-
-    ``run`` fetches the parts, this thread and (once the file is split) up to
-    ``connections - 1`` more, each part resumed on its own when cut. Every part's bytes
-    go through ``write``, which counts them, hands them to the hash, records the
-    progress on disk (resumable files) and calls ``progress``.
-    """
+    """One download: its parts (kept across attempts and, with resume, runs), fetched by this
+    thread and up to ``connections - 1`` more, each resumed on its own, into a _Sink."""
 
     def __init__(
         self,
@@ -2624,54 +2478,50 @@ class _Transfer:
         progress: _Progress | None,
         sha256: str | None,
         connections: int,
-        rate_limit: _RateLimit | None = None,
-        limits: _Limits | None = None,
+        limits: _Limits,
     ) -> None:
-        self.requests = requests
-        self.rate_limit = rate_limit
-        self.limits = limits or _Limits()
-        self.url = url
-        self.headers = requests.headers
+        self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
+        self.connections = connections
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
-        if (
-            not target.parallel and connections > 1
-        ):  # a stream: parts fetched at once, written in order
-            limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-            self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
-        self.progress = progress
-        self.expected_digest = sha256
-        self.server_digests: list[
-            tuple[str, str, str]
-        ] = []  # (header, algorithm, hex) of the whole file
-        self.digests_known = (
-            False  # the first response of this version was seen (or the state said them)
-        )
-        self.connections = connections if self.target.parallel else 1
+            if connections > 1:  # parts fetched at once, written in order
+                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+                self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
+        self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
+        self.digests: list[_Stated] | None = None  # the server's (None: unknown)
+        self.digest: _Digest | None = None  # the file's
         self.lock = _thread.allocate_lock()
-        self.plan = _Plan(_Part(self, 0, None))
-        self.workers = _PartThreads()
+        self.parts = [_Part(0, None)]
+        self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
+        self.threads: list[tuple[threading.Thread, threading.Event]] = []
         self.error: BaseException | None = None
-        self.whole_file_response: _PooledResponse | None = (
-            None  # a 200 being read while parts are fetched
-        )
-        self.resume_refused = False
-        self.digest: _Digest | None = None
-        self.verified: list[
-            str
-        ] = []  # the digests the file passed ("sha256", "Repr-Digest (sha-256)")
-        self.in_clear = False  # a redirect took the https:// URL to http://: bytes came in clear
+        self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
+        self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
+        self.verified: list[str] = []
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
-            self._resume_digests(target.state.saved if target.state is not None else None)
+
+    @property
+    def total(self) -> int | None:
+        return self.parts[-1].end
+
+    @property
+    def _stated(self) -> list[_Stated]:
+        """Every digest the file must have, in the order they are checked."""
+        return [*self.sha256, *(self.digests or ())]
+
+    @property
+    def _written(self) -> int:
+        """Bytes at the destination (into a stream in parts: those written in order)."""
+        position = self.target.position
+        return sum(part.done for part in self.parts) if position is None else position
 
     def _shown_url(self) -> str:
-        """The URL as logs and errors show it (worked out only when shown)."""
         return _showable_url(self.url, self.requests.secrets)
 
     def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times, not counted as retries) when it changed."""
+        """Fetch the file; start over (at most _MAX_RESTARTS times, not retries) when it changed."""
         try:
             self._start_digest()
             for restarts in itertools.count():
@@ -2679,92 +2529,112 @@ class _Transfer:
                     return self._fetch_all()
                 except _FileChanged as changed:
                     if restarts == _MAX_RESTARTS:
-                        message = f"GET {self.url}: the file changed on the server during each of {restarts + 1} tries"
-                        raise InvalidResponseError(message, method="GET", url=self.url) from None
-                    self._restart_after(changed)
-        except (
-            DatasetClientError
-        ) as error:  # its message and url name a URL that may carry a secret
+                        raise InvalidResponseError(
+                            f"GET {self.url}: the file changed on the server during each of"
+                            f" {restarts + 1} tries",
+                            method="GET",
+                            url=self.url,
+                        ) from None
+                    self.resume_refused |= isinstance(changed, _ResumeRefused)
+                    _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
+                    self._restart()
+        except DatasetClientError as error:  # its message and url may name a secret
             _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
-            if self.digest is not None:
-                self.digest.close()
-            for part in self.plan.parts:
-                if part.check is not None:
-                    part.check.digest.close()
-
-    def _restart_after(self, changed: _FileChanged) -> None:
-        self.resume_refused = self.resume_refused or isinstance(changed, _ResumeRefused)
-        _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
-        self._restart()
+            self._close_hashes()
 
     def _fetch_all(self) -> None:
-        self.workers.begin()  # this thread fetches the first part itself
-        self._start_workers()
+        self.caller, self.threads = _thread.get_ident(), []  # the caller fetches too
+        self._start_threads()
         self._work()
-        try:
-            self.target.write_until(
-                self.workers.ended
-            )  # into a stream in parts: this thread alone writes
-            self.workers.wait()  # their reads end at once when a part failed
-        except (
-            BaseException
-        ) as exc:  # Ctrl-C or a signal while waiting: stop them, and wait until they have
+        try:  # into a stream in parts, this thread writes
+            self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
+            self._wait_threads()
+        except BaseException as exc:  # Ctrl-C while waiting: stop them, and wait
             self._fail(exc)
-            self.workers.wait()
+            self._wait_threads()
             raise
         if self.error is not None:
             raise self.error
-        self.target.finish(self.plan.total)
+        self.target.finish(self.total)
         self._check_digest()
 
-    def _start_workers(self) -> None:
-        self.workers.start(lambda: min(self.connections, len(self.plan.parts)) - 1, self._work)
+    def _start_threads(self) -> None:
+        import threading
+
+        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
+            ended = threading.Event()
+            thread = threading.Thread(
+                target=self._work, args=(ended,), name="dataset-client-part", daemon=True
+            )
+            self.threads.append((thread, ended))
+            thread.start()
+
+    def _wait_threads(self) -> None:
+        # An Event each: on 3.11 and 3.12 a join() that Ctrl-C interrupts takes the thread for
+        # ended while it still runs.
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()
 
     def _work(self, ended: threading.Event | None = None) -> None:
         try:
             while (part := self._next_part()) is not None:
-                with contextlib.suppress(
-                    _PartStopped
-                ):  # then no part is left to take, or the next one
+                with contextlib.suppress(_PartStopped):
                     self._fetch(part)
-        except BaseException as exc:  # Ctrl-C and SIGTERM included: every part stops
+        except BaseException as exc:  # Ctrl-C included: every part stops
             self._fail(exc)
         finally:
             if ended is not None:
                 ended.set()
-                self.target.wake()  # into a stream in parts, the writer may wait for this thread's end
+                self.target.wake()  # a writer may wait for this end
+
+    def _next_part(self) -> _Part | None:
+        """The first part not complete that no thread fetches, taken; None when none is left."""
+        with self.lock:
+            for part in self.parts:
+                if self.error is None and not part.taken and part.remaining != 0:
+                    part.taken = True
+                    return part
+        return None
 
     def _fetch(self, part: _Part) -> None:
         """Fetch one part, resuming it where it stopped when a response is cut."""
         attempts = 0
 
-        def attempt() -> None:
+        def attempt() -> bool:
             nonlocal attempts, part
             self._check_running(part)
             attempts += 1
             headers = self._request_headers(part)
-            response = self._send(headers)
-            with self._receiving(response):
-                part = self._accept(response, part, ranged="Range" in headers)
-                if response.status == 206 and part.done and attempts > 1:  # once bytes are kept
-                    where = f"{_size(part.offset)} of {_size(self.plan.total or 0)}"
-                    url = self._shown_url()
-                    _logger().info("resuming at %s after an interruption, GET %s", where, url)
-                self._copy_body(response, part)
-                if response.status == 206 and response.read(1):
-                    raise _invalid(response, "the 206 body runs past its Content-Range")
+            try:
+                response = self._send(headers)
+                try:
+                    part = self._accept(response, part, ranged="Range" in headers)
+                    if response.status == 206 and part.done and attempts > 1:
+                        _logger().info(
+                            "resuming at %s of %s after an interruption, GET %s",
+                            _size(part.offset),
+                            _size(self.total or 0),
+                            self._shown_url(),
+                        )
+                    self._copy_body(response, part)
+                    if response.status == 206 and response.read(1):
+                        raise _invalid(response, "the 206 body runs past its Content-Range")
+                finally:
+                    with self.lock:
+                        if response is self.whole_file_response:
+                            self.whole_file_response = None
+                    response.close()
+            except DatasetClientError:
+                self._check_running()  # ended by ``_fail``: stop, not retry
+                raise
             self._check_complete(part, response)
-            self._verify_part(part)
+            return self._verify_part(part)
 
-        while (
-            True
-        ):  # bounded: a part whose bytes mismatch a second time raises ChecksumMismatchError
-            with contextlib.suppress(_PartMismatch):
-                return self.requests.retry(
-                    attempt, lambda: part.done, deadline=self.limits.deadline
-                )
+        while not self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline):
+            pass
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
         deadline = self.limits.deadline
@@ -2772,10 +2642,7 @@ class _Transfer:
             response = self.requests.send(headers, deadline=deadline)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
-                raise _ResumeRefused from None  # the kept bytes do not match the file: start over, once
-            raise
-        except DatasetClientError:
-            self._check_running()  # ended by ``_fail`` (another part failed): stop, not retry
+                raise _ResumeRefused from None  # start over, once
             raise
         self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
         if self.limits.min_rate is not None:  # measured from here: the head is in
@@ -2783,128 +2650,129 @@ class _Transfer:
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        shutil.copyfileobj(_BoundedReader(response, part), part, self._chunk_size)
-        if response is self.whole_file_response:
+        """Write ``response``'s body into ``part``, never past its end (which a merge may move)."""
+        chunk = self.limits.chunk
+        while True:
+            while ((left := part.remaining) is None or left > 0) and (
+                data := response.read(min(chunk, left or chunk))
+            ):
+                self._check_running(part)
+                self.target.put(part, data)
+                with self.lock:
+                    self._check_running(part)
+                    part.done += len(data)
+                    if part.check is not None:
+                        part.check.add(data)
+                    if self.digest is not None and not self.target.hashes_in_order:
+                        # One stream: its bytes; parts: what is complete (and checked), read
+                        # back. (A stream in parts hashes what it writes: _hash_written.)
+                        one = len(self.parts) == 1 and (
+                            part.check is None or self.target.read_at is None
+                        )
+                        self.digest.add(data if one else self._contiguous())
+                    self._saved_and_reported()
+                self.limits.take(len(data))
             with self.lock:
-                self.whole_file_response = None  # from now on, no part is merged into this one
-            shutil.copyfileobj(
-                _BoundedReader(response, part), part, self._chunk_size
-            )  # what a merge added
-
-    @property
-    def _written(self) -> int:
-        """Bytes at the destination: into a stream in parts, those already written in order."""
-        position = self.target.position
-        return self.plan.done if position is None else position
+                if response is not self.whole_file_response:
+                    return
+                self.whole_file_response = None  # no merge into it from now on
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """Take up the parts ``(start, end, done)`` an earlier run kept of this URL's file."""
-        parts = [_Part(self, start, end, done) for start, end, done in spans]
-        if all(
-            part.remaining == 0 for part in parts
-        ):  # complete: its last byte is asked again, with If-Range,
-            next(
-                part for part in reversed(parts) if part.done
-            ).done -= 1  # so the server says it is the same file
-        self.plan.parts, self.plan.validator = parts, validator
-        size = _size(spans[-1][1])
+        """Take up the parts ``(start, end, done)`` and digests an earlier run kept of this file."""
+        self.parts, self.validator = [_Part(*span) for span in spans], validator
+        if all(part.remaining == 0 for part in self.parts):  # complete: ask the last byte again,
+            # with If-Range, for the server to say it is the same file
+            next(part for part in reversed(self.parts) if part.done).done -= 1
+        digests = getattr(self.target.state, "saved", {}).get("digests")
+        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+            self.digests = [_Stated(*digest) for digest in digests]
         _logger().info(
             "resuming: %s of %s already downloaded, GET %s",
-            _size(self.plan.done),
-            size,
+            _size(self._written),
+            _size(spans[-1][1]),
             self._shown_url(),
         )
 
-    def _resume_digests(self, saved: Any) -> None:
-        """Take up the digests of the whole file the first response of an earlier run stated."""
-        digests = saved.get("digests") if isinstance(saved, dict) else None
-        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
-            self.server_digests = [
-                (header, algorithm, value) for header, algorithm, value in digests
-            ]
-            self.digests_known = True
-
     def _start_digest(self) -> None:
-        """Start hashing (again) when a digest to check needs an algorithm the running hash lacks."""
-        algorithms = {_DIGEST_ALGORITHMS[algorithm] for _, algorithm, _ in self.server_digests}
-        algorithms |= {"sha256"} if self.expected_digest is not None else set()
-        if not algorithms or (self.digest is not None and algorithms <= self.digest.algorithms):
-            return
-        if self.digest is not None:
-            self.digest.close()
-        self.digest = _Digest(self.target.read_at, algorithms)
-        self.digest.add_until(
-            self.plan.contiguous()
-        )  # the kept bytes first, read back from the file
+        """Start hashing (again) when a digest needs an algorithm the running hash lacks."""
+        names = {stated.hash for stated in self._stated}
+        if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
+            if self.digest is not None:
+                self.digest.close()
+            self.digest = _Digest(self.target.read_at, names)
+            self.digest.add(self._contiguous())  # kept bytes first
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests of the whole file the first response of this version states."""
-        self.server_digests = _server_digests(
-            response.headers, whole=whole and response.encoding == "identity"
-        )
-        self.digests_known = True
+        """Note the file's digests the first response of this version states, in the order they
+        are checked: a Content-Digest is the file's on a 200 without a content coding."""
+        names = ["Repr-Digest", "Digest"]
+        if whole and response.encoding == "identity":
+            names.insert(1, "Content-Digest")
+        self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self._start_digest()
 
     def _other_version(self, response: _PooledResponse) -> bool:
-        """True when ``response``'s Repr-Digest differs from the first response's: another version."""
-        first = {
-            algorithm: value
-            for header, algorithm, value in self.server_digests
-            if header == "Repr-Digest"
-        }
-        stated = _parse_digests_of(response.headers, "Repr-Digest")
-        return any(first.get(algorithm, value) != value for _, algorithm, value in stated)
+        """True when ``response``'s Repr-Digest differs from the first response's."""
+        stated = _parse_digests(response.headers, "Repr-Digest")
+        return any(
+            first.header == "Repr-Digest"
+            and first.algorithm == d.algorithm
+            and first.value != d.value
+            for first in self.digests or ()
+            for d in stated
+        )
 
-    def _restart(self, *, taken: bool = False) -> None:
-        """Forget what was received: the server sent the file anew, or another version of it."""
-        first = self.plan.parts[0]
-        first.start = first.done = 0
-        first.end = None
-        first.taken = taken
-        self.plan.parts = [first]
-        self.plan.validator = self.error = None
+    def _restart(self) -> _Part:
+        """Forget what was received: the server sends the file anew, or another version of it."""
+        self._close_hashes()
+        self.parts = [first := _Part(0, None)]
+        self.validator = self.error = self.digests = self.digest = None
         self.target.reset()
-        if first.check is not None:
-            first.check.digest.close()
-        first.check = first.deferred = None
-        first.mismatches = 0
-        self.server_digests, self.digests_known = [], False
-        if self.digest is not None:
-            self.digest.close()
-        self.digest = None
         self._start_digest()
+        return first
 
-    def _next_part(self) -> _Part | None:
-        with self.lock:
-            return self.plan.next_part() if self.error is None else None
+    def _close_hashes(self, keep: _Part | None = None) -> None:
+        """End the parts' hashing threads (but ``keep``'s) and, without ``keep``, the file's."""
+        for part in self.parts:
+            if part.check is not None and part is not keep:
+                part.check.close()
+                part.check = None
+        if self.digest is not None and keep is None:
+            self.digest.close()
+
+    def _contiguous(self) -> int:
+        """How far from the first byte the file is complete (and its parts' digests checked)."""
+        end = 0
+        for part in self.parts:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
+                break
+        return end
 
     def _request_headers(self, part: _Part) -> dict[str, str]:
-        if self.plan.validator is None or (part.done == 0 and len(self.plan.parts) == 1):
-            return self.headers
-        last = "" if part.end is None or part.end == self.plan.total else str(part.end - 1)
-        return {
-            **self.headers,
-            "Range": f"bytes={part.offset}-{last}",
-            "If-Range": self.plan.validator,
-        }
+        headers = self.requests.headers
+        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+            return headers
+        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
+        return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew.
-
-        Returns the part its body fills: ``part``, or the whole file when ranges turn out ignored.
-        """
-        self._check_running(part)  # merged into another while its request was under way
+        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew;
+        return the part its body fills (the whole file, when ranges turn out ignored)."""
+        self._check_running(part)  # merged while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-            if not self.digests_known:  # resumed from a state that did not say them
+            if self.digests is None:  # a state that did not say them
                 self._take_digests(response, whole=False)
             self._start_part_check(response, part)
-        elif ranged and not (
-            len(self.plan.parts) == 1 and part is self.plan.parts[0]
-        ):  # a part of a split file
+        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # split
             part = self._refused_range(response)
-        else:  # the whole file: asked for, or what one stream got in answer to its resume
-            self._accept_whole_file(response, part)
+        else:  # the whole file
+            if part.done:
+                part = self._restart()
+                part.taken = True
+            self.validator, part.end = _validator(response.headers), response.length
+            self.target.reserve(self.total)
             self._take_digests(response, whole=True)
             self._split(response)
         with self.lock:
@@ -2913,186 +2781,129 @@ class _Transfer:
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
-        content_range = _content_range(response)
-        total = None if content_range is None else content_range[2]
-        other_total = total is not None and self.plan.total is not None and total != self.plan.total
-        other_validator = _validator(response.headers) not in (None, self.plan.validator)
-        if ranged and (other_total or other_validator or self._other_version(response)):
-            raise _FileChanged  # another version: its bytes are never spliced on
-        if content_range is None:
-            given = response.headers.get("Content-Range")
+        given = response.headers.get("Content-Range")
+        parsed = _content_range(given or "")
+        total = None if parsed is None else parsed[2]
+        changed = total != self.total and None not in (total, self.total)
+        changed |= _validator(response.headers) not in (None, self.validator)
+        if ranged and (changed or self._other_version(response)):
+            raise _FileChanged  # never spliced on
+        if parsed is None:
             if given is None:
                 raise _invalid(response, "a 206 without Content-Range")
             raise _invalid(response, f"a malformed Content-Range {_shortened(given)!r}")
-        first, last, total = content_range
+        first, last, total = parsed
         end = part.end if part.end is not None else total
-        if (
-            end is None
-        ):  # bytes N-M/* of a file whose length nobody said: where it ends is not known
+        if end is None:
             raise _invalid(
                 response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
             )
         if not ranged or first != part.offset or last + 1 != end:
-            given = _shortened(response.headers.get("Content-Range", ""))
             raise _invalid(
-                response, f"asked to resume at byte {part.offset}, got Content-Range {given!r}"
+                response,
+                f"asked to resume at byte {part.offset}, got Content-Range"
+                f" {_shortened(given or '')!r}",
             )
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
-        if part.end is None:  # the total was not known before: this is the last part
-            part.end = total
+        part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A ranged request of a split file answered with the whole file: ranges ignored, or the file changed.
-
-        The same strong validator means the server (or a proxy) ignores ``Range``: the file
-        becomes one part again, carried by the first response while it is still read, else
-        by this one (past what is already complete). Never a restart.
-        """
+        """A split file's ranged request answered with the whole file. The same strong validator:
+        ranges are ignored (a proxy strips them), and the file is one part again, carried by the
+        first response while it is read, else by this one (past what is complete)."""
         if (
             response.status != 200
-            or _validator(response.headers) != self.plan.validator
+            or _validator(response.headers) != self.validator
             or self._other_version(response)
         ):
-            raise _FileChanged  # If-Range said the file is not the same: one part cannot start over alone
+            raise _FileChanged  # one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
-            whole = (
-                self.plan.parts[0]
-                if streaming
-                else _Part(self, 0, self.plan.total, self.plan.contiguous())
-            )
-            whole.end, whole.taken = self.plan.total, True
-            for part in self.plan.parts:
+            whole = self.parts[0] if streaming else _Part(0, self.total, self._contiguous())
+            whole.end, whole.taken = self.total, True
+            self._close_hashes(keep=whole)
+            for part in self.parts:
                 part.dropped = part is not whole
-                if (
-                    part.dropped and part.check is not None
-                ):  # its thread stops: so does its part's hash
-                    part.check.digest.close()
-                    part.check = None
-            self.plan.parts, self.connections = [whole], 1
+            self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(
-            whole.offset
-        )  # the other parts' bytes: the one stream sends them again
+        self.target.discard_from(whole.offset)
         if streaming:
-            raise _PartStopped  # the first response carries it all
+            raise _PartStopped
         _logger().info(
             "the server ignores ranges: one stream from %s on, GET %s",
             _size(whole.done),
             self._shown_url(),
         )
-        _skip(response, whole.done)
+        skip = whole.done
+        while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
+            skip -= len(data)
         return whole
 
-    def _accept_whole_file(self, response: _PooledResponse, part: _Part) -> None:
-        """A 200: the whole file from its first byte, one part."""
-        if part.done:
-            self._restart(taken=True)  # the whole file, from its first byte
-        self.plan.validator = _validator(response.headers)
-        part.end = response.length
-        self.target.reserve(self.plan.total)
-
     def _split(self, response: _PooledResponse) -> None:
-        """Cut the file into parts for ``connections``, when the server serves ranges of this very version.
-
-        The first part continues on ``response``; a thread starts for each of the others.
-        """
-        total = self.plan.total or 0
-        accepts_ranges = response.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
+        """Cut the file into parts when the server serves ranges of this version (a strong ETag):
+        the first goes on in ``response``, a thread fetches each other."""
+        total = self.total or 0
         count = min(self.connections, total // _MIN_PART_SIZE)
-        if (
-            count < 2 or not accepts_ranges or not (self.plan.validator or "").startswith('"')
-        ):  # a strong ETag
+        ranges = response.headers.get("Accept-Ranges", "").strip().lower()
+        if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return
         count = self.target.part_count(total, count, self.connections)
-        self.whole_file_response = (
-            response  # set before the other parts start: one may find ranges ignored
-        )
+        self.whole_file_response = response  # before the others start: see _refused_range
         bounds = [total * index // count for index in range(count + 1)]
-        self.plan.parts[0].end = bounds[1]
-        self.plan.parts += [
-            _Part(self, start, end) for start, end in itertools.pairwise(bounds[1:])
-        ]
-        self._start_workers()
-
-    def write(self, part: _Part, data: bytes) -> None:
-        self._check_running(part)
-        self.target.put(part, data)
-        with self.lock:
-            self._check_running(part)
-            part.done += len(data)
-            if part.check is not None:
-                part.check.digest.add(data)
-            self._hash_received(part, data)
-            self._saved_and_reported()
-        if self.rate_limit is not None:
-            self.rate_limit.take(len(data), self.limits.deadline)
-
-    def _hash_received(self, part: _Part, data: bytes) -> None:
-        """Hand the file's hash what it can take now (a stream in parts hashes what it writes, in order)."""
-        if self.digest is None or self.target.hashes_in_order:
-            return
-        if len(self.plan.parts) == 1 and (part.check is None or self.target.read_at is None):
-            self.digest.add(data)  # one stream: its bytes, in order
-        else:
-            self.digest.add_until(
-                self.plan.contiguous()
-            )  # parts: what is complete (and checked), read back
+        self.parts[0].end = bounds[1]
+        self.parts += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self._start_threads()
 
     def _hash_written(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream, after the bytes it wrote before (in this thread)."""
+        """The reorder buffer wrote ``data`` into the stream, after what it wrote before."""
         if self.digest is not None:
             self.digest.add(data)
-        if self.progress is not None:  # the bytes written: those waiting in the buffer are not yet
-            self.progress(self._written, self.plan.total)
+        if self.progress is not None:
+            self.progress(self._written, self.total)
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
-        if (
-            part.check is not None
-        ):  # a response cut short: its bytes stay, unchecked (the file's digest covers them)
-            part.check.digest.close()
-            part.check = None
-        part.deferred = None
-        stated = _parse_digests_of(response.headers, "Content-Digest")
+        if part.check is not None:  # a response cut short: its bytes stay unchecked
+            part.check.close()
+        part.check = part.deferred = None
+        stated = _parse_digests(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
-        _, algorithm, expected = max(stated, key=lambda digest: digest[1])  # sha-512 over sha-256
-        if self.target.read_at is not None and (
-            self.expected_digest is not None or self.server_digests
-        ):
-            # The whole file is checked anyway: its parts are hashed again only if that fails (then read
-            # back from the file), so that the server's digests cost no more than a sha256.
-            part.deferred = (part.offset, algorithm, expected)
+        # The first of the algorithm _DIGEST_ALGORITHMS prefers.
+        chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
+        if self.target.read_at is not None and self.digest is not None:
+            # Read back only if the file's digest fails: digests cost no more than a sha256.
+            part.deferred = (part.offset, chosen)
             return
         # Judged by what the part can still bring (a chunked 206 says no length): held bytes
         # that did not fit would wait for room that only their own release makes.
         size = part.remaining
-        held = size is not None and self.target.can_hold(size + self._chunk_size)
-        part.check = _PartCheck(part.offset, algorithm, expected, held=held)
+        held = size is not None and self.target.can_hold(size + self.limits.chunk)
+        part.check = _PartCheck(part.offset, chosen, held)
 
-    def _verify_part(self, part: _Part) -> None:
-        """Compare a complete 206's bytes with its Content-Digest; on a first mismatch drop them and raise
-        _PartMismatch (the part is fetched again from there), on a second raise ChecksumMismatchError."""
-        check = part.check
-        if check is None:
-            return
-        actual = check.actual()
-        where = f"bytes {check.start}-{part.offset - 1}"
-        if actual == check.expected:
+    def _verify_part(self, part: _Part) -> bool:
+        """False when a complete 206's bytes did not match its Content-Digest (fetched again)."""
+        if (check := part.check) is None:
+            return True
+        actual = check.hexdigest(check.stated.hash)
+        if actual != check.stated.value:
+            return self._mismatched(part, check, actual)
+        with self.lock:
+            part.check = None
+            if self.digest is not None and self.target.read_at is not None:
+                self.digest.add(self._contiguous())  # the bytes it held back
+        if self.target.release():
             with self.lock:
-                part.check = None
-                if self.digest is not None and self.target.read_at is not None:
-                    self.digest.add_until(self.plan.contiguous())  # the bytes held back from it
-            if self.target.release():
-                with self.lock:
-                    self._saved_and_reported()  # what was held back is written now
-            return
-        self.target.discard(
-            part, check.start
-        )  # while still held (into a stream in parts): never written
+                self._saved_and_reported()
+        return True
+
+    def _mismatched(self, part: _Part, check: _PartCheck, actual: str) -> bool:
+        """``part``'s bytes failed ``check``: dropped and fetched again, once (False); a second
+        time, or where they were not held back, ChecksumMismatchError."""
+        where = f"bytes {check.start}-{part.offset - 1}"
+        self.target.discard(part, check.start)  # held bytes are never written
         with self.lock:
             part.check = None
             part.mismatches += 1
@@ -3100,56 +2911,48 @@ class _Transfer:
             if again:
                 part.done = check.start - part.start
                 self._saved_and_reported()
-        if again:
-            message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-            _logger().warning(message, check.algorithm, where, self._shown_url())
-            raise _PartMismatch
-        self._mismatch("Content-Digest", check.algorithm, check.expected, actual, f" ({where})")
+        if not again:
+            self._mismatch(check.stated, actual, f" ({where})")
+        message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
+        _logger().warning(message, check.stated.algorithm, where, self._shown_url())
+        return False
 
-    def _mismatch(
-        self, header: str, algorithm: str, expected: str, actual: str, where: str = ""
-    ) -> NoReturn:
+    def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
         if self.target.state is not None:
-            self.target.state.remove()  # not resumable: those bytes are wrong
-        name = "sha256" if header == "sha256" else f"{header} ({algorithm})"
-        message = f"{name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
-        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
-
-    @property
-    def _chunk_size(self) -> int:
-        """Bytes read at once: a capped rate reads in smaller steps, so that its waits stay short."""
-        if self.rate_limit is None:
-            return _CHUNK_SIZE
-        return max(16 * 1024, min(_CHUNK_SIZE, int(self.rate_limit.rate / 8)))
+            self.target.state.remove()  # not resumable
+        message = (
+            f"{stated.name} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
+        )
+        raise ChecksumMismatchError(message, url=self.url, expected=stated.value, actual=actual)
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
-        if (
-            state is not None and self.plan.validator is not None and self.plan.total is not None
-        ):  # resumable
-            parts = [[part.start, part.end, part.done] for part in self.plan.parts]
-            saved = {
-                "url": self.url,
-                "validator": self.plan.validator,
-                "total": self.plan.total,
-                "parts": parts,
-            }
-            state.save({**saved, "digests": [list(digest) for digest in self.server_digests]})
+        if state is not None and self.validator is not None and self.total is not None:
+            state.save(
+                {
+                    "url": self.url,
+                    "validator": self.validator,
+                    "total": self.total,
+                    "parts": [[part.start, part.end, part.done] for part in self.parts],
+                    "digests": [[d.header, d.algorithm, d.value] for d in self.digests or ()],
+                }
+            )
         if self.progress is not None:
-            self.progress(self._written, self.plan.total)
+            self.progress(self._written, self.total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if (
-            part.end is None
-        ):  # a body of unknown length ends where the connection closed: its size is known
+        if part.end is None:  # a body of unknown length: complete
             part.end = part.offset
-            if self.progress is not None:
-                self.progress(self._written, self.plan.total)
+            with self.lock:
+                self._saved_and_reported()
         elif part.remaining:
             expected = part.end - part.start
-            message = f"GET {response.url}: connection closed after {part.done} of {expected} bytes"
             raise IncompleteResponseError(
-                message, method="GET", url=response.url, expected=expected, received=part.done
+                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
+                method="GET",
+                url=response.url,
+                expected=expected,
+                received=part.done,
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -3161,111 +2964,50 @@ class _Transfer:
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
-            message = f"the DatasetClient was closed during GET {self.url}"
-            raise ClientClosedError(message, method="GET", url=self.url)
-
-    @contextlib.contextmanager
-    def _receiving(self, response: _PooledResponse) -> Iterator[None]:
-        """While ``response`` is read: ``_fail`` can end it, and then this part stops instead of retrying."""
-        try:
-            yield
-        except DatasetClientError:
-            self._check_running()
-            raise
-        finally:
-            with self.lock:
-                if response is self.whole_file_response:
-                    self.whole_file_response = None
-            response.close()
+            raise ClientClosedError(
+                f"the DatasetClient was closed during GET {self.url}", method="GET", url=self.url
+            )
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure and end every part's wait or read at once (their connections are shut)."""
+        """Record the first failure; end every part's wait or read at once (their connections)."""
         with self.lock:
-            if self.error is None:
-                self.error = error
-        self.target.stop()  # a part waiting for room in a reorder buffer ends too
-        self.requests.interrupt(self.workers.idents())
+            self.error = self.error or error
+        self.target.stop()  # a wait for room in a reorder buffer ends too
+        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
-        """Check the whole file against every digest stated: the caller's sha256 and the server's."""
+        """Check the whole file against every digest stated."""
         if self.digest is None:
             return
-        stated = (
-            [("sha256", "sha-256", self.expected_digest)]
-            if self.expected_digest is not None
-            else []
-        )
-        passed = []
-        for header, algorithm, expected in [*stated, *self.server_digests]:
-            actual = self.digest.hexdigest(_DIGEST_ALGORITHMS[algorithm])
-            if actual != expected:
+        for stated in self._stated:
+            actual = self.digest.hexdigest(stated.hash)
+            if actual != stated.value:
                 if self._refetch_mismatched_parts():
-                    return self._fetch_all()  # bounded: a part that mismatches a second time raises
-                self._mismatch(header, algorithm, expected, actual)
-            passed.append(header if header == "sha256" else f"{header} ({algorithm})")
-        self.verified = passed
+                    return self._fetch_all()  # bounded: a second mismatch raises
+                self._mismatch(stated, actual)
+        self.verified = [stated.name for stated in self._stated]
 
     def _refetch_mismatched_parts(self) -> bool:
-        """The file failed its digest: check the parts' deferred Content-Digests against the bytes on disk.
-
-        Those that mismatch are fetched once more (True: the hash starts again); a part that
-        mismatches a second time is the ChecksumMismatchError. False when every part matched.
-        """
-        read_at = self.target.read_at
-        if read_at is None:
-            return False
-        bad: list[
-            tuple[_Part, int, int, str]
-        ] = []  # (part, its first and last checked byte, algorithm)
-        for part in self.plan.parts:
-            if part.deferred is None or part.end is None:
-                continue
-            start, algorithm, expected = part.deferred
-            actual = _hash_of(read_at, start, part.end, _DIGEST_ALGORITHMS[algorithm])
-            if actual == expected:
-                continue
-            if part.mismatches:
-                self._mismatch(
-                    "Content-Digest",
-                    algorithm,
-                    expected,
-                    actual,
-                    f" (bytes {start}-{part.end - 1})",
-                )
-            bad.append((part, start, part.end - 1, algorithm))
-        for part, start, last, algorithm in bad:
-            message = "Content-Digest (%s) mismatch, bytes %d-%d: fetched again, GET %s"
-            _logger().warning(message, algorithm, start, last, self._shown_url())
-            part.done, part.taken, part.deferred = start - part.start, False, None
-            part.mismatches += 1
-        if bad and self.digest is not None:
-            self.digest.close()
+        """The file failed its digest: read back the parts with a deferred Content-Digest; True
+        when some mismatch (they are fetched once more, and the file hashed again)."""
+        read_at, again = self.target.read_at, False
+        for part in self.parts:
+            if read_at is not None and part.deferred is not None:
+                check = _PartCheck(*part.deferred, True, read_at)
+                check.add(part.offset)
+                if (actual := check.hexdigest(check.stated.hash)) != check.stated.value:
+                    self._mismatched(part, check, actual)
+                    part.taken, part.deferred, again = False, None, True
+        if again:
+            self._close_hashes()
             self.digest = None
             self._start_digest()
-        return bool(bad)
-
-
-def _hash_of(read_at: Callable[[int, int], bytes], start: int, end: int, algorithm: str) -> str:
-    """The hex digest of bytes ``[start, end)`` of a file, read back."""
-    hash = hashlib.new(algorithm)
-    while start < end and (data := read_at(start, min(_CHUNK_SIZE, end - start))):
-        hash.update(data)
-        start += len(data)
-    return hash.hexdigest()
-
-
-def _skip(response: _PooledResponse, count: int) -> None:
-    """Read and drop the first ``count`` bytes of a body."""
-    while count > 0 and (data := response.read(min(count, _CHUNK_SIZE))):
-        count -= len(data)
+        return again
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-    """The validator and parts ``(start, end, done)`` of a saved state, or None unless it is sound.
-
-    Sound: this URL; a validator that is a valid header value; integer offsets with
-    ``0 <= start <= start + done <= end <= total``; parts covering ``[0, total)`` in order.
-    """
+    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``, else None:
+    ``0 <= start <= start + done <= end``, parts covering ``[0, total)`` in order."""
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
     validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
@@ -3273,72 +3015,64 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    if not validator or not _is_count(total) or not isinstance(parts, list) or not parts:
-        return None
     spans, position = [], 0
-    for span in parts:
-        if (
-            not isinstance(span, list)
-            or len(span) != 3
-            or not all(_is_count(number) for number in span)
-        ):
+    for span in parts if isinstance(parts, list) else ():
+        if not (isinstance(span, list) and len(span) == 3 and all(map(_is_count, span))):
             return None
         start, end, done = span
-        if start != position or not start + done <= end <= total:
+        if start != position or start + done > end:
             return None
         spans.append((start, end, done))
         position = end
-    return (validator, spans) if position == total else None
+    if validator and spans and _is_count(total) and position == total:
+        return validator, spans
+    return None
 
 
 def _is_count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def _rate_limit(max_rate: float | None) -> _RateLimit | None:
-    """``max_rate`` checked, as a limit (None: no cap)."""
-    if max_rate is None:
-        return None
-    rate = _check_number(max_rate, "max_rate", positive=True, none=True)
-    if rate < 1:  # less than a byte a second: a transfer that never ends
-        raise ValueError(f"max_rate must be at least 1 (bytes per second), got {max_rate!r}")
-    return _RateLimit(rate)
+class _Limits:
+    """What bounds a download besides ``timeout``: its deadline, the lowest rate a connection may
+    bring, the highest of all together (curl's --limit-rate). Bad values raise, naming them."""
 
+    def __init__(
+        self, deadline: float | None, min_rate: float | None, max_rate: float | None
+    ) -> None:
+        seconds = _check_seconds(deadline, "deadline")
+        self.deadline = None if seconds is None else _Deadline(seconds)
+        self.min_rate = _check_seconds(min_rate, "min_rate")
+        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # chunk: bytes read at once
+        if max_rate is not None:
+            if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
+                raise ValueError(
+                    f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
+                )
+            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
+        self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
-class _RateLimit:
-    """At most ``rate`` bytes a second over a whole download, all its connections together (curl's --limit-rate)."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = float(rate)
-        self.lock = _thread.allocate_lock()
-        self.started = time.monotonic()
-        self.taken = 0
-
-    def take(self, count: int, deadline: _Deadline | None = None) -> None:
-        """Count ``count`` bytes received; wait until the rate allows them (never past ``deadline``)."""
+    def take(self, count: int) -> None:
+        """Count ``count`` bytes received; wait as ``max_rate`` asks (never past the deadline)."""
+        if self.rate is None:
+            return
         with self.lock:
             self.taken += count
             wait = self.started + self.taken / self.rate - time.monotonic()
-        if deadline is not None:
-            wait = min(wait, deadline.left())
+        if self.deadline is not None:
+            wait = min(wait, self.deadline.left())
         if wait > 0:
             time.sleep(wait)
 
 
-def _content_range(response: _PooledResponse) -> tuple[int, int, int | None] | None:
-    """First byte, last byte and total (None: ``*``) of a 206's Content-Range (RFC 9110 14.4); None if malformed."""
+def _content_range(value: str) -> tuple[int, int, int | None] | None:
+    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4), or None."""
     # At most 19 digits: int() refuses thousands (ValueError), and a file offset holds no more.
-    number = r"(\d{1,19})"
-    match = re.fullmatch(
-        rf"\s*bytes\s+{number}-{number}/({number[1:-1]}|\*)\s*",
-        response.headers.get("Content-Range", ""),
-    )
-    if (
-        match is None
-        or max(int(match[1]), int(match[2]), int(match[3]) if match[3] != "*" else 0) > _MAX_SIZE
-    ):
+    match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
+    if match is None:
         return None
-    return int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
+    first, last, total = int(match[1]), int(match[2]), None if match[3] == "*" else int(match[3])
+    return None if max(first, last, total or 0) > _MAX_SIZE else (first, last, total)
 
 
 def _validator(headers: http.client.HTTPMessage) -> str | None:
@@ -3348,245 +3082,195 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """The hashes (sha256 by default) of a download in file order, computed by a thread of its own to overlap
-    the network.
-
-    It is given a single stream's chunks as they arrive (``add``), or told how far the
-    file on disk is complete (``add_until``) and reads that back. Either is a job for the
-    thread, queued: at most _HASH_QUEUE_BYTES of chunks wait at once. ``start`` is the
-    offset of the first byte it hashes (a part's own digest starts there).
-    """
+    """Hashes (hashlib's ``algorithms``) of a download in file order, by a thread of their own."""
 
     def __init__(
-        self,
-        read_at: Callable[[int, int], bytes] | None,
-        algorithms: Iterable[str] = ("sha256",),
-        start: int = 0,
+        self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
     ) -> None:
         import queue
         import threading
 
-        self.read_at = read_at  # (offset, size) -> bytes of the file on disk
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(
-            _HASH_QUEUE_BYTES // _CHUNK_SIZE
-        )  # None: stop
-        self.algorithms = frozenset(algorithms)
-        self._hashes = [hashlib.new(name) for name in sorted(self.algorithms)]
-        self._position = start  # hashed so far (in the thread)
+        self.read_at = read_at  # (offset, size) -> bytes on disk
+        self.hashes = {name: hashlib.new(name) for name in algorithms}
+        self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        self._position = 0
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
         self._thread.start()
 
-    def add(self, data: bytes) -> None:
-        """Hash ``data``, the bytes that follow those already added."""
-        self._jobs.put(functools.partial(self._hash_bytes, data))
+    def add(self, job: bytes | int) -> None:
+        """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
+        self._jobs.put(job)
 
-    def add_until(self, end: int) -> None:
-        """Hash the file on disk up to ``end``, from where hashing stopped."""
-        self._jobs.put(functools.partial(self._hash_file_until, end))
-
-    def hexdigest(self, algorithm: str = "sha256") -> str:
+    def hexdigest(self, algorithm: str) -> str:
         self.close()
         if self._error is not None:
             raise self._error
-        return next(hash.hexdigest() for hash in self._hashes if hash.name == algorithm)
+        return self.hashes[algorithm].hexdigest()
 
     def close(self) -> None:
         if self._thread.is_alive():
-            self._jobs.put(None)
+            self._jobs.put(None)  # the thread's end
             self._thread.join()
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                if self._error is None:
-                    job()
-            except (
-                BaseException
-            ) as exc:  # reported by hexdigest(); the queue is drained until close()
+                if self._error is None:  # else drained until close()
+                    self._hash(job)
+            except BaseException as exc:  # raised by hexdigest()
                 self._error = exc
 
-    def _hash_bytes(self, data: bytes) -> None:
-        for hash in self._hashes:
-            hash.update(data)
-        self._position += len(data)
-
-    def _hash_file_until(self, end: int) -> None:
-        while self._position < end and self.read_at is not None:
-            data = self.read_at(self._position, min(_CHUNK_SIZE, end - self._position))
+    def _hash(self, job: bytes | int) -> None:
+        while isinstance(job, int) and self._position < job and self.read_at is not None:
+            data = self.read_at(self._position, min(_CHUNK_SIZE, job - self._position))
             if not data:
                 raise OSError(errno.EIO, "the downloaded file is shorter than was written")
-            self._hash_bytes(data)
+            self._hash(data)
+        if isinstance(job, bytes):
+            for hash in self.hashes.values():
+                hash.update(job)
+            self._position += len(job)
 
 
-def _server_digests(headers: http.client.HTTPMessage, *, whole: bool) -> list[tuple[str, str, str]]:
-    """The digests of the whole file a response states: ``(header, algorithm, hex)`` for each one the
-    client knows. ``whole``: the response carries the whole file without a content coding, so that its
-    Content-Digest is one of the file too. Unknown algorithms and malformed values are left out (DEBUG).
-    """
-    names = ["Repr-Digest", *(["Content-Digest"] if whole else []), "Digest"]
-    return [digest for name in names for digest in _parse_digests_of(headers, name)]
+class _PartCheck(_Digest):
+    """A 206's Content-Digest (``stated``) of its bytes from ``start``, hashed as they come (or read
+    back). Until it checks they do not count as received; ``held``: nor as written."""
 
-
-def _parse_digests_of(headers: http.client.HTTPMessage, name: str) -> list[tuple[str, str, str]]:
-    return [
-        digest for value in headers.get_all(name) or () for digest in _parse_digests(name, value)
-    ]
+    def __init__(
+        self,
+        start: int,
+        stated: _Stated,
+        held: bool,
+        read_at: Callable[[int, int], bytes] | None = None,
+    ) -> None:
+        super().__init__(read_at, (stated.hash,))
+        self.start, self.stated, self.held, self._position = start, stated, held, start
 
 
 def _is_saved_digest(saved: Any) -> bool:
     """True for a ``[header, algorithm, hex]`` a state file may hold."""
-    if (
-        not isinstance(saved, list)
-        or len(saved) != 3
-        or not all(isinstance(item, str) for item in saved)
-    ):
+    if not (isinstance(saved, list) and len(saved) == 3 and all(isinstance(s, str) for s in saved)):
         return False
     header, algorithm, value = saved
-    if (
-        header not in ("Repr-Digest", "Content-Digest", "Digest")
-        or algorithm not in _DIGEST_ALGORITHMS
-    ):
-        return False
-    size = hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
-    return len(value) == 2 * size and _is_lower_hex(value)
+    return (
+        header in ("Repr-Digest", "Content-Digest", "Digest")
+        and algorithm in _DIGEST_ALGORITHMS
+        and len(value) == 2 * hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
+        and _is_lower_hex(value)
+    )
 
 
-def _parse_digests(header: str, value: str) -> list[tuple[str, str, str]]:
-    """``(header, algorithm, hex)`` for each sha-256 or sha-512 member of one digest field's value.
-
-    RFC 9530 fields are a Structured Fields dictionary, ``sha-256=:BASE64:``; RFC 3230's
-    ``Digest`` is ``SHA-256=BASE64``. A member of another algorithm, or whose value is not
-    base64 of the algorithm's length, is ignored: never an error, never trusted.
-    """
+def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
+    """Each sha-256 or sha-512 member of the ``header`` fields (RFC 9530 ``sha-256=:BASE64:``,
+    RFC 3230 ``SHA-256=BASE64``); others and malformed values are ignored (DEBUG), never trusted."""
     import binascii
 
     digests = []
-    members = value.split(
-        ",", _MAX_DIGEST_MEMBERS
-    )  # a field names a few algorithms: the rest is not looked at
-    if (
-        len(members) > _MAX_DIGEST_MEMBERS
-    ):  # 64 KiB of commas in each of 100 fields took seconds of CPU
-        _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
-    for member in members[:_MAX_DIGEST_MEMBERS]:
-        name, _, encoded = member.partition(";")[0].strip().partition("=")
-        algorithm = name.strip().lower()
-        if header != "Digest":
-            algorithm = name.strip()  # a Structured Fields key is lowercase already (RFC 8941 3.2)
-            encoded = encoded[1:-1] if len(encoded) > 1 and encoded[0] == encoded[-1] == ":" else ""
-        if algorithm not in _DIGEST_ALGORITHMS:
-            _logger().debug(
-                "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
-            )
-            continue
-        try:
-            raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
-        except binascii.Error:
-            raw = b""
-        if len(raw) != hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size:
-            _logger().debug("ignored a malformed %s %s value", header, algorithm)
-            continue
-        digests.append((header, algorithm, raw.hex()))
+    for value in headers.get_all(header) or ():
+        members = value.split(",", _MAX_DIGEST_MEMBERS)
+        if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas x 100 fields took seconds
+            _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
+        for member in members[:_MAX_DIGEST_MEMBERS]:
+            name, _, encoded = member.partition(";")[0].strip().partition("=")
+            algorithm = name.strip()  # a Structured Fields key is lowercase (RFC 8941 3.2)
+            if header == "Digest":
+                algorithm = algorithm.lower()
+            elif len(encoded) > 1 and encoded[0] == encoded[-1] == ":":
+                encoded = encoded[1:-1]
+            else:
+                encoded = ""
+            if algorithm not in _DIGEST_ALGORITHMS:
+                _logger().debug(
+                    "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
+                )
+                continue
+            try:
+                raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
+            except binascii.Error:
+                raw = b""
+            if len(raw) != hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size:
+                _logger().debug("ignored a malformed %s %s value", header, algorithm)
+                continue
+            digests.append(_Stated(header, algorithm, raw.hex()))
     return digests
 
 
 class _Sink:
-    """What a _Transfer writes a download's bytes into: a file (_FileTarget), a stream (_StreamTarget), or a
-    stream that parts fetched at once write into in order (_ReorderBuffer). The defaults are those of a
-    target that takes each byte as it comes: nothing held back, nothing to reorder.
-    """
+    """Where a _Transfer's bytes go: _FileTarget, _StreamTarget, or _ReorderBuffer (a stream that
+    parallel parts write into in order). These defaults hold nothing back."""
 
-    parallel = True  # parts may be fetched at once
-    state: _StateFile | None = None  # where a resumable download's state is kept
-    read_at: Callable[[int, int], bytes] | None = (
-        None  # bytes written, read back; None: they cannot be
-    )
+    state: _StateFile | None = None  # a resumable download's state
+    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back (None: cannot)
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
     position: int | None = None  # bytes written in order, when that is not the bytes received
-    hashes_in_order = False  # True: the file's hash is handed each piece as it is written, in order
+    hashes_in_order = False  # True: the file's hash is handed each piece as it is written
+
+    def __enter__(self: _T) -> _T:
+        return self
 
     def put(self, part: _Part, data: bytes) -> None:
-        """Take ``data``, the bytes of ``part`` at its offset."""
         self.write_at(part.offset, data)
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """How many parts to cut a file of ``total`` bytes into, ``count`` for the connections."""
         return count
 
     def can_hold(self, size: int) -> bool:
-        """True when ``size`` bytes under a pending Content-Digest can be fetched again if it fails."""
+        """True when ``size`` bytes under a pending Content-Digest can be fetched again."""
         return self.read_at is not None
 
-    def reserve(self, size: int | None) -> None:
-        pass  # a stream of the caller's: its space is the caller's business
+    def reserve(self, size: int | None) -> None: ...  # a stream's space is the caller's business
 
     def release(self) -> bool:
-        """Write what was held back for a Content-Digest that has checked; True when something may have been."""
+        """Write what a Content-Digest that has checked held back; True if anything may be."""
         return False
 
-    def discard(self, part: _Part, start: int) -> None:
-        """Drop what is held back of ``part`` from ``start`` on: nothing is, bytes go straight to the target."""
+    def discard(self, part: _Part | None, start: int) -> None:
+        """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
     def discard_from(self, start: int) -> None:
-        """Drop what is held back from ``start`` on: nothing is."""
+        self.discard(None, start)
 
-    def stop(self) -> None:
-        """The transfer failed: no part waits for this target any longer (none does)."""
+    def stop(self) -> None: ...  # the transfer failed: no part may wait here any longer
 
-    def finish(self, total: int | None) -> None:
-        """Every part is in: nothing is left to write."""
+    def finish(self, total: int | None) -> None: ...  # every part is in: write what is left
 
-    def write_until(self, ended: Callable[[], bool]) -> None:
-        """Write what the part threads bring until ``ended()``: they write it themselves."""
+    def write_until(self, ended: Callable[[], bool]) -> None: ...  # the part threads write it
 
-    def wake(self) -> None:
-        """A part thread has ended: nobody waits for that."""
+    def wake(self) -> None: ...  # a part thread has ended
 
 
 class _FileTarget(_Sink):
-    """Where a download to a path goes: a file of its own beside the destination, moved over it by ``commit``.
-
-    Without ``resume`` it has a unique name and never outlives the call. With it, it is
-    ``.NAME.part`` with its state in ``.NAME.part.json``, locked while in use (another
-    process downloading to NAME gets a file of its own), and kept when a failure can be
-    resumed. Every file made here is created with O_EXCL and O_NOFOLLOW; one found from
-    an earlier run is used only when it is this user's regular file with one link.
-    """
-
-    parallel = (
-        True  # parts are written at their offsets: os.pwrite, or a seek and a write under a lock
-    )
+    """A file of its own beside the destination, moved over it by ``commit``: a unique name, or
+    with ``resume`` ``.NAME.part`` and its state, locked while in use, kept to be resumed."""
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
-        self.seeking = _thread.allocate_lock()  # where there is no os.pwrite/os.pread (Windows)
-        self.directory = os.path.dirname(destination) or "."
+        self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
         self.stem = _hidden_stem(destination)
-        self.path = ""
-        self.state: _StateFile | None = (
-            None  # with resume: where the state of the partial file is kept
-        )
-        self.lock_path = ""  # a .part.lock file, where there is no flock
-        self.finished = False  # committed, or cleaned up
-        _remove_abandoned_temporaries(self.stem)
+        self.path = self.lock_path = ""  # lock_path: a .part.lock, where there is no flock
+        self.committed = False
+        if fcntl := _fcntl():  # without flock (Windows) none is known to be abandoned
+            _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
         fd = self._open_resumable() if resume else None
         self.fd = self._open_unique() if fd is None else fd
 
     def _open_resumable(self) -> int | None:
-        """``.NAME.part`` (and ``state``), ours and locked; None when that cannot be had safely."""
+        """``.NAME.part`` and its state, ours and locked; None when that cannot be had safely."""
         path = self.stem + ".part"
         state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
             if not _is_own_regular_file(os.lstat(state.path)):
                 return None  # not ours to read or replace: left alone
-        fd = _open_own_file(path, create=True)
+        try:
+            fd: int | None = _create(path, 0o666)
+        except FileExistsError:
+            fd = _open_own_file(path)
         if fd is None:
             return None
         try:  # Ctrl-C while reading the state: both files stay as they were
-            # Locked, and still the file of that name: another process holding it may have
-            # committed it (renamed it over the destination) before the lock was ours.
+            # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and _is_named(fd, path):
                 state.load()
                 self.path, self.state = path, state
@@ -3597,16 +3281,11 @@ class _FileTarget(_Sink):
         return None if self.state is None else fd
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file, to be
-        continued (``done`` as far as the bytes on disk go); else None, and what was there is dropped.
-        """
-        if self.state is None:  # without resume: a new file, empty
-            return None
-        checked = _checked_state(self.state.saved, url)
-        if (
-            checked is None or checked[1][-1][1] == 0
-        ):  # an empty file: nothing a range could continue
-            self.reset()  # bytes of another URL, or without a sound state to say what they are
+        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file;
+        else None, and what was there is dropped."""
+        checked = None if self.state is None else _checked_state(self.state.saved, url)
+        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
+            self.reset()
             return None
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
@@ -3617,16 +3296,15 @@ class _FileTarget(_Sink):
 
     def _lock(self, fd: int) -> bool:
         fcntl = _fcntl()
-        if fcntl is None:  # not on Linux: Windows has no flock; a lock file holding our process id
+        if fcntl is None:  # not on Linux: Windows has no flock
             return self._lock_with_a_file()
-        try:
+        with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
+            return True
+        return False
 
     def _lock_with_a_file(self) -> bool:
-        """``.NAME.part.lock``, created with O_EXCL; taken over when the process that made it is gone."""
+        """``.NAME.part.lock``, made with O_EXCL; taken over when its process is gone."""
         path = self.stem + ".part.lock"
         try:
             _write_new(path, str(os.getpid()).encode())
@@ -3638,23 +3316,23 @@ class _FileTarget(_Sink):
 
     def _unlock(self) -> None:
         if self.lock_path:
-            with contextlib.suppress(OSError):
-                os.unlink(self.lock_path)
+            _remove(self.lock_path)
             self.lock_path = ""
 
     def _open_unique(self) -> int:
-        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name, so
-        that a ``.part`` no process holds is one a killed download left (see _remove_abandoned_temporaries).
-        """
+        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name: a
+        ``.part`` no process holds is one a killed download left."""
         for _ in range(100):
             token = os.urandom(6).hex()
             path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
-            try:  # O_EXCL: two downloads to one path never share a temporary file
+            try:
                 fd = _create(new, 0o666)
             except FileExistsError:
                 continue
             try:
-                _hold(fd)
+                if fcntl := _fcntl():  # waiting: a sweep may hold it for an instant
+                    with contextlib.suppress(OSError):
+                        fcntl.flock(fd, fcntl.LOCK_EX)
                 os.replace(new, path)  # 48 random bits: no other file has that name
             except BaseException:
                 os.close(fd)
@@ -3662,33 +3340,25 @@ class _FileTarget(_Sink):
                 raise
             self.path = path
             return fd
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", self.directory)
-
-    def __enter__(self) -> _FileTarget:
-        return self
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
 
     def __exit__(self, *exc_info: object) -> None:
-        if not self.finished:  # not committed: a failure, Ctrl-C included
-            if (
-                self.state is None or not self.state.kept
-            ):  # else both stay, for the next run to resume
-                _remove(self.path)
-                if self.state is not None:
-                    self.state.remove()
-            os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
-            self._unlock()
-            self.finished = True
+        if not self.committed and not (self.state and self.state.kept):
+            _remove(self.path)
+            if self.state is not None:
+                self.state.remove()
+        os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
+        self._unlock()
 
     def reset(self) -> None:
-        """Drop what is kept: the file's bytes, and the state that described them."""
         os.ftruncate(self.fd, 0)
         if self.state is not None:
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
-        free = shutil.disk_usage(self.directory).free
+        free = shutil.disk_usage(directory := os.path.dirname(self.stem)).free
         if size is not None and size > free:
-            message = f"not enough space for {_size(size)} in {self.directory} ({_size(free)} free)"
+            message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
     def write_at(self, offset: int, data: bytes) -> None:
@@ -3703,72 +3373,65 @@ class _FileTarget(_Sink):
             view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
-        """Bytes written, read back (to hash them): a stream target's ``read_at`` is None, it cannot."""
-        if not _HAS_PWRITE:  # not on Linux: Windows has no os.pread
-            with self.seeking:
-                os.lseek(self.fd, offset, os.SEEK_SET)
-                return os.read(self.fd, size)
-        return os.pread(self.fd, size, offset)
+        if _HAS_PWRITE:
+            return os.pread(self.fd, size, offset)
+        with self.seeking:  # not on Linux: Windows has no os.pread
+            os.lseek(self.fd, offset, os.SEEK_SET)
+            return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place, once it is ``total`` bytes long (when that is known) and still
-        the file written here (PermissionError: someone put another in its place)."""
-        # Flushed to the operating system (os.write holds nothing back), not fsync'ed: like
-        # curl and wget; a sync halves the speed. See docs/DESIGN.md, "Decisions".
-        size = os.fstat(self.fd).st_size
+        """Move the file into place once it is ``total`` bytes long (when known) and still the file
+        written here (else PermissionError). Not fsync'ed, as curl and wget (see docs/DESIGN.md)."""
+        size, destination = os.fstat(self.fd).st_size, self.destination
         swapped = "another file was put in place of the temporary file"
-        try:  # the state goes in every case: done with, or (the check or the move failed) not to be resumed
+        try:  # the state goes in every case
             if total is not None and size != total:
-                message = f"the downloaded file has {size} bytes where the server announced {total}: not committed"
+                message = (
+                    f"the downloaded file has {size} bytes where the server announced {total}:"
+                    " not committed"
+                )
                 raise InvalidResponseError(message, method="GET", received=size, expected=total)
             if not _is_named(self.fd, self.path):
-                raise PermissionError(errno.EACCES, f"{swapped}: not committed", self.destination)
+                raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
             try:
-                os.replace(self.path, self.destination)
+                os.replace(self.path, destination)
             except OSError as exc:  # its text names the temporary file: the caller's name instead
-                raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
-            if not _is_named(self.fd, self.destination):  # put there after the check: see DESIGN.md
+                raise OSError(exc.errno, exc.strerror or str(exc), destination) from None
+            if not _is_named(self.fd, destination):  # put there after the check: see DESIGN.md
                 with contextlib.suppress(OSError):  # the user's own may be another download's: kept
-                    if not _is_mine(os.lstat(self.destination)):
-                        os.unlink(self.destination)
-                left = "left there" if os.path.lexists(self.destination) else "removed"
+                    if not _is_mine(os.lstat(destination)):
+                        os.unlink(destination)
+                left = "left there" if os.path.lexists(destination) else "removed"
                 message = f"{swapped} and moved into place: {left}"
-                raise PermissionError(errno.EACCES, message, self.destination)
+                raise PermissionError(errno.EACCES, message, destination)
         finally:
             if self.state is not None:
                 self.state.remove()
-        os.close(self.fd)
-        self._unlock()
-        self.finished = True
+        self.committed = True
 
 
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool
 ) -> _FileTarget | _StreamTarget:
-    """Where a download goes, ``destination`` examined once: a binary file object, written at its position
-    and left open; a device, FIFO or descriptor (``/dev/stdout``), opened and written directly; else a
-    file of its own beside the file the path names (see _FileTarget), moved over it by ``commit``.
-    """
+    """Where a download goes: a file object (left open), a device, FIFO or descriptor (written
+    directly), else a _FileTarget beside the file the path names."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)  # the file the user's (or root's) link names
-    stream = _open_special_destination(
-        path, file_path
-    )  # /dev/null, a FIFO, /dev/stdout: written directly
-    if stream is not None:
+    file_path = _follow_destination_links(path)
+    if stream := _open_special_destination(path, file_path):
         return _StreamTarget(stream, opened=True)
     try:
         return _FileTarget(file_path, resume)
     except OSError as exc:  # said of the destination and its directory, not of the client's files
         problem = _directory_problem(os.path.dirname(file_path) or ".")
         reason = exc.strerror or str(exc)
-        # OSError(errno, ...) is that errno's subclass (PermissionError...); no cause: it names ours
+        # OSError(errno, ...) is that errno's subclass (PermissionError...)
         raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
 
 
 def _directory_problem(directory: str) -> str | None:
-    """What keeps files from being made in ``directory``, in a few words; None when nothing is seen."""
+    """What keeps files from being made in ``directory``, in a few words (None: nothing seen)."""
     try:
         status = os.stat(directory)
     except FileNotFoundError:
@@ -3785,11 +3448,8 @@ def _directory_problem(directory: str) -> str | None:
 
 
 class _StateFile:
-    """The state of a resumable download (``.NAME.part.json``): what a later run needs to continue it.
-
-    ``kept`` is true while a state on disk describes the partial file: a failure then leaves
-    both for the next run.
-    """
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk describes the
+    partial file (a failure leaves both)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -3797,20 +3457,14 @@ class _StateFile:
         self.kept = False
 
     def load(self) -> None:
-        """Read the state an earlier run left, into ``saved``."""
-        for name in _sibling_names(
-            self.path, (".tmp",), 8
-        ):  # a save that kill -9 cut short; the lock is ours
-            with contextlib.suppress(OSError):
-                if _is_own_regular_file(os.lstat(name)):
-                    os.unlink(name)
-        fd = _open_own_file(self.path, create=False)
+        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
+        fd = _open_own_file(self.path)
         self.saved = None if fd is None else _read_state(fd)
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, after the bytes it counts were written: mode 0600 (the URL may hold a
-        signature), written beside it and moved over it, so that the state on disk is whole."""
+        """Record ``state`` (after the bytes it counts), mode 0600 (the URL may hold a signature),
+        moved over the old one whole."""
         _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
@@ -3825,13 +3479,13 @@ def _remove(path: str) -> None:
 
 
 def _create(path: str, mode: int = 0o600) -> int:
-    """A new file ``path``, opened read-write: never through a link, never one that is there already
-    (FileExistsError). Every file the client makes is made here."""
+    """A new file, read-write: never through a link, never one already there (FileExistsError).
+    Every file the client makes is made here."""
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
 
 
 def _write_new(path: str, data: bytes, replacing: str = "") -> None:
-    """A new file ``path`` (see _create) holding ``data``, then moved over ``replacing`` when given;
+    """A new file ``path`` (_create) holding ``data``, then moved over ``replacing`` when given;
     removed again when that fails (unless it was there already: not ours)."""
     try:  # the open inside: a signal arriving just after it still removes the file
         with os.fdopen(_create(path), "wb") as file:
@@ -3845,13 +3499,9 @@ def _write_new(path: str, data: bytes, replacing: str = "") -> None:
         raise
 
 
-def _open_own_file(path: str, *, create: bool) -> int | None:
-    """``path`` opened read-write, never through a symbolic link: created (``create``), or found there
-    and then only if it is this user's regular file with one link. None otherwise, and when it is not there.
-    """
-    if create:
-        with contextlib.suppress(FileExistsError):
-            return _create(path, 0o666)
+def _open_own_file(path: str) -> int | None:
+    """``path`` opened read-write, never through a link, when it is this user's regular file with
+    one link; else None."""
     try:
         fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
     except OSError:  # a link (ELOOP), not there, not ours to open
@@ -3865,8 +3515,7 @@ def _open_own_file(path: str, *, create: bool) -> int | None:
 def _is_named(fd: int, path: str) -> bool:
     """True when ``path`` (not followed) is the very file open as ``fd``."""
     with contextlib.suppress(OSError):
-        named, status = os.lstat(path), os.fstat(fd)
-        return (named.st_dev, named.st_ino) == (status.st_dev, status.st_ino)
+        return os.path.samestat(os.lstat(path), os.fstat(fd))
     return False
 
 
@@ -3880,7 +3529,7 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
 
 
 def _read_state(fd: int) -> Any:
-    """The decoded state in ``fd`` (closed here), or None when it is too large or not JSON."""
+    """The JSON in ``fd`` (closed here); None when it is too large or not JSON."""
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
@@ -3891,74 +3540,34 @@ def _read_state(fd: int) -> Any:
         return None
 
 
-def _hold(fd: int) -> None:
-    """Lock a temporary file while it is in use, where the platform can (see _remove_abandoned_temporaries).
-
-    Waiting, not LOCK_NB: a sweeping download may hold it for an instant, and a file left
-    unlocked would be taken for abandoned.
-    """
-    fcntl = _fcntl()
-    if fcntl is not None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX)
-
-
-def _remove_abandoned_temporaries(stem: str) -> None:
-    """Remove the ``.NAME.<hex>.part`` files a killed download to the same destination left behind:
-    this user's regular files that no process holds (each is locked before it takes that name).
-    A ``.new`` one, killed in the instant before its lock, goes once it is a minute old. Without
-    flock none is known to be abandoned.
-    """
-    fcntl = _fcntl()
-    if fcntl is None:  # not on Linux: Windows has no flock
-        return
-    for path in _sibling_names(stem, (".part", ".new"), 12):
-        fd = _open_own_file(path, create=False)
-        if fd is None:
-            continue
-        with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
-            if path.endswith(".part") or time.time() - os.fstat(fd).st_mtime > 60:
-                os.unlink(path)
-
-
-def _sibling_names(stem: str, suffixes: tuple[str, ...], hex_length: int) -> list[str]:
-    """The paths ``STEM.<hex_length lower-case hex digits>SUFFIX`` in the stem's directory, one listing for all
-    suffixes: the exact names the client makes."""
+def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
+    """Remove the ``STEM.<length hex digits>.SUFFIX`` files (``suffixes``: ``part|new``) that no
+    process holds (``fcntl``'s flock; None: the caller's lock covers them), a ``.new`` once a
+    minute old: what a killed download left."""
     directory, prefix = os.path.split(stem)
+    pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
         names = os.listdir(directory or ".")
     except OSError:
-        return []
-    prefix += "."
-    return [
-        os.path.join(directory, name)
-        for name in names
-        for suffix in suffixes
-        if name.startswith(prefix)
-        and name.endswith(suffix)
-        and len(name) == len(prefix) + hex_length + len(suffix)
-        and _is_lower_hex(
-            name[len(prefix) : len(prefix) + hex_length]
-        )  # the client's names only, never a user's
-    ]
+        return
+    for name in filter(pattern.fullmatch, names):
+        path = os.path.join(directory, name)
+        if (fd := _open_own_file(path)) is not None:
+            with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
+                if not path.endswith(".new") or time.time() - os.fstat(fd).st_mtime > 60:
+                    os.unlink(path)
 
 
 def _is_lower_hex(text: str) -> bool:
-    """True when ``text`` is what ``os.urandom(n).hex()`` gives: digits and a-f only."""
     return all(character in "0123456789abcdef" for character in text)
 
 
 def _take_over_abandoned_lock(path: str) -> bool:
-    """Replace a ``.part.lock`` that is provably abandoned with this process's own lock file, in one
-    step; True when the lock is ours.
-
-    Never unlinked nor renamed away (some interleaving would then remove another live process's
-    lock). A claim file named after the abandoned file (O_EXCL) lets one process at a time take
-    over that file, and the holder checks that the lock is still the very file judged abandoned,
-    and still abandoned, before it replaces it: that file is then changed by no one else.
-    A claim a killed process left keeps that lock from being taken over: never stolen.
-    """
+    """Replace a provably abandoned ``.part.lock`` with this process's own in one step (never
+    unlinked nor renamed away); True when the lock is ours. A claim file (O_EXCL) lets one process
+    at a time check that it is still that file, still abandoned; a killed one's claim stays."""
     judged = _abandoned_lock(path)
     if judged is None:
         return False
@@ -3969,9 +3578,8 @@ def _take_over_abandoned_lock(path: str) -> bool:
         return False
     try:
         again = _abandoned_lock(path)
-        if again is None or (again.st_dev, again.st_ino) != (judged.st_dev, judged.st_ino):
+        if again is None or not os.path.samestat(again, judged):
             return False  # taken over meanwhile, and in use
-        # One step: the abandoned file goes as ours takes its name.
         _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
         return True
     finally:
@@ -3979,30 +3587,17 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the ``.part.lock`` at ``path`` (this user's own file) when it is provably abandoned:
-    its process is gone, or it is empty or garbled (its process killed before it wrote its id) and
-    older than a few seconds. None otherwise.
-    """
-    fd = _open_own_file(path, create=False)
+    """The status of the ``.part.lock`` at ``path`` (the user's own) when its process is gone, or
+    it is empty or garbled (killed before it wrote) and a few seconds old; else None."""
+    fd = _open_own_file(path)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
-        pid = _lock_file_pid(file.read(32))
-    if pid is None:
-        return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
-    return None if _process_exists(pid) else status
-
-
-def _lock_file_pid(data: bytes) -> int | None:
-    """The process id a ``.part.lock`` file's bytes hold; None when they are empty or garbled."""
-    text = data.decode("ascii", "replace")
-    if not text.isdigit() or len(text) > 10:
-        return None
-    pid = int(text)
-    return (
-        pid if 0 < pid < 2**31 else None
-    )  # os.kill takes a C int: a larger number is no process id
+        text = file.read(32).decode("ascii", "replace")
+    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
+        return None if _process_exists(int(text)) else status
+    return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
 
 
 def _process_exists(pid: int) -> bool:
@@ -4024,26 +3619,18 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, following a symbolic link only when it is the user's own or
-    root's (as ``/dev/stdout`` is); another user's is a PermissionError, sticky directory or not
-    (stricter than the kernel's ``fs.protected_symlinks``): it would choose which file is replaced.
-
-    Only the last component is followed (the directories on the way are left to the kernel), and
-    a descriptor's link (``/dev/stdout`` leads to ``/proc/self/fd/1``) is where it stops.
-    """
+    """The file a destination names: its last component's links followed when the user's own or
+    root's (another user's: PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
     for _ in range(40):  # the kernel's own limit on links in a row
-        if _is_descriptor_link(path):
-            return path  # /proc/self/fd/N: a stream, never the file behind it (which would be replaced)
-        target = _link_target(path)
-        if target is None:
+        if _is_descriptor_link(path) or (target := _link_target(path)) is None:
             return path
         path = os.path.join(os.path.dirname(path), target)
     return path
 
 
 def _link_target(path: str) -> str | None:
-    """What the link ``path`` says, when it is one the user or root owns; None when it is no link.
-    With O_PATH, the link read is the very link looked at, not one renamed over it since."""
+    """What the link ``path`` says, when the user or root owns it; None when it is no link. With
+    O_PATH, the very link looked at is read."""
     try:
         fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
         link = os.fstat(fd) if fd >= 0 else os.lstat(path)
@@ -4062,31 +3649,37 @@ def _link_target(path: str) -> str | None:
 
 
 class _StreamTarget(_Sink):
-    """A binary file object (or a device or FIFO opened for the caller): written in order, left open."""
-
-    parallel = (
-        False  # written in order only; never resumed, and what was written cannot be read back
-    )
+    """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
-        self.opened = (
-            opened  # opened here (a device, a FIFO, /dev/stdout): closed on exit; else the caller's
-        )
+        writable = getattr(stream, "writable", None)
         if (
             not callable(getattr(stream, "write", None))
             or isinstance(stream, io.TextIOBase)
-            or not _writable(stream)
+            or (callable(writable) and not writable())
         ):
+            kind = type(stream).__name__
             raise TypeError(
-                f"destination must be a path or a binary file object open for writing, not {type(stream).__name__}"
+                f"destination must be a path or a binary file object open for writing, not {kind}"
             )
-        self.stream = stream
+        self.stream, self.opened = stream, opened  # opened here (/dev/stdout): closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.pipe = _Pipe.of(stream)
         self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
+        self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
+        try:
+            mode = os.fstat(fd := stream.fileno()).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
+            return
+        if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
+            self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+            self.poller.register(fd, select.POLLOUT)
+            try:  # Linux: how much it holds
+                self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+            except (AttributeError, OSError):  # elsewhere, and a socket
+                self.size = 0
 
     def reset(self) -> None:
         if self.start is None:
@@ -4097,36 +3690,32 @@ class _StreamTarget(_Sink):
         with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
             self.stream.truncate()
 
-    def __enter__(self) -> _StreamTarget:
-        return self
-
     def __exit__(self, *exc_info: object) -> None:
         if self.opened:
             self.stream.close()
 
-    def take_up(self, url: str) -> None:
-        """Nothing kept from an earlier run: a stream is never resumed."""
-        return None
+    def take_up(self, url: str) -> None: ...  # a stream is never resumed
 
-    def commit(self, total: int | None) -> None:
-        """Nothing to move into place: the bytes are in the stream."""
+    def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write ``data`` at the stream's position: a stream is only ever written in order.
-
-        Into a pipe (or FIFO, socket) no more at once than it takes without blocking, so that a
-        reader that stops reading holds no write past the deadline or close(). A buffered stream is
-        flushed first, then written through its raw stream.
-        """
-        stream, pipe = self.stream, self.pipe
-        if pipe is None:
+        """Write at the stream's position; into a pipe, FIFO or socket no more than it takes without
+        blocking: a reader that stops reading holds no write past the deadline or close()."""
+        stream = self.stream
+        if self.poller is None:
             return _write_all(stream, data)
         if isinstance(stream, io.BufferedWriter):
             stream.flush()
             stream = stream.raw
         view, start = memoryview(data), 0
         while start < len(view):
-            if room := pipe.room(_WAKE_SECONDS):
+            if self.poller.poll(_WAKE_SECONDS * 1000):
+                room = select.PIPE_BUF  # POSIX: what poll() promises; all it holds when empty
+                if self.size:
+                    import termios
+
+                    queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
+                    room = room if int.from_bytes(queued, sys.byteorder) else self.size
                 _write_all(stream, view[start : start + room])
                 start += room
             self.in_time()
@@ -4142,55 +3731,13 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
         data = data[written:]
 
 
-class _Pipe:
-    """A pipe, FIFO or socket that a stream writes into (a reader may stop reading it)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
-        self.poller.register(fd, select.POLLOUT)
-        try:  # Linux: how much it holds
-            self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-        except (AttributeError, OSError):  # elsewhere, and a socket
-            self.size = 0
-
-    @classmethod
-    def of(cls, stream: Any) -> _Pipe | None:
-        """``stream``'s pipe, FIFO or socket; None for another stream, or without poll()."""
-        try:
-            fd = stream.fileno()
-            mode = os.fstat(fd).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
-            return None
-        pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-        return cls(fd) if pipe and hasattr(select, "poll") else None
-
-    def room(self, timeout: float) -> int:
-        """Bytes it takes now without blocking, ``timeout`` seconds waited for at most (0: none):
-        PIPE_BUF once poll() says so (POSIX); all it holds when empty (a reader keeping up)."""
-        if not self.poller.poll(timeout * 1000):
-            return 0
-        if self.size:
-            import termios
-
-            queued = _fcntl().ioctl(self.fd, termios.FIONREAD, bytes(4))
-            if not int.from_bytes(queued, sys.byteorder):
-                return self.size
-        return select.PIPE_BUF
-
-
 class _ReorderBuffer(_Sink):
-    """A stream (a ``_StreamTarget``) that the parts of a parallel download write into in order.
+    """A stream (``target``) that a parallel download's parts write into in order: only the
+    ``writer`` thread (the caller's: a signal interrupts its blocked write) writes into it; bytes
+    further ahead wait here, ``limit`` at most (a part past that waits for room), and those under
+    a pending Content-Digest until it checks. ``written(data)`` is told each piece written."""
 
-    Only the ``writer`` thread (the caller's: a signal interrupts its blocked write, which
-    a part thread's would never see) writes into the stream, the bytes at its position as
-    soon as they are there; a part's bytes further ahead wait here, ``limit`` bytes at most:
-    a part whose bytes lie past ``position + limit`` waits for room, so that a reader that
-    stops reading stops the fetching and never grows the buffer. Bytes under a pending Content-Digest
-    (``_PartCheck.held``) are held until it checks (``release``) or dropped (``discard``).
-    ``written(data)`` is told each piece written, in order (the file's hash, progress).
-    """
-
-    hashes_in_order = True  # never resumed, and what was written cannot be read back
+    hashes_in_order = True  # what was written cannot be read back
     max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
 
     def __init__(
@@ -4207,117 +3754,83 @@ class _ReorderBuffer(_Sink):
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
         self.position: int = 0  # bytes written into the stream
         self.buffered = self.peak = 0  # bytes waiting now, and at most
-        self.writing = False  # a thread is writing into the stream
+        self.writing = False  # the writer is in release()
         self.stopped = False  # the transfer failed: no part waits for room any longer
-        self.writer = (
-            _thread.get_ident()
-        )  # the one thread that writes into the stream (see _Transfer)
+        self.writer = _thread.get_ident()  # the one thread that writes into the stream
 
     def put(self, part: _Part, data: bytes) -> None:
-        """Take ``data``, the bytes of ``part`` at its offset; write what it lets be written in order."""
-        offset = part.offset
-        while not self._took(
-            part, data, offset
-        ):  # no room yet: the writer makes it, the others wait for it
-            if _thread.get_ident() == self.writer:
-                self._write_when_there()
+        offset, size = part.offset, len(data)
+        while True:
+            with self.condition:
+                if self.stopped or offset + size <= self.position + max(self.limit, size):
+                    if self.stopped or part.dropped:
+                        raise _PartStopped
+                    self.chunks[offset] = (data, part)
+                    self.buffered += size
+                    self.peak = max(self.peak, self.buffered)
+                    break
+                if _thread.get_ident() != self.writer:
+                    self._wait()  # for room, that the writer makes
+                    continue
+            self._write_when_there()
         self.release()
 
-    def _took(self, part: _Part, data: bytes, offset: int) -> bool:
-        """True once ``data`` is kept; False, at once for the writer, when there is no room for it yet."""
-        with self.condition:
-            while not self.stopped and offset + len(data) > self.position + max(
-                self.limit, len(data)
-            ):
-                if _thread.get_ident() == self.writer:
-                    return False
-                self._wait()
-            if self.stopped or part.dropped:
-                raise _PartStopped
-            self.chunks[offset] = (data, part)
-            self.buffered += len(data)
-            self.peak = max(self.peak, self.buffered)
-            return True
-
     def _write_when_there(self, ended: Callable[[], bool] = lambda: False) -> None:
-        """(The writer) wait until the bytes at the position are there, or ``ended()``, then write what is."""
+        """(The writer) wait until the bytes at the position are there, or ``ended()``."""
         with self.condition:
             while not self.stopped and not ended() and not self._ready():
                 self._wait()
         self.release()
 
     def _wait(self) -> None:
-        """(Under the lock) wait for another thread, a while at most; end if the call must."""
+        """(Under the lock) wait a while at most for another thread; end if the call must."""
         self.condition.wait(_WAKE_SECONDS)
         self.in_time()
 
     def write_until(self, ended: Callable[[], bool]) -> None:
-        """(The writer, its own parts fetched) write what the part threads bring until ``ended()``."""
         while not ended():
             self._write_when_there(ended)
         self.release()
 
     def wake(self) -> None:
-        """A part thread has ended: the writer looks again."""
         with self.condition:
             self.condition.notify_all()
 
     def _ready(self) -> bool:
         """(Under the lock) the bytes at the position are there and may be written."""
-        _, part = self.chunks.get(self.position, (b"", None))
-        check = None if part is None else part.check
-        return part is not None and not (
-            check is not None and check.held and self.position >= check.start
-        )
+        if (chunk := self.chunks.get(self.position)) is None:
+            return False
+        check = chunk[1].check
+        return check is None or not check.held or self.position < check.start
 
     def release(self) -> bool:
-        """Write what lies at the position (the writer only: any other thread wakes it). True: what was
-        held back is written, or the writer is woken to write it."""
+        """Write what lies at the position (the writer; another thread wakes it)."""
         with self.condition:
-            if _thread.get_ident() != self.writer:
+            if self.writing or _thread.get_ident() != self.writer:
                 self.condition.notify_all()
-                return True
-            if self.writing:
                 return True
             self.writing = True
         try:
-            while (data := self._next_to_write()) is not None:
-                self.target.write_at(
-                    self.position, data
-                )  # outside the lock: a signal interrupts a blocked write
+            while True:
+                with self.condition:
+                    if self.stopped or not self._ready():
+                        return True
+                    data, _ = self.chunks.pop(self.position)
+                    self.buffered -= len(data)
+                self.target.write_at(self.position, data)  # unlocked: a signal interrupts it
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
                 self.written(data)
-        except BaseException:
+        finally:
             with self.condition:
                 self.writing = False
                 self.condition.notify_all()
-            raise
-        return True
 
-    def _next_to_write(self) -> bytes | None:
-        """The bytes at the position, taken out; None (and no longer writing) when they are not there yet."""
-        with self.condition:
-            if self.stopped or not self._ready():
-                self.writing = False
-                return None
-            data, _ = self.chunks.pop(self.position)
-            self.buffered -= len(data)
-            return data
-
-    def discard(self, part: _Part, start: int) -> None:
-        """Drop ``part``'s bytes from ``start`` on: they are fetched again."""
-        self._drop(lambda offset, owner: owner is part and offset >= start)
-
-    def discard_from(self, start: int) -> None:
-        """Drop every byte from ``start`` on: one stream sends them again."""
-        self._drop(lambda offset, owner: offset >= start)
-
-    def _drop(self, dropped: Callable[[int, _Part], bool]) -> None:
+    def discard(self, part: _Part | None, start: int) -> None:
         with self.condition:
             for offset, (data, owner) in list(self.chunks.items()):
-                if dropped(offset, owner):
+                if offset >= start and (part is None or owner is part):
                     del self.chunks[offset]
                     self.buffered -= len(data)
             self.condition.notify_all()
@@ -4328,7 +3841,6 @@ class _ReorderBuffer(_Sink):
             self.condition.notify_all()
 
     def finish(self, total: int | None) -> None:
-        """Once every part is in: write what is left; all of it must have joined up."""
         self.release()
         if self.chunks or (total is not None and self.position != total):
             raise InvalidResponseError(
@@ -4345,33 +3857,49 @@ class _ReorderBuffer(_Sink):
             self.position = 0
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """Pieces taken in order, each fits its share of the buffer: no more than ``max_parts``, all listed at
-        once (past that, a larger file has larger pieces, that wait for room in the buffer)."""
+        """Pieces that each fit their share of the buffer, at most ``max_parts`` (then larger)."""
         return min(-(-total // (self.limit // connections)), self.max_parts)
 
     def can_hold(self, size: int) -> bool:
-        """Bytes under a pending Content-Digest are held here until it checks, when they fit."""
         return size <= self.limit
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """The destination opened for writing when it is not a regular file (``file_path``, what ``path``
-    names: see _follow_destination_links): a descriptor such as ``/dev/stdout`` at its position, a
-    device or FIFO; None when it is a regular file or nothing yet (a file of its own is made beside it).
+    """``file_path`` (where ``path`` leads) opened to write, as curl -o does, when it is no regular
+    file (else None): a descriptor (``/dev/fd/N``, ``/proc/PID/fd/N``), this process's duplicated
+    (``>> log`` appends), another's opened to append; a FIFO or device, the very one looked at,
+    only where ``fs.protected_fifos`` would let the user open it with O_CREAT (else
+    PermissionError: without O_CREAT the kernel lets another user's FIFO in /tmp have it all).
     """
-    if _is_descriptor_link(file_path):
-        return _open_descriptor(file_path)
+    if match := _descriptor_directory(file_path):
+        if match[1] in (None, "self", "thread-self", str(os.getpid())):
+            try:  # abspath: "/dev/fd/1/" names 1 too
+                fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
+            except OverflowError:
+                raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
+        else:
+            fd = os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY)
+        return open(fd, "wb", buffering=0)
     try:
         status = os.lstat(file_path)  # one look at what is there
     except OSError:  # nothing yet, or not reachable: creating the file will say why
         return None
     if stat.S_ISDIR(status.st_mode):
         raise ValueError(f"destination is a directory: {path!r}")
-    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(
-        status.st_mode
-    ):  # a link: 40 in a row, left to the kernel
+    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # 40 links: the kernel's
         return None
-    return _open_device(file_path, status)
+    if not _is_mine(status):
+        parent = os.stat(os.path.dirname(file_path) or ".")
+        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
+            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+            message = f"refusing to write to {what} another user made in a sticky world-writable"
+            raise PermissionError(errno.EACCES, f"{message} directory", file_path)
+    fd = os.open(file_path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader
+    if not os.path.samestat(os.fstat(fd), status):
+        os.close(fd)
+        message = "the destination was replaced while it was being opened"
+        raise PermissionError(errno.EACCES, message, file_path)
+    return open(fd, "wb", buffering=0)
 
 
 # A pattern, compiled (and cached by re) on first use: not at import.
@@ -4379,12 +3907,12 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 def _is_descriptor_link(path: str) -> bool:
-    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (``/dev/stdout`` and ``/dev/stderr`` lead there)."""
+    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (where ``/dev/stdout`` leads)."""
     return _descriptor_directory(path) is not None
 
 
 def _descriptor_directory(path: str) -> re.Match[str] | None:
-    """The match of ``path``'s directory, as written or as resolved, as a directory of descriptors."""
+    """The match of ``path``'s directory (as written, or resolved) as a directory of descriptors."""
     directory, name = os.path.split(os.path.abspath(path))
     if not (name.isascii() and name.isdigit()):
         return None
@@ -4393,86 +3921,21 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
     )
 
 
-def _open_descriptor(path: str) -> BinaryIO:
-    """A stream for ``/dev/fd/N`` or ``/proc/PID/fd/N``: this process's descriptor N itself (duplicated,
-    so that bytes go at its position: ``>> log`` appends); another process's opened to append. The file
-    behind it is never resolved nor replaced.
-    """
-    process = _descriptor_directory(path).group(1)  # type: ignore[union-attr]
-    if (
-        process is not None
-        and process not in ("self", "thread-self")
-        and int(process) != os.getpid()
-    ):
-        return open(os.open(path, os.O_WRONLY | os.O_APPEND | _O_BINARY), "wb", buffering=0)
-    try:
-        fd = os.dup(
-            int(os.path.basename(os.path.abspath(path)))
-        )  # abspath: "/dev/fd/1/" names 1 too
-    except OverflowError:
-        raise OSError(errno.EBADF, "no such file descriptor", path) from None
-    return open(fd, "wb", buffering=0)
-
-
-def _open_device(path: str, status: os.stat_result) -> BinaryIO:
-    """The device or FIFO at ``path`` (``status``: its lstat) opened for writing, as curl -o does.
-
-    Only where the kernel's ``fs.protected_fifos`` rule would let this user open it with O_CREAT
-    (see _check_special_file); never created, truncated, nor reached through a link; and only the
-    very file that was looked at (another may have been put there since). Else PermissionError.
-    """
-    _check_special_file(path, status)
-    fd = os.open(
-        path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY
-    )  # a FIFO waits for its reader here, as with curl
-    opened = os.fstat(fd)
-    if (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino):
-        os.close(fd)
-        raise PermissionError(
-            errno.EACCES, "the destination was replaced while it was being opened", path
-        )
-    return open(fd, "wb", buffering=0)
-
-
-def _check_special_file(path: str, status: os.stat_result) -> None:
-    """PermissionError unless the FIFO or device at ``path`` is one the kernel's ``fs.protected_fifos``
-    rule lets this user open with O_CREAT: the user's own, or its directory is not both sticky and
-    world-writable, or the directory's owner owns it. (Without O_CREAT the kernel never applies the
-    rule: another user's FIFO planted in /tmp would receive the whole download.)
-    """
-    if _is_mine(status):
-        return
-    parent = os.stat(os.path.dirname(path) or ".")
-    sticky_and_world_writable = (
-        parent.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH
-    )
-    if sticky_and_world_writable and status.st_uid != parent.st_uid:
-        what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
-        message = (
-            f"refusing to write to {what} another user made in a sticky world-writable directory"
-        )
-        raise PermissionError(errno.EACCES, message, path)
-
-
 class _PartialFile:
-    """The partial file a ``resume=True`` download to the path ``destination`` keeps (``path``, hidden beside the
-    file the destination names through its links, as a download follows them), with its state beside it: what
-    the CLI asks about a destination, never rebuilding those names. An OSError when a download would refuse
-    the destination's link (see _follow_destination_links).
-    """
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
+    the download names it; an OSError when a download would refuse the destination's link."""
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
         self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
 
     def resumable(self, url: str) -> bool:
-        """True when an earlier download of ``url`` (resolved: ``_resolve_download_url``) left it to continue."""
-        fd = _open_own_file(self.path + ".json", create=False)
+        """True when an earlier download of ``url`` (resolved) left it to continue."""
+        fd = _open_own_file(self.path + ".json")
         return fd is not None and _checked_state(_read_state(fd), url) is not None
 
     def remove(self) -> None:
-        """Remove it and its state (the file is complete now): only the user's own, and only when no other
-        download holds them (see _FileTarget)."""
+        """Remove it and its state: only the user's own, and only when no download holds them."""
         if not os.path.lexists(self.path):
             return
         with _FileTarget(self.file_path, resume=True) as files:
@@ -4480,25 +3943,19 @@ class _PartialFile:
                 files.state.kept = False  # so that closing it removes both
 
 
-def _writable(stream: Any) -> bool:
-    writable = getattr(stream, "writable", None)
-    return not callable(writable) or bool(writable())
-
-
 def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names of the files beside ``path`` (DIRECTORY/NAME), NAME
-    shortened (with a hash) to leave room for a suffix within NAME_MAX."""
+    """``DIRECTORY/.NAME``, the start of the names beside ``path``: NAME shortened (with a hash) to
+    leave room for a suffix within NAME_MAX."""
     directory, name = os.path.split(path)
-    directory = directory or "."
     try:
-        limit = os.pathconf(directory, "PC_NAME_MAX")
+        limit = os.pathconf(directory or ".", "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
         limit = 255
     encoded = os.fsencode(name)
     room = limit - 24  # the longest suffix: ".0123456789ab.part"
     if len(encoded) >= room:
         name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
-    return os.path.join(directory, "." + name)
+    return os.path.join(directory or ".", "." + name)
 
 
 # ---------------------------------------------------------------------------

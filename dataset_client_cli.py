@@ -12,14 +12,15 @@ from __future__ import annotations
 import sys
 
 if sys.version_info < (3, 11):  # noqa: UP036 (one clear line instead of a traceback)
+    _python = ".".join(map(str, sys.version_info[:3]))
     sys.stderr.write(
-        "dataset-client: error: dataset_client needs Python 3.11 or later; this is Python {}.{}.{}\n".format(
-            *sys.version_info[:3]
-        )
+        "dataset-client: error: dataset_client needs Python 3.11 or later;"
+        f" this is Python {_python}\n"
     )
     raise SystemExit(2)
 
 import _thread
+import argparse
 import contextlib
 import datetime
 import functools
@@ -30,16 +31,17 @@ import logging
 import math
 import os
 import re
-import shlex
 import shutil
+import signal
 import stat
+import threading
 import time
 import urllib.parse
 
-if (
-    __name__ == "__main__" and "dataset_client" not in sys.modules
-):  # run as a file or -m: the library
-    import importlib.util  # beside this file (python -I leaves this directory off sys.path)
+# Run as a file or with -m: the library beside this file (python -I leaves this directory off
+# sys.path), loaded once.
+if __name__ == "__main__" and "dataset_client" not in sys.modules:
+    import importlib.util
 
     _beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
     _spec = importlib.util.spec_from_file_location("dataset_client", _beside)
@@ -76,20 +78,11 @@ from dataset_client import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Callable, Iterator, Mapping
     from typing import Any, NoReturn
 
 
 _EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
-_MAX_CONNECTIONS = 32  # download()'s most (its ValueError says so too)
-_MAX_SIZE = 2**63 - 1  # bytes: the largest file offset; a larger size is no file's (shown as it is)
-# Platform features, probed once as the library does (Windows has none of them).
-_HAS_GETEUID = hasattr(os, "geteuid")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_BINARY = getattr(os, "O_BINARY", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_MAX_RETRIES = 1_000_000  # --retries: more than any wait is worth (400 digits overflowed)
 # The library's argument names, as the person at the terminal gave them.
 _CLI_NAMES = {
     "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
@@ -110,6 +103,15 @@ _CLI_NAMES = {
     "format": "--format",
     "sql": "SQL",
 }
+# The options that set DatasetClient's keyword arguments, by argument (they beat the profile).
+_CLIENT_OPTIONS = {
+    "timeout": "--timeout",
+    "max_retries": "--retries",
+    "deadline": "--max-time",
+    "ca_bundle": "--ca-bundle",
+}
+# The options read with the variables and the profile, not kept as parsed (their dests).
+_SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
 _SHELLS = ("bash", "zsh")
@@ -135,6 +137,10 @@ error, 3 network error, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 
 "dataset-client COMMAND --help" shows a command's own options and examples.
 """
+_GLOBAL_OPTIONS_HINT = (
+    "\nGlobal options (--base-url, --profile, --output, -v, -q, ...) go before or\n"
+    "after the command: see dataset-client --help.\n"
+)
 
 
 class _UsageError(Exception):
@@ -142,94 +148,27 @@ class _UsageError(Exception):
 
 
 class _Refused(Exception):
-    """A download that would replace a file it must not, or whose stdout closed early: exit 1."""
-
-
-class _NotFound(Exception):
-    """The service has no such name (``datasets NAME``): exit status 1, as for gh and psql."""
+    """What cannot be done as asked (a file not to replace, no such dataset): exit status 1."""
 
 
 class _Stopped(BaseException):
-    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C, so downloads clean up after themselves."""
-
-    def __init__(self, signal_number: int) -> None:
-        super().__init__(signal_number)
-        self.signal_number = signal_number
+    """SIGTERM or SIGHUP (its number): unwinds as Ctrl-C does, so downloads clean up."""
 
 
-def _printable(text: str) -> str:
-    """``text`` with C0 and C1 control characters and DEL escaped (``\\x1b``), and the invisible characters
-    and lone surrogates too (``\\u202e``): what reaches a terminal."""
-    return text.translate(_terminal_escapes()) if _escaped_characters().search(text) else text
-
-
-def _encodable(text: str) -> str:
-    """``text`` as it is, but for a lone surrogate (``\\ud800``), which no UTF-8 stream takes: data for a file."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _json_text(value: Any, indent: int | None = None) -> str:
-    """JSON whose text holds no control character at all (json escapes C0; DEL and C1 are escaped here)."""
-    separators = None if indent else (", ", ": ")
-    return json.dumps(value, indent=indent, ensure_ascii=False, separators=separators).translate(
-        _json_escapes()
-    )
-
-
-# Made on first use: only the command line needs these tables (made at import, they were 2% of its cost).
-@functools.cache
-def _terminal_escapes() -> dict[int, str]:
-    controls = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
-    return controls | {code: f"\\u{code:04x}" for code in _invisible_codes()}
-
-
-@functools.cache
-def _json_escapes() -> dict[int, str]:
-    # json.dumps leaves DEL, C1 and the invisible characters as they are (and a lone surrogate, which no
-    # UTF-8 stream takes): its own \\u escapes, valid JSON that decodes to the same text.
-    return {code: f"\\u{code:04x}" for code in (*range(0x7F, 0xA0), *_invisible_codes())}
-
-
-@functools.cache
-def _escaped_characters() -> re.Pattern[str]:
-    """What _printable escapes (C0, DEL, C1, _invisible_codes()): searched for first, as most text has none."""
-    return re.compile(
-        "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
-    )
-
-
-def _invisible_codes() -> tuple[int, ...]:
-    """Characters that show nothing yet change what is shown: bidirectional controls (a server's
-    ``denied\\u202e :ko`` reads "ok"), zero-width characters, line and paragraph separators; and lone
-    surrogates, which cannot be written as UTF-8 at all."""
-    bidi = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-    return (*bidi, 0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0x2028, 0x2029, *range(0xD800, 0xE000))
-
-
-def _size(count: float) -> str:
-    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB (the library's messages count bytes)."""
-    if count < 1024:
-        return f"{count:.0f} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        count /= 1024
-        if count < 1024 or unit == "TiB":
-            break
-    return f"{count:.1f} {unit}"
+# ---------------------------------------------------------------------------
+# A run: main, parsing the command line, the settings, errors in the command line's words
+# ---------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
-    import signal
-    import threading
-
     try:
         namespace = _parse_arguments(argv)
     except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
         return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
     verbose = getattr(namespace, "verbose", False)
     stderr = _Stderr(quiet=getattr(namespace, "quiet", False), verbose=verbose)
-    logger = logging.getLogger("dataset_client")
-    handler = logging.Handler()
+    logger, handler = logging.getLogger("dataset_client"), logging.Handler()
     handler.emit = stderr.log  # type: ignore[method-assign]
     level = logger.level
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)  # DEBUG: requests; INFO: resumes
@@ -238,19 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     def stop(signal_number: int, frame: object) -> None:
         raise _Stopped(signal_number)
 
-    previous = {}  # the signal handlers to put back (main() also runs inside other programs and tests)
+    previous = {}  # the handlers to put back (main() also runs inside other programs and tests)
     if threading.current_thread() is threading.main_thread():
         for name in ("SIGTERM", "SIGHUP"):
             number = getattr(signal, name, None)
-            if (
-                number is not None and signal.getsignal(number) != signal.SIG_IGN
-            ):  # nohup: a hang-up stays ignored
+            if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: kept
                 previous[number] = signal.signal(number, stop)
     try:
         return _run_command(namespace, stderr)
     except _Stopped as stopped:
-        stderr.error(f"stopped by {signal.Signals(stopped.signal_number).name}{_hint(stopped)}")
-        return 128 + stopped.signal_number
+        stderr.error(f"stopped by {signal.Signals(stopped.args[0]).name}{_hint(stopped)}")
+        return 128 + int(stopped.args[0])
     except KeyboardInterrupt as interrupt:
         stderr.error(f"interrupted{_hint(interrupt)}")
         return 130
@@ -262,9 +199,39 @@ def main(argv: list[str] | None = None) -> int:
         stderr.close()
 
 
+def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
+    """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
+    settings = None
+    try:
+        run = _COMMANDS[namespace.command].run
+        if run is None:  # completion: reads no variable, no profile
+            sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
+            return _EXIT_OK
+        settings = _read_settings(namespace, stderr.warning)
+        with _open_client(settings) as client:
+            stderr.secrets = _client_secrets(client, shown=True)  # in no line, whatever it holds
+            run(client, settings, stderr)
+        return _EXIT_OK
+    except (NetworkError, RequestTimeoutError) as exc:
+        return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
+    except DatasetClientError as exc:
+        return stderr.error(_error_text(exc, settings))
+    except _Refused as exc:
+        return stderr.error(str(exc))
+    except _UsageError as exc:
+        return stderr.error(str(exc), _EXIT_USAGE)
+    except (TypeError, ValueError) as exc:  # the library refused an argument before sending
+        return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
+    except BrokenPipeError as exc:
+        if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names files)
+            return _EXIT_OK
+        return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})")
+    except OSError as exc:
+        return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}")
+
+
 def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    """The parsed command line, as argparse gives it: options not given are absent (_read_settings reads it
-    with the variables and the profile); never changed afterwards."""
+    """The parsed command line: options not given are absent (_read_settings fills them in)."""
     parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
     command, unknown = _unknown_option(parser, arguments)
@@ -280,8 +247,8 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
-    """The usage error of a --limit-rate whose share per connection is below --speed-limit: every
-    connection would be judged stalled (docs/DESIGN.md); None when the rates agree."""
+    """The usage error of a --limit-rate whose share per connection is below --speed-limit (every
+    connection would be judged stalled: docs/DESIGN.md); None when the rates agree."""
     limit, floor = getattr(namespace, "limit_rate", None), getattr(namespace, "speed_limit", None)
     connections = getattr(namespace, "connections", 1)
     if not limit or not floor or limit >= floor * connections:
@@ -295,202 +262,80 @@ def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Its usage errors name the nearest choice."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(_with_suggestion(message))
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    import argparse
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            super().error(_with_suggestion(message))
-
-    parser = Parser(
+    raw, suppress = argparse.RawDescriptionHelpFormatter, argparse.SUPPRESS
+    parser = _Parser(
         prog="dataset-client",
         description="Query the dataset service, create exports and download them.",
         epilog=_CLI_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        argument_default=argparse.SUPPRESS,
+        formatter_class=raw,
+        argument_default=suppress,
     )
     _add_global_options(parser, hidden=False)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=Parser
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
     for name, command in _COMMANDS.items():
+        lines = [line for example in command.examples for line in example.splitlines()]
+        epilog = "examples:\n" + "".join(f"  {line}\n" for line in lines) + _GLOBAL_OPTIONS_HINT
         made = commands.add_parser(
             name,
             help=command.summary,
             description=command.description,
-            epilog="examples:\n"
-            + "".join(f"  {line}\n" for e in command.examples for line in e.splitlines())
-            + _GLOBAL_OPTIONS_HINT,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-            argument_default=argparse.SUPPRESS,
+            epilog=epilog,
+            formatter_class=raw,
+            argument_default=suppress,
         )
         _add_global_options(made, hidden=True)  # accepted after the command, listed once
         command.add_arguments(made)
     return parser
 
 
-_GLOBAL_OPTIONS_HINT = (
-    "\nGlobal options (--base-url, --profile, --output, -v, -q, ...) go before or\n"
-    "after the command: see dataset-client --help.\n"
-)
-
-
 def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> None:
     """The options of every command; ``hidden``: accepted but left out of a command's own --help."""
-    import argparse
 
-    def described(text: str) -> str:
+    def shown(text: str) -> str:
         return argparse.SUPPRESS if hidden else text
 
-    parser.add_argument(
-        "--base-url",
-        metavar="URL",
-        help=described("service address (default: $DATASET_CLIENT_BASE_URL)"),
+    add = parser.add_argument
+    base_url = "service address (default: $DATASET_CLIENT_BASE_URL)"
+    add("--base-url", metavar="URL", help=shown(base_url))
+    add("--profile", metavar="NAME", help=shown("a table of the config file (default: [default])"))
+    add("--ca-bundle", metavar="FILE", help=shown("also trust the CA certificates in FILE"))
+    timeout = "seconds per connect or read; 0: no limit (default: 30)"
+    add("--timeout", metavar="S", type=_seconds, help=shown(timeout))
+    max_time = (
+        "seconds each request may take in all, retries and waits included (default: no limit)"
     )
-    parser.add_argument(
-        "--profile",
-        metavar="NAME",
-        help=described("a table of the config file (default: [default])"),
-    )
-    parser.add_argument(
-        "--ca-bundle", metavar="FILE", help=described("also trust the CA certificates in FILE")
-    )
-    parser.add_argument(
-        "--timeout",
-        metavar="S",
-        type=_seconds,
-        help=described("seconds per connect or read; 0: no limit (default: 30)"),
-    )
-    parser.add_argument(
-        "--max-time",
-        metavar="S",
-        type=_seconds,
-        help=described(
-            "seconds each request may take in all, retries and waits included (default: no limit)"
-        ),
-    )
-    parser.add_argument(
-        "--retries",
-        metavar="N",
-        type=_at_least(0),
-        help=described("times a failed request is retried (default: 2)"),
-    )
-    parser.add_argument(
-        "--output",
-        choices=_OUTPUTS,
-        help=described("how results are printed (default: table on a terminal, else json)"),
-    )
-    parser.add_argument(
-        "--no-pager",
-        action="store_true",
-        help=described(
-            "never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"
-        ),
-    )
-    # argparse cannot draw the usage of a group whose options are all hidden: main() checks -v with -q.
-    loudness: argparse._ActionsContainer = (
-        parser if hidden else parser.add_mutually_exclusive_group()
-    )
-    loudness.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help=described("a stderr line per request, retry, resume"),
-    )
-    loudness.add_argument("-q", "--quiet", action="store_true", help=described("errors only"))
-
-
-def _add_datasets_arguments(datasets: argparse.ArgumentParser) -> None:
-    shown = "a dataset's name: show it whole"
-    datasets.add_argument("name", metavar="NAME", nargs="?", default=None, help=shown)
-
-
-def _add_query_arguments(query: argparse.ArgumentParser) -> None:
-    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
-
-
-def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
-    completion.add_argument("shell", choices=_SHELLS, help="the shell to complete for")
-
-
-def _add_download_arguments(download: argparse.ArgumentParser) -> None:
-    download.add_argument("url", metavar="URL", help="absolute, or relative to the service address")
-    download.add_argument(
-        "destination",
-        nargs="?",
-        default=None,
-        metavar="DEST",
-        help="a file, a directory, or - for stdout",
-    )
-    download.add_argument(
-        "--sha256", metavar="HEX", default=None, help="the hex digest the file must have"
-    )
-    _add_download_options(download)
-
-
-def _add_export_arguments(export: argparse.ArgumentParser) -> None:
-    export.add_argument(
-        "dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it"
-    )
-    export.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
-    export.add_argument("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
-    export.add_argument("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
-    export.add_argument(
-        "--format",
-        choices=_FORMATS,
-        default=None,
-        help="the file's format (default: DEST's extension, else parquet)",
-    )
-    export.add_argument(
-        "--download",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="DEST",
-        help="download the export's file too (default DEST: its name)",
-    )
-    _add_download_options(export)
-
-
-def _add_download_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-c",
-        "--continue",
-        dest="resume",
-        action="store_true",
-        default=False,
-        help="keep a partial file when interrupted, and continue it when the same command runs again",
-    )
-    parser.add_argument(
-        "--connections",
-        metavar="N",
-        type=_at_least(1, _MAX_CONNECTIONS),
-        default=1,
-        help="ranged requests at once for one file (default: 1)",
-    )
-    parser.add_argument(
-        "--limit-rate",
-        metavar="RATE",
-        type=_rate,
-        default=None,
-        help="bytes per second at most, as curl: 500K, 10M, 1G (0: no limit)",
-    )
-    parser.add_argument(
-        "--speed-limit",
-        metavar="RATE",
-        type=_rate,
-        default=None,
-        help="a connection slower than RATE over --timeout seconds has stalled: resumed on a new one",
-    )
+    add("--max-time", metavar="S", type=_seconds, help=shown(max_time))
+    retries = "times a failed request is retried (default: 2)"
+    add("--retries", metavar="N", type=_at_least(0), help=shown(retries))
+    output = "how results are printed (default: table on a terminal, else json)"
+    add("--output", choices=_OUTPUTS, help=shown(output))
+    no_pager = "never page long output (default: $DATASET_CLIENT_PAGER, $PAGER, or less -FRX)"
+    add("--no-pager", action="store_true", help=shown(no_pager))
+    # argparse cannot draw the usage of a group whose options are all hidden: _parse_arguments
+    # checks -v with -q.
+    loudness = parser if hidden else parser.add_mutually_exclusive_group()
+    verbose = "a stderr line per request, retry, resume"
+    loudness.add_argument("-v", "--verbose", action="store_true", help=shown(verbose))
+    loudness.add_argument("-q", "--quiet", action="store_true", help=shown("errors only"))
 
 
 def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str | None, str]:
-    """The command met so far (None: none yet) and ``unknown option '--outptu' (did you mean
-    '--output'?)`` for the first option that neither the parser nor that command knows; the
-    message is empty when all are known.
+    """The command met so far (or None) and ``unknown option '--outptu' (did you mean
+    '--output'?)`` for the first option neither the parser nor that command knows, else "".
 
-    Checked before argparse parses: it would take the value of an unknown option (``-o csv``) for the command.
+    Checked before argparse parses: it would take an unknown option's value (``-o csv``) for
+    the command.
     """
     known, commands = _options_of(parser), _command_parsers(parser)
     command, pending = None, 0
@@ -526,35 +371,35 @@ def _nearest_option(name: str, options: list[str]) -> str:
 
 
 def _options_of(parser: argparse.ArgumentParser) -> dict[str, int]:
-    """Each option of ``parser`` (not its commands'), with how many values follow it: 0, 1, or -1 (one, if any)."""
+    """Each option of ``parser`` (not its commands') and the values it takes: 0, 1, -1 (0 or 1)."""
     values: dict[int | str | None, int] = {None: 1, "?": -1}
-    return {
-        name: values.get(action.nargs, 0)
-        for action in parser._actions
-        for name in action.option_strings
-    }
+    return {name: values.get(a.nargs, 0) for a in parser._actions for name in a.option_strings}
 
 
 def _known_option(name: str, known: dict[str, int]) -> str | None:
-    """The option ``name`` stands for: itself, a long option it begins (as argparse allows; argparse says
-    when it begins several), or the last of a run of short flags (``-vc``); None when it is none of these."""
+    """The option ``name`` stands for: itself, the long option it begins (as argparse allows), or
+    the last of a run of short flags (``-vc``); None when none."""
     if name in known:
         return name
     if name.startswith("--"):
         return next((option for option in known if option.startswith(name)), None)
     flags = [f"-{letter}" for letter in name[1:]]
-    if all(flag in known for flag in flags):
-        return flags[-1]
-    return None
+    return flags[-1] if all(flag in known for flag in flags) else None
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    subparsers = argparse._SubParsersAction
+    return next(action for action in parser._actions if isinstance(action, subparsers)).choices
 
 
 def _with_suggestion(message: str) -> str:
     """argparse's message for a choice it does not know, with the nearest one it does."""
     import difflib
 
-    # 3.15's argparse adds its own ", maybe you meant 'x'?" before the choices: one wording whatever the Python.
+    # 3.15's argparse adds ", maybe you meant 'x'?" before the choices: one wording on every Python.
     found = re.match(
-        r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)? \(choose from (.*)\)$",
+        r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)?"
+        r" \(choose from (.*)\)$",
         message,
     )
     if not found:
@@ -567,21 +412,19 @@ def _with_suggestion(message: str) -> str:
 
 
 def _seconds(text: str) -> float | None:
-    """Seconds, 0 or more (0: no limit); argparse names the option in front of the message."""
+    """Seconds, 0 or more (0: no limit: None)."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
     if not 0 <= value < math.inf:  # 400 digits: inf
-        import argparse
-
         message = f"invalid value {_value_shown(text)!r}: give seconds, 0 or more (0: no limit)"
         raise argparse.ArgumentTypeError(message)
-    return value or None  # 0: no limit
+    return value or None
 
 
-def _at_least(least: int, most: int = _MAX_RETRIES) -> Callable[[str], int]:
-    """A whole number from ``least`` to ``most`` (400 digits: a usage error, no OverflowError)."""
+def _at_least(least: int, most: int = 1_000_000) -> Callable[[str], int]:
+    """A whole number from ``least`` to ``most`` (more retries than any wait is worth)."""
 
     def check(text: str) -> int:
         try:
@@ -589,8 +432,6 @@ def _at_least(least: int, most: int = _MAX_RETRIES) -> Callable[[str], int]:
         except ValueError:  # not a whole number, or one of over 4,300 digits
             value = least - 1
         if not least <= value <= most:
-            import argparse
-
             raise argparse.ArgumentTypeError(f"must be {least} to {most}, got {_value_shown(text)}")
         return value
 
@@ -598,7 +439,7 @@ def _at_least(least: int, most: int = _MAX_RETRIES) -> Callable[[str], int]:
 
 
 def _value_shown(text: str) -> str:
-    """A value given on the command line, as a message repeats it: cut, when long (400 digits)."""
+    """A value given on the command line, cut when long (400 digits), as a message repeats it."""
     return text if len(text) <= 24 else text[:23] + "\u2026"
 
 
@@ -610,20 +451,11 @@ def _date(text: str) -> datetime.date:
     try:
         return datetime.datetime.fromisoformat(text)
     except ValueError:
-        import argparse
-
         raise argparse.ArgumentTypeError(f"invalid date {text!r}: {_wrong_part(text)}") from None
 
 
-_MONTHS = [
-    *("January", "February", "March", "April", "May", "June", "July", "August", "September"),
-    *("October", "November", "December"),
-]
-
-
 def _wrong_part(text: str) -> str:
-    """Which part of a date in the YYYY-MM-DD shape does not exist (``there is no month 13``,
-    ``there is no 29 February 2023``); for any other text, the shape to use."""
+    """Which part of a YYYY-MM-DD date does not exist (``there is no month 13``); else the shape."""
     found = re.match(r"(\d{4})-(\d\d)-(\d\d)(?:$|[T ])", text)
     if not found:
         return "use YYYY-MM-DD"
@@ -636,33 +468,27 @@ def _wrong_part(text: str) -> str:
         return f"there is no day {day}"
     import calendar
 
-    if day > calendar.monthrange(year, month)[1]:
-        return f"there is no {day} {_MONTHS[month - 1]} {year}"
+    if day > calendar.monthrange(year, month)[1]:  # English whatever the locale, as every message
+        name = "January February March April May June July August September October November December"
+        return f"there is no {day} {name.split()[month - 1]} {year}"
     return "use YYYY-MM-DD"
 
 
 def _rate(text: str) -> float:
-    """Bytes per second as curl's --limit-rate takes them: a number, optionally K, M or G (powers of 1024)."""
+    """Bytes per second as curl's --limit-rate takes them: a number, then K, M or G (of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
     value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
     if not (value == 0 or 1 <= value < math.inf):  # 0: no limit; under a byte a second: never ends
-        import argparse
-
         shown = f"invalid rate {_value_shown(text)!r}"
         raise argparse.ArgumentTypeError(f"{shown}: bytes per second, such as 500K, 10M or 1G")
-    return value  # 0: no limit, as curl
+    return value
 
 
 class _Settings:
-    """What one run of the command line was asked to do, read once (_read_settings) and never changed.
-
-    The command and its arguments as parsed (a command's required arguments are there for it
-    alone; the others keep the defaults below for the commands without them); ``output`` chosen;
-    the service's address and key; ``client_options``, the keyword arguments of DatasetClient the
-    user set (by an option or the profile: the library's own defaults hold for the rest); and
-    ``sources``, where each service setting came from: its option (``--timeout``), its variable
-    (``DATASET_CLIENT_API_KEY``), the profile (``[default] in ~/.config/dataset-client/config.toml``)
-    or ``default``.
+    """What one run was asked to do, read once (_read_settings) and never changed: the parsed
+    command line (a command's own arguments are there for it alone: the others keep the defaults
+    below); the service's address and key; ``client_options``, DatasetClient's keyword arguments
+    the user set; ``sources``, where each came from (``--timeout``, a variable, a profile, default).
     """
 
     command: str
@@ -703,142 +529,70 @@ class _Settings:
         return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
 
-# The options that name the service and how to reach it: read with the variables and the profile.
-_SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
-
-
 def _read_settings(
     namespace: argparse.Namespace, warn: Callable[[str], None] | None = None
 ) -> _Settings:
-    """The settings of this run: the parsed command line, then variables, then the profile (``warn`` is told
-    what in it was ignored)."""
+    """This run's settings: the options, then the variables, then the profile, as the library
+    reads them (``warn`` is told what in the profile was ignored)."""
     given = vars(namespace)
-    parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
-    output = given.get("output") or ("table" if sys.stdout.isatty() else "json")
-    return _Settings(**{**parsed, "output": output}, **_service_settings(given, warn))
-
-
-def _service_settings(
-    options: Mapping[str, Any], warn: Callable[[str], None] | None = None
-) -> dict[str, Any]:
-    """The service's address, key and DatasetClient's other keyword arguments (those set: options,
-    then variables, then the profile, as the library reads them), and where each came from; the
-    fields of _Settings so named."""
-    base_url = options.get("base_url")
+    profile, base_url = given.get("profile"), given.get("base_url")
     try:
-        found = _profile_settings(options.get("profile"), base_url, warn or (lambda text: None))
+        found = _profile_settings(profile, base_url, warn or (lambda text: None))
     except (ValueError, PermissionError, LookupError) as exc:  # the config file's: said as it is
         raise _UsageError(str(exc).replace(" for profile ", " for --profile ", 1)) from None
     withheld = found.get("api_key", ("", ""))[0] is None  # the profile's key, for another service
-    if "base_url" in options:
+    if "base_url" in given:
         found["base_url"] = (base_url, "--base-url")
     for name, option in _CLIENT_OPTIONS.items():
-        if (dest := option[2:].replace("-", "_")) in options:  # beats the variables and the profile
-            found[name] = (options[dest] or None if name == "ca_bundle" else options[dest], option)
+        if (dest := option[2:].replace("-", "_")) in given:
+            found[name] = (given[dest] or None if name == "ca_bundle" else given[dest], option)
+    if withheld:
+        found["api_key"] = (None, "default")
     names = ("base_url", "api_key", *_CLIENT_OPTIONS)
     chosen = {name: found.get(name, (None, "default")) for name in names}
-    if withheld:
-        chosen["api_key"] = (None, "default")
-    return {
-        "base_url": chosen["base_url"][0],
-        "api_key": chosen["api_key"][0],
-        "key_withheld": withheld,
-        "client_options": {name: found[name][0] for name in _CLIENT_OPTIONS if name in found},
-        "sources": {name: source for name, (_, source) in chosen.items()},
-    }
-
-
-# The options that set DatasetClient's keyword arguments, by argument.
-_CLIENT_OPTIONS = {
-    "timeout": "--timeout",
-    "max_retries": "--retries",
-    "deadline": "--max-time",
-    "ca_bundle": "--ca-bundle",
-}
+    parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
+    return _Settings(
+        **{**parsed, "output": given.get("output") or ("table" if sys.stdout.isatty() else "json")},
+        base_url=chosen["base_url"][0],
+        api_key=chosen["api_key"][0],
+        key_withheld=withheld,
+        client_options={name: found[name][0] for name in _CLIENT_OPTIONS if name in found},
+        sources={name: source for name, (_, source) in chosen.items()},
+    )
 
 
 def _open_client(settings: _Settings) -> DatasetClient:
-    """The client for this command; a download of an absolute URL without a service address needs no service."""
+    """The client for this command; downloading an absolute URL needs no service address."""
     base_url, api_key = settings.base_url, settings.api_key
     if not base_url:
-        if settings.command != "download" or urllib.parse.urlsplit(
-            settings.url
-        ).scheme.lower() not in (
-            "http",
-            "https",
-        ):
+        parts = urllib.parse.urlsplit(settings.url if settings.command == "download" else "")
+        if parts.scheme.lower() not in ("http", "https"):
             raise _UsageError(
-                "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL, or give a profile a base_url"
+                "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL,"
+                " or give a profile a base_url"
             )
-        parts = urllib.parse.urlsplit(settings.url)
-        base_url, api_key = (
-            f"{parts.scheme}://{parts.netloc}",
-            None,
-        )  # no service: the key goes nowhere
+        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # the key goes nowhere
     elif "://" not in base_url:
         source = settings.sources["base_url"]
         named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
         raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
-    except OSError as exc:  # ca_bundle's file could not be read (ssl.SSLError is an OSError): the message names it
+    # ca_bundle could not be read (ssl.SSLError is an OSError): its message's first word names it
+    except OSError as exc:
         source = settings.sources["ca_bundle"]
         named = source if source == "--ca-bundle" else f"ca_bundle in {source}"  # or the profile's
-        raise _UsageError(str(exc).replace("ca_bundle", named, 1)) from None  # its first word
-
-
-def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
-    """Run the parsed command; turn what goes wrong into a one-line message and an exit status."""
-    settings = None
-    try:
-        run = _COMMANDS[namespace.command].run
-        if run is None:  # completion: reads no variable, no profile
-            sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
-            return _EXIT_OK
-        settings = _read_settings(namespace, stderr.warning)
-        with _open_client(settings) as client:
-            stderr.secrets = _client_secrets(
-                client, shown=True
-            )  # whatever a line holds, none of them
-            run(client, settings, stderr)
-        return _EXIT_OK
-    except (NetworkError, RequestTimeoutError) as exc:
-        return stderr.error(_error_text(exc) + _hint(exc), _EXIT_NETWORK_ERROR)
-    except DatasetClientError as exc:
-        return stderr.error(_error_text(exc, settings), _EXIT_SERVICE_ERROR)
-    except (_Refused, _NotFound) as exc:
-        return stderr.error(str(exc), _EXIT_SERVICE_ERROR)
-    except _UsageError as exc:
-        return stderr.error(str(exc), _EXIT_USAGE)
-    except (
-        TypeError,
-        ValueError,
-    ) as exc:  # the library refused an argument before anything was sent
-        return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
-    except BrokenPipeError as exc:
-        if exc.filename in (
-            None,
-            "-",
-        ):  # stdout closed early, as by `| head` (_noted names a file's pipe)
-            return _EXIT_OK
-        return stderr.error(
-            f"cannot write {exc.filename}: its reader went away ({exc.strerror})",
-            _EXIT_SERVICE_ERROR,
-        )
-    except OSError as exc:
-        return stderr.error(
-            f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}", _EXIT_SERVICE_ERROR
-        )
+        raise _UsageError(str(exc).replace("ca_bundle", named, 1)) from None
 
 
 def _hint(exc: BaseException) -> str:
-    """What _noted added to ``exc``: where a download it stopped left its partial file, or that -c keeps one."""
+    """What _noted added to ``exc``: where a download left its partial file, or that -c keeps it."""
     return "".join(note for note in getattr(exc, "__notes__", ()) if note.startswith("; "))
 
 
 def _noted(exc: BaseException, target: str, hint: str) -> None:
-    """Tell the handlers up the stack (main, _run_command) what a download into ``target`` that ``exc``
-    stopped left (``hint``, a note) and, for a write that failed unnamed, which file it was writing."""
+    """Tell main and _run_command what a download into ``target`` stopped by ``exc`` left
+    (``hint``) and, for a write that failed unnamed, which file it was."""
     if hint:
         exc.add_note(hint)
     if (
@@ -870,8 +624,7 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
 
 
 def _no_key_hint(settings: _Settings) -> str:
-    """Why a 401 met no key: the variable is not set, and the profile used has none (or one for
-    another base_url), named with its file."""
+    """Why a 401 met no key: the variable is not set, and the profile has none (or another's)."""
     unset = "DATASET_CLIENT_API_KEY is not set"
     if settings.key_withheld:
         return f" ({unset}; the profile's api_key goes only to its own base_url)"
@@ -884,7 +637,7 @@ _ENDPOINTS = {"datasets": "/datasets", "query": "/query", "export": "/exports"}
 
 def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
     """`` (check the path /api/v1 of --base-url)`` for a 404 of an endpoint every service has,
-    under a base URL with a path; not when the service said it did not find the export's dataset."""
+    under a base URL with a path; not when the service said it has no such dataset."""
     base = (settings.base_url or "").rstrip("/")
     path = urllib.parse.urlsplit(base).path
     endpoint = _ENDPOINTS.get(settings.command)
@@ -898,32 +651,34 @@ def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
 
 
 def _sizes_for_people(exc: DatasetClientError) -> str:
-    """``str(exc)``, its sizes ('1048576 of 3145728 bytes', from its ``received`` and ``expected``) as
-    '1.0 MiB of 3.0 MiB': the library counts bytes, people read KiB/MiB/GiB. What a server wrote is left as it is."""
+    """``str(exc)`` with the sizes it counts in bytes (its ``received``, ``expected``) in KiB, MiB,
+    GiB; what a server wrote is left as it is."""
     text = str(exc)
     if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
-        unknown = exc.expected is None
-        counted = (
-            f"{exc.received} of {'?' if unknown else exc.expected} bytes"  # as the library says it
-        )
-        return text.replace(
-            counted, f"{_size(exc.received)} of {'?' if unknown else _size(exc.expected or 0)}"
-        )
-    if (
-        isinstance(exc, InvalidResponseError)
-        and exc.received is not None
-        and exc.expected is not None
-    ):
-        counted = f"has {exc.received} bytes where the server announced {exc.expected}"  # a file not committed
-        return text.replace(
-            counted, f"has {_size(exc.received)} where the server announced {_size(exc.expected)}"
-        )
+        total, shown = ("?", "?") if exc.expected is None else (exc.expected, _size(exc.expected))
+        return text.replace(f"{exc.received} of {total} bytes", f"{_size(exc.received)} of {shown}")
+    if isinstance(exc, InvalidResponseError) and exc.received is not None:
+        received, expected = exc.received, exc.expected  # a file not committed
+        if expected is not None:
+            said = f"has {received} bytes where the server announced {expected}"
+            ours = f"has {_size(received)} where the server announced {_size(expected)}"
+            return text.replace(said, ours)
     return text
 
 
 def _in_cli_terms(message: str) -> str:
     names = "|".join(_CLI_NAMES)
     return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
+
+
+# ---------------------------------------------------------------------------
+# The commands: each one's arguments and run, then the table of them
+# ---------------------------------------------------------------------------
+
+
+def _add_datasets_arguments(datasets: argparse.ArgumentParser) -> None:
+    shown = "a dataset's name: show it whole"
+    datasets.add_argument("name", metavar="NAME", nargs="?", default=None, help=shown)
 
 
 def _list_datasets(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
@@ -934,7 +689,7 @@ def _list_datasets(client: DatasetClient, settings: _Settings, stderr: _Stderr) 
 
 
 def _named(listing: Any, name: str) -> Any:
-    """The dataset ``name`` of the service's listing; _NotFound (with the nearest) if none."""
+    """The dataset ``name`` of the service's listing; _Refused (with the nearest name) if none."""
     import difflib
 
     listed = listing if isinstance(listing, list) else []
@@ -945,19 +700,31 @@ def _named(listing: Any, name: str) -> Any:
     names = [item["name"] for item in items if isinstance(item.get("name"), str)]
     folded = {known.casefold(): known for known in names}
     nearest = difflib.get_close_matches(name.casefold(), list(folded), n=1)
-    said = f"; the datasets: {', '.join(names)}"
     if nearest:
-        said = f" (did you mean {folded[nearest[0]]!r}?)"
-    raise _NotFound(f"no dataset {name!r}{said}")
+        raise _Refused(f"no dataset {name!r} (did you mean {folded[nearest[0]]!r}?)")
+    raise _Refused(f"no dataset {name!r}; the datasets: {', '.join(names)}")
+
+
+def _add_query_arguments(query: argparse.ArgumentParser) -> None:
+    query.add_argument("sql", metavar="SQL", help="the SQL text, or - to read it from stdin")
 
 
 def _run_query(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
-    _show(
-        client.query(sys.stdin.read() if settings.sql == "-" else settings.sql),
-        client,
-        settings,
-        stderr,
-    )
+    sql = sys.stdin.read() if settings.sql == "-" else settings.sql
+    _show(client.query(sql), client, settings, stderr)
+
+
+def _add_export_arguments(export: argparse.ArgumentParser) -> None:
+    add = export.add_argument
+    add("dataset", metavar="DATASET", help="the dataset's name, as the datasets command lists it")
+    add("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
+    add("--start", required=True, type=_date, help="first date, YYYY-MM-DD")
+    add("--end", required=True, type=_date, help="last date, YYYY-MM-DD")
+    formats = "the file's format (default: DEST's extension, else parquet)"
+    add("--format", choices=_FORMATS, default=None, help=formats)
+    download = "download the export's file too (default DEST: its name)"
+    add("--download", nargs="?", const="", default=None, metavar="DEST", help=download)
+    _add_download_options(export)
 
 
 def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
@@ -965,6 +732,8 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
     result = _create_export(client, settings, _export_format(settings.format, settings.download))
     _show(result, client, settings, stderr)
     if isinstance(result, dict) and _is_number(result.get("rows")) and result["rows"] == 0:
+        import shlex
+
         stderr.warning(
             "the export holds no rows: check --symbols, --start and --end against"
             f" dataset-client datasets {shlex.quote(settings.dataset)}"
@@ -974,31 +743,40 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
         _download_command(client, settings, stderr, url, settings.download or None, digest)
 
 
+def _add_download_arguments(download: argparse.ArgumentParser) -> None:
+    add = download.add_argument
+    add("url", metavar="URL", help="absolute, or relative to the service address")
+    dest = "a file, a directory, or - for stdout"
+    add("destination", nargs="?", default=None, metavar="DEST", help=dest)
+    add("--sha256", metavar="HEX", default=None, help="the hex digest the file must have")
+    _add_download_options(download)
+
+
+def _add_download_options(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    resume = (
+        "keep a partial file when interrupted, and continue it when the same command runs again"
+    )
+    add("-c", "--continue", dest="resume", action="store_true", default=False, help=resume)
+    connections = "ranged requests at once for one file (default: 1)"
+    add("--connections", metavar="N", type=_at_least(1, 32), default=1, help=connections)
+    limit = "bytes per second at most, as curl: 500K, 10M, 1G (0: no limit)"
+    add("--limit-rate", metavar="RATE", type=_rate, default=None, help=limit)
+    floor = "a connection slower than RATE over --timeout seconds has stalled: resumed on a new one"
+    add("--speed-limit", metavar="RATE", type=_rate, default=None, help=floor)
+
+
 def _download(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     _download_command(client, settings, stderr, settings.url, settings.destination, settings.sha256)
 
 
-def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
-    """Print a command's result as --output says (an export, datasets NAME: one record)."""
-    secrets = _client_secrets(client)
-    one = settings.command == "export" or settings.name is not None  # an export, datasets NAME
-    with _room_to_recurse():  # a result as deep as json.loads took is walked and printed whole
-        shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
-        if settings.command == "export" and settings.download == "-":  # stdout: the file alone
-            if not settings.quiet:
-                stderr.message(_json_text(shown, 2), raw=True)
-            return
-        if isinstance(shown, dict) and one:
-            print_it = functools.partial(_print_record, shown, settings, stderr)
-        else:
-            print_it = functools.partial(_print_result, shown, settings.output, stderr)
-        _paged(print_it, allowed=not settings.no_pager, secrets=secrets)
+def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
+    completion.add_argument("shell", choices=_SHELLS, help="the shell to complete for")
 
 
 class _Command:
-    """One command: its help (a summary, a description, examples), how to add its own arguments to its
-    parser, how to run it with a client (None: it runs without one, as completion does), and what
-    completes its operands (``files``: file names; else ``operands``, the words it takes)."""
+    """A command: its help, how to add its arguments, how to run it (None: without a client, as
+    completion), and what completes its operands (``files``: file names; else ``operands``)."""
 
     def __init__(
         self,
@@ -1012,12 +790,8 @@ class _Command:
         files: bool = False,
     ) -> None:
         self.summary, self.description, self.examples = summary, description, examples
-        self.add_arguments, self.run, self.operands, self.files = (
-            add_arguments,
-            run,
-            operands,
-            files,
-        )
+        self.add_arguments, self.run = add_arguments, run
+        self.operands, self.files = operands, files
 
 
 # The commands, in the order --help lists them: adding one is adding its entry here.
@@ -1041,7 +815,8 @@ _COMMANDS = {
     ),
     "export": _Command(
         "create an export (and download it)",
-        "Create an export and print it; with --download, also fetch its file\n(checked against its sha256).",
+        "Create an export and print it; with --download, also fetch its file\n"
+        "(checked against its sha256).",
         [
             "dataset-client export daily_bars --symbols AAPL,MSFT \\\n"
             "    --start 2024-01-01 --end 2024-03-31 --download",
@@ -1053,9 +828,11 @@ _COMMANDS = {
     ),
     "download": _Command(
         "download a file",
-        "Download a file (an export's download_url), checked and atomic.\nAn absolute URL needs no service.",
+        "Download a file (an export's download_url), checked and atomic.\n"
+        "An absolute URL needs no service.",
         [
-            "dataset-client download https://example.com/files/bars.parquet -c \\\n    --limit-rate 10M",
+            "dataset-client download https://example.com/files/bars.parquet -c \\\n"
+            "    --limit-rate 10M",
             "dataset-client download /files/exp_1.csv out.csv --connections 4",
         ],
         _add_download_arguments,
@@ -1076,10 +853,32 @@ _COMMANDS = {
 }
 
 
+# ---------------------------------------------------------------------------
+# What the commands use: showing a result, an export's format and file, a download
+# ---------------------------------------------------------------------------
+
+
+def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
+    """Print a command's result as --output says (an export, datasets NAME: one record)."""
+    secrets = _client_secrets(client)
+    one = settings.command == "export" or settings.name is not None
+    with _room_to_recurse():
+        shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
+        if settings.command == "export" and settings.download == "-":  # stdout: the file alone
+            if not settings.quiet:
+                stderr.message(_json_text(shown, 2), raw=True)
+            return
+        if isinstance(shown, dict) and one:
+            print_it = functools.partial(_print_record, shown, settings, stderr)
+        else:
+            print_it = functools.partial(_print_result, shown, settings.output, stderr)
+        _paged(print_it, allowed=not settings.no_pager, secrets=secrets)
+
+
 @contextlib.contextmanager
 def _room_to_recurse() -> Iterator[None]:
-    """Three times the recursion limit, for a while: json.loads took a result nested almost as deep as the
-    limit, and walking it again (redacting, printing) from deeper in the stack needs the room."""
+    """Three times the recursion limit, for a while: a result json.loads took nested almost to the
+    limit is walked again (redacted, printed) from deeper in the stack."""
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(3 * limit)
     try:
@@ -1089,7 +888,7 @@ def _room_to_recurse() -> Iterator[None]:
 
 
 def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> Any:
-    """The export; with -c, its Idempotency-Key comes from the request, so running it again gets the same one."""
+    """The export; with -c, its Idempotency-Key comes from the request: run again, the same one."""
     symbols = [symbol.strip() for symbol in args.symbols.split(",") if symbol.strip()]
     key = None
     if args.resume:
@@ -1106,8 +905,8 @@ def _create_export(client: DatasetClient, args: _Settings, file_format: str) -> 
 
 
 def _export_format(asked: str | None, destination: str | None) -> str:
-    """--format, else the format DEST's extension names (``bars.csv``: csv), else parquet; a --format
-    that disagrees with DEST's extension is a usage error (the file would say one thing and hold another)."""
+    """--format, else the format DEST's extension names, else parquet; a --format that disagrees
+    with DEST's extension is a usage error (the file would say one thing and hold another)."""
     named = None
     if destination and destination != "-" and not os.path.isdir(destination):
         extension = os.path.splitext(destination)[1].lower()[1:]
@@ -1125,12 +924,11 @@ def _export_file(export: Any) -> tuple[str, str | None]:
     url = export.get("download_url") if isinstance(export, dict) else None
     if not isinstance(url, str) or not url:
         raise InvalidResponseError("the export has no download_url to download")
-    try:  # the service's URL: what the library would refuse is the service's fault, not a usage error
+    try:  # what the library would refuse is the service's fault here, not a usage error
         _resolve_download_url("http://service", url)
     except ValueError as exc:
-        raise InvalidResponseError(
-            f"the export's download_url cannot be downloaded: {exc}"
-        ) from None
+        message = f"the export's download_url cannot be downloaded: {exc}"
+        raise InvalidResponseError(message) from None
     digest = export.get("sha256")
     return url, digest if isinstance(digest, str) and len(digest) == 64 else None
 
@@ -1143,29 +941,33 @@ def _download_command(
     destination: str | None,
     sha256: str | None,
 ) -> None:
-    """Download ``url`` unless its file is there already; continue a partial file an earlier -c run left."""
+    """Download ``url`` unless its file is there already; continue what an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
-    if named_by_url and _client_secrets(client).found_in(
-        url
-    ):  # KEY.csv, or a key in a name the summary prints
+    if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or in the summary
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
-    resume, partial = args.resume, _partial_file(target)
+    resume, partial = args.resume, None
     if target != "-":
+        # Named as the download names it (through a symlink, beside the file it names); None
+        # when the download refuses the destination's link (it says why).
+        with contextlib.suppress(OSError):
+            partial = _PartialFile(target)
         if _already_there(target, partial, sha256, named_by_url):
-            _drop_partial_files(partial)  # never stranded by a download someone else finished
-            stderr.info(f"{target} already has the expected sha256: not downloaded again")
+            with contextlib.suppress(OSError):  # never stranded by a download someone finished
+                if partial is not None:
+                    partial.remove()
+            stderr.message(f"{target} already has the expected sha256: not downloaded again")
             return
-        # The real path: through a symlink, the partial file lies beside the file it names.
-        if not resume and _has_resumable_partial(
-            partial, _resolve_download_url(client.base_url, url)
-        ):
-            resume = True  # what a -c run left is continued (the library's one "resuming:" line says so), then removed
+        # What a -c run left is continued (the library says "resuming:"), then removed.
+        if not resume:
+            resolved = _resolve_download_url(client.base_url, url)
+            with contextlib.suppress(OSError):
+                resume = partial is not None and partial.resumable(resolved)
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
 
 
 def _download_target(url: str, destination: str | None, resume: bool) -> tuple[str, bool]:
-    """Where a download goes (DEST, a file named after the URL, in DEST when it is a directory, or -) and
-    whether its name came from the URL."""
+    """Where a download goes (DEST, or in it when a directory, a file named after the URL, or -)
+    and whether its name came from the URL."""
     if destination == "-":
         if resume:
             raise _UsageError("-c needs a file to continue: not - (stdout)")
@@ -1177,11 +979,8 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
     if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:  # "-": stdout
         raise _UsageError(f"cannot name a file after the URL path {path!r}: give DEST")
     if name.startswith(".") or _printable(name) != name:
-        what = (
-            "starts with a dot"
-            if name.startswith(".")
-            else "holds a control character or an invisible one"
-        )
+        dot = name.startswith(".")
+        what = "starts with a dot" if dot else "holds a control character or an invisible one"
         raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
     return os.path.join(destination or "", name), True
 
@@ -1189,66 +988,40 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
 def _already_there(
     target: str, partial: _PartialFile | None, sha256: str | None, named_by_url: bool
 ) -> bool:
-    """True when ``target`` already has ``sha256``; a file named after the URL is never replaced (_Refused).
-    ``partial`` (see _partial_file) says which file ``target`` names: None when a download refuses its link."""
+    """True when ``target`` (as ``partial`` names it) already has ``sha256``; a file named after
+    the URL is never replaced (_Refused)."""
     if not os.path.lexists(target):
         return False
     if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
         return True
     if named_by_url:
         raise _Refused(
-            f"{target} exists and was not replaced (its name came from the URL): give DEST to replace it"
+            f"{target} exists and was not replaced (its name came from the URL):"
+            " give DEST to replace it"
         )
     return False
 
 
 def _is_own_file_with_digest(file_path: str, sha256: str) -> bool:
-    """True when ``file_path`` is the user's own regular file and its bytes have ``sha256``.
+    """True when ``file_path`` (_PartialFile's) is the user's own regular file, with ``sha256``.
 
-    ``file_path`` is what the destination names as a download reaches it (_PartialFile's: another
-    user's link in a sticky directory is not followed, a descriptor such as /dev/stdout is a stream,
-    not the file behind it); it is opened without following a link: a file someone else made, or
-    reached through their link, is not trusted.
+    Opened without following a link: a file someone else made, or reached through their link, is
+    not trusted; a descriptor (/dev/stdout) is a stream, not the file behind it.
     """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_BINARY", 0)  # Windows
     try:
         if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
             return False  # a stream, a FIFO, a device: never opened only to be looked at
-        fd = os.open(file_path, os.O_RDONLY | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)
+        fd = os.open(file_path, flags)
     except OSError:  # refused, a link, or not readable: the download decides
         return False
     with open(fd, "rb") as existing:
         status = os.fstat(fd)
-        owner = os.geteuid() if _HAS_GETEUID else status.st_uid
+        owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid  # Windows: no owners
         if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
             return False
         return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
-
-
-def _partial_file(target: str) -> _PartialFile | None:
-    """The partial file a ``-c`` download to ``target`` keeps, its names worked out once per command; None
-    for stdout, or when the destination's link is one a download refuses (the download says why)."""
-    if target == "-":
-        return None
-    try:
-        return _PartialFile(target)
-    except OSError:
-        return None
-
-
-def _drop_partial_files(partial: _PartialFile | None) -> None:
-    """Remove the partial file (and its state) an earlier ``-c`` download left: the file is complete
-    now. Only the user's own, and only when no other download holds them (see _FileTarget).
-    """
-    with contextlib.suppress(OSError):
-        if partial is not None:
-            partial.remove()
-
-
-def _has_resumable_partial(partial: _PartialFile | None, url: str) -> bool:
-    """True when an earlier ``-c`` download of ``url`` (resolved) left ``partial`` to continue."""
-    with contextlib.suppress(OSError):
-        return partial is not None and partial.resumable(url)
-    return False
 
 
 def _cli_download(
@@ -1265,36 +1038,27 @@ def _cli_download(
     """Download with a progress line on a terminal stderr; then a one-line summary."""
     to_stdout = target == "-"
     # No progress line over a file that is itself being written to the terminal.
-    progress = _ProgressLine(
-        stderr, draw=stderr.is_terminal and not (to_stdout and sys.stdout.isatty())
-    )
-    stdout = None
+    draw = stderr.is_terminal and not (to_stdout and sys.stdout.isatty())
+    progress, stdout = _ProgressLine(stderr, draw=draw), None
     if to_stdout:
         sys.stdout.flush()
         stdout = _CountedStdout(sys.stdout.fileno(), "wb", closefd=False)
-    options: dict[str, Any] = (
-        {"max_rate": args.limit_rate} if args.limit_rate else {}
-    )  # unset: nothing changes
-    if args.speed_limit:
+    options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}
+    if args.speed_limit:  # unset: not passed at all
         options["min_rate"] = args.speed_limit
     try:
-        destination: Any = target if stdout is None else stdout
-        options["verified"] = progress.verified.append  # for the summary: what the file passed
         client.download(
             url,
-            destination,
+            target if stdout is None else stdout,
             progress=progress,
             sha256=sha256,
             resume=resume,
             connections=args.connections,
+            verified=progress.verified.append,  # for the summary: what the file passed
             **options,
         )
-    except (
-        BaseException
-    ) as exc:  # said after the error or interruption (main() and _run_command() add it)
-        if stdout is not None and isinstance(
-            exc, BrokenPipeError
-        ):  # its reader left early (| head)
+    except BaseException as exc:  # said after the error or interruption (main, _run_command)
+        if stdout is not None and isinstance(exc, BrokenPipeError):  # its reader left (| head)
             total = f" of {_size(progress.total)}" if progress.total else ""
             went = f"stdout's reader went away after {_size(stdout.written)}{total} was written"
             raise _Refused(f"{went}: the file is incomplete") from None
@@ -1306,32 +1070,29 @@ def _cli_download(
         raise
     finally:
         progress.finish()
-    stderr.info(_download_summary("stdout" if to_stdout else target, progress, sha256))
+    stderr.message(_download_summary("stdout" if to_stdout else target, progress, sha256))
 
 
 def _download_summary(where: str, progress: _ProgressLine, sha256: str | None) -> str:
-    """``downloaded out.bin: 3.0 MiB (1.4 MiB already there), 2.0 s, 803.6 KiB/s, sha256 verified``:
-    the time and rate of this run, and what the file was checked against."""
+    """``downloaded out.bin: 3.0 MiB (1.4 MiB already there), 2.0 s, 803.6 KiB/s, sha256
+    verified``: this run's time and rate, and what the file was checked against."""
     elapsed = max(time.monotonic() - progress.created, 1e-6)
     already = progress.first or 0  # what a resumed download had kept
     size = _size(progress.done) + (f" ({_size(already)} already there)" if already else "")
     rate = _size((progress.done - already) / elapsed)
     clear = " over plain HTTP"  # download() adds it to each check when a redirect left https://
-    servers = [
-        check.removesuffix(clear) for check in progress.verified if not check.startswith("sha256")
-    ]
+    checks = progress.verified
+    servers = [check.removesuffix(clear) for check in checks if not check.startswith("sha256")]
     checked = f", verified by the server's {servers[0]}" if servers else ""
     checked = ", sha256 verified" if sha256 else checked
-    if checked and any(
-        check.endswith(clear) for check in progress.verified
-    ):  # a digest proves less
+    if checked and any(check.endswith(clear) for check in checks):  # a digest proves less
         checked += " (the bytes came over plain HTTP: a redirect left https://)"
     return f"downloaded {where}: {size}, {elapsed:.1f} s, {rate}/s{checked}"
 
 
 class _CountedStdout(io.FileIO):
-    """stdout for a download's bytes, unbuffered: counts the bytes that reached it, a reader that
-    leaves early (``| head -c``) having taken part of a chunk."""
+    """stdout for a download's bytes, unbuffered, counting what reached it (``| head -c`` may
+    take part of a chunk)."""
 
     written = 0
 
@@ -1346,60 +1107,110 @@ class _CountedStdout(io.FileIO):
 def _partial_file_hint(
     target: str, partial: _PartialFile | None, resume: bool, *, received: bool
 ) -> str:
-    """What an interrupted download into ``target`` leaves to continue: with -c, where its (hidden) partial
-    file is; without, that -c would have kept one (when anything was received at all)."""
+    """What an interrupted download leaves to continue: with -c, where its partial file is;
+    without, that -c would have kept one (when anything was received)."""
     if target == "-":
         return ""
     if not resume:
-        return (
-            "; with -c, the partial file is kept and the same command continues it"
-            if received
-            else ""
-        )
-    if partial is None:
+        kept = "; with -c, the partial file is kept and the same command continues it"
+        return kept if received else ""
+    if partial is None or not os.path.exists(partial.path):
         return ""
-    return (
-        f"; the same command continues its partial file {partial.path}"
-        if os.path.exists(partial.path)
-        else ""
-    )
+    return f"; the same command continues its partial file {partial.path}"
+
+
+# ---------------------------------------------------------------------------
+# The terminal: stderr's lines, results, the pager, tables, progress, completion
+# ---------------------------------------------------------------------------
+
+# What is escaped on its way to a terminal: C0, DEL, C1; bidirectional controls (a server's
+# "denied\u202e :ko" reads "ok"), zero-width characters, line and paragraph separators; and lone
+# surrogates, which no UTF-8 stream takes.
+_ESCAPED = (
+    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060\u2066-\u2069\ufeff"
+    "\ud800-\udfff"
+)
+
+
+@functools.cache  # made on first use: --help and --version need none of it
+def _escapes() -> tuple[re.Pattern[str], dict[int, str], dict[int, str]]:
+    """What _ESCAPED matches; the terminal's escapes (``\\x1b``, ``\\u202e``); JSON's (``\\u``:
+    json.dumps escapes C0 itself, and leaves the rest)."""
+    spans = re.findall(r"(.)(?:-(.))?", _ESCAPED, re.DOTALL)
+    codes = [code for a, b in spans for code in range(ord(a), ord(b or a) + 1)]
+    terminal = {code: f"\\x{code:02x}" if code < 0xA0 else f"\\u{code:04x}" for code in codes}
+    return re.compile(f"[{_ESCAPED}]"), terminal, {c: f"\\u{c:04x}" for c in codes if c >= 0x7F}
+
+
+def _printable(text: str) -> str:
+    """``text`` with what a terminal would act on or hide escaped (see _ESCAPED)."""
+    pattern, terminal, _ = _escapes()
+    return text.translate(terminal) if pattern.search(text) else text
+
+
+def _encodable(text: str) -> str:
+    """``text`` but for lone surrogates (``\\ud800``), which no UTF-8 stream takes: for a file."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _json_text(value: Any, indent: int | None = None) -> str:
+    """JSON whose text holds no control character (json escapes C0; DEL, C1 and the rest here)."""
+    separators = None if indent else (", ", ": ")
+    text = json.dumps(value, indent=indent, ensure_ascii=False, separators=separators)
+    return text.translate(_escapes()[2])
+
+
+def _size(count: float) -> str:
+    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
+    if count < 1024:
+        return f"{count:.0f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        count /= 1024
+        if count < 1024 or unit == "TiB":
+            break
+    return f"{count:.1f} {unit}"
+
+
+def _terminal_size(stream: Any, name: str) -> int:
+    """The ``columns`` or ``lines`` of the terminal ``stream`` writes to ($COLUMNS, $LINES first,
+    as shutil reads them); 0 when it is none."""
+    variable = os.environ.get(name.upper(), "")
+    if variable.isdigit():
+        return int(variable)
+    try:
+        return getattr(os.get_terminal_size(stream.fileno()), name) if stream.isatty() else 0
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 class _Stderr:
-    """The command's stderr: one-line messages and, on a terminal, one status line redrawn under them.
-
-    The status line is a download's progress, or (without -v) a retry under way: it is
-    never left behind, so that what stays on the screen is the messages. Every text is
-    escaped (``_printable``) on its way out: much of it came from the network.
+    """The command's stderr: one-line messages and, on a terminal, one status line under them
+    (a download's progress; without -v, a retry under way), never left behind. Every text is
+    escaped on its way out (much of it came from the network) and holds none of ``secrets``.
     """
 
     def __init__(self, *, quiet: bool, verbose: bool) -> None:
-        self.stream = sys.stderr
-        self.quiet = quiet
-        self.verbose = verbose
+        self.stream, self.quiet, self.verbose = sys.stderr, quiet, verbose
         try:
             self.is_terminal = self.stream.isatty()
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.secrets = _client_secrets(
-            None, shown=True
-        )  # then the client's: redacted in every line
+        self.secrets = _client_secrets(None, shown=True)  # then the client's
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:
         """Draw the status line in place of the last one (None: clear it)."""
         if self.is_terminal and not self.quiet:
             with self.lock:
-                width = (_terminal_width(self.stream) or 80) - 1
-                # Redacted before it is cut: a secret cut in two would no longer be found whole (_write).
-                self.line = line and _status_fitted(
-                    _printable(_redact_value(line, self.secrets)), width
-                )
+                width = (_terminal_size(self.stream, "columns") or 80) - 1
+                # Redacted before it is cut: a secret cut in two would not be found whole (_write).
+                shown = line and _printable(_redact_value(line, self.secrets))
+                self.line = shown and _status_fitted(shown, width)
                 self._write(f"\r{self.line or ''}\033[K")
 
     def message(self, text: str, *, error: bool = False, raw: bool = False) -> None:
-        """A line (or, ``raw``, text already made safe, such as JSON) above the status line."""
+        """A line (``raw``: text already made safe, such as JSON) above the status line."""
         if self.quiet and not error:
             return
         with self.lock:
@@ -1407,9 +1218,6 @@ class _Stderr:
                 self.line = None  # an error ends what the status line said
             clear = "\r\033[K" if self.is_terminal else ""
             self._write(clear + (text if raw else _printable(text)) + "\n" + (self.line or ""))
-
-    def info(self, text: str) -> None:
-        self.message(text)
 
     def warning(self, text: str) -> None:
         self.message(f"dataset-client: warning: {text}")
@@ -1419,20 +1227,16 @@ class _Stderr:
         return status
 
     def log(self, record: Any) -> None:
-        """A logging handler's emit: the library's request (DEBUG), resume (INFO) and retry (WARNING) lines."""
-        shown = tuple(
-            _sizes_for_people(a) if isinstance(a, DatasetClientError) else a
-            for a in record.args or ()
-        )
-        text = "dataset-client: " + (
-            record.msg % shown if shown else record.getMessage()
-        )  # a retry's cause too
+        """A logging handler's emit: the library's request (DEBUG), resume (INFO), retry lines."""
+        args = record.args or ()
+        shown = [_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in args]
+        text = "dataset-client: " + (record.msg % tuple(shown) if shown else record.getMessage())
         if not self.verbose and record.levelno == logging.INFO:  # a resume: one line (-v: the URL)
             text = text.rsplit(", GET ", 1)[0]
         lasting = getattr(record, "lasting", False)
         if record.levelno >= logging.WARNING and not self.verbose and not lasting:
             self.status(text)  # a retry: said while it waits, gone once it is over
-        else:  # never cut: the cause of a retry is at the end
+        else:  # never cut: the cause of a retry is at its end
             self.message(text)
 
     def close(self) -> None:
@@ -1440,9 +1244,7 @@ class _Stderr:
             self.status(None)
 
     def _write(self, text: str) -> None:
-        with contextlib.suppress(
-            OSError, ValueError
-        ):  # a closed or broken stderr must not hide the real error
+        with contextlib.suppress(OSError, ValueError):  # a broken stderr must not hide the error
             self.stream.write(_redact_value(text, self.secrets))
             self.stream.flush()
 
@@ -1468,117 +1270,21 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
         writer.writerow([shown(name) for name in columns])
         writer.writerows([shown(_cell(value)) for value in row] for row in rows)
     else:
-        sys.stdout.write(
-            "".join(
-                line + "\n" for line in _table_lines(columns, rows, _terminal_width(sys.stdout))
-            )
-        )
+        lines = _table_lines(columns, rows, _terminal_size(sys.stdout, "columns"))
+        sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
 
 
-class _TerminalCopy(io.StringIO):
-    """What is printed for a terminal, kept to be paged: it answers isatty() and fileno() as the terminal does."""
-
-    def __init__(self, terminal: Any) -> None:
-        super().__init__()
-        self.terminal = terminal
-
-    def isatty(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return int(self.terminal.fileno())
-
-
-def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None:
-    """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller than the
-    screen, as psql and gh do. Never when stdout is a file or pipe."""
-    terminal = sys.stdout
-    try:
-        on_terminal = allowed and terminal.isatty()
-    except (AttributeError, ValueError):
-        on_terminal = False
-    if not on_terminal:
-        print_it()
-        return
-    copy = _TerminalCopy(terminal)
-    with contextlib.redirect_stdout(copy):
-        print_it()
-    text = copy.getvalue()
-    height = _terminal_height(terminal)
-    command = _pager_command() if height and text.count("\n") >= height else None
-    if command is None or not _run_pager(command, text, terminal, secrets):
-        terminal.write(text)
-        terminal.flush()
-
-
-def _terminal_height(stream: Any) -> int:
-    """The rows of the terminal ``stream`` writes to ($LINES first, as shutil does); 0 when unknown."""
-    if os.environ.get("LINES", "").isdigit():
-        return int(os.environ["LINES"])
-    try:
-        return os.get_terminal_size(stream.fileno()).lines
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
-def _pager_command() -> list[str] | None:
-    """$DATASET_CLIENT_PAGER, else $PAGER (the first that is set decides; set but empty: no pager, as git
-    and psql read them), else ``less -FRX`` when it is installed; None: no pager."""
-    import shlex
-
-    for name in ("DATASET_CLIENT_PAGER", "PAGER"):
-        if name in os.environ:
-            try:
-                return shlex.split(os.environ[name]) or None
-            except ValueError:  # unbalanced quotes: not a command that can run
-                return None
-    less = shutil.which("less")
-    return [less, "-FRX"] if less else None
-
-
-def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bool:
-    """``text`` through the pager on ``terminal``; False when the pager cannot start. Quitting it early
-    is fine (the rest is not wanted): no error. The pager gets none of the client's ``secrets``."""
-    import subprocess
-
-    environment = {  # none of the key, a copy of it, a proxy's password
-        name: value
-        for name, value in os.environ.items()
-        if name != "DATASET_CLIENT_API_KEY" and not secrets.found_in(value)
-    }
-    terminal.flush()
-    try:
-        output = terminal.fileno()
-        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=output, env=environment)
-    except OSError:
-        return False
-    assert pager.stdin is not None
-    # The pager quit before reading all (BrokenPipeError), or Ctrl-C, which is the pager's to handle (less
-    # stays on): the rest is not wanted, and the pager is waited for, as git does.
-    with contextlib.suppress(OSError, KeyboardInterrupt):
-        pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
-    with contextlib.suppress(OSError, KeyboardInterrupt):
-        pager.stdin.close()
-    for _ in range(1000):
-        try:
-            pager.wait()
-            break
-        except KeyboardInterrupt:
-            continue
-    return True
-
-
 def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) -> None:
-    """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one JSON
-    line, or csv's header row and one row."""
+    """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one
+    JSON line, or csv's header and one row."""
     if settings.output == "table":
         export = settings.command == "export"  # its id, sha256, URL are copied: never wrapped
         shown = _export_fields(record) if export else record
         if not shown:
             sys.stdout.write(_json_text(record, 2) + "\n")
         else:
-            lines = _block_lines(shown, 0 if export else _terminal_width(sys.stdout))
+            lines = _block_lines(shown, 0 if export else _terminal_size(sys.stdout, "columns"))
             sys.stdout.write("".join(line + "\n" for line in lines))
     elif settings.output == "json":
         sys.stdout.write(_json_text(record, 2) + "\n")
@@ -1593,9 +1299,9 @@ _EXPORT_FIELDS += ("rows", "size", "sha256", "download_url")
 
 
 def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
-    """An export's fields people check and act on (--output json has all), its size in KiB/MiB."""
+    """The fields of an export people check and act on (--output json has all), its size in KiB."""
     shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
-    if _is_number(shown.get("size")) and 0 <= shown["size"] <= _MAX_SIZE:  # else whole (no float)
+    if _is_number(shown.get("size")) and 0 <= shown["size"] <= 2**63 - 1:  # no file's: as it is
         shown["size"] = _size(shown["size"])
     return shown
 
@@ -1610,19 +1316,100 @@ def _block_lines(fields: dict[str, Any], width: int) -> list[str]:
     return _record_lines(names, cells, numeric, width or sys.maxsize)[1:]  # less -[ RECORD 1 ]-
 
 
+class _TerminalCopy(io.StringIO):
+    """What is printed for a terminal, kept to be paged: isatty() and fileno() as the terminal's."""
+
+    def __init__(self, terminal: Any) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return int(self.terminal.fileno())
+
+
+def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None:
+    """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller
+    than the screen, as psql and gh do."""
+    terminal = sys.stdout
+    try:
+        on_terminal = allowed and terminal.isatty()
+    except (AttributeError, ValueError):
+        on_terminal = False
+    if not on_terminal:
+        print_it()
+        return
+    copy = _TerminalCopy(terminal)
+    with contextlib.redirect_stdout(copy):
+        print_it()
+    text = copy.getvalue()
+    height = _terminal_size(terminal, "lines")
+    command = _pager_command() if height and text.count("\n") >= height else None
+    if command is None or not _run_pager(command, text, terminal, secrets):
+        terminal.write(text)
+        terminal.flush()
+
+
+def _pager_command() -> list[str] | None:
+    """$DATASET_CLIENT_PAGER, else $PAGER (set but empty: no pager, as git and psql read them),
+    else ``less -FRX`` when installed; None: no pager."""
+    import shlex
+
+    for name in ("DATASET_CLIENT_PAGER", "PAGER"):
+        if name in os.environ:
+            try:
+                return shlex.split(os.environ[name]) or None
+            except ValueError:  # unbalanced quotes: not a command that can run
+                return None
+    less = shutil.which("less")
+    return [less, "-FRX"] if less else None
+
+
+def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bool:
+    """``text`` through the pager on ``terminal``, whose environment holds none of ``secrets``;
+    False when it cannot start. Quitting it early is fine: no error."""
+    import subprocess
+
+    environment = {  # none of the key, a copy of it, a proxy's password
+        name: value
+        for name, value in os.environ.items()
+        if name != "DATASET_CLIENT_API_KEY" and not secrets.found_in(value)
+    }
+    terminal.flush()
+    try:
+        output = terminal.fileno()
+        pager = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=output, env=environment)
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    # The pager quit before reading all (BrokenPipeError), or Ctrl-C, which is the pager's to
+    # handle (less stays on): the rest is not wanted, and the pager is waited for, as git does.
+    with contextlib.suppress(OSError, KeyboardInterrupt):
+        pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
+    with contextlib.suppress(OSError, KeyboardInterrupt):
+        pager.stdin.close()
+    for _ in range(1000):
+        try:
+            pager.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    return True
+
+
 def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
-    """Columns and rows of a ``{"columns": [...], "rows": [[...]]}`` result or a list of objects; else None."""
-    columns, rows = (
-        (result.get("columns"), result.get("rows")) if isinstance(result, dict) else (None, None)
-    )
-    if (
-        isinstance(columns, list)
-        and isinstance(rows, list)
-        and all(isinstance(row, list) for row in rows)
-    ):
-        return [str(name) for name in columns], [
-            (row + [None] * len(columns))[: len(columns)] for row in rows
-        ]
+    """Columns and rows of a ``{"columns": [...], "rows": [[...]]}`` result or a list of objects."""
+    if isinstance(result, dict):
+        names, rows = result.get("columns"), result.get("rows")
+        if (
+            isinstance(names, list)
+            and isinstance(rows, list)
+            and all(isinstance(r, list) for r in rows)
+        ):
+            size = len(names)
+            return [str(name) for name in names], [(row + [None] * size)[:size] for row in rows]
     if isinstance(result, list) and all(isinstance(item, dict) for item in result):
         columns = list(dict.fromkeys(str(key) for item in result for key in item))
         return columns, [[item.get(column) for column in columns] for item in result]
@@ -1630,7 +1417,7 @@ def _tabular(result: Any) -> tuple[list[str], list[list[Any]]] | None:
 
 
 def _cell(value: Any) -> str:
-    """A value as a table or csv cell: text as is, numbers and booleans as JSON, nested values as compact JSON."""
+    """A value as a table or csv cell: text as is, anything else as compact JSON."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -1646,18 +1433,14 @@ _NARROWEST_TEXT = 8  # columns a text column keeps before the table turns into o
 
 
 def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
-    """Aligned columns, numbers on the right and never cut, no line wider than ``width`` (0: no limit):
-    nested values (compact JSON) narrow first, then text; when that is not enough, one block per record,
+    """Aligned columns, numbers on the right and never cut, no line wider than ``width`` (0: no
+    limit): nested values narrow first, then text; when that is not enough, one block per record,
     as psql's expanded mode. Then ``(N rows)``. Linear in the size of the result."""
     names = [_printable(name) for name in columns]
-    cells = [
-        [_printable(_cell(value)) for value in row] for row in rows
-    ]  # no escape codes reach the terminal
+    cells = [[_printable(_cell(value)) for value in row] for row in rows]
     right = [[_is_number(value) for value in row] for row in rows]
     numeric = [any(row[index] for row in right) for index in range(len(columns))]
-    nested = [
-        any(isinstance(row[index], (dict, list)) for row in rows) for index in range(len(columns))
-    ]
+    nested = [any(isinstance(row[i], (dict, list)) for row in rows) for i in range(len(columns))]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
     widths = _column_widths(names, cells, numeric, width, nested)
     if widths is None:  # records: nested values as JSON with spaces, to wrap at words too
@@ -1665,11 +1448,8 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
         return [*_record_lines(names, cells, numeric, width), count]
 
     def line(texts: list[str], to_right: list[bool]) -> str:
-        fitted = [
-            _fit(text, size, on_right)
-            for text, size, on_right in zip(texts, widths, to_right, strict=True)
-        ]
-        return "  ".join(fitted).rstrip()
+        fitted = zip(texts, widths, to_right, strict=True)
+        return "  ".join(_fit(text, size, on_right) for text, size, on_right in fitted).rstrip()
 
     lines = (
         [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
@@ -1685,25 +1465,17 @@ def _spaced(row: list[Any], cells: list[str]) -> list[str]:
 
 
 def _column_widths(
-    names: list[str],
-    cells: list[list[str]],
-    numeric: list[bool],
-    width: int,
-    nested: list[bool] | None = None,
+    names: list[str], cells: list[list[str]], numeric: list[bool], width: int, nested: list[bool]
 ) -> list[int] | None:
-    """Each column's width: the widest columns of nested values give way first, then the widest text
-    columns, each down to ``_NARROWEST_TEXT``; a column with numbers never does. None when the columns
-    cannot fit ``width`` so."""
-    if not width:
-        return [
-            max([_text_width(name)] + [_text_width(row[index]) for row in cells])
-            for index, name in enumerate(names)
-        ]
+    """Each column's width: the widest columns of nested values give way first, then the widest
+    text columns, each down to _NARROWEST_TEXT; a column of numbers never does. None when the
+    columns cannot fit ``width`` so."""
     # A cell is measured no further than the terminal's width: wider, it is cut anyway.
-    widths = [
-        max(_width_up_to(text, width) for text in [name] + [row[index] for row in cells])
-        for index, name in enumerate(names)
-    ]
+    limit = width or sys.maxsize
+    columns = [[name] + [row[index] for row in cells] for index, name in enumerate(names)]
+    widths = [max(_width_up_to(text, limit) for text in column) for column in columns]
+    if not width:
+        return widths
     room = width - 2 * (len(names) - 1)
     floors = [
         size if number else min(size, _NARROWEST_TEXT)
@@ -1711,21 +1483,16 @@ def _column_widths(
     ]
     if sum(floors) > room:
         return None
-    nested = nested or [False] * len(names)
     for giving_way in (True, False):  # nested values first: text says more in the same room
-        chosen = [
-            index
-            for index, number in enumerate(numeric)
-            if not number and nested[index] is giving_way
-        ]
+        chosen = [i for i, number in enumerate(numeric) if not number and nested[i] is giving_way]
         _narrow(widths, floors, chosen, sum(widths) - room)
     return widths
 
 
 def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int) -> None:
-    """Take ``excess`` columns (or as many as the floors allow) off the widest of the ``chosen`` columns,
-    leaving them level as cutting the widest by one at a time would: a level found by bisection, so the
-    cost does not grow with the cells' length."""
+    """Take ``excess`` columns (as many as the floors allow) off the widest ``chosen`` columns,
+    leaving them level as cutting the widest by one at a time would; the level is found by
+    bisection, so the cost does not grow with the cells' length."""
     if excess <= 0 or not chosen:
         return
 
@@ -1733,12 +1500,10 @@ def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int
         return sum(max(0, widths[index] - max(level, floors[index])) for index in chosen)
 
     low, high = 0, max(widths[index] for index in chosen)  # cut_at(high) is 0: not enough
-    while high - low > 1:  # the highest level that cuts enough (low: 0 when even the floors do not)
+    while high - low > 1:  # the highest level that cuts enough (low: 0 when even floors do not)
         middle = (low + high) // 2
         low, high = (middle, high) if cut_at(middle) >= excess else (low, middle)
-    spare = max(
-        0, cut_at(low) - excess
-    )  # fewer than the columns cut to the level exactly: one back each
+    spare = max(0, cut_at(low) - excess)  # cut more than needed: one column back for each
     for index in chosen:
         narrowed = min(widths[index], max(low, floors[index]))
         if spare and narrowed == low < widths[index]:
@@ -1749,9 +1514,9 @@ def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int
 def _record_lines(
     names: list[str], cells: list[list[str]], numeric: list[bool], width: int
 ) -> list[str]:
-    """One block per record: ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded wrapped format:
-    names take up to half of ``width`` and are cut only beyond it; a longer text value wraps onto indented
-    continuation lines; numbers are never cut."""
+    """One block per record, ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded
+    wrapped format: names take up to half of ``width``; a longer text wraps onto indented lines;
+    numbers are never cut."""
     name_width = min(max(map(_text_width, names), default=0), max(width // 2, 1))
     room = max(width - name_width - 3, 1)
     indent = " " * name_width + " | "
@@ -1767,9 +1532,8 @@ def _record_lines(
 
 
 def _wrapped(text: str, width: int) -> list[str]:
-    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two), as
-    psql's wrapped format: a piece ends at a space (which goes) when the word after it fits a line;
-    a longer word is cut where the line ends."""
+    """``text`` in pieces of at most ``width`` columns (a wide character alone may take two): a
+    piece ends at a space (which goes) when the next word fits a line; a longer word is cut."""
     import bisect
     import itertools
 
@@ -1793,16 +1557,14 @@ def _wrapped(text: str, width: int) -> list[str]:
 
 
 def _fits(text: str, at: int, width: int) -> bool:
-    """Whether the word at ``at`` in ``text`` fits ``width`` columns (read no further than that)."""
+    """Whether the word at ``at`` in ``text`` fits ``width`` columns (read no further)."""
     end = text.find(" ", at, at + width + 1)
     return _width_up_to(text[at : end if end >= 0 else at + width + 1], width) <= width
 
 
 def _text_width(text: str) -> int:
-    """Columns ``text`` takes on a terminal: East Asian wide characters take two, combining marks none."""
-    if (
-        text.isascii() or max(text) < "\u0300"
-    ):  # no wide character or combining mark comes before U+0300
+    """Columns ``text`` takes on a terminal: East Asian wide characters 2, combining marks none."""
+    if text.isascii() or max(text) < "\u0300":  # none of them comes before U+0300
         return len(text)
     return sum(map(_character_width, text))
 
@@ -1811,18 +1573,14 @@ def _text_width(text: str) -> int:
 def _character_width(character: str) -> int:
     import unicodedata
 
-    return (
-        0
-        if unicodedata.combining(character)
-        else 2
-        if unicodedata.east_asian_width(character) in "WF"
-        else 1
-    )
+    if unicodedata.combining(character):
+        return 0
+    return 2 if unicodedata.east_asian_width(character) in "WF" else 1
 
 
 def _width_up_to(text: str, limit: int) -> int:
-    """``_text_width(text)`` when it is at most ``limit``; when wider, perhaps less than all of it (still above
-    ``limit``): a long text's first ``limit + 1`` characters tell, unless combining marks make them narrower."""
+    """``_text_width(text)``, or when above ``limit`` perhaps less (still above it): a long text's
+    first ``limit + 1`` characters tell, unless combining marks make them narrower."""
     if len(text) > limit + 1:
         first = _text_width(text[: limit + 1])
         if first > limit:
@@ -1844,33 +1602,21 @@ def _fit(text: str, width: int, right: bool) -> str:
     return padding + text if right else text + padding
 
 
-def _terminal_width(stream: Any) -> int:
-    """The columns of the terminal ``stream`` writes to ($COLUMNS first, as shutil does); 0 when it is none."""
-    if os.environ.get("COLUMNS", "").isdigit():
-        return int(os.environ["COLUMNS"])
-    try:
-        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else 0
-    except (AttributeError, OSError, ValueError):
-        return 0
-
-
 def _duration(seconds: float) -> str:
     """m:ss, or h:mm:ss past an hour."""
     minutes, second = divmod(int(seconds + 0.5), 60)
-    return (
-        f"{minutes // 60}:{minutes % 60:02d}:{second:02d}"
-        if minutes >= 60
-        else f"{minutes}:{second:02d}"
-    )
+    if minutes < 60:
+        return f"{minutes}:{second:02d}"
+    return f"{minutes // 60}:{minutes % 60:02d}:{second:02d}"
 
 
-# The widest each part of the progress line gets: "100%", the bytes (as wide as "<total>/<total>"),
-# "1023.9 MiB/s", "99:59:59 left".
+# The widest each part of the progress line gets: "100%", the bytes (as wide as
+# "<total>/<total>"), "1023.9 MiB/s", "99:59:59 left".
 _PROGRESS_PARTS = (4, 0, len("1023.9 MiB/s"), len("99:59:59 left"))
 
 
 def _size_of(done: int, total: int) -> str:
-    """``1.5/8.0 MiB``: ``done`` in the unit of ``total``, so that the text never gets wider than at the end."""
+    """``1.5/8.0 MiB``: ``done`` in the unit of ``total``: never wider than at the end."""
     text = _size(total)
     unit = text.split(" ")[1]
     if unit == "B":
@@ -1879,24 +1625,19 @@ def _size_of(done: int, total: int) -> str:
 
 
 class _ProgressLine:
-    """A download's ``progress`` callback: counts, and redraws one line on the terminal when its percent changes.
-
-    The line keeps one shape for the whole transfer: each part has room for its widest
-    value from the first frame on, so the bar does not jump when the rate appears.
+    """A download's ``progress`` callback: counts, and redraws the status line when its percent
+    changes, each part in room for its widest value from the first frame on (the bar never jumps).
     """
 
     def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
-        self.stderr = stderr
-        self.draw = draw
+        self.stderr, self.draw = stderr, draw
         self.created = self.started = time.monotonic()  # the download's start; the first bytes'
         self.drawn_at = 0.0
-        self.first: int | None = None  # bytes there already (a resumed file): not this run's speed
+        self.first: int | None = None  # bytes there already (a resumed file): not this run's
         self.done = 0
         self.total: int | None = None
         self.percent = -1  # the whole percent on the screen: a new one is drawn at once
-        self.layout: tuple[int, int, list[int]] | None = (
-            None  # for (width, total): the bar's width, each part's
-        )
+        self.layout: tuple[int, int, list[int]] | None = None  # (width, the bar's, each part's)
         self.verified: list[str] = []  # the checks the file passed, as download(verified=) says
 
     def __call__(self, done: int, total: int | None) -> None:
@@ -1907,30 +1648,23 @@ class _ProgressLine:
         percent = done * 100 // total if total else -1
         if self.draw and (now - self.drawn_at >= 0.1 or percent != self.percent):
             self.drawn_at, self.percent = now, percent
-            self.stderr.status(
-                self.text(now - self.started, _terminal_width(self.stderr.stream) or 80)
-            )
+            width = _terminal_size(self.stderr.stream, "columns") or 80
+            self.stderr.status(self.text(now - self.started, width))
 
     def received(self) -> str:
         """``1.0 MiB of 3.0 MiB``: how much of the file is in."""
         return f"{_size(self.done)} of {_size(self.total)}" if self.total else _size(self.done)
 
     def text(self, elapsed: float, width: int) -> str:
-        """Bar, percent, bytes, rate and time left, in ``width - 1`` columns, each part in its fixed room."""
+        """Bar, percent, bytes, rate and time left, in ``width - 1`` columns."""
         rate = (self.done - (self.first or 0)) / elapsed if elapsed >= 0.5 else 0.0
         if not self.total:
-            return _fit(
-                f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done),
-                width - 1,
-                False,
-            ).rstrip()
+            shown = f"{_size(self.done)}  {_size(rate)}/s" if rate else _size(self.done)
+            return _fit(shown, width - 1, False).rstrip()
         bar, rooms = self._layout(width, self.total)
-        parts = [f"{self.done * 100 // self.total:3d}%", _size_of(self.done, self.total)]
-        parts += (
-            [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"]
-            if rate
-            else ["", ""]
-        )
+        parts = [f"{self.done * 100 // self.total:3d}%", _size_of(self.done, self.total), "", ""]
+        if rate:
+            parts[2:] = [f"{_size(rate)}/s", f"{_duration((self.total - self.done) / rate)} left"]
         text = "  ".join(_fit(part, room, False) for part, room in zip(parts, rooms, strict=False))
         if bar:
             filled = bar * self.done // self.total
@@ -1938,7 +1672,7 @@ class _ProgressLine:
         return text.rstrip()
 
     def _layout(self, width: int, total: int) -> tuple[int, list[int]]:
-        """The bar's width (0: none) and the room of each part that fits, for this terminal and total."""
+        """The bar's width (0: none) and the room of each part that fits this terminal and total."""
         if self.layout is None or self.layout[0] != width:
             rooms = list(_PROGRESS_PARTS)
             rooms[1] = len(_size_of(total, total))
@@ -1960,8 +1694,8 @@ _REQUEST_IN_TEXT = rf"(?:: )?\b[A-Z]+ {_URL_IN_TEXT}(?: via proxy \S+ \(NO_PROXY
 
 def _status_fitted(text: str, width: int) -> str:
     """A status line in ``width`` columns, cut where it says least (a retry keeps its reason):
-    each URL from its end (to its origin), then the request (the error and -v say it whole), then
-    the program's name; then (or at once, in a line without a URL) its end."""
+    each URL from its end (to its origin), then the request (the error and -v say it whole),
+    then the program's name; then (or at once, in a line without a URL) its end."""
     urls = sorted(set(re.findall(_URL_IN_TEXT, text)), key=len, reverse=True)
     for url in urls:
         origin = url.find("/", url.find("//") + 2) % (len(url) + 1)  # where its path starts
@@ -1975,31 +1709,19 @@ def _status_fitted(text: str, width: int) -> str:
     return _fit(text, width, False).rstrip()
 
 
-def _option_words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, list[str]]]:
-    """The global options, and each command's own, as the parser knows them."""
-    globals_ = [name for action in parser._actions for name in action.option_strings]
-    commands = _command_parsers(parser)
-    own = {
-        name: [
-            word
-            for action in command._actions
-            for word in action.option_strings
-            if word not in globals_
-        ]
-        for name, command in commands.items()
-    }
-    return globals_, own
-
-
-# The profiles of the config file the command line reads (see _config_path): its [NAME] lines; a regular
-# file only, as _profile reads: a FIFO there would hold the shell waiting for a writer at each Tab.
+# The profiles of the config file (the library's _config_path): its [NAME] lines; a regular file
+# only, as the library reads: a FIFO there would hold the shell waiting for a writer at each Tab.
 _PROFILES_FUNCTION = r"""_dataset_client_profiles() {
     local config="${DATASET_CLIENT_CONFIG:-}"
     if [[ -z "$config" ]]; then
-        case "${XDG_CONFIG_HOME:-}" in /*) config="$XDG_CONFIG_HOME" ;; *) config="$HOME/.config" ;; esac
+        case "${XDG_CONFIG_HOME:-}" in
+            /*) config="$XDG_CONFIG_HOME" ;;
+            *) config="$HOME/.config" ;;
+        esac
         config="$config/dataset-client/config.toml"
     fi
-    [[ -f "$config" && -r "$config" ]] && sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
+    [[ -f "$config" && -r "$config" ]] &&
+        sed -n 's/^[[:space:]]*\[\([A-Za-z0-9_-]*\)\].*/\1/p' "$config"
 }
 """
 _BASH_COMPLETION = """\
@@ -2060,15 +1782,16 @@ _dataset_client() {
 CASES    esac
 }
 compdef _dataset_client dataset-client
-# Under an alias (alias dataset-client='python3 -m dataset_client', as the README shows), zsh completes
-# the words the alias stands for, as a python3 command, unless complete_aliases is set: those words,
-# then, are completed here, and any other python3 command as before.
+# Under an alias (alias dataset-client='python3 -m dataset_client', as the README shows), zsh
+# completes the words the alias stands for, as a python3 command, unless complete_aliases is set:
+# those words, then, are completed here, and any other python3 command as before.
 if (( ${+aliases[dataset-client]} )) && [[ ! -o complete_aliases ]]; then
     _dataset_client_alias=(${(z)aliases[dataset-client]})
     _dataset_client_before=${_comps[${_dataset_client_alias[1]}]:-_default}
     _dataset_client_aliased() {
         local count=${#_dataset_client_alias}
-        if (( CURRENT > count )) && [[ "${(j: :)${(@)words[1,count]}}" == "${(j: :)_dataset_client_alias}" ]]; then
+        if (( CURRENT > count )) &&
+            [[ "${(j: :)${(@)words[1,count]}}" == "${(j: :)_dataset_client_alias}" ]]; then
             words=(dataset-client "${(@)words[count+1,-1]}")
             (( CURRENT -= count - 1 ))
             _dataset_client
@@ -2081,7 +1804,7 @@ fi
 """
 
 
-# The names of the files a download makes beside DEST (see _FileTarget, _StateFile): never offered for DEST.
+# The files a download makes beside DEST (the library's _FileTarget, _StateFile): never offered.
 _HIDDEN_FILES = (
     ".*.part",
     ".*.part.json",
@@ -2092,37 +1815,33 @@ _HIDDEN_FILES = (
 
 
 def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
-    """A completion script for ``shell``: commands, options, --output/--format values, file names for DEST."""
-    globals_, own = _option_words(parser)
-    commands = _command_parsers(parser).values()
-    actions = [*parser._actions, *(action for command in commands for action in command._actions)]
-    taking_a_value = (
-        name for action in actions if action.nargs is None for name in action.option_strings
-    )
-    valued = "|".join(
-        name
-        for name in dict.fromkeys(taking_a_value)
-        if name not in ("--output", "--format", "--ca-bundle", "--profile")
-    )
+    """A completion script for ``shell``: commands, options, their values, file names for DEST."""
+    known = _options_of(parser)
+    tables = {name: _options_of(command) for name, command in _command_parsers(parser).items()}
+    own = {
+        name: [option for option in table if option not in known] for name, table in tables.items()
+    }
+    offered = ("--output", "--format", "--ca-bundle", "--profile")  # their values are completed
+    valued = {
+        option: 1
+        for table in (known, *tables.values())
+        for option, values in table.items()
+        if values == 1 and option not in offered
+    }
     if shell == "bash":
         offer, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', "$cur"
     else:
         offer, test = "compadd -- {}", "$PREFIX"
-    files = "_dataset_client_files"
     otherwise = {"": offer.format(" ".join(_COMMANDS))}  # after each command: its operands
-    otherwise.update((name, files) for name, command in _COMMANDS.items() if command.files)
-    otherwise.update(
-        (name, offer.format(" ".join(c.operands))) for name, c in _COMMANDS.items() if c.operands
-    )
+    for name, command in _COMMANDS.items():
+        if command.operands:
+            otherwise[name] = offer.format(" ".join(command.operands))
+        elif command.files:
+            otherwise[name] = "_dataset_client_files"
     cases = ""
-    for name in (
-        "",
-        *own,
-    ):  # no command yet, then each command: its options, else what its arguments are
-        words = " ".join(
-            sorted(set(globals_ + own.get(name, [])) - {"--version"} if name else globals_)
-        )
-        then = f"{offer.format(words)}; else {otherwise.get(name, ':')}"
+    for name in ("", *own):  # no command yet, then each: its options, else its operands
+        words = sorted({*known, *own[name]} - {"--version"} if name else known)
+        then = f"{offer.format(' '.join(words))}; else {otherwise.get(name, ':')}"
         cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'
     replacements = {
         "PROFILES_FUNCTION": _PROFILES_FUNCTION,
@@ -2130,21 +1849,12 @@ def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
         "HIDDEN": "|".join(_HIDDEN_FILES),
         "OUTPUTS": " ".join(_OUTPUTS),
         "FORMATS": " ".join(_FORMATS),
-        "VALUED": valued,
+        "VALUED": "|".join(valued),
         "COMMANDS_CASE": "|".join(_COMMANDS),
         "CASES": cases,
     }
     script = _BASH_COMPLETION if shell == "bash" else _ZSH_COMPLETION
     return re.sub("|".join(replacements), lambda found: replacements[found[0]], script)
-
-
-def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """Each command's own parser, by the command's name."""
-    import argparse
-
-    return next(
-        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
-    ).choices
 
 
 if __name__ == "__main__":

@@ -6316,10 +6316,15 @@ def digest_field(data: bytes, algorithm: str = "sha-256", *, legacy: bool = Fals
 
 
 def serve_parts(
-    data: bytes, *, headers: dict[str, str] | None = None, corrupt: list[int] | None = None
+    data: bytes,
+    *,
+    headers: dict[str, str] | None = None,
+    corrupt: list[int] | None = None,
+    part_digest: Callable[[bytes], str] = digest_field,
 ) -> Respond:
     """``data`` with ranges and a strong ETag, ``headers`` on each response, each 206 with the Content-Digest
-    of the right bytes; each offset in ``corrupt`` makes the next 206 starting there flip a bit of its body."""
+    of the right bytes (``part_digest(body)``); each offset in ``corrupt`` makes the next 206 starting there
+    flip a bit of its body."""
     pending = list(corrupt or [])
 
     def respond(handler: Handler) -> None:
@@ -6335,7 +6340,7 @@ def serve_parts(
         if span:
             sent |= {
                 "Content-Range": f"bytes {start}-{end - 1}/{len(data)}",
-                "Content-Digest": digest_field(body),
+                "Content-Digest": part_digest(body),
             }
             with handler.server.lock:
                 if start in pending:
@@ -6480,6 +6485,61 @@ class ServerDigestTests(ServerTestCase):
         ignored = [line for line in logs.output if "ignored" in line]
         self.assertEqual(len(ignored), 7, logs.output)
         self.assertEqual(self.ranges(), [None])
+
+    def test_a_parts_content_digest_is_checked_with_the_preferred_algorithm(self) -> None:
+        # Issue 31: max() by name chose which of a 206's digests to check, so an algorithm sorting
+        # after "sha-512" won (sha3-256, were the client to know it). Between sha-256 and sha-512
+        # max() happened to pick sha-512; the order is explicit now: _DIGEST_ALGORITHMS's, sha-512 first.
+        def stated(other: str) -> Callable[[bytes], str]:
+            wrong = f"{other}=:{base64.b64encode(bytes(32)).decode()}:"
+            return lambda body: f"{wrong}, {digest_field(body, 'sha-512')}"
+
+        for other, known in (("sha-256", {}), ("sha3-256", {"sha3-256": "sha3_256"})):
+            with self.subTest(other=other), mock.patch.dict(dc._DIGEST_ALGORITHMS, known):
+                self.server.requests.clear()
+                self.server.default = serve_parts(DATA, part_digest=stated(other))
+                out = self.tmp() / "out.bin"
+                self.client().download("files/x", out, connections=3)
+                self.assertEqual(out.read_bytes(), DATA)
+                self.assertEqual(len(self.ranges()), 3, "no part fetched again: sha-512 matched")
+
+    def test_a_restart_ends_the_hashing_thread_of_every_part(self) -> None:
+        # Found in the shed (issue 31): a restart ended the first part's Content-Digest hash only; a
+        # part cut short when another found the file changed kept its hashing thread, for good.
+        third, freed = len(DATA) // 3, threading.Event()
+        headers: dict[str, str] = {}
+        parts = serve_parts(DATA, headers=headers)
+
+        def respond(handler: Handler) -> None:
+            asked = handler.headers.get("Range", "")
+            if asked == f"bytes={third}-{2 * third - 1}" and not headers:  # the second part: cut
+                body = DATA[third : 2 * third]
+                handler.send_response(206)
+                handler.send_header("Content-Length", str(len(body)))
+                handler.send_header("ETag", '"v1"')
+                handler.send_header("Content-Range", f"bytes {third}-{2 * third - 1}/{len(DATA)}")
+                handler.send_header("Content-Digest", digest_field(body))
+                handler.end_headers()
+                handler.wfile.write(body[:1000])
+                freed.wait(10)  # the client's read of it is ended when the third finds the change
+                return
+            if asked.startswith(f"bytes={2 * third}-") and not headers:  # the third: changed
+                for _ in range(1000):  # once the second part's bytes are being hashed
+                    if "dataset-client-sha256" in part_threads():
+                        break
+                    time.sleep(0.01)
+                headers["ETag"] = '"v2"'
+            parts(handler)
+
+        self.server.default = respond
+        out = self.tmp() / "out.bin"
+        try:
+            self.client().download("files/x", out, connections=3)
+        finally:
+            freed.set()
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual(self.ranges()[3], None, "started over")
+        self.assertEqual(part_threads(), [], "no hashing thread outlives the call")
 
     def test_a_wrong_content_digest_on_one_part_is_fetched_once_more_then_an_error(self) -> None:
         third = len(DATA) // 3
@@ -7397,11 +7457,13 @@ class SecondReviewFileTests(ServerTestCase):
         reader.start()
 
         def finish() -> bytes:
-            with contextlib.suppress(
-                OSError
-            ):  # a writer's open lets a reader still waiting in open() go on
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            reader.join(10)
+            # A writer's open and close let the reader, waiting in open(), read to the end. Until
+            # the reader is in open(), a non-blocking writer's open fails (ENXIO): tried again.
+            deadline = time.monotonic() + 10
+            while reader.is_alive() and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                reader.join(0.01)
             return bytes(received)
 
         self.addCleanup(finish)

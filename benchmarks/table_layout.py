@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import dataset_client  # the copy in this checkout, not an installed one
+import dataset_client_cli  # the copy in this checkout, not an installed one
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
         rows = [[character * 100_000 for _ in columns]]
         for width in (80, 400, 2000):
             started = time.process_time()
-            lines = dataset_client._table_lines(columns, rows, width)
+            lines = dataset_client_cli._table_lines(columns, rows, width)
             took = time.process_time() - started
             print(
                 f"20 x 100,000 {character!r} at {width:>4} columns: {len(lines):>7} lines, {took:.3f} s CPU"
