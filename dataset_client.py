@@ -324,7 +324,13 @@ class DatasetClient:
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
         agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
         agent = _check_header_value(agent, "user_agent")
-        self._credentials, extra = _credential_headers(api_key, headers)
+        # Credentials (the key, the headers) go to base_url's origin only.
+        extra: dict[str, str] = {k: _Secret(v) for k, v in _check_headers(headers).items()}
+        self._credentials = extra
+        if api_key is not None:
+            _check_header_value(api_key, "api_key", token=True)
+            key = {"Authorization": _Secret(f"Bearer {api_key}")}
+            self._credentials = _merge_headers(key, extra)
         # Every constructor argument, for a copy or an unpickled client.
         self._arguments: dict[str, Any] = {
             "base_url": base_url,
@@ -766,17 +772,6 @@ def _as_secret(value: _T) -> _T:
     if isinstance(value, dict):
         return {k: _as_secret(v) for k, v in value.items()}  # type: ignore[return-value]
     return _Secret(value) if isinstance(value, str) else value  # type: ignore[return-value]
-
-
-def _credential_headers(
-    api_key: str | None, headers: Mapping[str, str] | None
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The headers only base_url's origin gets (Authorization, ``headers``), and ``headers``."""
-    extra: dict[str, str] = {k: _Secret(v) for k, v in _check_headers(headers).items()}
-    if api_key is None:
-        return extra, extra
-    _check_header_value(api_key, "api_key", token=True)
-    return _merge_headers({"Authorization": _Secret(f"Bearer {api_key}")}, extra), extra
 
 
 class _Secrets:
