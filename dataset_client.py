@@ -524,8 +524,7 @@ class DatasetClient:
         *,
         deadline: _Deadline | None = None,
     ) -> _T:
-        """``attempt()`` until it succeeds, fails for good, or retries or ``deadline`` run out;
-        ``progress()`` (bytes done) restarts the count of retries."""
+        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
         attempts, retries_left = 0, self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
@@ -574,8 +573,7 @@ class DatasetClient:
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline | None
     ) -> tuple[DatasetClientError, float | None]:
-        """Ask once an origin whether the server speaks the other scheme, within the wait before
-        the retry (else ``timeout``, 5 s) and ``deadline``: the error, and the wait left."""
+        """Whether the server speaks the other scheme (asked once an origin): error, wait left."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = None if deadline is None else deadline.left()
         if left is not None and delay is not None and delay >= left:
@@ -628,8 +626,7 @@ class DatasetClient:
         trusted: bool,
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        """A 2xx response, redirects followed; ``trusted``: ``headers`` may hold credentials,
-        dropped once a redirect leaves base_url's origin."""
+        """A 2xx response; ``trusted``: credentials in ``headers``, dropped leaving the origin."""
         hops = 0
         while True:
             response = self._send_single_request(method, url, body, headers, deadline)
@@ -717,8 +714,7 @@ class DatasetClient:
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
-    """What a pickled client unpickles to: its ca_bundle read at its first request, not in
-    ``pickle.loads``."""
+    # Its ca_bundle is read at its first request, not in pickle.loads (a worker may lack it).
     client = cls(**{**arguments, "ca_bundle": None})
     client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
     if closed:
@@ -775,8 +771,7 @@ def _as_secret(value: _T) -> _T:
 
 
 class _Secrets:
-    """Secrets to redact in every form a server may echo them, by patterns built when a text first
-    holds an escape (some 50 ms). ``signed``: signed URLs' credential parameters too."""
+    """Secrets to redact in every form a server may echo them (``signed``: and signed URLs')."""
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
@@ -4013,8 +4008,7 @@ def _percent_encoded(text: str, argument: str) -> str:
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """``value``: finite, an int when ``whole``, above zero when ``positive`` (else at least 0);
-    ``none``: the message says None means no limit."""
+    """``value``: finite, an int when ``whole``, above zero when ``positive``, else at least 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
@@ -4033,8 +4027,7 @@ def _check_seconds(value: float | None, argument: str) -> float | None:
 
 
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
-    """Latin-1 text without control characters; a ``token`` is ASCII without whitespace. The
-    value is never shown: it may be a credential."""
+    """Latin-1 without control characters (a ``token``: ASCII, no whitespace); never shown."""
     if not isinstance(value, str):
         raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
     if token and not value.strip():
@@ -4151,8 +4144,7 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 def _profile_settings(
     profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
 ) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)} of the variables and the profile; a profile's key for another
-    service than ``base_url`` is None. ``warn``: default warnings.warn."""
+    """{name: (value, where from)}: a profile's key for another service than ``base_url``: None."""
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
@@ -4211,8 +4203,7 @@ def _read_profile(
 
 
 def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME (absolute)
-    or ~/.config."""
+    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME or ~/.config."""
     base = os.environ.get("XDG_CONFIG_HOME", "")
     if not os.path.isabs(base):
         base = os.path.expanduser("~/.config")
@@ -4226,8 +4217,7 @@ def _open_config(path: str) -> BinaryIO:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    """A regular file of at most 1 MiB (else ValueError), the user's or root's and writable by no
-    one else (else PermissionError), as ssh checks: whoever can write it sets ``base_url``."""
+    # Who can write the file sets base_url, where the key goes: checked as ssh checks its config.
     if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
@@ -4250,8 +4240,7 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
 def _checked_profile(
     profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
 ) -> dict[str, Any]:
-    """Its known keys, checked, ``ca_bundle`` made absolute (from the config file's directory);
-    ``warn`` is told of each unknown key, with the nearest known."""
+    """Its known keys, checked; ``warn`` is told of the others."""
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
