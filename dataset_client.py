@@ -89,7 +89,7 @@ _HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
 _MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
-_LONGEST_RETRY_AFTER = 366 * 86400.0  # as read
+_LONGEST_RETRY_AFTER = 366 * 86400.0
 _MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes kept in ServiceError.body
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
@@ -549,7 +549,6 @@ class DatasetClient:
                 if delay is None:
                     error.attempts = attempts
                     raise error
-                # As curl says it.
                 left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
@@ -589,7 +588,7 @@ class DatasetClient:
         tls = instead.startswith("https:")
         spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
-        wrong = _WrongSchemeError(text, **vars(error))  # the same fields
+        wrong = _WrongSchemeError(text, **vars(error))
         wrong.__cause__ = error.__cause__
         return wrong, None
 
@@ -780,9 +779,6 @@ class _Secrets:
         self.signed = signed
         self._redact_forms: Callable[[str], str] | None = None
         self._shown: _Secrets | None = None
-
-    def __repr__(self) -> str:
-        return f"<{len(self.texts)} secrets, redacted>"
 
     def __bool__(self) -> bool:
         return bool(self.texts) or self.signed
@@ -3961,7 +3957,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
-    path = _percent_encoded(parts.path.rstrip("/"), "base_url")  # as a download_url's
+    path = _percent_encoded(parts.path.rstrip("/"), "base_url")
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
@@ -4000,7 +3996,7 @@ def _percent_encoded(text: str, argument: str) -> str:
     if text.isascii():
         return text
     try:
-        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)  # UTF-8, strict
+        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
         raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
 
