@@ -4297,6 +4297,11 @@ def _shell_quoted(text: str) -> str:
 # path: python -I leaves this directory off sys.path), else an installed one.
 # ---------------------------------------------------------------------------
 
+_NO_COMMAND_LINE = (
+    "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
+    " dataset_client.py, or pip install dataset-client\n"
+)
+
 
 def main(argv: list[str] | None = None) -> int:
     import importlib.util  # not at the top: holding the module costs the import (measured)
@@ -4310,8 +4315,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import dataset_client_cli
     except ImportError:
-        what = "the command line is dataset_client_cli.py: copy it beside dataset_client.py"
-        sys.stderr.write(f"dataset-client: error: {what}, or pip install dataset-client\n")
+        sys.stderr.write(_NO_COMMAND_LINE)
         return 2
     return dataset_client_cli.main(argv)
 
