@@ -469,7 +469,9 @@ def _wrong_part(text: str) -> str:
     import calendar
 
     if day > calendar.monthrange(year, month)[1]:  # English whatever the locale, as every message
-        name = "January February March April May June July August September October November December"
+        name = (
+            "January February March April May June July August September October November December"
+        )
         return f"there is no {day} {name.split()[month - 1]} {year}"
     return "use YYYY-MM-DD"
 
