@@ -610,11 +610,8 @@ def demo() -> int:
                 with open(destination, "rb") as downloaded:
                     data = downloaded.read()
                 if file_format == "parquet":
-                    kind = (
-                        "a Parquet file (PAR1 ... PAR1)"
-                        if data[:4] == data[-4:] == b"PAR1"
-                        else "NOT PARQUET"
-                    )
+                    parquet = data[:4] == data[-4:] == b"PAR1"
+                    kind = "a Parquet file (PAR1 ... PAR1)" if parquet else "NOT PARQUET"
                     print(f"client.download(...): sha256 checked; {kind}")
                 else:
                     lines = data.decode("utf-8").splitlines()
