@@ -862,6 +862,7 @@ _COMMANDS = {
 
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Print a command's result as --output says (an export, datasets NAME: one record)."""
+    stderr.close()  # a retry's status line, still on the screen, goes before the result comes
     secrets = _client_secrets(client)
     one = settings.command == "export" or settings.name is not None
     with _room_to_recurse():

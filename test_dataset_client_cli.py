@@ -2949,6 +2949,41 @@ class TwoFilesTests(base.ServerTestCase):
         self.assertEqual(self.run_python("-c", code, cwd=HERE), (0, "[]\n", ""))
 
 
+def on_screen(drawn: str) -> list[str]:
+    """The lines a terminal shows once it has drawn ``drawn`` (carriage returns and erase to the end
+    of the line applied; no wrapping)."""
+    lines, column = [""], 0
+    for piece in re.split(r"(\r\n|\n|\r|\x1b\[K)", drawn):
+        if piece in ("\r\n", "\n"):
+            lines, column = [*lines, ""], 0
+        elif piece == "\r":
+            column = 0
+        elif piece == "\x1b[K":
+            lines[-1] = lines[-1][:column]
+        else:
+            lines[-1] = lines[-1][:column] + piece + lines[-1][column + len(piece) :]
+            column += len(piece)
+    return lines
+
+
+class FourthReviewCommandLineTests(StandInTestCase):
+    """An adversarial review of the command line after issues 30-32: what a hostile server, an odd
+    environment and a new user at a terminal still met."""
+
+    def test_a_retry_leaves_no_status_line_under_the_result(self) -> None:
+        busy = reply(503, {"error": "busy"}, {"Retry-After": "0"})
+        for columns in (80, 40):
+            self.script(busy, reply(body=[{"name": "daily_bars"}]))
+            with self.subTest(columns=columns):
+                argv = ["--base-url", self.server.url + "/api", "datasets"]
+                status, drawn = self.run_in_terminal(argv, columns)
+                self.assertEqual(status, 0, drawn)
+                self.assertIn("retrying in 0.0 s (2 attempts left)", drawn, "said while it waited")
+                shown = ["name", "----------", "daily_bars", "(1 row)", ""]
+                self.assertEqual(on_screen(drawn), shown)
+        self.assertEqual([request.path for request in self.requests], ["/api/datasets"] * 4)
+
+
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
 ) -> unittest.TestSuite:
