@@ -933,7 +933,8 @@ def _export_file(export: Any) -> tuple[str, str | None]:
         message = f"the export's download_url cannot be downloaded: {exc}"
         raise InvalidResponseError(message) from None
     digest = export.get("sha256")
-    return url, digest if isinstance(digest, str) and len(digest) == 64 else None
+    usable = isinstance(digest, str) and re.fullmatch("[0-9a-fA-F]{64}", digest)
+    return url, digest if usable else None
 
 
 def _download_command(

@@ -2983,6 +2983,27 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 self.assertEqual(on_screen(drawn), shown)
         self.assertEqual([request.path for request in self.requests], ["/api/datasets"] * 4)
 
+    def test_an_exports_sha256_that_is_no_digest_is_not_a_usage_error(self) -> None:
+        url = self.server.url + "/files/bars.csv"
+        for digest in ("g" * 64, " " + DATA_SHA[1:]):
+            export = {"id": "exp_1", "rows": 1, "sha256": digest, "download_url": url}
+            self.script(reply(body=export), serve_file(DATA))
+            target = self.tmp() / "bars.csv"
+            argv = ["export", "daily_bars", "--symbols", "V", "--start", "2024-01-02"]
+            with self.subTest(digest=digest):
+                status, _, err = self.run_main(
+                    *argv,
+                    "--end",
+                    "2024-01-02",
+                    "--download",
+                    str(target),
+                    environment={"DATASET_CLIENT_BASE_URL": self.server.url},
+                )
+                self.assertEqual((status, target.read_bytes()), (0, DATA), err)
+                self.assertNotIn("--sha256", err)
+                self.assertNotIn("verified", err, "nothing was checked")
+        self.assertEqual([r.path for r in self.requests], ["/exports", "/files/bars.csv"] * 2)
+
 
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
