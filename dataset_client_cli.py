@@ -162,6 +162,30 @@ class _Stopped(BaseException):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dataset-client`` command; return its exit status (``--help`` says which)."""
+    with _closed_streams_replaced():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def _closed_streams_replaced() -> Iterator[None]:
+    """A standard stream whose descriptor is closed (``>&-``: Python makes it None) is /dev/null
+    for the run, on that descriptor, so that no file or socket the command opens takes it; stdout's
+    is read-only: writing it fails (EBADF) as on the closed descriptor, never a silent success."""
+    closed = [name for name in ("stdin", "stdout", "stderr") if getattr(sys, name) is None]
+    for name in closed:
+        fd = os.open(os.devnull, os.O_WRONLY if name == "stderr" else os.O_RDONLY)
+        stream = open(fd, "r" if name == "stdin" else "w", encoding="utf-8")  # noqa: SIM115
+        setattr(sys, name, stream)  # closed below
+    try:
+        yield
+    finally:
+        for name in closed:
+            with contextlib.suppress(OSError):  # what stdout could not write
+                getattr(sys, name).close()
+            setattr(sys, name, None)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         namespace = _parse_arguments(argv)
     except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
@@ -1344,6 +1368,7 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None
         on_terminal = False
     if not on_terminal:
         print_it()
+        sys.stdout.flush()  # what cannot be written (a closed stdout) is this command's error
         return
     copy = _TerminalCopy(terminal)
     with contextlib.redirect_stdout(copy):

@@ -3004,6 +3004,42 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 self.assertNotIn("verified", err, "nothing was checked")
         self.assertEqual([r.path for r in self.requests], ["/exports", "/files/bars.csv"] * 2)
 
+    def run_closed(self, closed: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        """The command run with a standard descriptor closed (``closed``: ``>&-`` or ``2>&-``)."""
+        return subprocess.run(
+            [
+                "sh",
+                "-c",
+                f'exec "$@" {closed}',
+                "sh",
+                sys.executable,
+                "-m",
+                "dataset_client",
+                *argv,
+            ],
+            env={**os.environ, **self.cli_environment(), "HOME": str(self.tmp())},
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def test_a_closed_stdout_or_stderr_is_no_traceback(self) -> None:
+        for closed in (">&-", "2>&-"):
+            self.script(serve_file(DATA))
+            target = self.tmp() / "data.bin"
+            with self.subTest(closed=closed):
+                done = self.run_closed(closed, "download", self.server.url + "/d.bin", str(target))
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertEqual(target.read_bytes(), DATA)
+        for argv in (["datasets"], ["download", self.server.url + "/d.bin", "-"]):
+            self.script(serve_file(DATA))
+            with self.subTest(argv=argv):
+                done = self.run_closed(">&-", *argv)
+                self.assertEqual(done.returncode, 1, done.stderr)
+                self.assertRegex(done.stderr, r"^dataset-client: error: cannot write [^\n]*\n$")
+
 
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
