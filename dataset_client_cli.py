@@ -230,6 +230,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
         run = _COMMANDS[namespace.command].run
         if run is None:  # completion: reads no variable, no profile
             sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
+            sys.stdout.flush()
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
@@ -248,10 +249,20 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
         return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
     except BrokenPipeError as exc:
         if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names files)
+            _discard_stdout()
             return _EXIT_OK
         return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})")
     except OSError as exc:
         return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}")
+
+
+def _discard_stdout() -> None:
+    """Send what stdout still holds to /dev/null: its reader is gone, and the interpreter's last
+    flush would fail again (exit 120, "Exception ignored"), as Python's notes on SIGPIPE say."""
+    with contextlib.suppress(OSError, ValueError):  # no descriptor: a program's own stream
+        stdout, null = sys.stdout.fileno(), os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stdout)
+        os.close(null)
 
 
 def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:

@@ -3040,6 +3040,33 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 self.assertEqual(done.returncode, 1, done.stderr)
                 self.assertRegex(done.stderr, r"^dataset-client: error: cannot write [^\n]*\n$")
 
+    def test_a_reader_gone_before_a_result_is_written_is_exit_0_and_quiet(self) -> None:
+        environment = {**os.environ, **self.cli_environment(), "HOME": str(self.tmp())}
+        environment.pop("PYTHONUNBUFFERED", None)  # as people have it: stdout buffered
+        export = ["export", "daily_bars", "--symbols", "V", "--start", "2024-01-02"]
+        for argv in (
+            ["datasets"],
+            ["--output", "csv", "datasets"],
+            ["datasets", "trades"],
+            ["--output", "jsonl", *export, "--end", "2024-01-02"],
+            ["completion", "bash"],
+        ):
+            reading, writing = os.pipe()
+            os.close(reading)  # as `| true` does: gone before a byte is written
+            with self.subTest(argv=argv):
+                done = subprocess.run(
+                    [sys.executable, "-m", "dataset_client", *argv],
+                    env=environment,
+                    cwd=HERE,
+                    stdout=writing,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
+                os.close(writing)
+                self.assertEqual((done.returncode, done.stderr), (0, ""))
+
 
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
