@@ -1214,7 +1214,7 @@ def _terminal_size(stream: Any, name: str) -> int:
     """The ``columns`` or ``lines`` of the terminal ``stream`` writes to ($COLUMNS, $LINES first,
     as shutil reads them); 0 when it is none."""
     variable = os.environ.get(name.upper(), "")
-    if variable.isdigit():
+    if variable.isascii() and variable.isdigit() and len(variable) <= 4:  # else: not a terminal's
         return int(variable)
     try:
         return getattr(os.get_terminal_size(stream.fileno()), name) if stream.isatty() else 0

@@ -3067,6 +3067,16 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 os.close(writing)
                 self.assertEqual((done.returncode, done.stderr), (0, ""))
 
+    def test_columns_and_lines_of_any_size_or_digit(self) -> None:
+        terminal = TerminalOutput()
+        for value in ("9" * 400, "99999999", "\u00b2", "\uff18\uff10"):
+            with self.subTest(value=value), mock.patch.dict(os.environ, {"COLUMNS": value}):
+                self.assertLessEqual(cli._terminal_size(terminal, "columns"), 9999)
+                stderr = cli._Stderr(quiet=False, verbose=False)
+                stderr.stream, stderr.is_terminal = TerminalOutput(), True
+                stderr.status("retrying in 1.0 s (2 attempts left): 503 Service Unavailable")
+                self.assertLess(len(stderr.stream.getvalue()), 10_000)
+
 
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
