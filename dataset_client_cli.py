@@ -1163,22 +1163,26 @@ def _partial_file_hint(
 # ---------------------------------------------------------------------------
 
 # What is escaped on its way to a terminal: C0, DEL, C1; bidirectional controls (a server's
-# "denied\u202e :ko" reads "ok"), zero-width characters, line and paragraph separators; and lone
-# surrogates, which no UTF-8 stream takes.
+# "denied\u202e :ko" reads "ok"), zero-width characters, line and paragraph separators, the other
+# invisible ones (soft hyphen, fillers, tags: "ASCII smuggling"); lone surrogates, which no UTF-8
+# stream takes.
 _ESCAPED = (
-    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060\u2066-\u2069\ufeff"
+    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
     "\ud800-\udfff"
 )
 
 
 @functools.cache  # made on first use: --help and --version need none of it
 def _escapes() -> tuple[re.Pattern[str], dict[int, str], dict[int, str]]:
-    """What _ESCAPED matches; the terminal's escapes (``\\x1b``, ``\\u202e``); JSON's (``\\u``:
-    json.dumps escapes C0 itself, and leaves the rest)."""
+    """What _ESCAPED matches; the terminal's escapes (``\\x1b``, ``\\u202e``); JSON's (``\\u``, a
+    surrogate pair past U+FFFF: json.dumps escapes C0 itself, and leaves the rest)."""
     spans = re.findall(r"(.)(?:-(.))?", _ESCAPED, re.DOTALL)
     codes = [code for a, b in spans for code in range(ord(a), ord(b or a) + 1)]
-    terminal = {code: f"\\x{code:02x}" if code < 0xA0 else f"\\u{code:04x}" for code in codes}
-    return re.compile(f"[{_ESCAPED}]"), terminal, {c: f"\\u{c:04x}" for c in codes if c >= 0x7F}
+    shapes = ((0xA0, "\\x{:02x}"), (0x10000, "\\u{:04x}"), (0x110000, "\\U{:08x}"))
+    terminal = {c: next(shape for end, shape in shapes if c < end).format(c) for c in codes}
+    escaped = {c: json.dumps(chr(c))[1:-1] if c > 0x7F else "\\u007f" for c in codes if c >= 0x7F}
+    return re.compile(f"[{_ESCAPED}]"), terminal, escaped
 
 
 def _printable(text: str) -> str:

@@ -3077,6 +3077,30 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 stderr.status("retrying in 1.0 s (2 attempts left): 503 Service Unavailable")
                 self.assertLess(len(stderr.stream.getvalue()), 10_000)
 
+    def test_invisible_characters_beyond_bidi_are_escaped(self) -> None:
+        hidden = "\u00ad\u034f\u115f\u180e\u2061\u2064\u206a\u3164\ufff9\U000e0001\U000e0041"
+        table = {"columns": ["name"], "rows": [[f"a{hidden}b"]]}
+        self.script(reply(body=table), reply(body=table))
+        environment = {"DATASET_CLIENT_BASE_URL": self.server.url}
+        status, out, err = self.run_main(
+            "query", "SELECT 1", environment=environment, terminal=True
+        )
+        self.assertEqual((status, err), (0, ""))
+        self.assertIn("a\\u00ad\\u034f\\u115f\\u180e\\u2061\\u2064\\u206a\\u3164\\ufff9", out)
+        self.assertIn("\\U000e0001\\U000e0041b", out)
+        self.assertEqual([c for c in out if c in hidden], [])
+        status, out, err = self.run_main(
+            "--output", "json", "query", "SELECT 1", environment=environment
+        )
+        self.assertEqual([c for c in out if c in hidden], [])
+        self.assertEqual(json.loads(out), table, "escaped as JSON escapes them")
+        for name in ("bars%F3%A0%81%81.csv", "bars%C2%AD.csv"):  # no file is named so
+            with self.subTest(name=name), contextlib.chdir(self.tmp()):
+                status, _, err = self.run_main("download", f"{self.server.url}/files/{name}")
+                self.assertEqual(status, 2, err)
+                self.assertIn("gives holds a control character or an invisible one: give DEST", err)
+        self.assertEqual(len(self.requests), 2, "the two queries: no download")
+
 
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
