@@ -1017,11 +1017,19 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
     name = urllib.parse.unquote(path.rsplit("/", 1)[-1])
     if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:  # "-": stdout
         raise _UsageError(f"cannot name a file after the URL path {path!r}: give DEST")
-    if name.startswith(".") or _printable(name) != name:
-        dot = name.startswith(".")
-        what = "starts with a dot" if dot else "holds a control character or an invisible one"
-        raise _UsageError(f"the file name {name!r} the URL gives {what}: give DEST")
+    if odd := _odd_name(name):
+        raise _UsageError(f"the file name {name!r} the URL gives {odd}: give DEST")
     return os.path.join(destination or "", name), True
+
+
+def _odd_name(name: str) -> str | None:
+    """Why a file name a URL gives is refused: hidden, read as an option (``-rf`` in ``rm *``),
+    edged with white space, holding what a terminal acts on or hides; None: it is not."""
+    if name.startswith((".", "-")):
+        return f"starts with a {'dot' if name[0] == '.' else 'dash'}"
+    if name != name.strip():
+        return "starts or ends with white space"
+    return "holds a control character or an invisible one" if _printable(name) != name else None
 
 
 def _already_there(

@@ -3077,6 +3077,20 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 stderr.status("retrying in 1.0 s (2 attempts left): 503 Service Unavailable")
                 self.assertLess(len(stderr.stream.getvalue()), 10_000)
 
+    def test_a_file_name_from_the_url_is_no_option_and_no_blank(self) -> None:
+        for name, why in (
+            ("-rf", "starts with a dash"),
+            ("--help", "starts with a dash"),
+            ("%20", "starts or ends with white space"),
+            ("bars.csv%20", "starts or ends with white space"),
+        ):
+            directory = self.tmp()
+            with self.subTest(name=name), contextlib.chdir(directory):
+                status, out, err = self.run_main("download", f"{self.server.url}/files/{name}")
+                self.assertEqual((status, out, list(directory.iterdir())), (2, "", []), err)
+                self.assertIn(f"the URL gives {why}: give DEST", err)
+        self.assertEqual(self.requests, [])
+
     def test_invisible_characters_beyond_bidi_are_escaped(self) -> None:
         hidden = "\u00ad\u034f\u115f\u180e\u2061\u2064\u206a\u3164\ufff9\U000e0001\U000e0041"
         table = {"columns": ["name"], "rows": [[f"a{hidden}b"]]}
