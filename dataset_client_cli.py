@@ -739,7 +739,9 @@ def _named(listing: Any, name: str) -> Any:
     nearest = difflib.get_close_matches(name.casefold(), list(folded), n=1)
     if nearest:
         raise _Refused(f"no dataset {name!r} (did you mean {folded[nearest[0]]!r}?)")
-    raise _Refused(f"no dataset {name!r}; the datasets: {', '.join(names)}")
+    known = ", ".join(names)  # a long listing: its start, and how many there are
+    known = known if len(known) <= 200 else f"{known[:199]}\u2026 ({len(names)} in all)"
+    raise _Refused(f"no dataset {name!r}; the datasets: {known}")
 
 
 def _add_query_arguments(query: argparse.ArgumentParser) -> None:

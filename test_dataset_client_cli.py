@@ -3115,6 +3115,19 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 self.assertIn("gives holds a control character or an invisible one: give DEST", err)
         self.assertEqual(len(self.requests), 2, "the two queries: no download")
 
+    def test_no_such_dataset_names_a_few(self) -> None:
+        listing = [{"name": f"dataset_{number:04d}_" + "x" * 200} for number in range(2000)]
+        self.script(reply(body=listing))
+        environment = {"DATASET_CLIENT_BASE_URL": self.server.url}
+        status, out, err = self.run_main("datasets", "nothing_like_it", environment=environment)
+        self.assertEqual((status, out, err.count("\n")), (1, "", 1), err[:300])
+        self.assertRegex(
+            err, r"^dataset-client: error: no dataset 'nothing_like_it'; the datasets: "
+        )
+        self.assertIn("dataset_0000_", err)
+        self.assertLess(len(err), 400)
+        self.assertIn("2000 in all", err)
+
 
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
