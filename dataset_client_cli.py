@@ -1440,16 +1440,23 @@ def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bo
     assert pager.stdin is not None
     # The pager quit before reading all (BrokenPipeError), or Ctrl-C, which is the pager's to
     # handle (less stays on): the rest is not wanted, and the pager is waited for, as git does.
-    with contextlib.suppress(OSError, KeyboardInterrupt):
-        pager.stdin.write(text.encode(getattr(terminal, "encoding", None) or "utf-8", "replace"))
-    with contextlib.suppress(OSError, KeyboardInterrupt):
-        pager.stdin.close()
-    for _ in range(1000):
-        try:
-            pager.wait()
-            break
-        except KeyboardInterrupt:
-            continue
+    try:
+        encoding = getattr(terminal, "encoding", None) or "utf-8"
+        with contextlib.suppress(OSError, KeyboardInterrupt):
+            pager.stdin.write(text.encode(encoding, "replace"))
+        with contextlib.suppress(OSError, KeyboardInterrupt):
+            pager.stdin.close()
+        for _ in range(1000):
+            try:
+                pager.wait()
+                break
+            except KeyboardInterrupt:
+                continue
+    except BaseException:  # SIGTERM, SIGHUP: the pager goes too, not left reading the terminal
+        pager.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            pager.wait(5)
+        raise
     return True
 
 

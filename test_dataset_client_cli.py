@@ -3067,6 +3067,28 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 os.close(writing)
                 self.assertEqual((done.returncode, done.stderr), (0, ""))
 
+    run_on_a_terminal = FirstHourCommandLineTests.run_on_a_terminal  # self.server's, at /api
+
+    def test_sigterm_while_paging_takes_the_pager_along(self) -> None:
+        rows = [["2024-01-02", "AAPL", 185.64]] * 40
+        self.server.default = reply(body={"columns": ["date", "symbol", "close"], "rows": rows})
+        started = self.tmp() / "pager.pid"
+        pager = {"DATASET_CLIENT_PAGER": f"sh -c 'echo $$ > {started}; exec sleep 30'"}
+
+        def stop_when_paging() -> None:
+            _wait_for(lambda: started.exists() and started.read_text().endswith("\n"), 20)
+            os.kill(os.getpid(), signal.SIGTERM)  # main() holds SIGTERM while it runs
+
+        stopper = threading.Thread(target=stop_when_paging)
+        stopper.start()
+        status, _, err = self.run_on_a_terminal(80, "query", "SELECT 1", pager=pager)
+        stopper.join(30)
+        pid = int(started.read_text())
+        self.addCleanup(subprocess.run, ["kill", "-KILL", str(pid)], capture_output=True)
+        self.assertEqual((status, err), (143, "dataset-client: error: stopped by SIGTERM\n"))
+        with self.assertRaises(ProcessLookupError, msg="the pager outlived the command"):
+            os.kill(pid, 0)
+
     def test_columns_and_lines_of_any_size_or_digit(self) -> None:
         terminal = TerminalOutput()
         for value in ("9" * 400, "99999999", "\u00b2", "\uff18\uff10"):
