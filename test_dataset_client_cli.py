@@ -3073,7 +3073,10 @@ class FourthReviewCommandLineTests(StandInTestCase):
         rows = [["2024-01-02", "AAPL", 185.64]] * 40
         self.server.default = reply(body={"columns": ["date", "symbol", "close"], "rows": rows})
         started = self.tmp() / "pager.pid"
-        pager = {"DATASET_CLIENT_PAGER": f"sh -c 'echo $$ > {started}; exec sleep 30'"}
+        # Its pid written once all is read: the command is past starting it, and waits for it.
+        pager = {
+            "DATASET_CLIENT_PAGER": f"sh -c 'cat > /dev/null; echo $$ > {started}; exec sleep 30'"
+        }
 
         def stop_when_paging() -> None:
             _wait_for(lambda: started.exists() and started.read_text().endswith("\n"), 20)
