@@ -92,6 +92,8 @@ def started(command: list[str], port: int, log: Path, **options: Any) -> Iterato
             if process.poll() is not None:
                 raise RuntimeError(f"{command[0]} exited: {log.read_text()[-2000:]}")
             time.sleep(0.1)
+        else:
+            raise RuntimeError(f"{command[0]} did not start on 127.0.0.1:{port} in 30 s")
         yield
     finally:
         process.terminate()

@@ -14,19 +14,16 @@ status 0; so for each Python that is not there. Exit status 1 when a check fails
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from real_proxy_checks import apt_install  # beside this file
+from object_store_checks import free_port, started  # beside this file
+from real_proxy_checks import apt_install
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("TMPDIR") or "/tmp") / "dataset-client-ci-mitmproxy"
@@ -72,9 +69,9 @@ def skip(why: str) -> int:
     return 0
 
 
-def openssl(directory: Path, *arguments: str) -> None:
+def openssl(directory: Path, command: str) -> None:
     subprocess.run(
-        ["openssl", *arguments], cwd=directory, check=True, capture_output=True, timeout=60
+        ["openssl", *command.split()], cwd=directory, check=True, capture_output=True, timeout=60
     )
 
 
@@ -85,37 +82,11 @@ def make_certificates(directory: Path) -> None:
     (directory / "leaf.ext").write_text(
         "subjectAltName = DNS:wrong-name.test\nauthorityKeyIdentifier = keyid\n"
     )
-    openssl(
-        directory,
-        "req",
-        "-x509",
-        "-config",
-        "ca.cnf",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "3650",
-    )
-    key = ["-newkey", "rsa:2048", "-nodes", "-keyout", "leaf.key"]
-    openssl(directory, "req", "-new", *key, "-subj", "/CN=wrong-name.test", "-out", "leaf.csr")
-    sign = [
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-set_serial",
-        "9",
-        "-days",
-        "3650",
-        "-extfile",
-        "leaf.ext",
-    ]
-    openssl(directory, "x509", "-req", "-in", "leaf.csr", *sign, "-out", "leaf.crt")
+    key = "-newkey rsa:2048 -nodes -keyout"
+    openssl(directory, f"req -x509 -config ca.cnf {key} ca.key -out ca.pem -days 3650")
+    openssl(directory, f"req -new {key} leaf.key -subj /CN=wrong-name.test -out leaf.csr")
+    sign = "-CA ca.pem -CAkey ca.key -set_serial 9 -days 3650 -extfile leaf.ext"
+    openssl(directory, f"x509 -req -in leaf.csr {sign} -out leaf.crt")
     confdir = directory / "mitmproxy"
     confdir.mkdir()
     (confdir / "mitmproxy-ca.pem").write_text(
@@ -124,38 +95,6 @@ def make_certificates(directory: Path) -> None:
     (directory / "wrong-name.pem").write_text(
         (directory / "leaf.key").read_text() + (directory / "leaf.crt").read_text()
     )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], name: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not start on 127.0.0.1:{port}")
-        time.sleep(0.1)
-
-
-@contextlib.contextmanager
-def running(command: list[str], port: int, name: str, log: Path) -> Iterator[None]:
-    with open(log, "wb") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, process, name)
-        yield
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def tools_missing() -> str | None:
@@ -261,8 +200,8 @@ def main() -> int:
         # pick the wrong-name one for 127.0.0.1 too.
         mitmdump += ["--set", "upstream_cert=false"]
         with (
-            running(nginx, nginx_port, "nginx", directory / "nginx.out"),
-            running(mitmdump, proxy_port, "mitmdump", directory / "mitmdump.log"),
+            started(nginx, nginx_port, directory / "nginx.out"),
+            started(mitmdump, proxy_port, directory / "mitmdump.log"),
         ):
             origin = f"https://127.0.0.1:{nginx_port}/api"
             print(

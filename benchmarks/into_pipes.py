@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -70,17 +69,7 @@ def serving(data: bytes) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 64
-
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            if not isinstance(
-                sys.exc_info()[1], ConnectionError
-            ):  # a client done with a connection hangs up
-                super().handle_error(request, client_address)
-
-    with local_service.serving(Server(("127.0.0.1", 0), Handler)) as server:
+    with local_service.serving(local_service.QuietServer(("127.0.0.1", 0), Handler)) as server:
         yield f"http://127.0.0.1:{server.server_port}"
 
 
@@ -117,7 +106,7 @@ def to_file(url: str, connections: int, sha256: str, directory: str) -> float:
 
 
 def pipe(args: argparse.Namespace) -> int:
-    from dataset_client import _rate
+    from dataset_client_cli import _rate
 
     data = os.urandom(args.size * MiB)
     sha256 = hashlib.sha256(data).hexdigest()

@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -31,7 +30,7 @@ sys.path.insert(0, os.path.join(REPO, "examples"))
 sys.path.insert(0, REPO)
 import local_service  # noqa: E402 -- its send_file serves the ranges
 
-from dataset_client import _rate, _size  # noqa: E402 -- the CLI's own reading of RATE, and its units
+from dataset_client_cli import _rate, _size  # noqa: E402 -- the CLI's reading of RATE, its units
 
 MiB = 1024 * 1024
 
@@ -49,16 +48,7 @@ def serving(data: bytes) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    class Server(http.server.ThreadingHTTPServer):
-        daemon_threads = True
-
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            if not isinstance(
-                sys.exc_info()[1], ConnectionError
-            ):  # a client done with a connection hangs up
-                super().handle_error(request, client_address)
-
-    with local_service.serving(Server(("127.0.0.1", 0), Handler)) as server:
+    with local_service.serving(local_service.QuietServer(("127.0.0.1", 0), Handler)) as server:
         yield f"http://127.0.0.1:{server.server_port}/file.bin"
 
 

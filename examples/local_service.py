@@ -517,12 +517,20 @@ def _parse_json(body: bytes) -> Any:
         raise HTTPError(400, "the body is not valid JSON") from None
 
 
-class Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = (
-        128  # many clients connecting at once (socketserver's default backlog is 5)
-    )
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A threading server that says nothing when a client hangs up (the benchmarks' too)."""
 
+    daemon_threads = True
+    # Many clients connecting at once (socketserver's default backlog is 5).
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that has its bytes may hang up; anything else, a traceback on stderr.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class Server(QuietServer):
     def __init__(self, host: str, port: int, api_key: str, *, verbose: bool = False) -> None:
         if ":" in host:
             self.address_family = socket.AF_INET6
@@ -538,12 +546,6 @@ class Server(http.server.ThreadingHTTPServer):
     def base_url(self) -> str:
         host, port = str(self.server_address[0]), self.server_address[1]
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(
-            sys.exc_info()[1], ConnectionError
-        ):  # a client that has its bytes may hang up
-            super().handle_error(request, client_address)  # a traceback on stderr
 
     def server_close(self) -> None:
         super().server_close()
