@@ -289,7 +289,8 @@ class DatasetClient:
 
     ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout`` bounds connecting
     and each wait, ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides the
-    system's. Copies and pickles (which hold the key) are new clients; not with ``ssl_context``.
+    system's. A copy or pickle (holding the key) is a new client with the same settings; one
+    given an ``ssl_context`` does not pickle.
     """
 
     def __init__(
@@ -3960,7 +3961,7 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     """``url`` split, its fragment dropped: http(s), a host, a valid port, no user:password."""
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 -- the property validates the port
+        parts.port  # noqa: B018 (it validates the port)
         urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
     except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
         raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
@@ -3977,23 +3978,23 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
 
 
 def _percent_encoded(text: str, argument: str) -> str:
-    """``text``, its non-ASCII characters percent-encoded as UTF-8 (http.client takes ASCII)."""
+    """``text``, non-ASCII percent-encoded as UTF-8 (http.client sends ASCII)."""
     if text.isascii():
         return text
     try:
         return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
-    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
+    except UnicodeEncodeError:  # a lone surrogate
         raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
 
 
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """``value``: finite, an int when ``whole``, above zero when ``positive``, else at least 0."""
+    """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
-    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor an int past any float
+    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor a huge int
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
         least = "above" if positive else "at least"
@@ -4023,7 +4024,7 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
 
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """A copy, its values as _Secret."""
+    """A copy, its values _Secret."""
     if headers is None:
         return {}
     if not isinstance(headers, collections.abc.Mapping):
@@ -4102,7 +4103,6 @@ def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
     _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
     parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
-    # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do.
     path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
@@ -4126,7 +4126,7 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 def _profile_settings(
     profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
 ) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)}: a profile's key for another service than ``base_url``: None."""
+    """{name: (value, where from)}; None for a profile's key when ``base_url`` is elsewhere."""
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
@@ -4166,7 +4166,7 @@ def _read_profile(
         _check_config_file_is_own(path, status)
         try:
             config = tomllib.load(file)
-        except (OSError, ValueError, RecursionError) as exc:  # tomllib recurses
+        except (OSError, ValueError, RecursionError) as exc:
             deep = isinstance(exc, RecursionError)
             reason = "nested too deeply" if deep else getattr(exc, "strerror", None) or exc
             raise ValueError(f"cannot read the config file {path}: {reason}") from None
@@ -4194,13 +4194,13 @@ def _config_path() -> str:
 
 
 def _open_config(path: str) -> BinaryIO:
-    # O_NONBLOCK: a FIFO is refused (_check_config_file_is_own), never waited on.
+    # O_NONBLOCK: a FIFO is refused, never waited on.
     return open(path, "rb", opener=lambda name, flags: os.open(name, flags | _O_NONBLOCK))
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    # Who can write the file sets base_url, where the key goes: checked as ssh checks its config.
-    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end
+    # Who can write it sets base_url, where the key goes: checked as ssh checks its config.
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device would hang, or never end
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
         raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
@@ -4222,7 +4222,7 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
 def _checked_profile(
     profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
 ) -> dict[str, Any]:
-    """Its known keys, checked; ``warn`` is told of the others."""
+    """Its known keys, checked; ``warn`` told of the others."""
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
@@ -4258,7 +4258,7 @@ def _edits(text: str, other: str) -> int:
 def _check_profile_value(key: str, value: Any, where: str) -> None:
     if key == "timeout":
         right = isinstance(value, (int, float)) and not isinstance(value, bool)
-        right = right and 0 <= value <= sys.float_info.max  # not inf, nor an int past any float
+        right = right and 0 <= value <= sys.float_info.max  # not NaN, inf, nor a huge int
     else:
         right = isinstance(value, str) and bool(value)
     if not right:
@@ -4289,7 +4289,7 @@ _NO_COMMAND_LINE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    import importlib.util  # not at the top: holding the module costs the import (measured)
+    import importlib.util  # here: holding it at the top costs every import (measured)
 
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
     beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
