@@ -4204,17 +4204,15 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
         raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
-    if not _HAS_GETEUID:
-        return
     quoted = _shell_quoted(path)
-    if status.st_uid not in (os.geteuid(), 0):
+    if not _is_mine(status, or_root=True):
         copy = "~/dataset-client.toml"
         raise PermissionError(
             f"{path} is owned by another user (uid {status.st_uid}): not used; a copy of your own"
             f" with mode 600 works: install -m 600 {quoted} {copy}"
             f" and set DATASET_CLIENT_CONFIG={copy}"
         )
-    if status.st_mode & 0o022:
+    if _HAS_GETEUID and status.st_mode & 0o022:
         said = f"{path} is writable by group or others: not used; run chmod go-w {quoted}"
         raise PermissionError(said)
 
