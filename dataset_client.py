@@ -308,7 +308,10 @@ class DatasetClient:
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
         # As _Secret first: should a check fail, no traceback's locals show a secret.
-        api_key, headers = _as_secret(api_key), _as_secret(headers)
+        if isinstance(api_key, str):
+            api_key = _Secret(api_key)
+        if isinstance(headers, dict):
+            headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
         self._base_url, self._origin = _parse_base_url(base_url)
         if timeout is not None:  # at most what a lock or socket takes
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
@@ -747,13 +750,6 @@ class _Secret(str):
 
     def __repr__(self) -> str:
         return "'<redacted>'"
-
-
-def _as_secret(value: _T) -> _T:
-    """Text, and a dict's text values, as _Secret; the rest as it is, for the checks."""
-    if isinstance(value, dict):
-        return {k: _as_secret(v) for k, v in value.items()}  # type: ignore[return-value]
-    return _Secret(value) if isinstance(value, str) else value  # type: ignore[return-value]
 
 
 class _Secrets:
