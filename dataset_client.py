@@ -323,8 +323,7 @@ class DatasetClient:
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
         agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
         agent = _check_header_value(agent, "user_agent")
-        extra = _check_headers(headers)
-        self._credentials = extra
+        self._credentials = extra = _check_headers(headers)
         if api_key is not None:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
