@@ -189,10 +189,11 @@ def _rebuilt_error(
 
 
 class ServiceError(DatasetClientError, RuntimeError):
-    """A status >= 400 (or a 3xx left after redirects): ``404 Not Found: GET URL: message``.
+    """The service answered >= 400, or a 3xx was left after redirects.
 
-    Fields: ``status``, ``reason``, ``headers``, ``body`` (its start), ``payload`` (JSON or
-    None), ``message`` (the service's), ``request_id``, ``retry_after`` (seconds), ``proxy``.
+    ``str()``: ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``, ``headers``,
+    ``body`` (its start), ``payload`` (JSON or None), ``message`` (the service's), ``request_id``,
+    ``retry_after`` (seconds), ``proxy``.
     """
 
     status: int
@@ -4019,7 +4020,7 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
 
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """A copy, its values _Secret."""
+    """A checked copy, its values as _Secret."""
     if headers is None:
         return {}
     if not isinstance(headers, collections.abc.Mapping):
