@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import sys
 
-if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from deep inside)
+if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from inside)
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
-    if __name__ == "__main__":  # python -m dataset_client: the usage error's status
+    if __name__ == "__main__":  # python -m dataset_client
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
@@ -96,11 +96,11 @@ _MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression 
 _MAX_IDLE_PER_ORIGIN = 8
 _MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
 _MAX_CONNECTIONS = 32  # of one download
-_MAX_RESTARTS = 3  # of a download whose file keeps changing on the server
+_MAX_RESTARTS = 3  # of a download whose file keeps changing
 _MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
 _MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
 _MAX_DIGEST_MEMBERS = 16  # looked at in one digest field
-_SCHEME_PROBE_TIMEOUT = 5.0  # asking whether a server speaks the other scheme
+_SCHEME_PROBE_TIMEOUT = 5.0  # does the server speak the other scheme?
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # the largest file offset
 _MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
@@ -123,8 +123,7 @@ _TOKEN_CHARACTERS = frozenset(
 _ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in a URL
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
 
-# Platform features, probed once as CPython's shutil does. Windows has none of them
-# (.ci/without_posix_extras.py runs the tests as if so).
+# Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
 _WINDOWS = os.name == "nt"
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
@@ -137,7 +136,7 @@ _O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself
 
 @functools.cache
 def _fcntl() -> Any:
-    """The fcntl module, or None (Windows); imported once a download writes a file."""
+    """The fcntl module, or None (Windows); imported when first needed."""
     try:
         import fcntl
     except ImportError:
@@ -151,9 +150,8 @@ def _fcntl() -> Any:
 
 
 class DatasetClientError(Exception):
-    """Base of every error the client raises about a request. Its fields, and a subclass's, are
-    keyword arguments: ``method`` and ``url`` (the request that failed), ``connecting`` (never
-    sent), ``attempts``."""
+    """Base of the client's errors about a request. Fields (keyword arguments): ``method``,
+    ``url``, ``connecting`` (never sent), ``attempts``, and a subclass's."""
 
     method: str = ""
     url: str = ""
@@ -191,11 +189,11 @@ def _rebuilt_error(
 
 
 class ServiceError(DatasetClientError, RuntimeError):
-    """The service answered with an error status (>= 400, or a 3xx left after redirects).
+    """The service answered >= 400, or a 3xx was left after redirects.
 
-    ``str()`` reads like ``404 Not Found: GET http://h/api/datasets/x: no such dataset``. Fields:
-    ``status``, ``reason``, ``headers``, ``body`` (its start), ``payload`` (JSON, or None),
-    ``message`` (the service's own), ``request_id``, ``retry_after`` (seconds), ``proxy``.
+    ``str()``: ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``, ``headers``,
+    ``body`` (its start), ``payload`` (JSON or None), ``message`` (the service's), ``request_id``,
+    ``retry_after`` (seconds), ``proxy``.
     """
 
     status: int
@@ -233,7 +231,7 @@ class ServiceError(DatasetClientError, RuntimeError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload as JSON text: pickle recurses deeper per level than json did.
+        # The payload as JSON text: pickle recurses deeper per level than json.
         rebuilt, (cls, args, state) = super().__reduce__()
         with contextlib.suppress(ValueError, TypeError, RecursionError):  # else as it is
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
@@ -241,9 +239,8 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """Connecting or a wait for data outlasted ``timeout``, the call its ``deadline`` (then set,
-    with ``retry_after`` when a server asked for a wait past it), or a download stalled below
-    ``min_rate``."""
+    """A wait outlasted ``timeout``, the call its ``deadline`` (then set, with ``retry_after``
+    when the server asked to wait past it), or a download stalled below ``min_rate``."""
 
     deadline: float | None = None
     retry_after: float | None = None
@@ -251,8 +248,7 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """The connection failed: refused, reset, closed early, or TLS failed (``certificate``: the
-    server's certificate failed verification)."""
+    """Refused, reset, closed early, or TLS failed (``certificate``: the server's was refused)."""
 
     certificate: bool = False
 
@@ -265,15 +261,15 @@ class IncompleteResponseError(NetworkError):
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A response the client refuses: a 2xx body not JSON, a bad redirect, range or framing;
-    ``received`` and ``expected``: a downloaded file's size and the announced one."""
+    """A 2xx body not JSON, a bad redirect, range or framing; ``received``, ``expected``: a
+    download's size and the announced one."""
 
     received: int | None = None
     expected: int | None = None
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
-    """The downloaded bytes do not have the sha256 digest (``expected``) the caller gave."""
+    """The bytes' digest is ``actual``, not ``expected`` (``sha256``, or the server's)."""
 
     method = "GET"
     expected: str = ""
@@ -290,11 +286,12 @@ class ClientClosedError(DatasetClientError, RuntimeError):
 
 
 class DatasetClient:
-    """A client for one service, holding kept-alive connections until ``close()``; threads may
-    share one. ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout`` bounds
-    connecting and each wait, ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted
-    besides the system's. It pickles and copies as a new client with the same settings (the
-    pickle holds the key), unless given an ``ssl_context``.
+    """A client for one service; threads may share it, ``close()`` ends its connections.
+
+    ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout`` bounds connecting
+    and each wait, ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides the
+    system's. A copy or pickle (holding the key) is a new client with the same settings; one
+    given an ``ssl_context`` does not pickle.
     """
 
     def __init__(
@@ -311,10 +308,13 @@ class DatasetClient:
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
-        # Secrets as _Secret first: should a check fail, no traceback's locals show one.
-        api_key, headers = _as_secret(api_key), _as_secret(headers)
+        # As _Secret first: should a check fail, no traceback's locals show a secret.
+        if isinstance(api_key, str):
+            api_key = _Secret(api_key)
+        if isinstance(headers, dict):
+            headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
         self._base_url, self._origin = _parse_base_url(base_url)
-        if timeout is not None:  # 1e300 is the longest a lock or socket takes
+        if timeout is not None:  # at most what a lock or socket takes
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
             timeout = min(float(timeout), _MAX_WAIT)
         self._timeout = timeout
@@ -324,14 +324,12 @@ class DatasetClient:
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
         agent = _DEFAULT_USER_AGENT if user_agent is None else user_agent
         agent = _check_header_value(agent, "user_agent")
-        # Credentials (the key, the headers) go to base_url's origin only.
-        extra: dict[str, str] = {k: _Secret(v) for k, v in _check_headers(headers).items()}
-        self._credentials = extra
+        self._credentials = extra = _check_headers(headers)
         if api_key is not None:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
             self._credentials = _merge_headers(key, extra)
-        # Every constructor argument, for a copy or an unpickled client.
+        # For a copy or an unpickled client.
         self._arguments: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key,
@@ -358,7 +356,7 @@ class DatasetClient:
             _warn_of_a_key_in_clear(self._origin[1])
 
     def __repr__(self) -> str:
-        # A client whose constructor failed shows in a traceback's locals too.
+        # Also for a client whose constructor failed (in a traceback's locals).
         closed = " (closed)" if getattr(self, "_pool", None) and self._pool.closed else ""
         return f"<DatasetClient {getattr(self, '_base_url', '?')!r}{closed}>"
 
@@ -373,7 +371,7 @@ class DatasetClient:
     def __copy__(self, memo: object = None) -> DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
-    __deepcopy__ = __copy__  # settings are immutable, or copied when built
+    __deepcopy__ = __copy__  # settings are immutable or copies
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -383,11 +381,11 @@ class DatasetClient:
 
     @classmethod
     def from_profile(cls, profile: str | None = None, **settings: Any) -> DatasetClient:
-        """The client the command line would build: ``base_url`` and ``api_key`` from
+        """The client the command line builds: ``base_url`` and ``api_key`` from
         $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY, else from the config file's profile
-        (``profile``, $DATASET_CLIENT_PROFILE, ``default``), as ``timeout`` and ``ca_bundle``;
-        ``settings`` beat both. Raises ValueError, PermissionError (a file others may write, or
-        read when it holds a key), LookupError (no such profile).
+        ``profile`` (else $DATASET_CLIENT_PROFILE, else ``default``), as are ``timeout`` and
+        ``ca_bundle``; ``settings`` beat both. Raises ValueError, PermissionError (a file others
+        may write, or read when it holds a key), LookupError (no such profile).
         """
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
@@ -434,7 +432,7 @@ class DatasetClient:
         idempotency_key: str | None = None,
     ) -> Any:
         """``POST /exports``; return the decoded JSON. ``symbols``: one or an iterable; a date: a
-        ``datetime.date`` or a string; ``idempotency_key``: default, a fresh UUID a call."""
+        ``datetime.date`` or a string; ``idempotency_key``: by default a fresh UUID each call."""
         import uuid
 
         key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
@@ -460,8 +458,8 @@ class DatasetClient:
         min_rate: float | None = None,
         verified: Callable[[str], object] | None = None,
     ) -> None:
-        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``: a path (through a
-        temporary file, moved into place once checked) or a binary file object.
+        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``, a path (moved
+        into place once checked) or a binary file object.
 
         ``progress(done, total)``: called as bytes arrive; ``sha256``: the hex digest to check;
         ``resume``: keep a failed download's partial file for next time; ``connections``: ranged
@@ -535,7 +533,7 @@ class DatasetClient:
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
-                # Progress is a chunk, not a byte trickled; a stall counts whatever it brought.
+                # Progress: a chunk, not a byte trickled; a stall counts whatever it brought.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
                     last_progress = done
@@ -553,7 +551,7 @@ class DatasetClient:
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
                 time.sleep(delay)
-            except BaseException as exc:  # a bug, a signal, a callback's: no frame keeps a secret
+            except BaseException as exc:  # a bug, signal, callback's: no frame keeps a secret
                 _clear_library_frames(exc)
                 raise
 
@@ -572,7 +570,7 @@ class DatasetClient:
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline | None
     ) -> tuple[DatasetClientError, float | None]:
-        """Whether the server speaks the other scheme (asked once an origin): error, wait left."""
+        """Asks once an origin whether the server speaks the other scheme: (error, wait left)."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = None if deadline is None else deadline.left()
         if left is not None and delay is not None and delay >= left:
@@ -604,7 +602,7 @@ class DatasetClient:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
         elif (
             not isinstance(error, (NetworkError, RequestTimeoutError))
-            # The same certificate, proxy wanting credentials, or scheme spoken, again.
+            # The same certificate, proxy credentials or scheme, again.
             or isinstance(
                 error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)
             )
@@ -713,7 +711,7 @@ class DatasetClient:
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
-    # Its ca_bundle is read at its first request, not in pickle.loads (a worker may lack it).
+    # ca_bundle read at the first request, not in pickle.loads (a worker may lack it).
     client = cls(**{**arguments, "ca_bundle": None})
     client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
     if closed:
@@ -721,16 +719,10 @@ def _rebuilt_client(
     return client
 
 
-def _client_secrets(client: DatasetClient | None, *, shown: bool = False) -> _Secrets:
-    """What ``client`` never shows (none for None); ``shown``: signed URLs' credentials too."""
-    secrets = _Secrets() if client is None else client._secrets
-    return secrets.shown() if shown else secrets
-
-
 def _checked_trust(
     ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
 ) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context (None: the default, made when needed) and ``ca_bundle`` as an absolute path."""
+    """The context (None: the default, made when needed) and ``ca_bundle``, absolute."""
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
     if ca_bundle is None:
@@ -747,9 +739,7 @@ def _checked_trust(
         raise FileNotFoundError(
             "ca_bundle is empty: name a file or directory of PEM CA certificates"
         )
-    # Absolute now: OpenSSL looks a hashed directory up at each handshake, and a copy may be
-    # unpickled elsewhere; no later chdir changes what is trusted.
-    path = os.path.abspath(path)
+    path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
     return _default_ssl_context(path, "ca_bundle"), path
 
 
@@ -760,13 +750,6 @@ class _Secret(str):
 
     def __repr__(self) -> str:
         return "'<redacted>'"
-
-
-def _as_secret(value: _T) -> _T:
-    """Text, and a dict's text values, as _Secret; anything else as it is, for the checks."""
-    if isinstance(value, dict):
-        return {k: _as_secret(v) for k, v in value.items()}  # type: ignore[return-value]
-    return _Secret(value) if isinstance(value, str) else value  # type: ignore[return-value]
 
 
 class _Secrets:
@@ -787,15 +770,14 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """For the client's own texts (errors, logs, the CLI's lines): signed URLs' credentials
-        too; not for results, whose URLs must still work."""
+        """Signed URLs' credentials too: for errors and logs, not results (URLs that must work)."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
 
     @property
     def longest(self) -> int:
-        """The most characters a secret's form can take (8 a character, escaped)."""
+        """The most characters a secret's escaped form can take."""
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
@@ -3975,7 +3957,7 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     """``url`` split, its fragment dropped: http(s), a host, a valid port, no user:password."""
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 -- the property validates the port
+        parts.port  # noqa: B018 (it validates the port)
         urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
     except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
         raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
@@ -3992,23 +3974,23 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
 
 
 def _percent_encoded(text: str, argument: str) -> str:
-    """``text``, its non-ASCII characters percent-encoded as UTF-8 (http.client takes ASCII)."""
+    """``text``, non-ASCII percent-encoded as UTF-8 (http.client sends ASCII)."""
     if text.isascii():
         return text
     try:
         return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
-    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
+    except UnicodeEncodeError:  # a lone surrogate
         raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
 
 
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """``value``: finite, an int when ``whole``, above zero when ``positive``, else at least 0."""
+    """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
-    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor an int past any float
+    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor a huge int
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
         least = "above" if positive else "at least"
@@ -4038,6 +4020,7 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
 
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """A checked copy, its values as _Secret."""
     if headers is None:
         return {}
     if not isinstance(headers, collections.abc.Mapping):
@@ -4048,7 +4031,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if name.lower() in ("content-length", "transfer-encoding", "connection"):
             raise ValueError(f"headers: {name} is set by the client itself")
-        _check_header_value(value, f"headers[{name!r}]")
+        checked[name] = _Secret(_check_header_value(value, f"headers[{name!r}]"))
     return checked
 
 
@@ -4116,7 +4099,6 @@ def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
     _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
     parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
-    # Non-ASCII in the path or query is sent percent-encoded as UTF-8, as browsers do.
     path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
@@ -4140,7 +4122,7 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 def _profile_settings(
     profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
 ) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)}: a profile's key for another service than ``base_url``: None."""
+    """{name: (value, where from)}; None for a profile's key when ``base_url`` is elsewhere."""
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
@@ -4180,7 +4162,7 @@ def _read_profile(
         _check_config_file_is_own(path, status)
         try:
             config = tomllib.load(file)
-        except (OSError, ValueError, RecursionError) as exc:  # tomllib recurses
+        except (OSError, ValueError, RecursionError) as exc:
             deep = isinstance(exc, RecursionError)
             reason = "nested too deeply" if deep else getattr(exc, "strerror", None) or exc
             raise ValueError(f"cannot read the config file {path}: {reason}") from None
@@ -4208,27 +4190,25 @@ def _config_path() -> str:
 
 
 def _open_config(path: str) -> BinaryIO:
-    # O_NONBLOCK: a FIFO is refused (_check_config_file_is_own), never waited on.
+    # O_NONBLOCK: a FIFO is refused, never waited on.
     return open(path, "rb", opener=lambda name, flags: os.open(name, flags | _O_NONBLOCK))
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    # Who can write the file sets base_url, where the key goes: checked as ssh checks its config.
-    if not stat.S_ISREG(status.st_mode):  # a FIFO or device: would hang, or never end
+    # Who can write it sets base_url, where the key goes: checked as ssh checks its config.
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or device would hang, or never end
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
         raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
-    if not _HAS_GETEUID:
-        return
     quoted = _shell_quoted(path)
-    if status.st_uid not in (os.geteuid(), 0):
+    if not _is_mine(status, or_root=True):
         copy = "~/dataset-client.toml"
         raise PermissionError(
             f"{path} is owned by another user (uid {status.st_uid}): not used; a copy of your own"
             f" with mode 600 works: install -m 600 {quoted} {copy}"
             f" and set DATASET_CLIENT_CONFIG={copy}"
         )
-    if status.st_mode & 0o022:
+    if _HAS_GETEUID and status.st_mode & 0o022:
         said = f"{path} is writable by group or others: not used; run chmod go-w {quoted}"
         raise PermissionError(said)
 
@@ -4236,7 +4216,7 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
 def _checked_profile(
     profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
 ) -> dict[str, Any]:
-    """Its known keys, checked; ``warn`` is told of the others."""
+    """Its known keys, checked; ``warn`` told of the others."""
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
@@ -4272,7 +4252,7 @@ def _edits(text: str, other: str) -> int:
 def _check_profile_value(key: str, value: Any, where: str) -> None:
     if key == "timeout":
         right = isinstance(value, (int, float)) and not isinstance(value, bool)
-        right = right and 0 <= value <= sys.float_info.max  # not inf, nor an int past any float
+        right = right and 0 <= value <= sys.float_info.max  # not NaN, inf, nor a huge int
     else:
         right = isinstance(value, str) and bool(value)
     if not right:
@@ -4293,9 +4273,8 @@ def _shell_quoted(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-# The command line lives in dataset_client_cli.py: main() runs the one beside this file (loaded by
-# path: python -I leaves this directory off sys.path), else an installed one.
-# ---------------------------------------------------------------------------
+# The command line is dataset_client_cli.py: main() runs the one beside this file (loaded by path:
+# python -I leaves this directory off sys.path), else an installed one.
 
 _NO_COMMAND_LINE = (
     "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
@@ -4304,7 +4283,7 @@ _NO_COMMAND_LINE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    import importlib.util  # not at the top: holding the module costs the import (measured)
+    import importlib.util  # here: holding it at the top costs every import (measured)
 
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
     beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")

@@ -68,12 +68,12 @@ from dataset_client import (
     RequestTimeoutError,
     ServiceError,
     __version__,
-    _client_secrets,  # what the client never shows (key, headers, proxy passwords); nor the CLI
     _is_descriptor_link,  # /dev/fd/N, /proc/PID/fd/N: a stream, never the file behind it
     _PartialFile,  # the partial file a -c download keeps, named and checked as the download does
     _profile_settings,  # what the variables and the profile set, and where each came from
     _redact_value,  # a result with those texts redacted, before it is printed
     _resolve_download_url,  # the URL a download fetches, as a partial file's state records it
+    _Secrets,  # what a client never shows (client._secrets: key, headers, proxy passwords)
 )
 
 TYPE_CHECKING = False
@@ -234,7 +234,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
-            stderr.secrets = _client_secrets(client, shown=True)  # in no line, whatever it holds
+            stderr.secrets = client._secrets.shown()  # in no line, whatever it holds
             run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -900,7 +900,7 @@ _COMMANDS = {
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Print a command's result as --output says (an export, datasets NAME: one record)."""
     stderr.close()  # a retry's status line, still on the screen, goes before the result comes
-    secrets = _client_secrets(client)
+    secrets = client._secrets
     one = settings.command == "export" or settings.name is not None
     with _room_to_recurse():
         shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
@@ -984,7 +984,7 @@ def _download_command(
 ) -> None:
     """Download ``url`` unless its file is there already; continue what an earlier -c run left."""
     target, named_by_url = _download_target(url, destination, args.resume)
-    if named_by_url and _client_secrets(client).found_in(url):  # KEY.csv, or in the summary
+    if named_by_url and client._secrets.found_in(url):  # KEY.csv, or in the summary
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     resume, partial = args.resume, None
     if target != "-":
@@ -1249,7 +1249,7 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.secrets = _client_secrets(None, shown=True)  # then the client's
+        self.secrets = _Secrets(signed=True)  # then the client's
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:

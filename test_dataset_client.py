@@ -2207,7 +2207,7 @@ class SecondReviewSecretTests(ServerTestCase):
         self.script(reply(201, {"download_url": url}))
         dates = {"start_date": "2024-01-02", "end_date": "2024-01-03"}
         self.assertEqual(client.create_export("bars", symbols="V", **dates), {"download_url": url})
-        self.assertFalse(dc._client_secrets(client).found_in(url))
+        self.assertFalse(client._secrets.found_in(url))
 
     def test_an_unknown_or_hostile_charset_is_read_as_utf8(self) -> None:
         # Found in review: charset=idna raised a bare UnicodeError (frames holding the key and the body);
