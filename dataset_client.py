@@ -4168,7 +4168,7 @@ def _read_profile(
             raise ValueError(f"cannot read the config file {path}: {reason}") from None
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
-    if status.st_mode & 0o044 and keys & {"api_key", "apikey"}:  # as ssh refuses such a key
+    if _HAS_GETEUID and status.st_mode & 0o044 and keys & {"api_key", "apikey"}:  # as ssh does
         chmod = f"chmod 600 {_shell_quoted(path)}"
         raise PermissionError(f"{path} holds an api_key and is readable by others: run {chmod}")
     name = asked or "default"

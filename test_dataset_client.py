@@ -2564,6 +2564,14 @@ class FromProfileTests(ServerTestCase):
         )
         self.assertEqual(self.requests, [], "nothing sent where such a file says")
 
+    def test_where_files_have_no_owner_or_mode_a_key_in_a_profile_is_read(self) -> None:
+        # Windows: no geteuid, and every file's mode says 0o666 (0o444 read-only).
+        config = self.config(f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n')
+        config.chmod(0o666)
+        with mock.patch.object(dc, "_HAS_GETEUID", False), DatasetClient.from_profile() as client:
+            client.list_datasets()
+        self.assertEqual(self.requests[-1].headers["Authorization"], f"Bearer {KEY}")
+
     def test_a_key_by_any_spelling_is_a_key(self) -> None:
         for spelling in ("api-key", "apikey", "API_KEY", "Api-Key"):
             with self.subTest(spelling=spelling):
