@@ -9728,6 +9728,27 @@ class StandInServiceTests(StandInTestCase):
         self.assertEqual(process.wait(10), 0)
         self.assertEqual(process.stdout.read(), "", "status lines go to stderr")  # type: ignore[union-attr]
 
+    def test_behind_a_proxy_the_export_lines_keep_the_stand_in_off_it(self) -> None:
+        # Found by a new user: with a corporate proxy set, the README's tour failed at `datasets`.
+        dead = {"http_proxy": "http://127.0.0.1:9", "NO_PROXY": "corp.example"}
+        with mock.patch.dict(os.environ, dead):
+            process = self.run_service("--port", "0")
+        lines: list[str] = []  # three, read in a thread: a missing one fails, never hangs
+        read = lambda: lines.extend(process.stdout.readline() for _ in range(3))  # type: ignore[union-attr]  # noqa: E731
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(10)
+        lines = [*lines, "", "", ""][:3]
+        expected = "export NO_PROXY=127.0.0.1,corp.example no_proxy=127.0.0.1,corp.example\n"
+        self.assertEqual(lines[2], expected)
+        tour = ["sh", "-c", "".join(lines) + '"$0" -m dataset_client datasets', sys.executable]
+        with mock.patch.dict(os.environ, dead):
+            done = subprocess.run(tour, cwd=HERE, capture_output=True, timeout=60)
+        self.assertEqual((done.returncode, done.stderr), (0, b""))
+        self.assertIn(b"daily_bars", done.stdout)
+        process.send_signal(signal.SIGINT)
+        self.assertEqual(process.wait(10), 0)
+
     def test_a_port_in_use_is_a_one_line_error(self) -> None:
         process = self.run_service("--port", str(self.service.server_address[1]))
         self.assertEqual(process.wait(30), 1)

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
@@ -691,7 +692,12 @@ def main(argv: list[str] | None = None) -> int:
     try:  # from the first line printed on: whoever read it may stop the service at once
         # Quoted so that any shell can eval them, whatever the key holds.
         print(f"export DATASET_CLIENT_BASE_URL={shlex.quote(server.base_url)}")
-        print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}", flush=True)
+        print(f"export DATASET_CLIENT_API_KEY={shlex.quote(server.service.api_key)}")
+        proxies = urllib.request.getproxies_environment()
+        if "http" in proxies:  # a proxy the shell sets must not stand between client and stand-in
+            no_proxy = shlex.quote(",".join(filter(None, (args.host, proxies.get("no")))))
+            print(f"export NO_PROXY={no_proxy} no_proxy={no_proxy}")
+        sys.stdout.flush()
         print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
