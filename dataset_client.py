@@ -2469,7 +2469,7 @@ class _Transfer:
         self.connections = connections
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
-            if connections > 1:  # parts fetched at once, written in order
+            if connections > 1:
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
@@ -2806,7 +2806,7 @@ class _Transfer:
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(whole.offset)
+        self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
         _logger().info(
@@ -3129,8 +3129,7 @@ def _is_saved_digest(saved: Any) -> bool:
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, RFC 3230 ``Digest``);
-    others and malformed values are ignored."""
+    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230); others ignored."""
     import binascii
 
     digests = []
@@ -3195,9 +3194,6 @@ class _Sink:
     def discard(self, part: _Part | None, start: int) -> None:
         """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
-    def discard_from(self, start: int) -> None:
-        self.discard(None, start)
-
     def stop(self) -> None: ...  # the transfer failed: no part may wait here
 
     def finish(self, total: int | None) -> None: ...  # every part is in
@@ -3208,8 +3204,7 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination, moved over it by ``commit``: a unique name, or with
-    ``resume`` ``.NAME.part`` and its state, locked while in use."""
+    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit."""
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
@@ -3418,8 +3413,7 @@ class _StateFile:
 
     def load(self) -> None:
         _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
-        fd = _open_own_file(self.path)
-        self.saved = None if fd is None else _read_state(fd)
+        self.saved = _read_state(self.path)
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
@@ -3484,8 +3478,10 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
     return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
-def _read_state(fd: int) -> Any:
-    """The JSON in ``fd`` (closed here); None when too large or not JSON."""
+def _read_state(path: str) -> Any:
+    """The JSON in the user's own file ``path``; None when there is none, too large or not JSON."""
+    if (fd := _open_own_file(path)) is None:
+        return None
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
@@ -3497,8 +3493,8 @@ def _read_state(fd: int) -> Any:
 
 
 def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left: no process holds them
-    (``fcntl``'s flock; None: the caller's lock covers them), a ``.new`` a minute old."""
+    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (``fcntl`` None: the
+    caller's lock covers them)."""
     directory, prefix = os.path.split(stem)
     pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
@@ -3516,15 +3512,14 @@ def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: 
 
 
 def _take_over_abandoned_lock(path: str) -> bool:
-    """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours.
-    A claim file lets one process at a time check it is still that file, still abandoned."""
+    """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
     judged = _abandoned_lock(path)
     if judged is None:
         return False
     claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
-    try:
+    try:  # one process at a time checks it is still that file, still abandoned
         os.close(_create(claim))
-    except OSError:  # another download is taking it over
+    except OSError:
         return False
     try:
         again = _abandoned_lock(path)
@@ -3537,8 +3532,7 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the user's ``.part.lock`` at ``path`` when its process is gone, or it is
-    empty or garbled and a few seconds old; else None."""
+    """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
     fd = _open_own_file(path)
     if fd is None:
         return None
@@ -3547,6 +3541,7 @@ def _abandoned_lock(path: str) -> os.stat_result | None:
         text = file.read(32).decode("ascii", "replace")
     if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
         return None if _process_exists(int(text)) else status
+    # Empty or garbled (killed before it wrote): abandoned once a few seconds old.
     return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
 
 
@@ -3875,8 +3870,7 @@ class _PartialFile:
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        fd = _open_own_file(self.path + ".json")
-        return fd is not None and _checked_state(_read_state(fd), url) is not None
+        return _checked_state(_read_state(self.path + ".json"), url) is not None
 
     def remove(self) -> None:
         """Remove it and its state: only the user's own, when no download holds them."""
