@@ -2473,11 +2473,11 @@ class _Transfer:
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        self.digests: list[_Stated] | None = None  # the server's (None: unknown)
+        self.digests: list[_Stated] | None = None  # the server's
         self.digest: _Digest | None = None  # the file's
         self.lock = _thread.allocate_lock()
         self.parts = [_Part(0, None)]
-        self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
+        self.validator: str | None = None  # for If-Range
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
@@ -2861,9 +2861,8 @@ class _Transfer:
         """False when a 206's bytes did not match its Content-Digest (fetched again)."""
         if (check := part.check) is None:
             return True
-        actual = check.hexdigest(check.stated.hash)
-        if actual != check.stated.value:
-            return self._mismatched(part, check, actual)
+        if not self._matches(part, check):
+            return False
         with self.lock:
             part.check = None
             if self.digest is not None and self.target.read_at is not None:
@@ -2873,8 +2872,10 @@ class _Transfer:
                 self._saved_and_reported()
         return True
 
-    def _mismatched(self, part: _Part, check: _PartCheck, actual: str) -> bool:
-        """Bytes that failed ``check``: fetched again once (False), else ChecksumMismatchError."""
+    def _matches(self, part: _Part, check: _PartCheck) -> bool:
+        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
+        if (actual := check.hexdigest(check.stated.hash)) == check.stated.value:
+            return True
         where = f"bytes {check.start}-{part.offset - 1}"
         self.target.discard(part, check.start)  # held bytes are never written
         with self.lock:
@@ -2966,8 +2967,7 @@ class _Transfer:
             if read_at is not None and part.deferred is not None:
                 check = _PartCheck(*part.deferred, True, read_at)
                 check.add(part.offset)
-                if (actual := check.hexdigest(check.stated.hash)) != check.stated.value:
-                    self._mismatched(part, check, actual)
+                if not self._matches(part, check):
                     part.taken, part.deferred, again = False, None, True
         if again:
             self._close_hashes()
@@ -3163,14 +3163,14 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 
 
 class _Sink:
-    """Where a _Transfer's bytes go: _FileTarget, _StreamTarget or _ReorderBuffer."""
+    """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
     state: _StateFile | None = None  # a resumable download's state
     read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
     position: int | None = None  # bytes written in order, when not the bytes received
-    hashes_in_order = False  # True: the file's hash is handed each piece as it is written
+    hashes_in_order = False  # True: the file's hash is handed each piece written
 
     def __enter__(self: _T) -> _T:
         return self
@@ -3210,7 +3210,7 @@ class _FileTarget(_Sink):
         self.destination = destination
         self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
         self.stem = _hidden_stem(destination)
-        self.path = self.lock_path = ""  # lock_path: a .part.lock, where there is no flock
+        self.path = self.lock_path = ""  # lock_path: where there is no flock
         self.committed = False
         if fcntl := _fcntl():  # without flock none is known to be abandoned
             _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
@@ -3606,7 +3606,7 @@ class _StreamTarget(_Sink):
             raise TypeError(
                 f"destination must be a path or a binary file object open for writing, not {kind}"
             )
-        self.stream, self.opened = stream, opened  # opened here: closed on exit
+        self.stream, self.opened = stream, opened  # opened: closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
@@ -3680,7 +3680,7 @@ class _ReorderBuffer(_Sink):
     (the caller's: a signal reaches it); bytes ahead wait here, ``limit`` at most."""
 
     hashes_in_order = True  # what was written cannot be read back
-    max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
+    max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
 
     def __init__(
         self,
@@ -3694,7 +3694,7 @@ class _ReorderBuffer(_Sink):
         self.target, self.limit, self.written, self.in_time = target, limit, written, in_time
         self.condition = threading.Condition(_thread.allocate_lock())
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
-        self.position: int = 0  # bytes written into the stream
+        self.position: int = 0
         self.buffered = self.peak = 0  # bytes waiting now, and at most
         self.writing = False  # the writer is in release()
         self.stopped = False  # the transfer failed
@@ -3794,7 +3794,7 @@ class _ReorderBuffer(_Sink):
             self.chunks.clear()
             self.buffered = 0
             self.stopped = False
-            if self.position:  # else nothing was written: nothing to take back
+            if self.position:  # else nothing to take back
                 self.target.reset()
             self.position = 0
 
@@ -3889,7 +3889,7 @@ def _hidden_stem(path: str) -> str:
     except (OSError, ValueError, AttributeError):
         limit = 255
     encoded = os.fsencode(name)
-    room = limit - 24  # the longest suffix: ".0123456789ab.part"
+    room = limit - 24  # the longest suffix: ".part.json.01234567.tmp"
     if len(encoded) >= room:
         name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
     return os.path.join(directory or ".", "." + name)
