@@ -3255,7 +3255,7 @@ class _FileTarget(_Sink):
 
     def _lock(self, fd: int) -> bool:
         fcntl = _fcntl()
-        if fcntl is None:  # Windows
+        if fcntl is None:  # not on Linux: Windows has no flock
             return self._lock_with_a_file()
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -3324,7 +3324,7 @@ class _FileTarget(_Sink):
         while view:
             if _HAS_PWRITE:
                 written = os.pwrite(self.fd, view, offset)
-            else:  # Windows
+            else:  # not on Linux: Windows has no os.pwrite
                 with self.seeking:
                     os.lseek(self.fd, offset, os.SEEK_SET)
                     written = os.write(self.fd, view)
@@ -3333,7 +3333,7 @@ class _FileTarget(_Sink):
     def read_at(self, offset: int, size: int) -> bytes:
         if _HAS_PWRITE:
             return os.pread(self.fd, size, offset)
-        with self.seeking:  # Windows
+        with self.seeking:  # not on Linux: Windows has no os.pread
             os.lseek(self.fd, offset, os.SEEK_SET)
             return os.read(self.fd, size)
 
@@ -3546,7 +3546,7 @@ def _abandoned_lock(path: str) -> os.stat_result | None:
 
 
 def _process_exists(pid: int) -> bool:
-    if _WINDOWS:  # there os.kill(pid, 0) would end the process
+    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
