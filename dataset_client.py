@@ -3841,7 +3841,7 @@ def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
     return open(fd, "wb", buffering=0)
 
 
-# A pattern, compiled (and cached by re) on first use: not at import.
+# Compiled (and cached by re) on first use, not at import.
 _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
