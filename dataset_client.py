@@ -2416,8 +2416,7 @@ class _Part:
 
 
 class _DownloadRequests:
-    """What a download needs of its client, handed over: the GET's headers, ``send(headers, *,
-    deadline)``, ``retry(attempt, progress, *, deadline)``, ``interrupt(threads)``, ``closed()``."""
+    """What a download needs of its client, handed over (never the client itself)."""
 
     def __init__(
         self,
@@ -2435,8 +2434,7 @@ class _DownloadRequests:
 
 
 class _Transfer:
-    """One download: its parts (kept across attempts and, with resume, runs), fetched by this
-    thread and up to ``connections - 1`` more, each resumed on its own, into a _Sink."""
+    """One download: its parts, fetched by this thread and up to ``connections - 1`` more."""
 
     def __init__(
         self,
@@ -2453,15 +2451,15 @@ class _Transfer:
         self.connections = connections
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
-            if connections > 1:  # parts fetched at once, written in order
+            if connections > 1:
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        self.digests: list[_Stated] | None = None  # the server's (None: unknown)
+        self.digests: list[_Stated] | None = None  # the server's
         self.digest: _Digest | None = None  # the file's
         self.lock = _thread.allocate_lock()
         self.parts = [_Part(0, None)]
-        self.validator: str | None = None  # for If-Range: a strong ETag, else Last-Modified
+        self.validator: str | None = None  # for If-Range
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
         self.error: BaseException | None = None
         self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
@@ -2476,12 +2474,11 @@ class _Transfer:
 
     @property
     def _stated(self) -> list[_Stated]:
-        """Every digest the file must have, in the order they are checked."""
         return [*self.sha256, *(self.digests or ())]
 
     @property
     def _written(self) -> int:
-        """Bytes at the destination (into a stream in parts: those written in order)."""
+        """Bytes at the destination (into a stream in parts: written in order)."""
         position = self.target.position
         return sum(part.done for part in self.parts) if position is None else position
 
@@ -2489,7 +2486,7 @@ class _Transfer:
         return _showable_url(self.url, self.requests.secrets)
 
     def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times, not retries) when it changed."""
+        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
         try:
             self._start_digest()
             for restarts in itertools.count():
@@ -2516,10 +2513,10 @@ class _Transfer:
         self.caller, self.threads = _thread.get_ident(), []  # the caller fetches too
         self._start_threads()
         self._work()
-        try:  # into a stream in parts, this thread writes
+        try:
             self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
             self._wait_threads()
-        except BaseException as exc:  # Ctrl-C while waiting: stop them, and wait
+        except BaseException as exc:  # Ctrl-C: stop them, and wait
             self._fail(exc)
             self._wait_threads()
             raise
@@ -2540,8 +2537,7 @@ class _Transfer:
             thread.start()
 
     def _wait_threads(self) -> None:
-        # An Event each: on 3.11 and 3.12 a join() that Ctrl-C interrupts takes the thread for
-        # ended while it still runs.
+        # 3.11, 3.12: a join() Ctrl-C interrupts takes the thread for ended while it runs.
         for thread, ended in self.threads:
             ended.wait()
             thread.join()
@@ -2559,7 +2555,7 @@ class _Transfer:
                 self.target.wake()  # a writer may wait for this end
 
     def _next_part(self) -> _Part | None:
-        """The first part not complete that no thread fetches, taken; None when none is left."""
+        """The first part not complete that no thread fetches, taken; else None."""
         with self.lock:
             for part in self.parts:
                 if self.error is None and not part.taken and part.remaining != 0:
@@ -2568,7 +2564,7 @@ class _Transfer:
         return None
 
     def _fetch(self, part: _Part) -> None:
-        """Fetch one part, resuming it where it stopped when a response is cut."""
+        """Fetch one part, resumed where it stopped when a response is cut."""
         attempts = 0
 
         def attempt() -> bool:
@@ -2618,7 +2614,7 @@ class _Transfer:
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        """Write ``response``'s body into ``part``, never past its end (which a merge may move)."""
+        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
         chunk = self.limits.chunk
         while True:
             while ((left := part.remaining) is None or left > 0) and (
@@ -2632,8 +2628,7 @@ class _Transfer:
                     if part.check is not None:
                         part.check.add(data)
                     if self.digest is not None and not self.target.hashes_in_order:
-                        # One stream: its bytes; parts: what is complete (and checked), read
-                        # back. (A stream in parts hashes what it writes: _hash_written.)
+                        # One stream: its bytes; parts: what is complete, read back.
                         one = len(self.parts) == 1 and (
                             part.check is None or self.target.read_at is None
                         )
@@ -2646,10 +2641,9 @@ class _Transfer:
                 self.whole_file_response = None  # no merge into it from now on
 
     def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """Take up the parts ``(start, end, done)`` and digests an earlier run kept of this file."""
+        """Take up the parts ``(start, end, done)`` and digests an earlier run kept."""
         self.parts, self.validator = [_Part(*span) for span in spans], validator
-        if all(part.remaining == 0 for part in self.parts):  # complete: ask the last byte again,
-            # with If-Range, for the server to say it is the same file
+        if all(part.remaining == 0 for part in self.parts):  # ask the last byte with If-Range
             next(part for part in reversed(self.parts) if part.done).done -= 1
         digests = getattr(self.target.state, "saved", {}).get("digests")
         if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
@@ -2662,7 +2656,7 @@ class _Transfer:
         )
 
     def _start_digest(self) -> None:
-        """Start hashing (again) when a digest needs an algorithm the running hash lacks."""
+        """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
         names = {stated.hash for stated in self._stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
@@ -2671,8 +2665,7 @@ class _Transfer:
             self.digest.add(self._contiguous())  # kept bytes first
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the file's digests the first response of this version states, in the order they
-        are checked: a Content-Digest is the file's on a 200 without a content coding."""
+        """Note the digests the first response states (a Content-Digest: on a plain 200)."""
         names = ["Repr-Digest", "Digest"]
         if whole and response.encoding == "identity":
             names.insert(1, "Content-Digest")
@@ -2691,7 +2684,7 @@ class _Transfer:
         )
 
     def _restart(self) -> _Part:
-        """Forget what was received: the server sends the file anew, or another version of it."""
+        """Forget what was received: the server sends the file anew."""
         self._close_hashes()
         self.parts = [first := _Part(0, None)]
         self.validator = self.error = self.digests = self.digest = None
@@ -2700,7 +2693,7 @@ class _Transfer:
         return first
 
     def _close_hashes(self, keep: _Part | None = None) -> None:
-        """End the parts' hashing threads (but ``keep``'s) and, without ``keep``, the file's."""
+        """End the parts' hashing (but ``keep``'s) and, without ``keep``, the file's."""
         for part in self.parts:
             if part.check is not None and part is not keep:
                 part.check.close()
@@ -2709,7 +2702,7 @@ class _Transfer:
             self.digest.close()
 
     def _contiguous(self) -> int:
-        """How far from the first byte the file is complete (and its parts' digests checked)."""
+        """How far from the first byte the file is complete (and checked)."""
         end = 0
         for part in self.parts:
             end = part.offset if part.check is None else part.check.start
@@ -2725,8 +2718,8 @@ class _Transfer:
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """Check that ``response`` holds ``part``'s bytes of this very file, or the whole file anew;
-        return the part its body fills (the whole file, when ranges turn out ignored)."""
+        """Check that ``response`` holds ``part``'s bytes of this file, or the whole file anew;
+        return the part its body fills."""
         self._check_running(part)  # merged while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
@@ -2777,9 +2770,8 @@ class _Transfer:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A split file's ranged request answered with the whole file. The same strong validator:
-        ranges are ignored (a proxy strips them), and the file is one part again, carried by the
-        first response while it is read, else by this one (past what is complete)."""
+        """A ranged request answered with the whole file, same validator: ranges are ignored, and
+        the file is one part again, on the first response while it is read, else on this one."""
         if (
             response.status != 200
             or _validator(response.headers) != self.validator
@@ -2796,7 +2788,7 @@ class _Transfer:
             self.parts, self.connections = [whole], 1
             if not streaming:
                 self.whole_file_response = response
-        self.target.discard_from(whole.offset)
+        self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
         _logger().info(
@@ -2810,8 +2802,7 @@ class _Transfer:
         return whole
 
     def _split(self, response: _PooledResponse) -> None:
-        """Cut the file into parts when the server serves ranges of this version (a strong ETag):
-        the first goes on in ``response``, a thread fetches each other."""
+        """Cut the file into parts when the server serves ranges of it (a strong ETag)."""
         total = self.total or 0
         count = min(self.connections, total // _MIN_PART_SIZE)
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
@@ -2825,39 +2816,35 @@ class _Transfer:
         self._start_threads()
 
     def _hash_written(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream, after what it wrote before."""
+        """The reorder buffer wrote ``data`` into the stream."""
         if self.digest is not None:
             self.digest.add(data)
         if self.progress is not None:
             self.progress(self._written, self.total)
 
     def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
-        """Check this 206's bytes against its Content-Digest, when it has one the client knows."""
+        """Check this 206's bytes against its Content-Digest, if any."""
         if part.check is not None:  # a response cut short: its bytes stay unchecked
             part.check.close()
         part.check = part.deferred = None
         stated = _parse_digests(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
-        # The first of the algorithm _DIGEST_ALGORITHMS prefers.
         chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
         if self.target.read_at is not None and self.digest is not None:
-            # Read back only if the file's digest fails: digests cost no more than a sha256.
             part.deferred = (part.offset, chosen)
             return
-        # Judged by what the part can still bring (a chunked 206 says no length): held bytes
-        # that did not fit would wait for room that only their own release makes.
+        # Held bytes that did not fit would wait for room only their own release makes.
         size = part.remaining
         held = size is not None and self.target.can_hold(size + self.limits.chunk)
         part.check = _PartCheck(part.offset, chosen, held)
 
     def _verify_part(self, part: _Part) -> bool:
-        """False when a complete 206's bytes did not match its Content-Digest (fetched again)."""
+        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
         if (check := part.check) is None:
             return True
-        actual = check.hexdigest(check.stated.hash)
-        if actual != check.stated.value:
-            return self._mismatched(part, check, actual)
+        if not self._matches(part, check):
+            return False
         with self.lock:
             part.check = None
             if self.digest is not None and self.target.read_at is not None:
@@ -2867,9 +2854,10 @@ class _Transfer:
                 self._saved_and_reported()
         return True
 
-    def _mismatched(self, part: _Part, check: _PartCheck, actual: str) -> bool:
-        """``part``'s bytes failed ``check``: dropped and fetched again, once (False); a second
-        time, or where they were not held back, ChecksumMismatchError."""
+    def _matches(self, part: _Part, check: _PartCheck) -> bool:
+        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
+        if (actual := check.hexdigest(check.stated.hash)) == check.stated.value:
+            return True
         where = f"bytes {check.start}-{part.offset - 1}"
         self.target.discard(part, check.start)  # held bytes are never written
         with self.lock:
@@ -2928,7 +2916,7 @@ class _Transfer:
             raise _PartStopped
 
     def _check_in_time(self) -> None:
-        """Raise when the call must end though no read says so: the deadline reached, or close()."""
+        """Raise when the deadline is reached or the client closed."""
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
@@ -2937,14 +2925,13 @@ class _Transfer:
             )
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure; end every part's wait or read at once (their connections)."""
+        """Record the first failure; end every part's wait or read at once."""
         with self.lock:
             self.error = self.error or error
         self.target.stop()  # a wait for room in a reorder buffer ends too
         self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
 
     def _check_digest(self) -> None:
-        """Check the whole file against every digest stated."""
         if self.digest is None:
             return
         for stated in self._stated:
@@ -2956,15 +2943,13 @@ class _Transfer:
         self.verified = [stated.name for stated in self._stated]
 
     def _refetch_mismatched_parts(self) -> bool:
-        """The file failed its digest: read back the parts with a deferred Content-Digest; True
-        when some mismatch (they are fetched once more, and the file hashed again)."""
+        """Check the parts' deferred Content-Digests; True when some failed (fetched again)."""
         read_at, again = self.target.read_at, False
         for part in self.parts:
             if read_at is not None and part.deferred is not None:
                 check = _PartCheck(*part.deferred, True, read_at)
                 check.add(part.offset)
-                if (actual := check.hexdigest(check.stated.hash)) != check.stated.value:
-                    self._mismatched(part, check, actual)
+                if not self._matches(part, check):
                     part.taken, part.deferred, again = False, None, True
         if again:
             self._close_hashes()
@@ -2974,8 +2959,7 @@ class _Transfer:
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``, else None:
-    ``0 <= start <= start + done <= end``, parts covering ``[0, total)`` in order."""
+    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``."""
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
     validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
@@ -3002,8 +2986,7 @@ def _is_count(value: Any) -> bool:
 
 
 class _Limits:
-    """What bounds a download besides ``timeout``: its deadline, the lowest rate a connection may
-    bring, the highest of all together (curl's --limit-rate). Bad values raise, naming them."""
+    """A download's deadline, lowest rate a connection may bring, and highest rate in all."""
 
     def __init__(
         self, deadline: float | None, min_rate: float | None, max_rate: float | None
@@ -3011,7 +2994,7 @@ class _Limits:
         seconds = _check_seconds(deadline, "deadline")
         self.deadline = None if seconds is None else _Deadline(seconds)
         self.min_rate = _check_seconds(min_rate, "min_rate")
-        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # chunk: bytes read at once
+        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
                 raise ValueError(
@@ -3021,7 +3004,7 @@ class _Limits:
         self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
     def take(self, count: int) -> None:
-        """Count ``count`` bytes received; wait as ``max_rate`` asks (never past the deadline)."""
+        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past the deadline."""
         if self.rate is None:
             return
         with self.lock:
@@ -3035,7 +3018,7 @@ class _Limits:
 
 def _content_range(value: str) -> tuple[int, int, int | None] | None:
     """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4), or None."""
-    # At most 19 digits: int() refuses thousands (ValueError), and a file offset holds no more.
+    # At most 19 digits: a file offset holds no more, and int() refuses thousands.
     match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
     if match is None:
         return None
@@ -3044,13 +3027,13 @@ def _content_range(value: str) -> tuple[int, int, int | None] | None:
 
 
 def _validator(headers: http.client.HTTPMessage) -> str | None:
-    """What identifies this version of a file, for If-Range: a strong ETag, else Last-Modified."""
+    """For If-Range: a strong ETag, else Last-Modified."""
     etag = headers.get("ETag")
     return etag if etag and not etag.startswith("W/") else headers.get("Last-Modified")
 
 
 class _Digest:
-    """Hashes (hashlib's ``algorithms``) of a download in file order, by a thread of their own."""
+    """Hashes (hashlib's ``algorithms``) of a download in file order, on a thread of their own."""
 
     def __init__(
         self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
@@ -3058,7 +3041,7 @@ class _Digest:
         import queue
         import threading
 
-        self.read_at = read_at  # (offset, size) -> bytes on disk
+        self.read_at = read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
         self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
         self._position = 0
@@ -3102,8 +3085,7 @@ class _Digest:
 
 
 class _PartCheck(_Digest):
-    """A 206's Content-Digest (``stated``) of its bytes from ``start``, hashed as they come (or read
-    back). Until it checks they do not count as received; ``held``: nor as written."""
+    """A 206's Content-Digest of its bytes from ``start``; ``held``: they wait until it checks."""
 
     def __init__(
         self,
@@ -3117,7 +3099,6 @@ class _PartCheck(_Digest):
 
 
 def _is_saved_digest(saved: Any) -> bool:
-    """True for a ``[header, algorithm, hex]`` a state file may hold."""
     if not (isinstance(saved, list) and len(saved) == 3 and all(isinstance(s, str) for s in saved)):
         return False
     header, algorithm, value = saved
@@ -3125,19 +3106,18 @@ def _is_saved_digest(saved: Any) -> bool:
         header in ("Repr-Digest", "Content-Digest", "Digest")
         and algorithm in _DIGEST_ALGORITHMS
         and len(value) == 2 * hashlib.new(_DIGEST_ALGORITHMS[algorithm]).digest_size
-        and _is_lower_hex(value)
+        and set(value) <= set("0123456789abcdef")
     )
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """Each sha-256 or sha-512 member of the ``header`` fields (RFC 9530 ``sha-256=:BASE64:``,
-    RFC 3230 ``SHA-256=BASE64``); others and malformed values are ignored (DEBUG), never trusted."""
+    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230); others ignored."""
     import binascii
 
     digests = []
     for value in headers.get_all(header) or ():
         members = value.split(",", _MAX_DIGEST_MEMBERS)
-        if len(members) > _MAX_DIGEST_MEMBERS:  # 64 KiB of commas x 100 fields took seconds
+        if len(members) > _MAX_DIGEST_MEMBERS:  # thousands took seconds
             _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
         for member in members[:_MAX_DIGEST_MEMBERS]:
             name, _, encoded = member.partition(";")[0].strip().partition("=")
@@ -3165,15 +3145,14 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 
 
 class _Sink:
-    """Where a _Transfer's bytes go: _FileTarget, _StreamTarget, or _ReorderBuffer (a stream that
-    parallel parts write into in order). These defaults hold nothing back."""
+    """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
     state: _StateFile | None = None  # a resumable download's state
-    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back (None: cannot)
+    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
-    position: int | None = None  # bytes written in order, when that is not the bytes received
-    hashes_in_order = False  # True: the file's hash is handed each piece as it is written
+    position: int | None = None  # bytes written in order, when not the bytes received
+    hashes_in_order = False  # True: the file's hash is handed each piece written
 
     def __enter__(self: _T) -> _T:
         return self
@@ -3188,44 +3167,40 @@ class _Sink:
         """True when ``size`` bytes under a pending Content-Digest can be fetched again."""
         return self.read_at is not None
 
-    def reserve(self, size: int | None) -> None: ...  # a stream's space is the caller's business
+    def reserve(self, size: int | None) -> None: ...
 
     def release(self) -> bool:
-        """Write what a Content-Digest that has checked held back; True if anything may be."""
+        """Write what a Content-Digest that checked held back; True if anything may be."""
         return False
 
     def discard(self, part: _Part | None, start: int) -> None:
         """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
-    def discard_from(self, start: int) -> None:
-        self.discard(None, start)
+    def stop(self) -> None: ...  # the transfer failed: no part may wait here
 
-    def stop(self) -> None: ...  # the transfer failed: no part may wait here any longer
+    def finish(self, total: int | None) -> None: ...  # every part is in
 
-    def finish(self, total: int | None) -> None: ...  # every part is in: write what is left
-
-    def write_until(self, ended: Callable[[], bool]) -> None: ...  # the part threads write it
+    def write_until(self, ended: Callable[[], bool]) -> None: ...
 
     def wake(self) -> None: ...  # a part thread has ended
 
 
 class _FileTarget(_Sink):
-    """A file of its own beside the destination, moved over it by ``commit``: a unique name, or
-    with ``resume`` ``.NAME.part`` and its state, locked while in use, kept to be resumed."""
+    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit."""
 
     def __init__(self, destination: str, resume: bool) -> None:
         self.destination = destination
         self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
         self.stem = _hidden_stem(destination)
-        self.path = self.lock_path = ""  # lock_path: a .part.lock, where there is no flock
+        self.path = self.lock_path = ""  # lock_path: where there is no flock
         self.committed = False
-        if fcntl := _fcntl():  # without flock (Windows) none is known to be abandoned
+        if fcntl := _fcntl():  # without flock none is known to be abandoned
             _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
         fd = self._open_resumable() if resume else None
         self.fd = self._open_unique() if fd is None else fd
 
     def _open_resumable(self) -> int | None:
-        """``.NAME.part`` and its state, ours and locked; None when that cannot be had safely."""
+        """``.NAME.part`` and its state, ours and locked; else None."""
         path = self.stem + ".part"
         state = _StateFile(path + ".json")
         with contextlib.suppress(FileNotFoundError):
@@ -3237,8 +3212,7 @@ class _FileTarget(_Sink):
             fd = _open_own_file(path)
         if fd is None:
             return None
-        try:  # Ctrl-C while reading the state: both files stay as they were
-            # Still that file once locked: its holder may have committed it since.
+        try:  # still that file once locked: its holder may have committed it since
             if self._lock(fd) and _is_named(fd, path):
                 state.load()
                 self.path, self.state = path, state
@@ -3249,8 +3223,7 @@ class _FileTarget(_Sink):
         return None if self.state is None else fd
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-        """The validator and parts ``(start, end, done)`` an earlier run kept of ``url``'s file;
-        else None, and what was there is dropped."""
+        """The validator and parts an earlier run kept of ``url``'s file; else None (dropped)."""
         checked = None if self.state is None else _checked_state(self.state.saved, url)
         if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
             self.reset()
@@ -3288,8 +3261,7 @@ class _FileTarget(_Sink):
             self.lock_path = ""
 
     def _open_unique(self) -> int:
-        """``.NAME.<hex>.part``, made as ``.NAME.<hex>.new`` and locked before it takes its name: a
-        ``.part`` no process holds is one a killed download left."""
+        """``.NAME.<hex>.part``, locked as ``.NAME.<hex>.new`` before it takes its name."""
         for _ in range(100):
             token = os.urandom(6).hex()
             path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
@@ -3348,8 +3320,8 @@ class _FileTarget(_Sink):
             return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place once it is ``total`` bytes long (when known) and still the file
-        written here (else PermissionError). Not fsync'ed, as curl and wget (see docs/DESIGN.md)."""
+        """Move the file into place when ``total`` bytes long and still the file written here
+        (else PermissionError). Not fsync'ed (docs/DESIGN.md)."""
         size, destination = os.fstat(self.fd).st_size, self.destination
         swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case
@@ -3363,10 +3335,10 @@ class _FileTarget(_Sink):
                 raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
             try:
                 os.replace(self.path, destination)
-            except OSError as exc:  # its text names the temporary file: the caller's name instead
+            except OSError as exc:  # named as the caller's file, not the temporary one
                 raise OSError(exc.errno, exc.strerror or str(exc), destination) from None
             if not _is_named(self.fd, destination):  # put there after the check: see DESIGN.md
-                with contextlib.suppress(OSError):  # the user's own may be another download's: kept
+                with contextlib.suppress(OSError):  # the user's own may be another download's
                     if not _is_mine(os.lstat(destination)):
                         os.unlink(destination)
                 left = "left there" if os.path.lexists(destination) else "removed"
@@ -3381,8 +3353,7 @@ class _FileTarget(_Sink):
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool
 ) -> _FileTarget | _StreamTarget:
-    """Where a download goes: a file object (left open), a device, FIFO or descriptor (written
-    directly), else a _FileTarget beside the file the path names."""
+    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
@@ -3391,15 +3362,14 @@ def _open_target(
         return _StreamTarget(stream, opened=True)
     try:
         return _FileTarget(file_path, resume)
-    except OSError as exc:  # said of the destination and its directory, not of the client's files
+    except OSError as exc:  # said of the destination, not of the client's files
         problem = _directory_problem(os.path.dirname(file_path) or ".")
         reason = exc.strerror or str(exc)
-        # OSError(errno, ...) is that errno's subclass (PermissionError...)
         raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
 
 
 def _directory_problem(directory: str) -> str | None:
-    """What keeps files from being made in ``directory``, in a few words (None: nothing seen)."""
+    """What keeps files from being made in ``directory``, in a few words, or None."""
     try:
         status = os.stat(directory)
     except FileNotFoundError:
@@ -3416,23 +3386,20 @@ def _directory_problem(directory: str) -> str | None:
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk describes the
-    partial file (a failure leaves both)."""
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.saved: Any = None  # what an earlier run left: decoded JSON, not yet checked
+        self.saved: Any = None  # what an earlier run left, not yet checked
         self.kept = False
 
     def load(self) -> None:
         _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
-        fd = _open_own_file(self.path)
-        self.saved = None if fd is None else _read_state(fd)
+        self.saved = _read_state(self.path)
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state`` (after the bytes it counts), mode 0600 (the URL may hold a signature),
-        moved over the old one whole."""
+        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
         _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
         self.kept = True
 
@@ -3447,15 +3414,13 @@ def _remove(path: str) -> None:
 
 
 def _create(path: str, mode: int = 0o600) -> int:
-    """A new file, read-write: never through a link, never one already there (FileExistsError).
-    Every file the client makes is made here."""
+    """A new file, read-write, never through a link (FileExistsError): every file made is."""
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
 
 
 def _write_new(path: str, data: bytes, replacing: str = "") -> None:
-    """A new file ``path`` (_create) holding ``data``, then moved over ``replacing`` when given;
-    removed again when that fails (unless it was there already: not ours)."""
-    try:  # the open inside: a signal arriving just after it still removes the file
+    """A new file ``path`` of ``data``, moved over ``replacing`` if given; removed on failure."""
+    try:  # the open inside: a signal just after it still removes the file
         with os.fdopen(_create(path), "wb") as file:
             file.write(data)
         if replacing:
@@ -3468,8 +3433,7 @@ def _write_new(path: str, data: bytes, replacing: str = "") -> None:
 
 
 def _open_own_file(path: str) -> int | None:
-    """``path`` opened read-write, never through a link, when it is this user's regular file with
-    one link; else None."""
+    """``path`` opened read-write, not through a link, if the user's regular file with one link."""
     try:
         fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
     except OSError:  # a link (ELOOP), not there, not ours to open
@@ -3481,7 +3445,7 @@ def _open_own_file(path: str) -> int | None:
 
 
 def _is_named(fd: int, path: str) -> bool:
-    """True when ``path`` (not followed) is the very file open as ``fd``."""
+    """True when ``path`` (not followed) is the file open as ``fd``."""
     with contextlib.suppress(OSError):
         return os.path.samestat(os.lstat(path), os.fstat(fd))
     return False
@@ -3492,12 +3456,14 @@ def _is_own_regular_file(status: os.stat_result) -> bool:
 
 
 def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
-    """True when the user (or root, with ``or_root``) owns the file; always on Windows."""
+    """True when the user (or root, with ``or_root``) owns it; always on Windows."""
     return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
-def _read_state(fd: int) -> Any:
-    """The JSON in ``fd`` (closed here); None when it is too large or not JSON."""
+def _read_state(path: str) -> Any:
+    """The JSON in the user's own file ``path``; None when there is none, too large or not JSON."""
+    if (fd := _open_own_file(path)) is None:
+        return None
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
@@ -3509,9 +3475,8 @@ def _read_state(fd: int) -> Any:
 
 
 def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex digits>.SUFFIX`` files (``suffixes``: ``part|new``) that no
-    process holds (``fcntl``'s flock; None: the caller's lock covers them), a ``.new`` once a
-    minute old: what a killed download left."""
+    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (``fcntl`` None: the
+    caller's lock covers them)."""
     directory, prefix = os.path.split(stem)
     pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
@@ -3528,21 +3493,15 @@ def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: 
                     os.unlink(path)
 
 
-def _is_lower_hex(text: str) -> bool:
-    return all(character in "0123456789abcdef" for character in text)
-
-
 def _take_over_abandoned_lock(path: str) -> bool:
-    """Replace a provably abandoned ``.part.lock`` with this process's own in one step (never
-    unlinked nor renamed away); True when the lock is ours. A claim file (O_EXCL) lets one process
-    at a time check that it is still that file, still abandoned; a killed one's claim stays."""
+    """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
     judged = _abandoned_lock(path)
     if judged is None:
         return False
     claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
-    try:
+    try:  # one process at a time checks it is still that file, still abandoned
         os.close(_create(claim))
-    except OSError:  # another download is taking it over
+    except OSError:
         return False
     try:
         again = _abandoned_lock(path)
@@ -3555,8 +3514,7 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the ``.part.lock`` at ``path`` (the user's own) when its process is gone, or
-    it is empty or garbled (killed before it wrote) and a few seconds old; else None."""
+    """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
     fd = _open_own_file(path)
     if fd is None:
         return None
@@ -3565,6 +3523,7 @@ def _abandoned_lock(path: str) -> os.stat_result | None:
         text = file.read(32).decode("ascii", "replace")
     if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
         return None if _process_exists(int(text)) else status
+    # Empty or garbled (killed before it wrote): abandoned once a few seconds old.
     return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
 
 
@@ -3587,8 +3546,8 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names: its last component's links followed when the user's own or
-    root's (another user's: PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
+    """The file a destination names: its links followed when the user's or root's (else
+    PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path) or (target := _link_target(path)) is None:
             return path
@@ -3597,12 +3556,11 @@ def _follow_destination_links(path: str) -> str:
 
 
 def _link_target(path: str) -> str | None:
-    """What the link ``path`` says, when the user or root owns it; None when it is no link. With
-    O_PATH, the very link looked at is read."""
+    """What the link ``path`` says, when the user or root owns it; None when it is no link."""
     try:
-        fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
+        fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1  # the link checked is read
         link = os.fstat(fd) if fd >= 0 else os.lstat(path)
-    except OSError:  # nothing there, or not reachable: making the file will say why
+    except OSError:  # making the file will say why
         return None
     try:
         if not stat.S_ISLNK(link.st_mode):
@@ -3630,7 +3588,7 @@ class _StreamTarget(_Sink):
             raise TypeError(
                 f"destination must be a path or a binary file object open for writing, not {kind}"
             )
-        self.stream, self.opened = stream, opened  # opened here (/dev/stdout): closed on exit
+        self.stream, self.opened = stream, opened  # opened: closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
@@ -3639,7 +3597,7 @@ class _StreamTarget(_Sink):
         self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
         try:
             mode = os.fstat(fd := stream.fileno()).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):  # no descriptor (a BytesIO)
+        except (AttributeError, TypeError, ValueError, OSError):  # a BytesIO
             return
         if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
             self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
@@ -3655,7 +3613,7 @@ class _StreamTarget(_Sink):
                 "the server started the transfer over and the destination cannot seek back"
             )
         self.stream.seek(self.start)
-        with contextlib.suppress(OSError):  # /dev/null and other devices cannot be truncated
+        with contextlib.suppress(OSError):  # devices cannot be truncated
             self.stream.truncate()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -3668,7 +3626,7 @@ class _StreamTarget(_Sink):
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write at the stream's position; into a pipe, FIFO or socket no more than it takes without
-        blocking: a reader that stops reading holds no write past the deadline or close()."""
+        blocking, so no write outlasts the deadline or close()."""
         stream = self.stream
         if self.poller is None:
             return _write_all(stream, data)
@@ -3700,13 +3658,11 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 
 
 class _ReorderBuffer(_Sink):
-    """A stream (``target``) that a parallel download's parts write into in order: only the
-    ``writer`` thread (the caller's: a signal interrupts its blocked write) writes into it; bytes
-    further ahead wait here, ``limit`` at most (a part past that waits for room), and those under
-    a pending Content-Digest until it checks. ``written(data)`` is told each piece written."""
+    """A stream (``target``) that parallel parts write in order, through the ``writer`` thread only
+    (the caller's: a signal reaches it); bytes ahead wait here, ``limit`` at most."""
 
     hashes_in_order = True  # what was written cannot be read back
-    max_parts = 1 << 14  # 16 GiB in 1 MiB pieces; a server may announce 2**63 - 1 bytes
+    max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
 
     def __init__(
         self,
@@ -3720,11 +3676,11 @@ class _ReorderBuffer(_Sink):
         self.target, self.limit, self.written, self.in_time = target, limit, written, in_time
         self.condition = threading.Condition(_thread.allocate_lock())
         self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
-        self.position: int = 0  # bytes written into the stream
+        self.position: int = 0
         self.buffered = self.peak = 0  # bytes waiting now, and at most
         self.writing = False  # the writer is in release()
-        self.stopped = False  # the transfer failed: no part waits for room any longer
-        self.writer = _thread.get_ident()  # the one thread that writes into the stream
+        self.stopped = False  # the transfer failed
+        self.writer = _thread.get_ident()
 
     def put(self, part: _Part, data: bytes) -> None:
         offset, size = part.offset, len(data)
@@ -3751,7 +3707,7 @@ class _ReorderBuffer(_Sink):
         self.release()
 
     def _wait(self) -> None:
-        """(Under the lock) wait a while at most for another thread; end if the call must."""
+        """(Under the lock) wait a while for another thread; end if the call must."""
         self.condition.wait(_WAKE_SECONDS)
         self.in_time()
 
@@ -3820,12 +3776,12 @@ class _ReorderBuffer(_Sink):
             self.chunks.clear()
             self.buffered = 0
             self.stopped = False
-            if self.position:  # else nothing was written: nothing to take back
+            if self.position:  # else nothing to take back
                 self.target.reset()
             self.position = 0
 
     def part_count(self, total: int, count: int, connections: int) -> int:
-        """Pieces that each fit their share of the buffer, at most ``max_parts`` (then larger)."""
+        """Parts that each fit their share of the buffer, at most ``max_parts``."""
         return min(-(-total // (self.limit // connections)), self.max_parts)
 
     def can_hold(self, size: int) -> bool:
@@ -3833,12 +3789,9 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` (where ``path`` leads) opened to write, as curl -o does, when it is no regular
-    file (else None): a descriptor (``/dev/fd/N``, ``/proc/PID/fd/N``), this process's duplicated
-    (``>> log`` appends), another's opened to append; a FIFO or device, the very one looked at,
-    only where ``fs.protected_fifos`` would let the user open it with O_CREAT (else
-    PermissionError: without O_CREAT the kernel lets another user's FIFO in /tmp have it all).
-    """
+    """``file_path`` opened to write when it is no regular file (else None): a descriptor (this
+    process's duplicated, another's opened to append); a FIFO or device, the one looked at, only
+    where ``fs.protected_fifos`` would let the user open it with O_CREAT."""
     if match := _descriptor_directory(file_path):
         if match[1] in (None, "self", "thread-self", str(os.getpid())):
             try:  # abspath: "/dev/fd/1/" names 1 too
@@ -3850,7 +3803,7 @@ def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
         return open(fd, "wb", buffering=0)
     try:
         status = os.lstat(file_path)  # one look at what is there
-    except OSError:  # nothing yet, or not reachable: creating the file will say why
+    except OSError:  # creating the file will say why
         return None
     if stat.S_ISDIR(status.st_mode):
         raise ValueError(f"destination is a directory: {path!r}")
@@ -3870,7 +3823,7 @@ def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
     return open(fd, "wb", buffering=0)
 
 
-# A pattern, compiled (and cached by re) on first use: not at import.
+# Compiled (and cached by re) on first use, not at import.
 _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
@@ -3880,7 +3833,7 @@ def _is_descriptor_link(path: str) -> bool:
 
 
 def _descriptor_directory(path: str) -> re.Match[str] | None:
-    """The match of ``path``'s directory (as written, or resolved) as a directory of descriptors."""
+    """The match of ``path``'s directory (as written, or resolved) as one of descriptors."""
     directory, name = os.path.split(os.path.abspath(path))
     if not (name.isascii() and name.isdigit()):
         return None
@@ -3890,8 +3843,8 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
 
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
-    the download names it; an OSError when a download would refuse the destination's link."""
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps; an
+    OSError when a download would refuse the destination's link."""
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)
@@ -3899,11 +3852,10 @@ class _PartialFile:
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        fd = _open_own_file(self.path + ".json")
-        return fd is not None and _checked_state(_read_state(fd), url) is not None
+        return _checked_state(_read_state(self.path + ".json"), url) is not None
 
     def remove(self) -> None:
-        """Remove it and its state: only the user's own, and only when no download holds them."""
+        """Remove it and its state: only the user's own, when no download holds them."""
         if not os.path.lexists(self.path):
             return
         with _FileTarget(self.file_path, resume=True) as files:
@@ -3912,15 +3864,14 @@ class _PartialFile:
 
 
 def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names beside ``path``: NAME shortened (with a hash) to
-    leave room for a suffix within NAME_MAX."""
+    """``DIRECTORY/.NAME``, the start of the names beside ``path``, shortened within NAME_MAX."""
     directory, name = os.path.split(path)
     try:
         limit = os.pathconf(directory or ".", "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):
         limit = 255
     encoded = os.fsencode(name)
-    room = limit - 24  # the longest suffix: ".0123456789ab.part"
+    room = limit - 24  # the longest suffix: ".part.json.01234567.tmp"
     if len(encoded) >= room:
         name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
     return os.path.join(directory or ".", "." + name)
