@@ -3546,13 +3546,39 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names: its links followed when the user's or root's (else
-    PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
+    """The file a destination names: its links, and those on the way to its directory, followed
+    when the user's or root's (else PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
     for _ in range(40):  # the kernel's own limit on links in a row
-        if _is_descriptor_link(path) or (target := _link_target(path)) is None:
+        if _is_descriptor_link(path):
+            return path
+        if (target := _link_target(path)) is None:
+            _check_directory_links(os.path.dirname(path))
             return path
         path = os.path.join(os.path.dirname(path), target)
     return path
+
+
+def _check_directory_links(directory: str) -> None:
+    """Walk to ``directory`` as the kernel does (``..`` after a link is the target's parent): a
+    link another user made on the way is a PermissionError (they choose where the file goes)."""
+    if not _HAS_GETEUID:
+        return  # every file is the user's own there
+    names = os.path.join(os.getcwd(), directory).split("/")[::-1]  # not normalized: walked
+    way, links = "/", 0
+    while names and links <= 40:  # past 40 links, the kernel's ELOOP says why
+        name = names.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            way = os.path.dirname(way)
+            continue
+        step = os.path.join(way, name)
+        if (target := _link_target(step)) is None:
+            way = step
+            continue
+        links += 1
+        way = "/" if target.startswith("/") else way
+        names.extend(target.split("/")[::-1])
 
 
 def _link_target(path: str) -> str | None:

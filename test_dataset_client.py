@@ -7133,6 +7133,27 @@ class SharedDirectoryTests(ServerTestCase):
                 self.assertEqual(self.requests, [], "refused before any request")
                 self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
 
+    def test_a_directory_link_another_user_owns_on_the_way_is_refused(self) -> None:
+        # Found in review: a teammate's link team/drop -> ~victim made team/drop/notes.txt replace
+        # the victim's notes. The user's own links on the way are followed, as before.
+        user, notes = self.user(), self.victim_file()
+        shared = self.shared(0o2775)
+        os.chown(shared, -1, user[2])  # a team directory: the teammate's group may write there
+        self.plant(shared / "drop", user, link_to=notes.parent)
+        (shared / "mine").symlink_to(shared / "drop")  # the user's own, through the teammate's
+        for via in ("drop", "mine", "drop/../drop", "mine/."):
+            with self.subTest(via=via), self.assertRaises(PermissionError) as caught:
+                self.client().download("files/x", f"{shared}/{via}/notes.txt", sha256=DATA_SHA)
+            self.assertEqual(caught.exception.filename, str(shared / "drop"))
+            said = "refusing to follow a symbolic link another user made"
+            self.assertIn(said, str(caught.exception))
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual(self.requests, [], "refused before any request")
+        (shared / "own").symlink_to(notes.parent)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", shared / "own" / "new.csv")
+        self.assertEqual((notes.parent / "new.csv").read_bytes(), DATA)
+
     def test_the_users_own_links_and_roots_are_followed(self) -> None:
         me = os.geteuid()  # 4242 below: a user who is not root, the link root's (as /dev/stdout is)
         for mode, user in ((0o1777, me), (0o2775, me), (0o1777, 4242 if me == 0 else me)):
