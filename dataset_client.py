@@ -667,24 +667,20 @@ class DatasetClient:
         headers: dict[str, str],
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        # Through urllib's proxy rules, then the pool; origin_req_host: else urlparse, for cookies.
-        request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
+        # origin_req_host: else urlparse, for cookies.
+        request = _Request(url, body, method=method, origin_req_host=self._origin[1])
         # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
+        request.deadline = deadline
+        timeout = self._timeout if deadline is None else deadline.wait(self._timeout, method, url)
         started = time.monotonic()
-        if deadline is None:
-            response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
-        else:
-            global _deadlines_used
-            _deadlines_used = True
-            _sending.within = deadline  # its head is read within the deadline
-            try:
-                response = self._opener.open(
-                    request, timeout=deadline.wait(self._timeout, method, url)
-                )
-            finally:
-                _sending.within = None
-            _Watch(self._timeout, deadline).take(response)  # and its body
+        if request.type in self._proxies:  # through urllib's proxy rules, then the pool
+            response: _PooledResponse = self._opener.open(request, timeout=timeout)
+        else:  # the opener would only pass it on
+            request.timeout = timeout
+            response = self._pool.handle_request(request)
+        if deadline is not None:
+            _Watch(self._timeout, deadline).take(response)  # its head was read within it too
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
@@ -923,8 +919,6 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
-        if _deadlines_used and (within := _sending.within) is not None:  # this request's deadline
-            self.fp = _bounded_stream(self.fp, within)
         # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
@@ -951,7 +945,10 @@ class _PooledResponse(http.client.HTTPResponse):
         self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
-        return self.mapped(super().read, amount)
+        try:  # as mapped() does, a call less: every body is read here
+            return super().read(amount)
+        except (OSError, http.client.HTTPException) as exc:
+            raise self.mapped_error(exc) from exc
 
     def readinto(self, buffer: Any) -> int:
         return self.mapped(super().readinto, buffer)
@@ -963,7 +960,10 @@ class _PooledResponse(http.client.HTTPResponse):
         except DatasetClientError:  # mapped already (a TimeoutError is an OSError too)
             raise
         except (OSError, http.client.HTTPException) as exc:
-            raise _transport_error(exc, self.method, self.url, proxy=self.proxy) from exc
+            raise self.mapped_error(exc) from exc
+
+    def mapped_error(self, exc: BaseException) -> DatasetClientError:
+        return _transport_error(exc, self.method, self.url, proxy=self.proxy)
 
     def close(self) -> None:
         # http.client drops ``fp`` once the body is read to its end; a connection with a body
@@ -975,23 +975,23 @@ class _PooledResponse(http.client.HTTPResponse):
             release(complete and not self.will_close)
 
 
-class _Sending(_thread._local):
-    """Per thread: the deadline of the request being sent, if it has one."""
+class _Request(urllib.request.Request):
+    """A urllib Request with the deadline its response is read within, if it has one."""
 
-    within: _Deadline | None = None  # a class default: no failing lookup, for speed
-
-
-_sending = _Sending()
-# Set once any request had a deadline (or a watched read): until then a request pays for neither
-# the per-thread lookup nor the check of a reused connection's timeout.
-_deadlines_used = False
+    deadline: _Deadline | None = None
 
 
-def _bounded_stream(stream: Any, deadline: _Deadline) -> io.BufferedReader:
-    """A response's fresh stream whose every receive ends by ``deadline``."""
-    if stream.__class__ is not io.BufferedReader or stream.raw.__class__ is _ReceivingWithin:
-        return stream  # type: ignore[no-any-return]
-    return io.BufferedReader(_ReceivingWithin(stream.detach(), deadline))  # never closed twice
+def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse]:
+    """What makes a request's responses: for one with a deadline, their head read within it."""
+    if deadline is None:
+        return _PooledResponse
+
+    def within(sock: socket.socket, **options: Any) -> _PooledResponse:
+        response = _PooledResponse(sock, **options)
+        response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
+        return response
+
+    return within
 
 
 class _ReceivingWithin(io.RawIOBase):
@@ -1117,7 +1117,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         for sock in socks:
             _shut_down(sock)
 
-    def handle_request(self, request: urllib.request.Request) -> _PooledResponse:
+    def handle_request(self, request: _Request) -> _PooledResponse:
         """Send ``request`` on a kept-alive connection or a new one; its response, head read."""
         method, url = request.get_method(), request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
@@ -1131,13 +1131,15 @@ class _ConnectionPool(urllib.request.BaseHandler):
         # Sent again on a new connection when a kept-alive one is dead (as Go's net/http does):
         # a GET, or a POST that the service deduplicates by its key.
         replayable = method == "GET" or "Idempotency-Key" in headers
+        responses = _response_class(request.deadline) if request.deadline else _PooledResponse
         connection = self._checkout(key)
         while True:
             reused = connection is not None
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
-            elif _deadlines_used and connection.sock.gettimeout() != request.timeout:
-                connection.sock.settimeout(request.timeout)  # a deadline may have shortened it
+            elif connection.sock.gettimeout() != request.timeout:  # a deadline shortened it
+                connection.sock.settimeout(request.timeout)
+            connection.response_class = responses  # type: ignore[assignment]
             try:
                 connection.request(method, request.selector, request.data, headers)
                 sock = connection.sock
@@ -1184,7 +1186,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def _connect(
         self,
-        request: urllib.request.Request,
+        request: _Request,
         key: _PoolKey,
         proxy: str | None,
         authorization: str | None,
@@ -1199,13 +1201,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             )
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
-        connection.response_class = _PooledResponse
+        connection.response_class = _response_class(request.deadline)  # type: ignore[assignment]
         if key[2]:
             connection.set_tunnel(
                 key[2], headers={"Proxy-Authorization": authorization} if authorization else None
             )
-        if _deadlines_used and (within := _sending.within) is not None:  # the lookup too
-            connect = functools.partial(_connect_within, within)
+        if request.deadline is not None:
+            connect = functools.partial(_connect_within, request.deadline)
             connection._create_connection = connect  # type: ignore[attr-defined]
         try:
             connection.connect()
@@ -1358,9 +1360,7 @@ def _read_framing(response: _PooledResponse) -> None:
         response.fp = head.raw
         if head.cut:
             response.close()
-            raise _transport_error(
-                _HeadCutOff(), response.method, response.url, proxy=response.proxy
-            )
+            raise response.mapped_error(_HeadCutOff())
     lengths = []
     for name, value in response.headers.raw_items():  # without the email policy's parsing
         name = name.lower()
@@ -1502,9 +1502,7 @@ class _Watch:
         if self.min_rate is not None:
             wait = self.period if wait is None else min(wait, self.period)
         if response.sock is not None and response.sock.gettimeout() != wait:
-            global _deadlines_used
-            _deadlines_used = True  # the pool sets a reused connection's timeout back from now on
-            response.sock.settimeout(wait)
+            response.sock.settimeout(wait)  # the pool sets it back for the next request
 
     def _count(self, response: _PooledResponse, count: int) -> None:
         self.received += count
@@ -1519,7 +1517,7 @@ class _Watch:
             return self.deadline.reached(response.method, response.url)
         if self.min_rate is not None:
             return self._stalled(response, time.monotonic())
-        return _transport_error(TimeoutError(), response.method, response.url, proxy=response.proxy)
+        return response.mapped_error(TimeoutError())
 
     def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
         elapsed = now - self.started
