@@ -665,24 +665,20 @@ class DatasetClient:
         headers: dict[str, str],
         deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        # Through urllib's proxy rules, then the pool; origin_req_host: else urlparse, for cookies.
-        request = urllib.request.Request(url, body, method=method, origin_req_host=self._origin[1])
+        # origin_req_host: else urlparse, for cookies.
+        request = _Request(url, body, method=method, origin_req_host=self._origin[1])
         # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
+        request.deadline = deadline
+        timeout = self._timeout if deadline is None else deadline.wait(self._timeout, method, url)
         started = time.monotonic()
-        if deadline is None:
-            response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
-        else:
-            global _deadlines_used
-            _deadlines_used = True
-            _sending.within = deadline  # its head is read within the deadline
-            try:
-                response = self._opener.open(
-                    request, timeout=deadline.wait(self._timeout, method, url)
-                )
-            finally:
-                _sending.within = None
-            _Watch(self._timeout, deadline).take(response)  # and its body
+        if request.type in self._proxies:  # through urllib's proxy rules, then the pool
+            response: _PooledResponse = self._opener.open(request, timeout=timeout)
+        else:  # the opener would only pass it on
+            request.timeout = timeout
+            response = self._pool.handle_request(request)
+        if deadline is not None:
+            _Watch(self._timeout, deadline).take(response)  # its head was read within it too
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             elapsed = 1e3 * (time.monotonic() - started)
@@ -785,7 +781,7 @@ class _Secrets:
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
-        if _escape_in(text) is None:  # then a secret is there as itself, if at all
+        if _escape_finder()(text) is None:  # then a secret is there as itself, if at all
             for secret in self.texts:
                 text = text.replace(secret, _REDACTED)
             return text
@@ -805,18 +801,14 @@ class _Secrets:
 class _ProxyHandler(urllib.request.ProxyHandler):
     """urllib's ProxyHandler, reading NO_PROXY as requests and curl do, deciding it once per host.
 
-    urllib matches NO_PROXY entries as name suffixes only (no CIDR blocks, even in 3.15),
-    and rescans os.environ on every request (about 50 us each, more than the rest of one).
+    urllib matches NO_PROXY entries as name suffixes only (no CIDR blocks), and rescans
+    os.environ on every request (about 50 us each).
     """
 
     def __init__(self) -> None:
-        # Each proxy URL held as a _Secret: it may carry a password, and the client keeps this dict.
-        super().__init__(
-            {scheme: _Secret(url) for scheme, url in urllib.request.getproxies().items()}
-        )
-        self._no_proxy = urllib.request.getproxies_environment().get(
-            "no"
-        )  # read now, as the proxies are
+        proxies = urllib.request.getproxies()
+        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})  # passwords
+        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read with them
         self._rules: _NoProxy | None = None
         self._bypass: dict[tuple[str, str], bool] = {}
 
@@ -830,15 +822,13 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if bypass:
             return None
         response = super().proxy_open(req, proxy, type)
-        credentials = req.headers.get(
-            "Proxy-authorization"
-        )  # urllib adds it for user:password@ in the URL
+        credentials = req.headers.get("Proxy-authorization")  # from user:password@ in the URL
         if credentials:
             req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
         return response
 
     def _bypasses(self, scheme: str, host: str) -> bool:
-        if self._no_proxy is None:  # no NO_PROXY: the system's settings (macOS, Windows), as urllib
+        if self._no_proxy is None:  # the system's settings (macOS, Windows), as urllib
             return bool(urllib.request.proxy_bypass(host))
         if self._rules is None:
             self._rules = _NoProxy(self._no_proxy)
@@ -846,8 +836,8 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
 
 class _NoProxy:
-    """NO_PROXY as requests and curl read it: names and domain suffixes (a leading dot or not),
-    IP addresses, CIDR blocks (v4 and v6), ``host:port``, ``[v6]:port`` and ``*``; case, spaces ignored."""
+    """NO_PROXY as requests and curl read it: names, domain suffixes, IP addresses, CIDR blocks,
+    ``host:port``, ``[v6]:port`` and ``*``."""
 
     def __init__(self, text: str) -> None:
         import ipaddress  # only where a proxy and NO_PROXY are both set
@@ -860,15 +850,11 @@ class _NoProxy:
                 self.everything = True
                 continue
             host, port = _split_no_proxy_entry(entry)
-            try:
-                self.networks.append(
-                    (ipaddress.ip_network(host, strict=False), port)
-                )  # an address is a /32, /128
+            try:  # an address is a /32, /128
+                self.networks.append((ipaddress.ip_network(host, strict=False), port))
             except ValueError:
-                if host.strip("."):
-                    self.names.append(
-                        (host.strip("."), port)
-                    )  # ".example.com" matches example.com too
+                if host.strip("."):  # ".example.com" matches example.com too
+                    self.names.append((host.strip("."), port))
 
     def matches(self, scheme: str, host: str) -> bool:
         """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
@@ -878,17 +864,13 @@ class _NoProxy:
             return True
         try:
             parts = urllib.parse.urlsplit(f"//{host}")
-            name, port = (
-                (parts.hostname or "").rstrip("."),
-                parts.port or (443 if scheme == "https" else 80),
-            )
+            name = (parts.hostname or "").rstrip(".")
+            port = parts.port or (443 if scheme == "https" else 80)
         except ValueError:
             return False
         try:
             address = ipaddress.ip_address(name)
-        except (
-            ValueError
-        ):  # a name: itself or a subdomain, never a mere string suffix (not "badexample.com")
+        except ValueError:  # a name: itself or a subdomain (not "badexample.com")
             return any(
                 wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
                 for suffix, wanted in self.names
@@ -899,7 +881,7 @@ class _NoProxy:
 
 
 def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    """``host:port``, ``[v6]:port``, ``[v6]``, a bare v6 address or CIDR block (no port): host and port."""
+    """Host and port of a NO_PROXY entry (``host:port``, ``[v6]:port``, a bare v6 address...)."""
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         return host, int(rest[1:]) if rest[1:].isdigit() else None
@@ -910,7 +892,7 @@ def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
 
 
 class _PooledResponse(http.client.HTTPResponse):
-    """An HTTPResponse that maps its own read errors and gives its connection back to the pool when closed."""
+    """An HTTPResponse that maps its read errors and gives its connection back when closed."""
 
     method = ""
     encoding = "identity"  # its Content-Encoding
@@ -919,11 +901,7 @@ class _PooledResponse(http.client.HTTPResponse):
     _release: Callable[[bool], None] | None = None
 
     def _read_status(self) -> tuple[str, int, str]:
-        if (
-            _deadlines_used and (within := _sending.within) is not None
-        ):  # the deadline of the request this answers
-            self.fp = _bounded_stream(self.fp, within)
-        # http.client skips only 100 Continue; skip every 1xx (103 Early Hints...) the same way, a bounded number.
+        # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
         while 100 <= status < 200:
@@ -934,17 +912,14 @@ class _PooledResponse(http.client.HTTPResponse):
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        if (
-            self.fp.peek().find(b"\r\n\r\n") < 0
-        ):  # the blank line ending the head is not buffered yet (rare)
+        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the head's end is not buffered yet (rare)
             self._watch_for_a_cut_head()
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
         """Read the rest of the head through a _HeadReader unless its end is already buffered.
 
-        http.client takes the end of the stream for the blank line that ends the headers: a
-        head cut off there would pass for a whole response with a close-delimited body.
+        http.client takes the stream's end for the head's: a cut head would pass for a whole one.
         """
         ahead = self.fp.peek()
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
@@ -952,14 +927,29 @@ class _PooledResponse(http.client.HTTPResponse):
         self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
-        try:
+        try:  # as mapped() does, a call less: every body is read here
             return super().read(amount)
         except (OSError, http.client.HTTPException) as exc:
-            raise _transport_error(exc, self.method, self.url, proxy=self.proxy) from exc
+            raise self.mapped_error(exc) from exc
+
+    def readinto(self, buffer: Any) -> int:
+        return self.mapped(super().readinto, buffer)
+
+    def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
+        """``read(*arguments)``, a socket, TLS or HTTP failure raised as the client's error."""
+        try:
+            return read(*arguments)
+        except DatasetClientError:  # mapped already (a TimeoutError is an OSError too)
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            raise self.mapped_error(exc) from exc
+
+    def mapped_error(self, exc: BaseException) -> DatasetClientError:
+        return _transport_error(exc, self.method, self.url, proxy=self.proxy)
 
     def close(self) -> None:
-        # http.client drops ``fp`` once the body has been read to its end; a body
-        # left unread would be taken as the next response, so such a connection goes.
+        # http.client drops ``fp`` once the body is read to its end; a connection with a body
+        # left unread would take it for the next response, so it goes.
         complete = self.fp is None
         super().close()
         release, self._release = self._release, None
@@ -967,30 +957,28 @@ class _PooledResponse(http.client.HTTPResponse):
             release(complete and not self.will_close)
 
 
-class _Sending(_thread._local):
-    """Per thread: the deadline of the request being sent, if it has one."""
+class _Request(urllib.request.Request):
+    """A urllib Request with the deadline its response is read within, if it has one."""
 
-    within: _Deadline | None = None  # a class default: no lookup that fails, for speed
-
-
-_sending = _Sending()
-# Set once any request had a deadline (or a read was watched): until then a request pays for neither
-# the per-thread lookup nor the check of a reused connection's timeout.
-_deadlines_used = False
+    deadline: _Deadline | None = None
 
 
-def _bounded_stream(stream: Any, deadline: _Deadline) -> io.BufferedReader:
-    """A response's stream (fresh: nothing read yet) whose every receive ends by ``deadline``."""
-    if stream.__class__ is not io.BufferedReader or stream.raw.__class__ is _ReceivingWithin:
-        return stream  # type: ignore[no-any-return]
-    return io.BufferedReader(
-        _ReceivingWithin(stream.detach(), deadline)
-    )  # detached: never closed twice
+def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse]:
+    """What makes a request's responses: for one with a deadline, their head read within it."""
+    if deadline is None:
+        return _PooledResponse
+
+    def within(sock: socket.socket, **options: Any) -> _PooledResponse:
+        response = _PooledResponse(sock, **options)
+        response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
+        return response
+
+    return within
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives never wait past a deadline: a head (or a CONNECT tunnel's
-    answer) trickled a byte at a time, which no per-receive time-out bounds, ends at the deadline."""
+    """A socket's stream whose receives end at a deadline: a head (or a CONNECT tunnel's answer)
+    trickled a byte at a time escapes every per-receive time-out."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
@@ -1003,7 +991,7 @@ class _ReceivingWithin(io.RawIOBase):
     def readinto(self, buffer: Any) -> int | None:
         left = self.deadline.left()
         if left <= 0:
-            raise TimeoutError("the deadline was reached")  # mapped by the reader, as a time-out is
+            raise TimeoutError("the deadline was reached")  # mapped by the reader
         sock = self.raw._sock
         waits = sock.gettimeout()
         if waits is None or waits > left:  # a shorter wait (a watched read's) is kept
@@ -1017,7 +1005,7 @@ class _ReceivingWithin(io.RawIOBase):
 
 
 class _HeadReader:
-    """A response's stream while its head is read line by line: notes a line the stream's end cut short."""
+    """A response's stream while its head is read: notes a line the stream's end cut short."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -1031,9 +1019,7 @@ class _HeadReader:
     def close(self) -> None:
         self.raw.close()
 
-    def flush(
-        self,
-    ) -> None:  # http.client closes the response (which flushes) when a head line is too long
+    def flush(self) -> None:  # closing a response flushes (a head line too long)
         pass
 
 
@@ -1046,18 +1032,16 @@ class _TooManyInterimResponses(http.client.HTTPException):
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A urllib handler that keeps HTTP/1.1 connections alive and reuses them.
+    """A urllib handler that keeps HTTP/1.1 connections alive and reuses them (thread-safe).
 
-    Stock urllib sends ``Connection: close`` and connects anew for every request.
-    Connections here are kept per (scheme, host or proxy, tunnelled host), reused
-    only once their response was read to the end, checked for a server-side close
-    before reuse, never shared with a forked child, and ended by ``close()``, those
-    in use by other threads included. Safe to share between threads.
+    Kept per (scheme, host or proxy, tunnelled host), reused only once their response was
+    read to the end and the server has not closed them, never by a forked child; ``close()``
+    ends them all, those in use by other threads included.
     """
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
-        self.ca_bundle: str | None = None  # an unpickled client's, read when the context is made
+        self.ca_bundle: str | None = None  # an unpickled client's, read with the context
         self.closed = False
         self._settled: set[tuple[str, str, int]] = set()  # origins that answered, or were probed
         self._start_afresh()
@@ -1069,13 +1053,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child, at once: let go of the parent's connections, never using them or shutting them down.
+        """In a forked child: close its copies of the parent's connections' descriptors.
 
-        Only the child's copies of the descriptors are closed (the parent's stay open), and
-        without calling into http.client or io: ``HTTPConnection.close()`` closes its
-        response's buffered reader, whose lock a parent thread reading at the fork holds for
-        ever in the child. ``detach()`` first, so that no later close of the socket object
-        closes a descriptor number the child has reused.
+        Not through http.client or io: a response's reader lock, held by a parent thread at
+        the fork, is held for ever in the child. Detached: no later close hits a reused number.
         """
         inherited = [
             *self._busy,
@@ -1101,7 +1082,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             _shut_down(sock)  # the thread using it gets an error now and lets it go
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme: once, and not after an answer."""
+        """Whether to probe ``url``'s origin for the other scheme: once, not after an answer."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1110,7 +1091,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             return True
 
     def interrupt(self, threads: Collection[int]) -> None:
-        """End what those threads are waiting for on their connections (a response's head, its body)."""
+        """End what those threads wait for on their connections (a response's head, its body)."""
         with self._lock:
             socks = [
                 connection.sock for connection, thread in self._busy.items() if thread in threads
@@ -1118,61 +1099,52 @@ class _ConnectionPool(urllib.request.BaseHandler):
         for sock in socks:
             _shut_down(sock)
 
-    def handle_request(self, request: urllib.request.Request) -> _PooledResponse:
-        """Send ``request`` on a kept-alive connection (or a new one); return its response, headers read."""
+    def handle_request(self, request: _Request) -> _PooledResponse:
+        """Send ``request`` on a kept-alive connection or a new one; its response, head read."""
         method, url = request.get_method(), request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
         proxy = request.host if tunnel or request.has_proxy() else None
         key = (request.type, request.host, tunnel)
         headers = request.headers
-        # urllib's ProxyHandler adds this for a proxy URL with user:password; through a
-        # CONNECT tunnel it belongs to the CONNECT request only, never to the origin.
-        proxy_authorization = headers.pop(
-            "Proxy-authorization", None
-        )  # a _Secret (see _ProxyHandler)
+        # From a proxy URL's user:password (a _Secret); through a tunnel, for the CONNECT only.
+        proxy_authorization = headers.pop("Proxy-authorization", None)
         if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
-        # Sent again on a new connection when a kept-alive one turns out dead (as Go's
-        # net/http does): a GET, or a POST that the service deduplicates by its key.
+        # Sent again on a new connection when a kept-alive one is dead (as Go's net/http does):
+        # a GET, or a POST that the service deduplicates by its key.
         replayable = method == "GET" or "Idempotency-Key" in headers
+        responses = _response_class(request.deadline) if request.deadline else _PooledResponse
         connection = self._checkout(key)
         while True:
             reused = connection is not None
             if connection is None:
                 connection = self._connect(request, key, proxy, proxy_authorization)
-            elif _deadlines_used and connection.sock.gettimeout() != request.timeout:
-                connection.sock.settimeout(
-                    request.timeout
-                )  # this request's: a deadline may have shortened it
+            elif connection.sock.gettimeout() != request.timeout:  # a deadline shortened it
+                connection.sock.settimeout(request.timeout)
+            connection.response_class = responses  # type: ignore[assignment]
             try:
                 connection.request(method, request.selector, request.data, headers)
                 sock = connection.sock
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 self._discard(connection)
-                if (
-                    reused
-                    and replayable
-                    and isinstance(exc, (ConnectionError, http.client.BadStatusLine))
-                ):
+                hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
+                if reused and replayable and hung_up:
                     self._drop_idle(key)  # the other idle ones are as old: likely dead too
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
-            except (
-                BaseException
-            ) as exc:  # Ctrl-C, a signal: without http.client's frames, which hold the head
+            except BaseException as exc:  # Ctrl-C: without the frames, which hold the head
                 self._discard(connection)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
-            if not reused:  # the origin answered in its scheme: no hang-up of it is ever probed
+            if not reused:  # the origin answered in its scheme: never probed
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
-            # getresponse() lets go of the socket of a response read to the connection's close (its
-            # descriptor open until the response closes): kept, for close(), interrupt() and a forked
-            # child to reach it. Such a response is never reused (see _PooledResponse.close).
+            # getresponse() lets go of a close-delimited response's socket: kept, for close(),
+            # interrupt() and a forked child to reach (such a connection is never reused).
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _read_framing(response)
@@ -1196,45 +1168,37 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def _connect(
         self,
-        request: urllib.request.Request,
+        request: _Request,
         key: _PoolKey,
         proxy: str | None,
         authorization: str | None,
     ) -> http.client.HTTPConnection:
-        """A new connection: TCP (with TCP_NODELAY), the proxy's CONNECT tunnel, TLS; its failures mapped here."""
+        """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
         connection: http.client.HTTPConnection
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
-            # Made lazily (the CA store costs milliseconds); an unpickled client's bundle read here.
-            self._ssl_context = _default_ssl_context(self.ca_bundle)
-        if request.type == "https":  # to the origin, or (an https:// proxy for http) to the proxy
+            self._ssl_context = _default_ssl_context(self.ca_bundle)  # lazily: it costs ms
+        if request.type == "https":  # to the origin, or to an https:// proxy
             connection = http.client.HTTPSConnection(
                 request.host, timeout=request.timeout, context=self._ssl_context
             )
         else:
             connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
-        connection.response_class = _PooledResponse
+        connection.response_class = _response_class(request.deadline)  # type: ignore[assignment]
         if key[2]:
             connection.set_tunnel(
                 key[2], headers={"Proxy-Authorization": authorization} if authorization else None
             )
-        if _deadlines_used and (within := _sending.within) is not None:  # its name's lookup too
-            connect = functools.partial(_connect_within, within)
+        if request.deadline is not None:
+            connect = functools.partial(_connect_within, request.deadline)
             connection._create_connection = connect  # type: ignore[attr-defined]
         try:
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            exc.with_traceback(
-                None
-            )  # http.client's frames hold the CONNECT request, Proxy-Authorization included
+            exc.with_traceback(None)  # its frames hold the CONNECT's Proxy-Authorization
             method, url = request.get_method(), request.full_url
-            refusal = str(exc).partition("Tunnel connection failed: ")[
-                2
-            ]  # http.client's words, 3.11 to 3.15
-            if key[2] and refusal[:4] in (
-                "407 ",
-                "401 ",
-            ):  # tinyproxy answers wrong credentials with a 401
+            refusal = str(exc).partition("Tunnel connection failed: ")[2]  # 3.11 to 3.15
+            if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy refuses with a 401
                 error = _proxy_credentials_error(
                     method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal
                 )
@@ -1242,9 +1206,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             tls = self._ssl_context
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
-        except (
-            BaseException
-        ) as exc:  # Ctrl-C in the CONNECT tunnel: its frames hold Proxy-Authorization
+        except BaseException as exc:  # Ctrl-C in the CONNECT: its frames hold the credentials
             connection.close()
             raise exc.with_traceback(None) from None
         with self._lock:
@@ -1295,15 +1257,10 @@ if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork cal
 
 
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
-    """Verification as requests does it: the system store (with SSL_CERT_FILE/SSL_CERT_DIR),
-    plus the file or directory in REQUESTS_CA_BUNDLE (else CURL_CA_BUNDLE), plus ``ca_bundle``.
-
-    Python 3.13 added VERIFY_X509_STRICT to the default context; the CAs of many
-    TLS-inspecting proxies fail it while urllib3 accepts them, so it is left off.
-    A bundle that cannot be read is a ValueError naming where it came from (for the
-    ``ca_bundle`` argument: the reader's own FileNotFoundError, ssl.SSLError, ... naming it).
-    """
+    """Verification as requests does it: the system store, plus REQUESTS_CA_BUNDLE's (else
+    CURL_CA_BUNDLE's) file or directory, plus ``ca_bundle``; see _load_ca_bundle for errors."""
     context = ssl.create_default_context()
+    # 3.13's default; many TLS-inspecting proxies' CAs fail it while urllib3 accepts them.
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
     trusted = [_system_store()]
     variable = "REQUESTS_CA_BUNDLE" if os.environ.get("REQUESTS_CA_BUNDLE") else "CURL_CA_BUNDLE"
@@ -1315,12 +1272,12 @@ def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle"
     return context
 
 
-# What each context made by _default_ssl_context trusts, for the message of a verification failure.
+# What each context _default_ssl_context made trusts, for a verification failure's message.
 _trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.WeakKeyDictionary()
 
 
 def _system_store() -> str:
-    """The default store's file and directory, as OpenSSL finds them (SSL_CERT_FILE, SSL_CERT_DIR or its own)."""
+    """The default store's file and directory, as OpenSSL finds them."""
     paths = ssl.get_default_verify_paths()
     places = []
     for variable, path in (("SSL_CERT_FILE", paths.cafile), ("SSL_CERT_DIR", paths.capath)):
@@ -1332,8 +1289,10 @@ def _system_store() -> str:
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add the CAs of a PEM file, or of a hashed directory (``openssl rehash``), to ``context``;
-    a bundle that group or others can write is a warning (they choose which servers are trusted)."""
+    """Add the CAs of a PEM file or hashed directory to ``context``, warning if others can write it.
+
+    Unreadable: a ValueError naming ``source`` (for the ``ca_bundle`` argument, the error's type).
+    """
     try:
         mode = os.stat(path).st_mode  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
         if stat.S_ISDIR(mode):
@@ -1344,21 +1303,20 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
             raise OSError("a FIFO, device or socket is never read")
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        message = f"{source} names {path}, which is not a file or directory of PEM CA certificates: {reason}"
-        if (
-            isinstance(exc, ssl.SSLError) and source == "ca_bundle"
-        ):  # (errno, text): its str is the text alone
+        message = f"{source} names {path}, which is not a file or directory of PEM CA certificates"
+        message = f"{message}: {reason}"
+        if source != "ca_bundle":
+            raise ValueError(message) from None
+        if isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
             raise ssl.SSLError(exc.errno, message) from None
-        if source == "ca_bundle":  # the argument: the error reading it raised, FileNotFoundError...
-            raise type(exc)(message) from None
-        raise ValueError(message) from None
-    if mode & 0o022:  # "lasting": the CLI shows it whole, as the warning of a key sent in clear
+        raise type(exc)(message) from None
+    if mode & 0o022:  # "lasting": the CLI shows it whole
         warning = "%s %s is writable by group or others, who could have any server trusted"
         _logger().warning(warning + " (chmod go-w)", source, path, extra={"lasting": True})
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
-    """True when an idle connection has nothing to read: a readable one was closed by the server."""
+    """Whether an idle connection has nothing to read (else the server closed it)."""
     try:
         if hasattr(select, "poll"):
             poller = select.poll()
@@ -1370,32 +1328,23 @@ def _is_still_open(connection: http.client.HTTPConnection) -> bool:
 
 
 def _shut_down(sock: socket.socket | None) -> None:
-    """Shut a socket down so that a read or write blocked on it in another thread ends now."""
+    """Shut a socket down: a read or write blocked on it in another thread ends now."""
     if sock is not None:
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(
-                sock, socket.SHUT_RDWR
-            )  # the plain socket's: SSLSocket's drops its state
+        with contextlib.suppress(OSError):  # the plain socket's: SSLSocket's drops its state
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _read_framing(response: _PooledResponse) -> None:
-    """Refuse a head cut off before its blank line; note the Content-Encoding; refuse a length that is
-    ambiguous (RFC 9112 6.3): several, or not a number.
-
-    http.client would take the first of several, and read to the connection's end after a bad one.
-    """
+    """Refuse a cut head or an ambiguous length (RFC 9112 6.3: several, or not a number; http.client
+    takes the first, or reads to the close); note the Content-Encoding."""
     head: Any = response.fp
-    if (
-        head.__class__ is _HeadReader
-    ):  # the head was read line by line (see _read_status): was it whole?
+    if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
         response.fp = head.raw
         if head.cut:
             response.close()
-            raise _transport_error(
-                _HeadCutOff(), response.method, response.url, proxy=response.proxy
-            )
+            raise response.mapped_error(_HeadCutOff())
     lengths = []
-    for name, value in response.headers.raw_items():  # one pass, without the email policy's parsing
+    for name, value in response.headers.raw_items():  # without the email policy's parsing
         name = name.lower()
         if name == "content-length":
             lengths.append(value)
@@ -1434,7 +1383,7 @@ class _Deadline:
             raise self.reached(method, url)
 
     def wait(self, timeout: float | None, method: str, url: str) -> float:
-        """The time-out of the next wait: the smaller of ``timeout`` and the time left (reached: raised)."""
+        """The next wait's time-out: ``timeout`` or the time left if less (none left: raised)."""
         left = self.left()
         if left <= 0:
             raise self.reached(method, url)
@@ -1451,8 +1400,8 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error that ends the call after ``error``: the deadline reached, or a retry in ``delay``
-        seconds that would come after it (not waited for); None while the call may go on."""
+        """The error ending the call after ``error`` (the deadline reached, or a retry in ``delay``
+        seconds would come after it); None while the call may go on."""
         if isinstance(error, RequestTimeoutError) and error.deadline is not None:
             return error  # a wait cut short by it
         left = self.left()
@@ -1473,12 +1422,11 @@ class _Deadline:
 
 
 class _Watch:
-    """The reads of one response, within the call's deadline and (a download's) above its lowest rate.
+    """The reads of one response, within the call's deadline and above ``min_rate``.
 
-    http.client's ``read(n)`` waits for all ``n`` bytes, however slowly they trickle in;
-    here each read returns to check after every receive, and no receive waits past the
-    deadline. A connection that brings less than ``min_rate`` bytes a second over a stretch
-    of ``timeout`` seconds (30 when None) has stalled: a RequestTimeoutError.
+    http.client's ``read(n)`` waits for all ``n`` bytes, however slowly they trickle: here each
+    receive is checked. Less than ``min_rate`` bytes a second over ``timeout`` seconds (30 when
+    None) is a stall: a RequestTimeoutError.
     """
 
     def __init__(
@@ -1490,32 +1438,18 @@ class _Watch:
         self.period = timeout or 30.0
         self.started = time.monotonic()  # the stretch measured, and the bytes it brought
         self.received = 0
-        self.ended: DatasetClientError | None = (
-            None  # raised by the next read: this one had bytes to give
-        )
+        self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
 
     def take(self, response: _PooledResponse) -> None:
-        """Read ``response`` through this watch from now on (an unwatched one pays nothing for it)."""
-        response.read = functools.partial(self.read, response)  # type: ignore[method-assign]
+        """Read ``response`` through this watch from now on."""
+        read = functools.partial(response.mapped, self.read, response)
+        response.read = read  # type: ignore[method-assign]
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """What ``response.read(amount)`` gives, its errors mapped as _PooledResponse.read maps them."""
-        try:
-            return self._read(response, amount)
-        except DatasetClientError:  # its own (a TimeoutError, which is an OSError too)
-            raise
-        except (OSError, http.client.HTTPException) as exc:
-            raise _transport_error(
-                exc, response.method, response.url, proxy=response.proxy
-            ) from exc
-
-    def _read(self, response: _PooledResponse, amount: int | None) -> bytes:
-        """``response.read(amount)``, one receive at a time; the bytes received before a stall or the
+        """``response.read(amount)``, a receive at a time; the bytes received before a stall or the
         deadline are returned first (a resumed download keeps them), the error by the next read."""
         if self.ended is not None:
-            if (
-                response.length == 0
-            ):  # the body is whole: a stall measured with its last bytes ends nothing
+            if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
                 return b""
             raise self.ended
         data = bytearray()
@@ -1537,13 +1471,9 @@ class _Watch:
                 raise
             self.ended = error
             return bytes(data)
-        if response.length == 0 and response.fp is not None:
-            http.client.HTTPResponse.read(
-                response, 0
-            )  # read1 leaves a finished body open: so it is reused
-        if (
-            amount is None and response.length
-        ):  # as read() does: the body ended short of its Content-Length
+        if response.length == 0 and response.fp is not None:  # read1 leaves it open: reused so
+            http.client.HTTPResponse.read(response, 0)
+        if amount is None and response.length:  # as read() does: short of its Content-Length
             raise http.client.IncompleteRead(bytes(data), response.length)
         return bytes(data)
 
@@ -1554,9 +1484,7 @@ class _Watch:
         if self.min_rate is not None:
             wait = self.period if wait is None else min(wait, self.period)
         if response.sock is not None and response.sock.gettimeout() != wait:
-            global _deadlines_used
-            _deadlines_used = True  # from now on the pool sets a reused connection's timeout back
-            response.sock.settimeout(wait)
+            response.sock.settimeout(wait)  # the pool sets it back for the next request
 
     def _count(self, response: _PooledResponse, count: int) -> None:
         self.received += count
@@ -1571,13 +1499,14 @@ class _Watch:
             return self.deadline.reached(response.method, response.url)
         if self.min_rate is not None:
             return self._stalled(response, time.monotonic())
-        return _transport_error(TimeoutError(), response.method, response.url, proxy=response.proxy)
+        return response.mapped_error(TimeoutError())
 
     def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
         elapsed = now - self.started
         rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
         where = _request_name(response.method, response.url, response.proxy)
-        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s, below the {_size(asked)}/s of min_rate"
+        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
+        message += f", below the {_size(asked)}/s of min_rate"
         return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
@@ -1587,9 +1516,8 @@ class _Watch:
 
 
 def _request_name(method: str, url: str, proxy: str | None) -> str:
-    return (
-        f"{method} {url} via proxy {proxy} (NO_PROXY bypasses it)" if proxy else f"{method} {url}"
-    )
+    via = f" via proxy {proxy} (NO_PROXY bypasses it)" if proxy else ""
+    return f"{method} {url}{via}"
 
 
 def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
@@ -1608,8 +1536,8 @@ def _transport_error(
     context: ssl.SSLContext | None = None,
     fresh: bool = False,
 ) -> DatasetClientError:
-    """The public exception for a socket, TLS or HTTP protocol failure (``context``: the TLS one used;
-    ``fresh``: the request went on a new connection, so a hang-up may say the server speaks TLS)."""
+    """The client's error for a socket, TLS or HTTP failure (``context``: the TLS one used;
+    ``fresh``: on a new connection, so a hang-up may say the server speaks TLS)."""
     where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
@@ -1623,16 +1551,19 @@ def _transport_error(
     if isinstance(exc, http.client.IncompleteRead):
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
-        message = f"{where}: connection closed after {received} of {'?' if expected is None else expected} bytes"
+        of = "?" if expected is None else expected
+        message = f"{where}: connection closed after {received} of {of} bytes"
         return IncompleteResponseError(
             message, method=method, url=url, expected=expected, received=received
         )
     if isinstance(exc, ssl.SSLCertVerificationError):
-        detail = f"TLS certificate verification failed: {exc.verify_message}{_trust_advice(exc, context)}"
+        detail = f"TLS certificate verification failed: {exc.verify_message}"
+        message = f"{where}: {detail}{_trust_advice(exc, context)}"
         return NetworkError(
-            f"{where}: {detail}", method=method, url=url, connecting=connecting, certificate=True
+            message, method=method, url=url, connecting=connecting, certificate=True
         )
-    detail = f"{'could not connect' if connecting else 'connection lost'}: {str(exc) or type(exc).__name__}"
+    failed = "could not connect" if connecting else "connection lost"
+    detail = f"{failed}: {str(exc) or type(exc).__name__}"
     doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
     kind = _SchemeInDoubt if doubt else NetworkError
     return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
@@ -1643,22 +1574,19 @@ class _SchemeInDoubt(NetworkError):
 
 
 class _WrongSchemeError(NetworkError):
-    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS): never retried."""
+    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS)."""
 
 
 def _may_speak_the_other_scheme(
     exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
 ) -> bool:
-    """Whether ``exc`` may come from a server speaking the other scheme: https:// to a plain-HTTP
-    server fails the handshake (OpenSSL reads "HTTP/1.1 400" as a TLS record: WRONG_VERSION_NUMBER);
-    http:// to a TLS server sees a new connection closed or reset, as a plain server that drops a
-    request does. Never through a proxy: the proxy answered, not the server."""
+    """Whether ``exc`` may come from a server speaking the other scheme (never through a proxy):
+    https:// to plain HTTP fails the handshake, http:// to TLS sees a new connection hang up."""
     scheme = urllib.parse.urlsplit(url).scheme
     if proxy is not None:
         return False
     if scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
-        # TLS was spoken: a certificate to verify, or an alert (a TLS record) refusing the handshake.
-        # nginx answers the probe's plain HTTP on its TLS port too ("400 ... sent to HTTPS port").
+        # TLS was spoken: a certificate to verify, or an alert refusing the handshake.
         spoken = isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or "")
         return not spoken
     hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
@@ -1666,26 +1594,23 @@ def _may_speak_the_other_scheme(
 
 
 def _url_in_the_scheme_spoken(url: str, wait: float) -> str | None:
-    """``url`` in the other scheme when one probe of it (a connection of its own, which sends
-    nothing of the request), within ``wait`` seconds, finds that the server speaks it; else None."""
+    """``url`` in the other scheme if one probe (on a connection of its own, sending nothing of
+    the request) finds within ``wait`` seconds that the server speaks it; else None."""
     parts = urllib.parse.urlsplit(url)
     plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
     host, port = parts.hostname or "", parts.port or (443 if plain else 80)
     try:
         if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait):
             return None
-    except (OSError, ValueError):  # refused, timed out, a TLS failure (ssl.SSLError is an OSError)
+    except (OSError, ValueError):  # refused, timed out, a TLS failure
         return None
-    netloc = (
-        parts.netloc if parts.port else f"{parts.netloc}:{port}"
-    )  # the port it answered on, kept
+    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port that answered
     other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
-    """Whether the server at host:port answers plain HTTP: ``OPTIONS *`` (RFC 9110 9.3.7, the
-    server's "ping"), no credentials, on a connection of its own; its reply's first bytes say."""
+    """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
     within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
     with _connect_within(within, (host, port), timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
@@ -1700,8 +1625,8 @@ def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
 
 
 def _speaks_tls(host: str, port: int, timeout: float) -> bool:
-    """Whether the server at host:port completes a TLS handshake. Nothing is sent over it, so its
-    certificate is not what is asked here (the request, in https://, will check it as always)."""
+    """Whether the server at host:port completes a TLS handshake (nothing is sent: the request
+    in https:// checks the certificate)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -1718,8 +1643,8 @@ def _connect_within(
     timeout: float | None,
     source: tuple[str, int] | None = None,
 ) -> socket.socket:
-    """socket.create_connection (as http.client calls it), ended by ``deadline`` however long the
-    name's lookup or each address's connect takes; ``timeout`` is the socket's, as there."""
+    """socket.create_connection (as http.client calls it), the lookup and connects ended by
+    ``deadline``; ``timeout`` is the socket's."""
     host, port = address
     failure = OSError(f"no address for {host}")
     for family, kind, protocol, _, sockaddr in _resolve_within(host, port, deadline):
@@ -1742,8 +1667,8 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo``, given up at ``deadline``. No lookup of a name can be interrupted, so it runs
-    in a thread of its own, left to end when the resolver gives up if the deadline comes first."""
+    """``getaddrinfo``, given up at ``deadline``: in a thread of its own, as no lookup can be
+    interrupted."""
     with contextlib.suppress(socket.gaierror):  # an address: no lookup
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1753,7 +1678,7 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
     def look_up() -> None:
         try:
             found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-        except Exception as exc:  # gaierror, UnicodeError (a name IDNA refuses): the caller's
+        except Exception as exc:  # gaierror, UnicodeError (IDNA): the caller's
             found.append(exc)
 
     thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
@@ -1773,14 +1698,18 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
         return ""
     trusted = _trusted_by_default.get(context) if context is not None else None
     if trusted is None:
-        return "; trusted: the ssl_context given, as given (add a CA with its load_verify_locations(FILE))"
+        return (
+            "; trusted: the ssl_context given, as given"
+            " (add a CA with its load_verify_locations(FILE))"
+        )
     return (
-        f"; trusted: {trusted}; to trust another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or"
-        " SSL_CERT_FILE=FILE (in place of its file), ca_bundle=FILE or ssl_context= in code"
+        f"; trusted: {trusted}; to trust another CA: REQUESTS_CA_BUNDLE=FILE (added to the"
+        " system store) or SSL_CERT_FILE=FILE (in place of its file), ca_bundle=FILE or"
+        " ssl_context= in code"
     )
 
 
-# OpenSSL's X509_V_ERR_ codes for a certificate not yet or no longer valid, or for another name or address.
+# OpenSSL's X509_V_ERR_ codes for a certificate out of its dates, or for another name or address.
 _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
@@ -1792,31 +1721,28 @@ def _proxy_credentials_error(
     sent: bool,
     status: str = "407 Proxy Authentication Required",
 ) -> NetworkError:
-    """A proxy's 407, saying where credentials go; never retried (the same ones would be refused again)."""
-    wants = (
-        f"refused the credentials in {variable}"
-        if sent
-        else f"wants credentials; {variable} has none"
-    )
+    """A proxy's 407, saying where credentials go; never retried."""
+    wants = f"wants credentials; {variable} has none"
+    wants = f"refused the credentials in {variable}" if sent else wants
     message = (
         f"{_request_name(method, url, proxy)}: {status}: the proxy {wants}: set"
-        f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40, : as %3A)."
-        " Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy, run a local relay such as"
-        f" cntlm or px and point {variable} at it"
+        f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40,"
+        " : as %3A). Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy,"
+        f" run a local relay such as cntlm or px and point {variable} at it"
     )
     return NetworkError(message, method=method, url=url, connecting=True)
 
 
 class _ProxyAuthenticationRequired(OSError):
-    """The cause of a proxy's 407 NetworkError (its status line): not worth retrying."""
+    """The cause of a proxy's 407 NetworkError (its status line)."""
 
 
 def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    start = data[: 200 + _longest(secrets)]  # for the error below
-    try:  # decoded as json.loads does, the bytes let go before parsing: twice the body, not 3 times
+    start = data[: 200 + secrets.longest]  # for the error below
+    try:  # decoded as json.loads does, the bytes let go first: twice the body, not 3 times
         text = data.decode(json.detect_encoding(data), "surrogatepass")
         del data
         return json.loads(text)
@@ -1825,13 +1751,12 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     content_type = response.headers.get("Content-Type", "no content type")
     start = _redact_value(start, secrets)[:200]  # redacted, then cut
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
-    # Raised outside the except clause: the exception caught would stay as the context, body and all.
+    # Raised outside the except clause: the one caught, body and all, would be its context.
     raise _invalid(response, text) from cause
 
 
 def _without_body(exc: BaseException) -> ValueError:
-    """A decoding error as a cause to keep, without the body (and the frames) the one raised holds:
-    a JSONDecodeError's ``doc``, a UnicodeDecodeError's ``object``, a RecursionError's frames."""
+    """A decoding error as a cause to keep, without the body or frames the one raised holds."""
     if isinstance(exc, json.JSONDecodeError):
         clean = json.JSONDecodeError(exc.msg, "", 0)
         clean.args, clean.pos, clean.lineno, clean.colno = exc.args, exc.pos, exc.lineno, exc.colno
@@ -1840,12 +1765,8 @@ def _without_body(exc: BaseException) -> ValueError:
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes.
-
-    Past the limit, ``truncate`` gives the first ``limit`` bytes (an error body, of which a
-    bounded start is read); otherwise it is an InvalidResponseError (a decompression bomb),
-    raised before the memory is used: each gzip member is inflated with a bound.
-    """
+    """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes: past
+    them, the first ``limit`` if ``truncate``, else an InvalidResponseError before they are held."""
     identity = response.encoding == "identity"
     most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
     raw = _read_at_most(response, most, truncate=truncate)
@@ -1869,12 +1790,11 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate the gzip members of ``data``, one after another (RFC 1952 2.2), onto ``decoded``: at
-    most ``limit + 1`` bytes (more is a bomb, for the caller to refuse). Returns how many.
+    """Inflate the gzip members of ``data`` (RFC 1952 2.2) onto ``decoded``, at most ``limit + 1``
+    bytes; returns how many.
 
-    Each member is fed in pieces that start small and double: after a member ends, zlib copies what
-    is left of its piece (``unused_data``), so pieces no larger than twice the member keep a body of
-    thousands of tiny members as cheap as its size (fed whole, each member copied all the rest).
+    Fed in pieces that start small and double: zlib copies the rest of a member's piece
+    (``unused_data``), so thousands of tiny members fed whole would copy the body each time.
     """
     offset = inflated = 0
     while offset < len(data):
@@ -1894,10 +1814,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
 
 def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body as sent, at most ``limit`` bytes; past them (unless ``truncate``) an
-    InvalidResponseError, raised before they are held.
-
-    A body of unknown length is read in pieces, joined once: twice its size at most.
-    """
+    InvalidResponseError, raised before they are held."""
     if response.length is not None and response.length <= limit:
         return response.read()
     refused = f"a body of more than {_size(limit)}: refused"
@@ -1914,16 +1831,12 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body. A chunked one is read with readinto: http.client's read(n)
-    joins the chunks it spans through 80 bytes each (a body in 1-byte chunks: 80 times its size)."""
+    """Up to ``size`` bytes of the body. A chunked one with readinto: http.client's read(n) joins
+    the chunks it spans through 80 bytes each (1-byte chunks: 80 times the body)."""
     if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
         return response.read(size)
     buffer = bytearray(size)
-    try:
-        count = response.readinto(buffer)
-    except (OSError, http.client.HTTPException) as exc:
-        raise _transport_error(exc, response.method, response.url, proxy=response.proxy) from exc
-    del buffer[count:]
+    del buffer[response.readinto(buffer) :]
     return bytes(buffer)
 
 
@@ -1932,7 +1845,7 @@ def _service_error(
 ) -> ServiceError:
     """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
     try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
-        raw = _read_body(response, _ERROR_BODY_LIMIT + _longest(secrets), truncate=True)
+        raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
     except DatasetClientError:  # a broken error body: the status says enough
         raw = b""
     finally:
@@ -1940,19 +1853,18 @@ def _service_error(
     body = _decode_text(raw, response.headers.get_content_charset())
     return ServiceError(
         response.status,
-        _redact(response.reason, secrets) or http.client.responses.get(response.status, ""),
+        secrets.redact(response.reason) or http.client.responses.get(response.status, ""),
         response.method,
         response.url,
         headers=_redact_value(response.headers, secrets),
-        body=_redact(body, secrets)[:_ERROR_BODY_LIMIT],
+        body=secrets.redact(body)[:_ERROR_BODY_LIMIT],
         message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
         proxy=response.proxy,
     )
 
 
 def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
-    """A body as text in its charset; one Python does not know, or cannot decode with replacement
-    characters (``idna`` raises UnicodeError; ``hex`` is no text encoding), is read as UTF-8."""
+    """A body as text in its charset, else (unknown, or no text encoding) in UTF-8."""
     try:
         return bytes(raw).decode(charset or "utf-8", errors="replace")
     except (LookupError, UnicodeError, ValueError, TypeError):  # raised before any text is made
@@ -1961,29 +1873,23 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
     """The credentials to redact in what a server sends back: ``values`` (the key, the extra
-    headers' values) and the proxies' passwords (as given and decoded), each also in base64,
-    and a proxy's ``USER:PASSWORD`` in base64 (its Basic credentials).
-
-    Values shorter than 4 characters are left: replacing every "1" in a body would hide the
-    body, and such a value is no secret. Every text is held as a ``_Secret`` from the start:
-    no frame's locals show one.
-    """
+    headers' values), the proxies' passwords (as given and decoded) and Basic credentials,
+    each also in base64. Under 4 characters a value is no secret, and its redaction would hide
+    the body."""
     import base64  # already imported by urllib.request
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
     for password, basic in _proxy_passwords(proxies):
         texts += [password, _Secret(urllib.parse.unquote(password)), basic]
     encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
-    texts += [
-        _Secret(form) for text in encoded for form in (text, text.rstrip("="))
-    ]  # padded or not
+    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded?
     return _Secrets(text for text in texts if len(text) >= 4)
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password (as in its URL) and its Basic credentials (base64 of ``USER:PASSWORD``).
+    """Each proxy's password (as in its URL) and Basic credentials (base64 of ``USER:PASSWORD``).
 
-    A proxy URL that cannot be read is a ValueError naming its variable, never showing it: it may hold a password.
+    An unreadable proxy URL is a ValueError naming its variable, never showing it (a password).
     """
     import base64
 
@@ -1994,27 +1900,22 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
         url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
         reason = _unreadable_url(url)
         if reason is not None:
+            variable = f"{scheme.upper()}_PROXY"
             raise ValueError(
-                f"{scheme.upper()}_PROXY is not a valid proxy URL ({reason}); its value is not shown"
+                f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
             )
         parts = urllib.parse.urlsplit(url)
         if parts.password:
             password = _Secret(urllib.parse.unquote(parts.password))
             user = _Secret(urllib.parse.unquote(parts.username or ""))
-            found.append(
-                (
-                    _Secret(parts.password),
-                    _Secret(base64.b64encode(f"{user}:{password}".encode()).decode()),
-                )
-            )
+            basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
+            found.append((_Secret(parts.password), basic))
     return found
 
 
 def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be split (a broken IPv6 literal), or None.
-
-    Said in a separate frame: the exception and its frames, which hold the URL, end here.
-    """
+    """Why ``url`` cannot be split (a broken IPv6 literal), or None; in a frame of its own, where
+    the exception and its frames, which hold the URL, end."""
     try:
         urllib.parse.urlsplit(url)
     except ValueError as exc:
@@ -2024,36 +1925,28 @@ def _unreadable_url(url: str) -> str | None:
 
 @functools.cache
 def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    # What every form but the character itself starts with (see _character_forms).
+    """The first escape (percent, JSON, HTML) in a text: what every form but the character itself
+    starts with (see _character_forms)."""
     return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
-
-
-def _escape_in(text: str) -> re.Match[str] | None:
-    """The first escape (percent, JSON, HTML) in ``text``, or None: text without one needs no pattern."""
-    return _escape_finder()(text)
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     """A function replacing each secret in every form servers echo it in, whatever mix of them:
-    each character as itself, percent-encoded (hex in either case; so quote() with or without
-    "/" kept), JSON-escaped (``\\/``, ``\\u002f`` in either case), or an HTML entity
-    (``&#47;``, ``&#x2F;``, ``&sol;``). Built once per client, the first time a text to redact
-    holds an escape."""
+    each character as itself, percent-encoded (either case), JSON-escaped (``\\/``, ``\\u002f``) or
+    an HTML entity (``&#47;``, ``&#x2F;``, ``&sol;``)."""
     from html.entities import html5  # only an error or log path gets here
 
     entities: dict[str, list[str]] = {}
     for name, character in html5.items():
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
-    # One pattern a secret: alternatives of several would stop the engine skipping ahead (see below).
+    # One pattern a secret: alternatives would stop the engine skipping ahead (_character_forms).
     patterns = [
         re.compile("".join(_character_forms(character, entities) for character in text))
         for text in texts
     ]
 
-    def redact(
-        text: str,
-    ) -> str:  # a closure: the patterns spell the secrets out, and no repr shows them
+    def redact(text: str) -> str:  # a closure: no repr shows the patterns, which spell secrets
         for pattern in patterns:  # longest first
             text = pattern.sub(_REDACTED, text)
         return text
@@ -2062,12 +1955,9 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for one character of a secret, in each form ``_forms_redactor`` lists.
-
-    Each form starts with a literal character ("%", "\\", "&"), outside the case-insensitive
-    groups: the regular expression engine then skips ahead to those characters, five times
-    faster through a long body.
-    """
+    """A pattern for one character of a secret, in each form ``_forms_redactor`` lists; each starts
+    with a literal ("%", "\\", "&") outside the case-insensitive groups, which the regular
+    expression engine skips ahead to (five times faster through a long body)."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
@@ -2076,37 +1966,26 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     )
     forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
     forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
-    if character in '/"\\':
-        forms.append(
-            re.escape(f"\\{character}")
-        )  # JSON's short escapes (PHP's json_encode writes "\\/")
+    if character in '/"\\':  # JSON's short escapes (PHP's json_encode writes "\\/")
+        forms.append(re.escape(f"\\{character}"))
     return f"(?:{'|'.join(forms)})"
 
 
 def _showable_url(url: str, secrets: _Secrets) -> str:
-    """``url`` as logs, errors and the command line show it: ``secrets`` (a client's, see
-    _client_secrets) and the values of signed URLs' credential parameters redacted, names kept."""
+    """``url`` as logs, errors and the command line show it: ``secrets`` and signed URLs'
+    credential values redacted."""
     return secrets.shown().redact(url)
 
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A credential parameter of a signed URL with its value, in a URL or in text: the value ends
-    where a URL does, or before a ":", "," or "." that ends a sentence."""
+    """A signed URL's credential parameter and value, in a URL or in text (the value ends where a
+    URL does, or before a ":", "," or "." ending a sentence)."""
     return re.compile(f"(?i)([?&;](?:{_SIGNED_PARAMETERS})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
 
 
-def _longest(secrets: _Secrets) -> int:
-    return secrets.longest
-
-
-def _redact(text: str, secrets: _Secrets) -> str:
-    return secrets.redact(text) if secrets else text
-
-
 def _redact_value(value: Any, secrets: _Secrets) -> Any:
-    """``value`` with every secret replaced: text, bytes, headers (names and values), and decoded
-    JSON (walked without recursion: a payload may nest thousands deep)."""
+    """``value`` (text, bytes, headers, decoded JSON) with every secret replaced."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -2130,7 +2009,8 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
 def _redact_nested(
     value: dict[Any, Any] | list[Any], secrets: _Secrets
 ) -> dict[Any, Any] | list[Any]:
-    """A copy of nested dicts and lists with every string (keys too) redacted, one container at a time."""
+    """A copy of nested dicts and lists with every string redacted; without recursion, as a payload
+    may nest thousands deep."""
 
     def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, dict):
@@ -2163,27 +2043,22 @@ def _redact_nested(
 def _redact_error(error: BaseException, secrets: _Secrets) -> None:
     """Redact the secrets a server echoed in ``error`` and its causes (args and fields); drop the
     causes' frames, whose locals hold the response's bytes."""
+    limit = _ERROR_BODY_LIMIT
     for exc in _exception_chain(error):
         exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
         for name, value in list(vars(exc).items()):
             if name.startswith("__"):
                 continue
-            if (
-                exc is not error
-                and isinstance(value, (str, bytes, bytearray))
-                and len(value) > _ERROR_BODY_LIMIT
-            ):
-                # A cause's copy of a body (IncompleteRead.partial): kept as an error keeps a body, its start.
-                value = _redact_value(value[: _ERROR_BODY_LIMIT + secrets.longest], secrets)[
-                    :_ERROR_BODY_LIMIT
-                ]
+            body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
+            if body and exc is not error:  # a cause's copy (IncompleteRead.partial): its start
+                value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
             setattr(exc, name, _redact_value(value, secrets))
         if exc is not error:
             exc.__traceback__ = None
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts (both: ``raise X from Y`` in an ``except Z`` keeps Z too), each once."""
+    """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
     chain: list[BaseException] = []
     pending = [error]
     while pending:  # bounded: each exception once
@@ -2196,9 +2071,8 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of the finished frames an escaping exception (and its causes and contexts) went through,
-    this module's and the standard library's (json's holds the body it decoded); a caller's own
-    frames, such as a progress callback's, are left as they were."""
+    """Clear the locals of the finished frames of this module and the standard library (json's
+    holds the body) that ``error`` and its chain went through; a caller's frames are left."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -2209,9 +2083,7 @@ def _clear_library_frames(error: BaseException) -> None:
                 name.startswith(stdlib) and "-packages" not in name
             )
             if ours:
-                with contextlib.suppress(
-                    RuntimeError
-                ):  # a frame still running (the one catching it)
+                with contextlib.suppress(RuntimeError):  # still running (the one catching it)
                     frame.clear()
 
 
@@ -2223,8 +2095,7 @@ def _json_or_none(text: str) -> Any:
 
 
 def _message_of(payload: Any, body: str = "") -> str | None:
-    """The service's own message in a JSON error body, under the names services use; for a body
-    that is not JSON, its short reason (see _reason_in_text)."""
+    """The service's own message in a JSON error body; for another body, _reason_in_text's."""
     if payload is None:
         return _reason_in_text(body)
     if not isinstance(payload, dict):
@@ -2242,9 +2113,8 @@ def _reason_in_text(body: str) -> str | None:
     """A short reason in an error body that is not JSON: an XML error's Code and Message (S3, GCS,
     Azure), an HTML page's title, or a text's first line; escaped, at most 200 characters.
 
-    Found by regular expressions that stop at the next "<", not an XML parser: the body kept is
-    a cut start that may not parse, HTML is no XML, and no entity but the predefined and numeric
-    ones is expanded (no DTD is read: nothing for an entity bomb to grow from).
+    Regular expressions, not an XML parser: the body is a cut start, HTML is no XML, and no DTD
+    is read (no entity bomb).
     """
     import html  # only an error path gets here
 
@@ -2270,19 +2140,16 @@ def _escaped(text: str) -> str:
 def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
     value = (value or "").strip()
-    if value.isascii() and value.isdigit():
-        return min(
-            float(value), _LONGEST_RETRY_AFTER
-        )  # 400 digits: inf, which no sleep or message takes
+    if value.isascii() and value.isdigit():  # 400 digits: inf, which no sleep takes
+        return min(float(value), _LONGEST_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
-    return min(
-        max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds()), _LONGEST_RETRY_AFTER
-    )
+    seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    return min(max(0.0, seconds), _LONGEST_RETRY_AFTER)
 
 
 def _discard_body(response: _PooledResponse) -> None:
@@ -2307,7 +2174,7 @@ def _redirect_target(method: str, url: str, location: str) -> str:
 
 
 def _warn_of_a_key_in_clear(host: str) -> None:
-    """Said once per client, as it is made; "lasting": the CLI prints it as a message, not a passing status."""
+    """Said once per client, as it is made; "lasting": the CLI prints it whole."""
     _logger().warning(
         "the API key goes to %s over plain http://: it travels in clear (use https://)",
         host,
@@ -2316,8 +2183,7 @@ def _warn_of_a_key_in_clear(host: str) -> None:
 
 
 def _is_loopback(host: str) -> bool:
-    """localhost, 127.0.0.0/8 or ::1 (``host`` as urlsplit's hostname gives it): traffic that never leaves
-    the machine."""
+    """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
         return True
     parts = host.split(".")
@@ -2337,16 +2203,13 @@ def _is_loopback(host: str) -> bool:
 
 def _origin_of(url: str) -> tuple[str, str, int]:
     parts = urllib.parse.urlsplit(url)
-    return (
-        parts.scheme,
-        (parts.hostname or "").lower(),
-        parts.port or (443 if parts.scheme == "https" else 80),
-    )
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 @functools.cache
 def _logger() -> Any:
-    import logging  # only retries, resumes and (at DEBUG) requests log: keep it off the import path
+    import logging  # only retries, resumes and (at DEBUG) requests log: off the import path
 
     logger = logging.getLogger("dataset_client")
     logger.addHandler(logging.NullHandler())
