@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # typing costs import time
     _T = TypeVar("_T")
     _PoolKey = tuple[str, str, str | None]
     _Progress = Callable[[int, int | None], object]
+    _Hold = Callable[[socket.socket], None]
 
 
 __all__ = (
@@ -550,7 +551,10 @@ class DatasetClient:
                 left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
-                time.sleep(delay)
+                self._pool.sleep(delay)  # close() ends it
+                if self._pool.closed:
+                    error.attempts = attempts
+                    self._failed(error, method, url)  # raises ClientClosedError
             except BaseException as exc:  # a bug, signal, callback's: no frame keeps a secret
                 _clear_library_frames(exc)
                 raise
@@ -580,7 +584,10 @@ class DatasetClient:
         if wait <= 0 or not self._pool.first_probe(error.url):  # not after close() either
             return error, delay
         started = time.monotonic()
-        instead = _url_in_the_scheme_spoken(error.url, wait)
+        try:
+            instead = _url_in_the_scheme_spoken(error.url, wait, self._pool.hold)
+        finally:
+            self._pool.connected()
         if instead is None:
             return error, None if delay is None else max(delay - (time.monotonic() - started), 0.0)
         tls = instead.startswith("https:")
@@ -674,7 +681,8 @@ class DatasetClient:
         started = time.monotonic()
         if request.type in self._proxies:  # through urllib's proxy rules, then the pool
             response: _PooledResponse = self._opener.open(request, timeout=timeout)
-        else:  # the opener would only pass it on
+        else:  # the opener would only pass it on, and tell audit hooks (PEP 578), as here
+            sys.audit("urllib.Request", url, body, request.headers, method)
             request.timeout = timeout
             response = self._pool.handle_request(request)
         if deadline is not None:
@@ -1051,6 +1059,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._lock = _thread.allocate_lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
         self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
+        self._connecting: dict[int, socket.socket] = {}  # a thread's socket, not yet connected
+        self._open = _thread.allocate_lock()  # held until close(): a retry's wait ends then
+        self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
         """In a forked child: close its copies of the parent's connections' descriptors.
@@ -1071,9 +1082,12 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def close(self) -> None:
         with self._lock:
+            if not self.closed:
+                self._open.release()
             self.closed = True
             idle, self._idle = self._idle, {}
             busy = [connection.sock for connection in self._busy]
+            busy += self._connecting.values()
         for connection in (
             connection for connections in idle.values() for connection in connections
         ):
@@ -1096,8 +1110,26 @@ class _ConnectionPool(urllib.request.BaseHandler):
             socks = [
                 connection.sock for connection, thread in self._busy.items() if thread in threads
             ]
+            socks += [sock for thread, sock in self._connecting.items() if thread in threads]
         for sock in socks:
             _shut_down(sock)
+
+    def sleep(self, seconds: float) -> None:
+        """time.sleep(seconds), ended by close()."""
+        if self._open.acquire(timeout=seconds):
+            self._open.release()
+
+    def hold(self, sock: socket.socket) -> None:
+        """Keep the socket this thread connects (a connection's, a probe's) for close() and
+        interrupt() to shut down: a connect or TLS handshake is never waited out."""
+        with self._lock:
+            if self.closed:
+                raise ClientClosedError("the DatasetClient is closed")
+            self._connecting[_thread.get_ident()] = sock
+
+    def connected(self) -> None:
+        with self._lock:
+            self._connecting.pop(_thread.get_ident(), None)
 
     def handle_request(self, request: _Request) -> _PooledResponse:
         """Send ``request`` on a kept-alive connection or a new one; its response, head read."""
@@ -1188,9 +1220,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.set_tunnel(
                 key[2], headers={"Proxy-Authorization": authorization} if authorization else None
             )
-        if request.deadline is not None:
-            connect = functools.partial(_connect_within, request.deadline)
-            connection._create_connection = connect  # type: ignore[attr-defined]
+        connect = functools.partial(_connect_within, request.deadline, hold=self.hold)
+        connection._create_connection = connect  # type: ignore[attr-defined]
         try:
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
@@ -1209,6 +1240,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         except BaseException as exc:  # Ctrl-C in the CONNECT: its frames hold the credentials
             connection.close()
             raise exc.with_traceback(None) from None
+        finally:
+            self.connected()
         with self._lock:
             if self.closed:  # close() came while connecting
                 connection.close()
@@ -1294,7 +1327,8 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
     Unreadable: a ValueError naming ``source`` (for the ``ca_bundle`` argument, the error's type).
     """
     try:
-        mode = os.stat(path).st_mode  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
+        status = os.stat(path)  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
+        mode = status.st_mode
         if stat.S_ISDIR(mode):
             context.load_verify_locations(capath=path)
         elif stat.S_ISREG(mode):
@@ -1310,9 +1344,13 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         if isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
             raise ssl.SSLError(exc.errno, message) from None
         raise type(exc)(message) from None
+    who = "who could have any server trusted"
     if mode & 0o022:  # "lasting": the CLI shows it whole
-        warning = "%s %s is writable by group or others, who could have any server trusted"
-        _logger().warning(warning + " (chmod go-w)", source, path, extra={"lasting": True})
+        warning = f"%s %s is writable by group or others, {who} (chmod go-w)"
+        _logger().warning(warning, source, path, extra={"lasting": True})
+    elif not _is_mine(status, or_root=True):  # a teammate's, put in place of the user's own
+        warning = f"%s %s is owned by another user (uid %d), {who}"
+        _logger().warning(warning, source, path, status.st_uid, extra={"lasting": True})
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -1593,26 +1631,26 @@ def _may_speak_the_other_scheme(
     return scheme == "http" and fresh and hung_up
 
 
-def _url_in_the_scheme_spoken(url: str, wait: float) -> str | None:
+def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
     """``url`` in the other scheme if one probe (on a connection of its own, sending nothing of
-    the request) finds within ``wait`` seconds that the server speaks it; else None."""
+    the request, its socket given to ``hold``) finds within ``wait`` s that the server speaks it."""
     parts = urllib.parse.urlsplit(url)
     plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
     host, port = parts.hostname or "", parts.port or (443 if plain else 80)
     try:
-        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait):
+        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait, hold):
             return None
-    except (OSError, ValueError):  # refused, timed out, a TLS failure
+    except (OSError, ValueError, ClientClosedError):  # refused, timed out, a TLS failure, close()
         return None
     netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port that answered
     other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
 
-def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
+def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
     within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
-    with _connect_within(within, (host, port), timeout) as sock:
+    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
         for _ in range(5):  # "HTTP/" may come in pieces
@@ -1624,36 +1662,45 @@ def _speaks_plain_http(host: str, port: int, timeout: float) -> bool:
         return received == b"HTTP/"
 
 
-def _speaks_tls(host: str, port: int, timeout: float) -> bool:
+def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port completes a TLS handshake (nothing is sent: the request
     in https:// checks the certificate)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     within = _Deadline(timeout)
-    with _connect_within(within, (host, port), timeout) as sock:
+    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
         sock.settimeout(max(within.left(), 0.001))  # CPython bounds the whole handshake by it
         with context.wrap_socket(sock, server_hostname=host or None):
             return True
 
 
 def _connect_within(
-    deadline: _Deadline,
+    deadline: _Deadline | None,
     address: tuple[str, int],
     timeout: float | None,
     source: tuple[str, int] | None = None,
+    *,
+    hold: _Hold,
 ) -> socket.socket:
     """socket.create_connection (as http.client calls it), the lookup and connects ended by
-    ``deadline``; ``timeout`` is the socket's."""
+    ``deadline``; ``timeout`` is the socket's. ``hold`` gets each socket before it connects."""
     host, port = address
     failure = OSError(f"no address for {host}")
-    for family, kind, protocol, _, sockaddr in _resolve_within(host, port, deadline):
-        left = deadline.left()
-        if left <= 0:
-            raise TimeoutError(f"timed out connecting to {host}")
+    if deadline is None:
+        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    else:
+        found = _resolve_within(host, port, deadline)
+    for family, kind, protocol, _, sockaddr in found:
+        wait = timeout
+        if deadline is not None:
+            if (left := deadline.left()) <= 0:
+                raise TimeoutError(f"timed out connecting to {host}")
+            wait = left if timeout is None else min(timeout, left)
         sock = socket.socket(family, kind, protocol)
         try:
-            sock.settimeout(left if timeout is None else min(timeout, left))
+            hold(sock)
+            sock.settimeout(wait)
             if source:
                 sock.bind(source)
             sock.connect(sockaddr)
@@ -1661,6 +1708,9 @@ def _connect_within(
             sock.close()
             failure = exc
             continue
+        except BaseException:
+            sock.close()
+            raise
         sock.settimeout(timeout)
         return sock
     raise failure

@@ -320,6 +320,18 @@ class ServerTestCase(unittest.TestCase):
         self.addCleanup(patcher.stop)
         self.server = self.start_server()
 
+    def closed_during(self, client: DatasetClient, call: Callable[[], object]) -> object:
+        """close() from another thread once ``call`` waits (half a second in): its outcome, ended
+        within 4 s (what each test below stops would take 5 s or more: a time-out, a probe)."""
+        outcome: list[object] = []
+        thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
+        thread.start()
+        time.sleep(0.5)
+        client.close()
+        thread.join(4)
+        self.assertFalse(thread.is_alive(), "close() did not end the wait")
+        return outcome[0]
+
     def start_server(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
         server = ScriptedServer(tls)
         thread = threading.Thread(
@@ -519,9 +531,9 @@ def waiting(pid: int) -> bool:
 
 @contextlib.contextmanager
 def recorded_sleeps() -> Iterator[list[float]]:
-    """The client's waits between retries (it calls time.sleep), recorded instead of slept."""
+    """The client's waits between retries (which close() ends), recorded instead of slept."""
     sleeps: list[float] = []
-    with mock.patch("time.sleep", sleeps.append):
+    with mock.patch.object(dc._ConnectionPool, "sleep", lambda pool, wait: sleeps.append(wait)):
         yield sleeps
 
 
@@ -1103,7 +1115,7 @@ class FirstHourLibraryTests(ServerTestCase):
             ),  # this module's clock alone
             self.assertRaises(TimeoutError),
         ):
-            dc._speaks_plain_http("127.0.0.1", 443, 1.0)
+            dc._speaks_plain_http("127.0.0.1", 443, 1.0, lambda sock: None)
         self.assertEqual(sock.sent, b"OPTIONS * HTTP/1.0\r\n\r\n")
         self.assertEqual(
             sock.waits, 3, "two bytes in time, the third past the probe's one time-out"
@@ -1129,9 +1141,9 @@ class FirstHourLibraryTests(ServerTestCase):
         url, seen = head_server(self, late_hang_up)
         probes, speaks_tls = [], dc._speaks_tls
 
-        def recorded(host: str, port: int, timeout: float) -> bool:
+        def recorded(host: str, port: int, timeout: float, hold: Any) -> bool:
             probes.append(time.monotonic() + timeout)  # when its wait would end
-            return speaks_tls(host, port, timeout)
+            return speaks_tls(host, port, timeout, hold)
 
         started = time.monotonic()
         with mock.patch.object(dc, "_speaks_tls", recorded):
@@ -2932,6 +2944,51 @@ class ConnectionTests(ServerTestCase):
         self.assertLess(time.monotonic() - closed, 1, "ended promptly")
         self.assertIsInstance(outcome[0], dc.ClientClosedError)
         self.assertEqual(seen, ["GET /datasets HTTP/1.1"], "no probe after close()")
+
+    def test_close_ends_the_wait_for_a_retry(self) -> None:
+        # Found in review: a 503 with Retry-After: 20, then close(): the call ended 20 s later.
+        self.script(reply(503, {"error": "busy"}, {"Retry-After": "30"}))
+        client = self.client(timeout=30)
+        outcome = self.closed_during(client, client.list_datasets)
+        self.assertIsInstance(outcome, dc.ClientClosedError)
+        self.assertIn("closed during GET", str(outcome))
+        self.assertEqual(len(self.requests), 1, "not sent again")
+
+    def test_close_ends_a_connect_and_a_scheme_probe_that_hang(self) -> None:
+        # Found in review: close() came 10 s late during a connect, 5 s during a scheme probe.
+        listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+        self.addCleanup(listener.close)
+        port, queued = listener.getsockname()[1], []
+        for _ in range(3):  # the accept queue full: a new connection's SYN goes unanswered
+            queued.append(socket.socket())
+            self.addCleanup(queued[-1].close)
+            queued[-1].setblocking(False)
+            queued[-1].connect_ex(("127.0.0.1", port))
+        client = self.client(f"http://127.0.0.1:{port}", timeout=30)
+        self.assertIsInstance(
+            self.closed_during(client, client.list_datasets), dc.ClientClosedError
+        )
+        url, seen = head_server(self, refuse_tls=True)  # a plain server holding OPTIONS *
+        client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
+        self.assertIsInstance(
+            self.closed_during(client, client.list_datasets), dc.ClientClosedError
+        )
+        self.assertEqual(seen, ["TLS", "OPTIONS * HTTP/1.0"], "the probe was under way")
+
+    def test_audit_hooks_see_each_request_as_urllib_shows_it(self) -> None:
+        # Without a proxy the client hands requests to its pool itself: the opener's event stays.
+        self.server.default = reply(body=[])
+        program = (
+            "import sys, dataset_client as dc\n"
+            "sys.addaudithook(lambda event, args: event == 'urllib.Request' and print(args[::3]))\n"
+            f"dc.DatasetClient({self.server.url + '/api'!r}).query('SELECT 1')\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", program], cwd=HERE, capture_output=True, text=True, timeout=60
+        )
+        self.assertEqual((done.returncode, done.stderr), (0, ""))
+        self.assertEqual(done.stdout, f"('{self.server.url}/api/query', 'POST')\n")
+        self.assertEqual(self.requests[-1].method, "POST")
 
     def test_many_calls_one_connection(self) -> None:
         self.server.default = reply(body=[1])
@@ -5265,6 +5322,26 @@ class CertificateTrustTests(ServerTestCase):
         named = logs.records[0].getMessage().partition(" is ")[0]
         self.assertEqual(named, f"REQUESTS_CA_BUNDLE {bundle}")
 
+    def test_a_bundle_another_user_owns_is_a_warning_naming_it(self) -> None:
+        # Found in review: a teammate renamed their CA over the user's 0644 bundle in a 2775 team
+        # directory; trusted without a word, it sent the key to their server.
+        self.use_no_system_store()
+        bundle = self.tmp() / "corp.pem"
+        shutil.copy(CA_FILE, bundle)
+        me = owner = os.geteuid()
+        theirs: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if me == 0:
+            os.chown(bundle, owner := 4243, 4243)
+        else:  # this user, seen as another one
+            theirs = mock.patch.object(dc.os, "geteuid", return_value=me + 1)
+        with theirs, self.assertLogs("dataset_client", level="WARNING") as logs:
+            self.assert_trusted(ca_bundle=bundle)
+        said = f"ca_bundle {bundle} is owned by another user (uid {owner}), who could have any"
+        self.assertEqual([r.getMessage() for r in logs.records], [said + " server trusted"])
+        os.chown(bundle, me, -1)  # the user's own (root's, as root): no word
+        with self.assertNoLogs("dataset_client", level="WARNING"):
+            self.assert_trusted(ca_bundle=bundle)
+
     def test_a_bundle_that_is_no_regular_file_or_directory_is_refused_before_any_read(self) -> None:
         # Found in review3: a FIFO held the constructor 6 s past deadline=1 (until a writer came).
         fifo, reads = self.tmp() / "ca.pem", list[bytes]()
@@ -6968,6 +7045,33 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.assertEqual(bytes(out.data), BIG)
         self.assertEqual(progress.seen[-1], (len(BIG), len(BIG)))
         self.assertEqual([d for d, _ in progress.seen], sorted(d for d, _ in progress.seen))
+
+    def test_close_ends_parts_still_connecting(self) -> None:
+        # Found in review: a server that accepts no connection after the first GET's; close()
+        # (or Ctrl-C) came 20-28 s late: the parts' sockets, still connecting, were out of reach.
+        listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+        self.addCleanup(listener.close)
+        port, queued = listener.getsockname()[1], list[socket.socket]()
+        head = b"HTTP/1.1 200 OK\r\nContent-Length: 67108864\r\nAccept-Ranges: bytes\r\n"
+
+        def serve() -> None:
+            connection, _ = listener.accept()
+            self.addCleanup(connection.close)
+            connection.recv(65536)
+            for _ in range(3):  # the accept queue full from now on: a SYN goes unanswered
+                queued.append(socket.socket())
+                self.addCleanup(queued[-1].close)
+                queued[-1].setblocking(False)
+                queued[-1].connect_ex(("127.0.0.1", port))
+            with contextlib.suppress(OSError):
+                connection.sendall(head + b'ETag: "v1"\r\n\r\n' + bytes(1024 * 1024))
+
+        threading.Thread(target=serve, daemon=True).start()
+        client, out = self.client(f"http://127.0.0.1:{port}", timeout=30), self.tmp() / "out"
+        download = functools.partial(client.download, "files/x", out, connections=2)
+        self.assertIsInstance(self.closed_during(client, download), dc.ClientClosedError)
+        self.assertEqual(part_threads(), [])
+        self.assertEqual(list(out.parent.iterdir()), [], "nothing left")
 
     def test_a_cut_part_is_resumed_from_its_own_offset(self) -> None:
         starts = self.pieces(len(DATA), 3)
