@@ -2029,9 +2029,16 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter and value, in a URL or in text (the value ends where a
-    URL does, or before a ":", "," or "." ending a sentence)."""
-    return re.compile(f"(?i)([?&;](?:{_SIGNED_PARAMETERS})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
+    """A signed URL's credential parameter (any case, any character percent-encoded, as servers
+    decode it) and value, in a URL or in text (the value ends where a URL does, or before a ":",
+    "," or "." ending a sentence)."""
+
+    def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
+        c = letter[0]
+        return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
+
+    names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
+    return re.compile(f"(?i)([?&;](?:{names})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
 
 
 def _redact_value(value: Any, secrets: _Secrets) -> Any:
@@ -3828,7 +3835,8 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
         raise ValueError(f"base_url {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
-        raise ValueError(f"base_url must not have a query or fragment: {base_url!r}")
+        shown = _Secrets(signed=True).redact(base_url)
+        raise ValueError(f"base_url must not have a query or fragment: {shown!r}")
     path = _percent_encoded(parts.path.rstrip("/"), "base_url")
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)

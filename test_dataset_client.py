@@ -2221,6 +2221,22 @@ class SecondReviewSecretTests(ServerTestCase):
         self.assertEqual(client.create_export("bars", symbols="V", **dates), {"download_url": url})
         self.assertFalse(client._secrets.found_in(url))
 
+    def test_signed_parameters_are_redacted_however_their_names_are_spelled(self) -> None:
+        # Found in review: X%2DAmz%2DSignature (what a server decodes to X-Amz-Signature) and %73ig
+        # kept their values in errors and logs; a base_url with a signed query was shown whole.
+        secrets = dc._Secrets(signed=True)
+        for name in ("X%2DAmz%2DSignature", "x%2damz%2dsignature", "%73ig", "%53IG", "Si%67nature"):
+            with self.subTest(name=name):
+                url = f"https://s3.example/b/x?{name}=816d0123secret&X-Amz-Date=1"
+                self.assertEqual(secrets.redact(url), url.replace("816d0123secret", "<redacted>"))
+        self.assertEqual(secrets.redact("?sigma=1&design=2"), "?sigma=1&design=2", "names alone")
+        base = "https://s3.example/b?X-Amz-Signature=816d0123secret&token=tok0123"
+        with self.assertRaises(ValueError) as caught:
+            DatasetClient(base)
+        self.assertNotIn("816d0123secret", str(caught.exception))
+        self.assertNotIn("tok0123", str(caught.exception))
+        self.assertIn("X-Amz-Signature=<redacted>", str(caught.exception))
+
     def test_an_unknown_or_hostile_charset_is_read_as_utf8(self) -> None:
         # Found in review: charset=idna raised a bare UnicodeError (frames holding the key and the body);
         # the CLI exited 2 (a usage error) and a 503 was not retried.
