@@ -2385,6 +2385,7 @@ class _Transfer:
         self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
         self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
         self.verified: list[str] = []
+        self.kept: tuple[str, str] | None = None  # what an earlier run left: said once answered
         if (kept := target.take_up(url)) is not None:
             self._resume(*kept)
 
@@ -2496,7 +2497,15 @@ class _Transfer:
                 response = self._send(headers)
                 try:
                     part = self._accept(response, part, ranged="Range" in headers)
-                    if response.status == 206 and part.done and attempts > 1:
+                    kept = None
+                    if self.kept:  # said once the server takes it up (a 200 does not)
+                        with self.lock:
+                            kept, self.kept = self.kept, None
+                    if kept and response.status == 206:
+                        shown = self._shown_url()
+                        said = "resuming: %s of %s already downloaded, GET %s"
+                        _logger().info(said, *kept, shown)
+                    elif response.status == 206 and part.done and attempts > 1:
                         _logger().info(
                             "resuming at %s of %s after an interruption, GET %s",
                             _size(part.offset),
@@ -2568,12 +2577,7 @@ class _Transfer:
         digests = getattr(self.target.state, "saved", {}).get("digests")
         if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
             self.digests = [_Stated(*digest) for digest in digests]
-        _logger().info(
-            "resuming: %s of %s already downloaded, GET %s",
-            _size(self._written),
-            _size(spans[-1][1]),
-            self._shown_url(),
-        )
+        self.kept = (_size(self._written), _size(spans[-1][1]))
 
     def _start_digest(self) -> None:
         """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
