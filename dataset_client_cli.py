@@ -906,8 +906,10 @@ def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stde
     with _room_to_recurse():
         shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
         if settings.command == "export" and settings.download == "-":  # stdout: the file alone
-            if not settings.quiet:
-                stderr.message(_json_text(shown, 2), raw=True)
+            block = stderr.is_terminal and isinstance(shown, dict) and _export_fields(shown)
+            if not settings.quiet:  # on a terminal the block a person reads, else JSON
+                text = "\n".join(_block_lines(block, 0)) if block else _json_text(shown, 2)
+                stderr.message(text, raw=True)
             return
         if isinstance(shown, dict) and one:
             print_it = functools.partial(_print_record, shown, settings, stderr)

@@ -1365,6 +1365,17 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertEqual((quiet.returncode, quiet.stderr), (0, b""))
         self.assertEqual(quiet.stdout, result.stdout)
 
+    def test_export_download_to_stdout_shows_the_export_as_a_block_on_a_terminal(self) -> None:
+        # Found by a new user: stderr a terminal, the export came as 16 lines of indented JSON.
+        argv = self.export_argv("--format", "csv", "--download", "-")
+        status, drawn = self.run_in_terminal(argv, 80)
+        self.assertEqual(status, 0, drawn)
+        drawn = drawn.replace("\r\x1b[K", "")  # a status line cleared
+        self.assertRegex(drawn, r"(?m)^id +\| exp_\w+\r?$")
+        self.assertRegex(drawn, r"(?m)^sha256 +\| [0-9a-f]{64}\r?$")
+        self.assertNotIn('"download_url":', drawn)
+        self.assertIn("date,", drawn, "the file, on the terminal too")
+
     def test_no_control_character_from_the_server_reaches_the_terminal(self) -> None:
         base = self.server.url + "/api"
         table = {"columns": [hostile("name"), "n"], "rows": [[hostile("cell"), 1]]}
