@@ -145,9 +145,7 @@ def _fcntl() -> Any:
     return fcntl
 
 
-# ---------------------------------------------------------------------------
 # Exceptions
-# ---------------------------------------------------------------------------
 
 
 class DatasetClientError(Exception):
@@ -281,9 +279,7 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
-# ---------------------------------------------------------------------------
 # The client
-# ---------------------------------------------------------------------------
 
 
 class DatasetClient:
@@ -354,7 +350,8 @@ class DatasetClient:
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
         self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
         if api_key is not None and self._origin[0] == "http" and not _is_loopback(self._origin[1]):
-            _warn_of_a_key_in_clear(self._origin[1])
+            clear = "the API key goes to %s over plain http://: it travels in clear (use https://)"
+            _logger().warning(clear, self._origin[1], extra={"lasting": True})
 
     def __repr__(self) -> str:
         # Also for a client whose constructor failed (in a traceback's locals).
@@ -492,7 +489,7 @@ class DatasetClient:
             for check in transfer.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
 
-    # end of public API --------------------------------------------------------
+    # end of public API
 
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
@@ -801,17 +798,12 @@ class _Secrets:
         return self.redact(text) != text
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: the connection pool
-# ---------------------------------------------------------------------------
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, reading NO_PROXY as requests and curl do, deciding it once per host.
-
-    urllib matches NO_PROXY entries as name suffixes only (no CIDR blocks), and rescans
-    os.environ on every request (about 50 us each).
-    """
+    """urllib's ProxyHandler, reading NO_PROXY as requests and curl do (CIDR blocks too), once a
+    host: urllib rescans os.environ at every request."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -925,10 +917,8 @@ class _PooledResponse(http.client.HTTPResponse):
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
-        """Read the rest of the head through a _HeadReader unless its end is already buffered.
-
-        http.client takes the stream's end for the head's: a cut head would pass for a whole one.
-        """
+        """Read the rest of the head through a _HeadReader: http.client takes the stream's end for
+        the head's end."""
         ahead = self.fp.peek()
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
             return  # no headers, or lines ending in LF alone
@@ -956,8 +946,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return _transport_error(exc, self.method, self.url, proxy=self.proxy)
 
     def close(self) -> None:
-        # http.client drops ``fp`` once the body is read to its end; a connection with a body
-        # left unread would take it for the next response, so it goes.
+        # http.client drops ``fp`` at the body's end; a body left unread: the connection goes.
         complete = self.fp is None
         super().close()
         release, self._release = self._release, None
@@ -985,8 +974,7 @@ def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline: a head (or a CONNECT tunnel's answer)
-    trickled a byte at a time escapes every per-receive time-out."""
+    """A socket's stream whose receives end at a deadline (a head trickled a byte at a time)."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
@@ -1040,12 +1028,8 @@ class _TooManyInterimResponses(http.client.HTTPException):
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A urllib handler that keeps HTTP/1.1 connections alive and reuses them (thread-safe).
-
-    Kept per (scheme, host or proxy, tunnelled host), reused only once their response was
-    read to the end and the server has not closed them, never by a forked child; ``close()``
-    ends them all, those in use by other threads included.
-    """
+    """A urllib handler keeping HTTP/1.1 connections alive per (scheme, host or proxy, tunnelled
+    host), reused once their response was read whole; thread-safe."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1064,11 +1048,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: close its copies of the parent's connections' descriptors.
-
-        Not through http.client or io: a response's reader lock, held by a parent thread at
-        the fork, is held for ever in the child. Detached: no later close hits a reused number.
-        """
+        """In a forked child: close its copies of the parent's sockets, detached (no later close
+        hits a reused number), not through io (a parent thread's lock is held for ever)."""
         inherited = [
             *self._busy,
             *(connection for idle in self._idle.values() for connection in idle),
@@ -1145,7 +1126,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         # Sent again on a new connection when a kept-alive one is dead (as Go's net/http does):
         # a GET, or a POST that the service deduplicates by its key.
         replayable = method == "GET" or "Idempotency-Key" in headers
-        responses = _response_class(request.deadline) if request.deadline else _PooledResponse
+        responses = _response_class(request.deadline)
         connection = self._checkout(key)
         while True:
             reused = connection is not None
@@ -1373,8 +1354,7 @@ def _shut_down(sock: socket.socket | None) -> None:
 
 
 def _read_framing(response: _PooledResponse) -> None:
-    """Refuse a cut head or an ambiguous length (RFC 9112 6.3: several, or not a number; http.client
-    takes the first, or reads to the close); note the Content-Encoding."""
+    """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
     head: Any = response.fp
     if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
         response.fp = head.raw
@@ -1391,9 +1371,7 @@ def _read_framing(response: _PooledResponse) -> None:
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
         raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    if (
-        response.length is not None and response.length > _MAX_SIZE
-    ):  # thousands of digits: no file is so large
+    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
         response.close()
         raise _invalid(
             response, f"Content-Length {_shortened(str(lengths[0]))} is larger than any file"
@@ -1401,7 +1379,7 @@ def _read_framing(response: _PooledResponse) -> None:
 
 
 def _shortened(text: str, limit: int = 60) -> str:
-    """A header value for a message: a server's thousands of digits are not repeated whole."""
+    """A header value for a message, shortened."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
@@ -1439,7 +1417,7 @@ class _Deadline:
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
         """The error ending the call after ``error`` (the deadline reached, or a retry in ``delay``
-        seconds would come after it); None while the call may go on."""
+        s past it); None while it may go on."""
         if isinstance(error, RequestTimeoutError) and error.deadline is not None:
             return error  # a wait cut short by it
         left = self.left()
@@ -1447,7 +1425,7 @@ class _Deadline:
             return None
         if left <= 0 or delay is None:
             ended = self.reached(method, url)
-        else:  # the server asked for a wait (Retry-After) or the back-off is one, past the deadline
+        else:  # a Retry-After or back-off past the deadline
             asked = error.retry_after if isinstance(error, ServiceError) else None
             wait = (
                 f"the retry in {delay:g} s that Retry-After asks for"
@@ -1460,12 +1438,8 @@ class _Deadline:
 
 
 class _Watch:
-    """The reads of one response, within the call's deadline and above ``min_rate``.
-
-    http.client's ``read(n)`` waits for all ``n`` bytes, however slowly they trickle: here each
-    receive is checked. Less than ``min_rate`` bytes a second over ``timeout`` seconds (30 when
-    None) is a stall: a RequestTimeoutError.
-    """
+    """A response's reads, each receive checked (http.client's read(n) waits for all n bytes):
+    within the deadline, and a stall below ``min_rate`` over ``timeout`` (or 30) s."""
 
     def __init__(
         self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
@@ -1484,8 +1458,8 @@ class _Watch:
         response.read = read  # type: ignore[method-assign]
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``, a receive at a time; the bytes received before a stall or the
-        deadline are returned first (a resumed download keeps them), the error by the next read."""
+        """``response.read(amount)``, a receive at a time; bytes before a stall or the deadline are
+        returned, the error raised by the next read."""
         if self.ended is not None:
             if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
                 return b""
@@ -1548,9 +1522,7 @@ class _Watch:
         return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: responses and errors
-# ---------------------------------------------------------------------------
 
 
 def _request_name(method: str, url: str, proxy: str | None) -> str:
@@ -1717,8 +1689,8 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo``, given up at ``deadline``: in a thread of its own, as no lookup can be
-    interrupted."""
+    """``getaddrinfo`` in a thread of its own (no lookup can be interrupted), given up at
+    ``deadline``."""
     with contextlib.suppress(socket.gaierror):  # an address: no lookup
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1840,12 +1812,8 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate the gzip members of ``data`` (RFC 1952 2.2) onto ``decoded``, at most ``limit + 1``
-    bytes; returns how many.
-
-    Fed in pieces that start small and double: zlib copies the rest of a member's piece
-    (``unused_data``), so thousands of tiny members fed whole would copy the body each time.
-    """
+    """Inflate the gzip members of ``data`` onto ``decoded``, at most ``limit + 1`` bytes; how
+    many. Fed in doubling pieces: zlib copies a piece's rest (thousands of tiny members)."""
     offset = inflated = 0
     while offset < len(data):
         decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
@@ -1922,10 +1890,8 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """The credentials to redact in what a server sends back: ``values`` (the key, the extra
-    headers' values), the proxies' passwords (as given and decoded) and Basic credentials,
-    each also in base64. Under 4 characters a value is no secret, and its redaction would hide
-    the body."""
+    """What to redact in what a server sends: ``values``, the proxies' passwords and Basic
+    credentials, each also in base64; under 4 characters no secret (it would hide the body)."""
     import base64  # already imported by urllib.request
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
@@ -1937,10 +1903,8 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password (as in its URL) and Basic credentials (base64 of ``USER:PASSWORD``).
-
-    An unreadable proxy URL is a ValueError naming its variable, never showing it (a password).
-    """
+    """Each proxy's password (as in its URL) and Basic credentials; an unreadable proxy URL is a
+    ValueError naming its variable, not its value."""
     import base64
 
     found = []
@@ -1964,8 +1928,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
 
 def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be split (a broken IPv6 literal), or None; in a frame of its own, where
-    the exception and its frames, which hold the URL, end."""
+    """Why ``url`` cannot be split, or None; in a frame of its own, where the exception (holding
+    the URL) ends."""
     try:
         urllib.parse.urlsplit(url)
     except ValueError as exc:
@@ -1975,15 +1939,13 @@ def _unreadable_url(url: str) -> str | None:
 
 @functools.cache
 def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: what every form but the character itself
-    starts with (see _character_forms)."""
+    """The first escape (percent, JSON, HTML) in a text: how every other form starts."""
     return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in every form servers echo it in, whatever mix of them:
-    each character as itself, percent-encoded (either case), JSON-escaped (``\\/``, ``\\u002f``) or
-    an HTML entity (``&#47;``, ``&#x2F;``, ``&sol;``)."""
+    """A function replacing each secret in any mix of the forms servers echo: a character as
+    itself, percent-encoded, JSON-escaped or an HTML entity."""
     from html.entities import html5  # only an error or log path gets here
 
     entities: dict[str, list[str]] = {}
@@ -2005,9 +1967,8 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for one character of a secret, in each form ``_forms_redactor`` lists; each starts
-    with a literal ("%", "\\", "&") outside the case-insensitive groups, which the regular
-    expression engine skips ahead to (five times faster through a long body)."""
+    """A pattern for one character of a secret in each form; each starts with a literal, which
+    the regex engine skips ahead to (five times faster through a long body)."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
@@ -2059,8 +2020,7 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
 def _redact_nested(
     value: dict[Any, Any] | list[Any], secrets: _Secrets
 ) -> dict[Any, Any] | list[Any]:
-    """A copy of nested dicts and lists with every string redacted; without recursion, as a payload
-    may nest thousands deep."""
+    """A copy with every string redacted; without recursion (a payload may nest thousands deep)."""
 
     def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, dict):
@@ -2121,8 +2081,8 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of the finished frames of this module and the standard library (json's
-    holds the body) that ``error`` and its chain went through; a caller's frames are left."""
+    """Clear the locals of this module's and the standard library's (json's holds the body)
+    finished frames in ``error``'s chain."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -2223,15 +2183,6 @@ def _redirect_target(method: str, url: str, location: str) -> str:
         ) from None
 
 
-def _warn_of_a_key_in_clear(host: str) -> None:
-    """Said once per client, as it is made; "lasting": the CLI prints it whole."""
-    _logger().warning(
-        "the API key goes to %s over plain http://: it travels in clear (use https://)",
-        host,
-        extra={"lasting": True},
-    )
-
-
 def _is_loopback(host: str) -> bool:
     """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
@@ -2279,9 +2230,7 @@ def _size(count: float) -> str:
     return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: downloads
-# ---------------------------------------------------------------------------
 
 
 class _FileChanged(Exception):
@@ -2395,8 +2344,9 @@ class _Transfer:
         position = self.target.position
         return sum(part.done for part in self.parts) if position is None else position
 
-    def _shown_url(self) -> str:
-        return _showable_url(self.url, self.requests.secrets)
+    def _log(self, level: int, message: str, *arguments: object) -> None:
+        shown = _showable_url(self.url, self.requests.secrets)
+        _logger().log(level, f"{message}, GET %s", *arguments, shown)
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
@@ -2414,7 +2364,7 @@ class _Transfer:
                             url=self.url,
                         ) from None
                     self.resume_refused |= isinstance(changed, _ResumeRefused)
-                    _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
+                    self._log(_INFO, "starting over: %s", changed.reason)
                     self._restart()
         except DatasetClientError as error:  # its message and url may name a secret
             _redact_error(error, self.requests.secrets.shown())
@@ -2490,12 +2440,8 @@ class _Transfer:
                 try:
                     part = self._accept(response, part, ranged="Range" in headers)
                     if response.status == 206 and part.done and attempts > 1:
-                        _logger().info(
-                            "resuming at %s of %s after an interruption, GET %s",
-                            _size(part.offset),
-                            _size(self.total or 0),
-                            self._shown_url(),
-                        )
+                        at = _size(part.offset), _size(self.total or 0)
+                        self._log(_INFO, "resuming at %s of %s after an interruption", *at)
                     self._copy_body(response, part)
                     if response.status == 206 and response.read(1):
                         raise _invalid(response, "the 206 body runs past its Content-Range")
@@ -2561,12 +2507,8 @@ class _Transfer:
         digests = getattr(self.target.state, "saved", {}).get("digests")
         if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
             self.digests = [_Stated(*digest) for digest in digests]
-        _logger().info(
-            "resuming: %s of %s already downloaded, GET %s",
-            _size(self._written),
-            _size(spans[-1][1]),
-            self._shown_url(),
-        )
+        done = _size(self._written), _size(spans[-1][1])
+        self._log(_INFO, "resuming: %s of %s already downloaded", *done)
 
     def _start_digest(self) -> None:
         """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
@@ -2704,11 +2646,7 @@ class _Transfer:
         self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
-        _logger().info(
-            "the server ignores ranges: one stream from %s on, GET %s",
-            _size(whole.done),
-            self._shown_url(),
-        )
+        self._log(_INFO, "the server ignores ranges: one stream from %s on", _size(whole.done))
         skip = whole.done
         while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
             skip -= len(data)
@@ -2782,8 +2720,8 @@ class _Transfer:
                 self._saved_and_reported()
         if not again:
             self._mismatch(check.stated, actual, f" ({where})")
-        message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-        _logger().warning(message, check.stated.algorithm, where, self._shown_url())
+        message = "Content-Digest (%s) mismatch, %s: fetched again"
+        self._log(_WARNING, message, check.stated.algorithm, where)
         return False
 
     def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
@@ -3816,9 +3754,7 @@ def _hidden_stem(path: str) -> str:
     return os.path.join(directory or ".", "." + name)
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: checking arguments (before anything is sent)
-# ---------------------------------------------------------------------------
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
@@ -4002,9 +3938,7 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     return path
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: the environment and the config file (from_profile and the command line)
-# ---------------------------------------------------------------------------
 
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 
