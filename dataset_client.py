@@ -802,8 +802,8 @@ class _Secrets:
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, reading NO_PROXY as requests and curl do (CIDR blocks too), once a
-    host: urllib rescans os.environ at every request."""
+    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host (urllib rescans os.environ
+    at every request)."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -881,7 +881,7 @@ class _NoProxy:
 
 
 def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    """Host and port of a NO_PROXY entry (``host:port``, ``[v6]:port``, a bare v6 address...)."""
+    """Host and port of a NO_PROXY entry."""
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         return host, int(rest[1:]) if rest[1:].isdigit() else None
@@ -1028,8 +1028,7 @@ class _TooManyInterimResponses(http.client.HTTPException):
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A urllib handler keeping HTTP/1.1 connections alive per (scheme, host or proxy, tunnelled
-    host), reused once their response was read whole; thread-safe."""
+    """A urllib handler keeping HTTP/1.1 connections alive for reuse (thread-safe)."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1123,8 +1122,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy_authorization = headers.pop("Proxy-authorization", None)
         if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
-        # Sent again on a new connection when a kept-alive one is dead (as Go's net/http does):
-        # a GET, or a POST that the service deduplicates by its key.
+        # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
         responses = _response_class(request.deadline)
         connection = self._checkout(key)
@@ -1156,8 +1154,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if not reused:  # the origin answered in its scheme: never probed
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
-            # getresponse() lets go of a close-delimited response's socket: kept, for close(),
-            # interrupt() and a forked child to reach (such a connection is never reused).
+            # getresponse() lets go of a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _read_framing(response)
@@ -1271,8 +1268,8 @@ if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork cal
 
 
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
-    """Verification as requests does it: the system store, plus REQUESTS_CA_BUNDLE's (else
-    CURL_CA_BUNDLE's) file or directory, plus ``ca_bundle``; see _load_ca_bundle for errors."""
+    """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's (else
+    CURL_CA_BUNDLE's) and ``ca_bundle``."""
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it while urllib3 accepts them.
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
@@ -1379,7 +1376,6 @@ def _read_framing(response: _PooledResponse) -> None:
 
 
 def _shortened(text: str, limit: int = 60) -> str:
-    """A header value for a message, shortened."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
@@ -1394,7 +1390,6 @@ class _Deadline:
         return self.ends - time.monotonic()
 
     def check(self, method: str, url: str) -> None:
-        """Raise the deadline's RequestTimeoutError once it is reached."""
         if self.left() <= 0:
             raise self.reached(method, url)
 
@@ -1416,8 +1411,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached, or a retry in ``delay``
-        s past it); None while it may go on."""
+        """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
         if isinstance(error, RequestTimeoutError) and error.deadline is not None:
             return error  # a wait cut short by it
         left = self.left()
@@ -1427,11 +1421,9 @@ class _Deadline:
             ended = self.reached(method, url)
         else:  # a Retry-After or back-off past the deadline
             asked = error.retry_after if isinstance(error, ServiceError) else None
-            wait = (
-                f"the retry in {delay:g} s that Retry-After asks for"
-                if asked is not None
-                else "the next retry"
-            )
+            wait = "the next retry"
+            if asked is not None:
+                wait = f"the retry in {delay:g} s that Retry-After asks for"
             ended = self.reached(method, url, f"comes before {wait}: not waited for", asked)
         ended.__cause__ = error
         return ended
@@ -1453,7 +1445,6 @@ class _Watch:
         self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
 
     def take(self, response: _PooledResponse) -> None:
-        """Read ``response`` through this watch from now on."""
         read = functools.partial(response.mapped, self.read, response)
         response.read = read  # type: ignore[method-assign]
 
@@ -1531,7 +1522,6 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
 
 
 def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
-    """The error for a response the client will not take."""
     where = _request_name(response.method, response.url, response.proxy)
     return InvalidResponseError(f"{where}: {text}", method=response.method, url=response.url)
 
@@ -1604,8 +1594,8 @@ def _may_speak_the_other_scheme(
 
 
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if one probe (on a connection of its own, sending nothing of
-    the request, its socket given to ``hold``) finds within ``wait`` s that the server speaks it."""
+    """``url`` in the other scheme if a probe (sending nothing of the request) finds within
+    ``wait`` s that the server speaks it."""
     parts = urllib.parse.urlsplit(url)
     plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
     host, port = parts.hostname or "", parts.port or (443 if plain else 80)
@@ -1635,8 +1625,7 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
 
 
 def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake (nothing is sent: the request
-    in https:// checks the certificate)."""
+    """Whether the server at host:port completes a TLS handshake (unchecked: nothing is sent)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -1689,8 +1678,7 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo`` in a thread of its own (no lookup can be interrupted), given up at
-    ``deadline``."""
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
     with contextlib.suppress(socket.gaierror):  # an address: no lookup
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1787,8 +1775,8 @@ def _without_body(exc: BaseException) -> ValueError:
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes: past
-    them, the first ``limit`` if ``truncate``, else an InvalidResponseError before they are held."""
+    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``, else
+    refused before they are held)."""
     identity = response.encoding == "identity"
     most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
     raw = _read_at_most(response, most, truncate=truncate)
@@ -1831,8 +1819,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
 
 
 def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body as sent, at most ``limit`` bytes; past them (unless ``truncate``) an
-    InvalidResponseError, raised before they are held."""
+    """The body as sent, at most ``limit`` bytes; more (unless ``truncate``) refused unread."""
     if response.length is not None and response.length <= limit:
         return response.read()
     refused = f"a body of more than {_size(limit)}: refused"
@@ -1849,8 +1836,8 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body. A chunked one with readinto: http.client's read(n) joins
-    the chunks it spans through 80 bytes each (1-byte chunks: 80 times the body)."""
+    """Up to ``size`` bytes of the body; a chunked one with readinto (http.client's read(n) holds
+    each chunk as an object: 1-byte chunks take 80 times the body)."""
     if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
         return response.read(size)
     buffer = bytearray(size)
@@ -1928,8 +1915,7 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
 
 def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be split, or None; in a frame of its own, where the exception (holding
-    the URL) ends."""
+    """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
     try:
         urllib.parse.urlsplit(url)
     except ValueError as exc:
@@ -1944,8 +1930,7 @@ def _escape_finder() -> Callable[[str], re.Match[str] | None]:
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in any mix of the forms servers echo: a character as
-    itself, percent-encoded, JSON-escaped or an HTML entity."""
+    """A function replacing each secret in any mix of the forms servers echo it in."""
     from html.entities import html5  # only an error or log path gets here
 
     entities: dict[str, list[str]] = {}
@@ -2357,12 +2342,9 @@ class _Transfer:
                     return self._fetch_all()
                 except _FileChanged as changed:
                     if restarts == _MAX_RESTARTS:
-                        raise InvalidResponseError(
-                            f"GET {self.url}: the file changed on the server during each of"
-                            f" {restarts + 1} tries",
-                            method="GET",
-                            url=self.url,
-                        ) from None
+                        tries = f"during each of {restarts + 1} tries"
+                        text = f"GET {self.url}: the file changed on the server {tries}"
+                        raise InvalidResponseError(text, method="GET", url=self.url) from None
                     self.resume_refused |= isinstance(changed, _ResumeRefused)
                     self._log(_INFO, "starting over: %s", changed.reason)
                     self._restart()
@@ -2573,8 +2555,7 @@ class _Transfer:
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """Check that ``response`` holds ``part``'s bytes of this file, or the whole file anew;
-        return the part its body fills."""
+        """The part ``response``'s body fills: ``part``'s bytes of this file, or the whole file."""
         self._check_running(part)  # merged while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
@@ -2625,8 +2606,8 @@ class _Transfer:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A ranged request answered with the whole file, same validator: ranges are ignored, and
-        the file is one part again, on the first response while it is read, else on this one."""
+        """A range answered with the whole file: one part again, on the first response while it is
+        read, else on this one."""
         if (
             response.status != 200
             or _validator(response.headers) != self.validator
@@ -2767,7 +2748,6 @@ class _Transfer:
             raise _PartStopped
 
     def _check_in_time(self) -> None:
-        """Raise when the deadline is reached or the client closed."""
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
@@ -3666,9 +3646,8 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` opened to write when it is no regular file (else None): a descriptor (this
-    process's duplicated, another's opened to append); a FIFO or device, the one looked at, only
-    where ``fs.protected_fifos`` would let the user open it with O_CREAT."""
+    """``file_path`` opened to write if a descriptor, FIFO or device (else None); another user's
+    FIFO or device only where ``fs.protected_fifos`` would let O_CREAT open it."""
     if match := _descriptor_directory(file_path):
         if match[1] in (None, "self", "thread-self", str(os.getpid())):
             try:  # abspath: "/dev/fd/1/" names 1 too
