@@ -1233,12 +1233,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         with self._lock:
             self._busy.pop(connection, None)
             idle = self._idle.setdefault(key, [])
-            if (
-                reusable
-                and connection.sock is not None
-                and not self.closed
-                and len(idle) < _MAX_IDLE_PER_ORIGIN
-            ):
+            kept = reusable and connection.sock is not None and not self.closed
+            if kept and len(idle) < _MAX_IDLE_PER_ORIGIN:
                 idle.append(connection)
                 return
         connection.close()
@@ -1370,9 +1366,7 @@ def _read_framing(response: _PooledResponse) -> None:
         raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
     if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
         response.close()
-        raise _invalid(
-            response, f"Content-Length {_shortened(str(lengths[0]))} is larger than any file"
-        )
+        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
 
 
 def _shortened(text: str, limit: int = 60) -> str:
@@ -2592,15 +2586,11 @@ class _Transfer:
         first, last, total = parsed
         end = part.end if part.end is not None else total
         if end is None:
-            raise _invalid(
-                response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
-            )
+            unknown = "a 206 of a file of unknown length (Content-Range total '*'): refused"
+            raise _invalid(response, unknown)
         if not ranged or first != part.offset or last + 1 != end:
-            raise _invalid(
-                response,
-                f"asked to resume at byte {part.offset}, got Content-Range"
-                f" {_shortened(given or '')!r}",
-            )
+            got = f"got Content-Range {_shortened(given or '')!r}"
+            raise _invalid(response, f"asked to resume at byte {part.offset}, {got}")
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
         part.end = end
@@ -2608,11 +2598,8 @@ class _Transfer:
     def _refused_range(self, response: _PooledResponse) -> _Part:
         """A range answered with the whole file: one part again, on the first response while it is
         read, else on this one."""
-        if (
-            response.status != 200
-            or _validator(response.headers) != self.validator
-            or self._other_version(response)
-        ):
+        same = response.status == 200 and _validator(response.headers) == self.validator
+        if not same or self._other_version(response):
             raise _FileChanged  # one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
@@ -2716,15 +2703,10 @@ class _Transfer:
     def _saved_and_reported(self) -> None:
         state = self.target.state
         if state is not None and self.validator is not None and self.total is not None:
-            state.save(
-                {
-                    "url": self.url,
-                    "validator": self.validator,
-                    "total": self.total,
-                    "parts": [[part.start, part.end, part.done] for part in self.parts],
-                    "digests": [[d.header, d.algorithm, d.value] for d in self.digests or ()],
-                }
-            )
+            parts = [[part.start, part.end, part.done] for part in self.parts]
+            digests = [[d.header, d.algorithm, d.value] for d in self.digests or ()]
+            saved = {"url": self.url, "validator": self.validator, "total": self.total}
+            state.save({**saved, "parts": parts, "digests": digests})
         if self.progress is not None:
             self.progress(self._written, self.total)
 
@@ -4076,13 +4058,8 @@ def _shell_quoted(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-# The command line is dataset_client_cli.py: main() runs the one beside this file (loaded by path:
-# python -I leaves this directory off sys.path), else an installed one.
-
-_NO_COMMAND_LINE = (
-    "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
-    " dataset_client.py, or pip install dataset-client\n"
-)
+# main() runs the dataset_client_cli.py beside this file (by path: python -I leaves this directory
+# off sys.path), else an installed one.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -4097,7 +4074,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import dataset_client_cli
     except ImportError:
-        sys.stderr.write(_NO_COMMAND_LINE)
+        sys.stderr.write(
+            "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
+            " dataset_client.py, or pip install dataset-client\n"
+        )
         return 2
     return dataset_client_cli.main(argv)
 
