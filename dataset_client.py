@@ -326,8 +326,7 @@ class DatasetClient:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
             self._credentials = _merge_headers(key, extra)
-        # For a copy or an unpickled client.
-        self._arguments: dict[str, Any] = {
+        self._arguments: dict[str, Any] = {  # for a copy or an unpickled client
             "base_url": base_url,
             "api_key": api_key,
             "timeout": timeout,
@@ -974,7 +973,7 @@ def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline (a head trickled a byte at a time)."""
+    """A socket's stream whose receives end at a deadline (a head or CONNECT answer trickled)."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
@@ -1028,7 +1027,8 @@ class _TooManyInterimResponses(http.client.HTTPException):
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A urllib handler keeping HTTP/1.1 connections alive for reuse (thread-safe)."""
+    """A urllib handler keeping HTTP/1.1 connections alive for reuse (thread-safe); close() ends
+    them all, those in use included."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1946,8 +1946,8 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for one character of a secret in each form; each starts with a literal, which
-    the regex engine skips ahead to (five times faster through a long body)."""
+    """A pattern for one character of a secret: itself, percent-encoded, JSON-escaped or an HTML
+    entity; each escape starts with a literal the regex engine skips to (five times faster)."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
@@ -2061,7 +2061,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 def _clear_library_frames(error: BaseException) -> None:
     """Clear the locals of this module's and the standard library's (json's holds the body)
-    finished frames in ``error``'s chain."""
+    finished frames in ``error``'s chain; a caller's are left."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -2716,13 +2716,10 @@ class _Transfer:
             with self.lock:
                 self._saved_and_reported()
         elif part.remaining:
-            expected = part.end - part.start
+            expected, received = part.end - part.start, part.done
+            text = f"GET {response.url}: connection closed after {received} of {expected} bytes"
             raise IncompleteResponseError(
-                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
-                method="GET",
-                url=response.url,
-                expected=expected,
-                received=part.done,
+                text, method="GET", url=response.url, expected=expected, received=received
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -2733,9 +2730,8 @@ class _Transfer:
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
-            raise ClientClosedError(
-                f"the DatasetClient was closed during GET {self.url}", method="GET", url=self.url
-            )
+            text = f"the DatasetClient was closed during GET {self.url}"
+            raise ClientClosedError(text, method="GET", url=self.url)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every part's wait or read at once."""
@@ -2960,7 +2956,7 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 class _Sink:
     """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
-    state: _StateFile | None = None  # a resumable download's state
+    state: _StateFile | None = None
     read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
