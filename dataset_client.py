@@ -145,9 +145,7 @@ def _fcntl() -> Any:
     return fcntl
 
 
-# ---------------------------------------------------------------------------
 # Exceptions
-# ---------------------------------------------------------------------------
 
 
 class DatasetClientError(Exception):
@@ -281,9 +279,7 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
-# ---------------------------------------------------------------------------
 # The client
-# ---------------------------------------------------------------------------
 
 
 class DatasetClient:
@@ -330,8 +326,7 @@ class DatasetClient:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
             self._credentials = _merge_headers(key, extra)
-        # For a copy or an unpickled client.
-        self._arguments: dict[str, Any] = {
+        self._arguments: dict[str, Any] = {  # for a copy or an unpickled client
             "base_url": base_url,
             "api_key": api_key,
             "timeout": timeout,
@@ -354,7 +349,8 @@ class DatasetClient:
         self._proxies: dict[str, str] = proxies.proxies  # type: ignore[attr-defined]
         self._secrets = _secret_texts([api_key or "", *extra.values()], self._proxies)
         if api_key is not None and self._origin[0] == "http" and not _is_loopback(self._origin[1]):
-            _warn_of_a_key_in_clear(self._origin[1])
+            clear = "the API key goes to %s over plain http://: it travels in clear (use https://)"
+            _logger().warning(clear, self._origin[1], extra={"lasting": True})
 
     def __repr__(self) -> str:
         # Also for a client whose constructor failed (in a traceback's locals).
@@ -492,7 +488,7 @@ class DatasetClient:
             for check in transfer.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
 
-    # end of public API --------------------------------------------------------
+    # end of public API
 
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
@@ -801,17 +797,12 @@ class _Secrets:
         return self.redact(text) != text
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: the connection pool
-# ---------------------------------------------------------------------------
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, reading NO_PROXY as requests and curl do, deciding it once per host.
-
-    urllib matches NO_PROXY entries as name suffixes only (no CIDR blocks), and rescans
-    os.environ on every request (about 50 us each).
-    """
+    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host (urllib rescans os.environ
+    at every request)."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -889,7 +880,7 @@ class _NoProxy:
 
 
 def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    """Host and port of a NO_PROXY entry (``host:port``, ``[v6]:port``, a bare v6 address...)."""
+    """Host and port of a NO_PROXY entry."""
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         return host, int(rest[1:]) if rest[1:].isdigit() else None
@@ -925,10 +916,8 @@ class _PooledResponse(http.client.HTTPResponse):
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
-        """Read the rest of the head through a _HeadReader unless its end is already buffered.
-
-        http.client takes the stream's end for the head's: a cut head would pass for a whole one.
-        """
+        """Read the rest of the head through a _HeadReader: http.client takes the stream's end for
+        the head's end."""
         ahead = self.fp.peek()
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
             return  # no headers, or lines ending in LF alone
@@ -956,8 +945,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return _transport_error(exc, self.method, self.url, proxy=self.proxy)
 
     def close(self) -> None:
-        # http.client drops ``fp`` once the body is read to its end; a connection with a body
-        # left unread would take it for the next response, so it goes.
+        # http.client drops ``fp`` at the body's end; a body left unread: the connection goes.
         complete = self.fp is None
         super().close()
         release, self._release = self._release, None
@@ -985,8 +973,7 @@ def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline: a head (or a CONNECT tunnel's answer)
-    trickled a byte at a time escapes every per-receive time-out."""
+    """A socket's stream whose receives end at a deadline (a head or CONNECT answer trickled)."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
@@ -1040,12 +1027,8 @@ class _TooManyInterimResponses(http.client.HTTPException):
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A urllib handler that keeps HTTP/1.1 connections alive and reuses them (thread-safe).
-
-    Kept per (scheme, host or proxy, tunnelled host), reused only once their response was
-    read to the end and the server has not closed them, never by a forked child; ``close()``
-    ends them all, those in use by other threads included.
-    """
+    """A urllib handler keeping HTTP/1.1 connections alive for reuse (thread-safe); close() ends
+    them all, those in use included."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1064,11 +1047,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: close its copies of the parent's connections' descriptors.
-
-        Not through http.client or io: a response's reader lock, held by a parent thread at
-        the fork, is held for ever in the child. Detached: no later close hits a reused number.
-        """
+        """In a forked child: close its copies of the parent's sockets, detached (no later close
+        hits a reused number), not through io (a parent thread's lock is held for ever)."""
         inherited = [
             *self._busy,
             *(connection for idle in self._idle.values() for connection in idle),
@@ -1142,10 +1122,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy_authorization = headers.pop("Proxy-authorization", None)
         if proxy_authorization and not tunnel:
             headers["Proxy-Authorization"] = proxy_authorization
-        # Sent again on a new connection when a kept-alive one is dead (as Go's net/http does):
-        # a GET, or a POST that the service deduplicates by its key.
+        # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
-        responses = _response_class(request.deadline) if request.deadline else _PooledResponse
+        responses = _response_class(request.deadline)
         connection = self._checkout(key)
         while True:
             reused = connection is not None
@@ -1175,8 +1154,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if not reused:  # the origin answered in its scheme: never probed
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
-            # getresponse() lets go of a close-delimited response's socket: kept, for close(),
-            # interrupt() and a forked child to reach (such a connection is never reused).
+            # getresponse() lets go of a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _read_framing(response)
@@ -1255,12 +1233,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         with self._lock:
             self._busy.pop(connection, None)
             idle = self._idle.setdefault(key, [])
-            if (
-                reusable
-                and connection.sock is not None
-                and not self.closed
-                and len(idle) < _MAX_IDLE_PER_ORIGIN
-            ):
+            kept = reusable and connection.sock is not None and not self.closed
+            if kept and len(idle) < _MAX_IDLE_PER_ORIGIN:
                 idle.append(connection)
                 return
         connection.close()
@@ -1290,8 +1264,8 @@ if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork cal
 
 
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
-    """Verification as requests does it: the system store, plus REQUESTS_CA_BUNDLE's (else
-    CURL_CA_BUNDLE's) file or directory, plus ``ca_bundle``; see _load_ca_bundle for errors."""
+    """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's (else
+    CURL_CA_BUNDLE's) and ``ca_bundle``."""
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it while urllib3 accepts them.
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
@@ -1373,8 +1347,7 @@ def _shut_down(sock: socket.socket | None) -> None:
 
 
 def _read_framing(response: _PooledResponse) -> None:
-    """Refuse a cut head or an ambiguous length (RFC 9112 6.3: several, or not a number; http.client
-    takes the first, or reads to the close); note the Content-Encoding."""
+    """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
     head: Any = response.fp
     if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
         response.fp = head.raw
@@ -1391,17 +1364,12 @@ def _read_framing(response: _PooledResponse) -> None:
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
         raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    if (
-        response.length is not None and response.length > _MAX_SIZE
-    ):  # thousands of digits: no file is so large
+    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
         response.close()
-        raise _invalid(
-            response, f"Content-Length {_shortened(str(lengths[0]))} is larger than any file"
-        )
+        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
 
 
 def _shortened(text: str, limit: int = 60) -> str:
-    """A header value for a message: a server's thousands of digits are not repeated whole."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
@@ -1416,7 +1384,6 @@ class _Deadline:
         return self.ends - time.monotonic()
 
     def check(self, method: str, url: str) -> None:
-        """Raise the deadline's RequestTimeoutError once it is reached."""
         if self.left() <= 0:
             raise self.reached(method, url)
 
@@ -1438,8 +1405,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached, or a retry in ``delay``
-        seconds would come after it); None while the call may go on."""
+        """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
         if isinstance(error, RequestTimeoutError) and error.deadline is not None:
             return error  # a wait cut short by it
         left = self.left()
@@ -1447,25 +1413,19 @@ class _Deadline:
             return None
         if left <= 0 or delay is None:
             ended = self.reached(method, url)
-        else:  # the server asked for a wait (Retry-After) or the back-off is one, past the deadline
+        else:  # a Retry-After or back-off past the deadline
             asked = error.retry_after if isinstance(error, ServiceError) else None
-            wait = (
-                f"the retry in {delay:g} s that Retry-After asks for"
-                if asked is not None
-                else "the next retry"
-            )
+            wait = "the next retry"
+            if asked is not None:
+                wait = f"the retry in {delay:g} s that Retry-After asks for"
             ended = self.reached(method, url, f"comes before {wait}: not waited for", asked)
         ended.__cause__ = error
         return ended
 
 
 class _Watch:
-    """The reads of one response, within the call's deadline and above ``min_rate``.
-
-    http.client's ``read(n)`` waits for all ``n`` bytes, however slowly they trickle: here each
-    receive is checked. Less than ``min_rate`` bytes a second over ``timeout`` seconds (30 when
-    None) is a stall: a RequestTimeoutError.
-    """
+    """A response's reads, each receive checked (http.client's read(n) waits for all n bytes):
+    within the deadline, and a stall below ``min_rate`` over ``timeout`` (or 30) s."""
 
     def __init__(
         self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
@@ -1479,13 +1439,12 @@ class _Watch:
         self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
 
     def take(self, response: _PooledResponse) -> None:
-        """Read ``response`` through this watch from now on."""
         read = functools.partial(response.mapped, self.read, response)
         response.read = read  # type: ignore[method-assign]
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``, a receive at a time; the bytes received before a stall or the
-        deadline are returned first (a resumed download keeps them), the error by the next read."""
+        """``response.read(amount)``, a receive at a time; bytes before a stall or the deadline are
+        returned, the error raised by the next read."""
         if self.ended is not None:
             if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
                 return b""
@@ -1548,9 +1507,7 @@ class _Watch:
         return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: responses and errors
-# ---------------------------------------------------------------------------
 
 
 def _request_name(method: str, url: str, proxy: str | None) -> str:
@@ -1559,7 +1516,6 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
 
 
 def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
-    """The error for a response the client will not take."""
     where = _request_name(response.method, response.url, response.proxy)
     return InvalidResponseError(f"{where}: {text}", method=response.method, url=response.url)
 
@@ -1632,8 +1588,8 @@ def _may_speak_the_other_scheme(
 
 
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if one probe (on a connection of its own, sending nothing of
-    the request, its socket given to ``hold``) finds within ``wait`` s that the server speaks it."""
+    """``url`` in the other scheme if a probe (sending nothing of the request) finds within
+    ``wait`` s that the server speaks it."""
     parts = urllib.parse.urlsplit(url)
     plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
     host, port = parts.hostname or "", parts.port or (443 if plain else 80)
@@ -1663,8 +1619,7 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
 
 
 def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake (nothing is sent: the request
-    in https:// checks the certificate)."""
+    """Whether the server at host:port completes a TLS handshake (unchecked: nothing is sent)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -1717,8 +1672,7 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo``, given up at ``deadline``: in a thread of its own, as no lookup can be
-    interrupted."""
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
     with contextlib.suppress(socket.gaierror):  # an address: no lookup
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1815,8 +1769,8 @@ def _without_body(exc: BaseException) -> ValueError:
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body with its gzip Content-Encoding undone, at most ``limit`` decoded bytes: past
-    them, the first ``limit`` if ``truncate``, else an InvalidResponseError before they are held."""
+    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``, else
+    refused before they are held)."""
     identity = response.encoding == "identity"
     most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
     raw = _read_at_most(response, most, truncate=truncate)
@@ -1840,12 +1794,8 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate the gzip members of ``data`` (RFC 1952 2.2) onto ``decoded``, at most ``limit + 1``
-    bytes; returns how many.
-
-    Fed in pieces that start small and double: zlib copies the rest of a member's piece
-    (``unused_data``), so thousands of tiny members fed whole would copy the body each time.
-    """
+    """Inflate the gzip members of ``data`` onto ``decoded``, at most ``limit + 1`` bytes; how
+    many. Fed in doubling pieces: zlib copies a piece's rest (thousands of tiny members)."""
     offset = inflated = 0
     while offset < len(data):
         decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
@@ -1863,8 +1813,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
 
 
 def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body as sent, at most ``limit`` bytes; past them (unless ``truncate``) an
-    InvalidResponseError, raised before they are held."""
+    """The body as sent, at most ``limit`` bytes; more (unless ``truncate``) refused unread."""
     if response.length is not None and response.length <= limit:
         return response.read()
     refused = f"a body of more than {_size(limit)}: refused"
@@ -1881,8 +1830,8 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body. A chunked one with readinto: http.client's read(n) joins
-    the chunks it spans through 80 bytes each (1-byte chunks: 80 times the body)."""
+    """Up to ``size`` bytes of the body; a chunked one with readinto (http.client's read(n) holds
+    each chunk as an object: 1-byte chunks take 80 times the body)."""
     if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
         return response.read(size)
     buffer = bytearray(size)
@@ -1922,10 +1871,8 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """The credentials to redact in what a server sends back: ``values`` (the key, the extra
-    headers' values), the proxies' passwords (as given and decoded) and Basic credentials,
-    each also in base64. Under 4 characters a value is no secret, and its redaction would hide
-    the body."""
+    """What to redact in what a server sends: ``values``, the proxies' passwords and Basic
+    credentials, each also in base64; under 4 characters no secret (it would hide the body)."""
     import base64  # already imported by urllib.request
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
@@ -1937,10 +1884,8 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password (as in its URL) and Basic credentials (base64 of ``USER:PASSWORD``).
-
-    An unreadable proxy URL is a ValueError naming its variable, never showing it (a password).
-    """
+    """Each proxy's password (as in its URL) and Basic credentials; an unreadable proxy URL is a
+    ValueError naming its variable, not its value."""
     import base64
 
     found = []
@@ -1964,8 +1909,7 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
 
 def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be split (a broken IPv6 literal), or None; in a frame of its own, where
-    the exception and its frames, which hold the URL, end."""
+    """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
     try:
         urllib.parse.urlsplit(url)
     except ValueError as exc:
@@ -1975,15 +1919,12 @@ def _unreadable_url(url: str) -> str | None:
 
 @functools.cache
 def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: what every form but the character itself
-    starts with (see _character_forms)."""
+    """The first escape (percent, JSON, HTML) in a text: how every other form starts."""
     return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in every form servers echo it in, whatever mix of them:
-    each character as itself, percent-encoded (either case), JSON-escaped (``\\/``, ``\\u002f``) or
-    an HTML entity (``&#47;``, ``&#x2F;``, ``&sol;``)."""
+    """A function replacing each secret in any mix of the forms servers echo it in."""
     from html.entities import html5  # only an error or log path gets here
 
     entities: dict[str, list[str]] = {}
@@ -2005,9 +1946,8 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for one character of a secret, in each form ``_forms_redactor`` lists; each starts
-    with a literal ("%", "\\", "&") outside the case-insensitive groups, which the regular
-    expression engine skips ahead to (five times faster through a long body)."""
+    """A pattern for one character of a secret: itself, percent-encoded, JSON-escaped or an HTML
+    entity; each escape starts with a literal the regex engine skips to (five times faster)."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
@@ -2066,8 +2006,7 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
 def _redact_nested(
     value: dict[Any, Any] | list[Any], secrets: _Secrets
 ) -> dict[Any, Any] | list[Any]:
-    """A copy of nested dicts and lists with every string redacted; without recursion, as a payload
-    may nest thousands deep."""
+    """A copy with every string redacted; without recursion (a payload may nest thousands deep)."""
 
     def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, dict):
@@ -2128,8 +2067,8 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of the finished frames of this module and the standard library (json's
-    holds the body) that ``error`` and its chain went through; a caller's frames are left."""
+    """Clear the locals of this module's and the standard library's (json's holds the body)
+    finished frames in ``error``'s chain; a caller's are left."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -2230,15 +2169,6 @@ def _redirect_target(method: str, url: str, location: str) -> str:
         ) from None
 
 
-def _warn_of_a_key_in_clear(host: str) -> None:
-    """Said once per client, as it is made; "lasting": the CLI prints it whole."""
-    _logger().warning(
-        "the API key goes to %s over plain http://: it travels in clear (use https://)",
-        host,
-        extra={"lasting": True},
-    )
-
-
 def _is_loopback(host: str) -> bool:
     """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
@@ -2286,9 +2216,7 @@ def _size(count: float) -> str:
     return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: downloads
-# ---------------------------------------------------------------------------
 
 
 class _FileChanged(Exception):
@@ -2403,8 +2331,9 @@ class _Transfer:
         position = self.target.position
         return sum(part.done for part in self.parts) if position is None else position
 
-    def _shown_url(self) -> str:
-        return _showable_url(self.url, self.requests.secrets)
+    def _log(self, level: int, message: str, *arguments: object) -> None:
+        shown = _showable_url(self.url, self.requests.secrets)
+        _logger().log(level, f"{message}, GET %s", *arguments, shown)
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
@@ -2415,14 +2344,11 @@ class _Transfer:
                     return self._fetch_all()
                 except _FileChanged as changed:
                     if restarts == _MAX_RESTARTS:
-                        raise InvalidResponseError(
-                            f"GET {self.url}: the file changed on the server during each of"
-                            f" {restarts + 1} tries",
-                            method="GET",
-                            url=self.url,
-                        ) from None
+                        tries = f"during each of {restarts + 1} tries"
+                        text = f"GET {self.url}: the file changed on the server {tries}"
+                        raise InvalidResponseError(text, method="GET", url=self.url) from None
                     self.resume_refused |= isinstance(changed, _ResumeRefused)
-                    _logger().info("starting over: %s, GET %s", changed.reason, self._shown_url())
+                    self._log(_INFO, "starting over: %s", changed.reason)
                     self._restart()
         except DatasetClientError as error:  # its message and url may name a secret
             _redact_error(error, self.requests.secrets.shown())
@@ -2502,16 +2428,10 @@ class _Transfer:
                         with self.lock:
                             kept, self.kept = self.kept, None
                     if kept and response.status == 206:
-                        shown = self._shown_url()
-                        said = "resuming: %s of %s already downloaded, GET %s"
-                        _logger().info(said, *kept, shown)
+                        self._log(_INFO, "resuming: %s of %s already downloaded", *kept)
                     elif response.status == 206 and part.done and attempts > 1:
-                        _logger().info(
-                            "resuming at %s of %s after an interruption, GET %s",
-                            _size(part.offset),
-                            _size(self.total or 0),
-                            self._shown_url(),
-                        )
+                        at = _size(part.offset), _size(self.total or 0)
+                        self._log(_INFO, "resuming at %s of %s after an interruption", *at)
                     self._copy_body(response, part)
                     if response.status == 206 and response.read(1):
                         raise _invalid(response, "the 206 body runs past its Content-Range")
@@ -2642,8 +2562,7 @@ class _Transfer:
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """Check that ``response`` holds ``part``'s bytes of this file, or the whole file anew;
-        return the part its body fills."""
+        """The part ``response``'s body fills: ``part``'s bytes of this file, or the whole file."""
         self._check_running(part)  # merged while its request was under way
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
@@ -2680,27 +2599,20 @@ class _Transfer:
         first, last, total = parsed
         end = part.end if part.end is not None else total
         if end is None:
-            raise _invalid(
-                response, "a 206 of a file of unknown length (Content-Range total '*'): refused"
-            )
+            unknown = "a 206 of a file of unknown length (Content-Range total '*'): refused"
+            raise _invalid(response, unknown)
         if not ranged or first != part.offset or last + 1 != end:
-            raise _invalid(
-                response,
-                f"asked to resume at byte {part.offset}, got Content-Range"
-                f" {_shortened(given or '')!r}",
-            )
+            got = f"got Content-Range {_shortened(given or '')!r}"
+            raise _invalid(response, f"asked to resume at byte {part.offset}, {got}")
         if response.length is not None and response.length != last + 1 - first:
             raise _invalid(response, "its Content-Length and Content-Range disagree")
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A ranged request answered with the whole file, same validator: ranges are ignored, and
-        the file is one part again, on the first response while it is read, else on this one."""
-        if (
-            response.status != 200
-            or _validator(response.headers) != self.validator
-            or self._other_version(response)
-        ):
+        """A range answered with the whole file: one part again, on the first response while it is
+        read, else on this one."""
+        same = response.status == 200 and _validator(response.headers) == self.validator
+        if not same or self._other_version(response):
             raise _FileChanged  # one part cannot start over alone
         with self.lock:
             streaming = self.whole_file_response is not None
@@ -2715,11 +2627,7 @@ class _Transfer:
         self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
-        _logger().info(
-            "the server ignores ranges: one stream from %s on, GET %s",
-            _size(whole.done),
-            self._shown_url(),
-        )
+        self._log(_INFO, "the server ignores ranges: one stream from %s on", _size(whole.done))
         skip = whole.done
         while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
             skip -= len(data)
@@ -2793,8 +2701,8 @@ class _Transfer:
                 self._saved_and_reported()
         if not again:
             self._mismatch(check.stated, actual, f" ({where})")
-        message = "Content-Digest (%s) mismatch, %s: fetched again, GET %s"
-        _logger().warning(message, check.stated.algorithm, where, self._shown_url())
+        message = "Content-Digest (%s) mismatch, %s: fetched again"
+        self._log(_WARNING, message, check.stated.algorithm, where)
         return False
 
     def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
@@ -2808,15 +2716,10 @@ class _Transfer:
     def _saved_and_reported(self) -> None:
         state = self.target.state
         if state is not None and self.validator is not None and self.total is not None:
-            state.save(
-                {
-                    "url": self.url,
-                    "validator": self.validator,
-                    "total": self.total,
-                    "parts": [[part.start, part.end, part.done] for part in self.parts],
-                    "digests": [[d.header, d.algorithm, d.value] for d in self.digests or ()],
-                }
-            )
+            parts = [[part.start, part.end, part.done] for part in self.parts]
+            digests = [[d.header, d.algorithm, d.value] for d in self.digests or ()]
+            saved = {"url": self.url, "validator": self.validator, "total": self.total}
+            state.save({**saved, "parts": parts, "digests": digests})
         if self.progress is not None:
             self.progress(self._written, self.total)
 
@@ -2826,13 +2729,10 @@ class _Transfer:
             with self.lock:
                 self._saved_and_reported()
         elif part.remaining:
-            expected = part.end - part.start
+            expected, received = part.end - part.start, part.done
+            text = f"GET {response.url}: connection closed after {received} of {expected} bytes"
             raise IncompleteResponseError(
-                f"GET {response.url}: connection closed after {part.done} of {expected} bytes",
-                method="GET",
-                url=response.url,
-                expected=expected,
-                received=part.done,
+                text, method="GET", url=response.url, expected=expected, received=received
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -2840,13 +2740,11 @@ class _Transfer:
             raise _PartStopped
 
     def _check_in_time(self) -> None:
-        """Raise when the deadline is reached or the client closed."""
         if self.limits.deadline is not None:
             self.limits.deadline.check("GET", self.url)
         if self.requests.closed():
-            raise ClientClosedError(
-                f"the DatasetClient was closed during GET {self.url}", method="GET", url=self.url
-            )
+            text = f"the DatasetClient was closed during GET {self.url}"
+            raise ClientClosedError(text, method="GET", url=self.url)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every part's wait or read at once."""
@@ -3071,7 +2969,7 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 class _Sink:
     """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
-    state: _StateFile | None = None  # a resumable download's state
+    state: _StateFile | None = None
     read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
     write_at: Callable[[int, bytes], None]
     reset: Callable[[], None]  # forget what was written: the file is sent anew
@@ -3739,9 +3637,8 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` opened to write when it is no regular file (else None): a descriptor (this
-    process's duplicated, another's opened to append); a FIFO or device, the one looked at, only
-    where ``fs.protected_fifos`` would let the user open it with O_CREAT."""
+    """``file_path`` opened to write if a descriptor, FIFO or device (else None); another user's
+    FIFO or device only where ``fs.protected_fifos`` would let O_CREAT open it."""
     if match := _descriptor_directory(file_path):
         if match[1] in (None, "self", "thread-self", str(os.getpid())):
             try:  # abspath: "/dev/fd/1/" names 1 too
@@ -3827,9 +3724,7 @@ def _hidden_stem(path: str) -> str:
     return os.path.join(directory or ".", "." + name)
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: checking arguments (before anything is sent)
-# ---------------------------------------------------------------------------
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
@@ -4014,9 +3909,7 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     return path
 
 
-# ---------------------------------------------------------------------------
 # Private helpers: the environment and the config file (from_profile and the command line)
-# ---------------------------------------------------------------------------
 
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 
@@ -4175,13 +4068,8 @@ def _shell_quoted(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-# The command line is dataset_client_cli.py: main() runs the one beside this file (loaded by path:
-# python -I leaves this directory off sys.path), else an installed one.
-
-_NO_COMMAND_LINE = (
-    "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
-    " dataset_client.py, or pip install dataset-client\n"
-)
+# main() runs the dataset_client_cli.py beside this file (by path: python -I leaves this directory
+# off sys.path), else an installed one.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -4196,7 +4084,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import dataset_client_cli
     except ImportError:
-        sys.stderr.write(_NO_COMMAND_LINE)
+        sys.stderr.write(
+            "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
+            " dataset_client.py, or pip install dataset-client\n"
+        )
         return 2
     return dataset_client_cli.main(argv)
 
