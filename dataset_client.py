@@ -1,21 +1,25 @@
-"""A synchronous client for the dataset query and export service (Python 3.11+, stdlib only).
+"""A synchronous client for the dataset query and export service (Python
+3.11+, stdlib only).
 
-Copy ``dataset_client.py`` into your tree to import the client; put ``dataset_client_cli.py`` beside
-it for the ``dataset-client`` command line (``pip install`` gives both).
+Copy ``dataset_client.py`` into your tree to import the client; put
+``dataset_client_cli.py`` beside it for the ``dataset-client`` command line
+(``pip install`` gives both).
 
-Every error about a request derives from ``DatasetClientError`` and the built-in in brackets::
+Every error about a request derives from ``DatasetClientError`` and the
+built-in in brackets::
 
     DatasetClientError
-    ├── ServiceError (RuntimeError)          the service answered >= 400 (or a 3xx was left)
-    ├── RequestTimeoutError (TimeoutError)   a time-out, the deadline, a stalled download
-    ├── NetworkError (ConnectionError)       refused, reset, closed early, TLS failure
-    │   └── IncompleteResponseError          a body shorter than Content-Length
-    ├── InvalidResponseError (ValueError)    a body, redirect, range or framing refused
-    ├── ChecksumMismatchError (ValueError)   the bytes do not match the sha256 or server's digest
-    └── ClientClosedError (RuntimeError)     the client was used after (or closed during) a call
+    ├── ServiceError (RuntimeError)         the service answered >= 400
+    ├── RequestTimeoutError (TimeoutError)  timed out, deadline, stalled
+    ├── NetworkError (ConnectionError)      refused, reset, TLS failed
+    │   └── IncompleteResponseError         a body cut short
+    ├── InvalidResponseError (ValueError)   a body or framing refused
+    ├── ChecksumMismatchError (ValueError)  sha256 or digest differ
+    └── ClientClosedError (RuntimeError)    used after (or during) close()
 
-Bad arguments raise ``TypeError``/``ValueError`` before anything is sent; the file system's errors
-are its ``OSError``. Licence: MIT. Copyright (c) 2026 the dataset-client authors.
+Bad arguments raise ``TypeError``/``ValueError`` before anything is sent;
+the file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
+2026 the dataset-client authors.
 """
 
 from __future__ import annotations
@@ -149,8 +153,9 @@ def _fcntl() -> Any:
 
 
 class DatasetClientError(Exception):
-    """Base of the client's errors about a request. Fields (keyword arguments): ``method``,
-    ``url``, ``connecting`` (never sent), ``attempts``, and a subclass's."""
+    """Base of the client's errors about a request. Fields (keyword arguments):
+    ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
+    subclass's."""
 
     method: str = ""
     url: str = ""
@@ -190,9 +195,10 @@ def _rebuilt_error(
 class ServiceError(DatasetClientError, RuntimeError):
     """The service answered >= 400, or a 3xx was left after redirects.
 
-    ``str()``: ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``, ``headers``,
-    ``body`` (its start), ``payload`` (JSON or None), ``message`` (the service's), ``request_id``,
-    ``retry_after`` (seconds), ``proxy``.
+    ``str()``: ``404 Not Found: GET URL: message``. Fields: ``status``,
+    ``reason``, ``headers``, ``body`` (its start), ``payload`` (JSON or None),
+    ``message`` (the service's), ``request_id``, ``retry_after`` (seconds),
+    ``proxy``.
     """
 
     status: int
@@ -238,8 +244,9 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """A wait outlasted ``timeout``, the call its ``deadline`` (then set, with ``retry_after``
-    when the server asked to wait past it), or a download stalled below ``min_rate``."""
+    """A wait outlasted ``timeout``, the call its ``deadline`` (then set, with
+    ``retry_after`` when the server asked to wait past it), or a download
+    stalled below ``min_rate``."""
 
     deadline: float | None = None
     retry_after: float | None = None
@@ -247,7 +254,8 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """Refused, reset, closed early, or TLS failed (``certificate``: the server's was refused)."""
+    """Refused, reset, closed early, or TLS failed (``certificate``: the server's
+    was refused)."""
 
     certificate: bool = False
 
@@ -260,15 +268,16 @@ class IncompleteResponseError(NetworkError):
 
 
 class InvalidResponseError(DatasetClientError, ValueError):
-    """A 2xx body not JSON, a bad redirect, range or framing; ``received``, ``expected``: a
-    download's size and the announced one."""
+    """A 2xx body not JSON, a bad redirect, range or framing; ``received``,
+    ``expected``: a download's size and the announced one."""
 
     received: int | None = None
     expected: int | None = None
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
-    """The bytes' digest is ``actual``, not ``expected`` (``sha256``, or the server's)."""
+    """The bytes' digest is ``actual``, not ``expected`` (``sha256``, or the
+    server's)."""
 
     method = "GET"
     expected: str = ""
@@ -283,12 +292,13 @@ class ClientClosedError(DatasetClientError, RuntimeError):
 
 
 class DatasetClient:
-    """A client for one service; threads may share it, ``close()`` ends its connections.
+    """A client for one service, which threads may share.
 
-    ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout`` bounds connecting
-    and each wait, ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides the
-    system's. A copy or pickle (holding the key) is a new client with the same settings; one
-    given an ``ssl_context`` does not pickle.
+    ``close()`` ends its connections. ``api_key`` and ``headers`` go to
+    ``base_url``'s origin only; ``timeout`` bounds connecting and each wait,
+    ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides
+    the system's. A copy or pickle (holding the key) is a new client with the
+    same settings; one given an ``ssl_context`` does not pickle.
     """
 
     def __init__(
@@ -379,10 +389,11 @@ class DatasetClient:
     @classmethod
     def from_profile(cls, profile: str | None = None, **settings: Any) -> DatasetClient:
         """The client the command line builds: ``base_url`` and ``api_key`` from
-        $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY, else from the config file's profile
-        ``profile`` (else $DATASET_CLIENT_PROFILE, else ``default``), as are ``timeout`` and
-        ``ca_bundle``; ``settings`` beat both. Raises ValueError, PermissionError (a file others
-        may write, or read when it holds a key), LookupError (no such profile).
+        $DATASET_CLIENT_BASE_URL and $DATASET_CLIENT_API_KEY, else from the
+        config file's profile ``profile`` (else $DATASET_CLIENT_PROFILE, else
+        ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
+        both. Raises ValueError, PermissionError (a file others may write, or
+        read when it holds a key), LookupError (no such profile).
         """
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
@@ -428,8 +439,9 @@ class DatasetClient:
         format: str = "parquet",
         idempotency_key: str | None = None,
     ) -> Any:
-        """``POST /exports``; return the decoded JSON. ``symbols``: one or an iterable; a date: a
-        ``datetime.date`` or a string; ``idempotency_key``: by default a fresh UUID each call."""
+        """``POST /exports``; return the decoded JSON. ``symbols``: one or an
+        iterable; a date: a ``datetime.date`` or a string; ``idempotency_key``:
+        by default a fresh UUID each call."""
         import uuid
 
         key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
@@ -455,14 +467,15 @@ class DatasetClient:
         min_rate: float | None = None,
         verified: Callable[[str], object] | None = None,
     ) -> None:
-        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``, a path (moved
-        into place once checked) or a binary file object.
+        """Stream ``download_url`` (relative: to ``base_url``) to ``destination``,
+        a path (moved into place once checked) or a binary file object.
 
-        ``progress(done, total)``: called as bytes arrive; ``sha256``: the hex digest to check;
-        ``resume``: keep a failed download's partial file for next time; ``connections``: ranged
-        requests at once; ``max_rate``: bytes a second; ``deadline``: seconds in all;
-        ``min_rate``: bytes a second below which a connection is cut and resumed;
-        ``verified(check)``: told each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``).
+        ``progress(done, total)``: called as bytes arrive; ``sha256``: the hex
+        digest to check; ``resume``: keep a failed download's partial file for
+        next time; ``connections``: ranged requests at once; ``max_rate``: bytes
+        a second; ``deadline``: seconds in all; ``min_rate``: bytes a second
+        below which a connection is cut and resumed; ``verified(check)``: told
+        each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``).
         """
         limits = _Limits(self._deadline if deadline is None else deadline, min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)

@@ -20,6 +20,7 @@ import http.client
 import http.server
 import importlib
 import importlib.util
+import inspect
 import io
 import itertools
 import json
@@ -9247,6 +9248,21 @@ class StandInTestCase(ServerTestCase):
 
 class ReadmeTests(unittest.TestCase):
     """The README stays a guide (short, the quick start near the top) and its API part cannot go stale."""
+
+    def test_help_at_a_prompt_fits_80_columns_but_for_signatures(self) -> None:
+        # Found by a new user: help(DatasetClient) broke words at 80 columns (docstrings at 100).
+        shown = [("module", dc, 76)]
+        for name in dc.__all__:
+            public = getattr(dc, name)
+            if isinstance(public, type):
+                shown.append((name, public, 76))
+                methods = [m for m in vars(public) if not m.startswith("_")]
+                methods = [m for m in methods if inspect.isroutine(getattr(public, m))]
+                shown += [(f"{name}.{m}", getattr(public, m), 72) for m in methods]
+        for name, public, width in shown:  # help() indents a class's by 4, a method's by 8
+            with self.subTest(name=name):
+                lines = (inspect.getdoc(public) or "").splitlines()
+                self.assertEqual([line for line in lines if len(line) > width], [])
 
     README = HERE / "README.md"
     API_HEADING = "## The Python API"
