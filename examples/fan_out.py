@@ -369,7 +369,7 @@ def escape(found: re.Match[str]) -> str:
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dataset", metavar="DATASET")
+    parser.add_argument("dataset", metavar="DATASET", help="as `dataset-client datasets` lists")
     parser.add_argument("--symbols", required=True, help="comma-separated, e.g. AAPL,MSFT")
     parser.add_argument(
         "--start", required=True, type=datetime.date.fromisoformat, help="YYYY-MM-DD"
@@ -384,7 +384,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         default="symbol",
         help="one export per (default: symbol)",
     )
-    parser.add_argument("--format", choices=tuple(EXTENSIONS), default="parquet")
+    parser.add_argument(
+        "--format", choices=tuple(EXTENSIONS), default="parquet", help="(default: parquet)"
+    )
     parser.add_argument(
         "--scheduler", metavar="ADDRESS", help="a running scheduler (default: a LocalCluster)"
     )
