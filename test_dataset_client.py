@@ -47,6 +47,7 @@ import unittest
 import urllib.parse as urllib_parse
 import uuid
 import warnings
+import weakref
 import zlib
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -7389,15 +7390,19 @@ class SharedDirectoryTests(ServerTestCase):
                 killed=case
             ):  # empty: killed while waiting for the answer, before any write
                 self.script(respond)
-                directory = self.tmp()
+                directory, asked = self.tmp(), len(self.requests)
                 arguments = [self.server.url + "/api/v1", str(directory / "out.bin")]
                 process = subprocess.Popen([sys.executable, "-c", code, *arguments])
                 self.addCleanup(process.kill)
                 # Only the .part is looked at: the file made before it, under another name, may be gone by then.
+                # Its request must have arrived too: else the next download got the scripted answer.
                 empty = case == "empty"
                 _wait_for(
-                    lambda d=directory, e=empty: any(  # type: ignore[misc]
-                        p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                    lambda d=directory, e=empty, n=asked: (  # type: ignore[misc]
+                        len(self.requests) > n
+                        and any(
+                            p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                        )
                     ),
                     10,
                 )
@@ -9759,9 +9764,10 @@ class StandInProcessTests(ServerTestCase):
 
 
 # --------------------------------------------------------------------------------------
-# The README's command on every core: `python -m unittest` (discovery) runs the suite in
-# one forked process per core, each taking the next few tests from a queue, and reports each outcome as it
-# comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
+# The README's command on every core: `python -m unittest` (discovery) runs both modules' tests
+# in one set of forked processes, two per core (most tests wait on sockets, deadlines and child
+# processes, not on a core), each taking the next few tests from a queue, and reports each outcome
+# as it comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
 # one process as usual. DATASET_CLIENT_TEST_PROCESSES=1 turns it off.
 # --------------------------------------------------------------------------------------
 
@@ -9872,11 +9878,17 @@ class SuiteOnEveryCore(unittest.TestSuite):
 
     def __init__(self, tests: unittest.TestSuite, processes: int) -> None:
         super().__init__()
+        self.chunks: list[list[unittest.TestCase]] = []
+        self.processes, self.started = processes, False
+        self.take(tests)
+
+    def take(self, tests: unittest.TestSuite) -> None:
+        """Queue ``tests`` too (another module's, from the same discovery), six to a chunk."""
         ordered = list(iterate_tests(tests))
-        self.chunks = [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
-        self.processes = processes
+        self.chunks += [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
 
     def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
+        self.started = True
         queue, feed = (
             os.pipe()
         )  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
@@ -9943,17 +9955,30 @@ def iterate_tests(suite: unittest.TestSuite | unittest.TestCase) -> Iterator[uni
         yield from iterate_tests(each)
 
 
+# By loader: the modules one discovery loads share one set of workers.
+_pools: weakref.WeakKeyDictionary[unittest.TestLoader, SuiteOnEveryCore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
 ) -> unittest.TestSuite:
-    """unittest's hook, called for discovery (`python -m unittest`): the suite on every core."""
+    """unittest's hook, called for discovery (`python -m unittest`): the suite on every core, the
+    tests of a module loaded after this one (test_dataset_client_cli) queued in the same workers:
+    no wait for the last of one module's tests before the next module's start."""
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
-    processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(cores, 4)))
+    processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(2 * cores, 8)))
     if processes < 2 or not hasattr(os, "fork"):
         return tests
-    return SuiteOnEveryCore(tests, processes)
+    pool = _pools.get(loader)
+    if pool is not None and not pool.started and pool.processes == processes:
+        pool.take(tests)
+        return unittest.TestSuite()
+    _pools[loader] = pool = SuiteOnEveryCore(tests, processes)
+    return pool
 
 
 if __name__ == "__main__":
