@@ -398,7 +398,7 @@ class ServerTestCase(unittest.TestCase):
         """A forwarding proxy (Proxy, below) on a free port, stopped when the test ends."""
         proxy = Proxy()
         thread = threading.Thread(
-            target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=proxy.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
         thread.start()
 
@@ -8970,10 +8970,22 @@ class TerminalOutput(io.StringIO):
         return True
 
 
+class QuickStandIn(local_service.Server):  # type: ignore[misc,name-defined]
+    """The stand-in, polling every 10 ms: its shutdown waits for a poll (100 ms a class, in each worker)."""
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        super().serve_forever(min(poll_interval, 0.01))
+
+
+def quick_stand_in(api_key: str) -> contextlib.AbstractContextManager[Any]:
+    """local_service.running(api_key=api_key), stopped at once."""
+    return local_service.serving(QuickStandIn("127.0.0.1", 0, api_key))  # type: ignore[no-any-return]
+
+
 class StandInTestCase(ServerTestCase):
     @classmethod
     def setUpClass(cls) -> None:  # one service per class: building the sample takes a moment
-        running = local_service.running(api_key="stand-in-key")  # type: ignore[attr-defined]
+        running = quick_stand_in("stand-in-key")
         cls.service = running.__enter__()
         cls.addClassCleanup(running.__exit__, None, None, None)
         cls.base_url: str = cls.service.base_url
@@ -9207,9 +9219,9 @@ class StandInTests(StandInTestCase):
     def test_deterministic_sample(self) -> None:
         first = self.stand_in_client().query("SELECT sum(close), sum(volume) FROM daily_bars")
         with (
-            local_service.running(api_key="k") as other,
+            quick_stand_in("k") as other,
             DatasetClient(other.base_url, "k") as client,
-        ):  # type: ignore[attr-defined]
+        ):
             self.assertEqual(client.query("SELECT sum(close), sum(volume) FROM daily_bars"), first)
 
     def test_writes_and_bad_sql_are_refused(self) -> None:
