@@ -9807,64 +9807,80 @@ class Reported:
 
 
 class OutcomeWriter(unittest.TestResult):
-    """A worker's result: each outcome as one JSON line on a pipe."""
+    """A worker's result: each test as one JSON line on a pipe, with its outcomes (its failed
+    subtests' included: counted as one test, as a run in one process counts it)."""
 
     def __init__(self, pipe: Any) -> None:
         super().__init__()
-        self.pipe = pipe
+        self.pipe, self.outcomes = pipe, None  # None: outside a test (a setUpClass that failed)
 
-    def send(self, test: Any, outcome: str, detail: str = "") -> None:
-        line = {
-            "name": str(test),
-            "description": test.shortDescription(),
-            "outcome": outcome,
-            "detail": detail,
-        }
+    def startTest(self, test: Any) -> None:
+        super().startTest(test)
+        self.outcomes = []
+
+    def stopTest(self, test: Any) -> None:
+        super().stopTest(test)
+        self.send(test, self.outcomes or [])
+        self.outcomes = None
+
+    def send(self, test: Any, outcomes: list[dict[str, Any]]) -> None:
+        line = {"name": str(test), "description": test.shortDescription(), "outcomes": outcomes}
         self.pipe.write(json.dumps(line) + "\n")
         self.pipe.flush()
 
+    def note(self, test: Any, outcome: str, detail: str = "", subtest: Any = None) -> None:
+        noted = {"outcome": outcome, "detail": detail, "subtest": subtest and str(subtest)}
+        if self.outcomes is None:  # no test around it: a line of its own
+            self.send(test, [noted])
+        else:
+            self.outcomes.append(noted)
+
     def addSuccess(self, test: Any) -> None:
-        self.send(test, "success")
+        self.note(test, "success")
 
     def addSkip(self, test: Any, reason: str) -> None:
-        self.send(test, "skip", reason)
+        self.note(test, "skip", reason)
 
     def addExpectedFailure(self, test: Any, err: Any) -> None:
-        self.send(test, "expected_failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+        self.note(test, "expected_failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
 
     def addUnexpectedSuccess(self, test: Any) -> None:
-        self.send(test, "unexpected_success")
+        self.note(test, "unexpected_success")
 
     def addFailure(self, test: Any, err: Any) -> None:
-        self.send(test, "failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+        self.note(test, "failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
 
     def addError(self, test: Any, err: Any) -> None:
-        self.send(test, "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+        self.note(test, "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
 
     def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
         if err is not None:
             failed = issubclass(err[0], test.failureException)
-            self.send(
-                subtest, "failure" if failed else "error", self._exc_info_to_string(err, test)
-            )  # type: ignore[attr-defined]
+            detail = self._exc_info_to_string(err, test)  # type: ignore[attr-defined]
+            self.note(test, "failure" if failed else "error", detail, subtest)
 
 
 def replay(line: dict[str, Any], result: unittest.TestResult) -> None:
-    """One worker's outcome, reported to the runner's own result as if run here."""
+    """One worker's test, reported to the runner's own result as if run here."""
     test: Any = Reported(line["name"], line["description"])
-    outcome, detail = line["outcome"], line["detail"]
     result.startTest(test)
-    if outcome == "success":
-        result.addSuccess(test)
-    elif outcome == "skip":
-        result.addSkip(test, detail)
-    elif outcome == "expected_failure":
-        result.addExpectedFailure(test, (ChildFailure, ChildFailure(detail), None))
-    elif outcome == "unexpected_success":
-        result.addUnexpectedSuccess(test)
-    else:
-        add = result.addFailure if outcome == "failure" else result.addError
-        add(test, (ChildFailure, ChildFailure("\n" + detail), None))
+    for noted in line["outcomes"]:
+        outcome, detail = noted["outcome"], noted["detail"]
+        subject: Any = test
+        if noted["subtest"] is not None:  # a failed subtest: a failure of its own, in this test
+            subject = Reported(noted["subtest"], None)
+            subject.test_case = test
+        if outcome == "success":
+            result.addSuccess(test)
+        elif outcome == "skip":
+            result.addSkip(test, detail)
+        elif outcome == "expected_failure":
+            result.addExpectedFailure(test, (ChildFailure, ChildFailure(detail), None))
+        elif outcome == "unexpected_success":
+            result.addUnexpectedSuccess(test)
+        else:
+            add = result.addFailure if outcome == "failure" else result.addError
+            add(subject, (ChildFailure, ChildFailure("\n" + detail), None))
     result.stopTest(test)
 
 
