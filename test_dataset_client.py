@@ -3238,16 +3238,14 @@ class BeyondOneProcessTests(ServerTestCase):
             128
         )  # 64 connecting at once: none left to a 1 s SYN retransmission
 
-        def sockets() -> (
-            int
-        ):  # sockets alone: another descriptor may be opened for good by what runs first here
-            count = 0
+        def sockets() -> set[str]:
+            # Sockets alone (another descriptor may be opened for good by what runs first here), by
+            # inode: one an earlier test left to a thread may close meanwhile, and is not counted.
+            found = set()
             for name in os.listdir("/proc/self/fd"):
-                with contextlib.suppress(
-                    OSError
-                ):  # closed since it was listed (the listing's own, at least)
-                    count += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
-            return count
+                with contextlib.suppress(OSError):  # closed since listed (the listing's, at least)
+                    found.add(os.readlink(f"/proc/self/fd/{name}"))
+            return {link for link in found if link.startswith("socket:")}
 
         descriptors = sockets()
         client = self.client(timeout=30)
@@ -3271,7 +3269,7 @@ class BeyondOneProcessTests(ServerTestCase):
             {type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError}
         )
         self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
-        _wait_for(lambda: sockets() == descriptors)  # the server's ends too, once closed
+        _wait_for(lambda: sockets() <= descriptors)  # none of its own left: the server's ends too
 
     def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(
         self,
