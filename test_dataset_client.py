@@ -6283,24 +6283,41 @@ class ParallelDownloadTests(ServerTestCase):
 _OTHER_USER: list[tuple[str, int, int]] = []
 
 
+def _user_command(*argv: str) -> bool:
+    """useradd or userdel, again while another process (a parallel test worker) holds the lock."""
+    for _ in range(100):
+        done = subprocess.run(argv, capture_output=True)
+        if done.returncode == 0 or b"lock" not in done.stderr:
+            return done.returncode == 0
+        time.sleep(0.05)
+    return False
+
+
 def other_user() -> tuple[str, int, int] | None:
-    """A real second user (name, uid, gid), made once per process with useradd; None where that cannot be."""
+    """A real second user (name, uid, gid), made once per process with useradd and removed as it
+    ends (remove_other_user); None where that cannot be."""
     if not _OTHER_USER:
         import pwd
 
-        name = f"dctest{os.getpid()}"
+        name = f"dctest{os.getpid()}{uuid.uuid4().hex[:6]}"  # a pid is used again
         if os.geteuid() != 0 or not shutil.which("useradd"):
             return None
-        made = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-            capture_output=True,
-        )
-        if made.returncode != 0:
+        options = ("--system", "--no-create-home", "--shell", "/usr/sbin/nologin")
+        if not _user_command("useradd", *options, name):
             return None
-        atexit.register(subprocess.run, ["userdel", name], capture_output=True)
         entry = pwd.getpwnam(name)
         _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
     return _OTHER_USER[0]
+
+
+def remove_other_user() -> None:
+    """userdel the second user this process made: at exit, and as a test worker ends (os._exit,
+    no atexit: each worker's user was left behind, until useradd ran out of system uids)."""
+    while _OTHER_USER:
+        _user_command("userdel", _OTHER_USER.pop()[0])
+
+
+atexit.register(remove_other_user)
 
 
 # ---------------------------------------------------------------------------
@@ -9949,6 +9966,8 @@ class SuiteOnEveryCore(unittest.TestSuite):
         except BaseException:  # anything: the parent says a worker failed
             traceback.print_exc()
             return 1
+        finally:
+            remove_other_user()  # what atexit does in one process
 
     def report(self, workers: dict[int, Any], result: unittest.TestResult) -> None:
         pipes = dict(workers)
