@@ -48,6 +48,7 @@ import unittest
 import urllib.parse as urllib_parse
 import uuid
 import warnings
+import weakref
 import zlib
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -410,7 +411,7 @@ class ServerTestCase(unittest.TestCase):
         """A forwarding proxy (Proxy, below) on a free port, stopped when the test ends."""
         proxy = Proxy()
         thread = threading.Thread(
-            target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=proxy.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
         thread.start()
 
@@ -3319,16 +3320,14 @@ class BeyondOneProcessTests(ServerTestCase):
             128
         )  # 64 connecting at once: none left to a 1 s SYN retransmission
 
-        def sockets() -> (
-            int
-        ):  # sockets alone: another descriptor may be opened for good by what runs first here
-            count = 0
+        def sockets() -> set[str]:
+            # Sockets alone (another descriptor may be opened for good by what runs first here), by
+            # inode: one an earlier test left to a thread may close meanwhile, and is not counted.
+            found = set()
             for name in os.listdir("/proc/self/fd"):
-                with contextlib.suppress(
-                    OSError
-                ):  # closed since it was listed (the listing's own, at least)
-                    count += os.readlink(f"/proc/self/fd/{name}").startswith("socket:")
-            return count
+                with contextlib.suppress(OSError):  # closed since listed (the listing's, at least)
+                    found.add(os.readlink(f"/proc/self/fd/{name}"))
+            return {link for link in found if link.startswith("socket:")}
 
         descriptors = sockets()
         client = self.client(timeout=30)
@@ -3352,7 +3351,7 @@ class BeyondOneProcessTests(ServerTestCase):
             {type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError}
         )
         self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
-        _wait_for(lambda: sockets() == descriptors)  # the server's ends too, once closed
+        _wait_for(lambda: sockets() <= descriptors)  # none of its own left: the server's ends too
 
     def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(
         self,
@@ -6386,24 +6385,41 @@ class ParallelDownloadTests(ServerTestCase):
 _OTHER_USER: list[tuple[str, int, int]] = []
 
 
+def _user_command(*argv: str) -> bool:
+    """useradd or userdel, again while another process (a parallel test worker) holds the lock."""
+    for _ in range(100):
+        done = subprocess.run(argv, capture_output=True)
+        if done.returncode == 0 or b"lock" not in done.stderr:
+            return done.returncode == 0
+        time.sleep(0.05)
+    return False
+
+
 def other_user() -> tuple[str, int, int] | None:
-    """A real second user (name, uid, gid), made once per process with useradd; None where that cannot be."""
+    """A real second user (name, uid, gid), made once per process with useradd and removed as it
+    ends (remove_other_user); None where that cannot be."""
     if not _OTHER_USER:
         import pwd
 
-        name = f"dctest{os.getpid()}"
+        name = f"dctest{os.getpid()}{uuid.uuid4().hex[:6]}"  # a pid is used again
         if os.geteuid() != 0 or not shutil.which("useradd"):
             return None
-        made = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-            capture_output=True,
-        )
-        if made.returncode != 0:
+        options = ("--system", "--no-create-home", "--shell", "/usr/sbin/nologin")
+        if not _user_command("useradd", *options, name):
             return None
-        atexit.register(subprocess.run, ["userdel", name], capture_output=True)
         entry = pwd.getpwnam(name)
         _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
     return _OTHER_USER[0]
+
+
+def remove_other_user() -> None:
+    """userdel the second user this process made: at exit, and as a test worker ends (os._exit,
+    no atexit: each worker's user was left behind, until useradd ran out of system uids)."""
+    while _OTHER_USER:
+        _user_command("userdel", _OTHER_USER.pop()[0])
+
+
+atexit.register(remove_other_user)
 
 
 # ---------------------------------------------------------------------------
@@ -7539,15 +7555,19 @@ class SharedDirectoryTests(ServerTestCase):
                 killed=case
             ):  # empty: killed while waiting for the answer, before any write
                 self.script(respond)
-                directory = self.tmp()
+                directory, asked = self.tmp(), len(self.requests)
                 arguments = [self.server.url + "/api/v1", str(directory / "out.bin")]
                 process = subprocess.Popen([sys.executable, "-c", code, *arguments])
                 self.addCleanup(process.kill)
                 # Only the .part is looked at: the file made before it, under another name, may be gone by then.
+                # Its request must have arrived too: else the next download got the scripted answer.
                 empty = case == "empty"
                 _wait_for(
-                    lambda d=directory, e=empty: any(  # type: ignore[misc]
-                        p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                    lambda d=directory, e=empty, n=asked: (  # type: ignore[misc]
+                        len(self.requests) > n
+                        and any(
+                            p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                        )
                     ),
                     10,
                 )
@@ -9115,10 +9135,22 @@ class TerminalOutput(io.StringIO):
         return True
 
 
+class QuickStandIn(local_service.Server):  # type: ignore[misc,name-defined]
+    """The stand-in, polling every 10 ms: its shutdown waits for a poll (100 ms a class, in each worker)."""
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        super().serve_forever(min(poll_interval, 0.01))
+
+
+def quick_stand_in(api_key: str) -> contextlib.AbstractContextManager[Any]:
+    """local_service.running(api_key=api_key), stopped at once."""
+    return local_service.serving(QuickStandIn("127.0.0.1", 0, api_key))  # type: ignore[no-any-return]
+
+
 class StandInTestCase(ServerTestCase):
     @classmethod
     def setUpClass(cls) -> None:  # one service per class: building the sample takes a moment
-        running = local_service.running(api_key="stand-in-key")  # type: ignore[attr-defined]
+        running = quick_stand_in("stand-in-key")
         cls.service = running.__enter__()
         cls.addClassCleanup(running.__exit__, None, None, None)
         cls.base_url: str = cls.service.base_url
@@ -9367,9 +9399,9 @@ class StandInTests(StandInTestCase):
     def test_deterministic_sample(self) -> None:
         first = self.stand_in_client().query("SELECT sum(close), sum(volume) FROM daily_bars")
         with (
-            local_service.running(api_key="k") as other,
+            quick_stand_in("k") as other,
             DatasetClient(other.base_url, "k") as client,
-        ):  # type: ignore[attr-defined]
+        ):
             self.assertEqual(client.query("SELECT sum(close), sum(volume) FROM daily_bars"), first)
 
     def test_writes_and_bad_sql_are_refused(self) -> None:
@@ -9945,9 +9977,10 @@ class StandInProcessTests(ServerTestCase):
 
 
 # --------------------------------------------------------------------------------------
-# The README's command on every core: `python -m unittest` (discovery) runs the suite in
-# one forked process per core, each taking the next few tests from a queue, and reports each outcome as it
-# comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
+# The README's command on every core: `python -m unittest` (discovery) runs both modules' tests
+# in one set of forked processes, two per core (most tests wait on sockets, deadlines and child
+# processes, not on a core), each taking the next few tests from a queue, and reports each outcome
+# as it comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
 # one process as usual. DATASET_CLIENT_TEST_PROCESSES=1 turns it off.
 # --------------------------------------------------------------------------------------
 
@@ -9975,64 +10008,80 @@ class Reported:
 
 
 class OutcomeWriter(unittest.TestResult):
-    """A worker's result: each outcome as one JSON line on a pipe."""
+    """A worker's result: each test as one JSON line on a pipe, with its outcomes (its failed
+    subtests' included: counted as one test, as a run in one process counts it)."""
 
     def __init__(self, pipe: Any) -> None:
         super().__init__()
-        self.pipe = pipe
+        self.pipe, self.outcomes = pipe, None  # None: outside a test (a setUpClass that failed)
 
-    def send(self, test: Any, outcome: str, detail: str = "") -> None:
-        line = {
-            "name": str(test),
-            "description": test.shortDescription(),
-            "outcome": outcome,
-            "detail": detail,
-        }
+    def startTest(self, test: Any) -> None:
+        super().startTest(test)
+        self.outcomes = []
+
+    def stopTest(self, test: Any) -> None:
+        super().stopTest(test)
+        self.send(test, self.outcomes or [])
+        self.outcomes = None
+
+    def send(self, test: Any, outcomes: list[dict[str, Any]]) -> None:
+        line = {"name": str(test), "description": test.shortDescription(), "outcomes": outcomes}
         self.pipe.write(json.dumps(line) + "\n")
         self.pipe.flush()
 
+    def note(self, test: Any, outcome: str, detail: str = "", subtest: Any = None) -> None:
+        noted = {"outcome": outcome, "detail": detail, "subtest": subtest and str(subtest)}
+        if self.outcomes is None:  # no test around it: a line of its own
+            self.send(test, [noted])
+        else:
+            self.outcomes.append(noted)
+
     def addSuccess(self, test: Any) -> None:
-        self.send(test, "success")
+        self.note(test, "success")
 
     def addSkip(self, test: Any, reason: str) -> None:
-        self.send(test, "skip", reason)
+        self.note(test, "skip", reason)
 
     def addExpectedFailure(self, test: Any, err: Any) -> None:
-        self.send(test, "expected_failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+        self.note(test, "expected_failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
 
     def addUnexpectedSuccess(self, test: Any) -> None:
-        self.send(test, "unexpected_success")
+        self.note(test, "unexpected_success")
 
     def addFailure(self, test: Any, err: Any) -> None:
-        self.send(test, "failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+        self.note(test, "failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
 
     def addError(self, test: Any, err: Any) -> None:
-        self.send(test, "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
+        self.note(test, "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
 
     def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
         if err is not None:
             failed = issubclass(err[0], test.failureException)
-            self.send(
-                subtest, "failure" if failed else "error", self._exc_info_to_string(err, test)
-            )  # type: ignore[attr-defined]
+            detail = self._exc_info_to_string(err, test)  # type: ignore[attr-defined]
+            self.note(test, "failure" if failed else "error", detail, subtest)
 
 
 def replay(line: dict[str, Any], result: unittest.TestResult) -> None:
-    """One worker's outcome, reported to the runner's own result as if run here."""
+    """One worker's test, reported to the runner's own result as if run here."""
     test: Any = Reported(line["name"], line["description"])
-    outcome, detail = line["outcome"], line["detail"]
     result.startTest(test)
-    if outcome == "success":
-        result.addSuccess(test)
-    elif outcome == "skip":
-        result.addSkip(test, detail)
-    elif outcome == "expected_failure":
-        result.addExpectedFailure(test, (ChildFailure, ChildFailure(detail), None))
-    elif outcome == "unexpected_success":
-        result.addUnexpectedSuccess(test)
-    else:
-        add = result.addFailure if outcome == "failure" else result.addError
-        add(test, (ChildFailure, ChildFailure("\n" + detail), None))
+    for noted in line["outcomes"]:
+        outcome, detail = noted["outcome"], noted["detail"]
+        subject: Any = test
+        if noted["subtest"] is not None:  # a failed subtest: a failure of its own, in this test
+            subject = Reported(noted["subtest"], None)
+            subject.test_case = test
+        if outcome == "success":
+            result.addSuccess(test)
+        elif outcome == "skip":
+            result.addSkip(test, detail)
+        elif outcome == "expected_failure":
+            result.addExpectedFailure(test, (ChildFailure, ChildFailure(detail), None))
+        elif outcome == "unexpected_success":
+            result.addUnexpectedSuccess(test)
+        else:
+            add = result.addFailure if outcome == "failure" else result.addError
+            add(subject, (ChildFailure, ChildFailure("\n" + detail), None))
     result.stopTest(test)
 
 
@@ -10058,11 +10107,17 @@ class SuiteOnEveryCore(unittest.TestSuite):
 
     def __init__(self, tests: unittest.TestSuite, processes: int) -> None:
         super().__init__()
+        self.chunks: list[list[unittest.TestCase]] = []
+        self.processes, self.started = processes, False
+        self.take(tests)
+
+    def take(self, tests: unittest.TestSuite) -> None:
+        """Queue ``tests`` too (another module's, from the same discovery), six to a chunk."""
         ordered = list(iterate_tests(tests))
-        self.chunks = [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
-        self.processes = processes
+        self.chunks += [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
 
     def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
+        self.started = True
         queue, feed = (
             os.pipe()
         )  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
@@ -10097,6 +10152,8 @@ class SuiteOnEveryCore(unittest.TestSuite):
         except BaseException:  # anything: the parent says a worker failed
             traceback.print_exc()
             return 1
+        finally:
+            remove_other_user()  # what atexit does in one process
 
     def report(self, workers: dict[int, Any], result: unittest.TestResult) -> None:
         pipes = dict(workers)
@@ -10129,17 +10186,30 @@ def iterate_tests(suite: unittest.TestSuite | unittest.TestCase) -> Iterator[uni
         yield from iterate_tests(each)
 
 
+# By loader: the modules one discovery loads share one set of workers.
+_pools: weakref.WeakKeyDictionary[unittest.TestLoader, SuiteOnEveryCore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def load_tests(
     loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
 ) -> unittest.TestSuite:
-    """unittest's hook, called for discovery (`python -m unittest`): the suite on every core."""
+    """unittest's hook, called for discovery (`python -m unittest`): the suite on every core, the
+    tests of a module loaded after this one (test_dataset_client_cli) queued in the same workers:
+    no wait for the last of one module's tests before the next module's start."""
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
-    processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(cores, 4)))
+    processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(2 * cores, 8)))
     if processes < 2 or not hasattr(os, "fork"):
         return tests
-    return SuiteOnEveryCore(tests, processes)
+    pool = _pools.get(loader)
+    if pool is not None and not pool.started and pool.processes == processes:
+        pool.take(tests)
+        return unittest.TestSuite()
+    _pools[loader] = pool = SuiteOnEveryCore(tests, processes)
+    return pool
 
 
 if __name__ == "__main__":

@@ -2833,11 +2833,8 @@ class TwoFilesTests(base.ServerTestCase):
         return directory
 
     def run_python(self, *argv: str, cwd: Path, path: Path | None = None) -> tuple[int, str, str]:
-        environment = {  # copies not measured by coverage.py: gone by its report
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DATASET_CLIENT_", "PYTHONPATH", "COVERAGE_"))
-        }
+        unset = ("DATASET_CLIENT_", "PYTHONPATH", "COVERAGE_")  # COVERAGE_: copies, not measured
+        environment = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
         environment |= {"DATASET_CLIENT_BASE_URL": self.server.url, "HOME": str(self.tmp())}
         if path is not None:
             environment["PYTHONPATH"] = str(path)

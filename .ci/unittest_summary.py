@@ -39,7 +39,9 @@ def module_of(name: str) -> str:
 def run(names: list[str]) -> int:
     print("==", sys.executable, sys.version.replace("\n", " "), flush=True)
     result = unittest.TextTestRunner(verbosity=1).run(suite_of(names))
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    outcomes = [test for test, _ in result.failures + result.errors] + result.unexpectedSuccesses
+    # A test whose subtests failed counts once, as the test it is part of.
+    failed = len({getattr(test, "test_case", test).id() for test in outcomes})
     passed = result.testsRun - failed - len(result.skipped)
     print(f"tests: {passed} passed, {failed} failed, {len(result.skipped)} skipped", flush=True)
     return 0 if failed == 0 and result.testsRun > 0 else 1
