@@ -1317,7 +1317,7 @@ class ThirdPassCommandLineTests(StandInTestCase):
         path = f"{programs}{os.pathsep}{os.environ['PATH']}"
         result = subprocess.run(
             ["bash", "--norc", "--noprofile", "-O", "expand_aliases", "-c", script],
-            env={"PATH": path, "PYTHONPYCACHEPREFIX": base.PYCACHE},
+            env={"PATH": path, **NO_BYTECODE_HERE},
             capture_output=True,
             text=True,
             timeout=60,
@@ -1330,6 +1330,9 @@ HINT = "; with -c, the partial file is kept and the same command continues it"  
 RAW_CONTROL = re.compile(
     "[\x00-\x09\x0b-\x1f\x7f-\x9f]"
 )  # what must not reach a terminal (a newline may)
+
+
+NO_BYTECODE_HERE = {"PYTHONPYCACHEPREFIX": base.PYCACHE}  # a checkout's __pycache__ left alone
 
 
 def hostile(text: str) -> str:
@@ -2613,7 +2616,7 @@ class CompletionTests(unittest.TestCase):
         completion script in $SCRIPT; what it printed, once it ended well and said nothing on stderr."""
         result = subprocess.run(
             [*shell, "\n".join(lines)],
-            env={"PATH": os.environ["PATH"], "SCRIPT": self.script(name)},
+            env={"PATH": os.environ["PATH"], "SCRIPT": self.script(name), **NO_BYTECODE_HERE},
             cwd=self.directory,
             capture_output=True,
             text=True,
@@ -2711,6 +2714,7 @@ class CompletionTests(unittest.TestCase):
             "TERM": "dumb",
             "PS1": "$ ",
             "HOME": str(self.directory),
+            **NO_BYTECODE_HERE,
         }
         type_until, process = self.shell_at_a_terminal(
             shell, environment
@@ -2750,6 +2754,7 @@ class CompletionTests(unittest.TestCase):
         ):
             make()
             environment = {"PATH": os.environ["PATH"], "DATASET_CLIENT_CONFIG": str(config)}
+            environment |= NO_BYTECODE_HERE
             result = subprocess.run(
                 ["bash", "-c", "\n".join(lines)], env=environment, capture_output=True, timeout=5
             )
@@ -2784,6 +2789,7 @@ class CompletionTests(unittest.TestCase):
         (programs / "python3").symlink_to(sys.executable)
         environment = {
             "PATH": f"{programs}{os.pathsep}{os.environ['PATH']}",
+            **NO_BYTECODE_HERE,
             "TERM": "dumb",
             "PS1": "$ ",
             "HOME": str(self.directory),
