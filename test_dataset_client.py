@@ -226,6 +226,25 @@ def reply(
     return respond
 
 
+def trust_the_test_ca_alone() -> None:
+    """In the (patched) environment: the test CA is the store, not this machine's (slow to load)."""
+    for variable in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        os.environ.pop(variable, None)
+    os.environ["SSL_CERT_FILE"] = CA_FILE
+
+
+def all_ranges_at_once(respond: Respond, ranges: int = 3) -> Respond:
+    """``respond``, once the ``ranges`` ranged requests have all arrived: all in flight at once."""
+    together = threading.Barrier(ranges)
+
+    def when_all_came(handler: Handler) -> None:
+        if "Range" in handler.headers:
+            together.wait(5)
+        respond(handler)
+
+    return when_all_came
+
+
 def cut(
     body: bytes, after: int, headers: dict[str, str] | None = None, status: int = 200
 ) -> Respond:
@@ -864,15 +883,7 @@ class FirstHourLibraryTests(ServerTestCase):
     written, a base URL without its scheme, a zero time-out, and the client's base_url."""
 
     def test_https_to_a_plain_http_server_says_so_and_is_not_retried(self) -> None:
-        for variable in (
-            "SSL_CERT_DIR",
-            "REQUESTS_CA_BUNDLE",
-            "CURL_CA_BUNDLE",
-        ):  # this machine's: slow to load
-            os.environ.pop(variable, None)
-        os.environ["SSL_CERT_FILE"] = (
-            CA_FILE  # the store need not be the system's: the handshake never gets that far
-        )
+        trust_the_test_ca_alone()  # the store need not be the system's: no handshake gets that far
         self.server.default = reply(body=[])
         url = self.server.url.replace("http://", "https://")
         with self.assertRaises(dc.NetworkError) as caught:  # the probe spends the back-off
@@ -1040,13 +1051,7 @@ class FirstHourLibraryTests(ServerTestCase):
 
     def test_a_tls_server_refusing_the_handshake_is_no_wrong_scheme(self) -> None:
         # nginx on its TLS port: a handshake it refuses gets an alert, plain HTTP gets "HTTP/1.1 400".
-        for variable in (
-            "SSL_CERT_DIR",
-            "REQUESTS_CA_BUNDLE",
-            "CURL_CA_BUNDLE",
-        ):  # this machine's: slow to load
-            os.environ.pop(variable, None)
-        os.environ["SSL_CERT_FILE"] = CA_FILE  # the handshake fails before any certificate
+        trust_the_test_ca_alone()  # the handshake fails before any certificate
         listener = socket.create_server(("127.0.0.1", 0))
         self.addCleanup(listener.close)
         listener.settimeout(5)
@@ -2084,6 +2089,7 @@ SIGNED = {
     "Token": "tok0010",
     "access_token": "ya29.a0011",
 }
+EXPORT_V = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03"]
 SIGNED_QUERY = "&".join(f"{name}={value}" for name, value in SIGNED.items())
 SIGNED_SHOWN = "&".join(f"{name}=<redacted>" for name in SIGNED)
 S3_EXPIRED = b"""<?xml version="1.0" encoding="UTF-8"?>
@@ -2145,14 +2151,7 @@ class SecondReviewSecretTests(ServerTestCase):
         export = {"id": "e1", "download_url": f"/api/v1/files/{KEY}.csv", "sha256": "0" * 64}
         self.script(reply(201, export))
         argv = [
-            "export",
-            "trades",
-            "--symbols",
-            "V",
-            "--start",
-            "2024-01-02",
-            "--end",
-            "2024-01-03",
+            *EXPORT_V,
         ]
         status, out, err = self.run_cli(
             "-v", *argv, "--format", "csv", "--download", str(directory)
@@ -3436,9 +3435,7 @@ class BeyondOneProcessTests(ServerTestCase):
             (request.path, request.headers["Authorization"]), ("/api/datasets", f"Bearer {KEY}")
         )
 
-    def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_what_is_verified(
-        self,
-    ) -> None:
+    def test_fan_out_s_task_downloads_checks_records_and_a_rerun_skips_the_verified(self) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:5000]
         export = reply(
             201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
@@ -3700,13 +3697,12 @@ class BeyondOneProcessTests(ServerTestCase):
         self.assertIsNone(fan_out.verified_size(str(into / job.name), job))
         self.assertEqual(self.requests, [])
 
-    def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_it_through_no_link(
+    def test_fan_out_trusts_a_record_only_for_what_it_covers_and_writes_through_no_link(
         self,
     ) -> None:
         fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:3000]
-        export = reply(
-            201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
-        )
+        digest = hashlib.sha256(data).hexdigest()
+        export = reply(201, {"download_url": "files/e1", "sha256": digest})
         self.script(export, serve_file(data), export, serve_file(data))
         argv = [
             "daily_bars",
@@ -4588,14 +4584,7 @@ class SecondReviewHostileTextTests(ServerTestCase):
         export = {"id": "e1", "download_url": "/files/\ud800.csv", "sha256": "0" * 64}
         self.script(reply(body=json.dumps(export).encode()))  # a lone surrogate: no UTF-8 for it
         argv = [
-            "export",
-            "trades",
-            "--symbols",
-            "V",
-            "--start",
-            "2024-01-02",
-            "--end",
-            "2024-01-03",
+            *EXPORT_V,
             "--format",
             "csv",
         ]
@@ -6165,16 +6154,7 @@ class ResumeAcrossRunsTests(ServerTestCase):
 
 class ParallelDownloadTests(ServerTestCase):
     def test_parts_are_fetched_at_once_each_with_its_range_and_validator(self) -> None:
-        together = threading.Barrier(
-            3
-        )  # the three ranged requests wait for each other: all in flight at once
-
-        def respond(handler: Handler) -> None:
-            if "Range" in handler.headers:
-                together.wait(5)
-            serve_file(BIG)(handler)
-
-        self.server.default = respond
+        self.server.default = all_ranges_at_once(serve_file(BIG))
         seen = self.download_big(self.tmp() / "big.bin")
         quarter = len(BIG) // 4
         self.assertEqual(
@@ -6233,12 +6213,8 @@ class ParallelDownloadTests(ServerTestCase):
                 self.assertEqual(len(ranged), 3 if connections == 4 else 0)
 
     def test_max_rate_is_checked_before_anything_is_sent(self) -> None:
-        for rate, error in (
-            (0, ValueError),
-            (-1, ValueError),
-            (float("nan"), ValueError),
-            ("1M", TypeError),
-        ):
+        bad: list[tuple[object, type[Exception]]] = [(0, ValueError), (-1, ValueError)]
+        for rate, error in [*bad, (float("nan"), ValueError), ("1M", TypeError)]:
             with self.subTest(rate=rate), self.assertRaisesRegex(error, "max_rate"):
                 self.client().download("files/big", io.BytesIO(), max_rate=rate)  # type: ignore[arg-type]
         self.assertEqual(self.requests, [])
@@ -6481,11 +6457,14 @@ SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
 
 class Verified:
     """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed
-    (given to ``download`` as ``verified=progress.verified.append``)."""
+    (given to ``download`` as ``verified=progress.verified.append``; ``**hooks()``: both)."""
 
     def __init__(self) -> None:
         self.verified: list[str] = []
         self.seen: list[tuple[int, int | None]] = []
+
+    def hooks(self) -> dict[str, Any]:
+        return {"progress": self, "verified": self.verified.append}
 
     def __call__(self, done: int, total: int | None) -> None:
         self.seen.append((done, total))
@@ -6894,16 +6873,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
         self.assertEqual(buffer.part_count(2**62, 2, 2), dc._ReorderBuffer.max_parts)
 
     def test_parts_are_fetched_at_once_into_a_file_object_and_written_in_order(self) -> None:
-        together = threading.Barrier(
-            3
-        )  # the three ranged requests wait for each other: all in flight at once
-
-        def respond(handler: Handler) -> None:
-            if "Range" in handler.headers:
-                together.wait(5)
-            serve_file(DATA, digests=True)(handler)
-
-        self.server.default = respond
+        self.server.default = all_ranges_at_once(serve_file(DATA, digests=True))
         out, progress = io.BytesIO(b"head"), Verified()
         out.seek(4)
         self.client().download(
@@ -6911,8 +6881,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
             out,
             connections=4,
             sha256=DATA_SHA,
-            progress=progress,
-            verified=progress.verified.append,
+            **progress.hooks(),
         )
         self.assertEqual(out.getvalue(), b"head" + DATA)
         starts = self.pieces(len(DATA), 4)
@@ -7072,8 +7041,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
             out,
             connections=4,
             sha256=BIG_SHA,
-            progress=progress,
-            verified=progress.verified.append,
+            **progress.hooks(),
         )
         self.assertEqual(bytes(out.data), BIG)
         self.assertEqual(progress.seen[-1], (len(BIG), len(BIG)))
@@ -9490,15 +9458,8 @@ class StandInTests(StandInTestCase):
             self.assertIn(text, str(caught.exception))
 
     def test_idempotency_key_replays_the_export(self) -> None:
-        body = json.dumps(
-            {
-                "dataset": "trades",
-                "symbols": ["V"],
-                "start_date": "2024-01-02",
-                "end_date": "2024-01-02",
-                "format": "csv",
-            }
-        ).encode()
+        selection = {"dataset": "trades", "symbols": ["V"], "start_date": "2024-01-02"}
+        body = json.dumps({**selection, "end_date": "2024-01-02", "format": "csv"}).encode()
         headers = {"Idempotency-Key": "k-1", "Content-Type": "application/json"}
         first, first_body = self.raw("POST", "/exports", headers, body)
         again, again_body = self.raw("POST", "/exports", headers, body)
@@ -9727,8 +9688,7 @@ class StandInServiceTests(StandInTestCase):
         client.download(
             export["download_url"],
             io.BytesIO(),
-            progress=progress,
-            verified=progress.verified.append,
+            **progress.hooks(),
         )
         self.assertEqual(progress.verified, ["Repr-Digest (sha-256)"])
 

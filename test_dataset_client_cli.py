@@ -43,6 +43,7 @@ from test_dataset_client import (  # the fixtures and helpers the library's test
     CA_FILE,
     DATA,
     DATA_SHA,
+    EXPORT_V,
     HERE,
     KEY,
     SIGNED_QUERY,
@@ -718,14 +719,7 @@ class FirstHourCommandLineTests(StandInTestCase):
 
     def export_argv(self, *more: str) -> list[str]:
         return [
-            "export",
-            "trades",
-            "--symbols",
-            "V",
-            "--start",
-            "2024-01-02",
-            "--end",
-            "2024-01-03",
+            *EXPORT_V,
             *more,
         ]
 
@@ -779,36 +773,25 @@ class FirstHourCommandLineTests(StandInTestCase):
         )
 
     def test_bad_values_name_the_option_and_what_it_takes(self) -> None:
-        for argv, text in (
+        seconds = "give seconds, 0 or more (0: no limit)"
+        rate = "bytes per second, such as 500K, 10M or 1G"
+        errors = assert_usage_errors(
+            self,
+            ("--timeout -1 datasets", f"argument --timeout: invalid value '-1': {seconds}"),
+            ("--timeout soon datasets", f"argument --timeout: invalid value 'soon': {seconds}"),
+            ("download /x out --connections 0", "argument --connections: must be 1 to 32, got 0"),
             (
-                ["--timeout", "-1", "datasets"],
-                "argument --timeout: invalid value '-1': give seconds, 0 or more (0: no limit)",
-            ),
-            (
-                ["--timeout", "soon", "datasets"],
-                "argument --timeout: invalid value 'soon': give seconds, 0 or more (0: no limit)",
-            ),
-            (
-                ["download", "/x", "out", "--connections", "0"],
-                "argument --connections: must be 1 to 32, got 0",
-            ),
-            (
-                ["download", "/x", "out", "--connections", "100"],
+                "download /x out --connections 100",
                 "argument --connections: must be 1 to 32, got 100",
             ),
             (
-                ["download", "/x", "out", "--limit-rate", "-5"],
-                "argument --limit-rate: invalid rate '-5': bytes per second, such as 500K, 10M or 1G",
+                "download /x out --limit-rate -5",
+                f"argument --limit-rate: invalid rate '-5': {rate}",
             ),
-        ):
-            with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv)
-                self.assertEqual((status, out), (2, ""))
-                self.assertRegex(err, r"^usage: dataset-client")  # the same shape as any bad value
-                self.assertRegex(
-                    err.splitlines()[-1], rf"^dataset-client( download)?: error: {re.escape(text)}$"
-                )
-                self.assertNotIn("_seconds", err)
+        )
+        for err in errors:
+            self.assertRegex(err, r"^usage: dataset-client")  # the same shape as any bad value
+            self.assertNotIn("_seconds", err)
         self.assertEqual(self.requests, [], "nothing sent")
         status, out, _ = self.run_main("export", "--help")
         self.assertEqual(status, 0)
@@ -1335,6 +1318,20 @@ RAW_CONTROL = re.compile(
 NO_BYTECODE_HERE = {"PYTHONPYCACHEPREFIX": base.PYCACHE}  # a checkout's __pycache__ left alone
 
 
+def assert_usage_errors(test: Any, *cases: tuple[str, str]) -> list[str]:
+    """Each command line (its words split at spaces) exits 2 with nothing on stdout, the last
+    line of its stderr the error ``text``; their stderrs."""
+    errors = []
+    for words, text in cases:
+        with test.subTest(argv=words):
+            status, out, err = test.run_main(*words.split())
+            test.assertEqual((status, out), (2, ""))
+            command = r"dataset-client( download| export)?"
+            test.assertRegex(err.splitlines()[-1], rf"^{command}: error: {re.escape(text)}$")
+            errors.append(err)
+    return errors
+
+
 def hostile(text: str) -> str:
     """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
     return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
@@ -1343,14 +1340,7 @@ def hostile(text: str) -> str:
 class CommandLineTerminalTests(StandInTestCase):
     def export_argv(self, *more: str) -> list[str]:
         return [
-            "export",
-            "trades",
-            "--symbols",
-            "V",
-            "--start",
-            "2024-01-02",
-            "--end",
-            "2024-01-03",
+            *EXPORT_V,
             *more,
         ]
 
@@ -1380,18 +1370,13 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertIn("date,", drawn, "the file, on the terminal too")
 
     def test_no_control_character_from_the_server_reaches_the_terminal(self) -> None:
-        base = self.server.url + "/api"
+        at_base = {"DATASET_CLIENT_BASE_URL": self.server.url + "/api"}
         table = {"columns": [hostile("name"), "n"], "rows": [[hostile("cell"), 1]]}
         self.script(reply(body=table), reply(body=table), reply(body=table), reply(body=table))
         for output in ("table", "csv"):
             with self.subTest(output=output):
                 status, out, err = self.run_main(
-                    "--output",
-                    output,
-                    "query",
-                    "SELECT 1",
-                    environment={"DATASET_CLIENT_BASE_URL": base},
-                    terminal=True,
+                    "--output", output, "query", "SELECT 1", environment=at_base, terminal=True
                 )
                 self.assertEqual((status, err), (0, ""))
                 self.assertIsNone(
@@ -1400,13 +1385,8 @@ class CommandLineTerminalTests(StandInTestCase):
                 self.assertIn(r"\x1b]0;pwned\x07cell\x1b[2J\x9b32mok\x7f", out)
         for output in ("json", "jsonl"):
             with self.subTest(output=output):
-                status, out, err = self.run_main(
-                    "--output",
-                    output,
-                    "query",
-                    "SELECT 1",
-                    environment={"DATASET_CLIENT_BASE_URL": base},
-                )
+                argv = ("--output", output, "query", "SELECT 1")
+                status, out, err = self.run_main(*argv, environment=at_base)
                 self.assertIsNone(RAW_CONTROL.search(out), repr(out))
                 self.assertIn(r"\u001b]0;pwned\u0007cell\u001b[2J\u009b32mok\u007f", out)
                 decoded = (
@@ -1428,7 +1408,7 @@ class CommandLineTerminalTests(StandInTestCase):
         self.script(reason, reason)
         with recorded_sleeps():
             status, out, err = self.run_main(
-                "-v", "--retries", "1", "datasets", environment={"DATASET_CLIENT_BASE_URL": base}
+                "-v", "--retries", "1", "datasets", environment=at_base
             )
         self.assertEqual(status, 1)
         self.assertIsNone(RAW_CONTROL.search(err), repr(err))
@@ -1656,41 +1636,23 @@ class CommandLineTerminalTests(StandInTestCase):
         )
         self.assertEqual(status, 1)
         self.assertTrue(err.endswith(": missing or wrong API key\n"), err)
-        for argv, text in (
-            (["datset"], "unknown command 'datset': did you mean 'datasets'?"),
+        assert_usage_errors(
+            self,
+            ("datset", "unknown command 'datset': did you mean 'datasets'?"),
+            ("--output tabel datasets", "unknown --output value 'tabel': did you mean 'table'?"),
             (
-                ["--output", "tabel", "datasets"],
-                "unknown --output value 'tabel': did you mean 'table'?",
-            ),
-            (
-                [
-                    "export",
-                    "trades",
-                    "--symbols",
-                    "V",
-                    "--start",
-                    "2024/01/02",
-                    "--end",
-                    "2024-01-03",
-                ],
+                "export trades --symbols V --start 2024/01/02 --end 2024-01-03",
                 "argument --start: invalid date '2024/01/02': use YYYY-MM-DD",
             ),
             (
-                ["--base-url", "localhost:8765", "datasets"],
+                "--base-url localhost:8765 datasets",
                 "--base-url 'localhost:8765' has no scheme: did you mean 'http://localhost:8765'?",
             ),
             (
-                ["download", "/x", "out", "--limit-rate", "10X"],
+                "download /x out --limit-rate 10X",
                 "argument --limit-rate: invalid rate '10X': bytes per second, such as 500K, 10M or 1G",
             ),
-        ):
-            with self.subTest(argv=argv):
-                status, out, err = self.run_main(*argv)
-                self.assertEqual((status, out), (2, ""))
-                self.assertRegex(
-                    err.splitlines()[-1],
-                    rf"^dataset-client( download| export)?: error: {re.escape(text)}$",
-                )
+        )
         self.assertEqual(len(self.requests), 2, "nothing sent for a usage error")
 
     def test_a_certificate_failure_names_ca_bundle_which_works_from_the_option_and_the_profile(
@@ -2013,9 +1975,7 @@ class CommandLineTerminalTests(StandInTestCase):
         self.assertIn('else COMPREPLY=($(compgen -W "x y" -- "$cur")); fi ;;', script)
         self.assertIn('case "$word" in datasets|query|export|download|completion|ping)', script)
 
-    def test_stdout_whose_reader_went_away_ends_quietly_and_a_failed_write_names_stdout(
-        self,
-    ) -> None:
+    def test_stdout_whose_reader_left_ends_quietly_and_a_failed_write_names_stdout(self) -> None:
         self.server.default = reply(body=[{"name": "scripted"}])
 
         class Closed(io.StringIO):
@@ -2307,14 +2267,7 @@ class DownloadCommandTests(StandInTestCase):
     def test_limit_rate_below_speed_limit_is_refused_before_any_request(self) -> None:
         url = self.server.url + "/files/x"
         export = [
-            "export",
-            "trades",
-            "--symbols",
-            "V",
-            "--start",
-            "2024-01-02",
-            "--end",
-            "2024-01-03",
+            *EXPORT_V,
         ]
         for argv in (
             ["download", url, "out", "--limit-rate", "50K", "--speed-limit", "100K"],
@@ -2852,25 +2805,15 @@ class TwoFilesTests(base.ServerTestCase):
     def test_five_ways_in_give_the_same_bytes_and_status(self) -> None:
         pair, elsewhere = self.copied("dataset_client.py", "dataset_client_cli.py"), self.tmp()
         installed = "import sys, dataset_client_cli; sys.argv[0] = 'dataset-client'; sys.exit(dataset_client_cli.main())"
+        library, command_line = str(pair / "dataset_client.py"), str(pair / "dataset_client_cli.py")
+        beside, away = {"cwd": pair}, {"cwd": elsewhere}
         ways: dict[str, tuple[list[str], dict[str, Any]]] = {
-            "python -m dataset_client": (["-m", "dataset_client"], {"cwd": pair}),
-            "python path/dataset_client.py": (
-                [str(pair / "dataset_client.py")],
-                {"cwd": elsewhere},
-            ),
-            "python -I path/dataset_client.py": (
-                ["-I", str(pair / "dataset_client.py")],
-                {"cwd": elsewhere},
-            ),
-            "python -m dataset_client_cli": (["-m", "dataset_client_cli"], {"cwd": pair}),
-            "python path/dataset_client_cli.py": (
-                [str(pair / "dataset_client_cli.py")],
-                {"cwd": elsewhere},
-            ),
-            "python -I path/dataset_client_cli.py": (
-                ["-I", str(pair / "dataset_client_cli.py")],
-                {"cwd": elsewhere},
-            ),
+            "python -m dataset_client": (["-m", "dataset_client"], beside),
+            "python path/dataset_client.py": ([library], away),
+            "python -I path/dataset_client.py": (["-I", library], away),
+            "python -m dataset_client_cli": (["-m", "dataset_client_cli"], beside),
+            "python path/dataset_client_cli.py": ([command_line], away),
+            "python -I path/dataset_client_cli.py": (["-I", command_line], away),
             "the installed script": (["-c", installed], {"cwd": elsewhere, "path": pair}),
         }
         commands = (("datasets",), ("--outptu", "csv", "datasets"))
