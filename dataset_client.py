@@ -1066,9 +1066,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
             *self._busy,
             *(connection for idle in self._idle.values() for connection in idle),
         ]
+        connecting = list(self._connecting.values())
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
-        for connection in inherited:
-            sock = connection.sock
+        socks = [connection.sock for connection in inherited] + connecting
+        for sock in socks:
             if sock is not None:
                 with contextlib.suppress(OSError):
                     os.close(sock.detach())
@@ -1080,7 +1081,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self.closed = True
             idle, self._idle = self._idle, {}
             busy = [connection.sock for connection in self._busy]
-            busy += self._connecting.values()
+            for held in self._connecting.values():
+                _shut_down(held)  # under the lock: connected() closes it under the lock too
         for connection in (
             connection for connections in idle.values() for connection in connections
         ):
@@ -1103,7 +1105,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             socks = [
                 connection.sock for connection, thread in self._busy.items() if thread in threads
             ]
-            socks += [sock for thread, sock in self._connecting.items() if thread in threads]
+            for thread, held in self._connecting.items():
+                if thread in threads:
+                    _shut_down(held)
         for sock in socks:
             _shut_down(sock)
 
@@ -1114,15 +1118,20 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def hold(self, sock: socket.socket) -> None:
         """Keep the socket this thread connects (a connection's, a probe's) for close() and
-        interrupt() to shut down: a connect or TLS handshake is never waited out."""
+        interrupt() to shut down: a connect or TLS handshake is never waited out. A duplicate:
+        wrap_socket moves the descriptor to the SSLSocket it makes, detaching ``sock``."""
         with self._lock:
             if self.closed:
                 raise ClientClosedError("the DatasetClient is closed")
-            self._connecting[_thread.get_ident()] = sock
+            thread = _thread.get_ident()
+            if (tried := self._connecting.get(thread)) is not None:
+                tried.close()  # an address tried before
+            self._connecting[thread] = sock.dup()
 
     def connected(self) -> None:
         with self._lock:
-            self._connecting.pop(_thread.get_ident(), None)
+            if (held := self._connecting.pop(_thread.get_ident(), None)) is not None:
+                held.close()
 
     def handle_request(self, request: _Request) -> _PooledResponse:
         """Send ``request`` on a kept-alive connection or a new one; its response, head read."""

@@ -2991,6 +2991,13 @@ class ConnectionTests(ServerTestCase):
             self.closed_during(client, client.list_datasets), dc.ClientClosedError
         )
         self.assertEqual(seen, ["TLS", "OPTIONS * HTTP/1.0"], "the probe was under way")
+        # Found in review: wrap_socket moves the descriptor to the SSLSocket, so the socket held
+        # was detached and a TLS handshake that hangs (a ClientHello never answered) ran on.
+        url, seen = head_server(self)  # holds what it cannot read as a request's head
+        client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
+        outcome = self.closed_during(client, client.list_datasets)
+        self.assertIsInstance(outcome, dc.ClientClosedError)
+        self.assertEqual(seen, ["TLS"], "the handshake was under way")
 
     def test_audit_hooks_see_each_request_as_urllib_shows_it(self) -> None:
         # Without a proxy the client hands requests to its pool itself: the opener's event stays.
