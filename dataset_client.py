@@ -794,7 +794,7 @@ class _Secrets:
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
-        if self.signed and "=" in text:
+        if self.signed and ("=" in text or "%3" in text):  # = or %3D
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
@@ -2000,7 +2000,10 @@ def _signed_parameter() -> re.Pattern[str]:
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
     names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    return re.compile(f"(?i)([?&;](?:{names})=)[^\\s&#\"'<>]*[^\\s&#\"'<>:,.;)\\]]")
+    after = r"(?:[?&;]|\\u0026|%26)"  # as in a URL, in JSON (Go writes & so), in a URL's query
+    return re.compile(
+        f"(?i)({after}(?:{names})(?:=|%3D))[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
+    )
 
 
 def _redact_value(value: Any, secrets: _Secrets) -> Any:

@@ -2231,6 +2231,13 @@ class SecondReviewSecretTests(ServerTestCase):
                 url = f"https://s3.example/b/x?{name}=816d0123secret&X-Amz-Date=1"
                 self.assertEqual(secrets.redact(url), url.replace("816d0123secret", "<redacted>"))
         self.assertEqual(secrets.redact("?sigma=1&design=2"), "?sigma=1&design=2", "names alone")
+        # A URL in JSON from Go (& written \u0026), or nested in another URL's query (%26, %3D).
+        for text in (
+            '"u": "https://s/x?a=1\\u0026X-Amz-Signature=816d0123secret"',
+            "%26sig%3D816d0123secret",
+        ):
+            with self.subTest(text=text):
+                self.assertNotIn("816d0123secret", secrets.redact(text))
         base = "https://s3.example/b?X-Amz-Signature=816d0123secret&token=tok0123"
         with self.assertRaises(ValueError) as caught:
             DatasetClient(base)
