@@ -768,6 +768,8 @@ def _add_export_arguments(export: argparse.ArgumentParser) -> None:
 
 def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Create the export and print it; with --download, download its file too."""
+    if settings.download == "-" and settings.resume:  # before the export is made
+        raise _UsageError("-c needs a file to continue: not - (stdout)")
     result = _create_export(client, settings, _export_format(settings.format, settings.download))
     _show(result, client, settings, stderr)
     if isinstance(result, dict) and _is_number(result.get("rows")) and result["rows"] == 0:

@@ -2201,6 +2201,10 @@ class DownloadCommandTests(StandInTestCase):
                 self.assertEqual(os.listdir(directory), [])
                 self.assertEqual([r.method for r in self.requests], ["POST"], "no GET of the file")
                 self.server.requests.clear()
+        status, _, err = self.run_main(*argv[:-1], "--download", "-", "-c", environment={})
+        self.assertEqual(status, 2, "the user's mistake, not the service's")
+        self.assertIn("-c needs a file to continue: not - (stdout)", err)
+        self.assertEqual(self.requests, [], "found before the export is made")
         signed = self.server.url + "/files/%2D?X-Amz-Signature=816d"
         status, _, err = self.run_main("download", signed, environment={})
         self.assertEqual(status, 2)
