@@ -137,6 +137,7 @@ _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 @functools.cache
@@ -1117,9 +1118,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep the socket this thread connects (a connection's, a probe's) for close() and
-        interrupt() to shut down: a connect or TLS handshake is never waited out. A duplicate:
-        wrap_socket moves the descriptor to the SSLSocket it makes, detaching ``sock``."""
+        """Keep (a duplicate of: wrap_socket detaches it) the socket this thread connects, for
+        close() and interrupt() to shut down: no connect or TLS handshake is waited out."""
         with self._lock:
             if self.closed:
                 raise ClientClosedError("the DatasetClient is closed")
@@ -1318,10 +1318,8 @@ def _system_store() -> str:
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add the CAs of a PEM file or hashed directory to ``context``, warning if others can write it.
-
-    Unreadable: a ValueError naming ``source`` (for the ``ca_bundle`` argument, the error's type).
-    """
+    """Add a PEM file's or hashed directory's CAs to ``context`` (others able to change it: a
+    warning); unreadable: a ValueError naming ``source`` (``ca_bundle``: the error's type)."""
     try:
         status = os.stat(path)  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
         mode = status.st_mode
@@ -1446,8 +1444,7 @@ class _Deadline:
 
 
 class _Watch:
-    """A response's reads, each receive checked (http.client's read(n) waits for all n bytes):
-    within the deadline, and a stall below ``min_rate`` over ``timeout`` (or 30) s."""
+    """A response's reads, each receive checked against the deadline and ``min_rate``."""
 
     def __init__(
         self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
@@ -1552,8 +1549,7 @@ def _transport_error(
     context: ssl.SSLContext | None = None,
     fresh: bool = False,
 ) -> DatasetClientError:
-    """The client's error for a socket, TLS or HTTP failure (``context``: the TLS one used;
-    ``fresh``: on a new connection, so a hang-up may say the server speaks TLS)."""
+    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection's)."""
     where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
@@ -1596,8 +1592,7 @@ class _WrongSchemeError(NetworkError):
 def _may_speak_the_other_scheme(
     exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
 ) -> bool:
-    """Whether ``exc`` may come from a server speaking the other scheme (never through a proxy):
-    https:// to plain HTTP fails the handshake, http:// to TLS sees a new connection hang up."""
+    """Whether ``exc`` may come from a server speaking the other scheme (never via a proxy)."""
     scheme = urllib.parse.urlsplit(url).scheme
     if proxy is not None:
         return False
@@ -1660,8 +1655,8 @@ def _connect_within(
     *,
     hold: _Hold,
 ) -> socket.socket:
-    """socket.create_connection (as http.client calls it), the lookup and connects ended by
-    ``deadline``; ``timeout`` is the socket's. ``hold`` gets each socket before it connects."""
+    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket before it
+    connects."""
     host, port = address
     failure = OSError(f"no address for {host}")
     if deadline is None:
@@ -1852,8 +1847,7 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body; a chunked one with readinto (http.client's read(n) holds
-    each chunk as an object: 1-byte chunks take 80 times the body)."""
+    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk)."""
     if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
         return response.read(size)
     buffer = bytearray(size)
@@ -1893,8 +1887,8 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """What to redact in what a server sends: ``values``, the proxies' passwords and Basic
-    credentials, each also in base64; under 4 characters no secret (it would hide the body)."""
+    """``values``, the proxies' passwords and Basic credentials, each also in base64 (under 4
+    characters: none)."""
     import base64  # already imported by urllib.request
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
@@ -1906,8 +1900,8 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password (as in its URL) and Basic credentials; an unreadable proxy URL is a
-    ValueError naming its variable, not its value."""
+    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError naming its
+    variable."""
     import base64
 
     found = []
@@ -1969,7 +1963,7 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     """A pattern for one character of a secret: itself, percent-encoded, JSON-escaped or an HTML
-    entity; each escape starts with a literal the regex engine skips to (five times faster)."""
+    entity."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
@@ -1984,16 +1978,14 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
 
 
 def _showable_url(url: str, secrets: _Secrets) -> str:
-    """``url`` as logs, errors and the command line show it: ``secrets`` and signed URLs'
-    credential values redacted."""
+    """``url`` as logs and errors show it: secrets and signed URLs' credentials redacted."""
     return secrets.shown().redact(url)
 
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter (any case, any character percent-encoded, as servers
-    decode it) and value, in a URL or in text (the value ends where a URL does, or before a ":",
-    "," or "." ending a sentence)."""
+    """A signed URL's credential parameter (any case, any character percent-encoded) and value,
+    in a URL or text (the value ends where a URL does, or before a sentence's ":", "," or ".")."""
 
     def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
         c = letter[0]
@@ -2062,8 +2054,7 @@ def _redact_nested(
 
 
 def _redact_error(error: BaseException, secrets: _Secrets) -> None:
-    """Redact the secrets a server echoed in ``error`` and its causes (args and fields); drop the
-    causes' frames, whose locals hold the response's bytes."""
+    """Redact what a server echoed in ``error`` and its causes; drop the causes' frames."""
     limit = _ERROR_BODY_LIMIT
     for exc in _exception_chain(error):
         exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
@@ -2092,8 +2083,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of this module's and the standard library's (json's holds the body)
-    finished frames in ``error``'s chain; a caller's are left."""
+    """Clear the locals of finished library frames in ``error``'s chain (a caller's are left)."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -2131,12 +2121,8 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 
 def _reason_in_text(body: str) -> str | None:
-    """A short reason in an error body that is not JSON: an XML error's Code and Message (S3, GCS,
-    Azure), an HTML page's title, or a text's first line; escaped, at most 200 characters.
-
-    Regular expressions, not an XML parser: the body is a cut start, HTML is no XML, and no DTD
-    is read (no entity bomb).
-    """
+    """A non-JSON error body's reason: an XML error's Code and Message (S3, GCS, Azure), an HTML
+    title or a text's first line; escaped, 200 characters at most. No XML parser: no DTD read."""
     import html  # only an error path gets here
 
     text = body.lstrip("\ufeff \t\r\n")
@@ -3041,10 +3027,17 @@ class _FileTarget(_Sink):
         self.stem = _hidden_stem(destination)
         self.path = self.lock_path = ""  # lock_path: where there is no flock
         self.committed = False
-        if fcntl := _fcntl():  # without flock none is known to be abandoned
-            _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
-        fd = self._open_resumable() if resume else None
-        self.fd = self._open_unique() if fd is None else fd
+        # The directory walked to, held: the commit happens there, whatever is renamed meanwhile.
+        self.directory = _open_directory(os.path.dirname(destination))
+        try:
+            if fcntl := _fcntl():  # without flock none is known to be abandoned
+                _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
+            fd = self._open_resumable() if resume else None
+            self.fd = self._open_unique() if fd is None else fd
+        except BaseException:
+            if self.directory is not None:
+                os.close(self.directory)
+            raise
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` and its state, ours and locked; else None."""
@@ -3135,6 +3128,8 @@ class _FileTarget(_Sink):
             if self.state is not None:
                 self.state.remove()
         os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
+        if self.directory is not None:
+            os.close(self.directory)
         self._unlock()
 
     def reset(self) -> None:
@@ -3169,7 +3164,8 @@ class _FileTarget(_Sink):
     def commit(self, total: int | None) -> None:
         """Move the file into place when ``total`` bytes long and still the file written here
         (else PermissionError). Not fsync'ed (docs/DESIGN.md)."""
-        size, destination = os.fstat(self.fd).st_size, self.destination
+        size, destination, at = os.fstat(self.fd).st_size, self.destination, self.directory
+        here = str if at is None else os.path.basename  # names in the directory walked to
         swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case
             if total is not None and size != total:
@@ -3178,16 +3174,16 @@ class _FileTarget(_Sink):
                     " not committed"
                 )
                 raise InvalidResponseError(message, method="GET", received=size, expected=total)
-            if not _is_named(self.fd, self.path):
+            if not _is_named(self.fd, here(self.path), at):
                 raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
             try:
-                os.replace(self.path, destination)
+                os.replace(here(self.path), here(destination), src_dir_fd=at, dst_dir_fd=at)
             except OSError as exc:  # named as the caller's file, not the temporary one
                 raise OSError(exc.errno, exc.strerror or str(exc), destination) from None
-            if not _is_named(self.fd, destination):  # put there after the check: see DESIGN.md
+            if not _is_named(self.fd, here(destination), at):  # put there after the check
                 with contextlib.suppress(OSError):  # the user's own may be another download's
-                    if not _is_mine(os.lstat(destination)):
-                        os.unlink(destination)
+                    if not _is_mine(os.lstat(here(destination), dir_fd=at)):
+                        os.unlink(here(destination), dir_fd=at)
                 left = "left there" if os.path.lexists(destination) else "removed"
                 message = f"{swapped} and moved into place: {left}"
                 raise PermissionError(errno.EACCES, message, destination)
@@ -3291,10 +3287,10 @@ def _open_own_file(path: str) -> int | None:
     return None
 
 
-def _is_named(fd: int, path: str) -> bool:
-    """True when ``path`` (not followed) is the file open as ``fd``."""
+def _is_named(fd: int, path: str, directory: int | None = None) -> bool:
+    """True when ``path`` (not followed; in ``directory``) is the file open as ``fd``."""
     with contextlib.suppress(OSError):
-        return os.path.samestat(os.lstat(path), os.fstat(fd))
+        return os.path.samestat(os.lstat(path, dir_fd=directory), os.fstat(fd))
     return False
 
 
@@ -3393,46 +3389,56 @@ def _process_exists(pid: int) -> bool:
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names: its links, and those on the way to its directory, followed
-    when the user's or root's (else PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
+    """The file a destination names, its links (and those on the way) followed when the user's
+    or root's (else PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
             return path
         if (target := _link_target(path)) is None:
-            _check_directory_links(os.path.dirname(path))
+            if (directory := _open_directory(os.path.dirname(path))) is not None:
+                os.close(directory)
             return path
         path = os.path.join(os.path.dirname(path), target)
     return path
 
 
-def _check_directory_links(directory: str) -> None:
-    """Walk to ``directory`` as the kernel does (``..`` after a link is the target's parent): a
-    link another user made on the way is a PermissionError (they choose where the file goes)."""
-    if not _HAS_GETEUID:
-        return  # every file is the user's own there
+def _open_directory(directory: str) -> int | None:
+    """``directory`` opened as the kernel walks to it; another user's link on the way is a
+    PermissionError. None where not so opened (Windows; a part missing: making the file says)."""
+    if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
+        return None
+    flags, links, way = os.O_RDONLY | _O_DIRECTORY, 0, "/"  # way: as shown in an error
     names = os.path.join(os.getcwd(), directory).split("/")[::-1]  # not normalized: walked
-    way, links = "/", 0
-    while names and links <= 40:  # past 40 links, the kernel's ELOOP says why
-        name = names.pop()
-        if name in ("", "."):
-            continue
-        if name == "..":
-            way = os.path.dirname(way)
-            continue
-        step = os.path.join(way, name)
-        if (target := _link_target(step)) is None:
-            way = step
-            continue
-        links += 1
-        way = "/" if target.startswith("/") else way
-        names.extend(target.split("/")[::-1])
-
-
-def _link_target(path: str) -> str | None:
-    """What the link ``path`` says, when the user or root owns it; None when it is no link."""
+    fd: int | None = os.open("/", flags)
     try:
-        fd = os.open(path, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1  # the link checked is read
-        link = os.fstat(fd) if fd >= 0 else os.lstat(path)
+        while names and fd is not None:
+            if (name := names.pop()) in ("", "."):
+                continue
+            try:
+                step: int | None = os.open(name, flags | _O_NOFOLLOW, dir_fd=fd)
+                way = os.path.dirname(way) if name == ".." else os.path.join(way, name)
+            except OSError:  # a link (ELOOP, ENOTDIR), or missing
+                target, links = _link_target(name, fd, os.path.join(way, name)), links + 1
+                if target is None or links > 40:  # making the file says why
+                    step = None
+                else:  # followed from where it stands
+                    names.extend(target.split("/")[::-1])
+                    way = "/" if target.startswith("/") else way
+                    step = os.open(way if way == "/" else ".", flags, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    return fd
+
+
+def _link_target(path: str, directory: int | None = None, shown: str = "") -> str | None:
+    """What the link ``path`` (in ``directory``) says when the user's or root's; None: no link."""
+    try:
+        fd = os.open(path, _O_PATH | _O_NOFOLLOW, dir_fd=directory) if _O_PATH else -1
+        link = os.fstat(fd) if fd >= 0 else os.lstat(path, dir_fd=directory)  # the one read
     except OSError:  # making the file will say why
         return None
     try:
@@ -3440,8 +3446,8 @@ def _link_target(path: str) -> str | None:
             return None
         if not _is_mine(link, or_root=True):
             message = "refusing to follow a symbolic link another user made"
-            raise PermissionError(errno.EACCES, message, path)
-        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path)
+            raise PermissionError(errno.EACCES, message, shown or path)
+        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path, dir_fd=directory)
     finally:
         if fd >= 0:
             os.close(fd)
@@ -3715,8 +3721,7 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
 
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps; an
-    OSError when a download would refuse the destination's link."""
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps."""
 
     def __init__(self, destination: str) -> None:
         self.file_path = _follow_destination_links(destination)

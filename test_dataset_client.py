@@ -7273,6 +7273,33 @@ class SharedDirectoryTests(ServerTestCase):
         self.client().download("files/x", shared / "own" / "new.csv")
         self.assertEqual((notes.parent / "new.csv").read_bytes(), DATA)
 
+    def test_a_directory_swapped_for_a_link_after_the_walk_gets_nothing_replaced(self) -> None:
+        # Found in review: a teammate swapping team/box for a link to ~victim between the client's
+        # walk and its making the file replaced the victim's notes (0.1% of tries, in a loop).
+        user, notes = self.user(), self.victim_file()
+        shared = self.shared(0o2775)
+        os.chown(shared, -1, user[2])
+        (box := shared / "box").mkdir()
+        create, swapped = dc._create, list[str]()
+
+        def swapping(path: str, mode: int = 0o600) -> int:
+            if not swapped:  # the first file the download makes: box goes, the link comes
+                swapped.append(path)
+                box.rename(shared / "box.away")
+                self.plant(box, user, link_to=notes.parent)
+            return create(path, mode)
+
+        self.script(serve_file(DATA))
+        with (
+            mock.patch.object(dc, "_create", swapping),
+            self.assertRaises(PermissionError) as caught,
+        ):
+            self.client().download("files/x", box / "notes.txt")
+        self.assertIn("not committed", str(caught.exception))
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
+        self.assertEqual(list((shared / "box.away").iterdir()), [], "nothing committed there")
+
     def test_the_users_own_links_and_roots_are_followed(self) -> None:
         me = os.geteuid()  # 4242 below: a user who is not root, the link root's (as /dev/stdout is)
         for mode, user in ((0o1777, me), (0o2775, me), (0o1777, 4242 if me == 0 else me)):
@@ -7434,10 +7461,12 @@ class SharedDirectoryTests(ServerTestCase):
                 else:
                     theirs.write_text("own")
 
-                def renamed_over_it_first(source: Any, target: Any, planted: Path = theirs) -> None:
+                def renamed_over_it_first(
+                    source: Any, target: Any, planted: Path = theirs, **at: Any
+                ) -> None:
                     if Path(target).name == "data.csv":  # the commit: checked, not yet renamed
-                        replace(planted, source)
-                    replace(source, target)
+                        replace(planted, planted.parent / Path(source).name)
+                    replace(source, target, **at)
 
                 self.script(serve_file(DATA))
                 with (
