@@ -3407,7 +3407,7 @@ def _open_directory(directory: str) -> int | None:
     PermissionError. None where not so opened (Windows; a part missing: making the file says)."""
     if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
         return None
-    flags, links, way = os.O_RDONLY | _O_DIRECTORY, 0, "/"  # way: as shown in an error
+    flags, links, way = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0, "/"  # O_PATH: no need to read it
     names = os.path.join(os.getcwd(), directory).split("/")[::-1]  # not normalized: walked
     fd: int | None = os.open("/", flags)
     try:

@@ -148,6 +148,25 @@ class Checks:
     def teammates_link_is_refused(self) -> str | None:
         return self.link_is_refused(self.team(), self.victims_notes())
 
+    def directory_link_below_a_parent_not_readable(self) -> str | None:
+        """The teammate's link team/drop -> the victim's directory, team in a 0711 directory
+        (searchable, not readable, as many homes): download to team/drop/notes.txt is refused."""
+        parent = Path(tempfile.mkdtemp(dir=self.work))
+        parent.chmod(0o711)
+        team = parent / "team"
+        team.mkdir()
+        shutil.chown(team, group=self.group)
+        team.chmod(0o2775)
+        notes = self.victims_notes()
+        self.as_user(self.attacker, f"ln -s '{notes.parent}' '{team / 'drop'}'").check_returncode()
+        done = self.download(self.url, "drop/notes.txt", "--sha256", SHA, cwd=team)
+        said = b"refusing to follow a symbolic link another user made"
+        if done.returncode != 1 or said not in done.stderr:
+            return f"exit {done.returncode}: {done.stderr!r}"
+        if notes.read_bytes() != NOTES or Files.requests:
+            return f"the link was followed: {len(Files.requests)} requests"
+        return None
+
     def owners_link(self) -> str | None:
         shared = self.sticky()
         shutil.chown(shared, user=self.attacker)  # 1777, the attacker's: the kernel follows theirs
@@ -329,6 +348,10 @@ def main() -> int:
         )
         checks.check("2775: a teammate's link is not followed", checks.teammates_link_is_refused)
         checks.check("2775: a file renamed over the temporary is not kept", checks.renamed_over)
+        checks.check(
+            "2775 below 0711: a teammate's directory link on the way is not followed",
+            checks.directory_link_below_a_parent_not_readable,
+        )
         checks.check("1777: the directory owner's link is not followed", checks.owners_link)
     finally:
         server.shutdown()
