@@ -133,11 +133,17 @@ class Checks:
         self.as_user(self.victim, f"cat > '{notes}'", input=NOTES).check_returncode()
         return notes
 
-    def link_is_refused(self, directory: Path, notes: Path) -> str | None:
-        """The attacker's link at data.csv to ``notes`` in ``directory``: refused, nothing asked."""
-        link = directory / "data.csv"
-        self.as_user(self.attacker, f"ln -s '{notes}' '{link}'").check_returncode()
-        done = self.download(self.url, "data.csv", "--sha256", SHA, cwd=directory)
+    def link_is_refused(
+        self, directory: Path, notes: Path, *, on_the_way: bool = False
+    ) -> str | None:
+        """The attacker's link in ``directory``, at data.csv to ``notes`` (``on_the_way``: at drop,
+        to the directory of ``notes``, the download to drop/notes.txt): refused, nothing asked."""
+        link, target = directory / "data.csv", notes
+        if on_the_way:
+            link, target = directory / "drop", notes.parent
+        self.as_user(self.attacker, f"ln -s '{target}' '{link}'").check_returncode()
+        destination = "drop/notes.txt" if on_the_way else "data.csv"
+        done = self.download(self.url, destination, "--sha256", SHA, cwd=directory)
         said = b"refusing to follow a symbolic link another user made"
         if done.returncode != 1 or said not in done.stderr:
             return f"exit {done.returncode}: {done.stderr!r}"
@@ -157,15 +163,7 @@ class Checks:
         team.mkdir()
         shutil.chown(team, group=self.group)
         team.chmod(0o2775)
-        notes = self.victims_notes()
-        self.as_user(self.attacker, f"ln -s '{notes.parent}' '{team / 'drop'}'").check_returncode()
-        done = self.download(self.url, "drop/notes.txt", "--sha256", SHA, cwd=team)
-        said = b"refusing to follow a symbolic link another user made"
-        if done.returncode != 1 or said not in done.stderr:
-            return f"exit {done.returncode}: {done.stderr!r}"
-        if notes.read_bytes() != NOTES or Files.requests:
-            return f"the link was followed: {len(Files.requests)} requests"
-        return None
+        return self.link_is_refused(team, self.victims_notes(), on_the_way=True)
 
     def owners_link(self) -> str | None:
         shared = self.sticky()
