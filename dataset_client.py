@@ -138,6 +138,7 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
 
 
 @functools.cache
@@ -3394,22 +3395,34 @@ def _follow_destination_links(path: str) -> str:
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
             return path
-        if (target := _link_target(path)) is None:
-            if (directory := _open_directory(os.path.dirname(path))) is not None:
+        try:  # each link read in its directory, walked to first
+            directory = _open_directory(os.path.dirname(path))
+        except OSError as exc:
+            if exc.strerror == _NOT_FOLLOWED:
+                raise
+            return path  # making the file says why
+        try:
+            name = path if directory is None else os.path.basename(path)
+            target = _link_target(name, directory, path)
+        finally:
+            if directory is not None:
                 os.close(directory)
+        if target is None:
             return path
         path = os.path.join(os.path.dirname(path), target)
     return path
 
 
 def _open_directory(directory: str) -> int | None:
-    """``directory`` opened as the kernel walks to it; another user's link on the way is a
-    PermissionError. None where not so opened (Windows; a part missing: making the file says)."""
+    """``directory`` opened as the kernel walks to it (from the working directory if relative);
+    another user's link on the way is a PermissionError, a missing part the OSError met. None
+    where no such walk can be made (Windows; without O_PATH, a directory one may not read)."""
     if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
         return None
-    flags, links, way = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0, "/"  # O_PATH: no need to read it
-    names = os.path.join(os.getcwd(), directory).split("/")[::-1]  # not normalized: walked
-    fd: int | None = os.open("/", flags)
+    flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
+    way = "/" if directory.startswith("/") else ""  # as shown in an error
+    names = directory.split("/")[::-1]  # not normalized: walked
+    fd: int | None = os.open(way or ".", flags)
     try:
         while names and fd is not None:
             if (name := names.pop()) in ("", "."):
@@ -3417,14 +3430,16 @@ def _open_directory(directory: str) -> int | None:
             try:
                 step: int | None = os.open(name, flags | _O_NOFOLLOW, dir_fd=fd)
                 way = os.path.dirname(way) if name == ".." else os.path.join(way, name)
-            except OSError:  # a link (ELOOP, ENOTDIR), or missing
+            except OSError as exc:  # a link (ELOOP, ENOTDIR), missing, or not to be searched
                 target, links = _link_target(name, fd, os.path.join(way, name)), links + 1
-                if target is None or links > 40:  # making the file says why
-                    step = None
+                if target is None and not _O_PATH and exc.errno == errno.EACCES:
+                    step = None  # not readable: the path is used
+                elif target is None or links > 40:
+                    raise OSError(exc.errno, exc.strerror, os.path.join(way, name)) from None
                 else:  # followed from where it stands
                     names.extend(target.split("/")[::-1])
                     way = "/" if target.startswith("/") else way
-                    step = os.open(way if way == "/" else ".", flags, dir_fd=fd)
+                    step = os.open("/" if way == "/" else ".", flags, dir_fd=fd)
             os.close(fd)
             fd = step
     except BaseException:
@@ -3445,8 +3460,7 @@ def _link_target(path: str, directory: int | None = None, shown: str = "") -> st
         if not stat.S_ISLNK(link.st_mode):
             return None
         if not _is_mine(link, or_root=True):
-            message = "refusing to follow a symbolic link another user made"
-            raise PermissionError(errno.EACCES, message, shown or path)
+            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown or path)
         return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path, dir_fd=directory)
     finally:
         if fd >= 0:

@@ -7300,6 +7300,41 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
         self.assertEqual(list((shared / "box.away").iterdir()), [], "nothing committed there")
 
+    def test_a_directory_link_is_refused_whatever_the_link_at_the_end_says(self) -> None:
+        # Found in review: team/box -> ~victim/dots (a teammate's), and there the victim's own
+        # data.bin -> ~victim/precious: the end link's absolute target skipped the walk of team/box.
+        user, notes = self.user(), self.victim_file()
+        shared = self.shared(0o2775)
+        os.chown(shared, -1, user[2])
+        (dots := notes.parent / "dots").mkdir()
+        (dots / "data.bin").symlink_to(notes)  # absolute
+        self.plant(shared / "box", user, link_to=dots)
+        with self.assertRaises(PermissionError) as caught:
+            self.client().download("files/x", shared / "box" / "data.bin", sha256=DATA_SHA)
+        self.assertEqual(caught.exception.filename, str(shared / "box"))
+        self.assertEqual((notes.read_text(), self.requests), ("the victim's notes", []))
+
+    def test_a_directory_missing_at_the_walk_is_never_replaced_by_path(self) -> None:
+        # Found in review: team/box missing when the walk looked, a teammate's link to ~victim
+        # there when the file was made: the commit went by path and replaced the victim's notes.
+        user, notes = self.user(), self.victim_file()
+        shared = self.shared(0o2775)
+        os.chown(shared, -1, user[2])
+        create, planted = dc._create, list[bool]()
+
+        def planting(path: str, mode: int = 0o600) -> int:
+            if not planted:
+                planted.append(True)
+                self.plant(shared / "box", user, link_to=notes.parent)
+            return create(path, mode)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc, "_create", planting), self.assertRaises(OSError) as caught:
+            self.client().download("files/x", shared / "box" / "notes.txt")
+        self.assertEqual(caught.exception.errno, errno.ENOENT)
+        self.assertEqual(notes.read_text(), "the victim's notes")
+        self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
+
     def test_the_users_own_links_and_roots_are_followed(self) -> None:
         me = os.geteuid()  # 4242 below: a user who is not root, the link root's (as /dev/stdout is)
         for mode, user in ((0o1777, me), (0o2775, me), (0o1777, 4242 if me == 0 else me)):
@@ -7506,7 +7541,7 @@ class SharedDirectoryTests(ServerTestCase):
                     **kwargs: Any,
                 ) -> Any:
                     status = look(path, *args, **kwargs)
-                    if str(path) == watched:
+                    if watched in (str(path), str(args[1] if len(args) > 1 else "")):  # or as shown
                         seen.append("looked")
                         if len(seen) == at:  # the other user's move, right after the client's look
                             os.unlink(path)
