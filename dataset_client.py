@@ -816,8 +816,7 @@ class _Secrets:
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host (urllib rescans os.environ
-    at every request)."""
+    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not at every request."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -850,8 +849,7 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
 
 class _NoProxy:
-    """NO_PROXY as requests and curl read it: names, domain suffixes, IP addresses, CIDR blocks,
-    ``host:port``, ``[v6]:port`` and ``*``."""
+    """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
 
     def __init__(self, text: str) -> None:
         import ipaddress  # only where a proxy and NO_PROXY are both set
@@ -931,8 +929,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
-        """Read the rest of the head through a _HeadReader: http.client takes the stream's end for
-        the head's end."""
+        """Read the head's rest via a _HeadReader: http.client takes a cut for the head's end."""
         ahead = self.fp.peek()
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
             return  # no headers, or lines ending in LF alone
@@ -1042,8 +1039,7 @@ class _TooManyInterimResponses(http.client.HTTPException):
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A urllib handler keeping HTTP/1.1 connections alive for reuse (thread-safe); close() ends
-    them all, those in use included."""
+    """A thread-safe urllib handler keeping HTTP/1.1 connections alive; close() ends them all."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1062,15 +1058,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: close its copies of the parent's sockets, detached (no later close
-        hits a reused number), not through io (a parent thread's lock is held for ever)."""
-        inherited = [
-            *self._busy,
-            *(connection for idle in self._idle.values() for connection in idle),
-        ]
-        connecting = list(self._connecting.values())
+        """In a forked child: close the parent's sockets detached, not through io (its locks)."""
+        socks = [connection.sock for connection in self._busy]
+        socks += [connection.sock for idle in self._idle.values() for connection in idle]
+        socks += self._connecting.values()
         self._start_afresh()  # a new lock too: the parent's may have been held at the fork
-        socks = [connection.sock for connection in inherited] + connecting
         for sock in socks:
             if sock is not None:
                 with contextlib.suppress(OSError):
@@ -1085,9 +1077,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             busy = [connection.sock for connection in self._busy]
             for held in self._connecting.values():
                 _shut_down(held)  # under the lock: connected() closes it under the lock too
-        for connection in (
-            connection for connections in idle.values() for connection in connections
-        ):
+        for connection in itertools.chain.from_iterable(idle.values()):
             connection.close()
         for sock in busy:
             _shut_down(sock)  # the thread using it gets an error now and lets it go
@@ -1104,9 +1094,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
     def interrupt(self, threads: Collection[int]) -> None:
         """End what those threads wait for on their connections (a response's head, its body)."""
         with self._lock:
-            socks = [
-                connection.sock for connection, thread in self._busy.items() if thread in threads
-            ]
+            socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
             for thread, held in self._connecting.items():
                 if thread in threads:
                     _shut_down(held)
@@ -1119,8 +1107,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep (a duplicate of: wrap_socket detaches it) the socket this thread connects, for
-        close() and interrupt() to shut down: no connect or TLS handshake is waited out."""
+        """Keep a dup (wrap_socket detaches it) of this thread's connecting socket, to shut down."""
         with self._lock:
             if self.closed:
                 raise ClientClosedError("the DatasetClient is closed")
@@ -1161,7 +1148,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 sock = connection.sock
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
-                self._discard(connection)
+                self._release(key, connection, False)
                 hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
                 if reused and replayable and hung_up:
                     self._drop_idle(key)  # the other idle ones are as old: likely dead too
@@ -1171,7 +1158,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
             except BaseException as exc:  # Ctrl-C: without the frames, which hold the head
-                self._discard(connection)
+                self._release(key, connection, False)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
             if not reused:  # the origin answered in its scheme: never probed
@@ -1200,11 +1187,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return None
 
     def _connect(
-        self,
-        request: _Request,
-        key: _PoolKey,
-        proxy: str | None,
-        authorization: str | None,
+        self, request: _Request, key: _PoolKey, proxy: str | None, authorization: str | None
     ) -> http.client.HTTPConnection:
         """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
         connection: http.client.HTTPConnection
@@ -1262,11 +1245,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 return
         connection.close()
 
-    def _discard(self, connection: http.client.HTTPConnection) -> None:
-        with self._lock:
-            self._busy.pop(connection, None)
-        connection.close()
-
     def _drop_idle(self, key: _PoolKey) -> None:
         with self._lock:
             idle = self._idle.pop(key, [])
@@ -1287,8 +1265,7 @@ if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork cal
 
 
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
-    """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's (else
-    CURL_CA_BUNDLE's) and ``ca_bundle``."""
+    """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it while urllib3 accepts them.
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
@@ -1319,8 +1296,7 @@ def _system_store() -> str:
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add a PEM file's or hashed directory's CAs to ``context`` (others able to change it: a
-    warning); unreadable: a ValueError naming ``source`` (``ca_bundle``: the error's type)."""
+    """Add a PEM file's or directory's CAs to ``context``; others able to change it: a warning."""
     try:
         status = os.stat(path)  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
         mode = status.st_mode
@@ -1463,8 +1439,7 @@ class _Watch:
         response.read = read  # type: ignore[method-assign]
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``, a receive at a time; bytes before a stall or the deadline are
-        returned, the error raised by the next read."""
+        """``response.read(amount)``; bytes before a stall are returned, the next read raises."""
         if self.ended is not None:
             if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
                 return b""
@@ -1606,8 +1581,7 @@ def _may_speak_the_other_scheme(
 
 
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if a probe (sending nothing of the request) finds within
-    ``wait`` s that the server speaks it."""
+    """``url`` in the other scheme if a probe (sending nothing) finds the server speaks it."""
     parts = urllib.parse.urlsplit(url)
     plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
     host, port = parts.hostname or "", parts.port or (443 if plain else 80)
@@ -1656,8 +1630,7 @@ def _connect_within(
     *,
     hold: _Hold,
 ) -> socket.socket:
-    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket before it
-    connects."""
+    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
     host, port = address
     failure = OSError(f"no address for {host}")
     if deadline is None:
@@ -1787,8 +1760,7 @@ def _without_body(exc: BaseException) -> ValueError:
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``, else
-    refused before they are held)."""
+    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
     identity = response.encoding == "identity"
     most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
     raw = _read_at_most(response, most, truncate=truncate)
@@ -1812,8 +1784,7 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate the gzip members of ``data`` onto ``decoded``, at most ``limit + 1`` bytes; how
-    many. Fed in doubling pieces: zlib copies a piece's rest (thousands of tiny members)."""
+    """Inflate ``data``'s gzip members onto ``decoded`` (at most ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
         decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
@@ -1826,7 +1797,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
             if inflated > limit:
                 return inflated
             offset += len(piece) - len(decoder.unused_data)
-            size = min(size * 2, _CHUNK_SIZE)
+            size = min(size * 2, _CHUNK_SIZE)  # zlib copies a piece's rest: tiny members
     return inflated
 
 
@@ -1888,8 +1859,7 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """``values``, the proxies' passwords and Basic credentials, each also in base64 (under 4
-    characters: none)."""
+    """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
     import base64  # already imported by urllib.request
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
@@ -1901,8 +1871,7 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError naming its
-    variable."""
+    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError."""
     import base64
 
     found = []
@@ -1910,8 +1879,7 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
         if scheme == "no":  # NO_PROXY, which urllib lists with them: hosts, not a URL
             continue
         url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
-        reason = _unreadable_url(url)
-        if reason is not None:
+        if (reason := _unreadable_url(url)) is not None:
             variable = f"{scheme.upper()}_PROXY"
             raise ValueError(
                 f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
@@ -1963,8 +1931,7 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for one character of a secret: itself, percent-encoded, JSON-escaped or an HTML
-    entity."""
+    """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     units = character.encode("utf-16-be", "surrogatepass")
@@ -1985,8 +1952,7 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter (any case, any character percent-encoded) and value,
-    in a URL or text (the value ends where a URL does, or before a sentence's ":", "," or ".")."""
+    """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
 
     def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
         c = letter[0]
@@ -2091,10 +2057,8 @@ def _clear_library_frames(error: BaseException) -> None:
         while tb is not None:
             frame, tb = tb.tb_frame, tb.tb_next
             name = frame.f_code.co_filename
-            ours = frame.f_globals is globals() or (
-                name.startswith(stdlib) and "-packages" not in name
-            )
-            if ours:
+            in_stdlib = name.startswith(stdlib) and "-packages" not in name
+            if frame.f_globals is globals() or in_stdlib:
                 with contextlib.suppress(RuntimeError):  # still running (the one catching it)
                     frame.clear()
 
@@ -2122,8 +2086,7 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 
 def _reason_in_text(body: str) -> str | None:
-    """A non-JSON error body's reason: an XML error's Code and Message (S3, GCS, Azure), an HTML
-    title or a text's first line; escaped, 200 characters at most. No XML parser: no DTD read."""
+    """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
     import html  # only an error path gets here
 
     text = body.lstrip("\ufeff \t\r\n")
