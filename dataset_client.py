@@ -875,11 +875,10 @@ class _NoProxy:
         if self.everything:
             return True
         try:
-            parts = urllib.parse.urlsplit(f"//{host}")
-            name = (parts.hostname or "").rstrip(".")
-            port = parts.port or (443 if scheme == "https" else 80)
+            _, name, port = _origin_of(f"{scheme}://{host}")
         except ValueError:
             return False
+        name = name.rstrip(".")
         try:
             address = ipaddress.ip_address(name)
         except ValueError:  # a name: itself or a subdomain (not "badexample.com")
@@ -1074,13 +1073,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 self._open.release()
             self.closed = True
             idle, self._idle = self._idle, {}
-            busy = [connection.sock for connection in self._busy]
-            for held in self._connecting.values():
-                _shut_down(held)  # under the lock: connected() closes it under the lock too
+            threads = {*self._busy.values(), *self._connecting}
         for connection in itertools.chain.from_iterable(idle.values()):
             connection.close()
-        for sock in busy:
-            _shut_down(sock)  # the thread using it gets an error now and lets it go
+        self.interrupt(threads)  # each thread gets an error now and lets its connection go
 
     def first_probe(self, url: str) -> bool:
         """Whether to probe ``url``'s origin for the other scheme: once, not after an answer."""
@@ -1097,7 +1093,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
             for thread, held in self._connecting.items():
                 if thread in threads:
-                    _shut_down(held)
+                    _shut_down(held)  # under the lock: connected() closes it under the lock too
         for sock in socks:
             _shut_down(sock)
 
