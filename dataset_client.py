@@ -1930,10 +1930,8 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
-    units = character.encode("utf-16-be", "surrogatepass")
-    escaped = "".join(
-        f"\\\\(?i:u{units[i]:02x}{units[i + 1]:02x})" for i in range(0, len(units), 2)
-    )
+    units = character.encode("utf-16-be", "surrogatepass").hex()  # \uXXXX: 4 hex digits a unit
+    escaped = "".join(f"\\\\(?i:u{units[i : i + 4]})" for i in range(0, len(units), 4))
     forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
     forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
     if character in '/"\\':  # JSON's short escapes (PHP's json_encode writes "\\/")
