@@ -227,11 +227,11 @@ class ServiceError(DatasetClientError, RuntimeError):
         payload = _json_or_none(body)
         message = message or _message_of(payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
+        text = f"{text}: {message}" if message else text
         request_id = headers.get("X-Request-Id") or headers.get("Request-Id")
         retry_after = _parse_retry_after(headers.get("Retry-After"))
         fields = dict(status=status, reason=reason, headers=headers, body=body, payload=payload)
         fields.update(message=message, request_id=request_id, retry_after=retry_after, proxy=proxy)
-        text = f"{text}: {message}" if message else text
         super().__init__(text, method=method, url=url, **fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -684,21 +684,18 @@ class DatasetClient:
             _Watch(self._timeout, deadline).take(response)  # its head was read within it too
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
-            elapsed = 1e3 * (time.monotonic() - started)
+            ms = 1e3 * (time.monotonic() - started)
             reason = self._secrets.redact(response.reason)
             shown = _showable_url(url, self._secrets)
-            _logger().debug(
-                "%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed
-            )
+            _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
 
     def _download_requests(self, url: str) -> _DownloadRequests:
         trusted = _origin_of(url) == self._origin
+        send = functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted)
         return _DownloadRequests(
             headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
-            send=functools.partial(
-                self._send_handling_redirects, "GET", url, None, trusted=trusted
-            ),
+            send=send,
             retry=functools.partial(self._retrying, "GET", url),
             interrupt=self._pool.interrupt,
             closed=lambda: self._pool.closed,
