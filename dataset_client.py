@@ -195,13 +195,11 @@ def _rebuilt_error(
 
 
 class ServiceError(DatasetClientError, RuntimeError):
-    """The service answered >= 400, or a 3xx was left after redirects.
-
-    ``str()``: ``404 Not Found: GET URL: message``. Fields: ``status``,
-    ``reason``, ``headers``, ``body`` (its start), ``payload`` (JSON or None),
-    ``message`` (the service's), ``request_id``, ``retry_after`` (seconds),
-    ``proxy``.
-    """
+    """The service answered >= 400, or a 3xx was left after redirects:
+    ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``,
+    ``headers``, ``body`` (its start), ``payload`` (JSON or None),
+    ``message`` (the service's), ``request_id``, ``retry_after``
+    (seconds), ``proxy``."""
 
     status: int
     reason: str
@@ -229,13 +227,12 @@ class ServiceError(DatasetClientError, RuntimeError):
         payload = _json_or_none(body)
         message = message or _message_of(payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
+        text = f"{text}: {message}" if message else text
         request_id = headers.get("X-Request-Id") or headers.get("Request-Id")
         retry_after = _parse_retry_after(headers.get("Retry-After"))
         fields = dict(status=status, reason=reason, headers=headers, body=body, payload=payload)
         fields.update(message=message, request_id=request_id, retry_after=retry_after, proxy=proxy)
-        super().__init__(
-            f"{text}: {message}" if message else text, method=method, url=url, **fields
-        )
+        super().__init__(text, method=method, url=url, **fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The payload as JSON text: pickle recurses deeper per level than json.
@@ -300,8 +297,7 @@ class DatasetClient:
     ``base_url``'s origin only; ``timeout`` bounds connecting and each wait,
     ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides
     the system's. A copy or pickle (holding the key) is a new client with the
-    same settings; one given an ``ssl_context`` does not pickle.
-    """
+    same settings; one given an ``ssl_context`` does not pickle."""
 
     def __init__(
         self,
@@ -338,18 +334,11 @@ class DatasetClient:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
             self._credentials = _merge_headers(key, extra)
-        self._arguments: dict[str, Any] = {  # for a copy or an unpickled client
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": timeout,
-            "max_retries": self._max_retries,
-            "headers": extra,
-            "ssl_context": ssl_context,
-            "user_agent": agent,
-            "backoff_factor": self._backoff_factor,
-            "ca_bundle": ca_bundle,
-            "deadline": self._deadline,
-        }
+        # For a copy or an unpickled client.
+        self._arguments: dict[str, Any] = dict(base_url=base_url, api_key=api_key, headers=extra)
+        self._arguments.update(timeout=timeout, max_retries=self._max_retries, user_agent=agent)
+        self._arguments.update(ssl_context=ssl_context, backoff_factor=self._backoff_factor)
+        self._arguments.update(ca_bundle=ca_bundle, deadline=self._deadline)
         service = {"User-Agent": agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._download_headers = {**service, "Accept": "*/*", "Accept-Encoding": "identity"}
         self._service_headers = _merge_headers(service, self._credentials)
@@ -395,8 +384,7 @@ class DatasetClient:
         config file's profile ``profile`` (else $DATASET_CLIENT_PROFILE, else
         ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
         both. Raises ValueError, PermissionError (a file others may write, or
-        read when it holds a key), LookupError (no such profile).
-        """
+        read when it holds a key), LookupError (no such profile)."""
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
         if not arguments.get("base_url"):
@@ -477,11 +465,10 @@ class DatasetClient:
         next time; ``connections``: ranged requests at once; ``max_rate``: bytes
         a second; ``deadline``: seconds in all; ``min_rate``: bytes a second
         below which a connection is cut and resumed; ``verified(check)``: told
-        each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``).
-        """
+        each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``)."""
         limits = _Limits(self._deadline if deadline is None else deadline, min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
-        expected_digest = _check_sha256(sha256)
+        digest = _check_sha256(sha256)
         for name, function in (("progress", progress), ("verified", verified)):
             if function is not None and not callable(function):
                 raise TypeError(f"{name} must be callable, not {type(function).__name__}")
@@ -494,9 +481,7 @@ class DatasetClient:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
             requests = self._download_requests(url)
-            transfer = _Transfer(
-                requests, url, target, progress, expected_digest, connections, limits
-            )
+            transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
             transfer.run()
             target.commit(transfer.total)
         if verified is not None:
@@ -577,9 +562,8 @@ class DatasetClient:
             error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
-            raise ClientClosedError(
-                f"the DatasetClient was closed during {method} {shown}"
-            ) from error
+            text = f"the DatasetClient was closed during {method} {shown}"
+            raise ClientClosedError(text) from error
         return error
 
     def _probe_scheme(
@@ -700,21 +684,18 @@ class DatasetClient:
             _Watch(self._timeout, deadline).take(response)  # its head was read within it too
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
-            elapsed = 1e3 * (time.monotonic() - started)
+            ms = 1e3 * (time.monotonic() - started)
             reason = self._secrets.redact(response.reason)
             shown = _showable_url(url, self._secrets)
-            _logger().debug(
-                "%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, elapsed
-            )
+            _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
 
     def _download_requests(self, url: str) -> _DownloadRequests:
         trusted = _origin_of(url) == self._origin
+        send = functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted)
         return _DownloadRequests(
             headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
-            send=functools.partial(
-                self._send_handling_redirects, "GET", url, None, trusted=trusted
-            ),
+            send=send,
             retry=functools.partial(self._retrying, "GET", url),
             interrupt=self._pool.interrupt,
             closed=lambda: self._pool.closed,
@@ -3847,9 +3828,8 @@ def _check_text(value: str, argument: str) -> None:
 
 
 def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
-    if isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)) or not isinstance(
-        symbols, collections.abc.Iterable
-    ):
+    iterable = isinstance(symbols, collections.abc.Iterable)
+    if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
         kind = type(symbols).__name__
         raise TypeError(f"symbols must be a str or an iterable of str, not {kind}")
     checked = [symbols] if isinstance(symbols, str) else list(symbols)
@@ -3978,11 +3958,11 @@ def _read_profile(
 
 def _config_path() -> str:
     """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME or ~/.config."""
+    if configured := os.environ.get("DATASET_CLIENT_CONFIG"):
+        return configured
     base = os.environ.get("XDG_CONFIG_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.expanduser("~/.config")
-    default = os.path.join(base, "dataset-client", "config.toml")
-    return os.environ.get("DATASET_CLIENT_CONFIG") or default
+    base = base if os.path.isabs(base) else os.path.expanduser("~/.config")
+    return os.path.join(base, "dataset-client", "config.toml")
 
 
 def _open_config(path: str) -> BinaryIO:
@@ -4013,17 +3993,15 @@ def _checked_profile(
     profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
 ) -> dict[str, Any]:
     """Its known keys, checked; ``warn`` told of the others."""
+    if warn is None:
+        import warnings
+
+        warn = functools.partial(warnings.warn, stacklevel=5)  # where from_profile was called
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
         guess = f"did you mean {nearest!r}?" if near else f"known keys: {', '.join(_PROFILE_KEYS)}"
-        message = f"unknown key {key!r} in {where} (ignored): {guess}"
-        if warn is None:
-            import warnings
-
-            warnings.warn(message, stacklevel=5)  # where from_profile was called
-        else:
-            warn(message)
+        warn(f"unknown key {key!r} in {where} (ignored): {guess}")
     profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
         _check_profile_value(key, value, where)
@@ -4069,11 +4047,9 @@ def _shell_quoted(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
-# main() runs the dataset_client_cli.py beside this file (by path: python -I leaves this directory
-# off sys.path), else an installed one.
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Run the dataset_client_cli.py beside this file (by path: python -I leaves this
+    directory off sys.path), else an installed one."""
     import importlib.util  # here: holding it at the top costs every import (measured)
 
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
