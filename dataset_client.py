@@ -2621,8 +2621,7 @@ class _Transfer:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered with the whole file: one part again, on the first response while it is
-        read, else on this one."""
+        """A range answered whole: one part again, on the first response while read, else this."""
         same = response.status == 200 and _validator(response.headers) == self.validator
         if not same or self._other_version(response):
             raise _FileChanged  # one part cannot start over alone
@@ -2831,9 +2830,8 @@ class _Limits:
         self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
-                raise ValueError(
-                    f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
-                )
+                message = f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
+                raise ValueError(message)
             self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
         self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
@@ -2963,9 +2961,7 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
             else:
                 encoded = ""
             if algorithm not in _DIGEST_ALGORITHMS:
-                _logger().debug(
-                    "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
-                )
+                _logger().debug("ignored a %s of an unknown algorithm: %r", header, name[:40])
                 continue
             try:
                 raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
@@ -3163,18 +3159,16 @@ class _FileTarget(_Sink):
             return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place when ``total`` bytes long and still the file written here
-        (else PermissionError). Not fsync'ed (docs/DESIGN.md)."""
+        """Move the file into place if ``total`` bytes long and still the one written here."""
         size, destination, at = os.fstat(self.fd).st_size, self.destination, self.directory
         here = str if at is None else os.path.basename  # names in the directory walked to
         swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case
             if total is not None and size != total:
-                message = (
-                    f"the downloaded file has {size} bytes where the server announced {total}:"
-                    " not committed"
+                message = f"the downloaded file has {size} bytes where the server announced {total}"
+                raise InvalidResponseError(
+                    f"{message}: not committed", method="GET", received=size, expected=total
                 )
-                raise InvalidResponseError(message, method="GET", received=size, expected=total)
             if not _is_named(self.fd, here(self.path), at):
                 raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
             try:
@@ -3319,8 +3313,7 @@ def _read_state(path: str) -> Any:
 
 
 def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (``fcntl`` None: the
-    caller's lock covers them)."""
+    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (unlocked ones)."""
     directory, prefix = os.path.split(stem)
     pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
@@ -3359,8 +3352,7 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
     """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
-    fd = _open_own_file(path)
-    if fd is None:
+    if (fd := _open_own_file(path)) is None:
         return None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
@@ -3382,16 +3374,13 @@ def _process_exists(pid: int) -> bool:
         return bool(handle)
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, as another user
-        return True
+    except OSError as exc:  # EPERM: it exists, as another user
+        return not isinstance(exc, ProcessLookupError)
     return True
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, its links (and those on the way) followed when the user's
-    or root's (else PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
+    """The file a destination names: the user's or root's links followed, others refused."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
             return path
@@ -3518,8 +3507,7 @@ class _StreamTarget(_Sink):
     def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write at the stream's position; into a pipe, FIFO or socket no more than it takes without
-        blocking, so no write outlasts the deadline or close()."""
+        """Write in order; into a pipe, FIFO or socket only what fits without blocking."""
         stream = self.stream
         if self.poller is None:
             return _write_all(stream, data)
@@ -3682,8 +3670,7 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` opened to write if a descriptor, FIFO or device (else None); another user's
-    FIFO or device only where ``fs.protected_fifos`` would let O_CREAT open it."""
+    """``file_path`` opened if a descriptor, FIFO or device (else None), as fs.protected_fifos."""
     if match := _descriptor_directory(file_path):
         if match[1] in (None, "self", "thread-self", str(os.getpid())):
             try:  # abspath: "/dev/fd/1/" names 1 too
