@@ -2522,9 +2522,8 @@ class _Transfer:
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests the first response states (a Content-Digest: on a plain 200)."""
-        names = ["Repr-Digest", "Digest"]
-        if whole and response.encoding == "identity":
-            names.insert(1, "Content-Digest")
+        plain = whole and response.encoding == "identity"
+        names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self._start_digest()
 
@@ -2719,10 +2718,9 @@ class _Transfer:
     def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
         if self.target.state is not None:
             self.target.state.remove()  # not resumable
-        message = (
-            f"{stated.name} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
-        )
-        raise ChecksumMismatchError(message, url=self.url, expected=stated.value, actual=actual)
+        expected = stated.value
+        message = f"{stated.name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
+        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
@@ -3403,9 +3401,8 @@ def _follow_destination_links(path: str) -> str:
 
 
 def _open_directory(directory: str) -> int | None:
-    """``directory`` opened as the kernel walks to it (from the working directory if relative);
-    another user's link on the way is a PermissionError, a missing part the OSError met. None
-    where no such walk can be made (Windows; without O_PATH, a directory one may not read)."""
+    """``directory`` opened as the kernel walks to it, another user's link a PermissionError;
+    None where no walk can be made (Windows; without O_PATH, a directory one may not read)."""
     if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
         return None
     flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
@@ -3466,10 +3463,8 @@ class _StreamTarget(_Sink):
             or isinstance(stream, io.TextIOBase)
             or (callable(writable) and not writable())
         ):
-            kind = type(stream).__name__
-            raise TypeError(
-                f"destination must be a path or a binary file object open for writing, not {kind}"
-            )
+            wanted = "a path or a binary file object open for writing"
+            raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
         self.stream, self.opened = stream, opened  # opened: closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
@@ -3491,9 +3486,8 @@ class _StreamTarget(_Sink):
 
     def reset(self) -> None:
         if self.start is None:
-            raise InvalidResponseError(
-                "the server started the transfer over and the destination cannot seek back"
-            )
+            message = "the server started the transfer over and the destination cannot seek back"
+            raise InvalidResponseError(message)
         self.stream.seek(self.start)
         with contextlib.suppress(OSError):  # devices cannot be truncated
             self.stream.truncate()
@@ -3539,8 +3533,7 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 
 
 class _ReorderBuffer(_Sink):
-    """A stream (``target``) that parallel parts write in order, through the ``writer`` thread only
-    (the caller's: a signal reaches it); bytes ahead wait here, ``limit`` at most."""
+    """Parallel parts into a stream, in order, by the caller's thread; ``limit`` bytes wait here."""
 
     hashes_in_order = True  # what was written cannot be read back
     max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
@@ -3648,9 +3641,8 @@ class _ReorderBuffer(_Sink):
     def finish(self, total: int | None) -> None:
         self.release()
         if self.chunks or (total is not None and self.position != total):
-            raise InvalidResponseError(
-                f"the parts of the download did not join up at byte {self.position}"
-            )
+            message = f"the parts of the download did not join up at byte {self.position}"
+            raise InvalidResponseError(message)
 
     def reset(self) -> None:
         with self.condition:
