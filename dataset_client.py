@@ -3330,8 +3330,7 @@ def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: 
 
 def _take_over_abandoned_lock(path: str) -> bool:
     """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
-    judged = _abandoned_lock(path)
-    if judged is None:
+    if (judged := _abandoned_lock(path)) is None:
         return False
     claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
     try:  # one process at a time checks it is still that file, still abandoned
