@@ -2517,7 +2517,7 @@ class _Transfer:
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
                 self.digest.close()
-            self.digest = _Digest(self.target.read_at, names)
+            self.digest = _Digest(self.target, names)
             self.digest.add(self._contiguous())  # kept bytes first
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
@@ -2778,7 +2778,7 @@ class _Transfer:
         read_at, again = self.target.read_at, False
         for part in self.parts:
             if read_at is not None and part.deferred is not None:
-                check = _PartCheck(*part.deferred, True, read_at)
+                check = _PartCheck(*part.deferred, True, self.target)
                 check.add(part.offset)
                 if not self._matches(part, check):
                     part.taken, part.deferred, again = False, None, True
@@ -2865,13 +2865,11 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 class _Digest:
     """Hashes (hashlib's ``algorithms``) of a download in file order, on a thread of their own."""
 
-    def __init__(
-        self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
-    ) -> None:
+    def __init__(self, sink: _Sink | None, algorithms: Iterable[str]) -> None:
         import queue
         import threading
 
-        self.read_at = read_at
+        self.read_at = None if sink is None else sink.read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
         self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
         self._position = 0
@@ -2917,14 +2915,8 @@ class _Digest:
 class _PartCheck(_Digest):
     """A 206's Content-Digest of its bytes from ``start``; ``held``: they wait until it checks."""
 
-    def __init__(
-        self,
-        start: int,
-        stated: _Stated,
-        held: bool,
-        read_at: Callable[[int, int], bytes] | None = None,
-    ) -> None:
-        super().__init__(read_at, (stated.hash,))
+    def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None) -> None:
+        super().__init__(sink, (stated.hash,))
         self.start, self.stated, self.held, self._position = start, stated, held, start
 
 
