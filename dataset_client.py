@@ -2455,14 +2455,13 @@ class _Transfer:
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
                 self.digest.close()
-            self.digest = _Digest(self.target.read_at, names)
+            self.digest = _Digest(self.target, names)
             self.digest.add(self._contiguous())  # kept bytes first
 
     def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests the first response states (a Content-Digest: on a plain 200)."""
-        names = ["Repr-Digest", "Digest"]
-        if whole and response.encoding == "identity":
-            names.insert(1, "Content-Digest")
+        plain = whole and response.encoding == "identity"
+        names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self._start_digest()
 
@@ -2559,8 +2558,7 @@ class _Transfer:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered with the whole file: one part again, on the first response while it is
-        read, else on this one."""
+        """A range answered whole: one part again, on the first response while read, else this."""
         same = response.status == 200 and _validator(response.headers) == self.validator
         if not same or self._other_version(response):
             raise _FileChanged  # one part cannot start over alone
@@ -2658,10 +2656,9 @@ class _Transfer:
     def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
         if self.target.state is not None:
             self.target.state.remove()  # not resumable
-        message = (
-            f"{stated.name} mismatch for {self.url}{where}: expected {stated.value}, got {actual}"
-        )
-        raise ChecksumMismatchError(message, url=self.url, expected=stated.value, actual=actual)
+        expected = stated.value
+        message = f"{stated.name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
+        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
 
     def _saved_and_reported(self) -> None:
         state = self.target.state
@@ -2719,7 +2716,7 @@ class _Transfer:
         read_at, again = self.target.read_at, False
         for part in self.parts:
             if read_at is not None and part.deferred is not None:
-                check = _PartCheck(*part.deferred, True, read_at)
+                check = _PartCheck(*part.deferred, True, self.target)
                 check.add(part.offset)
                 if not self._matches(part, check):
                     part.taken, part.deferred, again = False, None, True
@@ -2769,9 +2766,8 @@ class _Limits:
         self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
-                raise ValueError(
-                    f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
-                )
+                message = f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
+                raise ValueError(message)
             self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
         self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
@@ -2807,13 +2803,11 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 class _Digest:
     """Hashes (hashlib's ``algorithms``) of a download in file order, on a thread of their own."""
 
-    def __init__(
-        self, read_at: Callable[[int, int], bytes] | None, algorithms: Iterable[str]
-    ) -> None:
+    def __init__(self, sink: _Sink | None, algorithms: Iterable[str]) -> None:
         import queue
         import threading
 
-        self.read_at = read_at
+        self.read_at = None if sink is None else sink.read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
         self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
         self._position = 0
@@ -2859,14 +2853,8 @@ class _Digest:
 class _PartCheck(_Digest):
     """A 206's Content-Digest of its bytes from ``start``; ``held``: they wait until it checks."""
 
-    def __init__(
-        self,
-        start: int,
-        stated: _Stated,
-        held: bool,
-        read_at: Callable[[int, int], bytes] | None = None,
-    ) -> None:
-        super().__init__(read_at, (stated.hash,))
+    def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None) -> None:
+        super().__init__(sink, (stated.hash,))
         self.start, self.stated, self.held, self._position = start, stated, held, start
 
 
@@ -2901,9 +2889,7 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
             else:
                 encoded = ""
             if algorithm not in _DIGEST_ALGORITHMS:
-                _logger().debug(
-                    "ignored a %s of an algorithm the client does not know: %r", header, name[:40]
-                )
+                _logger().debug("ignored a %s of an unknown algorithm: %r", header, name[:40])
                 continue
             try:
                 raw = binascii.a2b_base64(encoded.strip(), strict_mode=True)
@@ -3101,18 +3087,16 @@ class _FileTarget(_Sink):
             return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
-        """Move the file into place when ``total`` bytes long and still the file written here
-        (else PermissionError). Not fsync'ed (docs/DESIGN.md)."""
+        """Move the file into place if ``total`` bytes long and still the one written here."""
         size, destination, at = os.fstat(self.fd).st_size, self.destination, self.directory
         here = str if at is None else os.path.basename  # names in the directory walked to
         swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case
             if total is not None and size != total:
-                message = (
-                    f"the downloaded file has {size} bytes where the server announced {total}:"
-                    " not committed"
+                message = f"the downloaded file has {size} bytes where the server announced {total}"
+                raise InvalidResponseError(
+                    f"{message}: not committed", method="GET", received=size, expected=total
                 )
-                raise InvalidResponseError(message, method="GET", received=size, expected=total)
             if not _is_named(self.fd, here(self.path), at):
                 raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
             try:
@@ -3257,8 +3241,7 @@ def _read_state(path: str) -> Any:
 
 
 def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (``fcntl`` None: the
-    caller's lock covers them)."""
+    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (unlocked ones)."""
     directory, prefix = os.path.split(stem)
     pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
     try:
@@ -3277,8 +3260,7 @@ def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: 
 
 def _take_over_abandoned_lock(path: str) -> bool:
     """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
-    judged = _abandoned_lock(path)
-    if judged is None:
+    if (judged := _abandoned_lock(path)) is None:
         return False
     claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
     try:  # one process at a time checks it is still that file, still abandoned
@@ -3297,8 +3279,7 @@ def _take_over_abandoned_lock(path: str) -> bool:
 
 def _abandoned_lock(path: str) -> os.stat_result | None:
     """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
-    fd = _open_own_file(path)
-    if fd is None:
+    if (fd := _open_own_file(path)) is None:
         return None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
@@ -3320,16 +3301,13 @@ def _process_exists(pid: int) -> bool:
         return bool(handle)
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, as another user
-        return True
+    except OSError as exc:  # EPERM: it exists, as another user
+        return not isinstance(exc, ProcessLookupError)
     return True
 
 
 def _follow_destination_links(path: str) -> str:
-    """The file a destination names, its links (and those on the way) followed when the user's
-    or root's (else PermissionError), up to a descriptor's (``/proc/self/fd/1``)."""
+    """The file a destination names: the user's or root's links followed, others refused."""
     for _ in range(40):  # the kernel's own limit on links in a row
         if _is_descriptor_link(path):
             return path
@@ -3352,9 +3330,8 @@ def _follow_destination_links(path: str) -> str:
 
 
 def _open_directory(directory: str) -> int | None:
-    """``directory`` opened as the kernel walks to it (from the working directory if relative);
-    another user's link on the way is a PermissionError, a missing part the OSError met. None
-    where no such walk can be made (Windows; without O_PATH, a directory one may not read)."""
+    """``directory`` opened as the kernel walks to it, another user's link a PermissionError;
+    None where no walk can be made (Windows; without O_PATH, a directory one may not read)."""
     if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
         return None
     flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
@@ -3415,10 +3392,8 @@ class _StreamTarget(_Sink):
             or isinstance(stream, io.TextIOBase)
             or (callable(writable) and not writable())
         ):
-            kind = type(stream).__name__
-            raise TypeError(
-                f"destination must be a path or a binary file object open for writing, not {kind}"
-            )
+            wanted = "a path or a binary file object open for writing"
+            raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
         self.stream, self.opened = stream, opened  # opened: closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
@@ -3440,9 +3415,8 @@ class _StreamTarget(_Sink):
 
     def reset(self) -> None:
         if self.start is None:
-            raise InvalidResponseError(
-                "the server started the transfer over and the destination cannot seek back"
-            )
+            message = "the server started the transfer over and the destination cannot seek back"
+            raise InvalidResponseError(message)
         self.stream.seek(self.start)
         with contextlib.suppress(OSError):  # devices cannot be truncated
             self.stream.truncate()
@@ -3456,8 +3430,7 @@ class _StreamTarget(_Sink):
     def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
-        """Write at the stream's position; into a pipe, FIFO or socket no more than it takes without
-        blocking, so no write outlasts the deadline or close()."""
+        """Write in order; into a pipe, FIFO or socket only what fits without blocking."""
         stream = self.stream
         if self.poller is None:
             return _write_all(stream, data)
@@ -3489,8 +3462,7 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 
 
 class _ReorderBuffer(_Sink):
-    """A stream (``target``) that parallel parts write in order, through the ``writer`` thread only
-    (the caller's: a signal reaches it); bytes ahead wait here, ``limit`` at most."""
+    """Parallel parts into a stream, in order, by the caller's thread; ``limit`` bytes wait here."""
 
     hashes_in_order = True  # what was written cannot be read back
     max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
@@ -3598,9 +3570,8 @@ class _ReorderBuffer(_Sink):
     def finish(self, total: int | None) -> None:
         self.release()
         if self.chunks or (total is not None and self.position != total):
-            raise InvalidResponseError(
-                f"the parts of the download did not join up at byte {self.position}"
-            )
+            message = f"the parts of the download did not join up at byte {self.position}"
+            raise InvalidResponseError(message)
 
     def reset(self) -> None:
         with self.condition:
@@ -3620,8 +3591,7 @@ class _ReorderBuffer(_Sink):
 
 
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` opened to write if a descriptor, FIFO or device (else None); another user's
-    FIFO or device only where ``fs.protected_fifos`` would let O_CREAT open it."""
+    """``file_path`` opened if a descriptor, FIFO or device (else None), as fs.protected_fifos."""
     if match := _descriptor_directory(file_path):
         if match[1] in (None, "self", "thread-self", str(os.getpid())):
             try:  # abspath: "/dev/fd/1/" names 1 too
