@@ -341,13 +341,16 @@ class ServerTestCase(unittest.TestCase):
         self.addCleanup(patcher.stop)
         self.server = self.start_server()
 
-    def closed_during(self, client: DatasetClient, call: Callable[[], object]) -> object:
-        """close() from another thread once ``call`` waits (half a second in): its outcome, ended
-        within 4 s (what each test below stops would take 5 s or more: a time-out, a probe)."""
+    def closed_during(
+        self, client: DatasetClient, call: Callable[[], object], waits: Callable[[], bool]
+    ) -> object:
+        """close() from another thread once ``call`` waits (``waits()``, then a moment): its
+        outcome, ended within 4 s (what each test stops would take 5 s or more)."""
         outcome: list[object] = []
         thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
         thread.start()
-        time.sleep(0.5)
+        _wait_for(waits, 20)
+        time.sleep(0.3)
         client.close()
         thread.join(4)
         self.assertFalse(thread.is_alive(), "close() did not end the wait")
@@ -2973,7 +2976,7 @@ class ConnectionTests(ServerTestCase):
         # Found in review: a 503 with Retry-After: 20, then close(): the call ended 20 s later.
         self.script(reply(503, {"error": "busy"}, {"Retry-After": "30"}))
         client = self.client(timeout=30)
-        outcome = self.closed_during(client, client.list_datasets)
+        outcome = self.closed_during(client, client.list_datasets, lambda: bool(self.requests))
         self.assertIsInstance(outcome, dc.ClientClosedError)
         self.assertIn("closed during GET", str(outcome))
         self.assertEqual(len(self.requests), 1, "not sent again")
@@ -2989,20 +2992,22 @@ class ConnectionTests(ServerTestCase):
             queued[-1].setblocking(False)
             queued[-1].connect_ex(("127.0.0.1", port))
         client = self.client(f"http://127.0.0.1:{port}", timeout=30)
+        connecting = lambda: bool(client._pool._connecting)  # noqa: E731
         self.assertIsInstance(
-            self.closed_during(client, client.list_datasets), dc.ClientClosedError
+            self.closed_during(client, client.list_datasets, connecting), dc.ClientClosedError
         )
         url, seen = head_server(self, refuse_tls=True)  # a plain server holding OPTIONS *
         client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
+        probed = lambda: len(seen) == 2  # noqa: E731
         self.assertIsInstance(
-            self.closed_during(client, client.list_datasets), dc.ClientClosedError
+            self.closed_during(client, client.list_datasets, probed), dc.ClientClosedError
         )
         self.assertEqual(seen, ["TLS", "OPTIONS * HTTP/1.0"], "the probe was under way")
         # Found in review: wrap_socket moves the descriptor to the SSLSocket, so the socket held
         # was detached and a TLS handshake that hangs (a ClientHello never answered) ran on.
         url, seen = head_server(self)  # holds what it cannot read as a request's head
         client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
-        outcome = self.closed_during(client, client.list_datasets)
+        outcome = self.closed_during(client, client.list_datasets, lambda: bool(seen))
         self.assertIsInstance(outcome, dc.ClientClosedError)
         self.assertEqual(seen, ["TLS"], "the handshake was under way")
 
@@ -7084,7 +7089,8 @@ class ParallelIntoStreamsTests(ServerTestCase):
         threading.Thread(target=serve, daemon=True).start()
         client, out = self.client(f"http://127.0.0.1:{port}", timeout=30), self.tmp() / "out"
         download = functools.partial(client.download, "files/x", out, connections=2)
-        self.assertIsInstance(self.closed_during(client, download), dc.ClientClosedError)
+        waits = lambda: len(queued) == 3  # noqa: E731  (the parts connect from then on)
+        self.assertIsInstance(self.closed_during(client, download, waits), dc.ClientClosedError)
         self.assertEqual(part_threads(), [])
         self.assertEqual(list(out.parent.iterdir()), [], "nothing left")
 
