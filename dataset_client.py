@@ -90,44 +90,10 @@ __version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 _CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones
-_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
-_MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
-_MAX_REDIRECTS = 10
-_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
-_LONGEST_RETRY_AFTER = 366 * 86400.0
-_MAX_BACKOFF = 30.0
 _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes kept in ServiceError.body
-_MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
-_MAX_IDLE_PER_ORIGIN = 8
-_MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
 _MAX_CONNECTIONS = 32  # of one download
-_MAX_RESTARTS = 3  # of a download whose file keeps changing
-_MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
-_MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
-_MAX_DIGEST_MEMBERS = 16  # looked at in one digest field
-_SCHEME_PROBE_TIMEOUT = 5.0  # does the server speak the other scheme?
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # the largest file offset
-_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
-_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
-# RFC 9530 and RFC 3230 names, lowercased, and hashlib's: the strongest first.
-_DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
-_LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
-_REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
-_SIGNED_PARAMETERS = (
-    "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
-    "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
-)
-# Never shown as sent: C0, DEL, C1, bidirectional, zero-width, line separators, lone surrogates.
-_UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
-# Sets: compiling a pattern at import costs more than the whole module.
-_TOKEN_CHARACTERS = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
-_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in a URL
-_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
-
 # Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
 _WINDOWS = os.name == "nt"
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
@@ -152,8 +118,6 @@ def _fcntl() -> Any:
 
 
 # Exceptions
-
-
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
     ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
@@ -288,6 +252,15 @@ class ClientClosedError(DatasetClientError, RuntimeError):
 
 
 # The client
+def _rebuilt_client(
+    cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
+) -> DatasetClient:
+    # ca_bundle read at the first request, not in pickle.loads (a worker may lack it).
+    client = cls(**{**arguments, "ca_bundle": None})
+    client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
+    if closed:
+        client.close()
+    return client
 
 
 class DatasetClient:
@@ -704,39 +677,322 @@ class DatasetClient:
         )
 
 
-def _rebuilt_client(
-    cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
-) -> DatasetClient:
-    # ca_bundle read at the first request, not in pickle.loads (a worker may lack it).
-    client = cls(**{**arguments, "ca_bundle": None})
-    client._arguments["ca_bundle"] = client._pool.ca_bundle = arguments["ca_bundle"]
-    if closed:
-        client.close()
-    return client
+_MAX_REDIRECTS = 10
+_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
+_LONGEST_RETRY_AFTER = 366 * 86400.0
+_MAX_BACKOFF = 30.0
+_SCHEME_PROBE_TIMEOUT = 5.0  # does the server speak the other scheme?
 
 
-def _checked_trust(
-    ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
-) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context (None: the default, made when needed) and ``ca_bundle``, absolute."""
-    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-        raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
-    if ca_bundle is None:
-        return ssl_context, None
-    if ssl_context is not None:
-        raise ValueError(
-            "ca_bundle and ssl_context cannot both be given: load the CAs into the context instead"
+class _SchemeInDoubt(NetworkError):
+    """A failure that a server speaking the other scheme causes too (see _probe_scheme)."""
+
+
+class _WrongSchemeError(NetworkError):
+    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS)."""
+
+
+def _may_speak_the_other_scheme(
+    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
+) -> bool:
+    """Whether ``exc`` may come from a server speaking the other scheme (never via a proxy)."""
+    scheme = urllib.parse.urlsplit(url).scheme
+    if proxy is not None:
+        return False
+    if scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
+        # TLS was spoken: a certificate to verify, or an alert refusing the handshake.
+        spoken = isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or "")
+        return not spoken
+    hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
+    return scheme == "http" and fresh and hung_up
+
+
+def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
+    """``url`` in the other scheme if a probe (sending nothing) finds the server speaks it."""
+    parts = urllib.parse.urlsplit(url)
+    plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
+    host, port = parts.hostname or "", parts.port or (443 if plain else 80)
+    try:
+        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait, hold):
+            return None
+    except (OSError, ValueError, ClientClosedError):  # refused, timed out, a TLS failure, close()
+        return None
+    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port that answered
+    other = "http" if plain else "https"
+    return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
+
+
+def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
+    """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
+    within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
+    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
+        sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
+        received = b""
+        for _ in range(5):  # "HTTP/" may come in pieces
+            sock.settimeout(max(within.left(), 0.001))
+            chunk = sock.recv(5 - len(received))
+            received += chunk
+            if not chunk or len(received) == 5:
+                break
+        return received == b"HTTP/"
+
+
+def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
+    """Whether the server at host:port completes a TLS handshake (unchecked: nothing is sent)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    within = _Deadline(timeout)
+    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
+        sock.settimeout(max(within.left(), 0.001))  # CPython bounds the whole handshake by it
+        with context.wrap_socket(sock, server_hostname=host or None):
+            return True
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    value = (value or "").strip()
+    if value.isascii() and value.isdigit():  # 400 digits: inf, which no sleep takes
+        return min(float(value), _LONGEST_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    return min(max(0.0, seconds), _LONGEST_RETRY_AFTER)
+
+
+def _discard_body(response: _PooledResponse) -> None:
+    """Read a small body so its connection can be reused; a large one closes it."""
+    with contextlib.suppress(DatasetClientError), response:
+        response.read(_ERROR_BODY_LIMIT)
+
+
+def _redirect_target(method: str, url: str, location: str) -> str:
+    """The absolute URL a redirect points to: http or https, with a valid host and port."""
+    try:
+        # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
+        target = urllib.parse.urljoin(url, location.strip())
+        target = urllib.parse.quote(
+            target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1"
         )
-    path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
-    if not isinstance(path, str):
-        name = type(ca_bundle).__name__
-        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {name}")
-    if not path:
-        raise FileNotFoundError(
-            "ca_bundle is empty: name a file or directory of PEM CA certificates"
+        return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
+    except ValueError as exc:  # UnicodeError included
+        raise InvalidResponseError(
+            f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
+        ) from None
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
+    if host == "localhost":
+        return True
+    parts = host.split(".")
+    if len(parts) == 4 and all(
+        part.isascii() and part.isdigit() and int(part) < 256 for part in parts
+    ):
+        return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
+    if ":" not in host:
+        return False  # a name
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin_of(url: str) -> tuple[str, str, int]:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+# Private helpers: responses and errors
+_MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
+
+
+def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
+    data = _read_body(response, _MAX_DECODED_BODY)
+    if not data or data.isspace():
+        return None
+    start = data[: 200 + secrets.longest]  # for the error below
+    try:  # decoded as json.loads does, the bytes let go first: twice the body, not 3 times
+        text = data.decode(json.detect_encoding(data), "surrogatepass")
+        del data
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
+        cause = _without_body(exc)
+    content_type = response.headers.get("Content-Type", "no content type")
+    start = _redact_value(start, secrets)[:200]  # redacted, then cut
+    text = f"{response.status} response is not JSON ({content_type}): {start!r}"
+    # Raised outside the except clause: the one caught, body and all, would be its context.
+    raise _invalid(response, text) from cause
+
+
+def _without_body(exc: BaseException) -> ValueError:
+    """A decoding error as a cause to keep, without the body or frames the one raised holds."""
+    if isinstance(exc, json.JSONDecodeError):
+        clean = json.JSONDecodeError(exc.msg, "", 0)
+        clean.args, clean.pos, clean.lineno, clean.colno = exc.args, exc.pos, exc.lineno, exc.colno
+        return clean
+    return ValueError(str(exc))  # its message says what and where
+
+
+def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
+    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
+    identity = response.encoding == "identity"
+    most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
+    raw = _read_at_most(response, most, truncate=truncate)
+    if identity:
+        return raw
+    if response.encoding not in ("gzip", "x-gzip", "deflate"):
+        raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
+    pieces: list[bytes] = []
+    try:
+        inflated = _inflate_members(memoryview(raw), limit, pieces)
+    except zlib.error as exc:
+        if not truncate:
+            raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
+        inflated = sum(map(len, pieces))
+    if inflated > limit and not truncate:
+        raise _invalid(
+            response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
         )
-    path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
-    return _default_ssl_context(path, "ca_bundle"), path
+    del raw  # the pieces and their join are twice the body already
+    return b"".join(pieces)[:limit]
+
+
+def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
+    """Inflate ``data``'s gzip members onto ``decoded`` (at most ``limit + 1`` bytes); how many."""
+    offset = inflated = 0
+    while offset < len(data):
+        decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
+        while not decoder.eof:
+            if offset >= len(data):
+                raise zlib.error("the compressed data ends early")
+            piece = data[offset : offset + size]
+            decoded.append(decoder.decompress(piece, limit + 1 - inflated))
+            inflated += len(decoded[-1])
+            if inflated > limit:
+                return inflated
+            offset += len(piece) - len(decoder.unused_data)
+            size = min(size * 2, _CHUNK_SIZE)  # zlib copies a piece's rest: tiny members
+    return inflated
+
+
+def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
+    """The body as sent, at most ``limit`` bytes; more (unless ``truncate``) refused unread."""
+    if response.length is not None and response.length <= limit:
+        return response.read()
+    refused = f"a body of more than {_size(limit)}: refused"
+    if response.length is not None and not truncate:
+        raise _invalid(response, refused)
+    pieces: list[bytes] = []
+    size = 0
+    while size <= limit and (piece := _read_piece(response, min(64 * 1024, limit + 1 - size))):
+        pieces.append(piece)
+        size += len(piece)
+    if size > limit and not truncate:
+        raise _invalid(response, refused)
+    return b"".join(pieces)[:limit]
+
+
+def _read_piece(response: _PooledResponse, size: int) -> bytes:
+    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk)."""
+    if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
+        return response.read(size)
+    buffer = bytearray(size)
+    del buffer[response.readinto(buffer) :]
+    return bytes(buffer)
+
+
+def _service_error(
+    response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
+) -> ServiceError:
+    """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
+    try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
+        raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
+    except DatasetClientError:  # a broken error body: the status says enough
+        raw = b""
+    finally:
+        response.close()
+    body = _decode_text(raw, response.headers.get_content_charset())
+    return ServiceError(
+        response.status,
+        secrets.redact(response.reason) or http.client.responses.get(response.status, ""),
+        response.method,
+        response.url,
+        headers=_redact_value(response.headers, secrets),
+        body=secrets.redact(body)[:_ERROR_BODY_LIMIT],
+        message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
+        proxy=response.proxy,
+    )
+
+
+def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
+    """A body as text in its charset, else (unknown, or no text encoding) in UTF-8."""
+    try:
+        return bytes(raw).decode(charset or "utf-8", errors="replace")
+    except (LookupError, UnicodeError, ValueError, TypeError):  # raised before any text is made
+        return bytes(raw).decode("utf-8", errors="replace")
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else None
+    except (ValueError, RecursionError):
+        return None
+
+
+def _message_of(payload: Any, body: str = "") -> str | None:
+    """The service's own message in a JSON error body; for another body, _reason_in_text's."""
+    if payload is None:
+        return _reason_in_text(body)
+    if not isinstance(payload, dict):
+        return None
+    for name in ("message", "error", "detail", "error_description", "title"):
+        value = payload.get(name)
+        if isinstance(value, dict):
+            value = value.get("message")
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _reason_in_text(body: str) -> str | None:
+    """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
+    import html  # only an error path gets here
+
+    text = body.lstrip("\ufeff \t\r\n")
+    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"  # up to the next tag
+    if not text.startswith("<"):
+        parts = [text]
+    else:
+        found = [re.search(f"<{name}>{content}", text) for name in ("Code", "Message")]
+        parts = [element[1] for element in found if element]
+        title = None if parts else re.search(f"(?i)<title(?:\\s[^<>]*)?>{content}", text)
+        parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
+    lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
+    reason = ": ".join(line for line in lines if line)
+    return _escaped(reason)[:200] or None
+
+
+def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
+    where = _request_name(response.method, response.url, response.proxy)
+    return InvalidResponseError(f"{where}: {text}", method=response.method, url=response.url)
+
+
+_REDACTED = "<redacted>"
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
+_SIGNED_PARAMETERS = (
+    "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
+    "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
+)
+# Never shown as sent: C0, DEL, C1, bidirectional, zero-width, line separators, lone surrogates.
+_UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
 
 
 class _Secret(str):
@@ -793,156 +1049,261 @@ class _Secrets:
         return self.redact(text) != text
 
 
-# Private helpers: the connection pool
+def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
+    """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
+    import base64  # already imported by urllib.request
+
+    texts = [_Secret(value) for value in values if len(value) >= 4]
+    for password, basic in _proxy_passwords(proxies):
+        texts += [password, _Secret(urllib.parse.unquote(password)), basic]
+    encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
+    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded?
+    return _Secrets(text for text in texts if len(text) >= 4)
 
 
-class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not at every request."""
-
-    def __init__(self) -> None:
-        proxies = urllib.request.getproxies()
-        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})  # passwords
-        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read with them
-        self._rules: _NoProxy | None = None
-        self._bypass: dict[tuple[str, str], bool] = {}
-
-    def proxy_open(
-        self, req: urllib.request.Request, proxy: str, type: str
-    ) -> http.client.HTTPResponse | None:
-        key = (req.type, req.host)
-        bypass = self._bypass.get(key)
-        if bypass is None:
-            bypass = self._bypass[key] = bool(req.host) and self._bypasses(req.type, req.host)
-        if bypass:
-            return None
-        response = super().proxy_open(req, proxy, type)
-        credentials = req.headers.get("Proxy-authorization")  # from user:password@ in the URL
-        if credentials:
-            req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
-        return response
-
-    def _bypasses(self, scheme: str, host: str) -> bool:
-        if self._no_proxy is None:  # the system's settings (macOS, Windows), as urllib
-            return bool(urllib.request.proxy_bypass(host))
-        if self._rules is None:
-            self._rules = _NoProxy(self._no_proxy)
-        return self._rules.matches(scheme, host)
+@functools.cache
+def _escape_finder() -> Callable[[str], re.Match[str] | None]:
+    """The first escape (percent, JSON, HTML) in a text: how every other form starts."""
+    return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
-class _NoProxy:
-    """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
+def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
+    """A function replacing each secret in any mix of the forms servers echo it in."""
+    from html.entities import html5  # only an error or log path gets here
 
-    def __init__(self, text: str) -> None:
-        import ipaddress  # only where a proxy and NO_PROXY are both set
+    entities: dict[str, list[str]] = {}
+    for name, character in html5.items():
+        if name.endswith(";") and len(character) == 1:
+            entities.setdefault(character, []).append(name)
+    # One pattern a secret: alternatives would stop the engine skipping ahead (_character_forms).
+    patterns = [
+        re.compile("".join(_character_forms(character, entities) for character in text))
+        for text in texts
+    ]
 
-        self.everything = False
-        self.names: list[tuple[str, int | None]] = []
-        self.networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = []
-        for entry in text.lower().replace(",", " ").split():  # curl separates entries by blanks too
-            if entry == "*":
-                self.everything = True
+    def redact(text: str) -> str:  # a closure: no repr shows the patterns, which spell secrets
+        for pattern in patterns:  # longest first
+            text = pattern.sub(_REDACTED, text)
+        return text
+
+    return redact
+
+
+def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
+    """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
+    code = ord(character)
+    percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
+    units = character.encode("utf-16-be", "surrogatepass").hex()  # \uXXXX: 4 hex digits a unit
+    escaped = "".join(f"\\\\(?i:u{units[i : i + 4]})" for i in range(0, len(units), 4))
+    forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
+    forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
+    if character in '/"\\':  # JSON's short escapes (PHP's json_encode writes "\\/")
+        forms.append(re.escape(f"\\{character}"))
+    return f"(?:{'|'.join(forms)})"
+
+
+def _showable_url(url: str, secrets: _Secrets) -> str:
+    """``url`` as logs and errors show it: secrets and signed URLs' credentials redacted."""
+    return secrets.shown().redact(url)
+
+
+@functools.cache
+def _signed_parameter() -> re.Pattern[str]:
+    """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
+
+    def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
+        c = letter[0]
+        return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
+
+    names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
+    after = r"(?:[?&;]|\\u0026|%26)"  # as in a URL, in JSON (Go writes & so), in a URL's query
+    return re.compile(
+        f"(?i)({after}(?:{names})(?:=|%3D))[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
+    )
+
+
+def _redact_value(value: Any, secrets: _Secrets) -> Any:
+    """``value`` (text, bytes, headers, decoded JSON) with every secret replaced."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return secrets.redact(value)
+    if isinstance(value, (bytes, bytearray)):
+        text = bytes(value).decode("utf-8", "surrogateescape")  # every byte kept as it was
+        clean = secrets.redact(text)
+        return value if clean == text else clean.encode("utf-8", "surrogateescape")
+    if isinstance(value, http.client.HTTPMessage):
+        if not any(secrets.found_in(f"{name}: {text}") for name, text in value.items()):
+            return value
+        headers = http.client.HTTPMessage()
+        for name, text in value.items():
+            headers[secrets.redact(name)] = secrets.redact(text)
+        return headers
+    if isinstance(value, (dict, list)):
+        return _redact_nested(value, secrets)
+    return value
+
+
+def _redact_nested(
+    value: dict[Any, Any] | list[Any], secrets: _Secrets
+) -> dict[Any, Any] | list[Any]:
+    """A copy with every string redacted; without recursion (a payload may nest thousands deep)."""
+
+    def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
+        if isinstance(container, dict):
+            return {
+                secrets.redact(key) if isinstance(key, str) else key: item
+                for key, item in container.items()
+            }
+        return list(container)
+
+    top = shallow(value)
+    copies = {id(value): top}  # a container met twice (or inside itself) is copied once
+    pending = [top]
+    while pending:  # each container once: bounded by their number
+        container = pending.pop()
+        places = container.keys() if isinstance(container, dict) else range(len(container))
+        for place in list(places):
+            item = container[place]
+            if isinstance(item, str):
+                container[place] = secrets.redact(item)
+            elif isinstance(item, (dict, list)):
+                if id(item) not in copies:
+                    copies[id(item)] = shallow(item)
+                    pending.append(copies[id(item)])
+                container[place] = copies[id(item)]
+            elif isinstance(item, (bytes, bytearray, http.client.HTTPMessage)):
+                container[place] = _redact_value(item, secrets)
+    return top
+
+
+def _redact_error(error: BaseException, secrets: _Secrets) -> None:
+    """Redact what a server echoed in ``error`` and its causes; drop the causes' frames."""
+    limit = _ERROR_BODY_LIMIT
+    for exc in _exception_chain(error):
+        exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
+        for name, value in list(vars(exc).items()):
+            if name.startswith("__"):
                 continue
-            host, port = _split_no_proxy_entry(entry)
-            try:  # an address is a /32, /128
-                self.networks.append((ipaddress.ip_network(host, strict=False), port))
-            except ValueError:
-                if host.strip("."):  # ".example.com" matches example.com too
-                    self.names.append((host.strip("."), port))
+            body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
+            if body and exc is not error:  # a cause's copy (IncompleteRead.partial): its start
+                value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
+            setattr(exc, name, _redact_value(value, secrets))
+        if exc is not error:
+            exc.__traceback__ = None
 
-    def matches(self, scheme: str, host: str) -> bool:
-        """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
-        import ipaddress
 
-        if self.everything:
-            return True
-        try:
-            _, name, port = _origin_of(f"{scheme}://{host}")
-        except ValueError:
-            return False
-        name = name.rstrip(".")
-        try:
-            address = ipaddress.ip_address(name)
-        except ValueError:  # a name: itself or a subdomain (not "badexample.com")
-            return any(
-                wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
-                for suffix, wanted in self.names
-            )
-        return any(
-            wanted in (None, port) and address in network for network, wanted in self.networks
+def _exception_chain(error: BaseException) -> list[BaseException]:
+    """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
+    chain: list[BaseException] = []
+    pending = [error]
+    while pending:  # bounded: each exception once
+        exc = pending.pop()
+        if any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        pending += [linked for linked in (exc.__context__, exc.__cause__) if linked is not None]
+    return chain
+
+
+def _clear_library_frames(error: BaseException) -> None:
+    """Clear the locals of finished library frames in ``error``'s chain (a caller's are left)."""
+    stdlib = os.path.dirname(os.__file__)
+    for exc in _exception_chain(error):
+        tb = exc.__traceback__
+        while tb is not None:
+            frame, tb = tb.tb_frame, tb.tb_next
+            name = frame.f_code.co_filename
+            in_stdlib = name.startswith(stdlib) and "-packages" not in name
+            if frame.f_globals is globals() or in_stdlib:
+                with contextlib.suppress(RuntimeError):  # still running (the one catching it)
+                    frame.clear()
+
+
+def _escaped(text: str) -> str:
+    """``text`` with control, bidi and invisible characters escaped (``\\x1b``, ``\\u202e``)."""
+    return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
+
+
+def _request_name(method: str, url: str, proxy: str | None) -> str:
+    via = f" via proxy {proxy} (NO_PROXY bypasses it)" if proxy else ""
+    return f"{method} {url}{via}"
+
+
+def _shortened(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _size(count: float) -> str:
+    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    index = 0
+    while count >= 1024 and index < len(units) - 1:
+        count /= 1024
+        index += 1
+    return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
+
+
+@functools.cache
+def _logger() -> Any:
+    import logging  # only retries, resumes and (at DEBUG) requests log: off the import path
+
+    logger = logging.getLogger("dataset_client")
+    logger.addHandler(logging.NullHandler())
+    return logger
+
+
+_DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logging to name them
+
+
+class _Deadline:
+    """When a call must have ended: ``seconds`` after it started. Its threads (parts) share it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+    def check(self, method: str, url: str) -> None:
+        if self.left() <= 0:
+            raise self.reached(method, url)
+
+    def wait(self, timeout: float | None, method: str, url: str) -> float:
+        """The next wait's time-out: ``timeout`` or the time left if less (none left: raised)."""
+        left = self.left()
+        if left <= 0:
+            raise self.reached(method, url)
+        return left if timeout is None else min(timeout, left)
+
+    def reached(
+        self, method: str, url: str, what: str = "was reached", asked: float | None = None
+    ) -> RequestTimeoutError:
+        text = f"{method} {url}: the deadline of {self.seconds:g} s {what}"
+        return RequestTimeoutError(
+            text, method=method, url=url, deadline=self.seconds, retry_after=asked
         )
 
-
-def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    """Host and port of a NO_PROXY entry."""
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        return host, int(rest[1:]) if rest[1:].isdigit() else None
-    host, colon, port = entry.rpartition(":")
-    if colon and ":" not in host and port.isdigit():
-        return host, int(port)
-    return entry, None
-
-
-class _PooledResponse(http.client.HTTPResponse):
-    """An HTTPResponse that maps its read errors and gives its connection back when closed."""
-
-    method = ""
-    encoding = "identity"  # its Content-Encoding
-    proxy: str | None = None  # host:port of the proxy it came through
-    sock: socket.socket | None = None  # to shut down from another thread
-    _release: Callable[[bool], None] | None = None
-
-    def _read_status(self) -> tuple[str, int, str]:
-        # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
-        version, status, reason = super()._read_status()  # type: ignore[misc]
-        interim = 0
-        while 100 <= status < 200:
-            interim += 1
-            if status == 101:  # nothing asked to switch protocols
-                raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
-            if interim > _MAX_INTERIM_RESPONSES:
-                raise _TooManyInterimResponses
-            http.client.parse_headers(self.fp)
-            version, status, reason = super()._read_status()  # type: ignore[misc]
-        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the head's end is not buffered yet (rare)
-            self._watch_for_a_cut_head()
-        return version, status, reason
-
-    def _watch_for_a_cut_head(self) -> None:
-        """Read the head's rest via a _HeadReader: http.client takes a cut for the head's end."""
-        ahead = self.fp.peek()
-        if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
-            return  # no headers, or lines ending in LF alone
-        self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
-
-    def read(self, amount: int | None = None) -> bytes:
-        try:  # as mapped() does, a call less: every body is read here
-            return super().read(amount)
-        except (OSError, http.client.HTTPException) as exc:
-            raise self.mapped_error(exc) from exc
-
-    def readinto(self, buffer: Any) -> int:
-        return self.mapped(super().readinto, buffer)
-
-    def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
-        """``read(*arguments)``, a socket, TLS or HTTP failure raised as the client's error."""
-        try:
-            return read(*arguments)
-        except DatasetClientError:  # mapped already (a TimeoutError is an OSError too)
-            raise
-        except (OSError, http.client.HTTPException) as exc:
-            raise self.mapped_error(exc) from exc
-
-    def mapped_error(self, exc: BaseException) -> DatasetClientError:
-        return _transport_error(exc, self.method, self.url, proxy=self.proxy)
-
-    def close(self) -> None:
-        # http.client drops ``fp`` at the body's end; a body left unread: the connection goes.
-        complete = self.fp is None
-        super().close()
-        release, self._release = self._release, None
-        if release is not None:
-            release(complete and not self.will_close)
+    def stop(
+        self, error: DatasetClientError, method: str, url: str, delay: float | None
+    ) -> RequestTimeoutError | None:
+        """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
+        if isinstance(error, RequestTimeoutError) and error.deadline is not None:
+            return error  # a wait cut short by it
+        left = self.left()
+        if left > 0 and (delay is None or delay < left):
+            return None
+        if left <= 0 or delay is None:
+            ended = self.reached(method, url)
+        else:  # a Retry-After or back-off past the deadline
+            asked = error.retry_after if isinstance(error, ServiceError) else None
+            wait = "the next retry"
+            if asked is not None:
+                wait = f"the retry in {delay:g} s that Retry-After asks for"
+            ended = self.reached(method, url, f"comes before {wait}: not waited for", asked)
+        ended.__cause__ = error
+        return ended
 
 
 class _Request(urllib.request.Request):
@@ -991,31 +1352,156 @@ class _ReceivingWithin(io.RawIOBase):
         super().close()
 
 
-class _HeadReader:
-    """A response's stream while its head is read: notes a line the stream's end cut short."""
+def _connect_within(
+    deadline: _Deadline | None,
+    address: tuple[str, int],
+    timeout: float | None,
+    source: tuple[str, int] | None = None,
+    *,
+    hold: _Hold,
+) -> socket.socket:
+    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
+    host, port = address
+    failure = OSError(f"no address for {host}")
+    if deadline is None:
+        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    else:
+        found = _resolve_within(host, port, deadline)
+    for family, kind, protocol, _, sockaddr in found:
+        wait = timeout
+        if deadline is not None:
+            if (left := deadline.left()) <= 0:
+                raise TimeoutError(f"timed out connecting to {host}")
+            wait = left if timeout is None else min(timeout, left)
+        sock = socket.socket(family, kind, protocol)
+        try:
+            hold(sock)
+            sock.settimeout(wait)
+            if source:
+                sock.bind(source)
+            sock.connect(sockaddr)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        sock.settimeout(timeout)
+        return sock
+    raise failure
 
-    def __init__(self, raw: Any) -> None:
-        self.raw = raw
-        self.cut = False
 
-    def readline(self, limit: int = -1) -> bytes:
-        line: bytes = self.raw.readline(limit)
-        self.cut = self.cut or not line.endswith(b"\n")
-        return line
+def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
+    with contextlib.suppress(socket.gaierror):  # an address: no lookup
+        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    import threading
 
-    def close(self) -> None:
-        self.raw.close()
+    found: list[Any] = []
 
-    def flush(self) -> None:  # closing a response flushes (a head line too long)
-        pass
+    def look_up() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except Exception as exc:  # gaierror, UnicodeError (IDNA): the caller's
+            found.append(exc)
+
+    thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
+    thread.daemon = True
+    thread.start()
+    thread.join(max(deadline.left(), 0))
+    if not found:
+        raise TimeoutError(f"timed out looking up {host}")
+    if isinstance(found[0], Exception):
+        raise found[0]
+    return found[0]  # type: ignore[no-any-return]
 
 
-class _HeadCutOff(http.client.HTTPException):
-    """The connection closed before the blank line that ends a response's head."""
+class _Watch:
+    """A response's reads, each receive checked against the deadline and ``min_rate``."""
+
+    def __init__(
+        self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
+    ) -> None:
+        self.timeout = timeout
+        self.deadline = deadline
+        self.min_rate = min_rate
+        self.period = timeout or 30.0
+        self.started = time.monotonic()  # the stretch measured, and the bytes it brought
+        self.received = 0
+        self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
+
+    def take(self, response: _PooledResponse) -> None:
+        read = functools.partial(response.mapped, self.read, response)
+        response.read = read  # type: ignore[method-assign]
+
+    def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
+        """``response.read(amount)``; bytes before a stall are returned, the next read raises."""
+        if self.ended is not None:
+            if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
+                return b""
+            raise self.ended
+        data = bytearray()
+        try:
+            while amount is None or len(data) < amount:
+                self._before_receiving(response)
+                try:
+                    piece = http.client.HTTPResponse.read1(
+                        response, amount - len(data) if amount else _CHUNK_SIZE
+                    )
+                except TimeoutError:
+                    raise self._timed_out(response) from None
+                if not piece:
+                    break
+                data += piece
+                self._count(response, len(piece))
+        except DatasetClientError as error:
+            if not data or amount is None:
+                raise
+            self.ended = error
+            return bytes(data)
+        if response.length == 0 and response.fp is not None:  # read1 leaves it open: reused so
+            http.client.HTTPResponse.read(response, 0)
+        if amount is None and response.length:  # as read() does: short of its Content-Length
+            raise http.client.IncompleteRead(bytes(data), response.length)
+        return bytes(data)
+
+    def _before_receiving(self, response: _PooledResponse) -> None:
+        wait = self.timeout
+        if self.deadline is not None:
+            wait = self.deadline.wait(wait, response.method, response.url)
+        if self.min_rate is not None:
+            wait = self.period if wait is None else min(wait, self.period)
+        if response.sock is not None and response.sock.gettimeout() != wait:
+            response.sock.settimeout(wait)  # the pool sets it back for the next request
+
+    def _count(self, response: _PooledResponse, count: int) -> None:
+        self.received += count
+        now = time.monotonic()
+        if self.min_rate is not None and now - self.started >= self.period:
+            if self.received < self.min_rate * (now - self.started):
+                raise self._stalled(response, now)
+            self.started, self.received = now, 0
+
+    def _timed_out(self, response: _PooledResponse) -> DatasetClientError:
+        if self.deadline is not None and self.deadline.left() < 0.01:
+            return self.deadline.reached(response.method, response.url)
+        if self.min_rate is not None:
+            return self._stalled(response, time.monotonic())
+        return response.mapped_error(TimeoutError())
+
+    def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
+        elapsed = now - self.started
+        rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
+        where = _request_name(response.method, response.url, response.proxy)
+        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
+        message += f", below the {_size(asked)}/s of min_rate"
+        return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
-class _TooManyInterimResponses(http.client.HTTPException):
-    """More 1xx responses than any server sends before its answer."""
+# Private helpers: the connection pool
+_MAX_IDLE_PER_ORIGIN = 8
+_MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
@@ -1229,16 +1715,354 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
 
 
-_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()  # every client's, for a forked child
-
-
 def _leave_parents_connections() -> None:
     for pool in _pools:
         pool._leave_parents_connections()
 
 
+_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()  # every client's, for a forked child
 if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork call it too
     os.register_at_fork(after_in_child=_leave_parents_connections)
+
+
+def _is_still_open(connection: http.client.HTTPConnection) -> bool:
+    """Whether an idle connection has nothing to read (else the server closed it)."""
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(connection.sock, select.POLLIN)
+            return not poller.poll(0)
+        return not select.select([connection.sock], [], [], 0)[0]
+    except (OSError, ValueError, TypeError):  # TypeError: no socket any more
+        return False
+
+
+def _shut_down(sock: socket.socket | None) -> None:
+    """Shut a socket down: a read or write blocked on it in another thread ends now."""
+    if sock is not None:
+        with contextlib.suppress(OSError):  # the plain socket's: SSLSocket's drops its state
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _PooledResponse(http.client.HTTPResponse):
+    """An HTTPResponse that maps its read errors and gives its connection back when closed."""
+
+    method = ""
+    encoding = "identity"  # its Content-Encoding
+    proxy: str | None = None  # host:port of the proxy it came through
+    sock: socket.socket | None = None  # to shut down from another thread
+    _release: Callable[[bool], None] | None = None
+
+    def _read_status(self) -> tuple[str, int, str]:
+        # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
+        version, status, reason = super()._read_status()  # type: ignore[misc]
+        interim = 0
+        while 100 <= status < 200:
+            interim += 1
+            if status == 101:  # nothing asked to switch protocols
+                raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
+            if interim > _MAX_INTERIM_RESPONSES:
+                raise _TooManyInterimResponses
+            http.client.parse_headers(self.fp)
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the head's end is not buffered yet (rare)
+            self._watch_for_a_cut_head()
+        return version, status, reason
+
+    def _watch_for_a_cut_head(self) -> None:
+        """Read the head's rest via a _HeadReader: http.client takes a cut for the head's end."""
+        ahead = self.fp.peek()
+        if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
+            return  # no headers, or lines ending in LF alone
+        self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
+
+    def read(self, amount: int | None = None) -> bytes:
+        try:  # as mapped() does, a call less: every body is read here
+            return super().read(amount)
+        except (OSError, http.client.HTTPException) as exc:
+            raise self.mapped_error(exc) from exc
+
+    def readinto(self, buffer: Any) -> int:
+        return self.mapped(super().readinto, buffer)
+
+    def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
+        """``read(*arguments)``, a socket, TLS or HTTP failure raised as the client's error."""
+        try:
+            return read(*arguments)
+        except DatasetClientError:  # mapped already (a TimeoutError is an OSError too)
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            raise self.mapped_error(exc) from exc
+
+    def mapped_error(self, exc: BaseException) -> DatasetClientError:
+        return _transport_error(exc, self.method, self.url, proxy=self.proxy)
+
+    def close(self) -> None:
+        # http.client drops ``fp`` at the body's end; a body left unread: the connection goes.
+        complete = self.fp is None
+        super().close()
+        release, self._release = self._release, None
+        if release is not None:
+            release(complete and not self.will_close)
+
+
+class _HeadReader:
+    """A response's stream while its head is read: notes a line the stream's end cut short."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.cut = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self.raw.readline(limit)
+        self.cut = self.cut or not line.endswith(b"\n")
+        return line
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def flush(self) -> None:  # closing a response flushes (a head line too long)
+        pass
+
+
+class _HeadCutOff(http.client.HTTPException):
+    """The connection closed before the blank line that ends a response's head."""
+
+
+class _TooManyInterimResponses(http.client.HTTPException):
+    """More 1xx responses than any server sends before its answer."""
+
+
+def _read_framing(response: _PooledResponse) -> None:
+    """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    head: Any = response.fp
+    if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
+        response.fp = head.raw
+        if head.cut:
+            response.close()
+            raise response.mapped_error(_HeadCutOff())
+    lengths = []
+    for name, value in response.headers.raw_items():  # without the email policy's parsing
+        name = name.lower()
+        if name == "content-length":
+            lengths.append(value)
+        elif name == "content-encoding":
+            response.encoding = value.strip().lower()
+    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
+        response.close()
+        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
+    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
+        response.close()
+        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
+
+
+def _transport_error(
+    exc: BaseException,
+    method: str,
+    url: str,
+    *,
+    connecting: bool = False,
+    proxy: str | None = None,
+    context: ssl.SSLContext | None = None,
+    fresh: bool = False,
+) -> DatasetClientError:
+    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection's)."""
+    where = _request_name(method, url, proxy)
+    if isinstance(exc, TimeoutError):
+        message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
+        return RequestTimeoutError(message, method=method, url=url, connecting=connecting)
+    if isinstance(exc, _TooManyInterimResponses):
+        message = f"{where}: more than {_MAX_INTERIM_RESPONSES} interim (1xx) responses"
+        return InvalidResponseError(message, method=method, url=url)
+    if isinstance(exc, _HeadCutOff):
+        message = f"{where}: connection closed in the middle of the response's headers"
+        return IncompleteResponseError(message, method=method, url=url)
+    if isinstance(exc, http.client.IncompleteRead):
+        received = len(exc.partial)
+        expected = None if exc.expected is None else received + exc.expected
+        of = "?" if expected is None else expected
+        message = f"{where}: connection closed after {received} of {of} bytes"
+        return IncompleteResponseError(
+            message, method=method, url=url, expected=expected, received=received
+        )
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        detail = f"TLS certificate verification failed: {exc.verify_message}"
+        message = f"{where}: {detail}{_trust_advice(exc, context)}"
+        return NetworkError(
+            message, method=method, url=url, connecting=connecting, certificate=True
+        )
+    failed = "could not connect" if connecting else "connection lost"
+    detail = f"{failed}: {str(exc) or type(exc).__name__}"
+    doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
+    kind = _SchemeInDoubt if doubt else NetworkError
+    return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+
+
+class _ProxyHandler(urllib.request.ProxyHandler):
+    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not at every request."""
+
+    def __init__(self) -> None:
+        proxies = urllib.request.getproxies()
+        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})  # passwords
+        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read with them
+        self._rules: _NoProxy | None = None
+        self._bypass: dict[tuple[str, str], bool] = {}
+
+    def proxy_open(
+        self, req: urllib.request.Request, proxy: str, type: str
+    ) -> http.client.HTTPResponse | None:
+        key = (req.type, req.host)
+        bypass = self._bypass.get(key)
+        if bypass is None:
+            bypass = self._bypass[key] = bool(req.host) and self._bypasses(req.type, req.host)
+        if bypass:
+            return None
+        response = super().proxy_open(req, proxy, type)
+        credentials = req.headers.get("Proxy-authorization")  # from user:password@ in the URL
+        if credentials:
+            req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
+        return response
+
+    def _bypasses(self, scheme: str, host: str) -> bool:
+        if self._no_proxy is None:  # the system's settings (macOS, Windows), as urllib
+            return bool(urllib.request.proxy_bypass(host))
+        if self._rules is None:
+            self._rules = _NoProxy(self._no_proxy)
+        return self._rules.matches(scheme, host)
+
+
+class _NoProxy:
+    """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
+
+    def __init__(self, text: str) -> None:
+        import ipaddress  # only where a proxy and NO_PROXY are both set
+
+        self.everything = False
+        self.names: list[tuple[str, int | None]] = []
+        self.networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = []
+        for entry in text.lower().replace(",", " ").split():  # curl separates entries by blanks too
+            if entry == "*":
+                self.everything = True
+                continue
+            host, port = _split_no_proxy_entry(entry)
+            try:  # an address is a /32, /128
+                self.networks.append((ipaddress.ip_network(host, strict=False), port))
+            except ValueError:
+                if host.strip("."):  # ".example.com" matches example.com too
+                    self.names.append((host.strip("."), port))
+
+    def matches(self, scheme: str, host: str) -> bool:
+        """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
+        import ipaddress
+
+        if self.everything:
+            return True
+        try:
+            _, name, port = _origin_of(f"{scheme}://{host}")
+        except ValueError:
+            return False
+        name = name.rstrip(".")
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:  # a name: itself or a subdomain (not "badexample.com")
+            return any(
+                wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
+                for suffix, wanted in self.names
+            )
+        return any(
+            wanted in (None, port) and address in network for network, wanted in self.networks
+        )
+
+
+def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
+    """Host and port of a NO_PROXY entry."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest[1:].isdigit() else None
+    host, colon, port = entry.rpartition(":")
+    if colon and ":" not in host and port.isdigit():
+        return host, int(port)
+    return entry, None
+
+
+def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
+    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError."""
+    import base64
+
+    found = []
+    for scheme, proxy in proxies.items():
+        if scheme == "no":  # NO_PROXY, which urllib lists with them: hosts, not a URL
+            continue
+        url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
+        if (reason := _unreadable_url(url)) is not None:
+            variable = f"{scheme.upper()}_PROXY"
+            raise ValueError(
+                f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
+            )
+        parts = urllib.parse.urlsplit(url)
+        if parts.password:
+            password = _Secret(urllib.parse.unquote(parts.password))
+            user = _Secret(urllib.parse.unquote(parts.username or ""))
+            basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
+            found.append((_Secret(parts.password), basic))
+    return found
+
+
+def _unreadable_url(url: str) -> str | None:
+    """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
+    try:
+        urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _proxy_credentials_error(
+    method: str,
+    url: str,
+    proxy: str,
+    variable: str,
+    sent: bool,
+    status: str = "407 Proxy Authentication Required",
+) -> NetworkError:
+    """A proxy's 407, saying where credentials go; never retried."""
+    wants = f"wants credentials; {variable} has none"
+    wants = f"refused the credentials in {variable}" if sent else wants
+    message = (
+        f"{_request_name(method, url, proxy)}: {status}: the proxy {wants}: set"
+        f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40,"
+        " : as %3A). Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy,"
+        f" run a local relay such as cntlm or px and point {variable} at it"
+    )
+    return NetworkError(message, method=method, url=url, connecting=True)
+
+
+class _ProxyAuthenticationRequired(OSError):
+    """The cause of a proxy's 407 NetworkError (its status line)."""
+
+
+def _checked_trust(
+    ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """The context (None: the default, made when needed) and ``ca_bundle``, absolute."""
+    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+        raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
+    if ca_bundle is None:
+        return ssl_context, None
+    if ssl_context is not None:
+        raise ValueError(
+            "ca_bundle and ssl_context cannot both be given: load the CAs into the context instead"
+        )
+    path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        name = type(ca_bundle).__name__
+        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {name}")
+    if not path:
+        raise FileNotFoundError(
+            "ca_bundle is empty: name a file or directory of PEM CA certificates"
+        )
+    path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
+    return _default_ssl_context(path, "ca_bundle"), path
 
 
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
@@ -1301,369 +2125,6 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         _logger().warning(warning, source, path, status.st_uid, extra={"lasting": True})
 
 
-def _is_still_open(connection: http.client.HTTPConnection) -> bool:
-    """Whether an idle connection has nothing to read (else the server closed it)."""
-    try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(connection.sock, select.POLLIN)
-            return not poller.poll(0)
-        return not select.select([connection.sock], [], [], 0)[0]
-    except (OSError, ValueError, TypeError):  # TypeError: no socket any more
-        return False
-
-
-def _shut_down(sock: socket.socket | None) -> None:
-    """Shut a socket down: a read or write blocked on it in another thread ends now."""
-    if sock is not None:
-        with contextlib.suppress(OSError):  # the plain socket's: SSLSocket's drops its state
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def _read_framing(response: _PooledResponse) -> None:
-    """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
-    head: Any = response.fp
-    if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
-        response.fp = head.raw
-        if head.cut:
-            response.close()
-            raise response.mapped_error(_HeadCutOff())
-    lengths = []
-    for name, value in response.headers.raw_items():  # without the email policy's parsing
-        name = name.lower()
-        if name == "content-length":
-            lengths.append(value)
-        elif name == "content-encoding":
-            response.encoding = value.strip().lower()
-    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
-        response.close()
-        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
-        response.close()
-        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
-
-
-def _shortened(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-class _Deadline:
-    """When a call must have ended: ``seconds`` after it started. Its threads (parts) share it."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.ends = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.ends - time.monotonic()
-
-    def check(self, method: str, url: str) -> None:
-        if self.left() <= 0:
-            raise self.reached(method, url)
-
-    def wait(self, timeout: float | None, method: str, url: str) -> float:
-        """The next wait's time-out: ``timeout`` or the time left if less (none left: raised)."""
-        left = self.left()
-        if left <= 0:
-            raise self.reached(method, url)
-        return left if timeout is None else min(timeout, left)
-
-    def reached(
-        self, method: str, url: str, what: str = "was reached", asked: float | None = None
-    ) -> RequestTimeoutError:
-        text = f"{method} {url}: the deadline of {self.seconds:g} s {what}"
-        return RequestTimeoutError(
-            text, method=method, url=url, deadline=self.seconds, retry_after=asked
-        )
-
-    def stop(
-        self, error: DatasetClientError, method: str, url: str, delay: float | None
-    ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
-        if isinstance(error, RequestTimeoutError) and error.deadline is not None:
-            return error  # a wait cut short by it
-        left = self.left()
-        if left > 0 and (delay is None or delay < left):
-            return None
-        if left <= 0 or delay is None:
-            ended = self.reached(method, url)
-        else:  # a Retry-After or back-off past the deadline
-            asked = error.retry_after if isinstance(error, ServiceError) else None
-            wait = "the next retry"
-            if asked is not None:
-                wait = f"the retry in {delay:g} s that Retry-After asks for"
-            ended = self.reached(method, url, f"comes before {wait}: not waited for", asked)
-        ended.__cause__ = error
-        return ended
-
-
-class _Watch:
-    """A response's reads, each receive checked against the deadline and ``min_rate``."""
-
-    def __init__(
-        self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
-    ) -> None:
-        self.timeout = timeout
-        self.deadline = deadline
-        self.min_rate = min_rate
-        self.period = timeout or 30.0
-        self.started = time.monotonic()  # the stretch measured, and the bytes it brought
-        self.received = 0
-        self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
-
-    def take(self, response: _PooledResponse) -> None:
-        read = functools.partial(response.mapped, self.read, response)
-        response.read = read  # type: ignore[method-assign]
-
-    def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``; bytes before a stall are returned, the next read raises."""
-        if self.ended is not None:
-            if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
-                return b""
-            raise self.ended
-        data = bytearray()
-        try:
-            while amount is None or len(data) < amount:
-                self._before_receiving(response)
-                try:
-                    piece = http.client.HTTPResponse.read1(
-                        response, amount - len(data) if amount else _CHUNK_SIZE
-                    )
-                except TimeoutError:
-                    raise self._timed_out(response) from None
-                if not piece:
-                    break
-                data += piece
-                self._count(response, len(piece))
-        except DatasetClientError as error:
-            if not data or amount is None:
-                raise
-            self.ended = error
-            return bytes(data)
-        if response.length == 0 and response.fp is not None:  # read1 leaves it open: reused so
-            http.client.HTTPResponse.read(response, 0)
-        if amount is None and response.length:  # as read() does: short of its Content-Length
-            raise http.client.IncompleteRead(bytes(data), response.length)
-        return bytes(data)
-
-    def _before_receiving(self, response: _PooledResponse) -> None:
-        wait = self.timeout
-        if self.deadline is not None:
-            wait = self.deadline.wait(wait, response.method, response.url)
-        if self.min_rate is not None:
-            wait = self.period if wait is None else min(wait, self.period)
-        if response.sock is not None and response.sock.gettimeout() != wait:
-            response.sock.settimeout(wait)  # the pool sets it back for the next request
-
-    def _count(self, response: _PooledResponse, count: int) -> None:
-        self.received += count
-        now = time.monotonic()
-        if self.min_rate is not None and now - self.started >= self.period:
-            if self.received < self.min_rate * (now - self.started):
-                raise self._stalled(response, now)
-            self.started, self.received = now, 0
-
-    def _timed_out(self, response: _PooledResponse) -> DatasetClientError:
-        if self.deadline is not None and self.deadline.left() < 0.01:
-            return self.deadline.reached(response.method, response.url)
-        if self.min_rate is not None:
-            return self._stalled(response, time.monotonic())
-        return response.mapped_error(TimeoutError())
-
-    def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
-        elapsed = now - self.started
-        rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
-        where = _request_name(response.method, response.url, response.proxy)
-        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
-        message += f", below the {_size(asked)}/s of min_rate"
-        return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
-
-
-# Private helpers: responses and errors
-
-
-def _request_name(method: str, url: str, proxy: str | None) -> str:
-    via = f" via proxy {proxy} (NO_PROXY bypasses it)" if proxy else ""
-    return f"{method} {url}{via}"
-
-
-def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
-    where = _request_name(response.method, response.url, response.proxy)
-    return InvalidResponseError(f"{where}: {text}", method=response.method, url=response.url)
-
-
-def _transport_error(
-    exc: BaseException,
-    method: str,
-    url: str,
-    *,
-    connecting: bool = False,
-    proxy: str | None = None,
-    context: ssl.SSLContext | None = None,
-    fresh: bool = False,
-) -> DatasetClientError:
-    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection's)."""
-    where = _request_name(method, url, proxy)
-    if isinstance(exc, TimeoutError):
-        message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
-        return RequestTimeoutError(message, method=method, url=url, connecting=connecting)
-    if isinstance(exc, _TooManyInterimResponses):
-        message = f"{where}: more than {_MAX_INTERIM_RESPONSES} interim (1xx) responses"
-        return InvalidResponseError(message, method=method, url=url)
-    if isinstance(exc, _HeadCutOff):
-        message = f"{where}: connection closed in the middle of the response's headers"
-        return IncompleteResponseError(message, method=method, url=url)
-    if isinstance(exc, http.client.IncompleteRead):
-        received = len(exc.partial)
-        expected = None if exc.expected is None else received + exc.expected
-        of = "?" if expected is None else expected
-        message = f"{where}: connection closed after {received} of {of} bytes"
-        return IncompleteResponseError(
-            message, method=method, url=url, expected=expected, received=received
-        )
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        detail = f"TLS certificate verification failed: {exc.verify_message}"
-        message = f"{where}: {detail}{_trust_advice(exc, context)}"
-        return NetworkError(
-            message, method=method, url=url, connecting=connecting, certificate=True
-        )
-    failed = "could not connect" if connecting else "connection lost"
-    detail = f"{failed}: {str(exc) or type(exc).__name__}"
-    doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
-    kind = _SchemeInDoubt if doubt else NetworkError
-    return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
-
-
-class _SchemeInDoubt(NetworkError):
-    """A failure that a server speaking the other scheme causes too (see _probe_scheme)."""
-
-
-class _WrongSchemeError(NetworkError):
-    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS)."""
-
-
-def _may_speak_the_other_scheme(
-    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
-) -> bool:
-    """Whether ``exc`` may come from a server speaking the other scheme (never via a proxy)."""
-    scheme = urllib.parse.urlsplit(url).scheme
-    if proxy is not None:
-        return False
-    if scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
-        # TLS was spoken: a certificate to verify, or an alert refusing the handshake.
-        spoken = isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or "")
-        return not spoken
-    hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
-    return scheme == "http" and fresh and hung_up
-
-
-def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if a probe (sending nothing) finds the server speaks it."""
-    parts = urllib.parse.urlsplit(url)
-    plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
-    host, port = parts.hostname or "", parts.port or (443 if plain else 80)
-    try:
-        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait, hold):
-            return None
-    except (OSError, ValueError, ClientClosedError):  # refused, timed out, a TLS failure, close()
-        return None
-    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port that answered
-    other = "http" if plain else "https"
-    return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
-
-
-def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
-    within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
-    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
-        sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
-        received = b""
-        for _ in range(5):  # "HTTP/" may come in pieces
-            sock.settimeout(max(within.left(), 0.001))
-            chunk = sock.recv(5 - len(received))
-            received += chunk
-            if not chunk or len(received) == 5:
-                break
-        return received == b"HTTP/"
-
-
-def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake (unchecked: nothing is sent)."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    within = _Deadline(timeout)
-    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
-        sock.settimeout(max(within.left(), 0.001))  # CPython bounds the whole handshake by it
-        with context.wrap_socket(sock, server_hostname=host or None):
-            return True
-
-
-def _connect_within(
-    deadline: _Deadline | None,
-    address: tuple[str, int],
-    timeout: float | None,
-    source: tuple[str, int] | None = None,
-    *,
-    hold: _Hold,
-) -> socket.socket:
-    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
-    host, port = address
-    failure = OSError(f"no address for {host}")
-    if deadline is None:
-        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    else:
-        found = _resolve_within(host, port, deadline)
-    for family, kind, protocol, _, sockaddr in found:
-        wait = timeout
-        if deadline is not None:
-            if (left := deadline.left()) <= 0:
-                raise TimeoutError(f"timed out connecting to {host}")
-            wait = left if timeout is None else min(timeout, left)
-        sock = socket.socket(family, kind, protocol)
-        try:
-            hold(sock)
-            sock.settimeout(wait)
-            if source:
-                sock.bind(source)
-            sock.connect(sockaddr)
-        except OSError as exc:
-            sock.close()
-            failure = exc
-            continue
-        except BaseException:
-            sock.close()
-            raise
-        sock.settimeout(timeout)
-        return sock
-    raise failure
-
-
-def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
-    with contextlib.suppress(socket.gaierror):  # an address: no lookup
-        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
-    import threading
-
-    found: list[Any] = []
-
-    def look_up() -> None:
-        try:
-            found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-        except Exception as exc:  # gaierror, UnicodeError (IDNA): the caller's
-            found.append(exc)
-
-    thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
-    thread.daemon = True
-    thread.start()
-    thread.join(max(deadline.left(), 0))
-    if not found:
-        raise TimeoutError(f"timed out looking up {host}")
-    if isinstance(found[0], Exception):
-        raise found[0]
-    return found[0]  # type: ignore[no-any-return]
-
-
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
     """What was trusted and how to trust another CA; nothing when another CA would not help."""
     if exc.verify_code in _NOT_A_CA_PROBLEM:
@@ -1685,488 +2146,14 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
 _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
-def _proxy_credentials_error(
-    method: str,
-    url: str,
-    proxy: str,
-    variable: str,
-    sent: bool,
-    status: str = "407 Proxy Authentication Required",
-) -> NetworkError:
-    """A proxy's 407, saying where credentials go; never retried."""
-    wants = f"wants credentials; {variable} has none"
-    wants = f"refused the credentials in {variable}" if sent else wants
-    message = (
-        f"{_request_name(method, url, proxy)}: {status}: the proxy {wants}: set"
-        f" {variable}=http://USER:PASSWORD@{proxy} (USER and PASSWORD percent-encoded, @ as %40,"
-        " : as %3A). Only Basic proxy authentication is spoken: for an NTLM or Kerberos proxy,"
-        f" run a local relay such as cntlm or px and point {variable} at it"
-    )
-    return NetworkError(message, method=method, url=url, connecting=True)
-
-
-class _ProxyAuthenticationRequired(OSError):
-    """The cause of a proxy's 407 NetworkError (its status line)."""
-
-
-def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
-    data = _read_body(response, _MAX_DECODED_BODY)
-    if not data or data.isspace():
-        return None
-    start = data[: 200 + secrets.longest]  # for the error below
-    try:  # decoded as json.loads does, the bytes let go first: twice the body, not 3 times
-        text = data.decode(json.detect_encoding(data), "surrogatepass")
-        del data
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
-        cause = _without_body(exc)
-    content_type = response.headers.get("Content-Type", "no content type")
-    start = _redact_value(start, secrets)[:200]  # redacted, then cut
-    text = f"{response.status} response is not JSON ({content_type}): {start!r}"
-    # Raised outside the except clause: the one caught, body and all, would be its context.
-    raise _invalid(response, text) from cause
-
-
-def _without_body(exc: BaseException) -> ValueError:
-    """A decoding error as a cause to keep, without the body or frames the one raised holds."""
-    if isinstance(exc, json.JSONDecodeError):
-        clean = json.JSONDecodeError(exc.msg, "", 0)
-        clean.args, clean.pos, clean.lineno, clean.colno = exc.args, exc.pos, exc.lineno, exc.colno
-        return clean
-    return ValueError(str(exc))  # its message says what and where
-
-
-def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
-    identity = response.encoding == "identity"
-    most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
-    raw = _read_at_most(response, most, truncate=truncate)
-    if identity:
-        return raw
-    if response.encoding not in ("gzip", "x-gzip", "deflate"):
-        raise _invalid(response, f"unsupported Content-Encoding {response.encoding!r}")
-    pieces: list[bytes] = []
-    try:
-        inflated = _inflate_members(memoryview(raw), limit, pieces)
-    except zlib.error as exc:
-        if not truncate:
-            raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
-        inflated = sum(map(len, pieces))
-    if inflated > limit and not truncate:
-        raise _invalid(
-            response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
-        )
-    del raw  # the pieces and their join are twice the body already
-    return b"".join(pieces)[:limit]
-
-
-def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate ``data``'s gzip members onto ``decoded`` (at most ``limit + 1`` bytes); how many."""
-    offset = inflated = 0
-    while offset < len(data):
-        decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
-        while not decoder.eof:
-            if offset >= len(data):
-                raise zlib.error("the compressed data ends early")
-            piece = data[offset : offset + size]
-            decoded.append(decoder.decompress(piece, limit + 1 - inflated))
-            inflated += len(decoded[-1])
-            if inflated > limit:
-                return inflated
-            offset += len(piece) - len(decoder.unused_data)
-            size = min(size * 2, _CHUNK_SIZE)  # zlib copies a piece's rest: tiny members
-    return inflated
-
-
-def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body as sent, at most ``limit`` bytes; more (unless ``truncate``) refused unread."""
-    if response.length is not None and response.length <= limit:
-        return response.read()
-    refused = f"a body of more than {_size(limit)}: refused"
-    if response.length is not None and not truncate:
-        raise _invalid(response, refused)
-    pieces: list[bytes] = []
-    size = 0
-    while size <= limit and (piece := _read_piece(response, min(64 * 1024, limit + 1 - size))):
-        pieces.append(piece)
-        size += len(piece)
-    if size > limit and not truncate:
-        raise _invalid(response, refused)
-    return b"".join(pieces)[:limit]
-
-
-def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk)."""
-    if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
-        return response.read(size)
-    buffer = bytearray(size)
-    del buffer[response.readinto(buffer) :]
-    return bytes(buffer)
-
-
-def _service_error(
-    response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
-) -> ServiceError:
-    """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
-    try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
-        raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
-    except DatasetClientError:  # a broken error body: the status says enough
-        raw = b""
-    finally:
-        response.close()
-    body = _decode_text(raw, response.headers.get_content_charset())
-    return ServiceError(
-        response.status,
-        secrets.redact(response.reason) or http.client.responses.get(response.status, ""),
-        response.method,
-        response.url,
-        headers=_redact_value(response.headers, secrets),
-        body=secrets.redact(body)[:_ERROR_BODY_LIMIT],
-        message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
-        proxy=response.proxy,
-    )
-
-
-def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
-    """A body as text in its charset, else (unknown, or no text encoding) in UTF-8."""
-    try:
-        return bytes(raw).decode(charset or "utf-8", errors="replace")
-    except (LookupError, UnicodeError, ValueError, TypeError):  # raised before any text is made
-        return bytes(raw).decode("utf-8", errors="replace")
-
-
-def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
-    import base64  # already imported by urllib.request
-
-    texts = [_Secret(value) for value in values if len(value) >= 4]
-    for password, basic in _proxy_passwords(proxies):
-        texts += [password, _Secret(urllib.parse.unquote(password)), basic]
-    encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
-    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded?
-    return _Secrets(text for text in texts if len(text) >= 4)
-
-
-def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError."""
-    import base64
-
-    found = []
-    for scheme, proxy in proxies.items():
-        if scheme == "no":  # NO_PROXY, which urllib lists with them: hosts, not a URL
-            continue
-        url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
-        if (reason := _unreadable_url(url)) is not None:
-            variable = f"{scheme.upper()}_PROXY"
-            raise ValueError(
-                f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
-            )
-        parts = urllib.parse.urlsplit(url)
-        if parts.password:
-            password = _Secret(urllib.parse.unquote(parts.password))
-            user = _Secret(urllib.parse.unquote(parts.username or ""))
-            basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
-            found.append((_Secret(parts.password), basic))
-    return found
-
-
-def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
-    try:
-        urllib.parse.urlsplit(url)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-@functools.cache
-def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: how every other form starts."""
-    return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
-
-
-def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in any mix of the forms servers echo it in."""
-    from html.entities import html5  # only an error or log path gets here
-
-    entities: dict[str, list[str]] = {}
-    for name, character in html5.items():
-        if name.endswith(";") and len(character) == 1:
-            entities.setdefault(character, []).append(name)
-    # One pattern a secret: alternatives would stop the engine skipping ahead (_character_forms).
-    patterns = [
-        re.compile("".join(_character_forms(character, entities) for character in text))
-        for text in texts
-    ]
-
-    def redact(text: str) -> str:  # a closure: no repr shows the patterns, which spell secrets
-        for pattern in patterns:  # longest first
-            text = pattern.sub(_REDACTED, text)
-        return text
-
-    return redact
-
-
-def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
-    code = ord(character)
-    percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
-    units = character.encode("utf-16-be", "surrogatepass").hex()  # \uXXXX: 4 hex digits a unit
-    escaped = "".join(f"\\\\(?i:u{units[i : i + 4]})" for i in range(0, len(units), 4))
-    forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
-    forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
-    if character in '/"\\':  # JSON's short escapes (PHP's json_encode writes "\\/")
-        forms.append(re.escape(f"\\{character}"))
-    return f"(?:{'|'.join(forms)})"
-
-
-def _showable_url(url: str, secrets: _Secrets) -> str:
-    """``url`` as logs and errors show it: secrets and signed URLs' credentials redacted."""
-    return secrets.shown().redact(url)
-
-
-@functools.cache
-def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
-
-    def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
-        c = letter[0]
-        return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
-
-    names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    after = r"(?:[?&;]|\\u0026|%26)"  # as in a URL, in JSON (Go writes & so), in a URL's query
-    return re.compile(
-        f"(?i)({after}(?:{names})(?:=|%3D))[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
-    )
-
-
-def _redact_value(value: Any, secrets: _Secrets) -> Any:
-    """``value`` (text, bytes, headers, decoded JSON) with every secret replaced."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        return secrets.redact(value)
-    if isinstance(value, (bytes, bytearray)):
-        text = bytes(value).decode("utf-8", "surrogateescape")  # every byte kept as it was
-        clean = secrets.redact(text)
-        return value if clean == text else clean.encode("utf-8", "surrogateescape")
-    if isinstance(value, http.client.HTTPMessage):
-        if not any(secrets.found_in(f"{name}: {text}") for name, text in value.items()):
-            return value
-        headers = http.client.HTTPMessage()
-        for name, text in value.items():
-            headers[secrets.redact(name)] = secrets.redact(text)
-        return headers
-    if isinstance(value, (dict, list)):
-        return _redact_nested(value, secrets)
-    return value
-
-
-def _redact_nested(
-    value: dict[Any, Any] | list[Any], secrets: _Secrets
-) -> dict[Any, Any] | list[Any]:
-    """A copy with every string redacted; without recursion (a payload may nest thousands deep)."""
-
-    def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
-        if isinstance(container, dict):
-            return {
-                secrets.redact(key) if isinstance(key, str) else key: item
-                for key, item in container.items()
-            }
-        return list(container)
-
-    top = shallow(value)
-    copies = {id(value): top}  # a container met twice (or inside itself) is copied once
-    pending = [top]
-    while pending:  # each container once: bounded by their number
-        container = pending.pop()
-        places = container.keys() if isinstance(container, dict) else range(len(container))
-        for place in list(places):
-            item = container[place]
-            if isinstance(item, str):
-                container[place] = secrets.redact(item)
-            elif isinstance(item, (dict, list)):
-                if id(item) not in copies:
-                    copies[id(item)] = shallow(item)
-                    pending.append(copies[id(item)])
-                container[place] = copies[id(item)]
-            elif isinstance(item, (bytes, bytearray, http.client.HTTPMessage)):
-                container[place] = _redact_value(item, secrets)
-    return top
-
-
-def _redact_error(error: BaseException, secrets: _Secrets) -> None:
-    """Redact what a server echoed in ``error`` and its causes; drop the causes' frames."""
-    limit = _ERROR_BODY_LIMIT
-    for exc in _exception_chain(error):
-        exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
-        for name, value in list(vars(exc).items()):
-            if name.startswith("__"):
-                continue
-            body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
-            if body and exc is not error:  # a cause's copy (IncompleteRead.partial): its start
-                value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
-            setattr(exc, name, _redact_value(value, secrets))
-        if exc is not error:
-            exc.__traceback__ = None
-
-
-def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
-    chain: list[BaseException] = []
-    pending = [error]
-    while pending:  # bounded: each exception once
-        exc = pending.pop()
-        if any(exc is seen for seen in chain):
-            continue
-        chain.append(exc)
-        pending += [linked for linked in (exc.__context__, exc.__cause__) if linked is not None]
-    return chain
-
-
-def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of finished library frames in ``error``'s chain (a caller's are left)."""
-    stdlib = os.path.dirname(os.__file__)
-    for exc in _exception_chain(error):
-        tb = exc.__traceback__
-        while tb is not None:
-            frame, tb = tb.tb_frame, tb.tb_next
-            name = frame.f_code.co_filename
-            in_stdlib = name.startswith(stdlib) and "-packages" not in name
-            if frame.f_globals is globals() or in_stdlib:
-                with contextlib.suppress(RuntimeError):  # still running (the one catching it)
-                    frame.clear()
-
-
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text) if text.strip() else None
-    except (ValueError, RecursionError):
-        return None
-
-
-def _message_of(payload: Any, body: str = "") -> str | None:
-    """The service's own message in a JSON error body; for another body, _reason_in_text's."""
-    if payload is None:
-        return _reason_in_text(body)
-    if not isinstance(payload, dict):
-        return None
-    for name in ("message", "error", "detail", "error_description", "title"):
-        value = payload.get(name)
-        if isinstance(value, dict):
-            value = value.get("message")
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
-
-
-def _reason_in_text(body: str) -> str | None:
-    """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
-    import html  # only an error path gets here
-
-    text = body.lstrip("\ufeff \t\r\n")
-    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"  # up to the next tag
-    if not text.startswith("<"):
-        parts = [text]
-    else:
-        found = [re.search(f"<{name}>{content}", text) for name in ("Code", "Message")]
-        parts = [element[1] for element in found if element]
-        title = None if parts else re.search(f"(?i)<title(?:\\s[^<>]*)?>{content}", text)
-        parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
-    lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
-    reason = ": ".join(line for line in lines if line)
-    return _escaped(reason)[:200] or None
-
-
-def _escaped(text: str) -> str:
-    """``text`` with control, bidi and invisible characters escaped (``\\x1b``, ``\\u202e``)."""
-    return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
-    value = (value or "").strip()
-    if value.isascii() and value.isdigit():  # 400 digits: inf, which no sleep takes
-        return min(float(value), _LONGEST_RETRY_AFTER)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
-    return min(max(0.0, seconds), _LONGEST_RETRY_AFTER)
-
-
-def _discard_body(response: _PooledResponse) -> None:
-    """Read a small body so its connection can be reused; a large one closes it."""
-    with contextlib.suppress(DatasetClientError), response:
-        response.read(_ERROR_BODY_LIMIT)
-
-
-def _redirect_target(method: str, url: str, location: str) -> str:
-    """The absolute URL a redirect points to: http or https, with a valid host and port."""
-    try:
-        # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
-        target = urllib.parse.urljoin(url, location.strip())
-        target = urllib.parse.quote(
-            target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1"
-        )
-        return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
-    except ValueError as exc:  # UnicodeError included
-        raise InvalidResponseError(
-            f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
-        ) from None
-
-
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
-    if host == "localhost":
-        return True
-    parts = host.split(".")
-    if len(parts) == 4 and all(
-        part.isascii() and part.isdigit() and int(part) < 256 for part in parts
-    ):
-        return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
-    if ":" not in host:
-        return False  # a name
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _origin_of(url: str) -> tuple[str, str, int]:
-    parts = urllib.parse.urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-@functools.cache
-def _logger() -> Any:
-    import logging  # only retries, resumes and (at DEBUG) requests log: off the import path
-
-    logger = logging.getLogger("dataset_client")
-    logger.addHandler(logging.NullHandler())
-    return logger
-
-
-_DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logging to name them
-
-
-def _size(count: float) -> str:
-    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    index = 0
-    while count >= 1024 and index < len(units) - 1:
-        count /= 1024
-        index += 1
-    return f"{count:.0f} B" if index == 0 else f"{count:.1f} {units[index]}"
-
-
 # Private helpers: downloads
+_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
+_MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
+_MAX_RESTARTS = 3  # of a download whose file keeps changing
+_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
+_MAX_DIGEST_MEMBERS = 16  # looked at in one digest field
+# RFC 9530 and RFC 3230 names, lowercased, and hashlib's: the strongest first.
+_DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 
 
 class _FileChanged(Exception):
@@ -2902,6 +2889,44 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
     return digests
 
 
+_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
+
+
+def _open_target(
+    destination: str | os.PathLike[str] | BinaryIO, resume: bool
+) -> _FileTarget | _StreamTarget:
+    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget."""
+    if not isinstance(destination, (str, os.PathLike)):
+        return _StreamTarget(destination)
+    path = _check_destination_path(destination)
+    file_path = _follow_destination_links(path)
+    if stream := _open_special_destination(path, file_path):
+        return _StreamTarget(stream, opened=True)
+    try:
+        return _FileTarget(file_path, resume)
+    except OSError as exc:  # said of the destination, not of the client's files
+        problem = _directory_problem(os.path.dirname(file_path) or ".")
+        reason = exc.strerror or str(exc)
+        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
+
+
+def _directory_problem(directory: str) -> str | None:
+    """What keeps files from being made in ``directory``, in a few words, or None."""
+    try:
+        status = os.stat(directory)
+    except FileNotFoundError:
+        return f"the directory {directory} does not exist"
+    except NotADirectoryError:
+        return f"a part of {directory} is not a directory"
+    except OSError:
+        return None
+    if not stat.S_ISDIR(status.st_mode):
+        return f"{directory} is not a directory"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"the directory {directory} is not writable"
+    return None
+
+
 class _Sink:
     """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
@@ -3116,270 +3141,24 @@ class _FileTarget(_Sink):
         self.committed = True
 
 
-def _open_target(
-    destination: str | os.PathLike[str] | BinaryIO, resume: bool
-) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget."""
-    if not isinstance(destination, (str, os.PathLike)):
-        return _StreamTarget(destination)
-    path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)
-    if stream := _open_special_destination(path, file_path):
-        return _StreamTarget(stream, opened=True)
-    try:
-        return _FileTarget(file_path, resume)
-    except OSError as exc:  # said of the destination, not of the client's files
-        problem = _directory_problem(os.path.dirname(file_path) or ".")
-        reason = exc.strerror or str(exc)
-        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
+class _PartialFile:
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps."""
 
+    def __init__(self, destination: str) -> None:
+        self.file_path = _follow_destination_links(destination)
+        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
 
-def _directory_problem(directory: str) -> str | None:
-    """What keeps files from being made in ``directory``, in a few words, or None."""
-    try:
-        status = os.stat(directory)
-    except FileNotFoundError:
-        return f"the directory {directory} does not exist"
-    except NotADirectoryError:
-        return f"a part of {directory} is not a directory"
-    except OSError:
-        return None
-    if not stat.S_ISDIR(status.st_mode):
-        return f"{directory} is not a directory"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"the directory {directory} is not writable"
-    return None
-
-
-class _StateFile:
-    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.saved: Any = None  # what an earlier run left, not yet checked
-        self.kept = False
-
-    def load(self) -> None:
-        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
-        self.saved = _read_state(self.path)
-        self.kept = self.saved is not None
-
-    def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
-        _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
-        self.kept = True
+    def resumable(self, url: str) -> bool:
+        """True when an earlier download of ``url`` (resolved) left it to continue."""
+        return _checked_state(_read_state(self.path + ".json"), url) is not None
 
     def remove(self) -> None:
-        _remove(self.path)
-        self.kept = False
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
-def _create(path: str, mode: int = 0o600) -> int:
-    """A new file, read-write, never through a link (FileExistsError): every file made is."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
-
-
-def _write_new(path: str, data: bytes, replacing: str = "") -> None:
-    """A new file ``path`` of ``data``, moved over ``replacing`` if given; removed on failure."""
-    try:  # the open inside: a signal just after it still removes the file
-        with os.fdopen(_create(path), "wb") as file:
-            file.write(data)
-        if replacing:
-            os.replace(path, replacing)
-    except FileExistsError:
-        raise
-    except BaseException:
-        _remove(path)
-        raise
-
-
-def _open_own_file(path: str) -> int | None:
-    """``path`` opened read-write, not through a link, if the user's regular file with one link."""
-    try:
-        fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
-    except OSError:  # a link (ELOOP), not there, not ours to open
-        return None
-    if _is_own_regular_file(os.fstat(fd)):
-        return fd
-    os.close(fd)
-    return None
-
-
-def _is_named(fd: int, path: str, directory: int | None = None) -> bool:
-    """True when ``path`` (not followed; in ``directory``) is the file open as ``fd``."""
-    with contextlib.suppress(OSError):
-        return os.path.samestat(os.lstat(path, dir_fd=directory), os.fstat(fd))
-    return False
-
-
-def _is_own_regular_file(status: os.stat_result) -> bool:
-    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and _is_mine(status)
-
-
-def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
-    """True when the user (or root, with ``or_root``) owns it; always on Windows."""
-    return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
-
-
-def _read_state(path: str) -> Any:
-    """The JSON in the user's own file ``path``; None when there is none, too large or not JSON."""
-    if (fd := _open_own_file(path)) is None:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        data = file.read(_MAX_STATE_SIZE + 1)
-    if len(data) > _MAX_STATE_SIZE:
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (unlocked ones)."""
-    directory, prefix = os.path.split(stem)
-    pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return
-    for name in filter(pattern.fullmatch, names):
-        path = os.path.join(directory, name)
-        if (fd := _open_own_file(path)) is not None:
-            with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
-                if not path.endswith(".new") or time.time() - os.fstat(fd).st_mtime > 60:
-                    os.unlink(path)
-
-
-def _take_over_abandoned_lock(path: str) -> bool:
-    """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
-    if (judged := _abandoned_lock(path)) is None:
-        return False
-    claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
-    try:  # one process at a time checks it is still that file, still abandoned
-        os.close(_create(claim))
-    except OSError:
-        return False
-    try:
-        again = _abandoned_lock(path)
-        if again is None or not os.path.samestat(again, judged):
-            return False  # taken over meanwhile, and in use
-        _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
-        return True
-    finally:
-        _remove(claim)
-
-
-def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
-    if (fd := _open_own_file(path)) is None:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        status = os.fstat(fd)
-        text = file.read(32).decode("ascii", "replace")
-    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
-        return None if _process_exists(int(text)) else status
-    # Empty or garbled (killed before it wrote): abandoned once a few seconds old.
-    return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
-
-
-def _process_exists(pid: int) -> bool:
-    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
-        import ctypes
-
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-        if handle:
-            kernel32.CloseHandle(handle)
-        return bool(handle)
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:  # EPERM: it exists, as another user
-        return not isinstance(exc, ProcessLookupError)
-    return True
-
-
-def _follow_destination_links(path: str) -> str:
-    """The file a destination names: the user's or root's links followed, others refused."""
-    for _ in range(40):  # the kernel's own limit on links in a row
-        if _is_descriptor_link(path):
-            return path
-        try:  # each link read in its directory, walked to first
-            directory = _open_directory(os.path.dirname(path))
-        except OSError as exc:
-            if exc.strerror == _NOT_FOLLOWED:
-                raise
-            return path  # making the file says why
-        try:
-            name = path if directory is None else os.path.basename(path)
-            target = _link_target(name, directory, path)
-        finally:
-            if directory is not None:
-                os.close(directory)
-        if target is None:
-            return path
-        path = os.path.join(os.path.dirname(path), target)
-    return path
-
-
-def _open_directory(directory: str) -> int | None:
-    """``directory`` opened as the kernel walks to it, another user's link a PermissionError;
-    None where no walk can be made (Windows; without O_PATH, a directory one may not read)."""
-    if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
-        return None
-    flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
-    way = "/" if directory.startswith("/") else ""  # as shown in an error
-    names = directory.split("/")[::-1]  # not normalized: walked
-    fd: int | None = os.open(way or ".", flags)
-    try:
-        while names and fd is not None:
-            if (name := names.pop()) in ("", "."):
-                continue
-            try:
-                step: int | None = os.open(name, flags | _O_NOFOLLOW, dir_fd=fd)
-                way = os.path.dirname(way) if name == ".." else os.path.join(way, name)
-            except OSError as exc:  # a link (ELOOP, ENOTDIR), missing, or not to be searched
-                target, links = _link_target(name, fd, os.path.join(way, name)), links + 1
-                if target is None and not _O_PATH and exc.errno == errno.EACCES:
-                    step = None  # not readable: the path is used
-                elif target is None or links > 40:
-                    raise OSError(exc.errno, exc.strerror, os.path.join(way, name)) from None
-                else:  # followed from where it stands
-                    names.extend(target.split("/")[::-1])
-                    way = "/" if target.startswith("/") else way
-                    step = os.open("/" if way == "/" else ".", flags, dir_fd=fd)
-            os.close(fd)
-            fd = step
-    except BaseException:
-        if fd is not None:
-            os.close(fd)
-        raise
-    return fd
-
-
-def _link_target(path: str, directory: int | None = None, shown: str = "") -> str | None:
-    """What the link ``path`` (in ``directory``) says when the user's or root's; None: no link."""
-    try:
-        fd = os.open(path, _O_PATH | _O_NOFOLLOW, dir_fd=directory) if _O_PATH else -1
-        link = os.fstat(fd) if fd >= 0 else os.lstat(path, dir_fd=directory)  # the one read
-    except OSError:  # making the file will say why
-        return None
-    try:
-        if not stat.S_ISLNK(link.st_mode):
-            return None
-        if not _is_mine(link, or_root=True):
-            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown or path)
-        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path, dir_fd=directory)
-    finally:
-        if fd >= 0:
-            os.close(fd)
+        """Remove it and its state: only the user's own, when no download holds them."""
+        if not os.path.lexists(self.path):
+            return
+        with _FileTarget(self.file_path, resume=True) as files:
+            if files.state is not None:
+                files.state.kept = False  # so that closing it removes both
 
 
 class _StreamTarget(_Sink):
@@ -3590,6 +3369,255 @@ class _ReorderBuffer(_Sink):
         return size <= self.limit
 
 
+_MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
+_LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
+
+
+class _StateFile:
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.saved: Any = None  # what an earlier run left, not yet checked
+        self.kept = False
+
+    def load(self) -> None:
+        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
+        self.saved = _read_state(self.path)
+        self.kept = self.saved is not None
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
+        _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
+        self.kept = True
+
+    def remove(self) -> None:
+        _remove(self.path)
+        self.kept = False
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _create(path: str, mode: int = 0o600) -> int:
+    """A new file, read-write, never through a link (FileExistsError): every file made is."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
+
+
+def _write_new(path: str, data: bytes, replacing: str = "") -> None:
+    """A new file ``path`` of ``data``, moved over ``replacing`` if given; removed on failure."""
+    try:  # the open inside: a signal just after it still removes the file
+        with os.fdopen(_create(path), "wb") as file:
+            file.write(data)
+        if replacing:
+            os.replace(path, replacing)
+    except FileExistsError:
+        raise
+    except BaseException:
+        _remove(path)
+        raise
+
+
+def _open_own_file(path: str) -> int | None:
+    """``path`` opened read-write, not through a link, if the user's regular file with one link."""
+    try:
+        fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
+    except OSError:  # a link (ELOOP), not there, not ours to open
+        return None
+    if _is_own_regular_file(os.fstat(fd)):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _is_named(fd: int, path: str, directory: int | None = None) -> bool:
+    """True when ``path`` (not followed; in ``directory``) is the file open as ``fd``."""
+    with contextlib.suppress(OSError):
+        return os.path.samestat(os.lstat(path, dir_fd=directory), os.fstat(fd))
+    return False
+
+
+def _is_own_regular_file(status: os.stat_result) -> bool:
+    return stat.S_ISREG(status.st_mode) and status.st_nlink == 1 and _is_mine(status)
+
+
+def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
+    """True when the user (or root, with ``or_root``) owns it; always on Windows."""
+    return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
+
+
+def _read_state(path: str) -> Any:
+    """The JSON in the user's own file ``path``; None when there is none, too large or not JSON."""
+    if (fd := _open_own_file(path)) is None:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        data = file.read(_MAX_STATE_SIZE + 1)
+    if len(data) > _MAX_STATE_SIZE:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _hidden_stem(path: str) -> str:
+    """``DIRECTORY/.NAME``, the start of the names beside ``path``, shortened within NAME_MAX."""
+    directory, name = os.path.split(path)
+    try:
+        limit = os.pathconf(directory or ".", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    encoded = os.fsencode(name)
+    room = limit - 24  # the longest suffix: ".part.json.01234567.tmp"
+    if len(encoded) >= room:
+        name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
+    return os.path.join(directory or ".", "." + name)
+
+
+def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
+    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (unlocked ones)."""
+    directory, prefix = os.path.split(stem)
+    pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for name in filter(pattern.fullmatch, names):
+        path = os.path.join(directory, name)
+        if (fd := _open_own_file(path)) is not None:
+            with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
+                if not path.endswith(".new") or time.time() - os.fstat(fd).st_mtime > 60:
+                    os.unlink(path)
+
+
+def _take_over_abandoned_lock(path: str) -> bool:
+    """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
+    if (judged := _abandoned_lock(path)) is None:
+        return False
+    claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
+    try:  # one process at a time checks it is still that file, still abandoned
+        os.close(_create(claim))
+    except OSError:
+        return False
+    try:
+        again = _abandoned_lock(path)
+        if again is None or not os.path.samestat(again, judged):
+            return False  # taken over meanwhile, and in use
+        _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
+        return True
+    finally:
+        _remove(claim)
+
+
+def _abandoned_lock(path: str) -> os.stat_result | None:
+    """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
+    if (fd := _open_own_file(path)) is None:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        status = os.fstat(fd)
+        text = file.read(32).decode("ascii", "replace")
+    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
+        return None if _process_exists(int(text)) else status
+    # Empty or garbled (killed before it wrote): abandoned once a few seconds old.
+    return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
+
+
+def _process_exists(pid: int) -> bool:
+    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if handle:
+            kernel32.CloseHandle(handle)
+        return bool(handle)
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:  # EPERM: it exists, as another user
+        return not isinstance(exc, ProcessLookupError)
+    return True
+
+
+def _follow_destination_links(path: str) -> str:
+    """The file a destination names: the user's or root's links followed, others refused."""
+    for _ in range(40):  # the kernel's own limit on links in a row
+        if _is_descriptor_link(path):
+            return path
+        try:  # each link read in its directory, walked to first
+            directory = _open_directory(os.path.dirname(path))
+        except OSError as exc:
+            if exc.strerror == _NOT_FOLLOWED:
+                raise
+            return path  # making the file says why
+        try:
+            name = path if directory is None else os.path.basename(path)
+            target = _link_target(name, directory, path)
+        finally:
+            if directory is not None:
+                os.close(directory)
+        if target is None:
+            return path
+        path = os.path.join(os.path.dirname(path), target)
+    return path
+
+
+def _open_directory(directory: str) -> int | None:
+    """``directory`` opened as the kernel walks to it, another user's link a PermissionError;
+    None where no walk can be made (Windows; without O_PATH, a directory one may not read)."""
+    if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
+        return None
+    flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
+    way = "/" if directory.startswith("/") else ""  # as shown in an error
+    names = directory.split("/")[::-1]  # not normalized: walked
+    fd: int | None = os.open(way or ".", flags)
+    try:
+        while names and fd is not None:
+            if (name := names.pop()) in ("", "."):
+                continue
+            try:
+                step: int | None = os.open(name, flags | _O_NOFOLLOW, dir_fd=fd)
+                way = os.path.dirname(way) if name == ".." else os.path.join(way, name)
+            except OSError as exc:  # a link (ELOOP, ENOTDIR), missing, or not to be searched
+                target, links = _link_target(name, fd, os.path.join(way, name)), links + 1
+                if target is None and not _O_PATH and exc.errno == errno.EACCES:
+                    step = None  # not readable: the path is used
+                elif target is None or links > 40:
+                    raise OSError(exc.errno, exc.strerror, os.path.join(way, name)) from None
+                else:  # followed from where it stands
+                    names.extend(target.split("/")[::-1])
+                    way = "/" if target.startswith("/") else way
+                    step = os.open("/" if way == "/" else ".", flags, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+    return fd
+
+
+def _link_target(path: str, directory: int | None = None, shown: str = "") -> str | None:
+    """What the link ``path`` (in ``directory``) says when the user's or root's; None: no link."""
+    try:
+        fd = os.open(path, _O_PATH | _O_NOFOLLOW, dir_fd=directory) if _O_PATH else -1
+        link = os.fstat(fd) if fd >= 0 else os.lstat(path, dir_fd=directory)  # the one read
+    except OSError:  # making the file will say why
+        return None
+    try:
+        if not stat.S_ISLNK(link.st_mode):
+            return None
+        if not _is_mine(link, or_root=True):
+            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown or path)
+        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path, dir_fd=directory)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
     """``file_path`` opened if a descriptor, FIFO or device (else None), as fs.protected_fifos."""
     if match := _descriptor_directory(file_path):
@@ -3642,41 +3670,13 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
     )
 
 
-class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps."""
-
-    def __init__(self, destination: str) -> None:
-        self.file_path = _follow_destination_links(destination)
-        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
-
-    def resumable(self, url: str) -> bool:
-        """True when an earlier download of ``url`` (resolved) left it to continue."""
-        return _checked_state(_read_state(self.path + ".json"), url) is not None
-
-    def remove(self) -> None:
-        """Remove it and its state: only the user's own, when no download holds them."""
-        if not os.path.lexists(self.path):
-            return
-        with _FileTarget(self.file_path, resume=True) as files:
-            if files.state is not None:
-                files.state.kept = False  # so that closing it removes both
-
-
-def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names beside ``path``, shortened within NAME_MAX."""
-    directory, name = os.path.split(path)
-    try:
-        limit = os.pathconf(directory or ".", "PC_NAME_MAX")
-    except (OSError, ValueError, AttributeError):
-        limit = 255
-    encoded = os.fsencode(name)
-    room = limit - 24  # the longest suffix: ".part.json.01234567.tmp"
-    if len(encoded) >= room:
-        name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
-    return os.path.join(directory or ".", "." + name)
-
-
 # Private helpers: checking arguments (before anything is sent)
+# Sets: compiling a pattern at import costs more than the whole module.
+_TOKEN_CHARACTERS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in a URL
+_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
@@ -3861,7 +3861,7 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 
 
 # Private helpers: the environment and the config file (from_profile and the command line)
-
+_MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 
 
