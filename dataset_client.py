@@ -20,7 +20,42 @@ built-in in brackets::
 Bad arguments raise ``TypeError``/``ValueError`` before anything is sent;
 the file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
 2026 the dataset-client authors.
+
+The file's regions, each under a banner, in the order a call flows::
+
+    The public face: the imports, the limits and platform features that
+        several regions share, the errors, DatasetClient's public methods
+    The request pipeline: DatasetClient's methods after "end of public
+        API" (a call, its retries, redirects, the send), the scheme probe,
+        Retry-After, origins
+    Bodies and decoding: a body read within its limits, gzip undone, JSON
+        decoded; an error response made a ServiceError
+    Secrets and redaction: _Secret, _Secrets, what no error, log, repr or
+        frame shows; the characters never shown raw (_escaped)
+    Messages and the log: how a request, a size, a long text are named in
+        messages; the logger (_logger)
+    The deadline and the stall watch: _Deadline, carried to connecting,
+        resolving and reading within it; _Watch (min_rate)
+    Connections and the pool: _ConnectionPool (kept-alive connections,
+        close(), a fork), _PooledResponse (the head, the framing), the
+        client's error for a socket, TLS or HTTP failure
+    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407;
+        what is trusted (the system store, REQUESTS_CA_BUNDLE, ca_bundle)
+        and the advice when a certificate is refused
+    The download engine: _Transfer (parts, ranges, restarts, resuming,
+        digests), _Limits (its deadline and rates), _Digest (hashing)
+    Sinks: where a download's bytes go: a file beside the destination,
+        moved over it by commit (_FileTarget), a stream, the reorder buffer
+    Safe file operations: links followed only as the kernel would, the
+        user's own files, temporaries, locks, the state file
+    Argument checks: each argument checked before anything is sent
+    Configuration: the variables, the config file and its profiles
+    The command line's entry: main() runs dataset_client_cli.py
 """
+
+# ============================================================================
+# The public face
+# ============================================================================
 
 from __future__ import annotations
 
@@ -94,6 +129,7 @@ _ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes kept in ServiceError.body
 _MAX_CONNECTIONS = 32  # of one download
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket takes
 _MAX_SIZE = 2**63 - 1  # the largest file offset
+
 # Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
 _WINDOWS = os.name == "nt"
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
@@ -117,7 +153,6 @@ def _fcntl() -> Any:
     return fcntl
 
 
-# Exceptions
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
     ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
@@ -251,7 +286,6 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
-# The client
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
@@ -462,6 +496,10 @@ class DatasetClient:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
 
     # end of public API
+
+    # ============================================================================
+    # The request pipeline
+    # ============================================================================
 
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
@@ -810,7 +848,10 @@ def _origin_of(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
-# Private helpers: responses and errors
+# ============================================================================
+# Bodies and decoding
+# ============================================================================
+
 _MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
 
 
@@ -984,6 +1025,10 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
     where = _request_name(response.method, response.url, response.proxy)
     return InvalidResponseError(f"{where}: {text}", method=response.method, url=response.url)
 
+
+# ============================================================================
+# Secrets and redaction
+# ============================================================================
 
 _REDACTED = "<redacted>"
 # Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
@@ -1225,6 +1270,11 @@ def _escaped(text: str) -> str:
     return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
 
 
+# ============================================================================
+# Messages and the log
+# ============================================================================
+
+
 def _request_name(method: str, url: str, proxy: str | None) -> str:
     via = f" via proxy {proxy} (NO_PROXY bypasses it)" if proxy else ""
     return f"{method} {url}{via}"
@@ -1254,6 +1304,11 @@ def _logger() -> Any:
 
 
 _DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logging to name them
+
+
+# ============================================================================
+# The deadline and the stall watch
+# ============================================================================
 
 
 class _Deadline:
@@ -1499,7 +1554,10 @@ class _Watch:
         return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
-# Private helpers: the connection pool
+# ============================================================================
+# Connections and the pool
+# ============================================================================
+
 _MAX_IDLE_PER_ORIGIN = 8
 _MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
 
@@ -1898,6 +1956,11 @@ def _transport_error(
     return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
 
 
+# ============================================================================
+# Proxies and TLS trust
+# ============================================================================
+
+
 class _ProxyHandler(urllib.request.ProxyHandler):
     """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not at every request."""
 
@@ -2146,7 +2209,10 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
 _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
-# Private helpers: downloads
+# ============================================================================
+# The download engine
+# ============================================================================
+
 _HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
 _MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
 _MAX_RESTARTS = 3  # of a download whose file keeps changing
@@ -2889,6 +2955,10 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
     return digests
 
 
+# ============================================================================
+# Sinks
+# ============================================================================
+
 _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
 
 
@@ -3369,6 +3439,10 @@ class _ReorderBuffer(_Sink):
         return size <= self.limit
 
 
+# ============================================================================
+# Safe file operations
+# ============================================================================
+
 _MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
 _LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
 
@@ -3670,7 +3744,10 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
     )
 
 
-# Private helpers: checking arguments (before anything is sent)
+# ============================================================================
+# Argument checks
+# ============================================================================
+
 # Sets: compiling a pattern at import costs more than the whole module.
 _TOKEN_CHARACTERS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -3860,7 +3937,10 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     return path
 
 
-# Private helpers: the environment and the config file (from_profile and the command line)
+# ============================================================================
+# Configuration
+# ============================================================================
+
 _MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 
@@ -4015,6 +4095,11 @@ def _shell_quoted(text: str) -> str:
     if text and all(c.isascii() and (c.isalnum() or c in "@%+=:,./-_") for c in text):
         return text
     return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+# ============================================================================
+# The command line's entry
+# ============================================================================
 
 
 def main(argv: list[str] | None = None) -> int:
