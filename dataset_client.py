@@ -473,7 +473,10 @@ class DatasetClient:
         a second; ``deadline``: seconds in all; ``min_rate``: bytes a second
         below which a connection is cut and resumed; ``verified(check)``: told
         each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``)."""
-        limits = _Limits(self._deadline if deadline is None else deadline, min_rate, max_rate)
+        seconds = self._deadline if deadline is None else _check_seconds(deadline, "deadline")
+        # The call's deadline runs from here.
+        within = _Deadline.starting(seconds)
+        limits = _Limits(min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
         digest = _check_sha256(sha256)
         for name, function in (("progress", progress), ("verified", verified)):
@@ -487,7 +490,7 @@ class DatasetClient:
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
-            requests = self._download_requests(url)
+            requests = self._download_requests(url, within)
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
             transfer.run()
             target.commit(transfer.total)
@@ -512,32 +515,31 @@ class DatasetClient:
                 text = "the request contains text that is not valid Unicode (a lone surrogate)"
                 raise ValueError(text) from None
         sent = self._service_headers if headers is None else {**self._service_headers, **headers}
-        deadline = None if self._deadline is None else _Deadline(self._deadline)
+        deadline = _Deadline.starting(self._deadline)
 
         def attempt() -> Any:
             send = self._send_handling_redirects
-            with send(method, url, body, sent, trusted=True, deadline=deadline) as response:
+            with send(method, url, body, sent, deadline, trusted=True) as response:
                 return _read_json(response, self._secrets)
 
-        return self._retrying(method, url, attempt, deadline=deadline)
+        return self._retrying(method, url, deadline, attempt)
 
     def _retrying(
         self,
         method: str,
         url: str,
+        deadline: _Deadline,
         attempt: Callable[[], _T],
         progress: Callable[[], int] | None = None,
-        *,
-        deadline: _Deadline | None = None,
     ) -> _T:
-        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
+        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries.
+
+        An attempt past the deadline fails as it sends (the pool's wait for it raises)."""
         attempts, retries_left = 0, self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
             try:
-                if deadline is not None:
-                    deadline.check(method, url)
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
@@ -550,8 +552,10 @@ class DatasetClient:
                 if type(error) is _SchemeInDoubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
                 error = self._failed(error, method, url)
-                if deadline is not None and (ended := deadline.stop(error, method, url, delay)):
-                    error, delay = ended, None
+                ended = deadline.stop(error, method, url, delay)
+                if ended is not None:
+                    error = ended
+                    delay = None
                 if delay is None:
                     error.attempts = attempts
                     raise error
@@ -578,12 +582,12 @@ class DatasetClient:
         return error
 
     def _probe_scheme(
-        self, error: NetworkError, delay: float | None, deadline: _Deadline | None
+        self, error: NetworkError, delay: float | None, deadline: _Deadline
     ) -> tuple[DatasetClientError, float | None]:
         """Asks once an origin whether the server speaks the other scheme: (error, wait left)."""
         error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
-        left = None if deadline is None else deadline.left()
-        if left is not None and delay is not None and delay >= left:
+        left = deadline.left()
+        if delay is not None and delay >= left:
             return error, delay  # the call ends at once (_Deadline.stop)
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
         wait = min(limit for limit in limits if limit is not None)
@@ -632,9 +636,9 @@ class DatasetClient:
         url: str,
         body: bytes | None,
         headers: dict[str, str],
+        deadline: _Deadline,
         *,
         trusted: bool,
-        deadline: _Deadline | None = None,
     ) -> _PooledResponse:
         """A 2xx response; ``trusted``: credentials in ``headers``, dropped leaving the origin."""
         hops = 0
@@ -676,23 +680,20 @@ class DatasetClient:
         url: str,
         body: bytes | None,
         headers: dict[str, str],
-        deadline: _Deadline | None = None,
+        deadline: _Deadline,
     ) -> _PooledResponse:
         # origin_req_host: else urlparse, for cookies.
         request = _Request(url, body, method=method, origin_req_host=self._origin[1])
         # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         request.deadline = deadline
-        timeout = self._timeout if deadline is None else deadline.wait(self._timeout, method, url)
         started = time.monotonic()
         if request.type in self._proxies:  # through urllib's proxy rules, then the pool
-            response: _PooledResponse = self._opener.open(request, timeout=timeout)
+            response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:  # the opener would only pass it on, and tell audit hooks (PEP 578), as here
             sys.audit("urllib.Request", url, body, request.headers, method)
-            request.timeout = timeout
+            request.timeout = self._timeout
             response = self._pool.handle_request(request)
-        if deadline is not None:
-            _Watch(self._timeout, deadline).take(response)  # its head was read within it too
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
@@ -701,13 +702,14 @@ class DatasetClient:
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
 
-    def _download_requests(self, url: str) -> _DownloadRequests:
+    def _download_requests(self, url: str, deadline: _Deadline) -> _DownloadRequests:
         trusted = _origin_of(url) == self._origin
-        send = functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted)
+        send = self._send_handling_redirects
         return _DownloadRequests(
             headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
-            send=send,
-            retry=functools.partial(self._retrying, "GET", url),
+            deadline=deadline,
+            send=functools.partial(send, "GET", url, None, deadline=deadline, trusted=trusted),
+            retry=functools.partial(self._retrying, "GET", url, deadline),
             interrupt=self._pool.interrupt,
             closed=lambda: self._pool.closed,
             secrets=self._secrets,
@@ -942,8 +944,10 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk)."""
-    if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
+    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk).
+
+    A watched response is read through its watch, a receive at a time, whatever its framing."""
+    if not response.chunked or response.watch is not None:
         return response.read(size)
     buffer = bytearray(size)
     del buffer[response.readinto(buffer) :]
@@ -1311,12 +1315,29 @@ _DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logg
 # ============================================================================
 
 
-class _Deadline:
-    """When a call must have ended: ``seconds`` after it started. Its threads (parts) share it."""
+_NEVER = float("inf")
 
-    def __init__(self, seconds: float) -> None:
+
+class _Deadline:
+    """When a call must have ended: ``seconds`` after it started (inf: never).
+
+    A call takes one as it starts (``starting``) and hands it down with each request it sends
+    (as ``_Request.deadline``); the pool reads it there for each wait's time-out, for
+    connecting and for the response, which reads its head and body within it. A download's
+    parts share their call's. One that never ends costs nothing: ``left()`` is inf, and the
+    pool neither looks names up in a thread nor watches a response's reads for it
+    (``finite``)."""
+
+    def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
         self.ends = time.monotonic() + seconds
+        self.finite = seconds < _NEVER
+
+    @classmethod
+    def starting(cls, seconds: float | None) -> _Deadline:
+        """A call's deadline, ``seconds`` from now; without ``seconds``, the one never reached
+        (shared by every such call: it holds no time)."""
+        return _NO_DEADLINE if seconds is None else cls(seconds)
 
     def left(self) -> float:
         return self.ends - time.monotonic()
@@ -1325,12 +1346,19 @@ class _Deadline:
         if self.left() <= 0:
             raise self.reached(method, url)
 
-    def wait(self, timeout: float | None, method: str, url: str) -> float:
-        """The next wait's time-out: ``timeout`` or the time left if less (none left: raised)."""
+    def limit(self, timeout: float | None) -> float | None:
+        """The smaller of ``timeout`` and the time left (None when neither bounds a wait)."""
+        if not self.finite:
+            return timeout
         left = self.left()
-        if left <= 0:
+        return left if timeout is None or left < timeout else timeout
+
+    def wait(self, timeout: float | None, method: str, url: str) -> float | None:
+        """The next wait's time-out, ``limit(timeout)``; with no time left, raised."""
+        wait = self.limit(timeout)
+        if wait is not None and wait <= 0:
             raise self.reached(method, url)
-        return left if timeout is None else min(timeout, left)
+        return wait
 
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
@@ -1344,14 +1372,16 @@ class _Deadline:
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
         """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
-        if isinstance(error, RequestTimeoutError) and error.deadline is not None:
-            return error  # a wait cut short by it
+        if isinstance(error, RequestTimeoutError) and error.deadline:
+            # A wait the deadline cut short: it says so already.
+            return error
         left = self.left()
         if left > 0 and (delay is None or delay < left):
             return None
         if left <= 0 or delay is None:
             ended = self.reached(method, url)
-        else:  # a Retry-After or back-off past the deadline
+        else:
+            # A Retry-After or back-off that would end past the deadline.
             asked = error.retry_after if isinstance(error, ServiceError) else None
             wait = "the next retry"
             if asked is not None:
@@ -1361,23 +1391,13 @@ class _Deadline:
         return ended
 
 
+_NO_DEADLINE = _Deadline()
+
+
 class _Request(urllib.request.Request):
-    """A urllib Request with the deadline its response is read within, if it has one."""
+    """A urllib Request that carries its call's deadline to the pool."""
 
-    deadline: _Deadline | None = None
-
-
-def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse]:
-    """What makes a request's responses: for one with a deadline, their head read within it."""
-    if deadline is None:
-        return _PooledResponse
-
-    def within(sock: socket.socket, **options: Any) -> _PooledResponse:
-        response = _PooledResponse(sock, **options)
-        response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
-        return response
-
-    return within
+    deadline: _Deadline
 
 
 class _ReceivingWithin(io.RawIOBase):
@@ -1385,7 +1405,8 @@ class _ReceivingWithin(io.RawIOBase):
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
-        self.raw = raw  # socket.SocketIO
+        # A socket.SocketIO.
+        self.raw = raw
         self.deadline = deadline
 
     def readable(self) -> bool:
@@ -1394,10 +1415,12 @@ class _ReceivingWithin(io.RawIOBase):
     def readinto(self, buffer: Any) -> int | None:
         left = self.deadline.left()
         if left <= 0:
-            raise TimeoutError("the deadline was reached")  # mapped by the reader
+            # Mapped by the response's reader, which says the deadline was reached.
+            raise TimeoutError("the deadline was reached")
         sock = self.raw._sock
         waits = sock.gettimeout()
-        if waits is None or waits > left:  # a shorter wait (a watched read's) is kept
+        # A shorter wait (a watched read's) is kept.
+        if waits is None or waits > left:
             sock.settimeout(left)
         return self.raw.readinto(buffer)  # type: ignore[no-any-return]
 
@@ -1408,7 +1431,7 @@ class _ReceivingWithin(io.RawIOBase):
 
 
 def _connect_within(
-    deadline: _Deadline | None,
+    deadline: _Deadline,
     address: tuple[str, int],
     timeout: float | None,
     source: tuple[str, int] | None = None,
@@ -1418,16 +1441,14 @@ def _connect_within(
     """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
     host, port = address
     failure = OSError(f"no address for {host}")
-    if deadline is None:
-        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    else:
+    if deadline.finite:
         found = _resolve_within(host, port, deadline)
+    else:
+        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
     for family, kind, protocol, _, sockaddr in found:
-        wait = timeout
-        if deadline is not None:
-            if (left := deadline.left()) <= 0:
-                raise TimeoutError(f"timed out connecting to {host}")
-            wait = left if timeout is None else min(timeout, left)
+        wait = deadline.limit(timeout)
+        if wait is not None and wait <= 0:
+            raise TimeoutError(f"timed out connecting to {host}")
         sock = socket.socket(family, kind, protocol)
         try:
             hold(sock)
@@ -1449,7 +1470,8 @@ def _connect_within(
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
     """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
-    with contextlib.suppress(socket.gaierror):  # an address: no lookup
+    # An address needs no lookup.
+    with contextlib.suppress(socket.gaierror):
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
 
@@ -1473,37 +1495,39 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A response's reads, each receive checked against the deadline and ``min_rate``."""
+    """A response read a receive at a time, within its deadline; with ``min_rate``, a
+    connection that brings less than ``min_rate`` bytes a second over a stretch of ``timeout``
+    seconds (30 without one) has stalled.
 
-    def __init__(
-        self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
-    ) -> None:
-        self.timeout = timeout
-        self.deadline = deadline
+    A response with a watch (``response.watch``) reads through it: the pool gives one to each
+    response read within a deadline, a download one to each response it measures."""
+
+    def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
+        # The stretch a rate is measured over.
         self.period = timeout or 30.0
-        self.started = time.monotonic()  # the stretch measured, and the bytes it brought
+        # No receive waits longer: with min_rate, a stretch that brings nothing is measured too.
+        self.timeout = self.period if min_rate else timeout
+        # The stretch measured: when it started, and the bytes it brought.
+        self.started = time.monotonic()
         self.received = 0
-        self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
-
-    def take(self, response: _PooledResponse) -> None:
-        read = functools.partial(response.mapped, self.read, response)
-        response.read = read  # type: ignore[method-assign]
+        # Raised by the next read: this one returned the bytes that came before it.
+        self.ended: DatasetClientError | None = None
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
         """``response.read(amount)``; bytes before a stall are returned, the next read raises."""
         if self.ended is not None:
-            if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
+            # The body is whole: a stall with its last bytes ends nothing.
+            if response.length == 0:
                 return b""
             raise self.ended
         data = bytearray()
         try:
             while amount is None or len(data) < amount:
                 self._before_receiving(response)
+                size = amount - len(data) if amount else _CHUNK_SIZE
                 try:
-                    piece = http.client.HTTPResponse.read1(
-                        response, amount - len(data) if amount else _CHUNK_SIZE
-                    )
+                    piece = http.client.HTTPResponse.read1(response, size)
                 except TimeoutError:
                     raise self._timed_out(response) from None
                 if not piece:
@@ -1515,20 +1539,19 @@ class _Watch:
                 raise
             self.ended = error
             return bytes(data)
-        if response.length == 0 and response.fp is not None:  # read1 leaves it open: reused so
+        # read1 leaves the response open at the body's end: closed so, its connection is reused.
+        if response.length == 0 and response.fp is not None:
             http.client.HTTPResponse.read(response, 0)
-        if amount is None and response.length:  # as read() does: short of its Content-Length
+        # As read() does: a body short of its Content-Length.
+        if amount is None and response.length:
             raise http.client.IncompleteRead(bytes(data), response.length)
         return bytes(data)
 
     def _before_receiving(self, response: _PooledResponse) -> None:
-        wait = self.timeout
-        if self.deadline is not None:
-            wait = self.deadline.wait(wait, response.method, response.url)
-        if self.min_rate is not None:
-            wait = self.period if wait is None else min(wait, self.period)
+        wait = response.deadline.wait(self.timeout, response.method, response.url)
+        # The pool sets it back for the next request.
         if response.sock is not None and response.sock.gettimeout() != wait:
-            response.sock.settimeout(wait)  # the pool sets it back for the next request
+            response.sock.settimeout(wait)
 
     def _count(self, response: _PooledResponse, count: int) -> None:
         self.received += count
@@ -1536,21 +1559,22 @@ class _Watch:
         if self.min_rate is not None and now - self.started >= self.period:
             if self.received < self.min_rate * (now - self.started):
                 raise self._stalled(response, now)
-            self.started, self.received = now, 0
+            self.started = now
+            self.received = 0
 
     def _timed_out(self, response: _PooledResponse) -> DatasetClientError:
-        if self.deadline is not None and self.deadline.left() < 0.01:
-            return self.deadline.reached(response.method, response.url)
+        if response.deadline.left() < 0.01:
+            return response.deadline.reached(response.method, response.url)
         if self.min_rate is not None:
             return self._stalled(response, time.monotonic())
         return response.mapped_error(TimeoutError())
 
     def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
         elapsed = now - self.started
-        rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
+        rate = self.received / max(elapsed, 1e-9)
         where = _request_name(response.method, response.url, response.proxy)
         message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
-        message += f", below the {_size(asked)}/s of min_rate"
+        message += f", below the {_size(self.min_rate or 0)}/s of min_rate"
         return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
 
 
@@ -1655,14 +1679,24 @@ class _ConnectionPool(urllib.request.BaseHandler):
             headers["Proxy-Authorization"] = proxy_authorization
         # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
-        responses = _response_class(request.deadline)
+        deadline = request.deadline
+        timeout = request.timeout
+        responses: Callable[..., _PooledResponse] = _PooledResponse
+        if deadline.finite:
+            # Each wait ends by the deadline, the head read a receive at a time and the body
+            # through a watch, so that a trickle ends too.
+            timeout = deadline.wait(timeout, method, url)
+            responses = functools.partial(_PooledResponse.within, deadline, request.timeout)
         connection = self._checkout(key)
         while True:
             reused = connection is not None
             if connection is None:
-                connection = self._connect(request, key, proxy, proxy_authorization)
-            elif connection.sock.gettimeout() != request.timeout:  # a deadline shortened it
-                connection.sock.settimeout(request.timeout)
+                connection = self._connect(
+                    request, key, proxy, proxy_authorization, timeout, responses
+                )
+            elif connection.sock.gettimeout() != timeout:
+                # Another call's deadline may have shortened it.
+                connection.sock.settimeout(timeout)
             connection.response_class = responses  # type: ignore[assignment]
             try:
                 connection.request(method, request.selector, request.data, headers)
@@ -1708,7 +1742,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return None
 
     def _connect(
-        self, request: _Request, key: _PoolKey, proxy: str | None, authorization: str | None
+        self,
+        request: _Request,
+        key: _PoolKey,
+        proxy: str | None,
+        authorization: str | None,
+        timeout: float | None,
+        responses: Callable[..., _PooledResponse],
     ) -> http.client.HTTPConnection:
         """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
         connection: http.client.HTTPConnection
@@ -1716,11 +1756,12 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._ssl_context = _default_ssl_context(self.ca_bundle)  # lazily: it costs ms
         if request.type == "https":  # to the origin, or to an https:// proxy
             connection = http.client.HTTPSConnection(
-                request.host, timeout=request.timeout, context=self._ssl_context
+                request.host, timeout=timeout, context=self._ssl_context
             )
         else:
-            connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
-        connection.response_class = _response_class(request.deadline)  # type: ignore[assignment]
+            connection = http.client.HTTPConnection(request.host, timeout=timeout)
+        # The CONNECT's answer is read as the response will be: within the deadline.
+        connection.response_class = responses  # type: ignore[assignment]
         if key[2]:
             connection.set_tunnel(
                 key[2], headers={"Proxy-Authorization": authorization} if authorization else None
@@ -1810,6 +1851,20 @@ class _PooledResponse(http.client.HTTPResponse):
     proxy: str | None = None  # host:port of the proxy it came through
     sock: socket.socket | None = None  # to shut down from another thread
     _release: Callable[[bool], None] | None = None
+    # Its request's deadline, and the watch its body is read through, when it has them.
+    deadline = _NO_DEADLINE
+    watch: _Watch | None = None
+
+    @classmethod
+    def within(
+        cls, deadline: _Deadline, timeout: float | None, sock: socket.socket, **options: Any
+    ) -> _PooledResponse:
+        """A response read within ``deadline``: its head a receive at a time, its body watched."""
+        response = cls(sock, **options)
+        response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
+        response.deadline = deadline
+        response.watch = _Watch(timeout)
+        return response
 
     def _read_status(self) -> tuple[str, int, str]:
         # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
@@ -1835,7 +1890,10 @@ class _PooledResponse(http.client.HTTPResponse):
         self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
-        try:  # as mapped() does, a call less: every body is read here
+        if self.watch is not None:
+            return self.mapped(self.watch.read, self, amount)
+        # As mapped() does, a call less: every body is read here.
+        try:
             return super().read(amount)
         except (OSError, http.client.HTTPException) as exc:
             raise self.mapped_error(exc) from exc
@@ -2273,15 +2331,23 @@ class _DownloadRequests:
         self,
         *,
         headers: dict[str, str],
-        send: Callable[..., _PooledResponse],
+        deadline: _Deadline,
+        send: Callable[[dict[str, str]], _PooledResponse],
         retry: Callable[..., Any],
         interrupt: Callable[[Collection[int]], None],
         closed: Callable[[], bool],
         secrets: _Secrets,
         timeout: float | None,
     ) -> None:
-        self.headers, self.send, self.retry, self.interrupt = headers, send, retry, interrupt
-        self.closed, self.secrets, self.timeout = closed, secrets, timeout
+        self.headers = headers
+        # The call's: send() and retry() end by it; the download checks it where it waits alone.
+        self.deadline = deadline
+        self.send = send
+        self.retry = retry
+        self.interrupt = interrupt
+        self.closed = closed
+        self.secrets = secrets
+        self.timeout = timeout
 
 
 class _Transfer:
@@ -2449,20 +2515,20 @@ class _Transfer:
             self._check_complete(part, response)
             return self._verify_part(part)
 
-        while not self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline):
+        while not self.requests.retry(attempt, lambda: part.done):
             pass
 
     def _send(self, headers: dict[str, str]) -> _PooledResponse:
-        deadline = self.limits.deadline
         try:
-            response = self.requests.send(headers, deadline=deadline)
+            response = self.requests.send(headers)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
                 raise _ResumeRefused from None  # start over, once
             raise
         self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
-        if self.limits.min_rate is not None:  # measured from here: the head is in
-            _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
+        if self.limits.min_rate is not None:
+            # Measured from here, the head in; the deadline's watch, if any, gives way to it.
+            response.watch = _Watch(self.requests.timeout, self.limits.min_rate)
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
@@ -2486,7 +2552,7 @@ class _Transfer:
                         )
                         self.digest.add(data if one else self._contiguous())
                     self._saved_and_reported()
-                self.limits.take(len(data))
+                self.limits.take(len(data), self.requests.deadline)
             with self.lock:
                 if response is not self.whole_file_response:
                     return
@@ -2740,8 +2806,7 @@ class _Transfer:
             raise _PartStopped
 
     def _check_in_time(self) -> None:
-        if self.limits.deadline is not None:
-            self.limits.deadline.check("GET", self.url)
+        self.requests.deadline.check("GET", self.url)
         if self.requests.closed():
             text = f"the DatasetClient was closed during GET {self.url}"
             raise ClientClosedError(text, method="GET", url=self.url)
@@ -2808,31 +2873,31 @@ def _is_count(value: Any) -> bool:
 
 
 class _Limits:
-    """A download's deadline, lowest rate a connection may bring, and highest rate in all."""
+    """A download's lowest rate a connection may bring, and highest rate in all."""
 
-    def __init__(
-        self, deadline: float | None, min_rate: float | None, max_rate: float | None
-    ) -> None:
-        seconds = _check_seconds(deadline, "deadline")
-        self.deadline = None if seconds is None else _Deadline(seconds)
+    def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
         self.min_rate = _check_seconds(min_rate, "min_rate")
-        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
+        self.rate = max_rate
+        # Bytes read at once.
+        self.chunk = _CHUNK_SIZE
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
                 message = f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
                 raise ValueError(message)
-            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
-        self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
+            # Smaller reads: shorter waits, a steadier rate.
+            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))
+        self.lock = _thread.allocate_lock()
+        self.started = time.monotonic()
+        self.taken = 0
 
-    def take(self, count: int) -> None:
-        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past the deadline."""
+    def take(self, count: int, deadline: _Deadline) -> None:
+        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
         if self.rate is None:
             return
         with self.lock:
             self.taken += count
             wait = self.started + self.taken / self.rate - time.monotonic()
-        if self.deadline is not None:
-            wait = min(wait, self.deadline.left())
+        wait = min(wait, deadline.left())
         if wait > 0:
             time.sleep(wait)
 

@@ -9168,8 +9168,7 @@ class DeadlineTests(ServerTestCase):
         with mock.patch.object(
             dc, "time", mock.Mock(monotonic=lambda: now[0])
         ):  # this module's clock alone
-            watch = dc._Watch(1.0, None, min_rate=1000.0)
-            watch.take(response)
+            response.watch = dc._Watch(1.0, min_rate=1000.0)
             now[0] = 5.0  # 3 bytes in 5 s: below min_rate, measured as the last bytes arrive
             self.assertEqual(response.read(3), b"abc")
             self.assertEqual(
