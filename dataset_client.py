@@ -256,6 +256,8 @@ class NetworkError(DatasetClientError, ConnectionError):
     was refused)."""
 
     certificate: bool = False
+    # A failure a server speaking the other scheme causes too: the pipeline asks it once.
+    _scheme_in_doubt: bool = False
 
 
 class IncompleteResponseError(NetworkError):
