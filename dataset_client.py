@@ -551,7 +551,7 @@ class DatasetClient:
                     last_progress = done
                     retries_left = retries_left if stalled else self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
-                if type(error) is _SchemeInDoubt:
+                if isinstance(error, NetworkError) and error._scheme_in_doubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
                 error = self._failed(error, method, url)
                 ended = deadline.stop(error, method, url, delay)
@@ -587,7 +587,6 @@ class DatasetClient:
         self, error: NetworkError, delay: float | None, deadline: _Deadline
     ) -> tuple[DatasetClientError, float | None]:
         """Asks once an origin whether the server speaks the other scheme: (error, wait left)."""
-        error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
         left = deadline.left()
         if delay is not None and delay >= left:
             return error, delay  # the call ends at once (_Deadline.stop)
@@ -605,7 +604,8 @@ class DatasetClient:
         tls = instead.startswith("https:")
         spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
-        wrong = _WrongSchemeError(text, **vars(error))
+        fields = dict(method=error.method, url=error.url, connecting=error.connecting)
+        wrong = _WrongSchemeError(text, **fields)
         wrong.__cause__ = error.__cause__
         return wrong, None
 
@@ -724,10 +724,6 @@ _MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
 _LONGEST_RETRY_AFTER = 366 * 86400.0
 _MAX_BACKOFF = 30.0
 _SCHEME_PROBE_TIMEOUT = 5.0  # does the server speak the other scheme?
-
-
-class _SchemeInDoubt(NetworkError):
-    """A failure that a server speaking the other scheme causes too (see _probe_scheme)."""
 
 
 class _WrongSchemeError(NetworkError):
@@ -1954,7 +1950,7 @@ class _TooManyInterimResponses(http.client.HTTPException):
 def _read_framing(response: _PooledResponse) -> None:
     """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
     head: Any = response.fp
-    if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
+    if type(head) is _HeadReader:  # read line by line (see _read_status): was it whole?
         response.fp = head.raw
         if head.cut:
             response.close()
@@ -2011,9 +2007,10 @@ def _transport_error(
         )
     failed = "could not connect" if connecting else "connection lost"
     detail = f"{failed}: {str(exc) or type(exc).__name__}"
-    doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
-    kind = _SchemeInDoubt if doubt else NetworkError
-    return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+    error = NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+    if _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh):
+        error._scheme_in_doubt = True
+    return error
 
 
 # ============================================================================
