@@ -497,7 +497,7 @@ class DatasetClient:
             transfer.run()
             target.commit(transfer.total)
         if verified is not None:
-            for check in transfer.verified:
+            for check in transfer.checks.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
 
     # end of public API
@@ -2349,241 +2349,139 @@ class _DownloadRequests:
         self.timeout = timeout
 
 
-class _Transfer:
-    """One download: its parts, fetched by this thread and up to ``connections - 1`` more."""
+class _Parts:
+    """A download's parts and the threads fetching them: which part a thread takes next, how far
+    the file is whole, and the first failure, which stops every part."""
 
-    def __init__(
-        self,
-        requests: _DownloadRequests,
-        url: str,
-        target: _FileTarget | _StreamTarget,
-        progress: _Progress | None,
-        sha256: str | None,
-        connections: int,
-        limits: _Limits,
-    ) -> None:
-        self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
-        self.target: _Sink = target
-        self.connections = connections
-        if isinstance(target, _StreamTarget):
-            target.in_time = self._check_in_time
-            if connections > 1:
-                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-                self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
-        self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        self.digests: list[_Stated] | None = None  # the server's
-        self.digest: _Digest | None = None  # the file's
+    def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
         self.lock = _thread.allocate_lock()
-        self.parts = [_Part(0, None)]
-        self.validator: str | None = None  # for If-Range
+        self.all = [_Part(0, None)]
+        self.connections = connections
+        # What each thread but the caller's runs, ``work(ended)``, until no part is left.
+        self.work = work
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
+        # The thread that called download(): it fetches parts too.
+        self.caller = _thread.get_ident()
         self.error: BaseException | None = None
-        self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
-        self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
-        self.verified: list[str] = []
-        self.kept: tuple[str, str] | None = None  # what an earlier run left: said once answered
-        if (kept := target.take_up(url)) is not None:
-            self._resume(*kept)
+        # A 200 cut into parts, its body read by the first: a part whose range the server
+        # answers whole merges into it (see _Acceptance.refused_range).
+        self.whole_file_response: _PooledResponse | None = None
 
     @property
     def total(self) -> int | None:
-        return self.parts[-1].end
+        return self.all[-1].end
 
-    @property
-    def _stated(self) -> list[_Stated]:
-        return [*self.sha256, *(self.digests or ())]
-
-    @property
-    def _written(self) -> int:
-        """Bytes at the destination (into a stream in parts: written in order)."""
-        position = self.target.position
-        return sum(part.done for part in self.parts) if position is None else position
-
-    def _log(self, level: int, message: str, *arguments: object) -> None:
-        shown = _showable_url(self.url, self.requests.secrets)
-        _logger().log(level, f"{message}, GET %s", *arguments, shown)
-
-    def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
-        try:
-            self._start_digest()
-            for restarts in itertools.count():
-                try:
-                    return self._fetch_all()
-                except _FileChanged as changed:
-                    if restarts == _MAX_RESTARTS:
-                        tries = f"during each of {restarts + 1} tries"
-                        text = f"GET {self.url}: the file changed on the server {tries}"
-                        raise InvalidResponseError(text, method="GET", url=self.url) from None
-                    self.resume_refused |= isinstance(changed, _ResumeRefused)
-                    self._log(_INFO, "starting over: %s", changed.reason)
-                    self._restart()
-        except DatasetClientError as error:  # its message and url may name a secret
-            _redact_error(error, self.requests.secrets.shown())
-            raise
-        finally:
-            self._close_hashes()
-
-    def _fetch_all(self) -> None:
-        self.caller, self.threads = _thread.get_ident(), []  # the caller fetches too
-        self._start_threads()
-        self._work()
-        try:
-            self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
-            self._wait_threads()
-        except BaseException as exc:  # Ctrl-C: stop them, and wait
-            self._fail(exc)
-            self._wait_threads()
-            raise
-        if self.error is not None:
-            raise self.error
-        self.target.finish(self.total)
-        self._check_digest()
-
-    def _start_threads(self) -> None:
-        import threading
-
-        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
-            ended = threading.Event()
-            thread = threading.Thread(
-                target=self._work, args=(ended,), name="dataset-client-part", daemon=True
-            )
-            self.threads.append((thread, ended))
-            thread.start()
-
-    def _wait_threads(self) -> None:
-        # 3.11, 3.12: a join() Ctrl-C interrupts takes the thread for ended while it runs.
-        for thread, ended in self.threads:
-            ended.wait()
-            thread.join()
-
-    def _work(self, ended: threading.Event | None = None) -> None:
-        try:
-            while (part := self._next_part()) is not None:
-                with contextlib.suppress(_PartStopped):
-                    self._fetch(part)
-        except BaseException as exc:  # Ctrl-C included: every part stops
-            self._fail(exc)
-        finally:
-            if ended is not None:
-                ended.set()
-                self.target.wake()  # a writer may wait for this end
-
-    def _next_part(self) -> _Part | None:
+    def next(self) -> _Part | None:
         """The first part not complete that no thread fetches, taken; else None."""
         with self.lock:
-            for part in self.parts:
+            for part in self.all:
                 if self.error is None and not part.taken and part.remaining != 0:
                     part.taken = True
                     return part
         return None
 
-    def _fetch(self, part: _Part) -> None:
-        """Fetch one part, resumed where it stopped when a response is cut."""
-        attempts = 0
+    def contiguous(self) -> int:
+        """How far from the first byte the file is complete (and checked)."""
+        end = 0
+        for part in self.all:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
+                break
+        return end
 
-        def attempt() -> bool:
-            nonlocal attempts, part
-            self._check_running(part)
-            attempts += 1
-            headers = self._request_headers(part)
-            try:
-                response = self._send(headers)
-                try:
-                    part = self._accept(response, part, ranged="Range" in headers)
-                    kept = None
-                    if self.kept:  # said once the server takes it up (a 200 does not)
-                        with self.lock:
-                            kept, self.kept = self.kept, None
-                    if kept and response.status == 206:
-                        self._log(_INFO, "resuming: %s of %s already downloaded", *kept)
-                    elif response.status == 206 and part.done and attempts > 1:
-                        at = _size(part.offset), _size(self.total or 0)
-                        self._log(_INFO, "resuming at %s of %s after an interruption", *at)
-                    self._copy_body(response, part)
-                    if response.status == 206 and response.read(1):
-                        raise _invalid(response, "the 206 body runs past its Content-Range")
-                finally:
-                    with self.lock:
-                        if response is self.whole_file_response:
-                            self.whole_file_response = None
-                    response.close()
-            except DatasetClientError:
-                self._check_running()  # ended by ``_fail``: stop, not retry
-                raise
-            self._check_complete(part, response)
-            return self._verify_part(part)
+    def check_running(self, part: _Part | None = None) -> None:
+        """Stop (_PartStopped) once a part failed, or ``part`` was merged into the first."""
+        if self.error is not None or (part is not None and part.dropped):
+            raise _PartStopped
 
-        while not self.requests.retry(attempt, lambda: part.done):
-            pass
+    def start_threads(self) -> None:
+        import threading
 
-    def _send(self, headers: dict[str, str]) -> _PooledResponse:
-        try:
-            response = self.requests.send(headers)
-        except ServiceError as error:
-            if error.status == 416 and "Range" in headers and not self.resume_refused:
-                raise _ResumeRefused from None  # start over, once
-            raise
-        self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
-        if self.limits.min_rate is not None:
-            # Measured from here, the head in; the deadline's watch, if any, gives way to it.
-            response.watch = _Watch(self.requests.timeout, self.limits.min_rate)
-        return response
+        while len(self.threads) < min(self.connections, len(self.all)) - 1:
+            ended = threading.Event()
+            thread = threading.Thread(
+                target=self.work, args=(ended,), name="dataset-client-part", daemon=True
+            )
+            self.threads.append((thread, ended))
+            thread.start()
 
-    def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
-        chunk = self.limits.chunk
-        while True:
-            while ((left := part.remaining) is None or left > 0) and (
-                data := response.read(min(chunk, left or chunk))
-            ):
-                self._check_running(part)
-                self.target.put(part, data)
-                with self.lock:
-                    self._check_running(part)
-                    part.done += len(data)
-                    if part.check is not None:
-                        part.check.add(data)
-                    if self.digest is not None and not self.target.hashes_in_order:
-                        # One stream: its bytes; parts: what is complete, read back.
-                        one = len(self.parts) == 1 and (
-                            part.check is None or self.target.read_at is None
-                        )
-                        self.digest.add(data if one else self._contiguous())
-                    self._saved_and_reported()
-                self.limits.take(len(data), self.requests.deadline)
-            with self.lock:
-                if response is not self.whole_file_response:
-                    return
-                self.whole_file_response = None  # no merge into it from now on
+    def wait_threads(self) -> None:
+        # 3.11, 3.12: a join() Ctrl-C interrupts takes the thread for ended while it runs.
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()
 
-    def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """Take up the parts ``(start, end, done)`` and digests an earlier run kept."""
-        self.parts, self.validator = [_Part(*span) for span in spans], validator
-        if all(part.remaining == 0 for part in self.parts):  # ask the last byte with If-Range
-            next(part for part in reversed(self.parts) if part.done).done -= 1
-        digests = getattr(self.target.state, "saved", {}).get("digests")
-        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
-            self.digests = [_Stated(*digest) for digest in digests]
-        self.kept = (_size(self._written), _size(spans[-1][1]))
+    def fail(self, error: BaseException) -> None:
+        """Record the first failure: no part is taken from now on."""
+        with self.lock:
+            self.error = self.error or error
 
-    def _start_digest(self) -> None:
+    def split(self, total: int, count: int) -> None:
+        """Cut the file of ``total`` bytes into ``count`` parts, and start their threads."""
+        bounds = [total * index // count for index in range(count + 1)]
+        self.all[0].end = bounds[1]
+        self.all += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.start_threads()
+
+    def take_up(self, spans: list[tuple[int, int, int]]) -> None:
+        """The parts ``(start, end, done)`` an earlier run kept."""
+        self.all = [_Part(*span) for span in spans]
+        if all(part.remaining == 0 for part in self.all):
+            # The last byte is asked for again, with If-Range: is the file still the same?
+            next(part for part in reversed(self.all) if part.done).done -= 1
+
+    def reset(self) -> _Part:
+        """One part again, nothing received: the server sends the file anew."""
+        first = _Part(0, None)
+        self.all = [first]
+        self.error = None
+        return first
+
+
+class _Checks:
+    """What a download's bytes must hash to, and their hashing: the whole file's in file order,
+    against the caller's ``sha256`` and the server's digests; each 206's against its
+    Content-Digest, fetched again once when it fails."""
+
+    def __init__(self, download: _Transfer, sha256: str | None) -> None:
+        self.download = download
+        self.parts = download.parts
+        self.target = download.target
+        self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
+        # The server's (the first response's, or an earlier run's), once known.
+        self.digests: list[_Stated] | None = None
+        # The whole file's hashing.
+        self.digest: _Digest | None = None
+        # The names of the checks that passed.
+        self.verified: list[str] = []
+
+    @property
+    def stated(self) -> list[_Stated]:
+        return [*self.sha256, *(self.digests or ())]
+
+    def start(self) -> None:
         """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
-        names = {stated.hash for stated in self._stated}
+        names = {stated.hash for stated in self.stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
                 self.digest.close()
             self.digest = _Digest(self.target, names)
-            self.digest.add(self._contiguous())  # kept bytes first
+            # The kept bytes first.
+            self.digest.add(self.parts.contiguous())
 
-    def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
+    def take(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests the first response states (a Content-Digest: on a plain 200)."""
         plain = whole and response.encoding == "identity"
         names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
-        self._start_digest()
+        self.start()
 
-    def _other_version(self, response: _PooledResponse) -> bool:
+    def take_saved(self, digests: Any) -> None:
+        """The digests an earlier run's state kept, if they are sound."""
+        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+            self.digests = [_Stated(*digest) for digest in digests]
+
+    def other_version(self, response: _PooledResponse) -> bool:
         """True when ``response``'s Repr-Digest differs from the first response's."""
         stated = _parse_digests(response.headers, "Repr-Digest")
         return any(
@@ -2594,71 +2492,209 @@ class _Transfer:
             for d in stated
         )
 
-    def _restart(self) -> _Part:
-        """Forget what was received: the server sends the file anew."""
-        self._close_hashes()
-        self.parts = [first := _Part(0, None)]
-        self.validator = self.error = self.digests = self.digest = None
-        self.target.reset()
-        self._start_digest()
-        return first
-
-    def _close_hashes(self, keep: _Part | None = None) -> None:
+    def close(self, keep: _Part | None = None) -> None:
         """End the parts' hashing (but ``keep``'s) and, without ``keep``, the file's."""
-        for part in self.parts:
+        for part in self.parts.all:
             if part.check is not None and part is not keep:
                 part.check.close()
                 part.check = None
         if self.digest is not None and keep is None:
             self.digest.close()
 
-    def _contiguous(self) -> int:
-        """How far from the first byte the file is complete (and checked)."""
-        end = 0
-        for part in self.parts:
-            end = part.offset if part.check is None else part.check.start
-            if part.remaining != 0 or part.check is not None:
-                break
-        return end
+    def forget(self) -> None:
+        """End every hashing and forget the server's digests: the file is sent anew."""
+        self.close()
+        self.digests = None
+        self.digest = None
 
-    def _request_headers(self, part: _Part) -> dict[str, str]:
-        headers = self.requests.headers
-        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+    def start_part_check(self, response: _PooledResponse, part: _Part) -> None:
+        """Check this 206's bytes against its Content-Digest, if any."""
+        # A response cut short: its bytes stay unchecked.
+        if part.check is not None:
+            part.check.close()
+        part.check = None
+        part.deferred = None
+        stated = _parse_digests(response.headers, "Content-Digest")
+        if not stated or response.encoding != "identity":
+            return
+        chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
+        # Written to a file, read back: checked at the end, should the file's digest fail.
+        if self.target.read_at is not None and self.digest is not None:
+            part.deferred = (part.offset, chosen)
+            return
+        # Held bytes that did not fit would wait for room only their own release makes.
+        size = part.remaining
+        held = size is not None and self.target.can_hold(size + self.download.limits.chunk)
+        part.check = _PartCheck(part.offset, chosen, held)
+
+    def received(self, part: _Part, data: bytes) -> None:
+        """(Under the parts' lock) hash ``data``, just received into ``part``."""
+        if part.check is not None:
+            part.check.add(data)
+        if self.digest is None or self.target.hashes_in_order:
+            return
+        # One stream: its bytes as they come; parts: what is complete, read back.
+        one = len(self.parts.all) == 1 and (part.check is None or self.target.read_at is None)
+        self.digest.add(data if one else self.parts.contiguous())
+
+    def written_in_order(self, data: bytes) -> None:
+        """Hash ``data``, which the reorder buffer wrote into the stream."""
+        if self.digest is not None:
+            self.digest.add(data)
+
+    def verify_part(self, part: _Part) -> bool:
+        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
+        check = part.check
+        if check is None:
+            return True
+        if not self._matches(part, check):
+            return False
+        with self.parts.lock:
+            part.check = None
+            if self.digest is not None and self.target.read_at is not None:
+                # The bytes it held back.
+                self.digest.add(self.parts.contiguous())
+        if self.target.release():
+            with self.parts.lock:
+                self.download.report()
+        return True
+
+    def _matches(self, part: _Part, check: _PartCheck) -> bool:
+        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
+        actual = check.hexdigest(check.stated.hash)
+        if actual == check.stated.value:
+            return True
+        where = f"bytes {check.start}-{part.offset - 1}"
+        # Held bytes are never written.
+        self.target.discard(part, check.start)
+        with self.parts.lock:
+            part.check = None
+            part.mismatches += 1
+            again = check.held and part.mismatches < 2
+            if again:
+                part.done = check.start - part.start
+                self.download.report()
+        if not again:
+            self.mismatch(check.stated, actual, f" ({where})")
+        message = "Content-Digest (%s) mismatch, %s: fetched again"
+        self.download.log(_WARNING, message, check.stated.algorithm, where)
+        return False
+
+    def mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
+        # Not resumable.
+        if self.target.state is not None:
+            self.target.state.remove()
+        url = self.download.url
+        expected = stated.value
+        message = f"{stated.name} mismatch for {url}{where}: expected {expected}, got {actual}"
+        raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
+
+    def verify_file(self) -> bool:
+        """Check the whole file; True when parts that failed their own check are fetched again."""
+        if self.digest is None:
+            return False
+        for stated in self.stated:
+            actual = self.digest.hexdigest(stated.hash)
+            if actual != stated.value:
+                if self._refetch_mismatched_parts():
+                    return True
+                self.mismatch(stated, actual)
+        self.verified = [stated.name for stated in self.stated]
+        return False
+
+    def _refetch_mismatched_parts(self) -> bool:
+        """Check the parts' deferred Content-Digests; True when some failed (fetched again)."""
+        read_at = self.target.read_at
+        again = False
+        for part in self.parts.all:
+            if read_at is not None and part.deferred is not None:
+                check = _PartCheck(*part.deferred, True, self.target)
+                check.add(part.offset)
+                if not self._matches(part, check):
+                    part.taken = False
+                    part.deferred = None
+                    again = True
+        if again:
+            self.close()
+            self.digest = None
+            self.start()
+        return again
+
+
+class _Acceptance:
+    """Which bytes a response brings: a 206 exactly the range asked for, of the same version of
+    the file; a 200 the whole file (cut into parts when the server serves ranges), or one part
+    again when the server answers a range with the whole file. Another version: _FileChanged."""
+
+    def __init__(self, download: _Transfer) -> None:
+        self.download = download
+        self.parts = download.parts
+        self.checks = download.checks
+        self.target = download.target
+        # The version fetched, for If-Range: a strong ETag, else Last-Modified.
+        self.validator: str | None = None
+
+    def request_headers(self, part: _Part, headers: dict[str, str]) -> dict[str, str]:
+        """``headers``, and the range of ``part`` when it is not the whole file from its start."""
+        if self.validator is None or (part.done == 0 and len(self.parts.all) == 1):
             return headers
-        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
+        total = self.parts.total
+        last = "" if part.end is None or part.end == total else str(part.end - 1)
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
-    def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
+    def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
         """The part ``response``'s body fills: ``part``'s bytes of this file, or the whole file."""
-        self._check_running(part)  # merged while its request was under way
+        # Merged into the first while its request was under way.
+        self.parts.check_running(part)
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-            if self.digests is None:  # a state that did not say them
-                self._take_digests(response, whole=False)
-            self._start_part_check(response, part)
-        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # split
+            # A state that did not say them.
+            if self.checks.digests is None:
+                self.checks.take(response, whole=False)
+            self.checks.start_part_check(response, part)
+        elif ranged and not (len(self.parts.all) == 1 and part is self.parts.all[0]):
+            # The file was split: the others go on, or merge into this one.
             part = self._refused_range(response)
-        else:  # the whole file
+        else:
+            # The whole file.
             if part.done:
-                part = self._restart()
+                part = self.start_over()
                 part.taken = True
-            self.validator, part.end = _validator(response.headers), response.length
-            self.target.reserve(self.total)
-            self._take_digests(response, whole=True)
+            self.validator = _validator(response.headers)
+            part.end = response.length
+            self.target.reserve(self.parts.total)
+            self.checks.take(response, whole=True)
             self._split(response)
-        with self.lock:
-            self._saved_and_reported()
         return part
+
+    def take_up(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
+        """Take up the parts ``(start, end, done)`` and digests an earlier run kept."""
+        self.parts.take_up(spans)
+        self.validator = validator
+        state = self.target.state
+        if state is not None and isinstance(state.saved, dict):
+            self.checks.take_saved(state.saved.get("digests"))
+
+    def start_over(self) -> _Part:
+        """Forget what was received: the server sends the file anew."""
+        self.checks.forget()
+        first = self.parts.reset()
+        self.validator = None
+        self.target.reset()
+        self.checks.start()
+        return first
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
         given = response.headers.get("Content-Range")
         parsed = _content_range(given or "")
+        known = self.parts.total
         total = None if parsed is None else parsed[2]
-        changed = total != self.total and None not in (total, self.total)
+        changed = total != known and None not in (total, known)
         changed |= _validator(response.headers) not in (None, self.validator)
-        if ranged and (changed or self._other_version(response)):
-            raise _FileChanged  # never spliced on
+        if ranged and (changed or self.checks.other_version(response)):
+            # Never spliced on.
+            raise _FileChanged
         if parsed is None:
             if given is None:
                 raise _invalid(response, "a 206 without Content-Range")
@@ -2678,131 +2714,283 @@ class _Transfer:
     def _refused_range(self, response: _PooledResponse) -> _Part:
         """A range answered whole: one part again, on the first response while read, else this."""
         same = response.status == 200 and _validator(response.headers) == self.validator
-        if not same or self._other_version(response):
-            raise _FileChanged  # one part cannot start over alone
-        with self.lock:
-            streaming = self.whole_file_response is not None
-            whole = self.parts[0] if streaming else _Part(0, self.total, self._contiguous())
-            whole.end, whole.taken = self.total, True
-            self._close_hashes(keep=whole)
-            for part in self.parts:
+        # One part cannot start over alone.
+        if not same or self.checks.other_version(response):
+            raise _FileChanged
+        parts = self.parts
+        with parts.lock:
+            # The first part, still reading the 200 split into parts, takes them all over.
+            streaming = parts.whole_file_response is not None
+            whole = parts.all[0] if streaming else _Part(0, parts.total, parts.contiguous())
+            whole.end = parts.total
+            whole.taken = True
+            self.checks.close(keep=whole)
+            for part in parts.all:
                 part.dropped = part is not whole
-            self.parts, self.connections = [whole], 1
+            parts.all = [whole]
+            parts.connections = 1
             if not streaming:
-                self.whole_file_response = response
+                parts.whole_file_response = response
         self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
-        self._log(_INFO, "the server ignores ranges: one stream from %s on", _size(whole.done))
+        self.download.log(
+            _INFO, "the server ignores ranges: one stream from %s on", _size(whole.done)
+        )
         skip = whole.done
-        while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
+        while skip > 0:
+            data = response.read(min(skip, _CHUNK_SIZE))
+            if not data:
+                break
             skip -= len(data)
         return whole
 
     def _split(self, response: _PooledResponse) -> None:
         """Cut the file into parts when the server serves ranges of it (a strong ETag)."""
-        total = self.total or 0
-        count = min(self.connections, total // _MIN_PART_SIZE)
+        total = self.parts.total or 0
+        connections = self.parts.connections
+        count = min(connections, total // _MIN_PART_SIZE)
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
         if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return
-        count = self.target.part_count(total, count, self.connections)
-        self.whole_file_response = response  # before the others start: see _refused_range
-        bounds = [total * index // count for index in range(count + 1)]
-        self.parts[0].end = bounds[1]
-        self.parts += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
-        self._start_threads()
+        count = self.target.part_count(total, count, connections)
+        # Before the others start: see _refused_range.
+        self.parts.whole_file_response = response
+        self.parts.split(total, count)
 
-    def _hash_written(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream."""
-        if self.digest is not None:
-            self.digest.add(data)
+
+class _Transfer:
+    """One download: its parts fetched by this thread and up to ``connections - 1`` more
+    (_Parts), each response accepted (_Acceptance) and its bytes checked (_Checks)."""
+
+    def __init__(
+        self,
+        requests: _DownloadRequests,
+        url: str,
+        target: _FileTarget | _StreamTarget,
+        progress: _Progress | None,
+        sha256: str | None,
+        connections: int,
+        limits: _Limits,
+    ) -> None:
+        self.requests = requests
+        self.url = url
+        self.progress = progress
+        self.limits = limits
+        self.target: _Sink = target
+        if isinstance(target, _StreamTarget):
+            target.in_time = self._check_in_time
+            if connections > 1:
+                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+                written = self._written_to_stream
+                self.target = _ReorderBuffer(target, limit, written, self._check_in_time)
+        self.parts = _Parts(connections, self._work)
+        self.checks = _Checks(self, sha256)
+        self.acceptance = _Acceptance(self)
+        # Redirected from https:// to http://: said with each check that passed.
+        self.in_clear = False
+        # A 416 to a kept range started the download over: a second is an error.
+        self.resume_refused = False
+        # What an earlier run left: said once the server takes it up.
+        self.kept: tuple[str, str] | None = None
+        kept = target.take_up(url)
+        if kept is not None:
+            validator, spans = kept
+            self.acceptance.take_up(validator, spans)
+            self.kept = (_size(self._written), _size(spans[-1][1]))
+
+    @property
+    def total(self) -> int | None:
+        return self.parts.total
+
+    @property
+    def _written(self) -> int:
+        """Bytes at the destination (into a stream in parts: written in order)."""
+        position = self.target.position
+        return sum(part.done for part in self.parts.all) if position is None else position
+
+    def log(self, level: int, message: str, *arguments: object) -> None:
+        shown = _showable_url(self.url, self.requests.secrets)
+        _logger().log(level, f"{message}, GET %s", *arguments, shown)
+
+    def run(self) -> None:
+        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
+        try:
+            self.checks.start()
+            for restarts in itertools.count():
+                try:
+                    return self._fetch_all()
+                except _FileChanged as changed:
+                    if restarts == _MAX_RESTARTS:
+                        tries = f"during each of {restarts + 1} tries"
+                        text = f"GET {self.url}: the file changed on the server {tries}"
+                        raise InvalidResponseError(text, method="GET", url=self.url) from None
+                    self.resume_refused |= isinstance(changed, _ResumeRefused)
+                    self.log(_INFO, "starting over: %s", changed.reason)
+                    self.acceptance.start_over()
+        except DatasetClientError as error:
+            # Its message and url may name a secret.
+            _redact_error(error, self.requests.secrets.shown())
+            raise
+        finally:
+            self.checks.close()
+
+    def _fetch_all(self) -> None:
+        self.parts.threads = []
+        # The caller's thread fetches too.
+        self.parts.start_threads()
+        self._work()
+        try:
+            threads = self.parts.threads
+            self.target.write_until(lambda: all(ended.is_set() for _, ended in threads))
+            self.parts.wait_threads()
+        except BaseException as exc:
+            # Ctrl-C: stop them, and wait.
+            self._fail(exc)
+            self.parts.wait_threads()
+            raise
+        if self.parts.error is not None:
+            raise self.parts.error
+        self.target.finish(self.total)
+        # Parts whose Content-Digest failed are fetched again: bounded, a second mismatch raises.
+        if self.checks.verify_file():
+            self._fetch_all()
+
+    def _work(self, ended: threading.Event | None = None) -> None:
+        try:
+            while (part := self.parts.next()) is not None:
+                with contextlib.suppress(_PartStopped):
+                    self._fetch(part)
+        except BaseException as exc:
+            # Ctrl-C included: every part stops.
+            self._fail(exc)
+        finally:
+            if ended is not None:
+                ended.set()
+                # A writer may wait for this end.
+                self.target.wake()
+
+    def _fetch(self, part: _Part) -> None:
+        """Fetch one part, resumed where it stopped when a response is cut."""
+        attempts = 0
+
+        def attempt() -> bool:
+            nonlocal attempts, part
+            self.parts.check_running(part)
+            attempts += 1
+            headers = self.acceptance.request_headers(part, self.requests.headers)
+            try:
+                response = self._send(headers)
+                try:
+                    part = self._accept(response, part, attempts, ranged="Range" in headers)
+                    self._copy_body(response, part)
+                    if response.status == 206 and response.read(1):
+                        raise _invalid(response, "the 206 body runs past its Content-Range")
+                finally:
+                    with self.parts.lock:
+                        if response is self.parts.whole_file_response:
+                            self.parts.whole_file_response = None
+                    response.close()
+            except DatasetClientError:
+                # Ended by _fail: stop, not retry.
+                self.parts.check_running()
+                raise
+            self._check_complete(part, response)
+            return self.checks.verify_part(part)
+
+        while not self.requests.retry(attempt, lambda: part.done):
+            pass
+
+    def _send(self, headers: dict[str, str]) -> _PooledResponse:
+        try:
+            response = self.requests.send(headers)
+        except ServiceError as error:
+            if error.status == 416 and "Range" in headers and not self.resume_refused:
+                # Start over, once.
+                raise _ResumeRefused from None
+            raise
+        self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
+        if self.limits.min_rate is not None:
+            # Measured from here, the head in; the deadline's watch, if any, gives way to it.
+            response.watch = _Watch(self.requests.timeout, self.limits.min_rate)
+        return response
+
+    def _accept(
+        self, response: _PooledResponse, part: _Part, attempts: int, *, ranged: bool
+    ) -> _Part:
+        """The part ``response`` fills (_Acceptance), saved and reported; a resume said."""
+        part = self.acceptance.accept(response, part, ranged=ranged)
+        with self.parts.lock:
+            self.report()
+            # Said once the server takes it up (a 200 does not).
+            kept = self.kept
+            self.kept = None
+        if kept and response.status == 206:
+            self.log(_INFO, "resuming: %s of %s already downloaded", *kept)
+        elif response.status == 206 and part.done and attempts > 1:
+            at = (_size(part.offset), _size(self.total or 0))
+            self.log(_INFO, "resuming at %s of %s after an interruption", *at)
+        return part
+
+    def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
+        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
+        chunk = self.limits.chunk
+        while True:
+            left = part.remaining
+            data = b""
+            if left is None or left > 0:
+                data = response.read(min(chunk, left or chunk))
+            if data:
+                self._write(part, data)
+                continue
+            with self.parts.lock:
+                if response is not self.parts.whole_file_response:
+                    return
+                # The other parts merged into this one: it reads on, and no merge comes after.
+                self.parts.whole_file_response = None
+
+    def _write(self, part: _Part, data: bytes) -> None:
+        self.parts.check_running(part)
+        self.target.put(part, data)
+        with self.parts.lock:
+            self.parts.check_running(part)
+            part.done += len(data)
+            self.checks.received(part, data)
+            self.report()
+        self.limits.take(len(data), self.requests.deadline)
+
+    def _written_to_stream(self, data: bytes) -> None:
+        """The reorder buffer wrote ``data`` into the stream: hashed, and progress reported."""
+        self.checks.written_in_order(data)
         if self.progress is not None:
             self.progress(self._written, self.total)
 
-    def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
-        """Check this 206's bytes against its Content-Digest, if any."""
-        if part.check is not None:  # a response cut short: its bytes stay unchecked
-            part.check.close()
-        part.check = part.deferred = None
-        stated = _parse_digests(response.headers, "Content-Digest")
-        if not stated or response.encoding != "identity":
-            return
-        chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
-        if self.target.read_at is not None and self.digest is not None:
-            part.deferred = (part.offset, chosen)
-            return
-        # Held bytes that did not fit would wait for room only their own release makes.
-        size = part.remaining
-        held = size is not None and self.target.can_hold(size + self.limits.chunk)
-        part.check = _PartCheck(part.offset, chosen, held)
-
-    def _verify_part(self, part: _Part) -> bool:
-        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
-        if (check := part.check) is None:
-            return True
-        if not self._matches(part, check):
-            return False
-        with self.lock:
-            part.check = None
-            if self.digest is not None and self.target.read_at is not None:
-                self.digest.add(self._contiguous())  # the bytes it held back
-        if self.target.release():
-            with self.lock:
-                self._saved_and_reported()
-        return True
-
-    def _matches(self, part: _Part, check: _PartCheck) -> bool:
-        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
-        if (actual := check.hexdigest(check.stated.hash)) == check.stated.value:
-            return True
-        where = f"bytes {check.start}-{part.offset - 1}"
-        self.target.discard(part, check.start)  # held bytes are never written
-        with self.lock:
-            part.check = None
-            part.mismatches += 1
-            again = check.held and part.mismatches < 2
-            if again:
-                part.done = check.start - part.start
-                self._saved_and_reported()
-        if not again:
-            self._mismatch(check.stated, actual, f" ({where})")
-        message = "Content-Digest (%s) mismatch, %s: fetched again"
-        self._log(_WARNING, message, check.stated.algorithm, where)
-        return False
-
-    def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
-        if self.target.state is not None:
-            self.target.state.remove()  # not resumable
-        expected = stated.value
-        message = f"{stated.name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
-        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
-
-    def _saved_and_reported(self) -> None:
+    def report(self) -> None:
+        """(Under the parts' lock) the state saved, for a resume, and progress reported."""
         state = self.target.state
-        if state is not None and self.validator is not None and self.total is not None:
-            parts = [[part.start, part.end, part.done] for part in self.parts]
-            digests = [[d.header, d.algorithm, d.value] for d in self.digests or ()]
-            saved = {"url": self.url, "validator": self.validator, "total": self.total}
+        validator = self.acceptance.validator
+        total = self.total
+        if state is not None and validator is not None and total is not None:
+            parts = [[part.start, part.end, part.done] for part in self.parts.all]
+            digests = [[d.header, d.algorithm, d.value] for d in self.checks.digests or ()]
+            saved = {"url": self.url, "validator": validator, "total": total}
             state.save({**saved, "parts": parts, "digests": digests})
         if self.progress is not None:
-            self.progress(self._written, self.total)
+            self.progress(self._written, total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if part.end is None:  # a body of unknown length: complete
+        # A body of unknown length is complete at its end.
+        if part.end is None:
             part.end = part.offset
-            with self.lock:
-                self._saved_and_reported()
+            with self.parts.lock:
+                self.report()
         elif part.remaining:
-            expected, received = part.end - part.start, part.done
+            expected = part.end - part.start
+            received = part.done
             text = f"GET {response.url}: connection closed after {received} of {expected} bytes"
             raise IncompleteResponseError(
                 text, method="GET", url=response.url, expected=expected, received=received
             )
-
-    def _check_running(self, part: _Part | None = None) -> None:
-        if self.error is not None or (part is not None and part.dropped):
-            raise _PartStopped
 
     def _check_in_time(self) -> None:
         self.requests.deadline.check("GET", self.url)
@@ -2812,36 +3000,11 @@ class _Transfer:
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every part's wait or read at once."""
-        with self.lock:
-            self.error = self.error or error
-        self.target.stop()  # a wait for room in a reorder buffer ends too
-        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
-
-    def _check_digest(self) -> None:
-        if self.digest is None:
-            return
-        for stated in self._stated:
-            actual = self.digest.hexdigest(stated.hash)
-            if actual != stated.value:
-                if self._refetch_mismatched_parts():
-                    return self._fetch_all()  # bounded: a second mismatch raises
-                self._mismatch(stated, actual)
-        self.verified = [stated.name for stated in self._stated]
-
-    def _refetch_mismatched_parts(self) -> bool:
-        """Check the parts' deferred Content-Digests; True when some failed (fetched again)."""
-        read_at, again = self.target.read_at, False
-        for part in self.parts:
-            if read_at is not None and part.deferred is not None:
-                check = _PartCheck(*part.deferred, True, self.target)
-                check.add(part.offset)
-                if not self._matches(part, check):
-                    part.taken, part.deferred, again = False, None, True
-        if again:
-            self._close_hashes()
-            self.digest = None
-            self._start_digest()
-        return again
+        self.parts.fail(error)
+        # A wait for room in a reorder buffer ends too.
+        self.target.stop()
+        threads = self.parts.threads
+        self.requests.interrupt({self.parts.caller, *(thread.ident or 0 for thread, _ in threads)})
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
