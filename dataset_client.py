@@ -98,6 +98,7 @@ import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time
+    import queue
     import threading
     from collections.abc import Callable, Collection, Iterable, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -495,7 +496,7 @@ class DatasetClient:
             requests = self._download_requests(url, within)
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
             transfer.run()
-            target.commit(transfer.total)
+            target.commit(transfer.parts.total)
         if verified is not None:
             for check in transfer.checks.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
@@ -2800,10 +2801,6 @@ class _Transfer:
             self.kept = (_size(self._written), _size(spans[-1][1]))
 
     @property
-    def total(self) -> int | None:
-        return self.parts.total
-
-    @property
     def _written(self) -> int:
         """Bytes at the destination (into a stream in parts: written in order)."""
         position = self.target.position
@@ -2851,7 +2848,7 @@ class _Transfer:
             raise
         if self.parts.error is not None:
             raise self.parts.error
-        self.target.finish(self.total)
+        self.target.finish(self.parts.total)
         # Parts whose Content-Digest failed are fetched again: bounded, a second mismatch raises.
         if self.checks.verify_file():
             self._fetch_all()
@@ -2928,7 +2925,7 @@ class _Transfer:
         if kept and response.status == 206:
             self.log(_INFO, "resuming: %s of %s already downloaded", *kept)
         elif response.status == 206 and part.done and attempts > 1:
-            at = (_size(part.offset), _size(self.total or 0))
+            at = (_size(part.offset), _size(self.parts.total or 0))
             self.log(_INFO, "resuming at %s of %s after an interruption", *at)
         return part
 
@@ -2963,13 +2960,13 @@ class _Transfer:
         """The reorder buffer wrote ``data`` into the stream: hashed, and progress reported."""
         self.checks.written_in_order(data)
         if self.progress is not None:
-            self.progress(self._written, self.total)
+            self.progress(self._written, self.parts.total)
 
     def report(self) -> None:
         """(Under the parts' lock) the state saved, for a resume, and progress reported."""
         state = self.target.state
         validator = self.acceptance.validator
-        total = self.total
+        total = self.parts.total
         if state is not None and validator is not None and total is not None:
             parts = [[part.start, part.end, part.done] for part in self.parts.all]
             digests = [[d.header, d.algorithm, d.value] for d in self.checks.digests or ()]
@@ -3081,22 +3078,38 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """Hashes (hashlib's ``algorithms``) of a download in file order, on a thread of their own."""
+    """Hashes (hashlib's ``algorithms``) of a download in file order.
+
+    The first ``inline`` bytes are hashed as they come, on the receiving thread: a small file is
+    hashed sooner so than a thread starts (a quarter of a millisecond). The rest goes to a
+    thread of its own, hashed while the next bytes arrive."""
+
+    inline = _CHUNK_SIZE
 
     def __init__(self, sink: _Sink | None, algorithms: Iterable[str]) -> None:
-        import queue
-        import threading
-
         self.read_at = None if sink is None else sink.read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
-        self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
         self._position = 0
+        self._inline = 0
+        # Raised by hexdigest(): a file read back shorter than was written.
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        self._jobs = None if self.inline else self._start()
 
     def add(self, job: bytes | int) -> None:
         """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
+        if self._jobs is None:
+            size = len(job) if isinstance(job, bytes) else job - self._position
+            if self._inline + size <= self.inline:
+                self._inline += max(size, 0)
+                if self._error is None:
+                    try:
+                        self._hash(job)
+                    except OSError as exc:
+                        # Raised by hexdigest(), as the thread's failures are.
+                        self._error = exc
+                return
+            self._jobs = self._start()
         self._jobs.put(job)
 
     def hexdigest(self, algorithm: str) -> str:
@@ -3106,12 +3119,24 @@ class _Digest:
         return self.hashes[algorithm].hexdigest()
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._jobs.put(None)  # the thread's end
+        if self._thread is not None and self._thread.is_alive():
+            # The thread's end.
+            self._jobs.put(None)  # type: ignore[union-attr]
             self._thread.join()
 
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
+    def _start(self) -> queue.Queue[bytes | int | None]:
+        import queue
+        import threading
+
+        jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        self._thread = threading.Thread(
+            target=self._run, args=(jobs,), name="dataset-client-sha256", daemon=True
+        )
+        self._thread.start()
+        return jobs
+
+    def _run(self, jobs: queue.Queue[bytes | int | None]) -> None:
+        while (job := jobs.get()) is not None:
             try:
                 if self._error is None:  # else drained until close()
                     self._hash(job)
@@ -3133,9 +3158,15 @@ class _Digest:
 class _PartCheck(_Digest):
     """A 206's Content-Digest of its bytes from ``start``; ``held``: they wait until it checks."""
 
+    # Its thread starts with it: a parallel download's parts are large.
+    inline = 0
+
     def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None) -> None:
         super().__init__(sink, (stated.hash,))
-        self.start, self.stated, self.held, self._position = start, stated, held, start
+        self.start = start
+        self.stated = stated
+        self.held = held
+        self._position = start
 
 
 def _is_saved_digest(saved: Any) -> bool:

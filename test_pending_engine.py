@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import socket
 import unittest
 from typing import Any
@@ -55,6 +57,27 @@ class DeadlineCostTests(base.ServerTestCase):
         self.assertIs(type(stream), dc._ReceivingWithin)
         self.assertIsInstance(watch, dc._Watch)
         self.assertEqual([r.path for r in self.requests], ["/api/v1/datasets"])
+
+
+class SmallFileHashTests(base.ServerTestCase):
+    def test_a_file_of_one_read_is_hashed_without_a_thread(self) -> None:
+        # A thread for the hash costs more than hashing a small file: one of at most a read (1 MiB)
+        # is hashed as it arrives; a larger one's rest goes to the thread, as before.
+        for size, threads in ((64 * 1024, 0), (3 * 1024 * 1024, 1)):
+            with self.subTest(size=size):
+                data = bytes(range(256)) * (size // 256)
+                self.script(base.serve_file(data))
+                out = io.BytesIO()
+                starts = dc._Digest._start
+                with mock.patch.object(dc._Digest, "_start", autospec=True) as start:
+                    start.side_effect = starts
+                    self.client().download("files/x", out, sha256=hashlib.sha256(data).hexdigest())
+                self.assertEqual(start.call_count, threads)
+                self.assertEqual(out.getvalue(), data)
+                self.assertEqual(self.requests[-1].path, "/api/v1/files/x")
+        with self.assertRaises(dc.ChecksumMismatchError):
+            self.script(base.serve_file(b"x" * 1000))
+            self.client().download("files/x", io.BytesIO(), sha256="0" * 64)
 
 
 if __name__ == "__main__":
