@@ -351,6 +351,7 @@ class DatasetClient:
         self._arguments.update(ca_bundle=ca_bundle, deadline=self._deadline)
         service = {"User-Agent": agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._download_headers = {**service, "Accept": "*/*", "Accept-Encoding": "identity"}
+        self._trusted_download_headers = _merge_headers(self._download_headers, self._credentials)
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
         proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
@@ -709,7 +710,7 @@ class DatasetClient:
         trusted = _origin_of(url) == self._origin
         send = self._send_handling_redirects
         return _DownloadRequests(
-            headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
+            headers=self._trusted_download_headers if trusted else self._download_headers,
             deadline=deadline,
             send=functools.partial(send, "GET", url, None, deadline=deadline, trusted=trusted),
             retry=functools.partial(self._retrying, "GET", url, deadline),
