@@ -511,7 +511,8 @@ class DatasetClient:
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
     ) -> Any:
-        url, body = self._base_url + path, None
+        url = self._base_url + path
+        body = None
         if payload is not None:
             try:
                 body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
@@ -539,7 +540,8 @@ class DatasetClient:
         """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries.
 
         An attempt past the deadline fails as it sends (the pool's wait for it raises)."""
-        attempts, retries_left = 0, self._max_retries
+        attempts = 0
+        retries_left = self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
@@ -566,11 +568,13 @@ class DatasetClient:
                 left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
-                self._pool.sleep(delay)  # close() ends it
+                # close() ends the wait, and _failed() raises ClientClosedError.
+                self._pool.sleep(delay)
                 if self._pool.closed:
                     error.attempts = attempts
-                    self._failed(error, method, url)  # raises ClientClosedError
-            except BaseException as exc:  # a bug, signal, callback's: no frame keeps a secret
+                    self._failed(error, method, url)
+            except BaseException as exc:
+                # A bug's, a signal's, a callback's: no frame of ours keeps a secret either.
                 _clear_library_frames(exc)
                 raise
 
@@ -590,11 +594,13 @@ class DatasetClient:
     ) -> tuple[DatasetClientError, float | None]:
         """Asks once an origin whether the server speaks the other scheme: (error, wait left)."""
         left = deadline.left()
+        # A wait past the deadline: the call ends at once (_Deadline.stop), unprobed.
         if delay is not None and delay >= left:
-            return error, delay  # the call ends at once (_Deadline.stop)
+            return error, delay
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
         wait = min(limit for limit in limits if limit is not None)
-        if wait <= 0 or not self._pool.first_probe(error.url):  # not after close() either
+        # Once an origin, and never after close().
+        if wait <= 0 or not self._pool.first_probe(error.url):
             return error, delay
         started = time.monotonic()
         try:
@@ -602,7 +608,10 @@ class DatasetClient:
         finally:
             self._pool.connected()
         if instead is None:
-            return error, None if delay is None else max(delay - (time.monotonic() - started), 0.0)
+            # The probe's time is taken from the wait before the retry.
+            if delay is not None:
+                delay = max(delay - (time.monotonic() - started), 0.0)
+            return error, delay
         tls = instead.startswith("https:")
         spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
@@ -613,11 +622,11 @@ class DatasetClient:
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None: not retried."""
-        if error.method != method:  # a redirect made the POST a GET: it was acted on
+        # A redirect made the POST a GET: it was acted on.
+        if error.method != method:
             return None
         if isinstance(error, ServiceError):
-            # 429 and 503 say the request was not acted on.
-            if error.status not in ({429, 502, 503, 504} if method == "GET" else {429, 503}):
+            if error.status not in _RETRIED_STATUSES[method]:
                 return None
             if error.retry_after is not None:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
@@ -628,11 +637,13 @@ class DatasetClient:
                 error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)
             )
             or isinstance(error, _WrongSchemeError)
-            or (method != "GET" and not error.connecting)  # a POST may have been acted on
+            # A POST that reached the server may have been acted on.
+            or (method != "GET" and not error.connecting)
         ):
             return None
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
-        return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
+        # "Equal jitter": half the back-off, and up to as much again at random.
+        return delay / 2 + random.uniform(0, delay / 2)
 
     def _send_handling_redirects(
         self,
@@ -651,8 +662,9 @@ class DatasetClient:
             status = response.status
             if status < 300:
                 return response
+            # The proxy's own answer: through a tunnel (https:) the pool saw it.
             if status == 407 and response.proxy is not None and url.startswith("http:"):
-                raise self._proxy_refused(response)  # the proxy's own answer
+                raise self._proxy_refused(response)
             redirect = status in {301, 302, 303, 307, 308}
             location = response.headers.get("Location") if redirect else None
             if location is None or hops == _MAX_REDIRECTS:
@@ -660,8 +672,10 @@ class DatasetClient:
                 raise _service_error(response, self._secrets, too_many_redirects=too_many)
             _discard_body(response)
             url = _redirect_target(method, url, location)
+            # As browsers, requests and httpx do.
             if status == 303 or (status in (301, 302) and method == "POST"):
-                method, body = "GET", None  # as browsers, requests and httpx do
+                method = "GET"
+                body = None
             if trusted and _origin_of(url) != self._origin:
                 trusted = False
                 private = {name.lower() for name in self._credentials}
@@ -692,9 +706,11 @@ class DatasetClient:
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         request.deadline = deadline
         started = time.monotonic()
-        if request.type in self._proxies:  # through urllib's proxy rules, then the pool
+        if request.type in self._proxies:
+            # Through urllib's proxy rules, then the pool.
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
-        else:  # the opener would only pass it on, and tell audit hooks (PEP 578), as here
+        else:
+            # The opener would only pass it on, and tell audit hooks (PEP 578), as here.
             sys.audit("urllib.Request", url, body, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
@@ -722,10 +738,14 @@ class DatasetClient:
 
 
 _MAX_REDIRECTS = 10
-_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
+# A longer Retry-After is not waited for: the ServiceError says it.
+_MAX_RETRY_AFTER = 60.0
 _LONGEST_RETRY_AFTER = 366 * 86400.0
 _MAX_BACKOFF = 30.0
-_SCHEME_PROBE_TIMEOUT = 5.0  # does the server speak the other scheme?
+# Does the server speak the other scheme?
+_SCHEME_PROBE_TIMEOUT = 5.0
+# Statuses retried: for a POST, only 429 and 503, which say it was not acted on.
+_RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((429, 503))}
 
 
 class _WrongSchemeError(NetworkError):
@@ -750,25 +770,35 @@ def _may_speak_the_other_scheme(
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
     """``url`` in the other scheme if a probe (sending nothing) finds the server speaks it."""
     parts = urllib.parse.urlsplit(url)
-    plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
-    host, port = parts.hostname or "", parts.port or (443 if plain else 80)
+    # https:// failed its handshake: is the server plain HTTP? http:// hung up: is it TLS?
+    plain = parts.scheme == "https"
+    host = parts.hostname or ""
+    port = parts.port or (443 if plain else 80)
     try:
-        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait, hold):
-            return None
-    except (OSError, ValueError, ClientClosedError):  # refused, timed out, a TLS failure, close()
+        if plain:
+            spoken = _speaks_plain_http(host, port, wait, hold)
+        else:
+            spoken = _speaks_tls(host, port, wait, hold)
+    except (OSError, ValueError, ClientClosedError):
+        # Refused, timed out, a TLS failure, close(): no answer.
         return None
-    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port that answered
+    if not spoken:
+        return None
+    # The port that answered, said.
+    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"
     other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
-    within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
+    # The whole probe's: a byte a while never stretches it.
+    within = _Deadline(timeout)
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
-        for _ in range(5):  # "HTTP/" may come in pieces
+        # "HTTP/" may come in pieces.
+        for _ in range(5):
             sock.settimeout(max(within.left(), 0.001))
             chunk = sock.recv(5 - len(received))
             received += chunk
@@ -784,7 +814,8 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     context.verify_mode = ssl.CERT_NONE
     within = _Deadline(timeout)
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
-        sock.settimeout(max(within.left(), 0.001))  # CPython bounds the whole handshake by it
+        # CPython bounds the whole handshake by it.
+        sock.settimeout(max(within.left(), 0.001))
         with context.wrap_socket(sock, server_hostname=host or None):
             return True
 
@@ -792,7 +823,8 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
 def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
     value = (value or "").strip()
-    if value.isascii() and value.isdigit():  # 400 digits: inf, which no sleep takes
+    # Capped: 400 digits are inf, which no sleep takes.
+    if value.isascii() and value.isdigit():
         return min(float(value), _LONGEST_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -819,7 +851,7 @@ def _redirect_target(method: str, url: str, location: str) -> str:
             target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1"
         )
         return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
-    except ValueError as exc:  # UnicodeError included
+    except ValueError as exc:
         raise InvalidResponseError(
             f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
         ) from None
@@ -833,9 +865,11 @@ def _is_loopback(host: str) -> bool:
     if len(parts) == 4 and all(
         part.isascii() and part.isdigit() and int(part) < 256 for part in parts
     ):
-        return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
+        # Without ipaddress, whose import costs more than this module's.
+        return parts[0] == "127"
+    # A name; else an IPv6 address.
     if ":" not in host:
-        return False  # a name
+        return False
     import ipaddress
 
     try:
@@ -854,22 +888,26 @@ def _origin_of(url: str) -> tuple[str, str, int]:
 # Bodies and decoding
 # ============================================================================
 
-_MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
+# Past this, a result is a decompression bomb.
+_MAX_DECODED_BODY = 256 * 1024 * 1024
 
 
 def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    start = data[: 200 + secrets.longest]  # for the error below
-    try:  # decoded as json.loads does, the bytes let go first: twice the body, not 3 times
+    # The error below shows the start: a secret across the cut is redacted whole, then cut.
+    start = data[: 200 + secrets.longest]
+    # Decoded as json.loads does, the bytes let go first: twice the body in memory, not 3 times.
+    try:
         text = data.decode(json.detect_encoding(data), "surrogatepass")
         del data
         return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError, UnicodeDecodeError, or nesting too deep.
         cause = _without_body(exc)
     content_type = response.headers.get("Content-Type", "no content type")
-    start = _redact_value(start, secrets)[:200]  # redacted, then cut
+    start = _redact_value(start, secrets)[:200]
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
     # Raised outside the except clause: the one caught, body and all, would be its context.
     raise _invalid(response, text) from cause
@@ -879,15 +917,20 @@ def _without_body(exc: BaseException) -> ValueError:
     """A decoding error as a cause to keep, without the body or frames the one raised holds."""
     if isinstance(exc, json.JSONDecodeError):
         clean = json.JSONDecodeError(exc.msg, "", 0)
-        clean.args, clean.pos, clean.lineno, clean.colno = exc.args, exc.pos, exc.lineno, exc.colno
+        clean.args = exc.args
+        clean.pos = exc.pos
+        clean.lineno = exc.lineno
+        clean.colno = exc.colno
         return clean
-    return ValueError(str(exc))  # its message says what and where
+    # Its message says what and where.
+    return ValueError(str(exc))
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
     identity = response.encoding == "identity"
-    most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
+    # An error body: at most this much packed.
+    most = _CHUNK_SIZE if truncate and not identity else limit
     raw = _read_at_most(response, most, truncate=truncate)
     if identity:
         return raw
@@ -904,7 +947,8 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
         raise _invalid(
             response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
         )
-    del raw  # the pieces and their join are twice the body already
+    # The pieces and their join are twice the body already.
+    del raw
     return b"".join(pieces)[:limit]
 
 
@@ -912,7 +956,9 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
     """Inflate ``data``'s gzip members onto ``decoded`` (at most ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
-        decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
+        # wbits=47: a gzip or zlib header, whichever comes.
+        decoder = zlib.decompressobj(wbits=47)
+        size = 512
         while not decoder.eof:
             if offset >= len(data):
                 raise zlib.error("the compressed data ends early")
@@ -922,7 +968,8 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
             if inflated > limit:
                 return inflated
             offset += len(piece) - len(decoder.unused_data)
-            size = min(size * 2, _CHUNK_SIZE)  # zlib copies a piece's rest: tiny members
+            # Small pieces first: zlib copies a piece's rest, and a member may be tiny.
+            size = min(size * 2, _CHUNK_SIZE)
     return inflated
 
 
@@ -935,7 +982,10 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
         raise _invalid(response, refused)
     pieces: list[bytes] = []
     size = 0
-    while size <= limit and (piece := _read_piece(response, min(64 * 1024, limit + 1 - size))):
+    while size <= limit:
+        piece = _read_piece(response, min(64 * 1024, limit + 1 - size))
+        if not piece:
+            break
         pieces.append(piece)
         size += len(piece)
     if size > limit and not truncate:
@@ -958,9 +1008,11 @@ def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
     """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
-    try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
+    # A little more than is kept: a secret across the cut is redacted whole, then cut.
+    try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
-    except DatasetClientError:  # a broken error body: the status says enough
+    except DatasetClientError:
+        # A broken error body: the status says enough.
         raw = b""
     finally:
         response.close()
@@ -981,7 +1033,8 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
     """A body as text in its charset, else (unknown, or no text encoding) in UTF-8."""
     try:
         return bytes(raw).decode(charset or "utf-8", errors="replace")
-    except (LookupError, UnicodeError, ValueError, TypeError):  # raised before any text is made
+    except (LookupError, UnicodeError, ValueError, TypeError):
+        # Raised before any text is made (an unknown charset, or no text encoding).
         return bytes(raw).decode("utf-8", errors="replace")
 
 
@@ -1009,10 +1062,12 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 def _reason_in_text(body: str) -> str | None:
     """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
-    import html  # only an error path gets here
+    # Only an error path gets here.
+    import html
 
     text = body.lstrip("\ufeff \t\r\n")
-    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"  # up to the next tag
+    # Up to the next tag: a redacted secret's "<" is no tag.
+    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"
     if not text.startswith("<"):
         parts = [text]
     else:
@@ -1321,12 +1376,10 @@ _NEVER = float("inf")
 class _Deadline:
     """When a call must have ended: ``seconds`` after it started (inf: never).
 
-    A call takes one as it starts (``starting``) and hands it down with each request it sends
-    (as ``_Request.deadline``); the pool reads it there for each wait's time-out, for
-    connecting and for the response, which reads its head and body within it. A download's
-    parts share their call's. One that never ends costs nothing: ``left()`` is inf, and the
-    pool neither looks names up in a thread nor watches a response's reads for it
-    (``finite``)."""
+    A call takes one as it starts and hands it down to each _Request it sends; the pool reads
+    it there for each wait's time-out, for connecting and for the response. A download's parts
+    share it. One never reached costs nothing: ``left()`` is inf, and without ``finite`` no
+    name is looked up in a thread nor a response watched."""
 
     def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
@@ -1335,8 +1388,7 @@ class _Deadline:
 
     @classmethod
     def starting(cls, seconds: float | None) -> _Deadline:
-        """A call's deadline, ``seconds`` from now; without ``seconds``, the one never reached
-        (shared by every such call: it holds no time)."""
+        """A call's deadline, ``seconds`` from now; without, the one never reached (shared)."""
         return _NO_DEADLINE if seconds is None else cls(seconds)
 
     def left(self) -> float:
@@ -1371,7 +1423,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
+        """The error ending the call after ``error``: the deadline reached, or ``delay`` past it."""
         if isinstance(error, RequestTimeoutError) and error.deadline:
             # A wait the deadline cut short: it says so already.
             return error
@@ -1480,7 +1532,8 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
     def look_up() -> None:
         try:
             found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-        except Exception as exc:  # gaierror, UnicodeError (IDNA): the caller's
+        except Exception as exc:
+            # gaierror, UnicodeError (IDNA): raised in the caller's thread.
             found.append(exc)
 
     thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
@@ -1495,12 +1548,9 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A response read a receive at a time, within its deadline; with ``min_rate``, a
-    connection that brings less than ``min_rate`` bytes a second over a stretch of ``timeout``
-    seconds (30 without one) has stalled.
-
-    A response with a watch (``response.watch``) reads through it: the pool gives one to each
-    response read within a deadline, a download one to each response it measures."""
+    """A response's body read a receive at a time within its deadline (``response.watch``: the
+    pool's, under a deadline, or a download's): with ``min_rate``, one that brings less than
+    ``min_rate`` bytes a second over ``timeout`` seconds (30 without one) has stalled."""
 
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
@@ -1575,7 +1625,8 @@ class _Watch:
         where = _request_name(response.method, response.url, response.proxy)
         message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
         message += f", below the {_size(self.min_rate or 0)}/s of min_rate"
-        return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
+        url = response.url
+        return RequestTimeoutError(message, method=response.method, url=url, _stalled=True)
 
 
 # ============================================================================
