@@ -100,7 +100,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs import time
     import queue
     import threading
-    from collections.abc import Callable, Collection, Iterable, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
@@ -664,7 +664,7 @@ class DatasetClient:
                 return response
             # The proxy's own answer: through a tunnel (https:) the pool saw it.
             if status == 407 and response.proxy is not None and url.startswith("http:"):
-                raise self._proxy_refused(response)
+                raise _proxy_refused(response, self._proxies)
             redirect = status in {301, 302, 303, 307, 308}
             location = response.headers.get("Location") if redirect else None
             if location is None or hops == _MAX_REDIRECTS:
@@ -681,16 +681,6 @@ class DatasetClient:
                 private = {name.lower() for name in self._credentials}
                 headers = {k: v for k, v in headers.items() if k.lower() not in private}
             hops += 1
-
-    def _proxy_refused(self, response: _PooledResponse) -> NetworkError:
-        """A plain-HTTP proxy's 407, saying where credentials go."""
-        response.close()
-        sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
-        error = _proxy_credentials_error(
-            response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
-        )
-        error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
-        return error
 
     def _send_single_request(
         self,
@@ -1724,10 +1714,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy = request.host if tunnel or request.has_proxy() else None
         key = (request.type, request.host, tunnel)
         headers = request.headers
-        # From a proxy URL's user:password (a _Secret); through a tunnel, for the CONNECT only.
-        proxy_authorization = headers.pop("Proxy-authorization", None)
-        if proxy_authorization and not tunnel:
-            headers["Proxy-Authorization"] = proxy_authorization
+        proxy_authorization = _proxy_authorization(headers, tunnel)
         # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
         deadline = request.deadline
@@ -1825,12 +1812,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
             exc.with_traceback(None)  # its frames hold the CONNECT's Proxy-Authorization
             method, url = request.get_method(), request.full_url
-            refusal = str(exc).partition("Tunnel connection failed: ")[2]  # 3.11 to 3.15
-            if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy refuses with a 401
-                error = _proxy_credentials_error(
-                    method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal
-                )
-                raise error from _ProxyAuthenticationRequired(refusal)
+            if key[2]:
+                _check_tunnel(exc, method, url, proxy or "", bool(authorization))
             tls = self._ssl_context
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
@@ -2188,6 +2171,35 @@ def _unreadable_url(url: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
+    """The Proxy-Authorization urllib put in ``headers`` (from a proxy URL's user:password, a
+    _Secret), taken out; sent with the request unless it is for a tunnel's CONNECT alone."""
+    authorization = headers.pop("Proxy-authorization", None)
+    if authorization and not tunnel:
+        headers["Proxy-Authorization"] = authorization
+    return authorization
+
+
+def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> NetworkError:
+    """A plain-HTTP proxy's 407, saying where credentials go."""
+    response.close()
+    sent = "@" in urllib.parse.urlsplit(proxies.get("http", "")).netloc
+    error = _proxy_credentials_error(
+        response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
+    )
+    error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
+    return error
+
+
+def _check_tunnel(exc: BaseException, method: str, url: str, proxy: str, sent: bool) -> None:
+    """Raise the proxy's refusal to open a tunnel (CONNECT) for want of credentials, if it is."""
+    # http.client's words, 3.11 to 3.15; tinyproxy refuses with a 401.
+    refusal = str(exc).partition("Tunnel connection failed: ")[2]
+    if refusal[:4] in ("407 ", "401 "):
+        error = _proxy_credentials_error(method, url, proxy, "HTTPS_PROXY", sent, refusal)
+        raise error from _ProxyAuthenticationRequired(refusal)
 
 
 def _proxy_credentials_error(
