@@ -1624,7 +1624,8 @@ class _Watch:
 # ============================================================================
 
 _MAX_IDLE_PER_ORIGIN = 8
-_MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
+# 1xx responses to one request: more come from no server.
+_MAX_INTERIM_RESPONSES = 100
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
@@ -1632,18 +1633,22 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
-        self.ca_bundle: str | None = None  # an unpickled client's, read with the context
+        # An unpickled client's: read as the default context is made, at the first request.
+        self.ca_bundle: str | None = None
         self.closed = False
-        self._settled: set[tuple[str, str, int]] = set()  # origins that answered, or were probed
+        # Origins that answered in their scheme, or were probed for the other: never again.
+        self._settled: set[tuple[str, str, int]] = set()
         self._start_afresh()
         _pools.add(self)
 
     def _start_afresh(self) -> None:
         self._lock = _thread.allocate_lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
-        self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
-        self._connecting: dict[int, socket.socket] = {}  # a thread's socket, not yet connected
-        self._open = _thread.allocate_lock()  # held until close(): a retry's wait ends then
+        # In use, by which thread; a thread's socket not yet connected: close() shuts them down.
+        self._busy: dict[http.client.HTTPConnection, int] = {}
+        self._connecting: dict[int, socket.socket] = {}
+        # Held until close(): a retry's wait (sleep) ends then.
+        self._open = _thread.allocate_lock()
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
@@ -1651,7 +1656,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         socks = [connection.sock for connection in self._busy]
         socks += [connection.sock for idle in self._idle.values() for connection in idle]
         socks += self._connecting.values()
-        self._start_afresh()  # a new lock too: the parent's may have been held at the fork
+        # A new lock too: the parent's may have been held at the fork.
+        self._start_afresh()
         for sock in socks:
             if sock is not None:
                 with contextlib.suppress(OSError):
@@ -1662,11 +1668,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if not self.closed:
                 self._open.release()
             self.closed = True
-            idle, self._idle = self._idle, {}
+            idle = self._idle
+            self._idle = {}
             threads = {*self._busy.values(), *self._connecting}
         for connection in itertools.chain.from_iterable(idle.values()):
             connection.close()
-        self.interrupt(threads)  # each thread gets an error now and lets its connection go
+        # Each thread's wait ends in an error now, and it lets its connection go.
+        self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
         """Whether to probe ``url``'s origin for the other scheme: once, not after an answer."""
@@ -1681,9 +1689,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
         """End what those threads wait for on their connections (a response's head, its body)."""
         with self._lock:
             socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
+            # Under the lock: connected() closes them under the lock too.
             for thread, held in self._connecting.items():
                 if thread in threads:
-                    _shut_down(held)  # under the lock: connected() closes it under the lock too
+                    _shut_down(held)
         for sock in socks:
             _shut_down(sock)
 
@@ -1695,21 +1704,29 @@ class _ConnectionPool(urllib.request.BaseHandler):
     def hold(self, sock: socket.socket) -> None:
         """Keep a dup (wrap_socket detaches it) of this thread's connecting socket, to shut down."""
         with self._lock:
-            if self.closed:
-                raise ClientClosedError("the DatasetClient is closed")
+            self._check_open()
             thread = _thread.get_ident()
-            if (tried := self._connecting.get(thread)) is not None:
-                tried.close()  # an address tried before
+            # An address tried before.
+            tried = self._connecting.get(thread)
+            if tried is not None:
+                tried.close()
             self._connecting[thread] = sock.dup()
 
     def connected(self) -> None:
         with self._lock:
-            if (held := self._connecting.pop(_thread.get_ident(), None)) is not None:
+            held = self._connecting.pop(_thread.get_ident(), None)
+            if held is not None:
                 held.close()
+
+    def _check_open(self) -> None:
+        """(Under the lock) raise ClientClosedError once close() was called."""
+        if self.closed:
+            raise ClientClosedError("the DatasetClient is closed")
 
     def handle_request(self, request: _Request) -> _PooledResponse:
         """Send ``request`` on a kept-alive connection or a new one; its response, head read."""
-        method, url = request.get_method(), request.full_url
+        method = request.get_method()
+        url = request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
         proxy = request.host if tunnel or request.has_proxy() else None
         key = (request.type, request.host, tunnel)
@@ -1744,17 +1761,20 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 self._release(key, connection, False)
                 hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
                 if reused and replayable and hung_up:
-                    self._drop_idle(key)  # the other idle ones are as old: likely dead too
+                    # The other idle ones are as old: likely dead too.
+                    self._drop_idle(key)
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
-            except BaseException as exc:  # Ctrl-C: without the frames, which hold the head
+            except BaseException as exc:
+                # Ctrl-C: raised without the frames, which hold the head.
                 self._release(key, connection, False)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
-            if not reused:  # the origin answered in its scheme: never probed
+            # The origin answered in its scheme: never probed for the other.
+            if not reused:
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
             # getresponse() lets go of a close-delimited response's socket: kept, for close().
@@ -1763,13 +1783,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             _read_framing(response)
             return response
 
-    http_open = https_open = handle_request  # urllib's names for it
+    # urllib's names for it.
+    http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
         """An idle connection to ``key`` still open, or None."""
         with self._lock:
-            if self.closed:
-                raise ClientClosedError("the DatasetClient is closed")
+            self._check_open()
             idle = self._idle.get(key)
             while idle:
                 connection = idle.pop()
@@ -1790,9 +1810,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
     ) -> http.client.HTTPConnection:
         """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
         connection: http.client.HTTPConnection
+        # Made at the first request that needs it: it costs milliseconds.
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
-            self._ssl_context = _default_ssl_context(self.ca_bundle)  # lazily: it costs ms
-        if request.type == "https":  # to the origin, or to an https:// proxy
+            self._ssl_context = _default_ssl_context(self.ca_bundle)
+        # To the origin, or to an https:// proxy.
+        if request.type == "https":
             connection = http.client.HTTPSConnection(
                 request.host, timeout=timeout, context=self._ssl_context
             )
@@ -1810,22 +1832,26 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            exc.with_traceback(None)  # its frames hold the CONNECT's Proxy-Authorization
-            method, url = request.get_method(), request.full_url
+            # Its frames hold the CONNECT's Proxy-Authorization.
+            exc.with_traceback(None)
+            method = request.get_method()
+            url = request.full_url
             if key[2]:
                 _check_tunnel(exc, method, url, proxy or "", bool(authorization))
             tls = self._ssl_context
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
-        except BaseException as exc:  # Ctrl-C in the CONNECT: its frames hold the credentials
+        except BaseException as exc:
+            # Ctrl-C in the CONNECT: raised without its frames, which hold the credentials.
             connection.close()
             raise exc.with_traceback(None) from None
         finally:
             self.connected()
         with self._lock:
-            if self.closed:  # close() came while connecting
+            # close() may have come while connecting.
+            if self.closed:
                 connection.close()
-                raise ClientClosedError("the DatasetClient is closed")
+            self._check_open()
             self._busy[connection] = _thread.get_ident()
         return connection
 
@@ -1848,14 +1874,16 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
 
 
-def _leave_parents_connections() -> None:
+def _after_fork_in_child() -> None:
     for pool in _pools:
         pool._leave_parents_connections()
 
 
-_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()  # every client's, for a forked child
-if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork call it too
-    os.register_at_fork(after_in_child=_leave_parents_connections)
+# Every client's pool, for a forked child.
+_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
+# A hook: nothing to check at each request. Embedders that fork from C run it too.
+if _HAS_FORK_HOOKS:
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -1866,14 +1894,16 @@ def _is_still_open(connection: http.client.HTTPConnection) -> bool:
             poller.register(connection.sock, select.POLLIN)
             return not poller.poll(0)
         return not select.select([connection.sock], [], [], 0)[0]
-    except (OSError, ValueError, TypeError):  # TypeError: no socket any more
+    except (OSError, ValueError, TypeError):
+        # TypeError: it has no socket any more.
         return False
 
 
 def _shut_down(sock: socket.socket | None) -> None:
     """Shut a socket down: a read or write blocked on it in another thread ends now."""
     if sock is not None:
-        with contextlib.suppress(OSError):  # the plain socket's: SSLSocket's drops its state
+        # The plain socket's shutdown: SSLSocket's would drop its TLS state under a reader.
+        with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
@@ -1881,9 +1911,11 @@ class _PooledResponse(http.client.HTTPResponse):
     """An HTTPResponse that maps its read errors and gives its connection back when closed."""
 
     method = ""
-    encoding = "identity"  # its Content-Encoding
-    proxy: str | None = None  # host:port of the proxy it came through
-    sock: socket.socket | None = None  # to shut down from another thread
+    # Its Content-Encoding; host:port of the proxy it came through.
+    encoding = "identity"
+    proxy: str | None = None
+    # Kept to shut down from another thread.
+    sock: socket.socket | None = None
     _release: Callable[[bool], None] | None = None
     # Its request's deadline, and the watch its body is read through, when it has them.
     deadline = _NO_DEADLINE
@@ -1906,21 +1938,24 @@ class _PooledResponse(http.client.HTTPResponse):
         interim = 0
         while 100 <= status < 200:
             interim += 1
-            if status == 101:  # nothing asked to switch protocols
+            # Nothing asked to switch protocols.
+            if status == 101:
                 raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
             if interim > _MAX_INTERIM_RESPONSES:
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the head's end is not buffered yet (rare)
+        # The head's end is not buffered yet (rare).
+        if self.fp.peek().find(b"\r\n\r\n") < 0:
             self._watch_for_a_cut_head()
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
         """Read the head's rest via a _HeadReader: http.client takes a cut for the head's end."""
         ahead = self.fp.peek()
+        # No headers, or lines ending in LF alone: http.client reads those whole.
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
-            return  # no headers, or lines ending in LF alone
+            return
         self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
@@ -1939,7 +1974,8 @@ class _PooledResponse(http.client.HTTPResponse):
         """``read(*arguments)``, a socket, TLS or HTTP failure raised as the client's error."""
         try:
             return read(*arguments)
-        except DatasetClientError:  # mapped already (a TimeoutError is an OSError too)
+        except DatasetClientError:
+            # Mapped already: a watch's RequestTimeoutError is an OSError too.
             raise
         except (OSError, http.client.HTTPException) as exc:
             raise self.mapped_error(exc) from exc
@@ -1951,7 +1987,8 @@ class _PooledResponse(http.client.HTTPResponse):
         # http.client drops ``fp`` at the body's end; a body left unread: the connection goes.
         complete = self.fp is None
         super().close()
-        release, self._release = self._release, None
+        release = self._release
+        self._release = None
         if release is not None:
             release(complete and not self.will_close)
 
@@ -1971,7 +2008,8 @@ class _HeadReader:
     def close(self) -> None:
         self.raw.close()
 
-    def flush(self) -> None:  # closing a response flushes (a head line too long)
+    def flush(self) -> None:
+        # Closing a response flushes it (a head line too long).
         pass
 
 
@@ -1986,13 +2024,15 @@ class _TooManyInterimResponses(http.client.HTTPException):
 def _read_framing(response: _PooledResponse) -> None:
     """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
     head: Any = response.fp
-    if type(head) is _HeadReader:  # read line by line (see _read_status): was it whole?
+    # Read line by line (see _read_status): was it whole?
+    if type(head) is _HeadReader:
         response.fp = head.raw
         if head.cut:
             response.close()
             raise response.mapped_error(_HeadCutOff())
     lengths = []
-    for name, value in response.headers.raw_items():  # without the email policy's parsing
+    # raw_items(): the values as sent, without the email policy's parsing of each.
+    for name, value in response.headers.raw_items():
         name = name.lower()
         if name == "content-length":
             lengths.append(value)
@@ -2001,7 +2041,8 @@ def _read_framing(response: _PooledResponse) -> None:
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
         raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
+    # Thousands of digits, which http.client reads as a number.
+    if response.length is not None and response.length > _MAX_SIZE:
         response.close()
         raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
 
