@@ -28,22 +28,25 @@ The file's regions, each under a banner, in the order a call flows::
     The request pipeline: DatasetClient's methods after "end of public
         API" (a call, its retries, redirects, the send), the scheme probe,
         Retry-After, origins
-    Bodies and decoding: a body read within its limits, gzip undone, JSON
-        decoded; an error response made a ServiceError
+    Bodies and decoding: a body's framing checked, read within its limits,
+        gzip undone, JSON decoded; an error response made a ServiceError
     Secrets and redaction: _Secret, _Secrets, what no error, log, repr or
         frame shows; the characters never shown raw (_escaped)
     Messages and the log: how a request, a size, a long text are named in
         messages; the logger (_logger)
-    The deadline and the stall watch: _Deadline, carried to connecting,
-        resolving and reading within it; _Watch (min_rate)
+    The deadline and the stall watch: _Deadline, one a call, carried on
+        each _Request to the pool: connecting, resolving and reading
+        within it; _Watch (a response read within it, min_rate)
     Connections and the pool: _ConnectionPool (kept-alive connections,
-        close(), a fork), _PooledResponse (the head, the framing), the
-        client's error for a socket, TLS or HTTP failure
-    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407;
-        what is trusted (the system store, REQUESTS_CA_BUNDLE, ca_bundle)
-        and the advice when a certificate is refused
-    The download engine: _Transfer (parts, ranges, restarts, resuming,
-        digests), _Limits (its deadline and rates), _Digest (hashing)
+        close(), a fork), _PooledResponse (the head), the client's error
+        for a socket, TLS or HTTP failure
+    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's
+        credentials and its 407; what is trusted (the system store,
+        REQUESTS_CA_BUNDLE, ca_bundle) and the advice when a certificate
+        is refused
+    The download engine: _Transfer (the run), _Parts (the parts and their
+        threads), _Acceptance (ranges, restarts, resuming), _Checks
+        (digests), _Limits (rates), _Digest (hashing)
     Sinks: where a download's bytes go: a file beside the destination,
         moved over it by commit (_FileTarget), a stream, the reorder buffer
     Safe file operations: links followed only as the kernel would, the
@@ -880,6 +883,25 @@ def _origin_of(url: str) -> tuple[str, str, int]:
 
 # Past this, a result is a decompression bomb.
 _MAX_DECODED_BODY = 256 * 1024 * 1024
+
+
+def _check_framing(response: _PooledResponse) -> None:
+    """Refuse an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    lengths = []
+    # raw_items(): the values as sent, without the email policy's parsing of each.
+    for name, value in response.headers.raw_items():
+        name = name.lower()
+        if name == "content-length":
+            lengths.append(value)
+        elif name == "content-encoding":
+            response.encoding = value.strip().lower()
+    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
+        response.close()
+        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
+    # Thousands of digits, which http.client reads as a number.
+    if response.length is not None and response.length > _MAX_SIZE:
+        response.close()
+        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
 
 
 def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
@@ -1734,14 +1756,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy_authorization = _proxy_authorization(headers, tunnel)
         # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
-        deadline = request.deadline
         timeout = request.timeout
         responses: Callable[..., _PooledResponse] = _PooledResponse
-        if deadline.finite:
+        if request.deadline.finite:
             # Each wait ends by the deadline, the head read a receive at a time and the body
             # through a watch, so that a trickle ends too.
-            timeout = deadline.wait(timeout, method, url)
-            responses = functools.partial(_PooledResponse.within, deadline, request.timeout)
+            timeout = request.deadline.wait(timeout, method, url)
+            responses = functools.partial(_PooledResponse.within, request.deadline, request.timeout)
         connection = self._checkout(key)
         while True:
             reused = connection is not None
@@ -1780,7 +1801,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             # getresponse() lets go of a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
-            _read_framing(response)
+            if isinstance(response.fp, _HeadReader):
+                _check_head_whole(response)
+            _check_framing(response)
             return response
 
     # urllib's names for it.
@@ -2021,30 +2044,13 @@ class _TooManyInterimResponses(http.client.HTTPException):
     """More 1xx responses than any server sends before its answer."""
 
 
-def _read_framing(response: _PooledResponse) -> None:
-    """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+def _check_head_whole(response: _PooledResponse) -> None:
+    """Refuse a head read line by line (see _read_status) that the stream's end cut short."""
     head: Any = response.fp
-    # Read line by line (see _read_status): was it whole?
-    if type(head) is _HeadReader:
-        response.fp = head.raw
-        if head.cut:
-            response.close()
-            raise response.mapped_error(_HeadCutOff())
-    lengths = []
-    # raw_items(): the values as sent, without the email policy's parsing of each.
-    for name, value in response.headers.raw_items():
-        name = name.lower()
-        if name == "content-length":
-            lengths.append(value)
-        elif name == "content-encoding":
-            response.encoding = value.strip().lower()
-    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
+    response.fp = head.raw
+    if head.cut:
         response.close()
-        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    # Thousands of digits, which http.client reads as a number.
-    if response.length is not None and response.length > _MAX_SIZE:
-        response.close()
-        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
+        raise response.mapped_error(_HeadCutOff())
 
 
 def _transport_error(
