@@ -392,6 +392,9 @@ class DatasetClient:
         ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
         both. Raises ValueError, PermissionError (a file others may write, or
         read when it holds a key), LookupError (no such profile)."""
+        if isinstance(settings.get("api_key"), str):
+            # As the constructor does: should a setting be refused, no frame shows the key.
+            settings["api_key"] = _Secret(settings["api_key"])
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
         if not arguments.get("base_url"):
@@ -3943,6 +3946,8 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 
 _MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
+# A key's names in a config file, in lower case with "_" for "-": its value is a secret.
+_KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
 def _profile_settings(
@@ -3953,9 +3958,11 @@ def _profile_settings(
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
     found = {name: (value, where) for name, value in table.items()}
-    for name in ("base_url", "api_key"):
-        if os.environ.get(variable := f"DATASET_CLIENT_{name.upper()}"):
-            found[name] = (os.environ[variable], variable)
+    if os.environ.get("DATASET_CLIENT_BASE_URL"):
+        found["base_url"] = (os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL")
+    # The key as _Secret the moment it is read: should a setting be refused, no frame shows it.
+    if os.environ.get("DATASET_CLIENT_API_KEY"):
+        found["api_key"] = (_Secret(os.environ["DATASET_CLIENT_API_KEY"]), "DATASET_CLIENT_API_KEY")
     service = base_url or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
     if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
@@ -3971,8 +3978,6 @@ def _read_profile(
     asked: str | None, warn: Callable[[str], object] | None
 ) -> tuple[str, dict[str, Any]]:
     """The config file's path and its profile ``asked`` for (else [default], or {})."""
-    import tomllib
-
     path = _config_path()
     try:
         file = _open_config(path)
@@ -3986,15 +3991,14 @@ def _read_profile(
     with file:
         status = os.fstat(file.fileno())
         _check_config_file_is_own(path, status)
-        try:
-            config = tomllib.load(file)
-        except (OSError, ValueError, RecursionError) as exc:
-            deep = isinstance(exc, RecursionError)
-            reason = "nested too deeply" if deep else getattr(exc, "strerror", None) or exc
-            raise ValueError(f"cannot read the config file {path}: {reason}") from None
+        config, reason = _parsed_config(file)
+    if config is None:
+        # Raised here, not in the except clause: tomllib's error, kept as the context, would keep
+        # its frames, whose locals hold the file's whole text (its key among it).
+        raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
-    if _HAS_GETEUID and status.st_mode & 0o044 and keys & {"api_key", "apikey"}:  # as ssh does
+    if _HAS_GETEUID and status.st_mode & 0o044 and keys & _KEY_SPELLINGS:  # as ssh does
         chmod = f"chmod 600 {_shell_quoted(path)}"
         raise PermissionError(f"{path} holds an api_key and is readable by others: run {chmod}")
     name = asked or "default"
@@ -4004,6 +4008,32 @@ def _read_profile(
         there = ", ".join(tables) or "none"
         raise LookupError(f"no profile {name!r} in {path}; its profiles: {there}")
     return path, _checked_profile(tables[name], f"[{name}] in {path}", path, warn)
+
+
+def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
+    """The TOML in ``file``, each key in it as _Secret; else None and why it cannot be read."""
+    import tomllib
+
+    try:
+        config = tomllib.load(file)
+    except (OSError, ValueError, RecursionError) as exc:
+        deep = isinstance(exc, RecursionError)
+        return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
+    # Every value under a key of any spelling (api-key, apikey, API_KEY), arrays and tables
+    # included, as the file's permission check reads them: none is in clear in a frame.
+    pending: list[tuple[dict[str, Any] | list[Any], bool]] = [(config, False)]
+    while pending:  # each table and array once: bounded by their number
+        container, secret = pending.pop()
+        items: list[tuple[Any, Any]]
+        items = list(container.items() if isinstance(container, dict) else enumerate(container))
+        for place, value in items:
+            named = isinstance(place, str) and place.lower().replace("-", "_") in _KEY_SPELLINGS
+            inside = secret or named
+            if isinstance(value, str) and inside:
+                container[place] = _Secret(value)
+            elif isinstance(value, (dict, list)):
+                pending.append((value, inside))
+    return config, ""
 
 
 def _config_path() -> str:

@@ -1,0 +1,113 @@
+"""Helper "settings"'s tests, until the suite's split into tests/ lands (then moved by concern)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+import dataset_client as dc
+from dataset_client import DatasetClient
+from test_dataset_client import KEY, ServerTestCase, outcome_of, reply, secrets_in_frames
+
+
+class KeyReadFromAProfileTests(ServerTestCase):
+    """Issue 36: a key read from a variable or a profile is wrapped the moment it is read; no frame
+    (the library's, or tomllib's kept as a cause or context) holds it in clear when from_profile
+    fails."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        for name in [name for name in os.environ if name.startswith("DATASET_CLIENT_")]:
+            del os.environ[name]
+        os.environ["HOME"] = str(self.tmp())
+        os.environ.pop("XDG_CONFIG_HOME", None)
+        self.server.default = reply(body=[])
+
+    def config(self, text: str) -> None:
+        config = self.tmp() / "config.toml"
+        config.write_text(text)
+        config.chmod(0o600)
+        os.environ["DATASET_CLIENT_CONFIG"] = str(config)
+
+    def failure(self, **settings: object) -> BaseException:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            error = outcome_of(functools.partial(DatasetClient.from_profile, **settings))
+        assert isinstance(error, Exception), repr(error)
+        return error
+
+    def test_the_reviews_five_ways_leave_no_key_in_any_frame(self) -> None:
+        profile = f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n'
+        cases: list[tuple[str, dict[str, str], str, dict[str, object]]] = [
+            (
+                "a variable's base_url without a scheme",
+                {"DATASET_CLIENT_BASE_URL": "h:80", "DATASET_CLIENT_API_KEY": KEY},
+                "",
+                {},
+            ),
+            ("timeout = inf in the profile", {}, "timeout = inf\n", {}),
+            ("a missing ca_bundle in the profile", {}, 'ca_bundle = "missing.pem"\n', {}),
+            ("max_retries=-1 passed in", {}, "", {"max_retries": -1}),
+            ("the profile's base_url without a scheme", {}, "", {"base_url": None}),
+        ]
+        for name, variables, more, settings in cases:
+            with self.subTest(name):
+                text = profile + more
+                if "base_url" in settings:
+                    text = f'[default]\nbase_url = "h:80"\napi_key = "{KEY}"\n'
+                    settings = {}
+                self.config(text)
+                os.environ.update(variables)
+                error = self.failure(**settings)
+                for variable in variables:
+                    del os.environ[variable]
+                self.assertIsInstance(error, (ValueError, OSError))
+                self.assertEqual(secrets_in_frames(error, KEY), [])
+        self.assertEqual(self.requests, [])
+
+    def test_a_key_in_a_variable_or_given_is_wrapped_too(self) -> None:
+        self.config(f'[default]\nbase_url = "{self.server.url}"\ntimeout = inf\n')
+        os.environ["DATASET_CLIENT_API_KEY"] = KEY
+        self.assertEqual(secrets_in_frames(self.failure(), KEY), [])
+        del os.environ["DATASET_CLIENT_API_KEY"]
+        self.config(f'[default]\nbase_url = "{self.server.url}"\n')
+        error = self.failure(api_key=KEY, timeout=-1)
+        self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_every_spelling_of_the_key_in_the_file_is_wrapped(self) -> None:
+        for spelling in ("api_key", "api-key", "apikey", "API_KEY", "Api-Key"):
+            for value in (f'"{KEY}"', f'["{KEY}"]', f'{{ a = "{KEY}" }}'):
+                with self.subTest(spelling=spelling, value=value):
+                    self.config(
+                        f'[default]\nbase_url = "{self.server.url}"\n{spelling} = {value}\n'
+                        'timeout = "soon"\n'
+                    )
+                    error = self.failure()
+                    self.assertIsInstance(error, ValueError)
+                    self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_a_malformed_file_keeps_no_frame_of_tomllib_holding_its_text(self) -> None:
+        # tomllib's frames hold the whole text (its key among it) in their locals: a
+        # TOMLDecodeError kept as the context of the ValueError said instead showed it.
+        for broken in ("broken = \n", "x = [" * 2000, 'x = "\\q"\n'):
+            with self.subTest(broken=broken[:12]):
+                self.config(f'[default]\napi_key = "{KEY}"\n{broken}')
+                error = self.failure()
+                self.assertIsInstance(error, ValueError)
+                self.assertTrue(str(error).startswith("cannot read the config file "), error)
+                self.assertIsNone(error.__context__)
+                self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_the_key_read_still_goes_where_it_went(self) -> None:
+        self.config(f'[default]\nbase_url = "{self.server.url}"\napi-key = "{KEY}"\n')
+        with warnings.catch_warnings(), DatasetClient.from_profile() as client:
+            warnings.simplefilter("ignore")
+            client.list_datasets()
+        self.config(f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n')
+        with DatasetClient.from_profile() as client:
+            client.list_datasets()
+            self.assertIsInstance(client._arguments["api_key"], dc._Secret)
+        self.assertEqual(
+            [request.headers["Authorization"] for request in self.requests], [None, f"Bearer {KEY}"]
+        )
