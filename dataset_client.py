@@ -323,7 +323,7 @@ class DatasetClient:
         # As _Secret first: should a check fail, no traceback's locals show a secret.
         if isinstance(api_key, str):
             api_key = _Secret(api_key)
-        if isinstance(headers, dict):
+        if isinstance(headers, collections.abc.Mapping):
             headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
         self._base_url, self._origin = _parse_base_url(base_url)
         if timeout is not None:  # at most what a lock or socket takes

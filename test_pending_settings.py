@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
+import types
 import warnings
 
 import dataset_client as dc
@@ -111,3 +113,24 @@ class KeyReadFromAProfileTests(ServerTestCase):
         self.assertEqual(
             [request.headers["Authorization"] for request in self.requests], [None, f"Bearer {KEY}"]
         )
+
+
+class KeyGivenToTheConstructorTests(ServerTestCase):
+    """Issue 36's own pass: what else reads a key before wrapping it."""
+
+    def test_headers_in_any_mapping_are_wrapped_before_any_check(self) -> None:
+        tenant = "tenant-secret-0042"
+        for headers in (
+            types.MappingProxyType({"X-Tenant": tenant, "Bad Name": "x"}),
+            collections.OrderedDict([("X-Tenant", tenant), ("X-Bad", "a\nb")]),
+            collections.UserDict({"X-Tenant": tenant, "Content-Length": "1"}),
+        ):
+            with self.subTest(headers=type(headers).__name__):
+                error = outcome_of(
+                    functools.partial(DatasetClient, self.server.url, KEY, headers=headers)
+                )
+                self.assertIsInstance(error, ValueError)
+                # The constructor's own argument is the caller's; every frame below it is not.
+                found = secrets_in_frames(error, KEY, tenant)
+                self.assertEqual([where for where in found if "__init__" not in where], [])
+                self.assertEqual(found, [])
