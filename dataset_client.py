@@ -1039,6 +1039,8 @@ _SIGNED_PARAMETERS = (
     "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
     "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
 )
+# How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
+_EQUALS_MARKS = ("=", "%3", "%25", "\\u003", "&#", "&equals;")
 # Never shown as sent: C0, DEL, C1, bidirectional, zero-width, line separators, lone surrogates.
 _UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
 
@@ -1081,7 +1083,7 @@ class _Secrets:
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
-        if self.signed and ("=" in text or "%3" in text):  # = or %3D
+        if self.signed and any(mark in text for mark in _EQUALS_MARKS):
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
@@ -1164,9 +1166,13 @@ def _signed_parameter() -> re.Pattern[str]:
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
     names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    after = r"(?:[?&;]|\\u0026|%26)"  # as in a URL, in JSON (Go writes & so), in a URL's query
+    # "&" or "?" before it: as in a URL; in JSON (Go writes \u0026); in a URL nested in another's
+    # query (%26, %3F), or nested twice (%2526, %253F). HTML's &amp; and &#38; end in ";".
+    after = r"(?:[?&;]|\\u00(?:26|3f)|%(?:25)?(?:26|3f))"
+    # "=" as in a URL, nested once or twice, in JSON (GSON writes \u003d), in HTML.
+    equals = r"(?:=|%(?:25)?3d|\\u003d|&#0*61;|&#x0*3d;|&equals;)"
     return re.compile(
-        f"(?i)({after}(?:{names})(?:=|%3D))[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
+        f"(?i)({after}(?:{names}){equals})[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
     )
 
 
@@ -3766,9 +3772,9 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
         raise ValueError(f"base_url {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
-        shown = _Secrets(signed=True).redact(base_url)
+        shown = _showable_url(base_url, _Secrets())
         raise ValueError(f"base_url must not have a query or fragment: {shown!r}")
-    path = _percent_encoded(parts.path.rstrip("/"), "base_url")
+    path = _percent_encoded(parts.path.rstrip("/"))
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
@@ -3777,9 +3783,15 @@ def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
+        shown = _showable_url(url, _Secrets())
         raise ValueError(
-            f"{argument} must be a URL without whitespace or control characters, got {url!r}"
+            f"{argument} must be a URL without whitespace or control characters, got {shown!r}"
         )
+    try:
+        url.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no request can send it
+        shown = _showable_url(url, _Secrets())
+        raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {shown!r}") from None
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
@@ -3798,18 +3810,14 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
             f"{argument} must not contain a user:password part (pass api_key or headers instead)"
         )
     if not parts.hostname:
-        raise ValueError(f"{argument} has no host: {url!r}")
+        raise ValueError(f"{argument} has no host: {_showable_url(url, _Secrets())!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
-def _percent_encoded(text: str, argument: str) -> str:
-    """``text``, non-ASCII percent-encoded as UTF-8 (http.client sends ASCII)."""
-    if text.isascii():
-        return text
-    try:
-        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
-    except UnicodeEncodeError:  # a lone surrogate
-        raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
+def _percent_encoded(text: str) -> str:
+    """``text`` (_check_url_characters': UTF-8), non-ASCII percent-encoded (http.client sends
+    ASCII)."""
+    return text if text.isascii() else urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
 
 
 def _check_number(
@@ -3927,7 +3935,7 @@ def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
     _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
     parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
-    path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
+    path, query = (_percent_encoded(text) for text in (parts.path, parts.query))
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
 

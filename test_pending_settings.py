@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import io
 import os
 import types
 import warnings
+from typing import Any
 
 import dataset_client as dc
+import dataset_client_cli as cli
 from dataset_client import DatasetClient
 from test_dataset_client import KEY, ServerTestCase, outcome_of, reply, secrets_in_frames
 
@@ -32,7 +36,7 @@ class KeyReadFromAProfileTests(ServerTestCase):
         config.chmod(0o600)
         os.environ["DATASET_CLIENT_CONFIG"] = str(config)
 
-    def failure(self, **settings: object) -> BaseException:
+    def failure(self, **settings: Any) -> BaseException:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             error = outcome_of(functools.partial(DatasetClient.from_profile, **settings))
@@ -103,8 +107,9 @@ class KeyReadFromAProfileTests(ServerTestCase):
 
     def test_the_key_read_still_goes_where_it_went(self) -> None:
         self.config(f'[default]\nbase_url = "{self.server.url}"\napi-key = "{KEY}"\n')
-        with warnings.catch_warnings(), DatasetClient.from_profile() as client:
-            warnings.simplefilter("ignore")
+        with self.assertWarnsRegex(UserWarning, "^unknown key 'api-key' in "):
+            client = DatasetClient.from_profile()
+        with client:
             client.list_datasets()
         self.config(f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n')
         with DatasetClient.from_profile() as client:
@@ -131,6 +136,89 @@ class KeyGivenToTheConstructorTests(ServerTestCase):
                 )
                 self.assertIsInstance(error, ValueError)
                 # The constructor's own argument is the caller's; every frame below it is not.
+                assert isinstance(error, ValueError), repr(error)
                 found = secrets_in_frames(error, KEY, tenant)
                 self.assertEqual([where for where in found if "__init__" not in where], [])
                 self.assertEqual(found, [])
+
+
+# Signed URLs' credentials in the forms the fourth review found shown: the first parameter of a URL
+# nested in another's query, once and twice encoded; GSON's and HTML's escapes of "=".
+NESTED_SIGNED = {
+    "X-Amz-Signature": "%3FX-Amz-Signature%3D816d0123nested01",
+    "access_token": "%3Faccess_token%3Dya29nested02",
+    "Policy": "%3FPolicy%3DeyJnested03%26Signature%3DZm9nested04",
+    "twice": "%253FX-Amz-Signature%253D816d0123nested05",
+    "twice, lower case": "%253fsig%253dr2BVnested06",
+}
+NESTED_VALUES = ["816d0123nested01", "ya29nested02", "eyJnested03", "Zm9nested04"]
+NESTED_VALUES += ["816d0123nested05", "r2BVnested06"]
+
+
+class NestedSignedUrlTests(ServerTestCase):
+    def test_a_nested_signed_urls_first_parameter_is_redacted_once_or_twice_encoded(self) -> None:
+        secrets = dc._Secrets(signed=True)
+        for name, nested in NESTED_SIGNED.items():
+            with self.subTest(name):
+                url = f"https://app.example/login?next=https%3A%2F%2Fs3.example%2Fb%2Fx{nested}"
+                shown = secrets.redact(url)
+                self.assertEqual([value for value in NESTED_VALUES if value in shown], [])
+                self.assertIn("<redacted>", shown)
+        for text in ("?next=%3Fsigma%3D1", "%253Fdesign%253D2", "a=1&#61;"):
+            self.assertEqual(secrets.redact(text), text, "names alone, and no credential")
+
+    def test_gson_and_html_escapes_of_equals_are_redacted_in_an_error_body(self) -> None:
+        storage = self.start_server()
+        bodies = [
+            '{"url": "https://s3.example/b/x?X-Amz-Date=1\\u0026X-Amz-Signature\\u003d816d0123nested01"}',
+            '<a href="https://s3.example/b/x?a=1&amp;Signature&#61;Zm9nested04">',
+            '<a href="https://s3.example/b/x?Policy&#x3D;eyJnested03&amp;b=2">',
+            '{"url": "https://s3.example/b/x?sig\\u003Dr2BVnested06"}',
+        ]
+        for body in bodies:
+            with self.subTest(body=body[:40]):
+                storage.script.append(reply(403, body.encode(), content_type="text/plain"))
+                error = outcome_of(
+                    lambda: self.client(max_retries=0).download(storage.url + "/f", io.BytesIO())
+                )
+                assert isinstance(error, dc.ServiceError), repr(error)
+                texts = [str(error), repr(error), error.body, repr(vars(error))]
+                self.assertEqual([v for v in NESTED_VALUES for t in texts if v in t], [])
+
+    def test_every_text_about_a_nested_signed_url_is_redacted(self) -> None:
+        storage = self.start_server()
+        path = f"/b/x?next=https%3A%2F%2Fs3.example%2Fb%2Fy{NESTED_SIGNED['Policy']}"
+        path += f"&back={NESTED_SIGNED['twice']}"
+        storage.script.append(reply(503, b"busy", content_type="text/plain"))
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(
+                lambda: self.client(max_retries=0).download(storage.url + path, io.BytesIO())
+            )
+        assert isinstance(error, dc.ServiceError), repr(error)
+        self.assertEqual(storage.requests[-1].path, path, "sent as given")
+        texts = [str(error), repr(error), repr(error.args), error.url, *logs.output]
+        self.assertEqual([v for v in NESTED_VALUES for t in texts if v in t], [])
+        storage.script.append(reply(503, b"busy", content_type="text/plain"))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            status = cli.main(["--retries", "0", "download", storage.url + path, str(self.tmp())])
+        self.assertEqual(status, 1, err.getvalue())
+        self.assertEqual([v for v in NESTED_VALUES if v in err.getvalue()], [])
+
+    def test_a_value_error_about_a_signed_download_url_shows_no_credential(self) -> None:
+        signed = "X-Amz-Date=1&X-Amz-Signature=816d0123nested01&token=ya29nested02"
+        for url in (
+            f"https://s3.example/b/x?{signed} ",
+            f"https://s3.example/b/x?{signed}\t",
+            f"https:///b/x?{signed}",
+            f"ftp://s3.example/b/x?{signed}",
+            f"https://s3.example:99999/b/x?{signed}",
+            f"https://s3.example/b/x?{signed}&\udc80",
+            "https://s3.example/b/x?X-Amz-Signature=816d0123nested01&\udc80",
+            "https://s3.example/b/\udc80?X-Amz-Signature=816d0123nested01",
+        ):
+            with self.subTest(url=url):
+                error = outcome_of(functools.partial(self.client().download, url, io.BytesIO()))
+                self.assertIsInstance(error, ValueError)
+                self.assertEqual([v for v in NESTED_VALUES if v in str(error)], [], error)
+        self.assertEqual(self.requests, [])
