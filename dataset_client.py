@@ -572,8 +572,8 @@ class DatasetClient:
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
         """``error`` redacted; a ClientClosedError raised once close() ended the call."""
         _redact_error(error, self._secrets.shown())
-        if self._secrets:
-            error = error.with_traceback(None)
+        # Its frames go, key or not: their locals hold the URLs (a redirect's signed Location).
+        error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
             text = f"the DatasetClient was closed during {method} {shown}"

@@ -14,7 +14,14 @@ from typing import Any
 import dataset_client as dc
 import dataset_client_cli as cli
 from dataset_client import DatasetClient
-from test_dataset_client import KEY, ServerTestCase, outcome_of, reply, secrets_in_frames
+from test_dataset_client import (
+    KEY,
+    ServerTestCase,
+    free_port,
+    outcome_of,
+    reply,
+    secrets_in_frames,
+)
 
 
 class KeyReadFromAProfileTests(ServerTestCase):
@@ -222,3 +229,25 @@ class NestedSignedUrlTests(ServerTestCase):
                 self.assertIsInstance(error, ValueError)
                 self.assertEqual([v for v in NESTED_VALUES if v in str(error)], [], error)
         self.assertEqual(self.requests, [])
+
+
+class RedirectLocalsTests(ServerTestCase):
+    def test_a_keyless_clients_failed_redirect_keeps_no_signed_location_in_frames(self) -> None:
+        # Issue 36: with no key, no secret was held, so the traceback stayed, and with it the
+        # locals of _send_handling_redirects: the Location, signature and all.
+        storage = self.start_server()
+        signed = "X-Amz-Date=1&X-Amz-Signature=816d0123location01"
+        unreachable = f"http://127.0.0.1:{free_port()}/b/x?{signed}"
+        for location, answer in (
+            (f"{storage.url}/b/x?{signed}", reply(404, b"<Error>NoSuchKey</Error>")),
+            (f"{storage.url}/b/x?{signed}", reply(503, b"busy")),
+            (unreachable, None),
+        ):
+            with self.subTest(location=location, answer=answer):
+                if answer is not None:
+                    storage.script.append(answer)
+                self.script(reply(302, b"", {"Location": location}))
+                client = self.client(api_key=None, max_retries=0)
+                error = outcome_of(client.list_datasets)
+                assert isinstance(error, dc.DatasetClientError), repr(error)
+                self.assertEqual(secrets_in_frames(error, "816d0123location01"), [])
