@@ -4141,25 +4141,81 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the dataset_client_cli.py beside this file (by path: python -I leaves this
-    directory off sys.path), else an installed one."""
-    import importlib.util  # here: holding it at the top costs every import (measured)
-
+    """Run the command line: the dataset_client_cli.py beside this file, else an installed one;
+    when neither can run, one line on stderr saying why (exit status 2)."""
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
-    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
-    spec = importlib.util.spec_from_file_location("dataset_client_cli", beside)
-    if "dataset_client_cli" not in sys.modules and spec and spec.loader and os.path.isfile(beside):
-        sys.modules["dataset_client_cli"] = cli = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(cli)
     try:
-        import dataset_client_cli
-    except ImportError:
-        sys.stderr.write(
-            "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
-            " dataset_client.py, or pip install dataset-client\n"
-        )
+        cli = sys.modules.get("dataset_client_cli") or _command_line()
+    except ImportError as exc:
+        sys.stderr.write(f"dataset-client: error: {exc.msg}\n")
         return 2
-    return dataset_client_cli.main(argv)
+    return int(cli.main(argv))
+
+
+def _command_line() -> Any:
+    """dataset_client_cli from the file beside this one (by path: python -I leaves this directory
+    off sys.path), else the installed module; ImportError: why neither can run, in one line."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
+    source = _own_source(path)
+    if source is None:
+        try:
+            import dataset_client_cli
+        except ModuleNotFoundError as missing:
+            if missing.name != "dataset_client_cli":
+                raise
+            lone = "the command line is dataset_client_cli.py: copy it beside dataset_client.py"
+            raise ImportError(f"{lone}, or pip install dataset-client") from None
+        return dataset_client_cli
+    import types
+
+    cli = sys.modules["dataset_client_cli"] = types.ModuleType("dataset_client_cli")
+    cli.__file__ = path
+    try:
+        # From the source: a .pyc in __pycache__ may be anyone's who can write the directory.
+        exec(compile(source, path, "exec", dont_inherit=True), vars(cli))
+    except ImportError as exc:  # it imports what this library has not: another version's
+        del sys.modules["dataset_client_cli"]
+        raise ImportError(f"{path} does not fit this dataset_client.py ({exc.msg})") from None
+    if getattr(cli, "__version__", None) != __version__:
+        del sys.modules["dataset_client_cli"]
+        found = getattr(cli, "__version__", "unknown")
+        raise ImportError(f"{path} is version {found}, not {__version__}: copy the two together")
+    return cli
+
+
+def _own_source(path: str) -> bytes | None:
+    """The text of ``path``, read through one descriptor, if it is the user's own regular file (or
+    root's); None when there is none. Else ImportError naming it and its owner: code another user
+    put beside this file (in a directory others can write, as /tmp) would run as the user."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        status = os.lstat(path)
+        if not stat.S_ISLNK(status.st_mode):  # not the user's to read
+            raise ImportError(f"cannot read {path}: {exc.strerror}: not run") from None
+        raise ImportError(f"{path} is a symbolic link, {_owner(status)}: not run") from None
+    with open(fd, "rb") as file:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):  # a FIFO (opened without waiting), a device
+            raise ImportError(f"{path} is not a regular file, {_owner(status)}: not run")
+        if not _is_mine(status, or_root=True):
+            raise ImportError(f"{path} is {_owner(status)}: not run")
+        return file.read()
+
+
+def _owner(status: os.stat_result) -> str:
+    """``owned by another user, uid 1001 (alice)``, or ``owned by you``."""
+    if _is_mine(status):
+        return "owned by you"
+    try:
+        import pwd
+
+        name = f" ({pwd.getpwuid(status.st_uid).pw_name})"
+    except (ImportError, KeyError):  # no pwd (Windows), a uid without a name
+        name = ""
+    return f"owned by another user, uid {status.st_uid}{name}"
 
 
 if __name__ == "__main__":

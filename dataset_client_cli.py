@@ -38,28 +38,50 @@ import threading
 import time
 import urllib.parse
 
-# Run as a file or with -m: the library beside this file (python -I leaves this directory off
-# sys.path), loaded once.
-if __name__ == "__main__" and "dataset_client" not in sys.modules:
-    import importlib.util
+__version__ = "1.1.0"  # the library's too: the two files are one release
 
-    _beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
-    _spec = importlib.util.spec_from_file_location("dataset_client", _beside)
-    if _spec and _spec.loader and os.path.isfile(_beside):
-        sys.modules["dataset_client"] = importlib.util.module_from_spec(_spec)
-        _spec.loader.exec_module(sys.modules["dataset_client"])
+
+def _load_library_beside() -> None:
+    """Run as a file or with -m: the dataset_client.py beside this file (python -I leaves this
+    directory off sys.path) as the library, when it is the user's own regular file (or root's),
+    compiled from its source (a .pyc in __pycache__ may be anyone's who can write the directory);
+    else exit saying why. None there: an installed library is imported."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        with open(os.open(path, flags | getattr(os, "O_BINARY", 0)), "rb") as file:
+            status = os.fstat(file.fileno())
+            theirs = hasattr(os, "geteuid") and status.st_uid not in (0, os.geteuid())
+            source = None if theirs or not stat.S_ISREG(status.st_mode) else file.read()
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # a symbolic link (ELOOP)
+        _exit_saying(f"{path}: {exc.strerror}: not run")
+    if source is None:
+        _exit_saying(f"{path} is not a regular file of yours (its owner: uid {status.st_uid})")
+    library = sys.modules["dataset_client"] = type(sys)("dataset_client")
+    library.__file__ = path
+    exec(compile(source, path, "exec", dont_inherit=True), vars(library))
+
+
+def _exit_saying(text: str) -> NoReturn:
+    sys.stderr.write(f"dataset-client: error: {text}\n")
+    raise SystemExit(2)
+
+
+if __name__ == "__main__" and "dataset_client" not in sys.modules:
+    _load_library_beside()
 try:
-    import dataset_client  # noqa: F401 (the library, found or loaded once)
+    import dataset_client
 except ModuleNotFoundError as missing:
     if missing.name != "dataset_client":
         raise
-    sys.stderr.write(
-        "dataset-client: error: dataset_client_cli.py needs dataset_client.py beside it"
-        " (or pip install dataset-client)\n"
-    )
-    raise SystemExit(2) from None
+    _exit_saying("dataset_client_cli.py needs dataset_client.py beside it (or pip install .)")
+if __name__ == "__main__" and dataset_client.__version__ != __version__:
+    library = f"{dataset_client.__file__} is version {dataset_client.__version__}"
+    _exit_saying(f"{library}, not {__version__}: copy the two together")
 # The public API, and the library's six private names this command line uses, each with its reason.
-from dataset_client import (
+from dataset_client import (  # noqa: E402 (once the library beside this file is loaded)
     DatasetClient,
     DatasetClientError,
     IncompleteResponseError,
@@ -67,7 +89,6 @@ from dataset_client import (
     NetworkError,
     RequestTimeoutError,
     ServiceError,
-    __version__,
     _is_descriptor_link,  # /dev/fd/N, /proc/PID/fd/N: a stream, never the file behind it
     _PartialFile,  # the partial file a -c download keeps, named and checked as the download does
     _profile_settings,  # what the variables and the profile set, and where each came from
@@ -1761,26 +1782,95 @@ class _ProgressLine:
             self.stderr.status(None)
 
 
-# A URL as the library's messages show it (``GET URL: reason``), and the request that names it.
-_URL_IN_TEXT = r"\b[a-z][a-z0-9+.-]*://\S*[^\s:;,.)]"
-_REQUEST_IN_TEXT = rf"(?:: )?\b[A-Z]+ {_URL_IN_TEXT}(?: via proxy \S+ \(NO_PROXY bypasses it\))?"
-
-
 def _status_fitted(text: str, width: int) -> str:
     """A status line in ``width`` columns, cut where it says least (a retry keeps its reason):
     each URL from its end (to its origin), then the request (the error and -v say it whole),
-    then the program's name; then (or at once, in a line without a URL) its end."""
-    urls = sorted(set(re.findall(_URL_IN_TEXT, text)), key=len, reverse=True)
-    for url in urls:
+    then the program's name; then (or at once, in a line without a URL) its end. Linear in the
+    line (a reason phrase may be megabytes): each URL found once, the line joined once."""
+    excess = _text_width(text) - width
+    spans = _url_spans(text)
+    # The same URL met twice is cut the same way: what it saves counts each time it is met.
+    urls: dict[str, int] = {}
+    for start, end in spans:
+        urls[text[start:end]] = urls.get(text[start:end], 0) + 1
+    cut: dict[str, str] = {}
+    for url, count in sorted(urls.items(), key=lambda item: len(item[0]), reverse=True):
         origin = url.find("/", url.find("//") + 2) % (len(url) + 1)  # where its path starts
-        keep = max(len(url) - (_text_width(text) - width) - 1, origin + 1)
-        if keep < len(url):
-            text = text.replace(url, url[:keep] + "\u2026")
-    if urls and _text_width(text) > width:
-        text = re.sub(" {2,}", " ", re.sub(_REQUEST_IN_TEXT, "", text))
+        keep = max(len(url) - excess - 1, origin + 1)
+        if excess >= 0 and keep < len(url):
+            cut[url] = url[:keep] + "\u2026"
+            excess -= count * (_text_width(url) - _text_width(cut[url]))
+    pieces, at = [], 0
+    for start, end in spans:
+        pieces += [text[at:start], cut.get(text[start:end], text[start:end])]
+        at = end
+    text = "".join([*pieces, text[at:]])
+    if spans and excess > 0:
+        text = re.sub(" {2,}", " ", _without_requests(text))
         if _text_width(text) > width:
             text = text.removeprefix("dataset-client: ")
     return _fit(text, width, False).rstrip()
+
+
+# What a URL's scheme is made of (RFC 3986); what ends a URL in a line rather than belonging to it.
+_SCHEME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+.-")
+_AFTER_A_URL = ":;,.)"
+
+
+def _url_spans(text: str) -> list[tuple[int, int]]:
+    """Where each URL (``scheme://...``, its scheme in lower case) is in ``text``, in order: found
+    from each "://" by walking back over its scheme and on to the next white space, each character
+    looked at a bounded number of times."""
+    spans: list[tuple[int, int]] = []
+    found = text.find("://")
+    while found >= 0:
+        start = found
+        while start > 0 and text[start - 1] in _SCHEME_CHARACTERS:
+            start -= 1
+        # The scheme starts with a letter that starts a word ("x1.http" is one, "1http" none).
+        while start < found and not (text[start].isalpha() and _starts_a_word(text, start)):
+            start += 1
+        end = found + 3
+        while end < len(text) and not text[end].isspace():
+            end += 1
+        while end > found + 3 and text[end - 1] in _AFTER_A_URL:
+            end -= 1
+        if start == found or end == found + 3:
+            found = text.find("://", found + 1)
+            continue
+        spans.append((start, end))
+        found = text.find("://", end)
+    return spans
+
+
+def _starts_a_word(text: str, at: int) -> bool:
+    return at == 0 or not (text[at - 1].isalnum() or text[at - 1] == "_")
+
+
+# How the library names a request in its messages: ``GET URL`` and, through a proxy, what follows.
+_VIA_PROXY, _BYPASSED = " via proxy ", " (NO_PROXY bypasses it)"
+
+
+def _without_requests(text: str) -> str:
+    """``text`` without the requests it names (``: GET URL``, a proxy's part with it)."""
+    pieces, at = [], 0
+    for start, end in _url_spans(text):
+        method = start - 1
+        while method > at and "A" <= text[method - 1] <= "Z":
+            method -= 1
+        if method == start - 1 or text[start - 1] != " " or not _starts_a_word(text, method):
+            continue
+        if text[method - 2 : method] == ": " and method - 2 >= at:
+            method -= 2
+        if text.startswith(_VIA_PROXY, end):
+            proxy_end = end + len(_VIA_PROXY)
+            while proxy_end < len(text) and not text[proxy_end].isspace():
+                proxy_end += 1
+            if text.startswith(_BYPASSED, proxy_end) and proxy_end > end + len(_VIA_PROXY):
+                end = proxy_end + len(_BYPASSED)
+        pieces.append(text[at:method])
+        at = end
+    return "".join([*pieces, text[at:]])
 
 
 # The profiles of the config file (the library's _config_path): its [NAME] lines; a regular file

@@ -5,16 +5,27 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import importlib.util
 import io
+import marshal
 import os
+import pwd
+import shutil
+import subprocess
+import sys
 import types
+import unittest
 import warnings
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import dataset_client as dc
 import dataset_client_cli as cli
+import test_dataset_client_cli
 from dataset_client import DatasetClient
 from test_dataset_client import (
+    HERE,
     KEY,
     ServerTestCase,
     free_port,
@@ -251,3 +262,146 @@ class RedirectLocalsTests(ServerTestCase):
                 error = outcome_of(client.list_datasets)
                 assert isinstance(error, dc.DatasetClientError), repr(error)
                 self.assertEqual(secrets_in_frames(error, "816d0123location01"), [])
+
+
+class StatusLineCostTests(unittest.TestCase):
+    def test_fitting_a_retry_line_is_linear_in_the_servers_reason(self) -> None:
+        # Issue 36: a 60 KB reason phrase cost 1.8 s of CPU a line (a pattern tried from every
+        # word, a replace and a measure of the whole line per URL in it). At 1 MB, what is
+        # quadratic takes minutes: this test would not end (no timing is asserted).
+        size = 1_000_000
+        for reason in (
+            "a." * (size // 2),
+            "a://b " * (size // 6),
+            "GET a://b: " * (size // 11),
+            "http://h/" + ":" * size,
+            "A " * (size // 2),
+            ".a" * (size // 2) + "://",
+        ):
+            with self.subTest(reason=reason[:12]):
+                line = (
+                    f"dataset-client: retrying in 1.0 s (2 attempts left): GET http://h/x: {reason}"
+                )
+                fitted = cli._status_fitted(line, 80)
+                self.assertLessEqual(len(fitted), 80)
+                self.assertIn("retrying in 1.0 s (2 attempts left):", fitted)
+
+
+class PlantedBesideTests(ServerTestCase):
+    """Issue 36: a file beside the library runs only when it is the user's own regular file (or
+    root's), compiled from its source; never a .pyc from __pycache__; another version in one line."""
+
+    # The pair copied into a directory of its own, as the two-files tests copy it.
+    pair = test_dataset_client_cli.TwoFilesTests.copied
+
+    def run_python(self, *argv: str, cwd: Path) -> tuple[int, str, str]:
+        unset = ("DATASET_CLIENT_", "PYTHONPATH", "COVERAGE_", "PYTHONDONTWRITEBYTECODE")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
+        environment |= {"DATASET_CLIENT_BASE_URL": self.server.url, "HOME": str(self.tmp())}
+        environment.pop("PYTHONPYCACHEPREFIX", None)  # __pycache__ beside the files, as a user's
+        done = subprocess.run(
+            [sys.executable, *argv], cwd=cwd, env=environment, capture_output=True, timeout=60
+        )
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+    def planted_pyc(self, source: Path) -> None:
+        """A .pyc in __pycache__ whose header matches ``source`` (mtime, size), as Python's loader
+        checks it: its code, run, would print PLANTED."""
+        status = source.stat()
+        code = compile("print('PLANTED')\n", str(source), "exec")
+        header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+        header += (int(status.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        header += (status.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        cache = source.parent / "__pycache__"
+        cache.mkdir(exist_ok=True)
+        (cache / f"{source.stem}.{sys.implementation.cache_tag}.pyc").write_bytes(
+            header + marshal.dumps(code)
+        )
+
+    def test_a_pyc_in_pycache_is_never_run_with_or_without_bytecode_writing(self) -> None:
+        pair = self.pair("dataset_client.py", "dataset_client_cli.py")
+        self.planted_pyc(pair / "dataset_client_cli.py")
+        self.planted_pyc(pair / "dataset_client.py")
+        for flags in (["-I"], ["-I", "-B"]):
+            for script in ("dataset_client.py", "dataset_client_cli.py"):
+                with self.subTest(flags=flags, script=script):
+                    done = self.run_python(*flags, str(pair / script), "--version", cwd=self.tmp())
+                    self.assertEqual(done, (0, f"dataset-client {dc.__version__}\n", ""))
+
+    def test_a_file_beside_owned_by_another_user_is_one_line_naming_it_and_its_owner(self) -> None:
+        pair = self.pair("dataset_client.py", "dataset_client_cli.py")
+        planted = pair / "dataset_client_cli.py"
+        planted.write_text("print('PLANTED')\n")
+        owner = os.geteuid()
+        theirs: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if owner == 0:
+            os.chown(planted, owner := 4242, 4242)
+        else:  # this user's file, seen as another user's (as the suite's owner tests do)
+            theirs = mock.patch.object(dc.os, "geteuid", return_value=owner + 1)
+        with theirs, self.assertRaises(ImportError) as caught:
+            dc._own_source(str(planted))
+        name = ""
+        with contextlib.suppress(KeyError):  # a uid without a name
+            name = f" ({pwd.getpwuid(owner).pw_name})"
+        said = f"{planted} is owned by another user, uid {owner}{name}: not run"
+        self.assertEqual(caught.exception.msg, said)
+        if os.geteuid() != 0:
+            self.skipTest("not root: a file another user owns cannot be made here")
+        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        library = pair / "dataset_client.py"
+        os.chown(library, 4242, 4242)
+        planted.write_bytes((HERE / "dataset_client_cli.py").read_bytes())
+        os.chown(planted, 0, 0)
+        done = self.run_python("-I", str(planted), "datasets", cwd=self.tmp())
+        said = f"{library} is not a regular file of yours (its owner: uid 4242)"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        self.assertEqual(self.requests, [])
+
+    def test_a_link_or_a_fifo_beside_is_not_run_and_never_waited_on(self) -> None:
+        pair = self.pair("dataset_client.py")
+        elsewhere = self.tmp() / "dataset_client_cli.py"
+        shutil.copy(HERE / "dataset_client_cli.py", elsewhere)
+        (pair / "dataset_client_cli.py").symlink_to(elsewhere)
+        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
+        said = f"{pair}/dataset_client_cli.py is a symbolic link, owned by you: not run"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        (pair / "dataset_client_cli.py").unlink()
+        os.mkfifo(pair / "dataset_client_cli.py")
+        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
+        said = f"{pair}/dataset_client_cli.py is not a regular file, owned by you: not run"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        lone = self.pair("dataset_client_cli.py")
+        os.mkfifo(lone / "dataset_client.py")
+        done = self.run_python("-I", str(lone / "dataset_client_cli.py"), "datasets", cwd=lone)
+        said = f"{lone}/dataset_client.py is not a regular file of yours (its owner: uid "
+        self.assertEqual(done[:2], (2, ""))
+        self.assertTrue(done[2].startswith(f"dataset-client: error: {said}"), done[2])
+        self.assertEqual(self.requests, [])
+
+    def test_a_file_of_another_version_beside_is_one_line(self) -> None:
+        pair = self.pair("dataset_client.py")
+        cli_text = (HERE / "dataset_client_cli.py").read_text()
+        cli_path, library = pair / "dataset_client_cli.py", pair / "dataset_client.py"
+        newer = cli_text.replace(f'__version__ = "{dc.__version__}"', '__version__ = "9.0.0"')
+        lacking = cli_text.replace("    DatasetClient,\n", "    DatasetClient,\n    _Gone,\n", 1)
+        for text, said in (
+            (newer, f"{cli_path} is version 9.0.0, not {dc.__version__}: copy the two together"),
+            (
+                lacking,
+                f"{cli_path} does not fit this dataset_client.py (cannot import name '_Gone' from"
+                f" '__main__' ({library}))",
+            ),
+        ):
+            with self.subTest(said=said):
+                cli_path.write_text(text)
+                done = self.run_python("-I", str(library), "datasets", cwd=self.tmp())
+                self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        cli_path.write_text(cli_text)
+        library.write_text(
+            library.read_text().replace(f'__version__ = "{dc.__version__}"', '__version__ = "0.9"')
+        )
+        done = self.run_python("-I", str(cli_path), "datasets", cwd=self.tmp())
+        said = f"{library} is version 0.9, not {dc.__version__}: copy the two together"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        self.assertEqual(self.requests, [])
