@@ -103,6 +103,7 @@ if TYPE_CHECKING:  # typing costs import time
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
+    _E = TypeVar("_E", bound=BaseException)
     _PoolKey = tuple[str, str, str | None]
     _Progress = Callable[[int, int | None], object]
     _Hold = Callable[[socket.socket], None]
@@ -156,12 +157,16 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
     ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
-    subclass's."""
+    subclass's. ``named``: what the message names that a caller may word
+    its own way (see ``worded``)."""
 
     method: str = ""
     url: str = ""
     connecting: bool = False
     attempts: int = 1
+    # The message in pieces, and the piece of each name in it (_named makes them).
+    parts: list[str]
+    named: dict[str, int]
 
     def __init__(self, text: str = "", /, **fields: Any) -> None:
         super().__init__(text)
@@ -173,7 +178,16 @@ class DatasetClientError(Exception):
         vars(self).update(fields)
 
     def __str__(self) -> str:
-        text, attempts = super().__str__(), self.attempts
+        return self.worded()
+
+    def worded(self, **words: str) -> str:
+        """The message, each setting or size it names (``named``) in ``words``
+        instead: ``worded(deadline="--max-time 5")`` for ``the deadline
+        of 5 s``."""
+        parts = list(vars(self).get("parts") or [super().__str__()])
+        for name, index in vars(self).get("named", {}).items():
+            parts[index] = words.get(name, parts[index])
+        text, attempts = "".join(parts), self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
             return text  # a deadline's error says it after one attempt too
         return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
@@ -191,6 +205,27 @@ def _rebuilt_error(
     if payload:
         error.payload = json.loads(payload)  # type: ignore[attr-defined]
     return error
+
+
+def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
+    """``kind(message, **fields)``, its message joined from ``pieces``: a piece ``(name, words)``
+    names a setting or a size in words a caller may say its own way (the command line: its
+    options, sizes for people). The error keeps them: ``parts``, and ``named`` (the piece of each
+    name). A DatasetClientError says them so in ``worded``; an argument's error is a plain one."""
+    parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
+    error = kind("".join(parts), **fields)
+    error.parts = parts  # type: ignore[attr-defined]
+    named = {piece[0]: at for at, piece in enumerate(pieces) if not isinstance(piece, str)}
+    error.named = named  # type: ignore[attr-defined]
+    return error
+
+
+def _reworded(error: _E, words: Mapping[str, str]) -> _E:
+    """A copy of a plain ``error`` from _named (its type, its errno), ``words`` in its message."""
+    pieces: list[str | tuple[str, str]] = list(error.parts)  # type: ignore[attr-defined]
+    for name, at in error.named.items():  # type: ignore[attr-defined]
+        pieces[at] = (name, words.get(name, error.parts[at]))  # type: ignore[attr-defined]
+    return _named(functools.partial(type(error), *error.args[:-1]), *pieces)
 
 
 class ServiceError(DatasetClientError, RuntimeError):
@@ -405,11 +440,10 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:  # the profile's bundle: named so
-            if "ca_bundle" in settings or "ca_bundle" not in found or not exc.args:
+            if "ca_bundle" in settings or "ca_bundle" not in getattr(exc, "named", ()):
                 raise
-            where = found["ca_bundle"][1]
-            said = str(exc.args[-1]).replace("ca_bundle", f"ca_bundle in {where}", 1)
-            raise type(exc)(*exc.args[:-1], said) from None
+            words = {"ca_bundle": f"ca_bundle in {found['ca_bundle'][1]}"}
+            raise _reworded(exc, words) from None
 
     @property
     def base_url(self) -> str:
@@ -486,7 +520,7 @@ class DatasetClient:
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
-            raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
+            raise _refused(ValueError, "connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
@@ -1344,9 +1378,15 @@ class _Deadline:
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
     ) -> RequestTimeoutError:
-        text = f"{method} {url}: the deadline of {self.seconds:g} s {what}"
-        return RequestTimeoutError(
-            text, method=method, url=url, deadline=self.seconds, retry_after=asked
+        return _named(
+            RequestTimeoutError,
+            f"{method} {url}: ",
+            ("deadline", f"the deadline of {self.seconds:g} s"),
+            f" {what}",
+            method=method,
+            url=url,
+            deadline=self.seconds,
+            retry_after=asked,
         )
 
     def stop(
@@ -1558,9 +1598,16 @@ class _Watch:
         elapsed = now - self.started
         rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
         where = _request_name(response.method, response.url, response.proxy)
-        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
-        message += f", below the {_size(asked)}/s of min_rate"
-        return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
+        stalled = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
+        below = f"{stalled}, below the {_size(asked)}/s of "
+        return _named(
+            RequestTimeoutError,
+            below,
+            ("min_rate", "min_rate"),
+            method=response.method,
+            url=response.url,
+            _stalled=True,
+        )
 
 
 # ============================================================================
@@ -1948,9 +1995,16 @@ def _transport_error(
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
         of = "?" if expected is None else expected
-        message = f"{where}: connection closed after {received} of {of} bytes"
-        return IncompleteResponseError(
-            message, method=method, url=url, expected=expected, received=received
+        return _named(
+            IncompleteResponseError,
+            f"{where}: connection closed after ",
+            ("received", f"{received}"),
+            " of ",
+            ("expected", f"{of} bytes"),
+            method=method,
+            url=url,
+            expected=expected,
+            received=received,
         )
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}"
@@ -2128,11 +2182,10 @@ def _checked_trust(
     path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
     if not isinstance(path, str):
         name = type(ca_bundle).__name__
-        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {name}")
+        raise _refused(TypeError, "ca_bundle", f"must be a path (str or os.PathLike), not {name}")
     if not path:
-        raise FileNotFoundError(
-            "ca_bundle is empty: name a file or directory of PEM CA certificates"
-        )
+        said = "is empty: name a file or directory of PEM CA certificates"
+        raise _refused(FileNotFoundError, "ca_bundle", said)
     path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
     return _default_ssl_context(path, "ca_bundle"), path
 
@@ -2181,13 +2234,13 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
             raise OSError("a FIFO, device or socket is never read")
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        message = f"{source} names {path}, which is not a file or directory of PEM CA certificates"
-        message = f"{message}: {reason}"
+        said = f" names {path}, which is not a file or directory of PEM CA certificates: {reason}"
+        kind: Callable[[str], Exception] = type(exc)
         if source != "ca_bundle":
-            raise ValueError(message) from None
-        if isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
-            raise ssl.SSLError(exc.errno, message) from None
-        raise type(exc)(message) from None
+            kind = ValueError
+        elif isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
+            kind = functools.partial(ssl.SSLError, exc.errno)
+        raise _named(kind, (source, source), said) from None
     who = "who could have any server trusted"
     if mode & 0o022:  # "lasting": the CLI shows it whole
         warning = f"%s %s is writable by group or others, {who} (chmod go-w)"
@@ -2739,9 +2792,16 @@ class _Transfer:
                 self._saved_and_reported()
         elif part.remaining:
             expected, received = part.end - part.start, part.done
-            text = f"GET {response.url}: connection closed after {received} of {expected} bytes"
-            raise IncompleteResponseError(
-                text, method="GET", url=response.url, expected=expected, received=received
+            raise _named(
+                IncompleteResponseError,
+                f"GET {response.url}: connection closed after ",
+                ("received", f"{received}"),
+                " of ",
+                ("expected", f"{expected} bytes"),
+                method="GET",
+                url=response.url,
+                expected=expected,
+                received=received,
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -2828,8 +2888,8 @@ class _Limits:
         self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
-                message = f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
-                raise ValueError(message)
+                least = f"must be at least 1 (bytes per second), got {max_rate!r}"
+                raise _refused(ValueError, "max_rate", least)
             self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
         self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
@@ -3197,9 +3257,16 @@ class _FileTarget(_Sink):
         swapped = "another file was put in place of the temporary file"
         try:  # the state goes in every case
             if total is not None and size != total:
-                message = f"the downloaded file has {size} bytes where the server announced {total}"
-                raise InvalidResponseError(
-                    f"{message}: not committed", method="GET", received=size, expected=total
+                raise _named(
+                    InvalidResponseError,
+                    "the downloaded file has ",
+                    ("received", f"{size} bytes"),
+                    " where the server announced ",
+                    ("expected", f"{total}"),
+                    ": not committed",
+                    method="GET",
+                    received=size,
+                    expected=total,
                 )
             if not _is_named(self.fd, here(self.path), at):
                 raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
@@ -3765,15 +3832,22 @@ _ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
 
 
+def _refused(kind: Callable[..., _E], argument: str, why: str) -> _E:
+    """``kind``, its message ``argument`` and ``why``: the argument named (_named), for a caller
+    that calls it otherwise (the command line: its option)."""
+    return _named(kind, (argument, argument), f" {why}")
+
+
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     """base_url without a trailing slash, and its origin."""
     _check_url_characters(base_url, "base_url")
     if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost"
-        raise ValueError(f"base_url {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+        guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
+        raise _refused(ValueError, "base_url", guess)
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         shown = _showable_url(base_url, _Secrets())
-        raise ValueError(f"base_url must not have a query or fragment: {shown!r}")
+        raise _refused(ValueError, "base_url", f"must not have a query or fragment: {shown!r}")
     path = _percent_encoded(parts.path.rstrip("/"))
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
@@ -3784,14 +3858,14 @@ def _check_url_characters(url: str, argument: str) -> None:
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
         shown = _showable_url(url, _Secrets())
-        raise ValueError(
-            f"{argument} must be a URL without whitespace or control characters, got {shown!r}"
-        )
+        said = f"must be a URL without whitespace or control characters, got {shown!r}"
+        raise _refused(ValueError, argument, said)
     try:
         url.encode()
     except UnicodeEncodeError:  # a lone surrogate: no request can send it
         shown = _showable_url(url, _Secrets())
-        raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {shown!r}") from None
+        said = f"holds a character UTF-8 cannot encode: {shown!r}"
+        raise _refused(ValueError, argument, said) from None
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
@@ -3801,16 +3875,15 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
         parts.port  # noqa: B018 (it validates the port)
         urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
     except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
-        raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
+        raise _refused(ValueError, argument, f"has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
-        raise ValueError(f"{argument} must be an http:// or https:// URL, not {scheme!r}")
+        raise _refused(ValueError, argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
-        raise ValueError(
-            f"{argument} must not contain a user:password part (pass api_key or headers instead)"
-        )
+        said = "must not contain a user:password part (pass api_key or headers instead)"
+        raise _refused(ValueError, argument, said)
     if not parts.hostname:
-        raise ValueError(f"{argument} has no host: {_showable_url(url, _Secrets())!r}")
+        raise _refused(ValueError, argument, f"has no host: {_showable_url(url, _Secrets())!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
@@ -3826,13 +3899,15 @@ def _check_number(
     """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
-        raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
+        raise _refused(TypeError, argument, f"must be {kind}, not {type(value).__name__}")
     finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor a huge int
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
         least = "above" if positive else "at least"
-        message = f"{argument} must be {least} 0 and finite, got {shown}"
-        raise ValueError(f"{message} (None means no limit)" if none else message)
+        message = f"must be {least} 0 and finite, got {shown}"
+        raise _refused(
+            ValueError, argument, f"{message} (None means no limit)" if none else message
+        )
     return value
 
 
@@ -3844,15 +3919,15 @@ def _check_seconds(value: float | None, argument: str) -> float | None:
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
     """Latin-1 without control characters (a ``token``: ASCII, no whitespace); never shown."""
     if not isinstance(value, str):
-        raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
+        raise _refused(TypeError, argument, f"must be a str, not {type(value).__name__}")
     if token and not value.strip():
-        raise ValueError(f"{argument} must not be empty (pass None for no key)")
+        raise _refused(ValueError, argument, "must not be empty (pass None for no key)")
     if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(c.isspace() for c in value)):
         space = "whitespace or " if token else ""
-        raise ValueError(f"{argument} contains {space}a control character (CR, LF, ...)")
+        raise _refused(ValueError, argument, f"contains {space}a control character (CR, LF, ...)")
     if any(ord(c) > (127 if token else 255) for c in value):
         kind = "ASCII" if token else "Latin-1 text (HTTP headers are)"
-        raise ValueError(f"{argument} must be {kind}")
+        raise _refused(ValueError, argument, f"must be {kind}")
     return value
 
 
@@ -3880,21 +3955,21 @@ def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
 
 def _check_text(value: str, argument: str) -> None:
     if not isinstance(value, str):
-        raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
+        raise _refused(TypeError, argument, f"must be a str, not {type(value).__name__}")
     if not value.strip():
-        raise ValueError(f"{argument} must not be empty")
+        raise _refused(ValueError, argument, "must not be empty")
 
 
 def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
     iterable = isinstance(symbols, collections.abc.Iterable)
     if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
         kind = type(symbols).__name__
-        raise TypeError(f"symbols must be a str or an iterable of str, not {kind}")
+        raise _refused(TypeError, "symbols", f"must be a str or an iterable of str, not {kind}")
     checked = [symbols] if isinstance(symbols, str) else list(symbols)
     for index, symbol in enumerate(checked):
         _check_text(symbol, f"symbols[{index}]")
     if not checked:
-        raise ValueError("symbols must not be empty")
+        raise _refused(ValueError, "symbols", "must not be empty")
     return checked
 
 
@@ -3905,7 +3980,7 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
             _check_text(value, argument)
         elif not isinstance(value, datetime.date):
             kind = f"a datetime.date, datetime.datetime or str, not {type(value).__name__}"
-            raise TypeError(f"{argument} must be {kind}")
+            raise _refused(TypeError, argument, f"must be {kind}")
     if isinstance(start, datetime.date) and isinstance(end, datetime.date):
         first, last = start, end
         if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
@@ -3914,8 +3989,12 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
             )
         with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
             if first > last:
-                raise ValueError(
-                    f"start_date {start.isoformat()} is after end_date {end.isoformat()}"
+                raise _named(
+                    ValueError,
+                    ("start_date", "start_date"),
+                    f" {start.isoformat()} is after ",
+                    ("end_date", "end_date"),
+                    f" {end.isoformat()}",
                 )
     return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
@@ -3924,10 +4003,10 @@ def _check_sha256(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
     if not isinstance(sha256, str):
-        raise TypeError(f"sha256 must be a hex str, not {type(sha256).__name__}")
+        raise _refused(TypeError, "sha256", f"must be a hex str, not {type(sha256).__name__}")
     digest = sha256.strip().lower()
     if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
-        raise ValueError(f"sha256 must be 64 hexadecimal digits, got {sha256!r}")
+        raise _refused(ValueError, "sha256", f"must be 64 hexadecimal digits, got {sha256!r}")
     return digest
 
 
@@ -3942,9 +4021,10 @@ def _resolve_download_url(base_url: str, download_url: str) -> str:
 def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     path = os.fspath(destination)
     if not isinstance(path, str):
-        raise TypeError("destination must be a str path (or a binary file object), not bytes")
+        wanted = "must be a str path (or a binary file object), not bytes"
+        raise _refused(TypeError, "destination", wanted)
     if not path:
-        raise ValueError("destination must not be empty")
+        raise _refused(ValueError, "destination", "must not be empty")
     return path
 
 
