@@ -445,6 +445,19 @@ class DatasetClient:
             words = {"ca_bundle": f"ca_bundle in {found['ca_bundle'][1]}"}
             raise _reworded(exc, words) from None
 
+    @classmethod
+    def read_settings(
+        cls, profile: str | None = None, **settings: Any
+    ) -> dict[str, tuple[Any, str]]:
+        """What ``from_profile`` builds its client with, each with where it
+        came from: ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout":
+        (5, "[staging] in FILE"), ...}``, ``"argument"`` for ``settings``.
+        A profile's key meant for another base_url is ``None``."""
+        if isinstance(settings.get("api_key"), str):
+            settings["api_key"] = _Secret(settings["api_key"])
+        found = _profile_settings(profile, settings.get("base_url"))
+        return {**found, **{name: (value, "argument") for name, value in settings.items()}}
+
     @property
     def base_url(self) -> str:
         """The service address, without a trailing slash."""
@@ -453,6 +466,19 @@ class DatasetClient:
     def close(self) -> None:
         """Close every connection, ending calls under way. Idempotent."""
         self._pool.close()
+
+    def redact(self, text: _T, *, signed_urls: bool = True) -> _T:
+        """``text`` (or a result: decoded JSON, copied) with this client's
+        secrets (its key, headers, proxy passwords, in any form a server
+        echoes them) as ``<redacted>``; ``signed_urls``: and signed URLs'
+        credentials (False: a result's URLs keep working)."""
+        redacted: _T = _redact_value(text, self._secrets.shown() if signed_urls else self._secrets)
+        return redacted
+
+    def resolve(self, download_url: str) -> str:
+        """The URL ``download`` fetches for ``download_url``; ValueError for
+        one it refuses."""
+        return _resolve_download_url(self._base_url, download_url)
 
     def list_datasets(self) -> Any:
         """``GET /datasets``; return the decoded JSON."""
@@ -1075,8 +1101,15 @@ _SIGNED_PARAMETERS = (
 )
 # How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
 _EQUALS_MARKS = ("=", "%3", "%25", "\\u003", "&#", "&equals;")
-# Never shown as sent: C0, DEL, C1, bidirectional, zero-width, line separators, lone surrogates.
-_UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
+# Never shown as sent, wherever server text is shown (the command line escapes the same ones):
+# C0, DEL, C1; bidirectional controls (a server's "denied\u202e :ko" reads "ok"), zero-width
+# characters, line and paragraph separators, the other invisible ones (soft hyphen, fillers, tags:
+# "ASCII smuggling"); lone surrogates, which no UTF-8 stream takes. Ranges, as a pattern's [...].
+_UNSEEN = (
+    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
+    "\ud800-\udfff"
+)
 
 
 class _Secret(str):
@@ -1309,8 +1342,16 @@ def _clear_library_frames(error: BaseException) -> None:
 
 
 def _escaped(text: str) -> str:
-    """``text`` with control, bidi and invisible characters escaped (``\\x1b``, ``\\u202e``)."""
-    return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
+    """``text`` with _UNSEEN's characters escaped as a terminal shows them (``\\x1b``,
+    ``\\u202e``, ``\\U000e0041``)."""
+    return re.sub(f"[{_UNSEEN}]", _escape, text)
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found[0])
+    if code < 0xA0:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 # ============================================================================
@@ -2398,7 +2439,9 @@ class _Transfer:
 
     def _log(self, level: int, message: str, *arguments: object) -> None:
         shown = _showable_url(self.url, self.requests.secrets)
-        _logger().log(level, f"{message}, GET %s", *arguments, shown)
+        # The record's "event": what happened without the request, for a line that says it once.
+        event = {"event": message % arguments}
+        _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
@@ -3298,6 +3341,23 @@ class _PartialFile:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
         return _checked_state(_read_state(self.path + ".json"), url) is not None
 
+    def holds(self, sha256: str) -> bool:
+        """True when the destination is already the user's own regular file (not reached through
+        another user's link: _follow_destination_links) with ``sha256``: a download adds nothing.
+        A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
+        path = self.file_path
+        try:
+            if _is_descriptor_link(path) or not stat.S_ISREG(os.lstat(path).st_mode):
+                return False
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
+        except OSError:  # not there, a link, not the user's to read: the download decides
+            return False
+        with open(fd, "rb") as existing:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode) or not _is_mine(status):
+                return False
+            return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
+
     def remove(self) -> None:
         """Remove it and its state: only the user's own, when no download holds them."""
         if not os.path.lexists(self.path):
@@ -4070,9 +4130,11 @@ def _read_profile(
     try:
         file = _open_config(path)
     except FileNotFoundError:
-        if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
-            for_profile = f" for profile {asked}" if asked else ""
-            raise LookupError(f"no config file {path}{for_profile}") from None
+        if asked:
+            said = (f"no config file {path} for ", ("profile", "profile"), f" {asked}")
+            raise _named(LookupError, *said) from None
+        if os.environ.get("DATASET_CLIENT_CONFIG"):
+            raise LookupError(f"no config file {path}") from None
         return path, {}
     except OSError as exc:
         raise ValueError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
