@@ -37,6 +37,7 @@ import stat
 import threading
 import time
 import urllib.parse
+import warnings
 
 __version__ = "1.1.0"  # the library's too: the two files are one release
 
@@ -80,21 +81,22 @@ except ModuleNotFoundError as missing:
 if __name__ == "__main__" and dataset_client.__version__ != __version__:
     library = f"{dataset_client.__file__} is version {dataset_client.__version__}"
     _exit_saying(f"{library}, not {__version__}: copy the two together")
-# The public API, and the library's six private names this command line uses, each with its reason.
+# The public API, and the library's three private names this command line uses, each with its
+# reason (.ci/count_lines.py holds them to three, client._x reaches counted).
 from dataset_client import (  # noqa: E402 (once the library beside this file is loaded)
+    # The characters never shown as sent: the library's set, escaped here on every line.
+    _UNSEEN,
     DatasetClient,
     DatasetClientError,
-    IncompleteResponseError,
     InvalidResponseError,
     NetworkError,
     RequestTimeoutError,
     ServiceError,
-    _is_descriptor_link,  # /dev/fd/N, /proc/PID/fd/N: a stream, never the file behind it
-    _PartialFile,  # the partial file a -c download keeps, named and checked as the download does
-    _profile_settings,  # what the variables and the profile set, and where each came from
-    _redact_value,  # a result with those texts redacted, before it is printed
-    _resolve_download_url,  # the URL a download fetches, as a partial file's state records it
-    _Secrets,  # what a client never shows (client._secrets: key, headers, proxy passwords)
+    # The partial file a -c download keeps, named as the download names it; whether the file is
+    # already there, the user's own, with the expected sha256 (the library's owner check).
+    _PartialFile,
+    # Sizes for people (1.5 MiB), as the library's own messages say them.
+    _size,
 )
 
 TYPE_CHECKING = False
@@ -103,10 +105,14 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 
-_EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
-# The library's argument names, as the person at the terminal gave them.
+_EXIT_OK = 0
+_EXIT_SERVICE_ERROR = 1
+_EXIT_USAGE = 2
+_EXIT_NETWORK_ERROR = 3
+# The library's argument names, as the person at the terminal gave them (a setting of the
+# variables or a profile: by where it came from, _cli_words).
 _CLI_NAMES = {
-    "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
+    "base_url": "--base-url",
     "api_key": "DATASET_CLIENT_API_KEY",
     "timeout": "--timeout",
     "max_retries": "--retries",
@@ -123,15 +129,14 @@ _CLI_NAMES = {
     "end_date": "--end",
     "format": "--format",
     "sql": "SQL",
-}
-# The options that set DatasetClient's keyword arguments, by argument (they beat the profile).
-_CLIENT_OPTIONS = {
-    "timeout": "--timeout",
-    "max_retries": "--retries",
-    "deadline": "--max-time",
     "ca_bundle": "--ca-bundle",
+    "profile": "--profile",
 }
-# The options read with the variables and the profile, not kept as parsed (their dests).
+# The options that set DatasetClient's keyword arguments (they beat the profile).
+_CLIENT_OPTIONS = ("timeout", "max_retries", "deadline", "ca_bundle")
+# The options read with the variables and the profile (DatasetClient.read_settings), by the
+# library's name; their dests (not kept as parsed) are their names after "--".
+_OPTIONS = {name: _CLI_NAMES[name] for name in ("base_url", *_CLIENT_OPTIONS)}
 _SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
@@ -255,7 +260,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
-            stderr.secrets = client._secrets.shown()  # in no line, whatever it holds
+            stderr.redact = client.redact  # in no line, whatever it holds
             run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -267,7 +272,7 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
     except _UsageError as exc:
         return stderr.error(str(exc), _EXIT_USAGE)
     except (TypeError, ValueError) as exc:  # the library refused an argument before sending
-        return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
+        return stderr.error(_in_cli_terms(exc, settings), _EXIT_USAGE)
     except BrokenPipeError as exc:
         if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names files)
             _discard_stdout()
@@ -591,31 +596,35 @@ def _read_settings(
     namespace: argparse.Namespace, warn: Callable[[str], None] | None = None
 ) -> _Settings:
     """This run's settings: the options, then the variables, then the profile, as the library
-    reads them (``warn`` is told what in the profile was ignored)."""
+    reads them (DatasetClient.read_settings; ``warn`` is told what in the profile was ignored)."""
     given = vars(namespace)
-    profile, base_url = given.get("profile"), given.get("base_url")
-    try:
-        found = _profile_settings(profile, base_url, warn or (lambda text: None))
-    except (ValueError, PermissionError, LookupError) as exc:  # the config file's: said as it is
-        raise _UsageError(str(exc).replace(" for profile ", " for --profile ", 1)) from None
-    withheld = found.get("api_key", ("", ""))[0] is None  # the profile's key, for another service
-    if "base_url" in given:
-        found["base_url"] = (base_url, "--base-url")
-    for name, option in _CLIENT_OPTIONS.items():
-        if (dest := option[2:].replace("-", "_")) in given:
-            found[name] = (given[dest] or None if name == "ca_bundle" else given[dest], option)
-    if withheld:
-        found["api_key"] = (None, "default")
-    names = ("base_url", "api_key", *_CLIENT_OPTIONS)
-    chosen = {name: found.get(name, (None, "default")) for name in names}
+    dests = {name: option[2:].replace("-", "_") for name, option in _OPTIONS.items()}
+    options = {name: given[dest] for name, dest in dests.items() if dest in given}
+    if "ca_bundle" in options:
+        options["ca_bundle"] = options["ca_bundle"] or None  # --ca-bundle "": none
+    with warnings.catch_warnings(record=True) as ignored:
+        warnings.simplefilter("always")
+        try:
+            found = DatasetClient.read_settings(given.get("profile"), **options)
+        except (ValueError, PermissionError, LookupError) as exc:  # the config file's
+            raise _UsageError(_in_cli_terms(exc)) from None
+        finally:
+            for warning in ignored:
+                (warn or (lambda text: None))(str(warning.message))
+    # The profile's key, meant for another service: none, said so in a 401's hint.
+    withheld = found.get("api_key", ("", ""))[0] is None
+    sources = {"api_key": "default" if withheld else found.get("api_key", (0, "default"))[1]}
+    for name, option in _OPTIONS.items():
+        where = found.get(name, (None, "default"))[1]
+        sources[name] = option if where == "argument" else where
     parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
     return _Settings(
         **{**parsed, "output": given.get("output") or ("table" if sys.stdout.isatty() else "json")},
-        base_url=chosen["base_url"][0],
-        api_key=chosen["api_key"][0],
+        base_url=found.get("base_url", (None,))[0],
+        api_key=found.get("api_key", (None,))[0],
         key_withheld=withheld,
         client_options={name: found[name][0] for name in _CLIENT_OPTIONS if name in found},
-        sources={name: source for name, (_, source) in chosen.items()},
+        sources=sources,
     )
 
 
@@ -630,17 +639,10 @@ def _open_client(settings: _Settings) -> DatasetClient:
                 " or give a profile a base_url"
             )
         base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # the key goes nowhere
-    elif "://" not in base_url:
-        source = settings.sources["base_url"]
-        named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
-        raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
-    # ca_bundle could not be read (ssl.SSLError is an OSError): its message's first word names it
-    except OSError as exc:
-        source = settings.sources["ca_bundle"]
-        named = source if source == "--ca-bundle" else f"ca_bundle in {source}"  # or the profile's
-        raise _UsageError(str(exc).replace("ca_bundle", named, 1)) from None
+    except OSError as exc:  # ca_bundle could not be read (ssl.SSLError is an OSError)
+        raise _UsageError(_in_cli_terms(exc, settings)) from None
 
 
 def _hint(exc: BaseException) -> str:
@@ -653,17 +655,13 @@ def _noted(exc: BaseException, target: str, hint: str) -> None:
     (``hint``) and, for a write that failed unnamed, which file it was."""
     if hint:
         exc.add_note(hint)
-    if (
-        isinstance(exc, OSError)
-        and not isinstance(exc, DatasetClientError)
-        and exc.filename is None
-    ):
+    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and not exc.filename:
         exc.filename = target
 
 
 def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> str:
-    """A library error in the command line's words: sizes for people, and what to do about it."""
-    text = _sizes_for_people(exc)
+    """A library error in the command line's words, and what to do about it."""
+    text = _in_cli_terms(exc, settings)
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
@@ -671,11 +669,6 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
             text += _no_key_hint(settings)
         elif exc.status == 404 and settings is not None:
             text += _base_path_hint(exc, settings)
-    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # the library's words
-        seconds = f"{exc.deadline:g}"
-        text = text.replace(f"the deadline of {seconds} s", f"--max-time {seconds}", 1)
-    elif isinstance(exc, RequestTimeoutError):
-        text = text.replace("/s of min_rate", "/s of --speed-limit")
     elif isinstance(exc, NetworkError) and exc.certificate:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
@@ -708,25 +701,37 @@ def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
     return f" (check the path {path} of {named})"
 
 
-def _sizes_for_people(exc: DatasetClientError) -> str:
-    """``str(exc)`` with the sizes it counts in bytes (its ``received``, ``expected``) in KiB, MiB,
-    GiB; what a server wrote is left as it is."""
-    text = str(exc)
-    if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
-        total, shown = ("?", "?") if exc.expected is None else (exc.expected, _size(exc.expected))
-        return text.replace(f"{exc.received} of {total} bytes", f"{_size(exc.received)} of {shown}")
-    if isinstance(exc, InvalidResponseError) and exc.received is not None:
-        received, expected = exc.received, exc.expected  # a file not committed
-        if expected is not None:
-            said = f"has {received} bytes where the server announced {expected}"
-            ours = f"has {_size(received)} where the server announced {_size(expected)}"
-            return text.replace(said, ours)
-    return text
+def _in_cli_terms(exc: BaseException, settings: _Settings | None = None) -> str:
+    """A library error in the command line's words: what its message names (``exc.named``: an
+    argument, the deadline, a size) said as the command line says it, the rest as it is."""
+    words = _cli_words(exc, settings)
+    if isinstance(exc, DatasetClientError):
+        return exc.worded(**words)
+    parts = list(getattr(exc, "parts", None) or [str(exc)])
+    for name, at in getattr(exc, "named", {}).items():
+        parts[at] = words.get(name, parts[at])
+    return "".join(parts)
 
 
-def _in_cli_terms(message: str) -> str:
-    names = "|".join(_CLI_NAMES)
-    return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
+def _cli_words(exc: BaseException, settings: _Settings | None) -> dict[str, str]:
+    """The command line's words for what the library's messages name: its options (a setting by
+    where it came from: the option, the variable, the profile), sizes for people."""
+    words = dict(_CLI_NAMES)
+    base_url = "default" if settings is None else settings.sources["base_url"]
+    if base_url != "default":  # the option, the variable or the profile
+        named = base_url.startswith(("--", "DATASET_"))
+        words["base_url"] = base_url if named else "the profile's base_url"
+    bundle = "default" if settings is None else settings.sources["ca_bundle"]
+    if bundle.startswith("["):  # [NAME] in FILE
+        words["ca_bundle"] = f"ca_bundle in {bundle}"
+    deadline = getattr(exc, "deadline", None)
+    if deadline is not None:
+        words["deadline"] = f"--max-time {deadline:g}"
+    received, expected = getattr(exc, "received", None), getattr(exc, "expected", None)
+    if received is not None and (received or expected is not None):  # "0 of ? bytes" as it is
+        words["received"] = _size(received)
+        words["expected"] = "?" if expected is None else _size(expected)
+    return words
 
 
 # ---------------------------------------------------------------------------
@@ -801,7 +806,7 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
             f" dataset-client datasets {shlex.quote(settings.dataset)}"
         )
     if settings.download is not None:
-        url, digest = _export_file(result)
+        url, digest = _export_file(client, result)
         destination = settings.download or None
         _download_command(client, settings, stderr, url, destination, digest, server=True)
 
@@ -924,10 +929,10 @@ _COMMANDS = {
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Print a command's result as --output says (an export, datasets NAME: one record)."""
     stderr.close()  # a retry's status line, still on the screen, goes before the result comes
-    secrets = client._secrets
     one = settings.command == "export" or settings.name is not None
     with _room_to_recurse():
-        shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
+        # A service that echoes the key never gets it shown; a result's signed URLs stay whole.
+        shown = client.redact(result, signed_urls=False)
         if settings.command == "export" and settings.download == "-":  # stdout: the file alone
             block = stderr.is_terminal and isinstance(shown, dict) and _export_fields(shown)
             if not settings.quiet:  # on a terminal the block a person reads, else JSON
@@ -938,7 +943,7 @@ def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stde
             print_it = functools.partial(_print_record, shown, settings, stderr)
         else:
             print_it = functools.partial(_print_result, shown, settings.output, stderr)
-        _paged(print_it, allowed=not settings.no_pager, secrets=secrets)
+        _paged(print_it, allowed=not settings.no_pager, redact=client.redact)
 
 
 @contextlib.contextmanager
@@ -985,13 +990,13 @@ def _export_format(asked: str | None, destination: str | None) -> str:
     return asked or named or "parquet"
 
 
-def _export_file(export: Any) -> tuple[str, str | None]:
+def _export_file(client: DatasetClient, export: Any) -> tuple[str, str | None]:
     """The export's download_url and (when it has a usable one) its sha256."""
     url = export.get("download_url") if isinstance(export, dict) else None
     if not isinstance(url, str) or not url:
         raise InvalidResponseError("the export has no download_url to download")
     try:  # what the library would refuse is the service's fault here, not a usage error
-        _resolve_download_url("http://service", url)
+        client.resolve(url)
     except ValueError as exc:
         message = f"the export's download_url cannot be downloaded: {exc}"
         raise InvalidResponseError(message) from None
@@ -1018,7 +1023,8 @@ def _download_command(
         if server:  # the service's URL names no file: its fault, not a usage error
             raise _Refused(str(exc)) from None
         raise
-    if named_by_url and client._secrets.found_in(url):  # KEY.csv, or in the summary
+    # KEY.csv, or in the summary (a signed URL's credentials are not in the file's name).
+    if named_by_url and client.redact(url, signed_urls=False) != url:
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
     resume, partial = args.resume, None
     if target != "-":
@@ -1034,7 +1040,7 @@ def _download_command(
             return
         # What a -c run left is continued (the library says "resuming:"), then removed.
         if not resume:
-            resolved = _resolve_download_url(client.base_url, url)
+            resolved = client.resolve(url)
             with contextlib.suppress(OSError):
                 resume = partial is not None and partial.resumable(resolved)
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
@@ -1075,7 +1081,7 @@ def _already_there(
     the URL is never replaced (_Refused)."""
     if not os.path.lexists(target):
         return False
-    if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
+    if sha256 and partial is not None and partial.holds(sha256):
         return True
     if named_by_url:
         raise _Refused(
@@ -1083,28 +1089,6 @@ def _already_there(
             " give DEST to replace it"
         )
     return False
-
-
-def _is_own_file_with_digest(file_path: str, sha256: str) -> bool:
-    """True when ``file_path`` (_PartialFile's) is the user's own regular file, with ``sha256``.
-
-    Opened without following a link: a file someone else made, or reached through their link, is
-    not trusted; a descriptor (/dev/stdout) is a stream, not the file behind it.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    flags |= getattr(os, "O_BINARY", 0)  # Windows
-    try:
-        if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
-            return False  # a stream, a FIFO, a device: never opened only to be looked at
-        fd = os.open(file_path, flags)
-    except OSError:  # refused, a link, or not readable: the download decides
-        return False
-    with open(fd, "rb") as existing:
-        status = os.fstat(fd)
-        owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid  # Windows: no owners
-        if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
-            return False
-        return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
 
 def _cli_download(
@@ -1206,31 +1190,22 @@ def _partial_file_hint(
 # The terminal: stderr's lines, results, the pager, tables, progress, completion
 # ---------------------------------------------------------------------------
 
-# What is escaped on its way to a terminal: C0, DEL, C1; bidirectional controls (a server's
-# "denied\u202e :ko" reads "ok"), zero-width characters, line and paragraph separators, the other
-# invisible ones (soft hyphen, fillers, tags: "ASCII smuggling"); lone surrogates, which no UTF-8
-# stream takes.
-_ESCAPED = (
-    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
-    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
-    "\ud800-\udfff"
-)
-
 
 @functools.cache  # made on first use: --help and --version need none of it
 def _escapes() -> tuple[re.Pattern[str], dict[int, str], dict[int, str]]:
-    """What _ESCAPED matches; the terminal's escapes (``\\x1b``, ``\\u202e``); JSON's (``\\u``, a
-    surrogate pair past U+FFFF: json.dumps escapes C0 itself, and leaves the rest)."""
-    spans = re.findall(r"(.)(?:-(.))?", _ESCAPED, re.DOTALL)
+    """A pattern of what the library never shows as sent (_UNSEEN); the terminal's escapes of
+    them (``\\x1b``, ``\\u202e``); JSON's (``\\u``, a surrogate pair past U+FFFF: json.dumps
+    escapes C0 itself, and leaves the rest)."""
+    spans = re.findall(r"(.)(?:-(.))?", _UNSEEN, re.DOTALL)
     codes = [code for a, b in spans for code in range(ord(a), ord(b or a) + 1)]
     shapes = ((0xA0, "\\x{:02x}"), (0x10000, "\\u{:04x}"), (0x110000, "\\U{:08x}"))
     terminal = {c: next(shape for end, shape in shapes if c < end).format(c) for c in codes}
     escaped = {c: json.dumps(chr(c))[1:-1] if c > 0x7F else "\\u007f" for c in codes if c >= 0x7F}
-    return re.compile(f"[{_ESCAPED}]"), terminal, escaped
+    return re.compile(f"[{_UNSEEN}]"), terminal, escaped
 
 
 def _printable(text: str) -> str:
-    """``text`` with what a terminal would act on or hide escaped (see _ESCAPED)."""
+    """``text`` with what a terminal would act on or hide escaped (the library's _UNSEEN)."""
     pattern, terminal, _ = _escapes()
     return text.translate(terminal) if pattern.search(text) else text
 
@@ -1245,17 +1220,6 @@ def _json_text(value: Any, indent: int | None = None) -> str:
     separators = None if indent else (", ", ": ")
     text = json.dumps(value, indent=indent, ensure_ascii=False, separators=separators)
     return text.translate(_escapes()[2])
-
-
-def _size(count: float) -> str:
-    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
-    if count < 1024:
-        return f"{count:.0f} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        count /= 1024
-        if count < 1024 or unit == "TiB":
-            break
-    return f"{count:.1f} {unit}"
 
 
 def _terminal_size(stream: Any, name: str) -> int:
@@ -1273,7 +1237,7 @@ def _terminal_size(stream: Any, name: str) -> int:
 class _Stderr:
     """The command's stderr: one-line messages and, on a terminal, one status line under them
     (a download's progress; without -v, a retry under way), never left behind. Every text is
-    escaped on its way out (much of it came from the network) and holds none of ``secrets``.
+    escaped on its way out (much of it came from the network) and redacted (``redact``).
     """
 
     def __init__(self, *, quiet: bool, verbose: bool) -> None:
@@ -1283,7 +1247,8 @@ class _Stderr:
         except (AttributeError, ValueError):
             self.is_terminal = False
         self.line: str | None = None  # the status line on the screen
-        self.secrets = _Secrets(signed=True)  # then the client's
+        # The client's redact once it is made: its key, in any form, and signed URLs' credentials.
+        self.redact: Callable[[str], str] = lambda text: text
         self.lock = _thread.allocate_lock()  # a download's threads log too
 
     def status(self, line: str | None) -> None:
@@ -1292,7 +1257,7 @@ class _Stderr:
             with self.lock:
                 width = (_terminal_size(self.stream, "columns") or 80) - 1
                 # Redacted before it is cut: a secret cut in two would not be found whole (_write).
-                shown = line and _printable(_redact_value(line, self.secrets))
+                shown = line and _printable(self.redact(line))
                 self.line = shown and _status_fitted(shown, width)
                 self._write(f"\r{self.line or ''}\033[K")
 
@@ -1316,10 +1281,10 @@ class _Stderr:
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO), retry lines."""
         args = record.args or ()
-        shown = [_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in args]
+        shown = [_in_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in args]
         text = "dataset-client: " + (record.msg % tuple(shown) if shown else record.getMessage())
         if not self.verbose and record.levelno == logging.INFO:  # a resume: one line (-v: the URL)
-            text = text.rsplit(", GET ", 1)[0]
+            text = f"dataset-client: {record.event}"
         lasting = getattr(record, "lasting", False)
         if record.levelno >= logging.WARNING and not self.verbose and not lasting:
             self.status(text)  # a retry: said while it waits, gone once it is over
@@ -1332,8 +1297,15 @@ class _Stderr:
 
     def _write(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):  # a broken stderr must not hide the error
-            self.stream.write(_redact_value(text, self.secrets))
+            self.stream.write(self.redact(text))
             self.stream.flush()
+
+
+def _in_sizes_for_people(exc: DatasetClientError) -> str:
+    """A retry's cause as the library says it, its sizes for people (the final error says the
+    rest in the command line's words)."""
+    words = _cli_words(exc, None)
+    return exc.worded(**{name: words[name] for name in ("received", "expected") if name in words})
 
 
 def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
@@ -1417,7 +1389,7 @@ class _TerminalCopy(io.StringIO):
         return int(self.terminal.fileno())
 
 
-def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None:
+def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[..., Any]) -> None:
     """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller
     than the screen, as psql and gh do."""
     terminal = sys.stdout
@@ -1435,7 +1407,7 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None
     text = copy.getvalue()
     height = _terminal_size(terminal, "lines")
     command = _pager_command() if height and text.count("\n") >= height else None
-    if command is None or not _run_pager(command, text, terminal, secrets):
+    if command is None or not _run_pager(command, text, terminal, redact):
         terminal.write(text)
         terminal.flush()
 
@@ -1455,15 +1427,15 @@ def _pager_command() -> list[str] | None:
     return [less, "-FRX"] if less else None
 
 
-def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bool:
-    """``text`` through the pager on ``terminal``, whose environment holds none of ``secrets``;
-    False when it cannot start. Quitting it early is fine: no error."""
+def _run_pager(command: list[str], text: str, terminal: Any, redact: Callable[..., Any]) -> bool:
+    """``text`` through the pager on ``terminal``, whose environment holds nothing ``redact``
+    (the client's) hides; False when it cannot start. Quitting it early is fine: no error."""
     import subprocess
 
     environment = {  # none of the key, a copy of it, a proxy's password
         name: value
         for name, value in os.environ.items()
-        if name != "DATASET_CLIENT_API_KEY" and not secrets.found_in(value)
+        if name != "DATASET_CLIENT_API_KEY" and redact(value, signed_urls=False) == value
     }
     terminal.flush()
     try:

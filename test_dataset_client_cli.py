@@ -306,7 +306,7 @@ class CommandLineTests(StandInTestCase):
                 ["--base-url", "ftp://x/api", "datasets"],
                 {},
                 2,
-                "--base-url (or DATASET_CLIENT_BASE_URL) must be an http:// or https:// URL, not 'ftp'",
+                "--base-url must be an http:// or https:// URL, not 'ftp'",
             ),
             (
                 ["datasets"],
@@ -2051,10 +2051,10 @@ class CommandLineTerminalTests(StandInTestCase):
 
     def test_a_status_line_cut_to_the_terminal_shows_no_part_of_a_secret(self) -> None:
         stderr = cli._Stderr(quiet=False, verbose=False)
-        stderr.stream, stderr.is_terminal, stderr.secrets = (
+        stderr.stream, stderr.is_terminal, stderr.redact = (
             TerminalOutput(),
             True,
-            dc._Secrets([KEY]),
+            dc._Secrets([KEY]).redact,
         )
         with mock.patch.dict(os.environ, {"COLUMNS": "41"}):
             stderr.status(

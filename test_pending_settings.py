@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import collections
 import contextlib
 import functools
@@ -9,6 +10,7 @@ import importlib.util
 import io
 import marshal
 import os
+import pickle
 import pwd
 import shutil
 import subprocess
@@ -405,3 +407,94 @@ class PlantedBesideTests(ServerTestCase):
         said = f"{library} is version 0.9, not {dc.__version__}: copy the two together"
         self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
         self.assertEqual(self.requests, [])
+
+
+class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
+    """Issue 37 items 3-5: what the command line needs is public: redact, read_settings, resolve,
+    worded; its messages read from fields, never rewritten."""
+
+    def test_redact_hides_the_key_in_any_form_and_signed_urls_unless_asked_not_to(self) -> None:
+        client = self.client()
+        signed = "https://s3.example/b/x?X-Amz-Signature=816d0123secret"
+        text = f"echoed {KEY}, {KEY.replace('-', '%2D')} and {signed}"
+        self.assertEqual(
+            client.redact(text),
+            "echoed <redacted>, <redacted> and https://s3.example/b/x?X-Amz-Signature=<redacted>",
+        )
+        result = {"rows": [[KEY, signed]], "n": 1}
+        self.assertEqual(
+            client.redact(result, signed_urls=False), {"rows": [["<redacted>", signed]], "n": 1}
+        )
+        self.assertEqual(result["rows"][0][0], KEY, "a copy: the result itself is left")
+        keyless = self.client(api_key=None)
+        self.assertEqual(keyless.redact(KEY, signed_urls=False), KEY)
+
+    def test_read_settings_says_where_each_setting_came_from(self) -> None:
+        for name in [name for name in os.environ if name.startswith("DATASET_CLIENT_")]:
+            del os.environ[name]
+        config = self.tmp() / "config.toml"
+        config.write_text(
+            f'[staging]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\ntimeout = 7\n'
+        )
+        config.chmod(0o600)
+        os.environ.update(DATASET_CLIENT_CONFIG=str(config), DATASET_CLIENT_API_KEY="sk-variable")
+        found = DatasetClient.read_settings("staging", max_retries=0)
+        where = f"[staging] in {config}"
+        self.assertEqual(
+            found,
+            {
+                "base_url": (self.server.url, where),
+                "api_key": ("sk-variable", "DATASET_CLIENT_API_KEY"),
+                "timeout": (7, where),
+                "max_retries": (0, "argument"),
+            },
+        )
+        self.assertIsInstance(found["api_key"][0], dc._Secret)
+        found = DatasetClient.read_settings("staging", base_url="http://elsewhere")
+        self.assertEqual(found["base_url"], ("http://elsewhere", "argument"))
+        del os.environ["DATASET_CLIENT_API_KEY"]
+        found = DatasetClient.read_settings("staging", base_url="http://elsewhere")
+        self.assertEqual(found["api_key"], (None, where), "the profile's key: its own service's")
+
+    def test_resolve_is_the_url_download_fetches(self) -> None:
+        client = self.client(self.server.url + "/api/v1")
+        self.assertEqual(client.resolve("files/x.csv"), self.server.url + "/api/v1/files/x.csv")
+        self.assertEqual(client.resolve("/files/\u00e9"), self.server.url + "/files/%C3%A9")
+        with self.assertRaisesRegex(ValueError, "^download_url must be an http"):
+            client.resolve("ftp://h/x")
+
+    def test_errors_say_what_they_name_in_a_callers_words(self) -> None:
+        error = outcome_of(lambda: self.client().download("ftp://h/x", io.BytesIO()))
+        assert isinstance(error, ValueError), repr(error)
+        self.assertEqual(error.named, {"download_url": 0})  # type: ignore[attr-defined]
+        self.assertEqual("".join(error.parts), str(error))  # type: ignore[attr-defined]
+        ended = dc._Deadline(1.5).reached("GET", "http://h/x")
+        ended.attempts = 2
+        self.assertEqual(
+            str(ended), "GET http://h/x: the deadline of 1.5 s was reached (after 2 attempts)"
+        )
+        self.assertEqual(
+            ended.worded(deadline="--max-time 1.5"),
+            "GET http://h/x: --max-time 1.5 was reached (after 2 attempts)",
+        )
+        self.assertEqual(
+            pickle.loads(pickle.dumps(ended)).worded(deadline="D"),
+            "GET http://h/x: D was reached (after 2 attempts)",
+        )
+        self.assertEqual(
+            dc.ServiceError(404, "Not Found", "GET", "http://h/x").worded(x="y"),
+            "404 Not Found: GET http://h/x",
+        )
+
+    def test_the_command_line_reaches_no_more_than_three_private_names(self) -> None:
+        sys.path.insert(0, str(HERE / ".ci"))
+        self.addCleanup(sys.path.remove, str(HERE / ".ci"))
+        import count_lines
+
+        library = ast.parse((HERE / "dataset_client.py").read_text())
+        command_line = ast.parse((HERE / "dataset_client_cli.py").read_text())
+        members = count_lines.private_members(library)
+        names = count_lines.private_library_names(command_line, members)
+        self.assertEqual(names, ["_PartialFile", "_UNSEEN", "_size"])
+        reach = ast.parse("def f(client):\n    return client._secrets, self._x, parser._actions\n")
+        self.assertEqual(count_lines.private_library_names(reach, members), ["client._secrets"])
