@@ -220,14 +220,6 @@ def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: An
     return error
 
 
-def _reworded(error: _E, words: Mapping[str, str]) -> _E:
-    """A copy of a plain ``error`` from _named (its type, its errno), ``words`` in its message."""
-    pieces: list[str | tuple[str, str]] = list(error.parts)  # type: ignore[attr-defined]
-    for name, at in error.named.items():  # type: ignore[attr-defined]
-        pieces[at] = (name, words.get(name, error.parts[at]))  # type: ignore[attr-defined]
-    return _named(functools.partial(type(error), *error.args[:-1]), *pieces)
-
-
 class ServiceError(DatasetClientError, RuntimeError):
     """The service answered >= 400, or a 3xx was left after redirects:
     ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``,
@@ -440,10 +432,12 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:  # the profile's bundle: named so
-            if "ca_bundle" in settings or "ca_bundle" not in getattr(exc, "named", ()):
+            named = getattr(exc, "named", {})
+            if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
-            words = {"ca_bundle": f"ca_bundle in {found['ca_bundle'][1]}"}
-            raise _reworded(exc, words) from None
+            parts: list[str] = exc.parts  # type: ignore[attr-defined]
+            parts[named["ca_bundle"]] = f"ca_bundle in {found['ca_bundle'][1]}"
+            raise type(exc)(*exc.args[:-1], "".join(parts)) from None
 
     @classmethod
     def read_settings(
@@ -546,7 +540,7 @@ class DatasetClient:
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
-            raise _refused(ValueError, "connections", f"must be at most {_MAX_CONNECTIONS}")
+            raise _refused("connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
         with _open_target(destination, resume) as target:
@@ -2223,10 +2217,10 @@ def _checked_trust(
     path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
     if not isinstance(path, str):
         name = type(ca_bundle).__name__
-        raise _refused(TypeError, "ca_bundle", f"must be a path (str or os.PathLike), not {name}")
+        raise _refused("ca_bundle", f"must be a path (str or os.PathLike), not {name}", TypeError)
     if not path:
         said = "is empty: name a file or directory of PEM CA certificates"
-        raise _refused(FileNotFoundError, "ca_bundle", said)
+        raise _refused("ca_bundle", said, FileNotFoundError)
     path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
     return _default_ssl_context(path, "ca_bundle"), path
 
@@ -2932,7 +2926,7 @@ class _Limits:
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
                 least = f"must be at least 1 (bytes per second), got {max_rate!r}"
-                raise _refused(ValueError, "max_rate", least)
+                raise _refused("max_rate", least)
             self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
         self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
@@ -3892,7 +3886,7 @@ _ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in
 _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
 
 
-def _refused(kind: Callable[..., _E], argument: str, why: str) -> _E:
+def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
     """``kind``, its message ``argument`` and ``why``: the argument named (_named), for a caller
     that calls it otherwise (the command line: its option)."""
     return _named(kind, (argument, argument), f" {why}")
@@ -3903,11 +3897,11 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     _check_url_characters(base_url, "base_url")
     if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost"
         guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
-        raise _refused(ValueError, "base_url", guess)
+        raise _refused("base_url", guess)
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         shown = _showable_url(base_url, _Secrets())
-        raise _refused(ValueError, "base_url", f"must not have a query or fragment: {shown!r}")
+        raise _refused("base_url", f"must not have a query or fragment: {shown!r}")
     path = _percent_encoded(parts.path.rstrip("/"))
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
@@ -3919,13 +3913,13 @@ def _check_url_characters(url: str, argument: str) -> None:
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
         shown = _showable_url(url, _Secrets())
         said = f"must be a URL without whitespace or control characters, got {shown!r}"
-        raise _refused(ValueError, argument, said)
+        raise _refused(argument, said)
     try:
         url.encode()
     except UnicodeEncodeError:  # a lone surrogate: no request can send it
         shown = _showable_url(url, _Secrets())
         said = f"holds a character UTF-8 cannot encode: {shown!r}"
-        raise _refused(ValueError, argument, said) from None
+        raise _refused(argument, said) from None
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
@@ -3935,15 +3929,15 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
         parts.port  # noqa: B018 (it validates the port)
         urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
     except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
-        raise _refused(ValueError, argument, f"has an invalid host or port: {exc}") from None
+        raise _refused(argument, f"has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
-        raise _refused(ValueError, argument, f"must be an http:// or https:// URL, not {scheme!r}")
+        raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
         said = "must not contain a user:password part (pass api_key or headers instead)"
-        raise _refused(ValueError, argument, said)
+        raise _refused(argument, said)
     if not parts.hostname:
-        raise _refused(ValueError, argument, f"has no host: {_showable_url(url, _Secrets())!r}")
+        raise _refused(argument, f"has no host: {_showable_url(url, _Secrets())!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
@@ -3959,15 +3953,13 @@ def _check_number(
     """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
-        raise _refused(TypeError, argument, f"must be {kind}, not {type(value).__name__}")
+        raise _refused(argument, f"must be {kind}, not {type(value).__name__}", TypeError)
     finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor a huge int
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
         least = "above" if positive else "at least"
         message = f"must be {least} 0 and finite, got {shown}"
-        raise _refused(
-            ValueError, argument, f"{message} (None means no limit)" if none else message
-        )
+        raise _refused(argument, f"{message} (None means no limit)" if none else message)
     return value
 
 
@@ -3979,15 +3971,15 @@ def _check_seconds(value: float | None, argument: str) -> float | None:
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
     """Latin-1 without control characters (a ``token``: ASCII, no whitespace); never shown."""
     if not isinstance(value, str):
-        raise _refused(TypeError, argument, f"must be a str, not {type(value).__name__}")
+        raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if token and not value.strip():
-        raise _refused(ValueError, argument, "must not be empty (pass None for no key)")
+        raise _refused(argument, "must not be empty (pass None for no key)")
     if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(c.isspace() for c in value)):
         space = "whitespace or " if token else ""
-        raise _refused(ValueError, argument, f"contains {space}a control character (CR, LF, ...)")
+        raise _refused(argument, f"contains {space}a control character (CR, LF, ...)")
     if any(ord(c) > (127 if token else 255) for c in value):
         kind = "ASCII" if token else "Latin-1 text (HTTP headers are)"
-        raise _refused(ValueError, argument, f"must be {kind}")
+        raise _refused(argument, f"must be {kind}")
     return value
 
 
@@ -4015,21 +4007,21 @@ def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
 
 def _check_text(value: str, argument: str) -> None:
     if not isinstance(value, str):
-        raise _refused(TypeError, argument, f"must be a str, not {type(value).__name__}")
+        raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if not value.strip():
-        raise _refused(ValueError, argument, "must not be empty")
+        raise _refused(argument, "must not be empty")
 
 
 def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
     iterable = isinstance(symbols, collections.abc.Iterable)
     if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
         kind = type(symbols).__name__
-        raise _refused(TypeError, "symbols", f"must be a str or an iterable of str, not {kind}")
+        raise _refused("symbols", f"must be a str or an iterable of str, not {kind}", TypeError)
     checked = [symbols] if isinstance(symbols, str) else list(symbols)
     for index, symbol in enumerate(checked):
         _check_text(symbol, f"symbols[{index}]")
     if not checked:
-        raise _refused(ValueError, "symbols", "must not be empty")
+        raise _refused("symbols", "must not be empty")
     return checked
 
 
@@ -4040,7 +4032,7 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
             _check_text(value, argument)
         elif not isinstance(value, datetime.date):
             kind = f"a datetime.date, datetime.datetime or str, not {type(value).__name__}"
-            raise _refused(TypeError, argument, f"must be {kind}")
+            raise _refused(argument, f"must be {kind}", TypeError)
     if isinstance(start, datetime.date) and isinstance(end, datetime.date):
         first, last = start, end
         if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
@@ -4063,10 +4055,10 @@ def _check_sha256(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
     if not isinstance(sha256, str):
-        raise _refused(TypeError, "sha256", f"must be a hex str, not {type(sha256).__name__}")
+        raise _refused("sha256", f"must be a hex str, not {type(sha256).__name__}", TypeError)
     digest = sha256.strip().lower()
     if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
-        raise _refused(ValueError, "sha256", f"must be 64 hexadecimal digits, got {sha256!r}")
+        raise _refused("sha256", f"must be 64 hexadecimal digits, got {sha256!r}")
     return digest
 
 
@@ -4082,9 +4074,9 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     path = os.fspath(destination)
     if not isinstance(path, str):
         wanted = "must be a str path (or a binary file object), not bytes"
-        raise _refused(TypeError, "destination", wanted)
+        raise _refused("destination", wanted, TypeError)
     if not path:
-        raise _refused(ValueError, "destination", "must not be empty")
+        raise _refused("destination", "must not be empty")
     return path
 
 
@@ -4169,20 +4161,16 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # Every value under a key of any spelling (api-key, apikey, API_KEY), arrays and tables
-    # included, as the file's permission check reads them: none is in clear in a frame.
-    pending: list[tuple[dict[str, Any] | list[Any], bool]] = [(config, False)]
-    while pending:  # each table and array once: bounded by their number
-        container, secret = pending.pop()
-        items: list[tuple[Any, Any]]
-        items = list(container.items() if isinstance(container, dict) else enumerate(container))
-        for place, value in items:
-            named = isinstance(place, str) and place.lower().replace("-", "_") in _KEY_SPELLINGS
-            inside = secret or named
-            if isinstance(value, str) and inside:
-                container[place] = _Secret(value)
-            elif isinstance(value, (dict, list)):
-                pending.append((value, inside))
+    # A key of any spelling (api-key, apikey, API_KEY), where the permission check looks for one:
+    # as _Secret, never in clear in a frame; an array or table of them empty (refused as they are).
+    for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
+        for key, value in table.items():
+            if key.lower().replace("-", "_") not in _KEY_SPELLINGS:
+                continue
+            if isinstance(value, str):
+                table[key] = _Secret(value)
+            elif isinstance(value, (list, dict)):
+                table[key] = type(value)()
     return config, ""
 
 
@@ -4283,21 +4271,22 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line: the dataset_client_cli.py beside this file, else an installed one;
-    when neither can run, one line on stderr saying why (exit status 2)."""
+    """Run the command line: the dataset_client_cli.py beside this file (by path: python -I leaves
+    this directory off sys.path), else an installed one; else one line on stderr saying why."""
     sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     try:
-        cli = sys.modules.get("dataset_client_cli") or _command_line()
+        cli = sys.modules.get("dataset_client_cli") or _command_line(path)
     except ImportError as exc:
         sys.stderr.write(f"dataset-client: error: {exc.msg}\n")
         return 2
     return int(cli.main(argv))
 
 
-def _command_line() -> Any:
-    """dataset_client_cli from the file beside this one (by path: python -I leaves this directory
-    off sys.path), else the installed module; ImportError: why neither can run, in one line."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
+def _command_line(path: str) -> Any:
+    """dataset_client_cli from ``path`` when it is there, compiled from its source (a .pyc in
+    __pycache__ may be anyone's who can write the directory), else the installed module;
+    ImportError saying in one line why neither can run."""
     source = _own_source(path)
     if source is None:
         try:
@@ -4313,15 +4302,13 @@ def _command_line() -> Any:
     cli = sys.modules["dataset_client_cli"] = types.ModuleType("dataset_client_cli")
     cli.__file__ = path
     try:
-        # From the source: a .pyc in __pycache__ may be anyone's who can write the directory.
         exec(compile(source, path, "exec", dont_inherit=True), vars(cli))
-    except ImportError as exc:  # it imports what this library has not: another version's
+        version = getattr(cli, "__version__", "unknown")
+        if version != __version__:
+            raise ImportError(f"it is version {version}, this {__version__}")
+    except ImportError as exc:  # another version's: it says so, or imports what this lacks
         del sys.modules["dataset_client_cli"]
-        raise ImportError(f"{path} does not fit this dataset_client.py ({exc.msg})") from None
-    if getattr(cli, "__version__", None) != __version__:
-        del sys.modules["dataset_client_cli"]
-        found = getattr(cli, "__version__", "unknown")
-        raise ImportError(f"{path} is version {found}, not {__version__}: copy the two together")
+        raise ImportError(f"{path} does not fit this dataset_client.py: {exc.msg}") from None
     return cli
 
 
@@ -4333,31 +4320,16 @@ def _own_source(path: str) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
     except FileNotFoundError:
         return None
-    except OSError as exc:
+    except OSError:  # a symbolic link (ELOOP), or not the user's to read
         status = os.lstat(path)
-        if not stat.S_ISLNK(status.st_mode):  # not the user's to read
-            raise ImportError(f"cannot read {path}: {exc.strerror}: not run") from None
-        raise ImportError(f"{path} is a symbolic link, {_owner(status)}: not run") from None
-    with open(fd, "rb") as file:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):  # a FIFO (opened without waiting), a device
-            raise ImportError(f"{path} is not a regular file, {_owner(status)}: not run")
-        if not _is_mine(status, or_root=True):
-            raise ImportError(f"{path} is {_owner(status)}: not run")
-        return file.read()
-
-
-def _owner(status: os.stat_result) -> str:
-    """``owned by another user, uid 1001 (alice)``, or ``owned by you``."""
-    if _is_mine(status):
-        return "owned by you"
-    try:
-        import pwd
-
-        name = f" ({pwd.getpwuid(status.st_uid).pw_name})"
-    except (ImportError, KeyError):  # no pwd (Windows), a uid without a name
-        name = ""
-    return f"owned by another user, uid {status.st_uid}{name}"
+    else:
+        with open(fd, "rb") as file:
+            status = os.fstat(fd)  # a FIFO or a device: opened without waiting, never read
+            if stat.S_ISREG(status.st_mode) and _is_mine(status, or_root=True):
+                return file.read()
+    raise ImportError(
+        f"{path} is not run: not a regular file of yours (owner: uid {status.st_uid})"
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import io
 import marshal
 import os
 import pickle
-import pwd
 import shutil
 import subprocess
 import sys
@@ -342,10 +341,7 @@ class PlantedBesideTests(ServerTestCase):
             theirs = mock.patch.object(dc.os, "geteuid", return_value=owner + 1)
         with theirs, self.assertRaises(ImportError) as caught:
             dc._own_source(str(planted))
-        name = ""
-        with contextlib.suppress(KeyError):  # a uid without a name
-            name = f" ({pwd.getpwuid(owner).pw_name})"
-        said = f"{planted} is owned by another user, uid {owner}{name}: not run"
+        said = f"{planted} is not run: not a regular file of yours (owner: uid {owner})"
         self.assertEqual(caught.exception.msg, said)
         if os.geteuid() != 0:
             self.skipTest("not root: a file another user owns cannot be made here")
@@ -366,12 +362,12 @@ class PlantedBesideTests(ServerTestCase):
         shutil.copy(HERE / "dataset_client_cli.py", elsewhere)
         (pair / "dataset_client_cli.py").symlink_to(elsewhere)
         done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
-        said = f"{pair}/dataset_client_cli.py is a symbolic link, owned by you: not run"
+        said = f"{pair}/dataset_client_cli.py is not run: not a regular file of yours (owner: uid {os.geteuid()})"
         self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
         (pair / "dataset_client_cli.py").unlink()
         os.mkfifo(pair / "dataset_client_cli.py")
         done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
-        said = f"{pair}/dataset_client_cli.py is not a regular file, owned by you: not run"
+        said = f"{pair}/dataset_client_cli.py is not run: not a regular file of yours (owner: uid {os.geteuid()})"
         self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
         lone = self.pair("dataset_client_cli.py")
         os.mkfifo(lone / "dataset_client.py")
@@ -388,11 +384,15 @@ class PlantedBesideTests(ServerTestCase):
         newer = cli_text.replace(f'__version__ = "{dc.__version__}"', '__version__ = "9.0.0"')
         lacking = cli_text.replace("    DatasetClient,\n", "    DatasetClient,\n    _Gone,\n", 1)
         for text, said in (
-            (newer, f"{cli_path} is version 9.0.0, not {dc.__version__}: copy the two together"),
+            (
+                newer,
+                f"{cli_path} does not fit this dataset_client.py: it is version 9.0.0, this"
+                f" {dc.__version__}",
+            ),
             (
                 lacking,
-                f"{cli_path} does not fit this dataset_client.py (cannot import name '_Gone' from"
-                f" '__main__' ({library}))",
+                f"{cli_path} does not fit this dataset_client.py: cannot import name '_Gone' from"
+                f" '__main__' ({library})",
             ),
         ):
             with self.subTest(said=said):

@@ -292,7 +292,7 @@ class Checks:
             self.attacker, f"echo \"open('{ran}', 'w').close()\" > '{cli}'"
         ).check_returncode()
         done = self.as_user(self.victim, f"{self.python} -I '{library}' --version")
-        said = f"{cli} is owned by another user, uid {pwd.getpwnam(self.attacker).pw_uid}"
+        said = f"{cli} is not run: not a regular file of yours (owner: uid {pwd.getpwnam(self.attacker).pw_uid})"
         if done.returncode != 2 or said.encode() not in done.stderr or ran.exists():
             return f"their CLI: exit {done.returncode}, ran: {ran.exists()}: {done.stderr!r}"
         self.as_user(self.attacker, f"rm -f '{cli}'").check_returncode()
