@@ -1112,7 +1112,7 @@ class _Secret(str):
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return "'<redacted>'"
+        return repr(_REDACTED)
 
 
 class _Secrets:
