@@ -313,6 +313,9 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
+_CLOSED = "the DatasetClient is closed"  # what a call after close() is told, wherever it is found
+
+
 def _rebuilt_client(
     cls: type[DatasetClient], arguments: dict[str, Any], closed: bool
 ) -> DatasetClient:
@@ -542,7 +545,7 @@ class DatasetClient:
         if connections > _MAX_CONNECTIONS:
             raise _refused("connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
-            raise ClientClosedError("the DatasetClient is closed")
+            raise ClientClosedError(_CLOSED)
         with _open_target(destination, resume) as target:
             requests = self._download_requests(url)
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
