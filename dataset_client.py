@@ -313,7 +313,8 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
-_CLOSED = "the DatasetClient is closed"  # what a call after close() is told, wherever it is found
+# What a call after close() is told, wherever the client finds it closed.
+_CLOSED = "the DatasetClient is closed"
 
 
 def _rebuilt_client(
