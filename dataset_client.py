@@ -1362,8 +1362,11 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
     return f"{method} {url}{via}"
 
 
-def _shortened(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+def _shortened(text: str, limit: int = 60, *, kept: int | None = None) -> str:
+    """``text``, or when longer than ``limit`` its first ``kept`` (else ``limit``) characters."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit if kept is None else kept]}... ({len(text)} characters)"
 
 
 def _size(count: float) -> str:
@@ -3958,13 +3961,18 @@ def _check_number(
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise _refused(argument, f"must be {kind}, not {type(value).__name__}", TypeError)
-    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor a huge int
+    finite = _is_finite(value)
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
         least = "above" if positive else "at least"
         message = f"must be {least} 0 and finite, got {shown}"
         raise _refused(argument, f"{message} (None means no limit)" if none else message)
     return value
+
+
+def _is_finite(value: float) -> bool:
+    """Not NaN, not infinite, nor an int past a float's range (which no wait or size takes)."""
+    return abs(value) <= sys.float_info.max
 
 
 def _check_seconds(value: float | None, argument: str) -> float | None:
@@ -4248,13 +4256,12 @@ def _edits(text: str, other: str) -> int:
 def _check_profile_value(key: str, value: Any, where: str) -> None:
     if key == "timeout":
         right = isinstance(value, (int, float)) and not isinstance(value, bool)
-        right = right and 0 <= value <= sys.float_info.max  # not NaN, inf, nor a huge int
+        right = right and value >= 0 and _is_finite(value)
     else:
         right = isinstance(value, str) and bool(value)
     if not right:
         kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
+        shown = _shortened(repr(value), 40, kept=20)
         if key == "api_key":  # never shown: its kind, in TOML's words
             kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
             kinds[dict] = "a table"
