@@ -361,7 +361,7 @@ class DatasetClient:
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
             timeout = min(float(timeout), _MAX_WAIT)
         self._timeout = timeout
-        self._deadline = _check_seconds(deadline, "deadline")
+        self._deadline = _check_positive(deadline, "deadline")
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
@@ -2926,9 +2926,9 @@ class _Limits:
     def __init__(
         self, deadline: float | None, min_rate: float | None, max_rate: float | None
     ) -> None:
-        seconds = _check_seconds(deadline, "deadline")
+        seconds = _check_positive(deadline, "deadline")
         self.deadline = None if seconds is None else _Deadline(seconds)
-        self.min_rate = _check_seconds(min_rate, "min_rate")
+        self.min_rate = _check_positive(min_rate, "min_rate")
         self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
@@ -3975,8 +3975,8 @@ def _is_finite(value: float) -> bool:
     return abs(value) <= sys.float_info.max
 
 
-def _check_seconds(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number as a float."""
+def _check_positive(value: float | None, argument: str) -> float | None:
+    """None, or a positive finite number as a float (seconds, or bytes a second)."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
