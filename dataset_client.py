@@ -65,12 +65,15 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
-    if __name__ == "__main__":  # python -m dataset_client
+    # Run as python -m dataset_client: one line, not a traceback from inside.
+    if __name__ == "__main__":
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
-import _thread  # threading itself is imported where a thread is started
+# _thread, not threading: threading itself is imported where a thread is started, off the import
+# path.
+import _thread
 import collections.abc
 import contextlib
 import datetime
@@ -97,7 +100,8 @@ import weakref
 import zlib
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs import time
+# Names for the type checker only: importing typing would cost every import of this module.
+if TYPE_CHECKING:
     import threading
     from collections.abc import Callable, Collection, Iterable, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
@@ -125,21 +129,29 @@ __all__ = (
 __version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
-_CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones
-_ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes kept in ServiceError.body
-_MAX_CONNECTIONS = 32  # of one download
-_MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket takes
-_MAX_SIZE = 2**63 - 1  # the largest file offset
+# Bytes read at once: 1 MiB reads measured faster than 64 KiB ones.
+_CHUNK_SIZE = 1024 * 1024
+# The decoded bytes of an error body kept in ServiceError.body.
+_ERROR_BODY_LIMIT = 64 * 1024
+# The most connections one download may use.
+_MAX_CONNECTIONS = 32
+# The longest time-out a lock or a socket takes.
+_MAX_WAIT = float(_thread.TIMEOUT_MAX)
+# The largest file offset there is.
+_MAX_SIZE = 2**63 - 1
 
 # Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
 _WINDOWS = os.name == "nt"
-_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
+# Without pwrite and pread, parts are written after a seek, under a lock.
+_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
-_HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
+# Without geteuid (Windows), every file is taken for the user's own.
+_HAS_GETEUID = hasattr(os, "geteuid")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself
+# Linux opens a link as itself with O_PATH.
+_O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
 
@@ -173,7 +185,8 @@ class DatasetClientError(Exception):
         known = {
             name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", ())
         }
-        if unknown := fields.keys() - known:
+        unknown = fields.keys() - known
+        if unknown:
             raise TypeError(f"{type(self).__name__} has no field {min(unknown)!r}")
         vars(self).update(fields)
 
@@ -187,9 +200,11 @@ class DatasetClientError(Exception):
         parts = list(vars(self).get("parts") or [super().__str__()])
         for name, index in vars(self).get("named", {}).items():
             parts[index] = words.get(name, parts[index])
-        text, attempts = "".join(parts), self.attempts
+        text = "".join(parts)
+        attempts = self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
-            return text  # a deadline's error says it after one attempt too
+            # One attempt goes unsaid, but for a deadline's error: it says it after one attempt too.
+            return text
         return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -200,7 +215,8 @@ def _rebuilt_error(
     cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], payload: str = ""
 ) -> DatasetClientError:
     error = cls.__new__(cls, *args)
-    error.args = args  # OSError's __new__ leaves them to __init__
+    # OSError's __new__ leaves the arguments to __init__, which is not called here.
+    error.args = args
     error.__setstate__(state)
     if payload:
         error.payload = json.loads(payload)  # type: ignore[attr-defined]
@@ -263,7 +279,8 @@ class ServiceError(DatasetClientError, RuntimeError):
     def __reduce__(self) -> tuple[Any, ...]:
         # The payload as JSON text: pickle recurses deeper per level than json.
         rebuilt, (cls, args, state) = super().__reduce__()
-        with contextlib.suppress(ValueError, TypeError, RecursionError):  # else as it is
+        # A payload json cannot write (or nested past its depth) is pickled as it is.
+        with contextlib.suppress(ValueError, TypeError, RecursionError):
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
         return rebuilt, (cls, args, state)
 
@@ -275,7 +292,8 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
     deadline: float | None = None
     retry_after: float | None = None
-    _stalled: bool = False  # below min_rate: retried, its bytes never counted as progress
+    # Below min_rate: retried, and its bytes are never counted as progress.
+    _stalled: bool = False
 
 
 class NetworkError(DatasetClientError, ConnectionError):
@@ -357,7 +375,8 @@ class DatasetClient:
         if isinstance(headers, collections.abc.Mapping):
             headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
         self._base_url, self._origin = _parse_base_url(base_url)
-        if timeout is not None:  # at most what a lock or socket takes
+        # A time-out is at most what a lock or socket takes.
+        if timeout is not None:
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
             timeout = min(float(timeout), _MAX_WAIT)
         self._timeout = timeout
@@ -381,7 +400,8 @@ class DatasetClient:
         self._download_headers = {**service, "Accept": "*/*", "Accept-Encoding": "identity"}
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
-        proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
+        # HTTP(S)_PROXY and NO_PROXY are read now, once.
+        proxies = _ProxyHandler()
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
         self._opener.add_handler(self._pool)
@@ -407,7 +427,8 @@ class DatasetClient:
     def __copy__(self, memo: object = None) -> DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
-    __deepcopy__ = __copy__  # settings are immutable or copies
+    # A deep copy is a copy: the settings are immutable or copies already.
+    __deepcopy__ = __copy__
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -435,7 +456,8 @@ class DatasetClient:
             )
         try:
             return cls(**arguments)
-        except OSError as exc:  # the profile's bundle: named so
+        except OSError as exc:
+            # A ca_bundle the profile gave is named so, in the file's words.
             named = getattr(exc, "named", {})
             if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
@@ -1152,7 +1174,8 @@ class _Secrets:
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
-        if _escape_finder()(text) is None:  # then a secret is there as itself, if at all
+        # No escape in the text: a secret is there as itself, if at all.
+        if _escape_finder()(text) is None:
             for secret in self.texts:
                 text = text.replace(secret, _REDACTED)
             return text
@@ -1166,13 +1189,15 @@ class _Secrets:
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
     """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
-    import base64  # already imported by urllib.request
+    # Here, not at the top: urllib.request has imported it already.
+    import base64
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
     for password, basic in _proxy_passwords(proxies):
         texts += [password, _Secret(urllib.parse.unquote(password)), basic]
     encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
-    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded?
+    # Base64 with its padding and without: servers echo both.
+    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]
     return _Secrets(text for text in texts if len(text) >= 4)
 
 
@@ -1184,7 +1209,8 @@ def _escape_finder() -> Callable[[str], re.Match[str] | None]:
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     """A function replacing each secret in any mix of the forms servers echo it in."""
-    from html.entities import html5  # only an error or log path gets here
+    # Here: only an error or a log path gets this far.
+    from html.entities import html5
 
     entities: dict[str, list[str]] = {}
     for name, character in html5.items():
@@ -1196,8 +1222,10 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
         for text in texts
     ]
 
-    def redact(text: str) -> str:  # a closure: no repr shows the patterns, which spell secrets
-        for pattern in patterns:  # longest first
+    # A closure, so that no repr shows the patterns, which spell the secrets out.
+    def redact(text: str) -> str:
+        # The longest first: a secret inside a longer one is replaced with it.
+        for pattern in patterns:
             text = pattern.sub(_REDACTED, text)
         return text
 
@@ -1208,11 +1236,13 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
-    units = character.encode("utf-16-be", "surrogatepass").hex()  # \uXXXX: 4 hex digits a unit
+    # JSON's \uXXXX: four hex digits a UTF-16 unit.
+    units = character.encode("utf-16-be", "surrogatepass").hex()
     escaped = "".join(f"\\\\(?i:u{units[i : i + 4]})" for i in range(0, len(units), 4))
     forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
     forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
-    if character in '/"\\':  # JSON's short escapes (PHP's json_encode writes "\\/")
+    # JSON's short escapes too (PHP's json_encode writes "\\/").
+    if character in '/"\\':
         forms.append(re.escape(f"\\{character}"))
     return f"(?:{'|'.join(forms)})"
 
@@ -1226,7 +1256,8 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 def _signed_parameter() -> re.Pattern[str]:
     """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
 
-    def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
+    # A letter as itself (the pattern ignores case) or percent-encoded: s, %73, %53.
+    def spelled(letter: re.Match[str]) -> str:
         c = letter[0]
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
@@ -1248,7 +1279,8 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
     if isinstance(value, str):
         return secrets.redact(value)
     if isinstance(value, (bytes, bytearray)):
-        text = bytes(value).decode("utf-8", "surrogateescape")  # every byte kept as it was
+        # Every byte kept as it was, whatever its encoding.
+        text = bytes(value).decode("utf-8", "surrogateescape")
         clean = secrets.redact(text)
         return value if clean == text else clean.encode("utf-8", "surrogateescape")
     if isinstance(value, http.client.HTTPMessage):
@@ -1277,9 +1309,11 @@ def _redact_nested(
         return list(container)
 
     top = shallow(value)
-    copies = {id(value): top}  # a container met twice (or inside itself) is copied once
+    # A container met twice (or inside itself) is copied once.
+    copies = {id(value): top}
     pending = [top]
-    while pending:  # each container once: bounded by their number
+    # Each container once: bounded by their number.
+    while pending:
         container = pending.pop()
         places = container.keys() if isinstance(container, dict) else range(len(container))
         for place in list(places):
@@ -1305,7 +1339,8 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
             if name.startswith("__"):
                 continue
             body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
-            if body and exc is not error:  # a cause's copy (IncompleteRead.partial): its start
+            # A cause's copy of a body (IncompleteRead.partial) keeps its start only.
+            if body and exc is not error:
                 value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
             setattr(exc, name, _redact_value(value, secrets))
         if exc is not error:
@@ -1316,7 +1351,8 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
     """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
     chain: list[BaseException] = []
     pending = [error]
-    while pending:  # bounded: each exception once
+    # Bounded: each exception once.
+    while pending:
         exc = pending.pop()
         if any(exc is seen for seen in chain):
             continue
@@ -1331,11 +1367,13 @@ def _clear_library_frames(error: BaseException) -> None:
     for exc in _exception_chain(error):
         tb = exc.__traceback__
         while tb is not None:
-            frame, tb = tb.tb_frame, tb.tb_next
+            frame = tb.tb_frame
+            tb = tb.tb_next
             name = frame.f_code.co_filename
             in_stdlib = name.startswith(stdlib) and "-packages" not in name
             if frame.f_globals is globals() or in_stdlib:
-                with contextlib.suppress(RuntimeError):  # still running (the one catching it)
+                # A frame still running (the one catching it) cannot be cleared.
+                with contextlib.suppress(RuntimeError):
                     frame.clear()
 
 
@@ -1381,14 +1419,18 @@ def _size(count: float) -> str:
 
 @functools.cache
 def _logger() -> Any:
-    import logging  # only retries, resumes and (at DEBUG) requests log: off the import path
+    # Here: only retries, resumes and (at DEBUG) requests log, so logging is off the import path.
+    import logging
 
     logger = logging.getLogger("dataset_client")
     logger.addHandler(logging.NullHandler())
     return logger
 
 
-_DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logging to name them
+# logging's levels, named without importing logging.
+_DEBUG = 10
+_INFO = 20
+_WARNING = 30
 
 
 # ============================================================================
@@ -3889,8 +3931,10 @@ def _descriptor_directory(path: str) -> re.Match[str] | None:
 _TOKEN_CHARACTERS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
-_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in a URL
-_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
+# Left as they are in a URL when its non-ASCII characters are percent-encoded.
+_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+# Refused in a header value or a URL; a tab is allowed in a header.
+_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))
 
 
 def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
@@ -3902,7 +3946,8 @@ def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueEr
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     """base_url without a trailing slash, and its origin."""
     _check_url_characters(base_url, "base_url")
-    if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost"
+    # "localhost:8000" would parse as the scheme "localhost".
+    if "://" not in base_url:
         guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
         raise _refused("base_url", guess)
     parts = _split_http_url(base_url, "base_url")
@@ -3923,7 +3968,8 @@ def _check_url_characters(url: str, argument: str) -> None:
         raise _refused(argument, said)
     try:
         url.encode()
-    except UnicodeEncodeError:  # a lone surrogate: no request can send it
+    except UnicodeEncodeError:
+        # A lone surrogate: no request can send it.
         shown = _showable_url(url, _Secrets())
         said = f"holds a character UTF-8 cannot encode: {shown!r}"
         raise _refused(argument, said) from None
@@ -3934,8 +3980,10 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 (it validates the port)
-        urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
-    except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
+        # Encoded as getaddrinfo will encode it.
+        urllib.parse.unquote(parts.hostname or "").encode("idna")
+    except ValueError as exc:
+        # A broken IPv6 literal, a bad port, or a UnicodeError.
         raise _refused(argument, f"has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
@@ -4046,12 +4094,12 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
             kind = f"a datetime.date, datetime.datetime or str, not {type(value).__name__}"
             raise _refused(argument, f"must be {kind}", TypeError)
     if isinstance(start, datetime.date) and isinstance(end, datetime.date):
-        first, last = start, end
-        if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
-            first, last = (
-                d.date() if isinstance(d, datetime.datetime) else d for d in (start, end)
-            )
-        with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
+        # A date and a datetime are compared as days.
+        mixed = isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime)
+        first = start.date() if mixed and isinstance(start, datetime.datetime) else start
+        last = end.date() if mixed and isinstance(end, datetime.datetime) else end
+        # Naive and aware datetimes cannot be ordered: the service decides.
+        with contextlib.suppress(TypeError):
             if first > last:
                 raise _named(
                     ValueError,
@@ -4076,9 +4124,11 @@ def _check_sha256(sha256: str | None) -> str | None:
 
 def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
-    _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
+    # Checked before urljoin, which drops CR, LF and tab.
+    _check_url_characters(download_url, "download_url")
     parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
-    path, query = (_percent_encoded(text) for text in (parts.path, parts.query))
+    path = _percent_encoded(parts.path)
+    query = _percent_encoded(parts.query)
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
 
@@ -4096,7 +4146,8 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 # Configuration
 # ============================================================================
 
-_MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
+# tomllib reads the config file whole: a larger one is refused.
+_MAX_CONFIG_SIZE = 1024 * 1024
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 # A key's names in a config file, in lower case with "_" for "-": its value is a secret.
 _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
@@ -4152,7 +4203,8 @@ def _read_profile(
         raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
-    if _HAS_GETEUID and status.st_mode & 0o044 and keys & _KEY_SPELLINGS:  # as ssh does
+    # A key readable by others is refused, as ssh refuses such a private key.
+    if _HAS_GETEUID and status.st_mode & 0o044 and keys & _KEY_SPELLINGS:
         chmod = f"chmod 600 {_shell_quoted(path)}"
         raise PermissionError(f"{path} holds an api_key and is readable by others: run {chmod}")
     name = asked or "default"
@@ -4188,7 +4240,8 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
 
 def _config_path() -> str:
     """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME or ~/.config."""
-    if configured := os.environ.get("DATASET_CLIENT_CONFIG"):
+    configured = os.environ.get("DATASET_CLIENT_CONFIG")
+    if configured:
         return configured
     base = os.environ.get("XDG_CONFIG_HOME", "")
     base = base if os.path.isabs(base) else os.path.expanduser("~/.config")
@@ -4202,7 +4255,8 @@ def _open_config(path: str) -> BinaryIO:
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
     # Who can write it sets base_url, where the key goes: checked as ssh checks its config.
-    if not stat.S_ISREG(status.st_mode):  # a FIFO or device would hang, or never end
+    # A FIFO or a device would hang, or never end.
+    if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
         raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
@@ -4226,7 +4280,8 @@ def _checked_profile(
     if warn is None:
         import warnings
 
-        warn = functools.partial(warnings.warn, stacklevel=5)  # where from_profile was called
+        # Said where from_profile (or read_settings) was called.
+        warn = functools.partial(warnings.warn, stacklevel=5)
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
@@ -4236,7 +4291,8 @@ def _checked_profile(
     for key, value in profile.items():
         _check_profile_value(key, value, where)
     if "timeout" in profile:
-        profile["timeout"] = profile["timeout"] or None  # 0: no limit
+        # A timeout of 0 is no limit.
+        profile["timeout"] = profile["timeout"] or None
     if "ca_bundle" in profile:
         home = os.path.dirname(os.path.abspath(path))
         profile["ca_bundle"] = os.path.join(home, os.path.expanduser(profile["ca_bundle"]))
@@ -4247,7 +4303,8 @@ def _edits(text: str, other: str) -> int:
     """The Levenshtein distance."""
     row = list(range(len(other) + 1))
     for i, character in enumerate(text, 1):
-        row, above = [i], row
+        above = row
+        row = [i]
         for j, wanted in enumerate(other, 1):
             row.append(min(above[j] + 1, row[j - 1] + 1, above[j - 1] + (character != wanted)))
     return row[-1]
@@ -4262,7 +4319,8 @@ def _check_profile_value(key: str, value: Any, where: str) -> None:
     if not right:
         kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
         shown = _shortened(repr(value), 40, kept=20)
-        if key == "api_key":  # never shown: its kind, in TOML's words
+        # A key is never shown: its kind is, in TOML's words.
+        if key == "api_key":
             kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
             kinds[dict] = "a table"
             shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
@@ -4284,7 +4342,8 @@ def _shell_quoted(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line: the dataset_client_cli.py beside this file (by path: python -I leaves
     this directory off sys.path), else an installed one; else one line on stderr saying why."""
-    sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
+    # Run as __main__, this module is dataset_client too, and is compiled once.
+    sys.modules.setdefault("dataset_client", sys.modules[__name__])
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     try:
         cli = sys.modules.get("dataset_client_cli") or _command_line(path)
@@ -4317,7 +4376,8 @@ def _command_line(path: str) -> Any:
         version = getattr(cli, "__version__", "unknown")
         if version != __version__:
             raise ImportError(f"it is version {version}, this {__version__}")
-    except ImportError as exc:  # another version's: it says so, or imports what this lacks
+    except ImportError as exc:
+        # Another version's: it says so, or imports what this library lacks.
         del sys.modules["dataset_client_cli"]
         raise ImportError(f"{path} does not fit this dataset_client.py: {exc.msg}") from None
     return cli
@@ -4331,11 +4391,13 @@ def _own_source(path: str) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
     except FileNotFoundError:
         return None
-    except OSError:  # a symbolic link (ELOOP), or not the user's to read
+    except OSError:
+        # A symbolic link (ELOOP), or not the user's to read.
         status = os.lstat(path)
     else:
         with open(fd, "rb") as file:
-            status = os.fstat(fd)  # a FIFO or a device: opened without waiting, never read
+            # A FIFO or a device is opened without waiting, and never read.
+            status = os.fstat(fd)
             if stat.S_ISREG(status.st_mode) and _is_mine(status, or_root=True):
                 return file.read()
     raise ImportError(
