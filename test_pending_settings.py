@@ -498,3 +498,51 @@ class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
         self.assertEqual(names, ["_PartialFile", "_UNSEEN", "_size"])
         reach = ast.parse("def f(client):\n    return client._secrets, self._x, parser._actions\n")
         self.assertEqual(count_lines.private_library_names(reach, members), ["client._secrets"])
+
+
+class PlantedBesideInProcessTests(ServerTestCase):
+    """The loader's refusals, in this process (the subprocess tests above run copies)."""
+
+    def test_own_source_reads_the_users_regular_file_and_refuses_the_rest(self) -> None:
+        directory = self.tmp()
+        own = directory / "own.py"
+        own.write_text("x = 1\n")
+        self.assertEqual(dc._own_source(str(own)), b"x = 1\n")
+        self.assertIsNone(dc._own_source(str(directory / "missing.py")))
+        (directory / "link.py").symlink_to(own)
+        os.mkfifo(directory / "fifo.py")
+        for name in ("link.py", "fifo.py"):
+            with self.subTest(name=name), self.assertRaises(ImportError) as caught:
+                dc._own_source(str(directory / name))
+            said = "is not run: not a regular file of yours (owner: uid"
+            self.assertIn(f"{directory / name} {said} {os.geteuid()})", caught.exception.msg)
+
+    def test_a_command_line_of_another_version_is_refused_and_not_left_registered(self) -> None:
+        copy = self.tmp() / "dataset_client_cli.py"
+        copy.write_text('__version__ = "0.1"\n')
+        with mock.patch.dict(sys.modules), self.assertRaises(ImportError) as caught:
+            del sys.modules["dataset_client_cli"]
+            dc._command_line(str(copy))
+        self.assertNotIn("0.1", getattr(sys.modules.get("dataset_client_cli"), "__version__", ""))
+        said = (
+            f"{copy} does not fit this dataset_client.py: it is version 0.1, this {dc.__version__}"
+        )
+        self.assertEqual(caught.exception.msg, said)
+        err = io.StringIO()
+        with mock.patch.dict(sys.modules), contextlib.redirect_stderr(err):
+            del sys.modules["dataset_client_cli"]
+            with mock.patch.object(dc, "_command_line", side_effect=ImportError(said)):
+                self.assertEqual(dc.main(["--version"]), 2)
+        self.assertEqual(err.getvalue(), f"dataset-client: error: {said}\n")
+
+    def test_no_file_beside_is_the_installed_one_else_one_line_saying_where_to_get_it(self) -> None:
+        missing = str(self.tmp() / "dataset_client_cli.py")
+        self.assertIs(dc._command_line(missing), cli, "importable: the installed one")
+        halted = mock.patch.dict(sys.modules, {"dataset_client_cli": None})
+        with halted, self.assertRaises(ImportError) as caught:
+            dc._command_line(missing)
+        self.assertEqual(
+            caught.exception.msg,
+            "the command line is dataset_client_cli.py: copy it beside dataset_client.py, or pip"
+            " install dataset-client",
+        )
