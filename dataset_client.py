@@ -3393,7 +3393,8 @@ class _PartialFile:
             if _is_descriptor_link(path) or not stat.S_ISREG(os.lstat(path).st_mode):
                 return False
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
-        except OSError:  # not there, a link, not the user's to read: the download decides
+        except OSError:
+            # Not there, a link, not the user's to read: the download decides what to do.
             return False
         with open(fd, "rb") as existing:
             status = os.fstat(fd)
