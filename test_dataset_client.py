@@ -5,7 +5,6 @@ Run with ``python -m unittest -v`` (or pytest). Standard library only.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import concurrent.futures
 import contextlib
@@ -17,7 +16,6 @@ import functools
 import gzip
 import hashlib
 import http.client
-import http.server
 import importlib
 import importlib.util
 import inspect
@@ -38,7 +36,6 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -48,9 +45,8 @@ import unittest
 import urllib.parse as urllib_parse
 import uuid
 import warnings
-import weakref
 import zlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -58,507 +54,66 @@ from unittest import mock
 import dataset_client as dc
 import dataset_client_cli as cli
 from dataset_client import DatasetClient, ServiceError
-
-HERE = Path(__file__).resolve().parent
-CA_FILE = str(HERE / "tests_data" / "ca.pem")
-SERVER_CERT = str(HERE / "tests_data" / "server.pem")
-KEY = "sk-test-0123456789-SECRET"
-# The Pythons the tests start compile dataset_client once, into a cache of their own (never
-# beside the sources): compiling it anew in each of them cost 46 ms a process.
-PYCACHE = tempfile.mkdtemp(prefix="dataset-client-test-pycache-")
-atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
-
-Respond = Callable[["Handler"], None]
-
-
-def _load_local_service() -> object:
-    spec = importlib.util.spec_from_file_location(
-        "local_service", HERE / "examples" / "local_service.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-local_service: Any = _load_local_service()
-
-
-# ---------------------------------------------------------------------------
-# The fixture: a server that answers what each test scripts and records what it got
-# ---------------------------------------------------------------------------
-
-
-class Recorded:
-    def __init__(
-        self, method: str, path: str, headers: http.client.HTTPMessage, body: bytes, connection: int
-    ):
-        self.method, self.path, self.headers, self.body, self.connection = (
-            method,
-            path,
-            headers,
-            body,
-            connection,
-        )
-
-    def json(self) -> object:
-        return json.loads(self.body.decode("utf-8"))
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 10  # an idle kept-alive connection ends by itself
-    disable_nagle_algorithm = (
-        True  # headers and body are two sends: no 40 ms delayed-ACK stall between them
-    )
-    server: ScriptedServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.handled = 0  # requests on this connection so far
-        with self.server.lock:
-            self.server.connections += 1
-            self.connection_number = self.server.connections
-
-    def handle_one(self) -> None:
-        with self.server.lock:
-            respond = self.server.script.pop(0) if self.server.script else self.server.default
-        length = int(self.headers.get("Content-Length") or 0)
-        unread = getattr(respond, "before_body", False)  # it answers before the body arrives
-        self.body = body = self.rfile.read(length) if length and not unread else b""
-        self.handled += 1
-        with self.server.lock:
-            self.server.requests.append(
-                Recorded(self.command, self.path, self.headers, body, self.connection_number)
-            )
-        if respond is None:
-            self.server.errors.append(f"no scripted response for {self.command} {self.path}")
-            reply(500, b"no scripted response")(self)
-        else:
-            respond(self)
-
-    do_GET = do_POST = do_PUT = do_HEAD = handle_one
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except (ConnectionError, TimeoutError):
-            pass
-        except ssl.SSLError:
-            self.server.tls_failures += 1
-        except Exception as exc:  # fail the test, not the thread
-            self.server.errors.append(repr(exc))
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-class ScriptedServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.tls = tls
-        self.lock = threading.Lock()
-        self.script: list[Respond] = []
-        self.default: Respond | None = None
-        self.requests: list[Recorded] = []
-        self.errors: list[str] = []
-        self.connections = 0
-        self.bytes_served = 0
-        self.closed_connections = 0
-        self.tls_failures = 0
-        self.stop = threading.Event()
-
-    def get_request(self) -> tuple[socket.socket, object]:
-        sock, address = super().get_request()
-        if self.tls is not None:
-            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, address
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass  # TLS handshakes refused by the client end up here
-
-    def shutdown(self) -> None:
-        """Stop serve_forever now: its wait is woken by a connection, not left to end its poll (10 ms a test)."""
-        stopping = threading.Thread(target=super().shutdown)
-        stopping.start()
-        for _ in range(1000):  # a wake-up or two, until the loop has seen the request to stop
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.server_port), timeout=1).close()
-            stopping.join(0.002)
-            if not stopping.is_alive():
-                return
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        super().shutdown_request(request)  # counted once the socket is really closed, FIN sent
-        with self.lock:
-            self.closed_connections += 1
-
-    @property
-    def url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.server_port}"
-
-
-def reply(
-    status: int = 200,
-    body: bytes | object = b"",
-    headers: dict[str, str] | None = None,
-    *,
-    content_type: str = "application/json",
-) -> Respond:
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-
-    def respond(handler: Handler) -> None:
-        handler.send_response(status)
-        all_headers = {
-            "Content-Type": content_type,
-            "Content-Length": str(len(data)),
-            **(headers or {}),
-        }
-        for name, value in all_headers.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        if handler.command != "HEAD":
-            handler.wfile.write(data)
-
-    return respond
-
-
-def trust_the_test_ca_alone() -> None:
-    """In the (patched) environment: the test CA is the store, not this machine's (slow to load)."""
-    for variable in ("SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
-        os.environ.pop(variable, None)
-    os.environ["SSL_CERT_FILE"] = CA_FILE
-
-
-def all_ranges_at_once(respond: Respond, ranges: int = 3) -> Respond:
-    """``respond``, once the ``ranges`` ranged requests have all arrived: all in flight at once."""
-    together = threading.Barrier(ranges)
-
-    def when_all_came(handler: Handler) -> None:
-        if "Range" in handler.headers:
-            together.wait(5)
-        respond(handler)
-
-    return when_all_came
-
-
-def cut(
-    body: bytes, after: int, headers: dict[str, str] | None = None, status: int = 200
-) -> Respond:
-    """Announce the whole body, send ``after`` bytes of it, then close."""
-
-    def respond(handler: Handler) -> None:
-        handler.send_response(status)
-        handler.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(body[:after])
-        handler.wfile.flush()
-        handler.close_connection = True
-
-    return respond
-
-
-def part_ignoring_if_range(data: bytes, start: int, etag: str) -> Respond:
-    """A 206 of ``data`` from ``start`` on, whatever If-Range says: a server that splices versions for you."""
-
-    def respond(handler: Handler) -> None:
-        handler.send_response(206)
-        handler.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        handler.send_header("Content-Length", str(len(data) - start))
-        handler.send_header("ETag", etag)
-        handler.end_headers()
-        handler.wfile.write(data[start:])
-
-    return respond
-
-
-def hang(handler: Handler) -> None:
-    """Answer nothing until the test ends."""
-    handler.server.stop.wait(10)
-    handler.close_connection = True
-
-
-def drop(handler: Handler) -> None:
-    """Close the connection without answering."""
-    handler.close_connection = True
-
-
-def reset(handler: Handler) -> None:
-    """Abort the connection with a TCP RST."""
-    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    handler.close_connection = True
-
-
-def serve_file(
-    data: bytes,
-    *,
-    etag: str | None = '"v1"',
-    ranges: bool = True,
-    cuts: list[int] | None = None,
-    digests: bool = False,
-) -> Respond:
-    """A static file with Range support (the stand-in's own code); each offset in ``cuts`` ends one response there.
-
-    ``digests``: with the stand-in's Repr-Digest, and Content-Digest on each 206.
-    """
-    pending = list(cuts or [])
-    sha256 = hashlib.sha256(data).hexdigest() if digests else None
-
-    def respond(handler: Handler) -> None:
-        def count(size: int) -> None:
-            with handler.server.lock:
-                handler.server.bytes_served += size
-
-        local_service.send_file(
-            handler,
-            io.BytesIO(data),
-            len(data),
-            etag,
-            ranges=ranges,
-            cuts=pending,
-            sending=count,
-            sha256=sha256,
-            content_digest=digests,
-        )
-
-    return respond
-
-
-class ServerTestCase(unittest.TestCase):
-    def setUp(self) -> None:
-        # This machine sets proxy variables: the tests choose their own environment.
-        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-        env["NO_PROXY"] = "127.0.0.1,localhost"
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = PYCACHE
-        patcher = mock.patch.dict(os.environ, env, clear=True)
-        patcher.start()
-        self.addCleanup(patcher.stop)
-        self.server = self.start_server()
-
-    def closed_during(
-        self, client: DatasetClient, call: Callable[[], object], waits: Callable[[], bool]
-    ) -> object:
-        """close() from another thread once ``call`` waits (``waits()``, then a moment): its
-        outcome, ended within 4 s (what each test stops would take 5 s or more)."""
-        outcome: list[object] = []
-        thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
-        thread.start()
-        _wait_for(waits, 20)
-        time.sleep(0.3)
-        client.close()
-        thread.join(4)
-        self.assertFalse(thread.is_alive(), "close() did not end the wait")
-        return outcome[0]
-
-    def start_server(self, tls: ssl.SSLContext | None = None) -> ScriptedServer:
-        server = ScriptedServer(tls)
-        thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        thread.start()
-
-        def stop() -> None:
-            server.stop.set()
-            server.shutdown()
-            server.server_close()
-            thread.join(5)
-            self.assertEqual(server.errors, [], "the server thread failed")
-
-        self.addCleanup(stop)
-        return server
-
-    def client(
-        self, base_url: str | None = None, api_key: str | None = KEY, **options: object
-    ) -> DatasetClient:
-        options.setdefault("timeout", 5)
-        options.setdefault("backoff_factor", 0.001)
-        client = DatasetClient(base_url or self.server.url + "/api/v1", api_key, **options)  # type: ignore[arg-type]
-        self.addCleanup(client.close)  # cleanups run last-in first-out: before the server stops
-        return client
-
-    def serve_two_at_once(self) -> Callable[[Path], list[str]]:
-        """Serve DATA once two requests have arrived; the function returned waits for them, lists a
-        directory then (their temporary files are made before they send), and lets them go on."""
-        both_sent, looked = threading.Barrier(3), threading.Event()
-
-        def respond(handler: Handler) -> None:
-            both_sent.wait(10)
-            looked.wait(10)
-            serve_file(DATA)(handler)
-
-        def look(directory: Path) -> list[str]:
-            both_sent.wait(10)
-            names = sorted(path.name for path in directory.iterdir())
-            looked.set()
-            return names
-
-        self.server.default = respond
-        return look
-
-    def script(self, *responses: Respond) -> None:
-        self.server.script.extend(responses)
-
-    def download_big(self, destination: Path, **options: Any) -> list[tuple[int, int | None]]:
-        """Download BIG (files/big) to ``destination`` on 4 connections, its sha256 checked; check that it is
-        whole and alone in its directory. Returns what progress was given."""
-        seen: list[tuple[int, int | None]] = []
-        self.client().download(
-            "files/big",
-            destination,
-            connections=4,
-            sha256=BIG_SHA,
-            progress=lambda d, t: seen.append((d, t)),
-            **options,
-        )
-        self.assertEqual(destination.read_bytes(), BIG)
-        self.assertEqual(sorted(p.name for p in destination.parent.iterdir()), [destination.name])
-        return seen
-
-    @property
-    def requests(self) -> list[Recorded]:
-        return self.server.requests
-
-    def tmp(self) -> Path:
-        directory = tempfile.TemporaryDirectory()
-        self.addCleanup(directory.cleanup)
-        return Path(directory.name)
-
-    def start_proxy(self) -> Proxy:
-        """A forwarding proxy (Proxy, below) on a free port, stopped when the test ends."""
-        proxy = Proxy()
-        thread = threading.Thread(
-            target=proxy.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        thread.start()
-
-        def stop() -> None:
-            proxy.shutdown()
-            proxy.server_close()
-
-        self.addCleanup(stop)
-        return proxy
-
-    def hashed_directory(self) -> Path:
-        """A directory holding the test CA under its subject hash, as `openssl rehash` names it."""
-        if shutil.which("openssl") is None:
-            self.skipTest("openssl is not installed: it names the files of a hashed CA directory")
-        name = subprocess.run(
-            ["openssl", "x509", "-hash", "-noout", "-in", CA_FILE],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        directory = self.tmp()
-        shutil.copy(CA_FILE, directory / f"{name}.0")
-        return directory
-
-
-# ---------------------------------------------------------------------------
-# Helpers the tests share
-# ---------------------------------------------------------------------------
-
-
-def outcome_of(call: Callable[[], object]) -> object:
-    """What ``call`` returned, or the exception it raised."""
-    try:
-        return call()
-    except BaseException as exc:  # the test looks at it
-        return exc
+from tests import support
+from tests.support import (
+    BIG,
+    BIG_SHA,
+    CA_FILE,
+    DATA,
+    DATA_SHA,
+    EXPORT_V,
+    KEY,
+    ROOT,
+    SIGNED_QUERY,
+    SIGNED_SHOWN,
+    Handler,
+    Respond,
+    ServerTestCase,
+    StandInTestCase,
+    all_ranges_at_once,
+    answer,
+    cut,
+    digest_field,
+    drop,
+    echo_credentials,
+    file_size_limit,
+    first_bytes_then_stall,
+    free_port,
+    hang,
+    hang_up,
+    head_server,
+    hold,
+    ignoring_ranges,
+    import_or_skip,
+    inherited_signals,
+    local_service,
+    other_user,
+    outcome_of,
+    part_ignoring_if_range,
+    quick_stand_in,
+    raw_server,
+    recorded_sleeps,
+    reply,
+    reset,
+    run_measuring_child,
+    serve_file,
+    serve_parts,
+    server_tls_context,
+    signed_values_in,
+    trickle,
+    trust_the_test_ca_alone,
+    until_closed,
+    wait_for,
+)
+
+# unittest's hook: this module's tests join the one set of workers a run shares
+from tests.support import load_tests as load_tests
 
 
 def email_date(timestamp: float) -> str:
     import email.utils
 
     return email.utils.formatdate(timestamp, usegmt=True)
-
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then let go): for connections that must be refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def file_size_limit(size: int) -> Iterator[None]:
-    """Writes past ``size`` bytes fail with EFBIG, as on a full disk: a real error from the file system."""
-    import resource
-
-    handler = signal.signal(
-        signal.SIGXFSZ, signal.SIG_IGN
-    )  # else the kernel's signal ends the process
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
-
-
-@contextlib.contextmanager
-def inherited_signals(action: Any, *names: str) -> Iterator[None]:
-    """Set signals to ``action`` in this process while a child is started, for the child to inherit.
-
-    SIG_DFL: as in a terminal, whatever the test run inherited (a background job ignores SIGINT,
-    nohup SIGHUP); SIG_IGN: as nohup starts a command. A handler becomes SIG_DFL across exec.
-    """
-    previous = {
-        name: signal.signal(getattr(signal, name), action)
-        for name in names
-        if hasattr(signal, name)
-    }
-    try:
-        yield
-    finally:
-        for name, handler in previous.items():
-            signal.signal(getattr(signal, name), handler)
-
-
-def import_or_skip(test: unittest.TestCase, name: str) -> Any:
-    """The module ``name``, or the test skipped saying the platform has none (fcntl, pty, termios: not Windows)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        test.skipTest(f"this platform has no {name}")
-
-
-def ignored_signals(pid: int) -> set[int]:
-    """The signals a (Linux) process ignores, from /proc/PID/status."""
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
-    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
-
-
-def waiting(pid: int) -> bool:
-    """True when every thread of (Linux) process ``pid`` sleeps, as a download's do once the bytes sent so far
-    are written and counted; elsewhere, True."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True
-    states = []
-    for task in tasks:
-        with (
-            contextlib.suppress(OSError),
-            open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as stat_file,
-        ):
-            states.append(stat_file.read().rsplit(")", 1)[1].split()[0])
-    return all(state in "SD" for state in states)
-
-
-@contextlib.contextmanager
-def recorded_sleeps() -> Iterator[list[float]]:
-    """The client's waits between retries (which close() ends), recorded instead of slept."""
-    sleeps: list[float] = []
-    with mock.patch.object(dc._ConnectionPool, "sleep", lambda pool, wait: sleeps.append(wait)):
-        yield sleeps
 
 
 def frame_names(thread: threading.Thread) -> list[str]:
@@ -569,168 +124,457 @@ def frame_names(thread: threading.Thread) -> list[str]:
     return names
 
 
-def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
+class BytesPath:
+    """A path-like object whose path is bytes."""
+
+    def __fspath__(self) -> bytes:
+        return b"out.bin"
 
 
-# The start of a child Python that measures its own memory (this process's peak may have been raised
-# by an earlier test), from /proc/self/status, under RLIMIT_AS so that an unbounded read fails loudly.
-MEASURING_CHILD = (
-    "import resource, sys, dataset_client as dc\n"
-    "def status(key):\n"
-    "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith(key)) * 1024\n"
-    "def peak_growth(call):\n"
-    "    open('/proc/self/clear_refs', 'w').write('5')  # the peak starts again from here\n"
-    "    before = status('VmRSS:')\n"
-    "    try:\n"
-    "        outcome = call()\n"
-    "    except dc.DatasetClientError as error:\n"
-    "        outcome = error\n"
-    "    return status('VmHWM:') - before, outcome\n"
-    "resource.setrlimit(resource.RLIMIT_AS, (status('VmSize:') + 512 * 2**20,) * 2)\n"
-    "client = dc.DatasetClient(sys.argv[1], timeout=10, max_retries=0)\n"
-)
+def _python_version() -> str:
+    return "{}.{}.{}".format(*sys.version_info[:3])
 
 
-def run_measuring_child(test: unittest.TestCase, code: str, base_url: str) -> list[str]:
-    """The lines ``code`` printed, run after MEASURING_CHILD (``client`` on ``base_url``, ``peak_growth(call)``)."""
-    if not os.path.exists("/proc/self/clear_refs"):
-        test.skipTest("needs Linux's /proc/self/status and clear_refs")
-    result = subprocess.run(
-        [sys.executable, "-c", MEASURING_CHILD + code, base_url],
-        cwd=HERE,
-        capture_output=True,
-        timeout=60,
-    )
-    test.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
-    return result.stdout.decode().splitlines()
+# The files of the test's own frames: its module's and support's (outcome_of, the base cases).
+OWN_FILES = (__file__, support.__file__)
 
 
-def raw_server(test: unittest.TestCase, respond: Callable[[socket.socket], None]) -> str:
-    """A server on a raw socket that runs ``respond`` for each connection; its base URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return
-            if stop.is_set():  # the wake-up below
-                connection.close()
-                return
-            with connection:
-                connection.settimeout(5)
-                with contextlib.suppress(OSError):
-                    connection.recv(65536)
-                    respond(connection)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-
-    def close() -> None:
-        stop.set()
-        with contextlib.suppress(OSError):  # wake accept() up
-            socket.create_connection(listener.getsockname(), timeout=1).close()
-        thread.join(5)
-        listener.close()
-
-    test.addCleanup(close)
-    return f"http://127.0.0.1:{listener.getsockname()[1]}"
-
-
-Served = tuple[str, list[str]]  # a head_server's URL, and what arrived
-Answer = Callable[[str, socket.socket], bool]  # answers a request; True: the connection stays
-
-
-def head_server(test: unittest.TestCase, *answers: Answer, refuse_tls: bool = False) -> Served:
-    """A raw server that reads a request's whole head before it answers, as most servers do: a
-    TLS ClientHello (no blank line) is never answered (closed at once with ``refuse_tls``). Each
-    request takes the next of ``answers`` (then: held). Returns its URL and what arrived: each
-    request's first line, "TLS" for a ClientHello. A thread a connection, all ended by the test."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    pending, seen, connections = list(answers), [], []
-
-    def serve(connection: socket.socket) -> None:
-        head: str | None = ""
-        buffered = b""
-        with connection, contextlib.suppress(OSError):
-            while head is not None:
-                head, buffered = read_head(connection, buffered, seen, refuse_tls)
-                if head is not None and not (pending.pop(0) if pending else hold)(head, connection):
-                    return
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            for _ in range(50):  # bounded
-                connection, _ = listener.accept()
-                connection.settimeout(10)
-                connections.append(connection)
-                threading.Thread(target=serve, args=(connection,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-
-    def close() -> None:
-        with contextlib.suppress(OSError):
-            listener.shutdown(socket.SHUT_RDWR)  # accept() ends
-        listener.close()
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)  # a held one ends
-
-    test.addCleanup(close)
-    return f"http://127.0.0.1:{listener.getsockname()[1]}", seen
+def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
+    """Where a secret shows in the repr of a local of a frame below the test's own (``error``'s and its
+    causes'), as traceback's capture_locals=True shows them (which must not fail), or in their fields."""
+    found = []
+    for summary in traceback.TracebackException.from_exception(error, capture_locals=True).stack:
+        if summary.filename not in OWN_FILES:  # the test's own frames hold what it passed
+            text = repr(summary.locals)
+            found += [
+                f"capture_locals {summary.name}: {secret}" for secret in secrets if secret in text
+            ]
+    chain, pending = [], [error]
+    while pending:  # the causes and the contexts: a context is kept even when a cause is given
+        exc = pending.pop()
+        if any(exc is seen for seen in chain):
+            continue
+        chain.append(exc)
+        pending += [linked for linked in (exc.__cause__, exc.__context__) if linked is not None]
+        values = {
+            f"{frame.f_code.co_name}: {name}": value
+            for frame, _ in traceback.walk_tb(exc.__traceback__)
+            if frame.f_code.co_filename not in OWN_FILES
+            for name, value in frame.f_locals.items()
+        }
+        fields = (
+            *exc.args,
+            *vars(exc).values(),
+            getattr(exc, "object", b""),
+            getattr(exc, "doc", ""),
+        )
+        values.update(
+            {f"{type(exc).__name__} field {number}": value for number, value in enumerate(fields)}
+        )
+        found += [
+            f"{where} holds {secret}"
+            for where, value in values.items()
+            for secret in secrets
+            if secret in repr(value)
+        ]
+    return found
 
 
-def read_head(
-    connection: socket.socket, buffered: bytes, seen: list[str], refuse_tls: bool
-) -> tuple[str | None, bytes]:
-    """head_server's reading of a head (None: the connection is over), noted in ``seen``."""
-    while b"\r\n\r\n" not in buffered:
-        chunk = connection.recv(65536)
-        buffered += chunk
-        if buffered.startswith(b"\x16"):
-            seen.append("TLS")
-            if not refuse_tls:
-                hold("", connection)
-            return None, b""
-        if not chunk:
-            return None, b""
-    head, _, rest = buffered.partition(b"\r\n\r\n")
-    seen.append(head.decode("latin-1").partition("\r\n")[0])
-    return head.decode("latin-1"), rest
+S3_EXPIRED = b"""<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>AccessDenied</Code><Message>Request has expired</Message>
+<X-Amz-Expires>60</X-Amz-Expires><Expires>2024-01-01T00:01:00Z</Expires>
+<ServerTime>2024-01-01T09:00:00Z</ServerTime></Error>"""
 
 
-def hold(head: str, connection: socket.socket) -> bool:
-    """Answer nothing until the client goes (or the test ends)."""
-    while connection.recv(65536):
+class FakeFuture:
+    """A task of FakeDask: run when its result is asked for; ``None``: its worker is gone, never done."""
+
+    def __init__(self, task: Callable[[], Any] | None) -> None:
+        self.task = task
+
+    def done(self) -> bool:
+        return self.task is not None
+
+    def result(self, timeout: float | None = None) -> Any:
+        assert self.task is not None, "a result asked of a task that never ends"
+        return self.task()  # or raises what the task raised, as Dask does
+
+
+class FakeDask:
+    """What fan_out.run uses of dask.distributed, run in this process: the client of each task is
+    pickled and unpickled as a worker's is, a task whose label is in ``lost`` never ends and takes
+    every worker with it, ``missing`` workers cannot import dataset_client; ``mounts`` maps DIR as
+    the submitting machine sees it to DIR as the workers do."""
+
+    address = "tcp://127.0.0.1:8786"
+
+    def __init__(
+        self,
+        workers: int = 1,
+        *,
+        lost: Collection[str] = (),
+        missing: Collection[str] = (),
+        upload: Exception | None = None,
+        mounts: dict[str, str] | None = None,
+        scheduler_lost: bool = False,
+    ) -> None:
+        self.workers = [f"tcp://127.0.0.1:{40001 + n}" for n in range(workers)]
+        self.lost, self.missing, self.upload, self.mounts = (
+            set(lost),
+            set(missing),
+            upload,
+            mounts or {},
+        )
+        self.scheduler_lost = scheduler_lost
+        self.made: list[dict[str, Any]] = []
+        self.uploaded: list[str] = []
+        self.scheduler = self
+        self.Client = self.LocalCluster = (
+            self.make
+        )  # distributed.Client(...), distributed.LocalCluster(...)
+
+    def make(self, *args: Any, **kwargs: Any) -> FakeDask:
+        self.made.append(kwargs)
+        return self
+
+    def submit(self, task: Any, client: Any, job: Any, into: str, pure: bool) -> FakeFuture:
+        if job.label in self.lost:
+            self.workers.clear()
+            return FakeFuture(None)
+        pickled = pickle.dumps(client)
+        return FakeFuture(lambda: task(pickle.loads(pickled), job, self.mounts.get(into, into)))
+
+    def wait(self, futures: list[FakeFuture], timeout: float, return_when: str) -> None:
+        if self.scheduler_lost:  # as distributed.wait says it
+            raise RuntimeError("2 Futures cancelled:\nReasons:\nscheduler-connection-lost")
+        if not any(future.done() for future in futures):
+            time.sleep(0.01)
+            raise TimeoutError  # as distributed.wait does when its time-out passes
+
+    def run(self, function: Callable[[], str | None]) -> dict[str, str | None]:
+        found = function()
+        return {
+            worker: "ModuleNotFoundError" if worker in self.missing else found
+            for worker in self.workers
+        }
+
+    def run_on_scheduler(self, function: Callable[[], str | None]) -> str | None:
+        return function()
+
+    def upload_file(self, path: str) -> None:
+        if self.upload is not None:
+            raise self.upload
+        self.uploaded.append(path)
+        self.missing.clear()
+
+    def scheduler_info(self) -> dict[str, Any]:
+        if self.scheduler_lost:
+            raise OSError("Timed out trying to connect to tcp://127.0.0.1:8786")
+        return {"workers": {worker: {} for worker in self.workers}}
+
+    def close(self) -> None:
         pass
-    return False
 
 
-def hang_up(head: str, connection: socket.socket) -> bool:
-    """Close the connection without answering."""
-    return False
+def _load_example(name: str) -> Any:
+    """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def answer(status: int, body: bytes = b"[]", headers: str = "") -> Answer:
-    def respond(head: str, connection: socket.socket) -> bool:
-        reason = http.client.responses[status]
-        length = f"Content-Length: {len(body)}\r\nContent-Type: application/json\r\n"
-        connection.sendall(f"HTTP/1.1 {status} {reason}\r\n{length}{headers}\r\n".encode() + body)
-        return "Connection: close" not in headers
+def blocked_in_a_socket_read(thread: threading.Thread) -> bool:
+    """True when ``thread`` waits in socket.SocketIO.readinto (under a BufferedReader, its lock held)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return (
+        frame is not None
+        and frame.f_code.co_name == "readinto"
+        and frame.f_code.co_filename == socket.__file__
+    )
+
+
+def _fork_quietly() -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
+        return os.fork()
+
+
+def _wait_for_child(pid: int, seconds: float) -> int | None:
+    """The child's exit status, or None (and the child killed) when it has not ended in ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+INVISIBLE = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u200c\u200d\u2060\ufeff\u2028\u2029"
+RAW_INVISIBLE = re.compile(f"[{INVISIBLE}\ud800-\udfff]")  # what must not reach a terminal either
+
+
+def make_lenient_ca(directory: Path) -> tuple[str, str]:
+    """With openssl: a CA whose basicConstraints is not critical (as many TLS-inspecting proxies'), and a
+    certificate (and key) it signed for 127.0.0.1 only. Returns their two PEM file names."""
+    (directory / "ca.cnf").write_text(
+        "[req]\ndistinguished_name = dn\nx509_extensions = ext\nprompt = no\n[dn]\nCN = lenient test CA\n"
+        "[ext]\nbasicConstraints = CA:TRUE\nkeyUsage = keyCertSign, cRLSign\nsubjectKeyIdentifier = hash\n"
+    )
+    (directory / "server.ext").write_text(
+        "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n"
+        "authorityKeyIdentifier = keyid\nsubjectKeyIdentifier = hash\n"
+    )
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    sign = ["-days", "3650", "-extfile", "server.ext", "-out", "server.crt"]
+    for command in (
+        [
+            "req",
+            "-x509",
+            "-config",
+            "ca.cnf",
+            *key,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "3650",
+        ],
+        [
+            "req",
+            "-new",
+            *key,
+            "-keyout",
+            "server.key",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-out",
+            "server.csr",
+        ],
+        [
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            "7",
+            *sign,
+        ],
+    ):
+        subprocess.run(
+            ["openssl", *command], cwd=directory, check=True, capture_output=True, timeout=60
+        )
+    chain = directory / "server.pem"
+    chain.write_text(
+        (directory / "server.crt").read_text() + (directory / "server.key").read_text()
+    )
+    return str(directory / "ca.pem"), str(chain)
+
+
+SMALL = DATA[:200_000]  # one stream: a small file is enough
+
+
+SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
+
+
+class Verified:
+    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed
+    (given to ``download`` as ``verified=progress.verified.append``; ``**hooks()``: both)."""
+
+    def __init__(self) -> None:
+        self.verified: list[str] = []
+        self.seen: list[tuple[int, int | None]] = []
+
+    def hooks(self) -> dict[str, Any]:
+        return {"progress": self, "verified": self.verified.append}
+
+    def __call__(self, done: int, total: int | None) -> None:
+        self.seen.append((done, total))
+
+
+def big(start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of BIG."""
+    return BIG[start:end]
+
+
+def pattern(start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a file of any size: DATA's first MiB and a byte, over and over."""
+    period = 1024 * 1024 + 1
+    first = start % period
+    return (DATA[:period] * ((first + end - start) // period + 1))[first : first + end - start]
+
+
+def serve_chunked_parts(
+    read: Callable[[int, int], bytes], size: int, digests: bool = True
+) -> Respond:
+    """A file of ``size`` bytes (``read(start, end)`` gives them), ranges, a strong ETag, served
+    as some servers do: a 200 with a Content-Length, each 206 chunked, with no length (with its
+    Content-Digest when ``digests``). Past 256 MiB, a 200 is cut."""
+    mib = 1024 * 1024
+
+    def respond(handler: Handler) -> None:
+        span = local_service._requested_range(handler.headers.get("Range"), size)
+        start, end = span or (0, size)
+        headers = {"ETag": '"v1"', "Accept-Ranges": "bytes"}
+        if span is None:
+            headers["Content-Length"] = str(size)
+        else:
+            headers |= {"Content-Range": f"bytes {start}-{end - 1}/{size}"}
+            headers |= {"Transfer-Encoding": "chunked"}
+            headers |= {"Content-Digest": digest_field(read(start, end))} if digests else {}
+        handler.send_response(206 if span else 200)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.close_connection = span is None
+        with contextlib.suppress(OSError):  # the client hung up: it reads a part of a 200 only
+            for offset in range(start, min(end, start + 256 * mib), mib):
+                piece = read(offset, min(end, offset + mib))
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if span else piece)
+            if span:
+                handler.wfile.write(b"0\r\n\r\n")
 
     return respond
 
 
-# ---------------------------------------------------------------------------
-# Importing the module: Python 3.10 or older
-# ---------------------------------------------------------------------------
+class Checking:
+    """A binary stream that cannot seek, for a file too large to keep: it counts the bytes
+    written, and notes where they first differ from ``read(start, end)``."""
+
+    def __init__(self, read: Callable[[int, int], bytes]) -> None:
+        self.read, self.size, self.wrong = read, 0, None
+
+    def write(self, data: bytes) -> int:
+        if self.wrong is None and data != self.read(self.size, self.size + len(data)):
+            self.wrong = self.size
+        self.size += len(data)
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+def run_within(seconds: float, call: Callable[[], object]) -> tuple[object, float]:
+    """What ``call`` returned or raised (see outcome_of) and the seconds it took, run in a thread
+    of its own; still running after ``seconds``: "still running", its thread (a daemon) left
+    behind, for the test to fail, not hang."""
+    outcome: list[object] = []
+    started = time.monotonic()
+    thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (outcome[0] if outcome else "still running"), time.monotonic() - started
+
+
+def part_threads() -> list[str]:
+    """The names of the client's threads still running."""
+    names = [thread.name for thread in threading.enumerate()]
+    return [name for name in names if name.startswith("dataset-client")]
+
+
+class Recorder:
+    """A binary stream that cannot seek: what was written to it, in order."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+    def seekable(self) -> bool:
+        return False
+
+
+def read_parquet(data: bytes) -> tuple[list[dict[int, Any]], list[list[Any]], int]:
+    """The schema, columns and row-group count of a Parquet file of the subset parquet_writer writes.
+
+    Written apart from the writer, from the format's documents: the footer in Thrift's compact
+    protocol; required columns; data pages (v1) in PLAIN encoding, uncompressed or GZIP.
+    """
+    if data[:4] != b"PAR1" or data[-4:] != b"PAR1":
+        raise ValueError("not framed by PAR1")
+    (length,) = struct.unpack("<I", data[-8:-4])
+    footer, _ = thrift_struct(data, len(data) - 8 - length)
+    schema = footer[2][1:]  # after the root
+    columns: list[list[Any]] = [[] for _ in schema]
+    for group in footer[4]:
+        for index, chunk in enumerate(group[1]):
+            metadata = chunk[3]
+            header, start = thrift_struct(data, metadata[9])
+            body = data[start : start + header[3]]
+            if metadata[4] == 2:  # GZIP: RFC 1952 frames
+                if body[:2] != b"\x1f\x8b":
+                    raise ValueError("a GZIP page that is not a gzip frame")
+                body = gzip.decompress(body)
+            if (header[1], header[5][2], len(body)) != (0, 0, header[2]):
+                raise ValueError(f"not a PLAIN data page of the size announced: {header}")
+            columns[index] += plain_values(body, metadata[1], header[5][1])
+    return schema, columns, len(footer[4])
+
+
+def plain_values(body: bytes, physical: int, count: int) -> list[Any]:
+    if physical == 6:  # BYTE_ARRAY: a 4-byte length, the bytes
+        values, position = [], 0
+        for _ in range(count):
+            (size,) = struct.unpack_from("<I", body, position)
+            values.append(body[position + 4 : position + 4 + size].decode("utf-8"))
+            position += 4 + size
+        return values
+    return list(struct.unpack(f"<{count}{ {1: 'i', 2: 'q', 5: 'd'}[physical] }", body))
+
+
+def thrift_struct(data: bytes, position: int) -> tuple[dict[int, Any], int]:
+    fields: dict[int, Any] = {}
+    field = 0
+    while data[position]:
+        header = data[position]
+        field, position = (
+            (field + (header >> 4), position + 1)
+            if header >> 4
+            else varint(data, position + 1, zigzag=True)
+        )
+        fields[field], position = thrift_value(data, position, header & 0x0F)
+    return fields, position + 1
+
+
+def thrift_value(data: bytes, position: int, kind: int) -> tuple[Any, int]:
+    if kind in (5, 6):  # i32, i64
+        return varint(data, position, zigzag=True)
+    if kind == 8:  # binary
+        size, position = varint(data, position)
+        return data[position : position + size].decode("utf-8"), position + size
+    if kind == 12:
+        return thrift_struct(data, position)
+    if kind != 9:
+        raise ValueError(f"a Thrift type the writer never uses: {kind}")
+    size, element, position = data[position] >> 4, data[position] & 0x0F, position + 1
+    if size == 15:
+        size, position = varint(data, position)
+    items = []
+    for _ in range(size):
+        item, position = thrift_value(data, position, element)
+        items.append(item)
+    return items, position
+
+
+def varint(data: bytes, position: int, *, zigzag: bool = False) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        value |= (byte & 0x7F) << shift
+        position, shift = position + 1, shift + 7
+        if not byte & 0x80:
+            return ((value >> 1) ^ -(value & 1) if zigzag else value), position
 
 
 class OldPythonTests(unittest.TestCase):
@@ -742,11 +586,11 @@ class OldPythonTests(unittest.TestCase):
         environment = {
             "PATH": os.environ.get("PATH", ""),
             "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPATH": str(HERE),
+            "PYTHONPATH": str(ROOT),
         }
         return subprocess.run(
             [python, "-c", code],
-            cwd=HERE,
+            cwd=ROOT,
             env=environment,
             capture_output=True,
             text=True,
@@ -783,11 +627,6 @@ class OldPythonTests(unittest.TestCase):
         for python in pythons:
             with self.subTest(python=str(python)):
                 self.assert_refused(str(python), "", python.parent.parent.name)
-
-
-# ---------------------------------------------------------------------------
-# The client: its construction and the arguments it takes
-# ---------------------------------------------------------------------------
 
 
 class ConstructionTests(ServerTestCase):
@@ -1044,14 +883,6 @@ class FirstHourLibraryTests(ServerTestCase):
             self.requests[0].path, "/api/v1/datasets", "the address it shows is the one it uses"
         )
 
-    def run_cli(self, *argv: str) -> tuple[int, str]:
-        """The command line in this process: its exit status and stderr (stdout must stay empty)."""
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = cli.main(list(argv))
-        self.assertEqual(out.getvalue(), "")
-        return status, err.getvalue()
-
     def test_a_tls_server_refusing_the_handshake_is_no_wrong_scheme(self) -> None:
         # nginx on its TLS port: a handshake it refuses gets an alert, plain HTTP gets "HTTP/1.1 400".
         trust_the_test_ca_alone()  # the handshake fails before any certificate
@@ -1220,11 +1051,6 @@ class FirstHourLibraryTests(ServerTestCase):
         self.assertLess(time.monotonic() - started, 2, "the part stopped at once")
         self.assertEqual(seen, ["GET /f HTTP/1.1"] * 2, "no probe")
         self.assertEqual(list(out.parent.iterdir()), [])
-
-
-# ---------------------------------------------------------------------------
-# The operations on the wire: list_datasets, query, create_export (and their arguments)
-# ---------------------------------------------------------------------------
 
 
 class WireTests(ServerTestCase):
@@ -1512,22 +1338,6 @@ class WireTests(ServerTestCase):
         self.assertEqual(request.json(), {"sql": "SELECT *"})
 
 
-class BytesPath:
-    """A path-like object whose path is bytes."""
-
-    def __fspath__(self) -> bytes:
-        return b"out.bin"
-
-
-def _python_version() -> str:
-    return "{}.{}.{}".format(*sys.version_info[:3])
-
-
-# ---------------------------------------------------------------------------
-# The request path: errors, and the secrets a server echoes into them
-# ---------------------------------------------------------------------------
-
-
 class ErrorTests(ServerTestCase):
     def test_service_error_fields_and_message(self) -> None:
         body = {"error": {"message": "no such dataset", "code": "not_found"}}
@@ -1779,30 +1589,11 @@ class ErrorTests(ServerTestCase):
             [sys.executable, "-c", code, self.server.url],
             capture_output=True,
             text=True,
-            cwd=HERE,
+            cwd=ROOT,
             timeout=30,
         )
         self.assertEqual((done.stdout, done.stderr), ("[{'name': 'daily_bars'}]\n[]\n", ""))
         self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/datasets")])
-
-
-def echo_credentials(status: int) -> Respond:
-    """An error that repeats what the request carried, in its reason, a header and its JSON body."""
-
-    def respond(handler: Handler) -> None:
-        received = dict(handler.headers.items())
-        authorization = received.get("Authorization", "") or received.get("Proxy-Authorization", "")
-        body = json.dumps(
-            {"message": f"bad credentials: {authorization}", "received": received}
-        ).encode()
-        handler.send_response(status, f"Denied {authorization}")
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.send_header("X-Echo", authorization)
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    return respond
 
 
 class HostileServerSecretTests(ServerTestCase):
@@ -2003,7 +1794,7 @@ class HostileServerSecretTests(ServerTestCase):
             None
         ):  # the server holds the head, the client waits in send()
             with contextlib.suppress(AssertionError):
-                _wait_for(
+                wait_for(
                     lambda: (
                         bool(self.requests) and frame_names(main)[:2] == ["send", "_send_output"]
                     ),
@@ -2030,81 +1821,6 @@ class HostileServerSecretTests(ServerTestCase):
                 text = value if isinstance(value, (str, bytes, bytearray)) else repr(value)
                 with self.subTest(frame=frame.f_code.co_name, local=name):
                     self.assert_no_secret(text, KEY)
-
-
-# ---------------------------------------------------------------------------
-# The request path: redirects
-# ---------------------------------------------------------------------------
-
-
-def secrets_in_frames(error: BaseException, *secrets: str) -> list[str]:
-    """Where a secret shows in the repr of a local of a frame below the test's own (``error``'s and its
-    causes'), as traceback's capture_locals=True shows them (which must not fail), or in their fields."""
-    found = []
-    for summary in traceback.TracebackException.from_exception(error, capture_locals=True).stack:
-        if summary.filename != __file__:  # the test's own frames hold what it passed
-            text = repr(summary.locals)
-            found += [
-                f"capture_locals {summary.name}: {secret}" for secret in secrets if secret in text
-            ]
-    chain, pending = [], [error]
-    while pending:  # the causes and the contexts: a context is kept even when a cause is given
-        exc = pending.pop()
-        if any(exc is seen for seen in chain):
-            continue
-        chain.append(exc)
-        pending += [linked for linked in (exc.__cause__, exc.__context__) if linked is not None]
-        values = {
-            f"{frame.f_code.co_name}: {name}": value
-            for frame, _ in traceback.walk_tb(exc.__traceback__)
-            if frame.f_code.co_filename != __file__
-            for name, value in frame.f_locals.items()
-        }
-        fields = (
-            *exc.args,
-            *vars(exc).values(),
-            getattr(exc, "object", b""),
-            getattr(exc, "doc", ""),
-        )
-        values.update(
-            {f"{type(exc).__name__} field {number}": value for number, value in enumerate(fields)}
-        )
-        found += [
-            f"{where} holds {secret}"
-            for where, value in values.items()
-            for secret in secrets
-            if secret in repr(value)
-        ]
-    return found
-
-
-# Credential parameters of signed URLs (S3, GCS, CloudFront, Azure, OAuth), any case, with values.
-SIGNED = {
-    "X-Amz-Credential": "AKIAEXAMPLE0001%2F20240101%2Fus-east-1%2Fs3%2Faws4_request",
-    "X-Amz-Security-Token": "FwoGZXIvYXdzEJr%2F%2Fsession0002",
-    "X-Amz-Signature": "816d0123456789abcdef0003",
-    "x-goog-credential": "svc%40project.iam0004",
-    "X-GOOG-SIGNATURE": "a1b2c3d4e5f60005",
-    "Policy": "eyJTdGF0ZW1lbnQiOiJ0006",
-    "Signature": "Zm9vYmFy~0007-",
-    "Key-Pair-Id": "APKAEXAMPLE0008",
-    "sig": "r%2BVW0009%3D",
-    "Token": "tok0010",
-    "access_token": "ya29.a0011",
-}
-EXPORT_V = ["export", "trades", "--symbols", "V", "--start", "2024-01-02", "--end", "2024-01-03"]
-SIGNED_QUERY = "&".join(f"{name}={value}" for name, value in SIGNED.items())
-SIGNED_SHOWN = "&".join(f"{name}=<redacted>" for name in SIGNED)
-S3_EXPIRED = b"""<?xml version="1.0" encoding="UTF-8"?>
-<Error><Code>AccessDenied</Code><Message>Request has expired</Message>
-<X-Amz-Expires>60</X-Amz-Expires><Expires>2024-01-01T00:01:00Z</Expires>
-<ServerTime>2024-01-01T09:00:00Z</ServerTime></Error>"""
-
-
-def signed_values_in(texts: list[str]) -> list[str]:
-    """The values of SIGNED (as sent, and decoded) that show in ``texts``."""
-    values = [form for value in SIGNED.values() for form in (value, urllib_parse.unquote(value))]
-    return [value for value in values for text in texts if value in text]
 
 
 class SecondReviewSecretTests(ServerTestCase):
@@ -2767,11 +2483,6 @@ class RedirectTests(ServerTestCase):
             self.assertEqual(caught.exception.status, status)
 
 
-# ---------------------------------------------------------------------------
-# The request path: retries
-# ---------------------------------------------------------------------------
-
-
 class RetryTests(ServerTestCase):
     def test_get_retries_retryable_statuses(self) -> None:
         for status in (429, 502, 503, 504):
@@ -2945,12 +2656,6 @@ class RetryTests(ServerTestCase):
         self.assertEqual(said[1:], [resumed + "/api/v1/files/x"], "after the retry's line")
 
 
-# ---------------------------------------------------------------------------
-# The request path: connections kept, forked and closed; and a hostile server's answers, never silently
-# wrong (framing, bodies, redirects, a POST's retries, resumed parts, the key in no frame)
-# ---------------------------------------------------------------------------
-
-
 class ConnectionTests(ServerTestCase):
     def test_close_during_a_call_starts_no_probe(self) -> None:
         # Issue 30: close() from another thread ended the call 5 s later: its hang-up was probed.
@@ -3020,7 +2725,7 @@ class ConnectionTests(ServerTestCase):
             f"dc.DatasetClient({self.server.url + '/api'!r}).query('SELECT 1')\n"
         )
         done = subprocess.run(
-            [sys.executable, "-c", program], cwd=HERE, capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=60
         )
         self.assertEqual((done.returncode, done.stderr), (0, ""))
         self.assertEqual(done.stdout, f"('{self.server.url}/api/query', 'POST')\n")
@@ -3044,7 +2749,7 @@ class ConnectionTests(ServerTestCase):
         self.script(reply_then_close, reply(body=[2]), reply(body=[3]))
         client = self.client(max_retries=0)
         self.assertEqual(client.list_datasets(), [1])
-        _wait_for(lambda: self.server.closed_connections == 1)
+        wait_for(lambda: self.server.closed_connections == 1)
         self.assertEqual(
             client.query("SELECT 1"), [2]
         )  # a POST: it must not be sent on the dead one
@@ -3107,7 +2812,7 @@ class ConnectionTests(ServerTestCase):
         client.list_datasets()
         self.assertEqual(self.server.closed_connections, 0)
         client.close()
-        _wait_for(lambda: self.server.closed_connections == 1)
+        wait_for(lambda: self.server.closed_connections == 1)
 
 
 # Beyond one process: a client forked under a reading thread, pickled, copied, handed to other processes
@@ -3130,8 +2835,8 @@ class BeyondOneProcessTests(ServerTestCase):
         reading.start()
         self.addCleanup(reading.join, 10)
         self.addCleanup(go_on.set)
-        _wait_for(
-            lambda: _blocked_in_a_socket_read(reading)
+        wait_for(
+            lambda: blocked_in_a_socket_read(reading)
         )  # its buffered reader's lock is held now
         pid = _fork_quietly()
         if pid == 0:  # the child: leave at once, never returning into the test runner
@@ -3361,7 +3066,7 @@ class BeyondOneProcessTests(ServerTestCase):
         ]
         for thread in threads:
             thread.start()
-        _wait_for(lambda: len(self.requests) == 64)
+        wait_for(lambda: len(self.requests) == 64)
         client.close()
         for thread in threads:
             thread.join(10)
@@ -3369,7 +3074,7 @@ class BeyondOneProcessTests(ServerTestCase):
             {type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError}
         )
         self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
-        _wait_for(lambda: sockets() <= descriptors)  # none of its own left: the server's ends too
+        wait_for(lambda: sockets() <= descriptors)  # none of its own left: the server's ends too
 
     def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(
         self,
@@ -3826,7 +3531,7 @@ class BeyondOneProcessTests(ServerTestCase):
         self.addCleanup(reading.join, 10)
         self.addCleanup(go_on.set)
         # The request seen first: a read of the head, before the server read it, counts too.
-        _wait_for(lambda: bool(self.requests) and _blocked_in_a_socket_read(reading))
+        wait_for(lambda: bool(self.requests) and blocked_in_a_socket_read(reading))
         client.close()
         reading.join(5)
         self.assertEqual(
@@ -3903,134 +3608,6 @@ class BeyondOneProcessTests(ServerTestCase):
                     self.assertEqual(
                         (elsewhere / job.name).read_bytes(), planted, "nothing written through it"
                     )
-
-
-class FakeFuture:
-    """A task of FakeDask: run when its result is asked for; ``None``: its worker is gone, never done."""
-
-    def __init__(self, task: Callable[[], Any] | None) -> None:
-        self.task = task
-
-    def done(self) -> bool:
-        return self.task is not None
-
-    def result(self, timeout: float | None = None) -> Any:
-        assert self.task is not None, "a result asked of a task that never ends"
-        return self.task()  # or raises what the task raised, as Dask does
-
-
-class FakeDask:
-    """What fan_out.run uses of dask.distributed, run in this process: the client of each task is
-    pickled and unpickled as a worker's is, a task whose label is in ``lost`` never ends and takes
-    every worker with it, ``missing`` workers cannot import dataset_client; ``mounts`` maps DIR as
-    the submitting machine sees it to DIR as the workers do."""
-
-    address = "tcp://127.0.0.1:8786"
-
-    def __init__(
-        self,
-        workers: int = 1,
-        *,
-        lost: Collection[str] = (),
-        missing: Collection[str] = (),
-        upload: Exception | None = None,
-        mounts: dict[str, str] | None = None,
-        scheduler_lost: bool = False,
-    ) -> None:
-        self.workers = [f"tcp://127.0.0.1:{40001 + n}" for n in range(workers)]
-        self.lost, self.missing, self.upload, self.mounts = (
-            set(lost),
-            set(missing),
-            upload,
-            mounts or {},
-        )
-        self.scheduler_lost = scheduler_lost
-        self.made: list[dict[str, Any]] = []
-        self.uploaded: list[str] = []
-        self.scheduler = self
-        self.Client = self.LocalCluster = (
-            self.make
-        )  # distributed.Client(...), distributed.LocalCluster(...)
-
-    def make(self, *args: Any, **kwargs: Any) -> FakeDask:
-        self.made.append(kwargs)
-        return self
-
-    def submit(self, task: Any, client: Any, job: Any, into: str, pure: bool) -> FakeFuture:
-        if job.label in self.lost:
-            self.workers.clear()
-            return FakeFuture(None)
-        pickled = pickle.dumps(client)
-        return FakeFuture(lambda: task(pickle.loads(pickled), job, self.mounts.get(into, into)))
-
-    def wait(self, futures: list[FakeFuture], timeout: float, return_when: str) -> None:
-        if self.scheduler_lost:  # as distributed.wait says it
-            raise RuntimeError("2 Futures cancelled:\nReasons:\nscheduler-connection-lost")
-        if not any(future.done() for future in futures):
-            time.sleep(0.01)
-            raise TimeoutError  # as distributed.wait does when its time-out passes
-
-    def run(self, function: Callable[[], str | None]) -> dict[str, str | None]:
-        found = function()
-        return {
-            worker: "ModuleNotFoundError" if worker in self.missing else found
-            for worker in self.workers
-        }
-
-    def run_on_scheduler(self, function: Callable[[], str | None]) -> str | None:
-        return function()
-
-    def upload_file(self, path: str) -> None:
-        if self.upload is not None:
-            raise self.upload
-        self.uploaded.append(path)
-        self.missing.clear()
-
-    def scheduler_info(self) -> dict[str, Any]:
-        if self.scheduler_lost:
-            raise OSError("Timed out trying to connect to tcp://127.0.0.1:8786")
-        return {"workers": {worker: {} for worker in self.workers}}
-
-    def close(self) -> None:
-        pass
-
-
-def _load_example(name: str) -> Any:
-    """examples/NAME.py as a module (fan_out.py imports Dask only when run)."""
-    spec = importlib.util.spec_from_file_location(name, HERE / "examples" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _blocked_in_a_socket_read(thread: threading.Thread) -> bool:
-    """True when ``thread`` waits in socket.SocketIO.readinto (under a BufferedReader, its lock held)."""
-    frame = sys._current_frames().get(thread.ident or 0)
-    return (
-        frame is not None
-        and frame.f_code.co_name == "readinto"
-        and frame.f_code.co_filename == socket.__file__
-    )
-
-
-def _fork_quietly() -> int:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads running
-        return os.fork()
-
-
-def _wait_for_child(pid: int, seconds: float) -> int | None:
-    """The child's exit status, or None (and the child killed) when it has not ended in ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        ended, status = os.waitpid(pid, os.WNOHANG)
-        if ended:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.005)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return None
 
 
 class HostileServerTests(ServerTestCase):
@@ -4429,15 +4006,6 @@ class HostileServerTests(ServerTestCase):
             self.server.script.clear()
 
 
-# ---------------------------------------------------------------------------
-# The request path: proxies, TLS, NO_PROXY, certificates
-# ---------------------------------------------------------------------------
-
-
-INVISIBLE = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u200c\u200d\u2060\ufeff\u2028\u2029"
-RAW_INVISIBLE = re.compile(f"[{INVISIBLE}\ud800-\udfff]")  # what must not reach a terminal either
-
-
 class SecondReviewHostileTextTests(ServerTestCase):
     """Server text never ends in a bare exception, nothing invisible reaches the terminal, and the user's
     own extreme settings get a clear error (the contract's second review)."""
@@ -4751,92 +4319,6 @@ class SecondReviewHostileTextTests(ServerTestCase):
         )
 
 
-class Proxy(socketserver.ThreadingTCPServer):
-    """A tiny forward proxy: absolute-form HTTP requests and CONNECT tunnels. Records request lines."""
-
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), ProxyHandler)
-        self.lines: list[str] = []
-        self.proxy_authorizations: list[str | None] = []
-        self.required: str | None = (
-            None  # a Proxy-Authorization value: without it, the refusal below
-        )
-        self.refusal = b"407 Proxy Authentication Required"
-
-
-class ProxyHandler(socketserver.StreamRequestHandler):
-    server: Proxy
-
-    def handle(self) -> None:
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = self.request.recv(65536)
-            if not chunk:
-                return
-            head += chunk
-        header_block, _, rest = head.partition(b"\r\n\r\n")
-        lines = header_block.decode("latin-1").split("\r\n")
-        method, target, _version = lines[0].split(" ")
-        self.server.lines.append(lines[0])
-        auth = [
-            line.split(":", 1)[1].strip()
-            for line in lines[1:]
-            if line.lower().startswith("proxy-authorization:")
-        ]
-        self.server.proxy_authorizations.append(auth[0] if auth else None)
-        if self.server.required is not None and (auth[0] if auth else None) != self.server.required:
-            self.request.sendall(
-                b"HTTP/1.1 "
-                + self.server.refusal
-                + b'\r\nProxy-Authenticate: Basic realm="corp"\r\n'
-                b"Content-Length: 0\r\nConnection: close\r\n\r\n"
-            )
-            return
-        if method == "CONNECT":
-            host, port = target.rsplit(":", 1)
-            upstream = socket.create_connection((host, int(port)))
-            self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            parts = urllib_parse.urlsplit(target)
-            upstream = socket.create_connection((parts.hostname, parts.port or 80))
-            kept = [line for line in lines[1:] if not line.lower().startswith("proxy-")]
-            path = parts.path + ("?" + parts.query if parts.query else "")
-            upstream.sendall(
-                f"{method} {path} HTTP/1.1\r\n".encode()
-                + "\r\n".join(kept).encode("latin-1")
-                + b"\r\n\r\n"
-                + rest
-            )
-        _relay(self.request, upstream)
-
-
-def _relay(a: socket.socket, b: socket.socket) -> None:
-    try:
-        sockets = [a, b]
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            readable, _, _ = select.select(sockets, [], [], 0.5)
-            for sock in readable:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                (b if sock is a else a).sendall(data)
-    except OSError:
-        pass
-    finally:
-        b.close()
-
-
-def server_tls_context() -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(SERVER_CERT)
-    return context
-
-
 class ProxyAndTLSTests(ServerTestCase):
     def test_http_proxy_and_no_proxy(self) -> None:
         proxy = self.start_proxy()
@@ -4895,7 +4377,7 @@ class ProxyAndTLSTests(ServerTestCase):
         )  # a field, for callers (and the CLI) to act on
         self.assertTrue(pickle.loads(pickle.dumps(caught.exception)).certificate)
         self.assertEqual(tls.requests, [])
-        _wait_for(lambda: tls.tls_failures == 1)
+        wait_for(lambda: tls.tls_failures == 1)
 
     def test_https_through_a_connect_tunnel(self) -> None:
         tls = self.start_server(server_tls_context())
@@ -5138,68 +4620,6 @@ class ProxyAuthenticationTests(ServerTestCase):
             self.assertEqual(request.headers["Authorization"], f"Bearer {KEY}")
 
 
-def make_lenient_ca(directory: Path) -> tuple[str, str]:
-    """With openssl: a CA whose basicConstraints is not critical (as many TLS-inspecting proxies'), and a
-    certificate (and key) it signed for 127.0.0.1 only. Returns their two PEM file names."""
-    (directory / "ca.cnf").write_text(
-        "[req]\ndistinguished_name = dn\nx509_extensions = ext\nprompt = no\n[dn]\nCN = lenient test CA\n"
-        "[ext]\nbasicConstraints = CA:TRUE\nkeyUsage = keyCertSign, cRLSign\nsubjectKeyIdentifier = hash\n"
-    )
-    (directory / "server.ext").write_text(
-        "subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n"
-        "authorityKeyIdentifier = keyid\nsubjectKeyIdentifier = hash\n"
-    )
-    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-    sign = ["-days", "3650", "-extfile", "server.ext", "-out", "server.crt"]
-    for command in (
-        [
-            "req",
-            "-x509",
-            "-config",
-            "ca.cnf",
-            *key,
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "3650",
-        ],
-        [
-            "req",
-            "-new",
-            *key,
-            "-keyout",
-            "server.key",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-out",
-            "server.csr",
-        ],
-        [
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-set_serial",
-            "7",
-            *sign,
-        ],
-    ):
-        subprocess.run(
-            ["openssl", *command], cwd=directory, check=True, capture_output=True, timeout=60
-        )
-    chain = directory / "server.pem"
-    chain.write_text(
-        (directory / "server.crt").read_text() + (directory / "server.key").read_text()
-    )
-    return str(directory / "ca.pem"), str(chain)
-
-
 class CertificateTrustTests(ServerTestCase):
     """What the default TLS context trusts (as requests does), and what a verification failure says."""
 
@@ -5275,9 +4695,9 @@ class CertificateTrustTests(ServerTestCase):
             " another CA: REQUESTS_CA_BUNDLE=FILE (added to the system store) or SSL_CERT_FILE=FILE (in place of"
             " its file), ca_bundle=FILE or ssl_context= in code",
         )
-        os.environ["SSL_CERT_FILE"] = str(HERE / "README.md")  # no CA in it
+        os.environ["SSL_CERT_FILE"] = str(ROOT / "README.md")  # no CA in it
         self.assertIn(
-            f"trusted: the system's CA store ({HERE / 'README.md'} from SSL_CERT_FILE",
+            f"trusted: the system's CA store ({ROOT / 'README.md'} from SSL_CERT_FILE",
             self.refusal(),
         )
 
@@ -5456,30 +4876,6 @@ class CertificateTrustTests(ServerTestCase):
             ssl.VERIFY_X509_STRICT
         )  # a caller's own context keeps what it asks for
         self.assertIn("TLS certificate verification failed", self.refusal(ssl_context=strict))
-
-
-# ---------------------------------------------------------------------------
-# Downloads: to a path or a file object; odd destinations (a device, a FIFO, a long name, a stuck stream)
-# ---------------------------------------------------------------------------
-
-
-DATA = os.urandom(3 * 1024 * 1024 + 123)
-
-
-DATA_SHA = hashlib.sha256(DATA).hexdigest()
-
-
-def until_closed(body: bytes) -> Respond:
-    """A 200 with neither Content-Length nor chunking: the body ends where the connection closes."""
-
-    def respond(handler: Handler) -> None:
-        handler.send_response(200)
-        handler.send_header("ETag", '"v1"')
-        handler.end_headers()
-        handler.wfile.write(body)
-        handler.close_connection = True
-
-    return respond
 
 
 class DownloadTests(ServerTestCase):
@@ -5740,11 +5136,6 @@ class DestinationTests(ServerTestCase):
         self.assertEqual(stuck.calls, 1)
 
 
-# ---------------------------------------------------------------------------
-# Downloads: a cut transfer resumed
-# ---------------------------------------------------------------------------
-
-
 class ResumeTests(ServerTestCase):
     def test_resume_after_cuts_at_several_offsets(self) -> None:
         cuts = [1, 300_000, 1_048_576, 2_500_000]
@@ -5926,44 +5317,6 @@ class ResumeTests(ServerTestCase):
         self.assertEqual(caught.exception.attempts, 3)
 
 
-# ---------------------------------------------------------------------------
-# Downloads: resuming across runs, and parallel ranged requests
-# ---------------------------------------------------------------------------
-
-
-BIG = os.urandom(8 * 1024 * 1024 + 4321)
-
-
-BIG_SHA = hashlib.sha256(BIG).hexdigest()
-
-
-def first_bytes_then_stall(
-    data: bytes, count: int, etag: str = '"v1"', rest_when: threading.Event | None = None
-) -> Respond:
-    """Serve ``data`` (or the range asked for), but only its first ``count`` bytes, then send nothing more.
-
-    With ``rest_when``, the rest follows once that event is set.
-    """
-
-    def respond(handler: Handler) -> None:
-        span = local_service._requested_range(handler.headers.get("Range"), len(data))
-        start, end = span or (0, len(data))
-        handler.send_response(206 if span else 200)
-        handler.send_header("Content-Length", str(end - start))
-        handler.send_header("ETag", etag)
-        handler.send_header("Accept-Ranges", "bytes")
-        if span:
-            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-        handler.end_headers()
-        handler.wfile.write(data[start : start + count])
-        if rest_when is None:
-            hang(handler)
-        elif rest_when.wait(10):
-            handler.wfile.write(data[start + count : end])
-
-    return respond
-
-
 class ResumeAcrossRunsTests(ServerTestCase):
     def start_download_process(
         self, destination: Path, **options: object
@@ -5979,7 +5332,7 @@ class ResumeAcrossRunsTests(ServerTestCase):
         arguments = [self.server.url + "/api/v1", KEY, str(destination), json.dumps(options)]
         process = subprocess.Popen(
             [sys.executable, "-c", code, *arguments],
-            cwd=HERE,
+            cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -6373,123 +5726,6 @@ class ParallelDownloadTests(ServerTestCase):
         )
 
 
-# ---------------------------------------------------------------------------
-# Downloads in shared directories: links and planted files, the lock file, the state file
-# ---------------------------------------------------------------------------
-
-
-_OTHER_USER: list[tuple[str, int, int]] = []
-
-
-def _user_command(*argv: str) -> bool:
-    """useradd or userdel, again while another process (a parallel test worker) holds the lock."""
-    for _ in range(100):
-        done = subprocess.run(argv, capture_output=True)
-        if done.returncode == 0 or b"lock" not in done.stderr:
-            return done.returncode == 0
-        time.sleep(0.05)
-    return False
-
-
-def other_user() -> tuple[str, int, int] | None:
-    """A real second user (name, uid, gid), made once per process with useradd and removed as it
-    ends (remove_other_user); None where that cannot be."""
-    if not _OTHER_USER:
-        import pwd
-
-        name = f"dctest{os.getpid()}{uuid.uuid4().hex[:6]}"  # a pid is used again
-        if os.geteuid() != 0 or not shutil.which("useradd"):
-            return None
-        options = ("--system", "--no-create-home", "--shell", "/usr/sbin/nologin")
-        if not _user_command("useradd", *options, name):
-            return None
-        entry = pwd.getpwnam(name)
-        _OTHER_USER.append((name, entry.pw_uid, entry.pw_gid))
-    return _OTHER_USER[0]
-
-
-def remove_other_user() -> None:
-    """userdel the second user this process made: at exit, and as a test worker ends (os._exit,
-    no atexit: each worker's user was left behind, until useradd ran out of system uids)."""
-    while _OTHER_USER:
-        _user_command("userdel", _OTHER_USER.pop()[0])
-
-
-atexit.register(remove_other_user)
-
-
-# ---------------------------------------------------------------------------
-# Downloads checked by the server's own digest; parallel into pipes and file objects (issue 24)
-# ---------------------------------------------------------------------------
-
-
-def digest_field(data: bytes, algorithm: str = "sha-256", *, legacy: bool = False) -> str:
-    """An RFC 9530 field value (``sha-256=:BASE64:``) of ``data``'s digest, or RFC 3230's (``SHA-256=BASE64``)."""
-    encoded = base64.b64encode(hashlib.new(algorithm.replace("-", ""), data).digest()).decode()
-    return f"{algorithm.upper()}={encoded}" if legacy else f"{algorithm}=:{encoded}:"
-
-
-def serve_parts(
-    data: bytes,
-    *,
-    headers: dict[str, str] | None = None,
-    corrupt: list[int] | None = None,
-    part_digest: Callable[[bytes], str] = digest_field,
-) -> Respond:
-    """``data`` with ranges and a strong ETag, ``headers`` on each response, each 206 with the Content-Digest
-    of the right bytes (``part_digest(body)``); each offset in ``corrupt`` makes the next 206 starting there
-    flip a bit of its body."""
-    pending = list(corrupt or [])
-
-    def respond(handler: Handler) -> None:
-        span = local_service._requested_range(handler.headers.get("Range"), len(data))
-        start, end = span or (0, len(data))
-        body = data[start:end]
-        sent = {
-            "Content-Length": str(end - start),
-            "ETag": '"v1"',
-            "Accept-Ranges": "bytes",
-            **(headers or {}),
-        }
-        if span:
-            sent |= {
-                "Content-Range": f"bytes {start}-{end - 1}/{len(data)}",
-                "Content-Digest": part_digest(body),
-            }
-            with handler.server.lock:
-                if start in pending:
-                    pending.remove(start)
-                    body = bytes([body[0] ^ 1]) + body[1:]
-        handler.send_response(206 if span else 200)
-        for name, value in sent.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    return respond
-
-
-SMALL = DATA[:200_000]  # one stream: a small file is enough
-
-
-SMALL_SHA = hashlib.sha256(SMALL).hexdigest()
-
-
-class Verified:
-    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed
-    (given to ``download`` as ``verified=progress.verified.append``; ``**hooks()``: both)."""
-
-    def __init__(self) -> None:
-        self.verified: list[str] = []
-        self.seen: list[tuple[int, int | None]] = []
-
-    def hooks(self) -> dict[str, Any]:
-        return {"progress": self, "verified": self.verified.append}
-
-    def __call__(self, done: int, total: int | None) -> None:
-        self.seen.append((done, total))
-
-
 class ServerDigestTests(ServerTestCase):
     def ranges(self) -> list[str | None]:
         return [r.headers.get("Range") for r in self.requests]
@@ -6777,100 +6013,6 @@ class ServerDigestTests(ServerTestCase):
         self.assertEqual(self.ranges(), [None])
 
 
-def big(start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of BIG."""
-    return BIG[start:end]
-
-
-def pattern(start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of a file of any size: DATA's first MiB and a byte, over and over."""
-    period = 1024 * 1024 + 1
-    first = start % period
-    return (DATA[:period] * ((first + end - start) // period + 1))[first : first + end - start]
-
-
-def serve_chunked_parts(
-    read: Callable[[int, int], bytes], size: int, digests: bool = True
-) -> Respond:
-    """A file of ``size`` bytes (``read(start, end)`` gives them), ranges, a strong ETag, served
-    as some servers do: a 200 with a Content-Length, each 206 chunked, with no length (with its
-    Content-Digest when ``digests``). Past 256 MiB, a 200 is cut."""
-    mib = 1024 * 1024
-
-    def respond(handler: Handler) -> None:
-        span = local_service._requested_range(handler.headers.get("Range"), size)
-        start, end = span or (0, size)
-        headers = {"ETag": '"v1"', "Accept-Ranges": "bytes"}
-        if span is None:
-            headers["Content-Length"] = str(size)
-        else:
-            headers |= {"Content-Range": f"bytes {start}-{end - 1}/{size}"}
-            headers |= {"Transfer-Encoding": "chunked"}
-            headers |= {"Content-Digest": digest_field(read(start, end))} if digests else {}
-        handler.send_response(206 if span else 200)
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.close_connection = span is None
-        with contextlib.suppress(OSError):  # the client hung up: it reads a part of a 200 only
-            for offset in range(start, min(end, start + 256 * mib), mib):
-                piece = read(offset, min(end, offset + mib))
-                handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if span else piece)
-            if span:
-                handler.wfile.write(b"0\r\n\r\n")
-
-    return respond
-
-
-class Checking:
-    """A binary stream that cannot seek, for a file too large to keep: it counts the bytes
-    written, and notes where they first differ from ``read(start, end)``."""
-
-    def __init__(self, read: Callable[[int, int], bytes]) -> None:
-        self.read, self.size, self.wrong = read, 0, None
-
-    def write(self, data: bytes) -> int:
-        if self.wrong is None and data != self.read(self.size, self.size + len(data)):
-            self.wrong = self.size
-        self.size += len(data)
-        return len(data)
-
-    def seekable(self) -> bool:
-        return False
-
-
-def run_within(seconds: float, call: Callable[[], object]) -> tuple[object, float]:
-    """What ``call`` returned or raised (see outcome_of) and the seconds it took, run in a thread
-    of its own; still running after ``seconds``: "still running", its thread (a daemon) left
-    behind, for the test to fail, not hang."""
-    outcome: list[object] = []
-    started = time.monotonic()
-    thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return (outcome[0] if outcome else "still running"), time.monotonic() - started
-
-
-def part_threads() -> list[str]:
-    """The names of the client's threads still running."""
-    names = [thread.name for thread in threading.enumerate()]
-    return [name for name in names if name.startswith("dataset-client")]
-
-
-class Recorder:
-    """A binary stream that cannot seek: what was written to it, in order."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> int:
-        self.data += data
-        return len(data)
-
-    def seekable(self) -> bool:
-        return False
-
-
 class ParallelIntoStreamsTests(ServerTestCase):
     def pieces(self, size: int, connections: int) -> list[int]:
         """Where the parts of a download of ``size`` bytes into a stream start."""
@@ -6955,7 +6097,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
             self.addCleanup(go.set)
             # The first part fills the pipe; the second waits in the buffer; the third waits for room, its request sent.
             piece = starts[2] - starts[1]
-            _wait_for(
+            wait_for(
                 lambda: len(self.requests) == 3 and bool(buffers) and buffers[0].buffered == piece
             )
             time.sleep(0.05)  # were it not stopped, it would go on within this
@@ -7136,7 +6278,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
         out, client, closed = Checking(pattern), self.client(), []
 
         def close_once_parts_are_fetched() -> None:
-            _wait_for(lambda: out.size >= 4 * 1024 * 1024 and len(self.requests) >= 3)
+            wait_for(lambda: out.size >= 4 * 1024 * 1024 and len(self.requests) >= 3)
             time.sleep(0.3)  # by now the threads waited on each other, and for ever
             closed.append(time.monotonic())
             client.close()
@@ -7157,7 +6299,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
         def respond(handler: Handler) -> None:
             if not handler.headers.get("Range", "").startswith("bytes=8388608-"):
                 return served(handler)
-            _wait_for(lambda: out.size >= 4 * 1024 * 1024)  # the others wait (they did for ever)
+            wait_for(lambda: out.size >= 4 * 1024 * 1024)  # the others wait (they did for ever)
             reply(403, {"error": "no"})(handler)  # the third part: refused
 
         self.server.default = respond
@@ -7573,7 +6715,7 @@ class SharedDirectoryTests(ServerTestCase):
         self.script(serve_file(b"through /dev/stdout\n"))
         code = "import sys, dataset_client as dc\ndc.DatasetClient(sys.argv[1]).download('files/x', '/dev/stdout')\n"
         done = subprocess.run(
-            [sys.executable, "-c", code, self.server.url], cwd=HERE, capture_output=True, timeout=30
+            [sys.executable, "-c", code, self.server.url], cwd=ROOT, capture_output=True, timeout=30
         )
         self.assertEqual((done.returncode, done.stdout), (0, b"through /dev/stdout\n"), done.stderr)
 
@@ -7615,7 +6757,7 @@ class SharedDirectoryTests(ServerTestCase):
                 # Only the .part is looked at: the file made before it, under another name, may be gone by then.
                 # Its request must have arrived too: else the next download got the scripted answer.
                 empty = case == "empty"
-                _wait_for(
+                wait_for(
                     lambda d=directory, e=empty, n=asked: (  # type: ignore[misc]
                         len(self.requests) > n
                         and any(
@@ -8165,11 +7307,6 @@ class StateFileTests(ServerTestCase):
                 self.assertTrue(os.path.lexists(state), "what is not ours is left alone")
 
 
-# ---------------------------------------------------------------------------
-# Downloads: hostile responses, and faults of the server or the caller
-# ---------------------------------------------------------------------------
-
-
 class HostileResponseTests(ServerTestCase):
     """Responses that never end, never answer, or end in the middle of their head."""
 
@@ -8321,13 +7458,6 @@ class HostileResponseTests(ServerTestCase):
         )
 
 
-def ignoring_ranges(handler: Handler) -> None:
-    """BIG with Accept-Ranges and a strong ETag, but always a 200: a server (or a CDN) that strips Range."""
-    local_service.send_file(
-        handler, io.BytesIO(BIG), len(BIG), '"v1"', ranges=False, headers={"Accept-Ranges": "bytes"}
-    )
-
-
 class DownloadFaultTests(ServerTestCase):
     """What a download does when the server or the caller misbehaves (issue 16, cases 6 and 9 to 15)."""
 
@@ -8450,7 +7580,7 @@ class DownloadFaultTests(ServerTestCase):
             if part.name == "dataset-client-part":
                 held.add(part)
                 with contextlib.suppress(AssertionError):
-                    _wait_for(joined_after_ctrl_c, 10)
+                    wait_for(joined_after_ctrl_c, 10)
             write_at(target, offset, data)
 
         def ctrl_c(number: int, frame: Any) -> None:  # Python's own handler, saying when it ran
@@ -8459,7 +7589,7 @@ class DownloadFaultTests(ServerTestCase):
 
         def interrupt_once_joining() -> None:
             with contextlib.suppress(AssertionError):
-                _wait_for(lambda: len(held) == 3 and main_joins(None), 10)
+                wait_for(lambda: len(held) == 3 and main_joins(None), 10)
                 signal.pthread_kill(
                     main.ident or 0, signal.SIGINT
                 )  # a real Ctrl-C, to the main thread
@@ -8491,7 +7621,7 @@ class DownloadFaultTests(ServerTestCase):
             directory = self.tmp()
             with self.subTest(resume=resume):
                 self.download_ended_by_ctrl_c(directory / "out.bin", resume=resume)
-                _wait_for(
+                wait_for(
                     lambda: (
                         not [t for t in threading.enumerate() if t.name == "dataset-client-part"]
                     )
@@ -8531,7 +7661,7 @@ class DownloadFaultTests(ServerTestCase):
             if (
                 done
             ):  # the first part's bytes arrive: once both other parts wait for their answer, fail
-                _wait_for(lambda: len([r for r in self.requests if r.headers["Range"]]) == 2, 10)
+                wait_for(lambda: len([r for r in self.requests if r.headers["Range"]]) == 2, 10)
                 raise RuntimeError("the progress bar broke")
 
         self.server.default = respond
@@ -8720,39 +7850,6 @@ class DownloadFaultTests(ServerTestCase):
         )
 
 
-# ---------------------------------------------------------------------------
-# Never hung: deadline and min_rate
-# ---------------------------------------------------------------------------
-
-
-def trickle(data: bytes, first: int, interval: float, *, at_most: int = 40) -> Respond:
-    """Serve ``data`` (or the range asked for): its first ``first`` bytes at once, then a byte every
-    ``interval`` seconds, ``at_most`` of them (until the client hangs up), then close."""
-
-    def respond(handler: Handler) -> None:
-        span = local_service._requested_range(handler.headers.get("Range"), len(data))
-        start, end = span or (0, len(data))
-        handler.send_response(206 if span else 200)
-        handler.send_header("Content-Length", str(end - start))
-        handler.send_header("ETag", '"v1"')
-        handler.send_header("Accept-Ranges", "bytes")
-        if span:
-            handler.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
-        handler.end_headers()
-        handler.wfile.write(data[start : start + first])
-        handler.wfile.flush()
-        handler.close_connection = True
-        for position in range(start + first, min(end, start + first + at_most)):
-            if handler.server.stop.wait(interval):
-                break
-            handler.wfile.write(
-                data[position : position + 1]
-            )  # a client that hung up: an error ends it
-            handler.wfile.flush()
-
-    return respond
-
-
 class DeadlineTests(ServerTestCase):
     def assert_deadline_reached(
         self, error: object, seconds: float, attempts: int = 1
@@ -8787,7 +7884,7 @@ class DeadlineTests(ServerTestCase):
             f"GET {base_url}/api/v1/datasets: the deadline of 0.3 s was reached (after 1 attempt)"
         )
         self.assertEqual(str(error), said)
-        _wait_for(lambda: len(hung_up) == 2)
+        wait_for(lambda: len(hung_up) == 2)
         self.assertEqual(
             hung_up[0], True, "the client hung up: it did not wait for its 30 s time-out"
         )
@@ -8814,7 +7911,7 @@ class DeadlineTests(ServerTestCase):
             self.client(base_url + "/api/v1", timeout=30, deadline=0.3, max_retries=0).list_datasets
         )
         self.assert_deadline_reached(error, 0.3)
-        _wait_for(lambda: bool(sent))
+        wait_for(lambda: bool(sent))
         # 0.3 s is some 6 bytes; half the head's 90 leaves a loaded machine room (a timing margin, not a measure).
         self.assertLess(
             sent[0], 45, "the client hung up at its deadline, long before the head's end"
@@ -8877,7 +7974,7 @@ class DeadlineTests(ServerTestCase):
         def looking_up() -> bool:
             return any(t.name.startswith("dataset_client: looking") for t in threading.enumerate())
 
-        _wait_for(lambda: not looking_up())
+        wait_for(lambda: not looking_up())
 
     def test_a_deadline_never_lengthens_a_wait_nor_hides_a_cut_body(self) -> None:
         def head_then_silence(handler: Handler) -> None:
@@ -9178,159 +8275,6 @@ class DeadlineTests(ServerTestCase):
         self.assertEqual(response.length, 0)
 
 
-# ---------------------------------------------------------------------------
-# The command line: against the stand-in service and scripted servers; as a new user meets it
-# ---------------------------------------------------------------------------
-
-
-class TerminalOutput(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-class QuickStandIn(local_service.Server):  # type: ignore[misc,name-defined]
-    """The stand-in, polling every 10 ms: its shutdown waits for a poll (100 ms a class, in each worker)."""
-
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        super().serve_forever(min(poll_interval, 0.01))
-
-
-def quick_stand_in(api_key: str) -> contextlib.AbstractContextManager[Any]:
-    """local_service.running(api_key=api_key), stopped at once."""
-    return local_service.serving(QuickStandIn("127.0.0.1", 0, api_key))  # type: ignore[no-any-return]
-
-
-class StandInTestCase(ServerTestCase):
-    @classmethod
-    def setUpClass(cls) -> None:  # one service per class: building the sample takes a moment
-        running = quick_stand_in("stand-in-key")
-        cls.service = running.__enter__()
-        cls.addClassCleanup(running.__exit__, None, None, None)
-        cls.base_url: str = cls.service.base_url
-
-    def stand_in_client(self, api_key: str | None = "stand-in-key") -> DatasetClient:
-        return self.client(self.base_url, api_key)
-
-    def raw(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str] | None = None,
-        body: bytes | None = None,
-    ):  # type: ignore[no-untyped-def]
-        connection = http.client.HTTPConnection(
-            "127.0.0.1", self.service.server_address[1], timeout=5
-        )
-        self.addCleanup(connection.close)
-        connection.request(
-            method, path, body, {"Authorization": "Bearer stand-in-key", **(headers or {})}
-        )
-        response = connection.getresponse()
-        return response, response.read()
-
-    cli_unset: tuple[str, ...] = (
-        "DATASET_CLIENT_",
-    )  # the variables run_main leaves out of the environment
-
-    def cli_environment(
-        self, key: str | None = "stand-in-key", base_url: str | None = None
-    ) -> dict[str, str]:
-        """The DATASET_CLIENT_ variables run_main sets unless given others: the stand-in's URL, ``key`` (None: none)."""
-        environment = {"DATASET_CLIENT_BASE_URL": base_url or self.base_url}
-        if key is not None:
-            environment["DATASET_CLIENT_API_KEY"] = key
-        return environment
-
-    def run_main(
-        self,
-        *argv: str,
-        environment: dict[str, str] | None = None,
-        stdin: str = "",
-        terminal: bool = False,
-        stdout: Any = None,
-        **stand_in: str | None,
-    ) -> tuple[int, str, str]:
-        """main() in process: its status, stdout and stderr. The environment is this one less the variables
-        starting with ``cli_unset``, an empty HOME, and ``environment`` (default: ``cli_environment(**stand_in)``);
-        ``terminal``: stdout says it is a terminal; ``stdout``: that stream instead (then the second value is empty)."""
-        if environment is None:
-            environment = self.cli_environment(**stand_in)
-        kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
-        out, err = (TerminalOutput() if terminal else io.StringIO()), io.StringIO()
-        with (
-            mock.patch.dict(
-                os.environ, {**kept, "HOME": str(self.tmp()), **environment}, clear=True
-            ),
-            mock.patch.object(sys, "stdin", io.StringIO(stdin)),
-            contextlib.redirect_stdout(out if stdout is None else stdout),
-            contextlib.redirect_stderr(err),
-        ):
-            status = cli.main(list(argv))
-        return status, out.getvalue(), err.getvalue()
-
-    def run_process(
-        self, *argv: str, key: str | None = "stand-in-key", base_url: str | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        environment["DATASET_CLIENT_BASE_URL"] = base_url if base_url is not None else self.base_url
-        if key is not None:
-            environment["DATASET_CLIENT_API_KEY"] = key
-        return subprocess.run(
-            [sys.executable, "-m", "dataset_client", *argv],
-            env=environment,
-            cwd=HERE,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-
-    def run_in_terminal(
-        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
-    ) -> tuple[int, str]:
-        """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
-
-        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``."""
-        fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
-
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-        environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        environment |= {
-            "DATASET_CLIENT_BASE_URL": self.base_url,
-            "DATASET_CLIENT_API_KEY": "stand-in-key",
-            "TERM": "xterm",
-            "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
-        }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dataset_client", *argv],
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            cwd=HERE,
-        )
-        self.addCleanup(process.kill)
-        self.in_terminal = process
-        os.close(slave)
-        drawn = b""
-        deadline = time.monotonic() + 30
-        while (
-            time.monotonic() < deadline
-            and select.select([master], [], [], deadline - time.monotonic())[0]
-        ):
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the process closed its end
-                break
-            if not data:
-                break
-            drawn += data
-            if on_screen is not None:
-                on_screen(drawn.decode("utf-8", errors="replace"))
-        os.close(master)
-        return process.wait(10), drawn.decode()
-
-
 class ReadmeTests(unittest.TestCase):
     """The README stays a guide (short, the quick start near the top) and its API part cannot go stale."""
 
@@ -9349,7 +8293,8 @@ class ReadmeTests(unittest.TestCase):
                 lines = (inspect.getdoc(public) or "").splitlines()
                 self.assertEqual([line for line in lines if len(line) > width], [])
 
-    README = HERE / "README.md"
+    README = ROOT / "README.md"
+
     API_HEADING = "## The Python API"
 
     def api_part(self, text: str) -> tuple[str, str]:
@@ -9424,13 +8369,8 @@ class ReadmeTests(unittest.TestCase):
         for command in ("python3 examples/local_service.py --demo", "python3 -m unittest -v"):
             self.assertIn(f"\n{command} ", text, "the two set-up commands, as typed")
         self.assertIn("""\nalias dataset-client="python3 '$PWD/dataset_client.py'"\n""", text)
-        self.assertTrue((HERE / "docs" / "DESIGN.md").is_file())
+        self.assertTrue((ROOT / "docs" / "DESIGN.md").is_file())
         self.assertIn("(docs/DESIGN.md)", text)
-
-
-# ---------------------------------------------------------------------------
-# The stand-in service (examples/local_service.py), its Parquet writer, and the stand-in as a process
-# ---------------------------------------------------------------------------
 
 
 class StandInTests(StandInTestCase):
@@ -9581,88 +8521,6 @@ class StandInTests(StandInTestCase):
         self.assertEqual(status, 0)
         self.assertIn("sha256 checked", out.getvalue())
         self.assertIn("demo finished", out.getvalue())
-
-
-def read_parquet(data: bytes) -> tuple[list[dict[int, Any]], list[list[Any]], int]:
-    """The schema, columns and row-group count of a Parquet file of the subset parquet_writer writes.
-
-    Written apart from the writer, from the format's documents: the footer in Thrift's compact
-    protocol; required columns; data pages (v1) in PLAIN encoding, uncompressed or GZIP.
-    """
-    if data[:4] != b"PAR1" or data[-4:] != b"PAR1":
-        raise ValueError("not framed by PAR1")
-    (length,) = struct.unpack("<I", data[-8:-4])
-    footer, _ = thrift_struct(data, len(data) - 8 - length)
-    schema = footer[2][1:]  # after the root
-    columns: list[list[Any]] = [[] for _ in schema]
-    for group in footer[4]:
-        for index, chunk in enumerate(group[1]):
-            metadata = chunk[3]
-            header, start = thrift_struct(data, metadata[9])
-            body = data[start : start + header[3]]
-            if metadata[4] == 2:  # GZIP: RFC 1952 frames
-                if body[:2] != b"\x1f\x8b":
-                    raise ValueError("a GZIP page that is not a gzip frame")
-                body = gzip.decompress(body)
-            if (header[1], header[5][2], len(body)) != (0, 0, header[2]):
-                raise ValueError(f"not a PLAIN data page of the size announced: {header}")
-            columns[index] += plain_values(body, metadata[1], header[5][1])
-    return schema, columns, len(footer[4])
-
-
-def plain_values(body: bytes, physical: int, count: int) -> list[Any]:
-    if physical == 6:  # BYTE_ARRAY: a 4-byte length, the bytes
-        values, position = [], 0
-        for _ in range(count):
-            (size,) = struct.unpack_from("<I", body, position)
-            values.append(body[position + 4 : position + 4 + size].decode("utf-8"))
-            position += 4 + size
-        return values
-    return list(struct.unpack(f"<{count}{ {1: 'i', 2: 'q', 5: 'd'}[physical] }", body))
-
-
-def thrift_struct(data: bytes, position: int) -> tuple[dict[int, Any], int]:
-    fields: dict[int, Any] = {}
-    field = 0
-    while data[position]:
-        header = data[position]
-        field, position = (
-            (field + (header >> 4), position + 1)
-            if header >> 4
-            else varint(data, position + 1, zigzag=True)
-        )
-        fields[field], position = thrift_value(data, position, header & 0x0F)
-    return fields, position + 1
-
-
-def thrift_value(data: bytes, position: int, kind: int) -> tuple[Any, int]:
-    if kind in (5, 6):  # i32, i64
-        return varint(data, position, zigzag=True)
-    if kind == 8:  # binary
-        size, position = varint(data, position)
-        return data[position : position + size].decode("utf-8"), position + size
-    if kind == 12:
-        return thrift_struct(data, position)
-    if kind != 9:
-        raise ValueError(f"a Thrift type the writer never uses: {kind}")
-    size, element, position = data[position] >> 4, data[position] & 0x0F, position + 1
-    if size == 15:
-        size, position = varint(data, position)
-    items = []
-    for _ in range(size):
-        item, position = thrift_value(data, position, element)
-        items.append(item)
-    return items, position
-
-
-def varint(data: bytes, position: int, *, zigzag: bool = False) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        value |= (byte & 0x7F) << shift
-        position, shift = position + 1, shift + 7
-        if not byte & 0x80:
-            return ((value >> 1) ^ -(value & 1) if zigzag else value), position
 
 
 class ParquetWriterTests(unittest.TestCase):
@@ -9931,7 +8789,7 @@ class StandInServiceTests(StandInTestCase):
     def run_service(self, *argv: str) -> subprocess.Popen[str]:
         with inherited_signals(signal.SIG_DFL, "SIGINT"):  # Ctrl-C stops it, as in a terminal
             process = subprocess.Popen(
-                [sys.executable, str(HERE / "examples" / "local_service.py"), *argv],
+                [sys.executable, str(ROOT / "examples" / "local_service.py"), *argv],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -9977,7 +8835,7 @@ class StandInServiceTests(StandInTestCase):
         self.assertEqual(lines[2], expected)
         tour = ["sh", "-c", "".join(lines) + '"$0" -m dataset_client datasets', sys.executable]
         with mock.patch.dict(os.environ, dead):
-            done = subprocess.run(tour, cwd=HERE, capture_output=True, timeout=60)
+            done = subprocess.run(tour, cwd=ROOT, capture_output=True, timeout=60)
         self.assertEqual((done.returncode, done.stderr), (0, b""))
         self.assertIn(b"daily_bars", done.stdout)
         process.send_signal(signal.SIGINT)
@@ -9998,7 +8856,7 @@ class StandInProcessTests(ServerTestCase):
         temporary = self.tmp()
         key = "key-from-the-environment"
         environment = {**os.environ, "TMPDIR": str(temporary), "DATASET_CLIENT_API_KEY": key}
-        argv = [sys.executable, str(HERE / "examples" / "local_service.py"), "--port", "0"]
+        argv = [sys.executable, str(ROOT / "examples" / "local_service.py"), "--port", "0"]
         with inherited_signals(signal.SIG_DFL, "SIGTERM"):
             process = subprocess.Popen(
                 argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -10019,242 +8877,6 @@ class StandInProcessTests(ServerTestCase):
         self.assertEqual(
             list(temporary.iterdir()), [], "its temporary directory and exports are gone"
         )
-
-
-# --------------------------------------------------------------------------------------
-# The README's command on every core: `python -m unittest` (discovery) runs both modules' tests
-# in one set of forked processes, two per core (most tests wait on sockets, deadlines and child
-# processes, not on a core), each taking the next few tests from a queue, and reports each outcome
-# as it comes. Named tests (`python -m unittest test_dataset_client.SomeTests`) and pytest run in
-# one process as usual. DATASET_CLIENT_TEST_PROCESSES=1 turns it off.
-# --------------------------------------------------------------------------------------
-
-
-class ChildFailure(Exception):
-    """A failure or error in a worker process, carrying the worker's own traceback text."""
-
-
-class Reported:
-    """A test as the parent reports it: the worker's description of it."""
-
-    failureException = AssertionError
-
-    def __init__(self, name: str, description: str | None) -> None:
-        self.name, self.description = name, description
-
-    def __str__(self) -> str:
-        return self.name
-
-    def id(self) -> str:
-        return self.name
-
-    def shortDescription(self) -> str | None:
-        return self.description
-
-
-class OutcomeWriter(unittest.TestResult):
-    """A worker's result: each test as one JSON line on a pipe, with its outcomes (its failed
-    subtests' included: counted as one test, as a run in one process counts it)."""
-
-    def __init__(self, pipe: Any) -> None:
-        super().__init__()
-        self.pipe, self.outcomes = pipe, None  # None: outside a test (a setUpClass that failed)
-
-    def startTest(self, test: Any) -> None:
-        super().startTest(test)
-        self.outcomes = []
-
-    def stopTest(self, test: Any) -> None:
-        super().stopTest(test)
-        self.send(test, self.outcomes or [])
-        self.outcomes = None
-
-    def send(self, test: Any, outcomes: list[dict[str, Any]]) -> None:
-        line = {"name": str(test), "description": test.shortDescription(), "outcomes": outcomes}
-        self.pipe.write(json.dumps(line) + "\n")
-        self.pipe.flush()
-
-    def note(self, test: Any, outcome: str, detail: str = "", subtest: Any = None) -> None:
-        noted = {"outcome": outcome, "detail": detail, "subtest": subtest and str(subtest)}
-        if self.outcomes is None:  # no test around it: a line of its own
-            self.send(test, [noted])
-        else:
-            self.outcomes.append(noted)
-
-    def addSuccess(self, test: Any) -> None:
-        self.note(test, "success")
-
-    def addSkip(self, test: Any, reason: str) -> None:
-        self.note(test, "skip", reason)
-
-    def addExpectedFailure(self, test: Any, err: Any) -> None:
-        self.note(test, "expected_failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
-
-    def addUnexpectedSuccess(self, test: Any) -> None:
-        self.note(test, "unexpected_success")
-
-    def addFailure(self, test: Any, err: Any) -> None:
-        self.note(test, "failure", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
-
-    def addError(self, test: Any, err: Any) -> None:
-        self.note(test, "error", self._exc_info_to_string(err, test))  # type: ignore[attr-defined]
-
-    def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
-        if err is not None:
-            failed = issubclass(err[0], test.failureException)
-            detail = self._exc_info_to_string(err, test)  # type: ignore[attr-defined]
-            self.note(test, "failure" if failed else "error", detail, subtest)
-
-
-def replay(line: dict[str, Any], result: unittest.TestResult) -> None:
-    """One worker's test, reported to the runner's own result as if run here."""
-    test: Any = Reported(line["name"], line["description"])
-    result.startTest(test)
-    for noted in line["outcomes"]:
-        outcome, detail = noted["outcome"], noted["detail"]
-        subject: Any = test
-        if noted["subtest"] is not None:  # a failed subtest: a failure of its own, in this test
-            subject = Reported(noted["subtest"], None)
-            subject.test_case = test
-        if outcome == "success":
-            result.addSuccess(test)
-        elif outcome == "skip":
-            result.addSkip(test, detail)
-        elif outcome == "expected_failure":
-            result.addExpectedFailure(test, (ChildFailure, ChildFailure(detail), None))
-        elif outcome == "unexpected_success":
-            result.addUnexpectedSuccess(test)
-        else:
-            add = result.addFailure if outcome == "failure" else result.addError
-            add(subject, (ChildFailure, ChildFailure("\n" + detail), None))
-    result.stopTest(test)
-
-
-class TakenTests(unittest.TestSuite):
-    """A worker's tests: the chunks it takes from the queue, one at a time, until the queue is empty."""
-
-    _cleanup = False  # tests come from the queue, not from a list to drop them from
-
-    def __init__(self, chunks: list[list[unittest.TestCase]], queue: int) -> None:
-        super().__init__()
-        self.chunks, self.queue = chunks, queue
-
-    def __iter__(self) -> Iterator[unittest.TestCase]:
-        while record := os.read(
-            self.queue, 4
-        ):  # 4 bytes a read: no other worker can take half of one
-            yield from self.chunks[struct.unpack("!I", record)[0]]
-
-
-class SuiteOnEveryCore(unittest.TestSuite):
-    """Runs its tests in ``processes`` forked workers, each taking the next few tests (in the module's
-    order, so that a class's tests mostly run together) from a shared queue whenever it is free."""
-
-    def __init__(self, tests: unittest.TestSuite, processes: int) -> None:
-        super().__init__()
-        self.chunks: list[list[unittest.TestCase]] = []
-        self.processes, self.started = processes, False
-        self.take(tests)
-
-    def take(self, tests: unittest.TestSuite) -> None:
-        """Queue ``tests`` too (another module's, from the same discovery), six to a chunk."""
-        ordered = list(iterate_tests(tests))
-        self.chunks += [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
-
-    def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
-        self.started = True
-        queue, feed = (
-            os.pipe()
-        )  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
-        os.write(feed, b"".join(struct.pack("!I", index) for index in range(len(self.chunks))))
-        os.close(feed)
-        workers = {}
-        for _ in range(self.processes):
-            read, write = os.pipe()
-            pid = os.fork()
-            if (
-                pid == 0
-            ):  # the worker: what it takes, then out without atexit (the parent's clean-ups)
-                os.close(read)
-                os._exit(self.run_taken(queue, os.fdopen(write, "w")))
-            os.close(write)
-            workers[pid] = os.fdopen(read)
-        os.close(queue)
-        try:
-            self.report(workers, result)
-        finally:
-            for pid in workers:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-        return result
-
-    def run_taken(self, queue: int, pipe: Any) -> int:
-        try:
-            TakenTests(self.chunks, queue).run(OutcomeWriter(pipe))
-            pipe.close()
-            return 0
-        except BaseException:  # anything: the parent says a worker failed
-            traceback.print_exc()
-            return 1
-        finally:
-            remove_other_user()  # what atexit does in one process
-
-    def report(self, workers: dict[int, Any], result: unittest.TestResult) -> None:
-        pipes = dict(workers)
-        while pipes:
-            readable, _, _ = select.select(list(pipes.values()), [], [])
-            for pipe in readable:
-                line = pipe.readline()
-                if line:
-                    replay(json.loads(line), result)
-                    continue
-                pid = next(pid for pid, each in pipes.items() if each is pipe)
-                del pipes[pid]
-                pipe.close()
-                _, status = os.waitpid(pid, 0)
-                workers.pop(pid)
-                if status != 0:
-                    failure = (
-                        ChildFailure,
-                        ChildFailure(f"a test worker ended with status {status:#x}"),
-                        None,
-                    )
-                    result.addError(Reported(f"worker {pid}", None), failure)  # type: ignore[arg-type]
-
-
-def iterate_tests(suite: unittest.TestSuite | unittest.TestCase) -> Iterator[unittest.TestCase]:
-    if isinstance(suite, unittest.TestCase):
-        yield suite
-        return
-    for each in suite:
-        yield from iterate_tests(each)
-
-
-# By loader: the modules one discovery loads share one set of workers.
-_pools: weakref.WeakKeyDictionary[unittest.TestLoader, SuiteOnEveryCore] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def load_tests(
-    loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
-) -> unittest.TestSuite:
-    """unittest's hook, called for discovery (`python -m unittest`): the suite on every core, the
-    tests of a module loaded after this one (test_dataset_client_cli) queued in the same workers:
-    no wait for the last of one module's tests before the next module's start."""
-    cores = (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    )
-    processes = int(os.environ.get("DATASET_CLIENT_TEST_PROCESSES", min(2 * cores, 8)))
-    if processes < 2 or not hasattr(os, "fork"):
-        return tests
-    pool = _pools.get(loader)
-    if pool is not None and not pool.started and pool.processes == processes:
-        pool.take(tests)
-        return unittest.TestSuite()
-    _pools[loader] = pool = SuiteOnEveryCore(tests, processes)
-    return pool
 
 
 if __name__ == "__main__":

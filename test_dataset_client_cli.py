@@ -36,28 +36,28 @@ from unittest import mock
 
 import dataset_client as dc
 import dataset_client_cli as cli
-import test_dataset_client as base
 from dataset_client import DatasetClient
-from test_dataset_client import (  # the fixtures and helpers the library's tests define
+from tests.support import (
     BIG,
     CA_FILE,
     DATA,
     DATA_SHA,
     EXPORT_V,
-    HERE,
     KEY,
+    PYCACHE,
+    ROOT,
     SIGNED_QUERY,
     SIGNED_SHOWN,
     Handler,
+    ScriptedCommandLineTestCase,
+    ServerTestCase,
     StandInTestCase,
     TerminalOutput,
-    _wait_for,
     cut,
     drop,
     file_size_limit,
     first_bytes_then_stall,
     free_port,
-    ignored_signals,
     import_or_skip,
     inherited_signals,
     local_service,
@@ -66,8 +66,108 @@ from test_dataset_client import (  # the fixtures and helpers the library's test
     serve_file,
     server_tls_context,
     signed_values_in,
-    waiting,
+    wait_for,
 )
+
+# unittest's hook: this module's tests join the one set of workers a run shares
+from tests.support import load_tests as load_tests
+
+
+def ignored_signals(pid: int) -> set[int]:
+    """The signals a (Linux) process ignores, from /proc/PID/status."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigIgn:"))
+    return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+
+
+def waiting(pid: int) -> bool:
+    """True when every thread of (Linux) process ``pid`` sleeps, as a download's do once the bytes sent so far
+    are written and counted; elsewhere, True."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    states = []
+    for task in tasks:
+        with (
+            contextlib.suppress(OSError),
+            open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as stat_file,
+        ):
+            states.append(stat_file.read().rsplit(")", 1)[1].split()[0])
+    return all(state in "SD" for state in states)
+
+
+HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
+RAW_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f]"
+)  # what must not reach a terminal (a newline may)
+
+
+NO_BYTECODE_HERE = {"PYTHONPYCACHEPREFIX": PYCACHE}  # a checkout's __pycache__ left alone
+
+
+def assert_usage_errors(test: Any, *cases: tuple[str, str]) -> list[str]:
+    """Each command line (its words split at spaces) exits 2 with nothing on stdout, the last
+    line of its stderr the error ``text``; their stderrs."""
+    errors = []
+    for words, text in cases:
+        with test.subTest(argv=words):
+            status, out, err = test.run_main(*words.split())
+            test.assertEqual((status, out), (2, ""))
+            command = r"dataset-client( download| export)?"
+            test.assertRegex(err.splitlines()[-1], rf"^{command}: error: {re.escape(text)}$")
+            errors.append(err)
+    return errors
+
+
+def hostile(text: str) -> str:
+    """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
+    return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
+
+
+COMPLETION_CASES = [  # (the words typed, the last one being completed), what is offered
+    (["d"], ["datasets", "download"]),
+    (["--output", ""], ["table", "json", "jsonl", "csv"]),
+    (["-q", "export", "trades", "--f"], ["--format"]),
+    (["export", "trades", "--format", ""], ["parquet", "csv", "jsonl"]),
+    (["completion", ""], ["bash", "zsh"]),
+    (["--base-url", ""], []),
+    (["download", "--l"], ["--limit-rate"]),
+    (["download", "http://host/f", "o"], ["other.csv", "out.bin"]),  # DEST: file names
+]
+
+
+COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(ROOT / 'dataset_client.py'))}"  # as a vendored copy runs
+
+
+def readme_alias() -> str:
+    """The README's alias line, as a user pastes it (its comment left off)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^alias dataset-client=.*?(?=\s+#|$)", readme, re.M)
+    assert found is not None, "the README shows an alias"
+    return found[0]
+
+
+def _kill_if_running(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def on_screen(drawn: str) -> list[str]:
+    """The lines a terminal shows once it has drawn ``drawn`` (carriage returns and erase to the end
+    of the line applied; no wrapping)."""
+    lines, column = [""], 0
+    for piece in re.split(r"(\r\n|\n|\r|\x1b\[K)", drawn):
+        if piece in ("\r\n", "\n"):
+            lines, column = [*lines, ""], 0
+        elif piece == "\r":
+            column = 0
+        elif piece == "\x1b[K":
+            lines[-1] = lines[-1][:column]
+        else:
+            lines[-1] = lines[-1][:column] + piece + lines[-1][column + len(piece) :]
+            column += len(piece)
+    return lines
 
 
 class CommandLineTests(StandInTestCase):
@@ -402,17 +502,17 @@ class CommandLineTests(StandInTestCase):
                 process = subprocess.Popen(
                     [sys.executable, "-m", "dataset_client", "--base-url", self.server.url, *argv],
                     env=environment,
-                    cwd=HERE,
+                    cwd=ROOT,
                     stderr=subprocess.PIPE,
                 )
             self.addCleanup(process.kill)
             with self.subTest(signal=signal_name, keep=keep):
-                _wait_for(
+                wait_for(
                     lambda d=directory: any(
                         p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()
                     )
                 )
-                _wait_for(
+                wait_for(
                     lambda pid=process.pid: waiting(pid)
                 )  # the bytes counted too: the hint is said when some came
                 process.send_signal(getattr(signal, signal_name))
@@ -450,12 +550,12 @@ class CommandLineTests(StandInTestCase):
             process = subprocess.Popen(
                 [sys.executable, "-m", "dataset_client", *argv],
                 env=environment,
-                cwd=HERE,
+                cwd=ROOT,
                 stderr=subprocess.PIPE,
             )
         self.addCleanup(process.communicate)
         self.addCleanup(process.kill)
-        _wait_for(
+        wait_for(
             lambda: any(
                 p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()
             )
@@ -671,14 +771,8 @@ class CommandLineTests(StandInTestCase):
         self.assertEqual(hashlib.sha256(result.stdout).hexdigest(), export["sha256"])
 
 
-class FirstHourCommandLineTests(StandInTestCase):
+class ScriptedCommandLineTestCase(ScriptedCommandLineTestCase):
     """The contract's "The first hour": what a new user meets at the terminal."""
-
-    cli_unset = ("DATASET_CLIENT_", "XDG_CONFIG_HOME", "PAGER", "LESS", "COLUMNS", "LINES")
-
-    def cli_environment(self, key: str | None = KEY, base_url: str | None = None) -> dict[str, str]:
-        """The scripted server's: this class scripts what a new user meets."""
-        return super().cli_environment(key, base_url or self.server.url + "/api")
 
     def test_a_mistyped_option_says_so_before_or_after_the_command(self) -> None:
         for argv, text in (
@@ -716,12 +810,6 @@ class FirstHourCommandLineTests(StandInTestCase):
         self.assertEqual(
             [r.path for r in self.requests], ["/api/datasets"] * 3, "nothing sent for a usage error"
         )
-
-    def export_argv(self, *more: str) -> list[str]:
-        return [
-            *EXPORT_V,
-            *more,
-        ]
 
     def script_export(self, data: bytes, name: str) -> None:
         digest = hashlib.sha256(data).hexdigest()
@@ -1102,8 +1190,9 @@ class ThirdPassCommandLineTests(StandInTestCase):
     """The contract's "The first hour, third pass", and the third review's "The pager gets no
     secrets"."""
 
-    cli_unset = FirstHourCommandLineTests.cli_unset
-    run_on_a_terminal = FirstHourCommandLineTests.run_on_a_terminal  # self.server's, at /api
+    cli_unset = ScriptedCommandLineTestCase.cli_unset
+
+    run_on_a_terminal = ScriptedCommandLineTestCase.run_on_a_terminal  # self.server's, at /api
 
     def test_the_pager_gets_no_secrets(self) -> None:
         dumped = self.tmp() / "environment.txt"
@@ -1288,14 +1377,14 @@ class ThirdPassCommandLineTests(StandInTestCase):
         self.assertEqual(self.requests, [])
 
     def test_the_readmes_way_in_works_from_anywhere(self) -> None:
-        readme = (HERE / "README.md").read_text(encoding="utf-8")
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
         install = readme[readme.index("\n## Install\n") :].split("\n## ", 2)[1]
         for said in ("`dataset_client.py`", "`dataset_client_cli.py`", "pip install", "setuptools"):
             self.assertIn(said, install)
         self.assertNotIn("flit", readme, "the build backend is setuptools")
         programs = self.tmp()  # python3 is this Python, as the README's alias runs it
         (programs / "python3").symlink_to(sys.executable)
-        checkout, elsewhere = shlex.quote(str(HERE)), self.tmp()
+        checkout, elsewhere = shlex.quote(str(ROOT)), self.tmp()
         script = f"cd {checkout}\n{readme_alias()}\ncd {elsewhere}\ndataset-client --version"
         path = f"{programs}{os.pathsep}{os.environ['PATH']}"
         result = subprocess.run(
@@ -1309,41 +1398,7 @@ class ThirdPassCommandLineTests(StandInTestCase):
         self.assertEqual(result.stdout, f"dataset-client {dc.__version__}\n")
 
 
-HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
-RAW_CONTROL = re.compile(
-    "[\x00-\x09\x0b-\x1f\x7f-\x9f]"
-)  # what must not reach a terminal (a newline may)
-
-
-NO_BYTECODE_HERE = {"PYTHONPYCACHEPREFIX": base.PYCACHE}  # a checkout's __pycache__ left alone
-
-
-def assert_usage_errors(test: Any, *cases: tuple[str, str]) -> list[str]:
-    """Each command line (its words split at spaces) exits 2 with nothing on stdout, the last
-    line of its stderr the error ``text``; their stderrs."""
-    errors = []
-    for words, text in cases:
-        with test.subTest(argv=words):
-            status, out, err = test.run_main(*words.split())
-            test.assertEqual((status, out), (2, ""))
-            command = r"dataset-client( download| export)?"
-            test.assertRegex(err.splitlines()[-1], rf"^{command}: error: {re.escape(text)}$")
-            errors.append(err)
-    return errors
-
-
-def hostile(text: str) -> str:
-    """``text`` wrapped in what a server could use to retitle the window, clear the screen, colour a fake "ok"."""
-    return f"\x1b]0;pwned\x07{text}\x1b[2J\x9b32mok\x7f"
-
-
 class CommandLineTerminalTests(StandInTestCase):
-    def export_argv(self, *more: str) -> list[str]:
-        return [
-            *EXPORT_V,
-            *more,
-        ]
-
     def test_export_download_to_stdout_writes_the_file_alone(self) -> None:
         result = self.run_process(*self.export_argv("--format", "csv", "--download", "-"))
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -1768,7 +1823,7 @@ class CommandLineTerminalTests(StandInTestCase):
                 ]
                 self.assertEqual(self.run_main(*argv, environment={})[0], 0)
         self.assertEqual(rates, [512_000, 10_485_760, 1_073_741_824, 1536, 2048, "not passed"])
-        for rate in ("-5", "1T", "fast"):  # 0: no limit (FirstHourCommandLineTests)
+        for rate in ("-5", "1T", "fast"):  # 0: no limit (ScriptedCommandLineTestCase)
             with self.subTest(rate=rate):
                 status, _, err = self.run_main(
                     "download", url, "x", "--limit-rate", rate, environment={}
@@ -2109,34 +2164,14 @@ class CommandLineTerminalTests(StandInTestCase):
                 self.assertEqual((status, out.splitlines()), (0, [*expected, "(1 row)"]), err)
 
 
-# ---------------------------------------------------------------------------
-# Shell completion, run by the shells themselves
-# ---------------------------------------------------------------------------
-
-
-COMPLETION_CASES = [  # (the words typed, the last one being completed), what is offered
-    (["d"], ["datasets", "download"]),
-    (["--output", ""], ["table", "json", "jsonl", "csv"]),
-    (["-q", "export", "trades", "--f"], ["--format"]),
-    (["export", "trades", "--format", ""], ["parquet", "csv", "jsonl"]),
-    (["completion", ""], ["bash", "zsh"]),
-    (["--base-url", ""], []),
-    (["download", "--l"], ["--limit-rate"]),
-    (["download", "http://host/f", "o"], ["other.csv", "out.bin"]),  # DEST: file names
-]
-
-
-COPIED_FILE = f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'dataset_client.py'))}"  # as a vendored copy runs
-
-
 class DownloadCommandTests(StandInTestCase):
     """The download side of the command line as issues 30 and 32 found it (the contract's rules in
     "The third review" and "The first hour, third pass")."""
 
-    def cli_process(self, *argv: str, cwd: Path = HERE, **popen: Any) -> subprocess.Popen[bytes]:
+    def cli_process(self, *argv: str, cwd: Path = ROOT, **popen: Any) -> subprocess.Popen[bytes]:
         """``python -m dataset_client ARGV`` started in ``cwd``, as run_process runs it."""
         environment = {k: v for k, v in os.environ.items() if not k.startswith("DATASET_CLIENT_")}
-        environment["PYTHONPATH"] = str(HERE)
+        environment["PYTHONPATH"] = str(ROOT)
         command = [sys.executable, "-m", "dataset_client", *argv]
         process = subprocess.Popen(command, env=environment, cwd=cwd, **popen)
         self.addCleanup(process.wait, 10)
@@ -2542,14 +2577,6 @@ class TableLayoutTests(unittest.TestCase):
         self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
 
 
-def readme_alias() -> str:
-    """The README's alias line, as a user pastes it (its comment left off)."""
-    readme = (HERE / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"^alias dataset-client=.*?(?=\s+#|$)", readme, re.M)
-    assert found is not None, "the README shows an alias"
-    return found[0]
-
-
 class CompletionTests(unittest.TestCase):
     def setUp(self) -> None:
         directory = tempfile.TemporaryDirectory()
@@ -2561,7 +2588,7 @@ class CompletionTests(unittest.TestCase):
     def script(self, shell: str) -> str:
         result = subprocess.run(
             [sys.executable, "-m", "dataset_client", "completion", shell],
-            cwd=HERE,
+            cwd=ROOT,
             capture_output=True,
             check=True,
         )
@@ -2753,7 +2780,7 @@ class CompletionTests(unittest.TestCase):
             "XDG_CONFIG_HOME": str(self.directory / "xdg"),
         }
         type_until, process = self.shell_at_a_terminal(shell, environment)
-        alias = f"cd {shlex.quote(str(HERE))} && {readme_alias()} && cd -".encode()  # made there
+        alias = f"cd {shlex.quote(str(ROOT))} && {readme_alias()} && cd -".encode()  # made there
         type_until(alias + b"\n" + setup + b"; echo READY\n", b"READY\r\n")
         show = b"\x01printf '<%s>' \n"  # the typed line's echo has no "><": only printf's output can match
         type_until(b"dataset-client --output cs\t" + show, b"<dataset-client><--output><csv>")
@@ -2784,7 +2811,7 @@ class CompletionTests(unittest.TestCase):
         self.complete_under_the_alias(["zsh", "-f", "-i"], setup)
 
 
-class TwoFilesTests(base.ServerTestCase):
+class TwoFilesTests(ServerTestCase):
     """The library and the command line, two files: five ways in behave the same; a lone library says
     where the command line is; the library is compiled once a run and imports nothing only the CLI needs."""
 
@@ -2792,7 +2819,7 @@ class TwoFilesTests(base.ServerTestCase):
         directory = self.tmp() / "vendored"
         directory.mkdir()
         for name in names:
-            shutil.copy(HERE / name, directory / name)
+            shutil.copy(ROOT / name, directory / name)
         return directory
 
     def run_python(self, *argv: str, cwd: Path, path: Path | None = None) -> tuple[int, str, str]:
@@ -2910,29 +2937,7 @@ class TwoFilesTests(base.ServerTestCase):
             f"import sys; before = set(sys.modules); import dataset_client; "
             f"print([n for n in {names!r} if n in set(sys.modules) - before])"
         )
-        self.assertEqual(self.run_python("-c", code, cwd=HERE), (0, "[]\n", ""))
-
-
-def _kill_if_running(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
-def on_screen(drawn: str) -> list[str]:
-    """The lines a terminal shows once it has drawn ``drawn`` (carriage returns and erase to the end
-    of the line applied; no wrapping)."""
-    lines, column = [""], 0
-    for piece in re.split(r"(\r\n|\n|\r|\x1b\[K)", drawn):
-        if piece in ("\r\n", "\n"):
-            lines, column = [*lines, ""], 0
-        elif piece == "\r":
-            column = 0
-        elif piece == "\x1b[K":
-            lines[-1] = lines[-1][:column]
-        else:
-            lines[-1] = lines[-1][:column] + piece + lines[-1][column + len(piece) :]
-            column += len(piece)
-    return lines
+        self.assertEqual(self.run_python("-c", code, cwd=ROOT), (0, "[]\n", ""))
 
 
 class FourthReviewCommandLineTests(StandInTestCase):
@@ -2987,7 +2992,7 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 *argv,
             ],
             env={**os.environ, **self.cli_environment(), "HOME": str(self.tmp())},
-            cwd=HERE,
+            cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=60,
@@ -3026,7 +3031,7 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 done = subprocess.run(
                     [sys.executable, "-m", "dataset_client", *argv],
                     env=environment,
-                    cwd=HERE,
+                    cwd=ROOT,
                     stdout=writing,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -3036,7 +3041,7 @@ class FourthReviewCommandLineTests(StandInTestCase):
                 os.close(writing)
                 self.assertEqual((done.returncode, done.stderr), (0, ""))
 
-    run_on_a_terminal = FirstHourCommandLineTests.run_on_a_terminal  # self.server's, at /api
+    run_on_a_terminal = ScriptedCommandLineTestCase.run_on_a_terminal  # self.server's, at /api
 
     def test_sigterm_while_paging_takes_the_pager_along(self) -> None:
         rows = [["2024-01-02", "AAPL", 185.64]] * 40
@@ -3048,7 +3053,7 @@ class FourthReviewCommandLineTests(StandInTestCase):
         }
 
         def stop_when_paging() -> None:
-            _wait_for(lambda: started.exists() and started.read_text().endswith("\n"), 20)
+            wait_for(lambda: started.exists() and started.read_text().endswith("\n"), 20)
             os.kill(os.getpid(), signal.SIGTERM)  # main() holds SIGTERM while it runs
 
         stopper = threading.Thread(target=stop_when_paging)
@@ -3121,16 +3126,6 @@ class FourthReviewCommandLineTests(StandInTestCase):
         self.assertIn("dataset_0000_", err)
         self.assertLess(len(err), 400)
         self.assertIn("2000 in all", err)
-
-
-def load_tests(
-    loader: unittest.TestLoader, tests: unittest.TestSuite, pattern: str | None
-) -> unittest.TestSuite:
-    """unittest's hook: this module's own tests (not the base classes imported), on every core."""
-    own = unittest.TestSuite(
-        test for test in base.iterate_tests(tests) if type(test).__module__ == __name__
-    )
-    return base.load_tests(loader, own, pattern)
 
 
 if __name__ == "__main__":

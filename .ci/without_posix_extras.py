@@ -5,7 +5,7 @@ Those names are removed before anything imports dataset_client, in the test proc
 every Python it starts (the CLI tests run ``python -m dataset_client``), by a
 ``sitecustomize`` module put first on ``PYTHONPATH``.
 
-    python3 .ci/without_posix_extras.py                 # the classes in TEST_CLASSES
+    python3 .ci/without_posix_extras.py                 # the tests in TESTS
     python3 .ci/without_posix_extras.py ResumeTests     # or only these
 """
 
@@ -17,8 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-# The download and CLI test classes of test_dataset_client.py: add or drop names here.
-TEST_CLASSES = [
+# The download and CLI tests (a class, or Class.test_name), of any test module: add or drop
+# names here.
+TESTS = [
     "DownloadTests",
     "DestinationTests",
     "ResumeTests",
@@ -75,7 +76,7 @@ def main(names: list[str]) -> int:
         command = [
             sys.executable,
             str(root / ".ci" / "unittest_summary.py"),
-            *(names or TEST_CLASSES),
+            *(names or TESTS),
         ]
         return subprocess.run(command, env=environment, cwd=root).returncode
 
