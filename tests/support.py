@@ -18,6 +18,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -1150,6 +1151,36 @@ def run_measuring_child(test: unittest.TestCase, code: str, base_url: str) -> li
     )
     test.assertEqual(result.returncode, 0, result.stderr.decode()[-2000:])
     return result.stdout.decode().splitlines()
+
+
+RAW_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f]"
+)  # what must not reach a terminal (a newline may)
+
+
+NO_BYTECODE_HERE = {"PYTHONPYCACHEPREFIX": PYCACHE}  # a checkout's __pycache__ left alone
+
+
+def assert_usage_errors(test: Any, *cases: tuple[str, str]) -> list[str]:
+    """Each command line (its words split at spaces) exits 2 with nothing on stdout, the last
+    line of its stderr the error ``text``; their stderrs."""
+    errors = []
+    for words, text in cases:
+        with test.subTest(argv=words):
+            status, out, err = test.run_main(*words.split())
+            test.assertEqual((status, out), (2, ""))
+            command = r"dataset-client( download| export)?"
+            test.assertRegex(err.splitlines()[-1], rf"^{command}: error: {re.escape(text)}$")
+            errors.append(err)
+    return errors
+
+
+def readme_alias() -> str:
+    """The README's alias line, as a user pastes it (its comment left off)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^alias dataset-client=.*?(?=\s+#|$)", readme, re.M)
+    assert found is not None, "the README shows an alias"
+    return found[0]
 
 
 # ------------------------------------------------------------------------------------------------
