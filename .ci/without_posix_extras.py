@@ -31,7 +31,7 @@ TESTS = [
     "SharedDirectoryTests",
     "SecondReviewFileTests",
     "LockFileTests",
-    "HostileServerSecretTests",
+    "EchoedSecretTests",
     "SignalTests",
     "DownloadMessageTests.test_a_file_not_of_the_announced_size_is_said_in_sizes_for_people",
     "ErrorMessageTests.test_a_full_disk_is_a_one_line_error",
