@@ -1120,6 +1120,16 @@ def import_or_skip(test: unittest.TestCase, name: str) -> Any:
         test.skipTest(f"this platform has no {name}")
 
 
+def blocked_in_a_socket_read(thread: threading.Thread) -> bool:
+    """True when ``thread`` waits in socket.SocketIO.readinto (under a BufferedReader, its lock held)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return (
+        frame is not None
+        and frame.f_code.co_name == "readinto"
+        and frame.f_code.co_filename == socket.__file__
+    )
+
+
 # The start of a child Python that measures its own memory (this process's peak may have been raised
 # by an earlier test), from /proc/self/status, under RLIMIT_AS so that an unbounded read fails loudly.
 MEASURING_CHILD = (
