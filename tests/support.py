@@ -706,6 +706,9 @@ BIG = os.urandom(8 * 1024 * 1024 + 4321)
 BIG_SHA = hashlib.sha256(BIG).hexdigest()
 
 
+SMALL = DATA[:200_000]  # one stream: a small file is enough
+
+
 # Credential parameters of signed URLs (S3, GCS, CloudFront, Azure, OAuth), any case, with values.
 SIGNED = {
     "X-Amz-Credential": "AKIAEXAMPLE0001%2F20240101%2Fus-east-1%2Fs3%2Faws4_request",
@@ -1128,6 +1131,39 @@ def blocked_in_a_socket_read(thread: threading.Thread) -> bool:
         and frame.f_code.co_name == "readinto"
         and frame.f_code.co_filename == socket.__file__
     )
+
+
+def run_within(seconds: float, call: Callable[[], object]) -> tuple[object, float]:
+    """What ``call`` returned or raised (see outcome_of) and the seconds it took, run in a thread
+    of its own; still running after ``seconds``: "still running", its thread (a daemon) left
+    behind, for the test to fail, not hang."""
+    outcome: list[object] = []
+    started = time.monotonic()
+    thread = threading.Thread(target=lambda: outcome.append(outcome_of(call)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (outcome[0] if outcome else "still running"), time.monotonic() - started
+
+
+def part_threads() -> list[str]:
+    """The names of the client's threads still running."""
+    names = [thread.name for thread in threading.enumerate()]
+    return [name for name in names if name.startswith("dataset-client")]
+
+
+class Verified:
+    """A progress callable with the ``verified`` list the CLI's progress line has: the checks that passed
+    (given to ``download`` as ``verified=progress.verified.append``; ``**hooks()``: both)."""
+
+    def __init__(self) -> None:
+        self.verified: list[str] = []
+        self.seen: list[tuple[int, int | None]] = []
+
+    def hooks(self) -> dict[str, Any]:
+        return {"progress": self, "verified": self.verified.append}
+
+    def __call__(self, done: int, total: int | None) -> None:
+        self.seen.append((done, total))
 
 
 # The start of a child Python that measures its own memory (this process's peak may have been raised
