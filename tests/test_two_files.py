@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import unittest
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,55 @@ class TwoFilesTests(ServerTestCase):
         )
         self.assertEqual((result.returncode, result.stderr), (0, ""))
         self.assertEqual(result.stdout, f"dataset-client {dc.__version__}\n")
+
+
+class OldPythonTests(unittest.TestCase):
+    """Python 3.10 or older: a clear ImportError, and one line from the command line, exit status 2."""
+
+    EXPECTED = "dataset_client needs Python 3.11 or later; this is Python {}"
+
+    def run_python(self, python: str, code: str) -> subprocess.CompletedProcess[str]:
+        environment = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": str(ROOT),
+        }
+        return subprocess.run(
+            [python, "-c", code],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def assert_refused(self, python: str, pretend: str, version: str) -> None:
+        imported = self.run_python(python, f"{pretend}import dataset_client")
+        self.assertEqual(imported.returncode, 1)
+        self.assertEqual(
+            imported.stderr.splitlines()[-1], "ImportError: " + self.EXPECTED.format(version)
+        )
+        for module in (
+            "dataset_client",
+            "dataset_client_cli",
+        ):  # either file run as the command line
+            run = f"sys.argv = ['{module}', 'datasets']; runpy.run_module('{module}', run_name='__main__')"
+            command = self.run_python(python, f"import runpy, sys; {pretend}{run}")
+            self.assertEqual(
+                command.stderr, f"dataset-client: error: {self.EXPECTED.format(version)}\n"
+            )
+            self.assertEqual((command.returncode, command.stdout), (2, ""))
+
+    def test_this_python_pretending_to_be_3_10(self) -> None:
+        self.assert_refused(
+            sys.executable, "import sys; sys.version_info = (3, 10, 13, 'final', 0); ", "3.10.13"
+        )
+
+    def test_real_older_pythons(self) -> None:
+        root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        pythons = sorted(root.glob("3.[89].*/bin/python")) + sorted(root.glob("3.10.*/bin/python"))
+        if not pythons:
+            self.skipTest(f"no Python 3.8 to 3.10 under {root} (pyenv install 3.10.13 adds one)")
+        for python in pythons:
+            with self.subTest(python=str(python)):
+                self.assert_refused(str(python), "", python.parent.parent.name)
