@@ -1,6 +1,9 @@
-"""Tests for dataset_client, against scripted local servers on 127.0.0.1.
+"""Tests of the interface's operations: constructing a client, list_datasets, query,
+create_export, download, close, and the errors they raise, against a scripted local
+http.server on 127.0.0.1. Everything else is in tests/, by concern.
 
-Run with ``python -m unittest -v`` (or pytest). Standard library only.
+Run with ``python3 -m unittest`` (all of it, on every core) or ``python3 -m unittest
+test_dataset_client`` (this module); pytest runs it too. Standard library only.
 """
 
 from __future__ import annotations
@@ -156,11 +159,6 @@ class ConstructionTests(ServerTestCase):
         for name in dc.__all__:
             self.assertTrue(hasattr(dc, name), name)
         self.assertTrue(issubclass(ServiceError, RuntimeError))
-
-
-class FirstHourLibraryTests(ServerTestCase):
-    """What a new user meets first from a Python prompt: a wrong scheme, a destination that cannot be
-    written, a base URL without its scheme, a zero time-out, and the client's base_url."""
 
     def test_the_library_says_what_the_command_line_says(self) -> None:
         with self.assertRaisesRegex(
@@ -620,21 +618,6 @@ class ErrorTests(ServerTestCase):
             self.assertIsInstance(caught.exception, ConnectionError)
             self.assertIn("/api/v1/datasets", str(caught.exception))
 
-    def test_closed_client(self) -> None:
-        self.script(reply(body=[]))
-        with self.client() as client:
-            client.list_datasets()
-        for call in (
-            client.list_datasets,
-            lambda: client.query("SELECT 1"),
-            lambda: client.download("files/a", io.BytesIO()),
-        ):
-            with self.assertRaisesRegex(dc.ClientClosedError, "closed"):
-                call()
-        client.close()  # idempotent
-        self.assertIsInstance(dc.ClientClosedError("x"), RuntimeError)
-        self.assertEqual(len(self.requests), 1)
-
     def test_exceptions_pickle_with_their_fields_and_cause(self) -> None:
         self.script(
             reply(503, {"message": "busy"}, {"Retry-After": "1"}), reply(503, {"message": "busy"})
@@ -724,227 +707,6 @@ class ErrorTests(ServerTestCase):
         )
         self.assertEqual((done.stdout, done.stderr), ("[{'name': 'daily_bars'}]\n[]\n", ""))
         self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/datasets")])
-
-
-class ConnectionTests(ServerTestCase):
-    def test_close_during_a_call_starts_no_probe(self) -> None:
-        # Issue 30: close() from another thread ended the call 5 s later: its hang-up was probed.
-        arrived = threading.Event()
-
-        def held(head: str, connection: socket.socket) -> bool:
-            arrived.set()
-            return hold(head, connection)
-
-        url, seen = head_server(self, held)
-        client, outcome = self.client(url), []
-        thread = threading.Thread(target=lambda: outcome.append(outcome_of(client.list_datasets)))
-        thread.start()
-        self.assertTrue(arrived.wait(5))
-        closed = time.monotonic()
-        client.close()
-        thread.join(10)
-        self.assertLess(time.monotonic() - closed, 1, "ended promptly")
-        self.assertIsInstance(outcome[0], dc.ClientClosedError)
-        self.assertEqual(seen, ["GET /datasets HTTP/1.1"], "no probe after close()")
-
-    def test_close_ends_the_wait_for_a_retry(self) -> None:
-        # Found in review: a 503 with Retry-After: 20, then close(): the call ended 20 s later.
-        self.script(reply(503, {"error": "busy"}, {"Retry-After": "30"}))
-        client = self.client(timeout=30)
-        outcome = self.closed_during(client, client.list_datasets, lambda: bool(self.requests))
-        self.assertIsInstance(outcome, dc.ClientClosedError)
-        self.assertIn("closed during GET", str(outcome))
-        self.assertEqual(len(self.requests), 1, "not sent again")
-
-    def test_close_ends_a_connect_and_a_scheme_probe_that_hang(self) -> None:
-        # Found in review: close() came 10 s late during a connect, 5 s during a scheme probe.
-        listener = socket.create_server(("127.0.0.1", 0), backlog=0)
-        self.addCleanup(listener.close)
-        port, queued = listener.getsockname()[1], []
-        for _ in range(3):  # the accept queue full: a new connection's SYN goes unanswered
-            queued.append(socket.socket())
-            self.addCleanup(queued[-1].close)
-            queued[-1].setblocking(False)
-            queued[-1].connect_ex(("127.0.0.1", port))
-        client = self.client(f"http://127.0.0.1:{port}", timeout=30)
-        connecting = lambda: bool(client._pool._connecting)  # noqa: E731
-        self.assertIsInstance(
-            self.closed_during(client, client.list_datasets, connecting), dc.ClientClosedError
-        )
-        url, seen = head_server(self, refuse_tls=True)  # a plain server holding OPTIONS *
-        client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
-        probed = lambda: len(seen) == 2  # noqa: E731
-        self.assertIsInstance(
-            self.closed_during(client, client.list_datasets, probed), dc.ClientClosedError
-        )
-        self.assertEqual(seen, ["TLS", "OPTIONS * HTTP/1.0"], "the probe was under way")
-        # Found in review: wrap_socket moves the descriptor to the SSLSocket, so the socket held
-        # was detached and a TLS handshake that hangs (a ClientHello never answered) ran on.
-        url, seen = head_server(self)  # holds what it cannot read as a request's head
-        client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
-        outcome = self.closed_during(client, client.list_datasets, lambda: bool(seen))
-        self.assertIsInstance(outcome, dc.ClientClosedError)
-        self.assertEqual(seen, ["TLS"], "the handshake was under way")
-
-    def test_close_closes_the_connections(self) -> None:
-        self.server.default = reply(body=[])
-        client = self.client()
-        client.list_datasets()
-        self.assertEqual(self.server.closed_connections, 0)
-        client.close()
-        wait_for(lambda: self.server.closed_connections == 1)
-
-
-# Beyond one process: a client forked under a reading thread, pickled, copied, handed to other processes
-class BeyondOneProcessTests(ServerTestCase):
-    def test_close_ends_sixty_four_calls_in_flight_and_leaves_no_descriptor(self) -> None:
-        # The short version of .ci/thread_stress.py's last phase.
-        if not os.path.isdir("/proc/self/fd"):
-            self.skipTest("no /proc/self/fd to count descriptors in")
-
-        def until_the_client_closes(handler: Handler) -> None:
-            select.select([handler.connection], [], [], 10)  # readable: the client's end closed
-            handler.close_connection = True
-
-        self.server.default = until_the_client_closes
-        self.server.socket.listen(
-            128
-        )  # 64 connecting at once: none left to a 1 s SYN retransmission
-
-        def sockets() -> set[str]:
-            # Sockets alone (another descriptor may be opened for good by what runs first here), by
-            # inode: one an earlier test left to a thread may close meanwhile, and is not counted.
-            found = set()
-            for name in os.listdir("/proc/self/fd"):
-                with contextlib.suppress(OSError):  # closed since listed (the listing's, at least)
-                    found.add(os.readlink(f"/proc/self/fd/{name}"))
-            return {link for link in found if link.startswith("socket:")}
-
-        descriptors = sockets()
-        client = self.client(timeout=30)
-        calls = (
-            client.list_datasets,
-            lambda: client.query("SELECT 1"),
-            lambda: client.download("f", io.BytesIO()),
-        )
-        outcomes: list[object] = []
-        threads = [
-            threading.Thread(target=lambda n=n: outcomes.append(outcome_of(calls[n % 3])))
-            for n in range(64)
-        ]
-        for thread in threads:
-            thread.start()
-        wait_for(lambda: len(self.requests) == 64)
-        client.close()
-        for thread in threads:
-            thread.join(10)
-        self.assertEqual(
-            {type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError}
-        )
-        self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
-        wait_for(lambda: sockets() <= descriptors)  # none of its own left: the server's ends too
-
-    def test_close_ends_a_download_whose_response_reads_to_the_connection_s_close(self) -> None:
-        go_on = (
-            threading.Event()
-        )  # http.client lets go of the socket of a "Connection: close" response
-
-        def trickle(handler: Handler) -> None:
-            handler.send_response(200)
-            handler.send_header("Content-Length", "1000")
-            handler.send_header("Connection", "close")
-            handler.end_headers()
-            handler.wfile.write(b"x" * 10)
-            handler.wfile.flush()
-            go_on.wait(10)
-
-        self.script(trickle)
-        client, outcome = (
-            self.client(timeout=30),
-            list[BaseException](),
-        )  # not ended by its time-out
-
-        def download() -> None:
-            try:
-                client.download("files/x", io.BytesIO())
-            except dc.DatasetClientError as exc:
-                outcome.append(exc)
-
-        reading = threading.Thread(target=download)
-        reading.start()
-        self.addCleanup(reading.join, 10)
-        self.addCleanup(go_on.set)
-        # The request seen first: a read of the head, before the server read it, counts too.
-        wait_for(lambda: bool(self.requests) and blocked_in_a_socket_read(reading))
-        client.close()
-        reading.join(5)
-        self.assertEqual(
-            [type(error) for error in outcome],
-            [dc.ClientClosedError],
-            "ended before the server went on",
-        )
-        self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
-
-
-class HostileServerTests(ServerTestCase):
-    def test_close_from_another_thread_ends_a_call_under_way(self) -> None:
-        arrived = threading.Event()
-
-        def stall(handler: Handler) -> None:
-            arrived.set()
-            hang(handler)
-
-        self.script(stall)
-        client = self.client(timeout=30)
-        result: list[object] = []
-        thread = threading.Thread(target=lambda: result.append(outcome_of(client.list_datasets)))
-        thread.start()
-        self.assertTrue(arrived.wait(5))
-        client.close()
-        thread.join(10)
-        self.assertFalse(thread.is_alive(), "the call waited for its 30 s time-out")
-        self.assertIsInstance(result[0], dc.ClientClosedError)
-        self.assertIn("closed during GET", str(result[0]))
-        self.assertEqual(len(self.requests), 1, "not retried")
-
-    def test_close_from_another_thread_ends_a_download_and_leaves_nothing(self) -> None:
-        for resume in (False, True):
-            sent_some = threading.Event()
-
-            def half_then_stall(handler: Handler, sent_some: threading.Event = sent_some) -> None:
-                handler.send_response(200)
-                handler.send_header("Content-Length", str(len(DATA)))
-                handler.send_header("ETag", '"v1"')
-                handler.end_headers()
-                handler.wfile.write(DATA[:1_500_000])
-                sent_some.set()
-                hang(handler)
-
-            self.script(half_then_stall)
-            directory = self.tmp()
-            client = self.client(timeout=30)
-            seen = threading.Event()
-            result: list[object] = []
-            call = functools.partial(
-                client.download,
-                "files/x",
-                directory / "out.bin",
-                resume=resume,
-                progress=lambda d, t, s=seen: d and s.set(),
-            )
-            download = functools.partial(
-                lambda call, result: result.append(outcome_of(call)), call, result
-            )
-            thread = threading.Thread(target=download)
-            thread.start()
-            with self.subTest(resume=resume):
-                self.assertTrue(sent_some.wait(5) and seen.wait(5))
-                client.close()
-                thread.join(10)
-                self.assertFalse(thread.is_alive(), "the download waited for its time-out")
-                self.assertIsInstance(result[0], dc.ClientClosedError)
-                left = sorted(p.name for p in directory.iterdir())
-                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if resume else [])
 
 
 class DownloadTests(ServerTestCase):
@@ -1128,6 +890,241 @@ class DownloadTests(ServerTestCase):
             str(caught.exception), f"404 Not Found: GET {self.server.url}/api/v1/files/x: expired"
         )
         self.assert_only(directory)
+
+
+class CloseTests(ServerTestCase):
+    """close(): a closed client refuses calls; close() from another thread ends whatever is
+    under way (a call, a retry's wait, a connect, a probe, a download) and leaves nothing.
+    """
+
+    def test_closed_client(self) -> None:
+        self.script(reply(body=[]))
+        with self.client() as client:
+            client.list_datasets()
+        for call in (
+            client.list_datasets,
+            lambda: client.query("SELECT 1"),
+            lambda: client.download("files/a", io.BytesIO()),
+        ):
+            with self.assertRaisesRegex(dc.ClientClosedError, "closed"):
+                call()
+        client.close()  # idempotent
+        self.assertIsInstance(dc.ClientClosedError("x"), RuntimeError)
+        self.assertEqual(len(self.requests), 1)
+
+    def test_close_closes_the_connections(self) -> None:
+        self.server.default = reply(body=[])
+        client = self.client()
+        client.list_datasets()
+        self.assertEqual(self.server.closed_connections, 0)
+        client.close()
+        wait_for(lambda: self.server.closed_connections == 1)
+
+    def test_close_during_a_call_starts_no_probe(self) -> None:
+        # Issue 30: close() from another thread ended the call 5 s later: its hang-up was probed.
+        arrived = threading.Event()
+
+        def held(head: str, connection: socket.socket) -> bool:
+            arrived.set()
+            return hold(head, connection)
+
+        url, seen = head_server(self, held)
+        client, outcome = self.client(url), []
+        thread = threading.Thread(target=lambda: outcome.append(outcome_of(client.list_datasets)))
+        thread.start()
+        self.assertTrue(arrived.wait(5))
+        closed = time.monotonic()
+        client.close()
+        thread.join(10)
+        self.assertLess(time.monotonic() - closed, 1, "ended promptly")
+        self.assertIsInstance(outcome[0], dc.ClientClosedError)
+        self.assertEqual(seen, ["GET /datasets HTTP/1.1"], "no probe after close()")
+
+    def test_close_ends_the_wait_for_a_retry(self) -> None:
+        # Found in review: a 503 with Retry-After: 20, then close(): the call ended 20 s later.
+        self.script(reply(503, {"error": "busy"}, {"Retry-After": "30"}))
+        client = self.client(timeout=30)
+        outcome = self.closed_during(client, client.list_datasets, lambda: bool(self.requests))
+        self.assertIsInstance(outcome, dc.ClientClosedError)
+        self.assertIn("closed during GET", str(outcome))
+        self.assertEqual(len(self.requests), 1, "not sent again")
+
+    def test_close_ends_a_connect_and_a_scheme_probe_that_hang(self) -> None:
+        # Found in review: close() came 10 s late during a connect, 5 s during a scheme probe.
+        listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+        self.addCleanup(listener.close)
+        port, queued = listener.getsockname()[1], []
+        for _ in range(3):  # the accept queue full: a new connection's SYN goes unanswered
+            queued.append(socket.socket())
+            self.addCleanup(queued[-1].close)
+            queued[-1].setblocking(False)
+            queued[-1].connect_ex(("127.0.0.1", port))
+        client = self.client(f"http://127.0.0.1:{port}", timeout=30)
+        connecting = lambda: bool(client._pool._connecting)  # noqa: E731
+        self.assertIsInstance(
+            self.closed_during(client, client.list_datasets, connecting), dc.ClientClosedError
+        )
+        url, seen = head_server(self, refuse_tls=True)  # a plain server holding OPTIONS *
+        client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
+        probed = lambda: len(seen) == 2  # noqa: E731
+        self.assertIsInstance(
+            self.closed_during(client, client.list_datasets, probed), dc.ClientClosedError
+        )
+        self.assertEqual(seen, ["TLS", "OPTIONS * HTTP/1.0"], "the probe was under way")
+        # Found in review: wrap_socket moves the descriptor to the SSLSocket, so the socket held
+        # was detached and a TLS handshake that hangs (a ClientHello never answered) ran on.
+        url, seen = head_server(self)  # holds what it cannot read as a request's head
+        client = self.client(url.replace("http:", "https:"), timeout=30, max_retries=0)
+        outcome = self.closed_during(client, client.list_datasets, lambda: bool(seen))
+        self.assertIsInstance(outcome, dc.ClientClosedError)
+        self.assertEqual(seen, ["TLS"], "the handshake was under way")
+
+    def test_close_from_another_thread_ends_a_call_under_way(self) -> None:
+        arrived = threading.Event()
+
+        def stall(handler: Handler) -> None:
+            arrived.set()
+            hang(handler)
+
+        self.script(stall)
+        client = self.client(timeout=30)
+        result: list[object] = []
+        thread = threading.Thread(target=lambda: result.append(outcome_of(client.list_datasets)))
+        thread.start()
+        self.assertTrue(arrived.wait(5))
+        client.close()
+        thread.join(10)
+        self.assertFalse(thread.is_alive(), "the call waited for its 30 s time-out")
+        self.assertIsInstance(result[0], dc.ClientClosedError)
+        self.assertIn("closed during GET", str(result[0]))
+        self.assertEqual(len(self.requests), 1, "not retried")
+
+    def test_close_from_another_thread_ends_a_download_and_leaves_nothing(self) -> None:
+        for resume in (False, True):
+            sent_some = threading.Event()
+
+            def half_then_stall(handler: Handler, sent_some: threading.Event = sent_some) -> None:
+                handler.send_response(200)
+                handler.send_header("Content-Length", str(len(DATA)))
+                handler.send_header("ETag", '"v1"')
+                handler.end_headers()
+                handler.wfile.write(DATA[:1_500_000])
+                sent_some.set()
+                hang(handler)
+
+            self.script(half_then_stall)
+            directory = self.tmp()
+            client = self.client(timeout=30)
+            seen = threading.Event()
+            result: list[object] = []
+            call = functools.partial(
+                client.download,
+                "files/x",
+                directory / "out.bin",
+                resume=resume,
+                progress=lambda d, t, s=seen: d and s.set(),
+            )
+            download = functools.partial(
+                lambda call, result: result.append(outcome_of(call)), call, result
+            )
+            thread = threading.Thread(target=download)
+            thread.start()
+            with self.subTest(resume=resume):
+                self.assertTrue(sent_some.wait(5) and seen.wait(5))
+                client.close()
+                thread.join(10)
+                self.assertFalse(thread.is_alive(), "the download waited for its time-out")
+                self.assertIsInstance(result[0], dc.ClientClosedError)
+                left = sorted(p.name for p in directory.iterdir())
+                self.assertEqual(left, [".out.bin.part", ".out.bin.part.json"] if resume else [])
+
+    def test_close_ends_a_download_whose_response_reads_to_the_connection_s_close(self) -> None:
+        go_on = (
+            threading.Event()
+        )  # http.client lets go of the socket of a "Connection: close" response
+
+        def trickle(handler: Handler) -> None:
+            handler.send_response(200)
+            handler.send_header("Content-Length", "1000")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(b"x" * 10)
+            handler.wfile.flush()
+            go_on.wait(10)
+
+        self.script(trickle)
+        client, outcome = (
+            self.client(timeout=30),
+            list[BaseException](),
+        )  # not ended by its time-out
+
+        def download() -> None:
+            try:
+                client.download("files/x", io.BytesIO())
+            except dc.DatasetClientError as exc:
+                outcome.append(exc)
+
+        reading = threading.Thread(target=download)
+        reading.start()
+        self.addCleanup(reading.join, 10)
+        self.addCleanup(go_on.set)
+        # The request seen first: a read of the head, before the server read it, counts too.
+        wait_for(lambda: bool(self.requests) and blocked_in_a_socket_read(reading))
+        client.close()
+        reading.join(5)
+        self.assertEqual(
+            [type(error) for error in outcome],
+            [dc.ClientClosedError],
+            "ended before the server went on",
+        )
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"])
+
+    def test_close_ends_sixty_four_calls_in_flight_and_leaves_no_descriptor(self) -> None:
+        # The short version of .ci/thread_stress.py's last phase.
+        if not os.path.isdir("/proc/self/fd"):
+            self.skipTest("no /proc/self/fd to count descriptors in")
+
+        def until_the_client_closes(handler: Handler) -> None:
+            select.select([handler.connection], [], [], 10)  # readable: the client's end closed
+            handler.close_connection = True
+
+        self.server.default = until_the_client_closes
+        self.server.socket.listen(
+            128
+        )  # 64 connecting at once: none left to a 1 s SYN retransmission
+
+        def sockets() -> set[str]:
+            # Sockets alone (another descriptor may be opened for good by what runs first here), by
+            # inode: one an earlier test left to a thread may close meanwhile, and is not counted.
+            found = set()
+            for name in os.listdir("/proc/self/fd"):
+                with contextlib.suppress(OSError):  # closed since listed (the listing's, at least)
+                    found.add(os.readlink(f"/proc/self/fd/{name}"))
+            return {link for link in found if link.startswith("socket:")}
+
+        descriptors = sockets()
+        client = self.client(timeout=30)
+        calls = (
+            client.list_datasets,
+            lambda: client.query("SELECT 1"),
+            lambda: client.download("f", io.BytesIO()),
+        )
+        outcomes: list[object] = []
+        threads = [
+            threading.Thread(target=lambda n=n: outcomes.append(outcome_of(calls[n % 3])))
+            for n in range(64)
+        ]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: len(self.requests) == 64)
+        client.close()
+        for thread in threads:
+            thread.join(10)
+        self.assertEqual(
+            {type(outcome) for outcome in outcomes} - {dc.NetworkError}, {dc.ClientClosedError}
+        )
+        self.assertEqual(len(outcomes), 64, "every call ended, long before its 30 s time-out")
+        wait_for(lambda: sockets() <= descriptors)  # none of its own left: the server's ends too
 
 
 if __name__ == "__main__":
