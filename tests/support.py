@@ -1,8 +1,41 @@
 """What the test modules share: the servers, the fault primitives, the base cases, the runner.
 
-A test module imports what it needs from here (never from another test module: unittest would
-run the other module's tests twice), and `load_tests as load_tests`, which puts its tests in the
-one set of workers a `python -m unittest` run shares.
+A test module imports what it needs from here, never from another test module (unittest would
+run that module's tests twice), and ends its imports with `from tests.support import load_tests
+as load_tests`: unittest's hook, which puts its tests in the one set of workers a run shares.
+A helper that a second module needs moves here; one module's own stay in that module.
+
+What it offers, in the order of its sections:
+
+- Paths and the key: ROOT (the repository), CA_FILE and SERVER_CERT (tests_data/), KEY, PYCACHE
+  (the byte-code cache of the Pythons the tests start), local_service (examples/local_service.py).
+- The scripted server: ScriptedServer with its Handler; each request a Recorded (method, path,
+  headers, body, connection); Respond, the type of what answers one.
+- Fault primitives, each a Respond: reply, serve_file (ranges, cuts, digests), cut, hang, drop,
+  reset, ignoring_ranges, until_closed, first_bytes_then_stall, part_ignoring_if_range,
+  all_ranges_at_once, trickle, serve_parts (with digest_field), echo_credentials.
+- Raw servers, for bytes http.server will not send: raw_server, and head_server with its
+  answers (answer, hold, hang_up; Served, Answer); free_port, a port nothing listens on.
+- A forward proxy (Proxy: absolute-form and CONNECT, request lines recorded); TLS:
+  server_tls_context, trust_the_test_ca_alone.
+- What is served: DATA and BIG (random, with their _SHA), SMALL; SIGNED, SIGNED_QUERY,
+  SIGNED_SHOWN and signed_values_in (signed URLs' credentials); EXPORT_V (an export's argv).
+- The base cases:
+  ServerTestCase: a ScriptedServer a test (self.server, self.script(...), self.requests),
+  the environment without this machine's proxy variables; self.client(...), self.tmp(),
+  self.start_server(tls), self.start_proxy(), self.closed_during(...), self.download_big(...),
+  self.serve_two_at_once(), self.hashed_directory(), self.run_cli(...) (main() in process).
+  StandInTestCase: also the stand-in service a class (self.base_url, self.stand_in_client(),
+  self.raw(...)), and the command line run in this process (self.run_main), in another
+  (self.run_process) or on a pseudo-terminal (self.run_in_terminal); self.export_argv().
+  ScriptedCommandLineTestCase: the command line against the scripted server, without this
+  machine's PAGER, COLUMNS and the like: as a new user meets it.
+- Helpers: outcome_of, wait_for, recorded_sleeps, file_size_limit, inherited_signals,
+  import_or_skip, blocked_in_a_socket_read, run_within, part_threads, Verified,
+  run_measuring_child (MEASURING_CHILD), RAW_CONTROL, NO_BYTECODE_HERE, assert_usage_errors,
+  readme_alias.
+- A second user for the tests that need one: other_user(), made once a process, removed as it ends.
+- The runner: load_tests, SuiteOnEveryCore (forked workers taking tests from one queue).
 """
 
 from __future__ import annotations
