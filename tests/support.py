@@ -1439,17 +1439,29 @@ class SuiteOnEveryCore(unittest.TestSuite):
 
     def __init__(self, tests: unittest.TestSuite, processes: int) -> None:
         super().__init__()
+        self.queued: list[unittest.TestCase] = []
         self.chunks: list[list[unittest.TestCase]] = []
         self.processes, self.started = processes, False
         self.take(tests)
 
     def take(self, tests: unittest.TestSuite) -> None:
-        """Queue ``tests`` too (another module's, from the same discovery), six to a chunk."""
-        ordered = list(iterate_tests(tests))
-        self.chunks += [ordered[start : start + 6] for start in range(0, len(ordered), 6)]
+        """Queue ``tests`` too (another module's, from the same discovery)."""
+        self.queued += iterate_tests(tests)
+
+    def cut_into_chunks(self) -> None:
+        """The queue in chunks of six tests, fewer once it runs low (a chunk at most half of each
+        worker's share of what is left): the last tests are taken one or two at a time, so that
+        no worker is still on a chunk of six when the others have nothing left to take."""
+        start = 0
+        while start < len(self.queued):
+            left = len(self.queued) - start
+            size = max(1, min(6, left // (2 * self.processes)))
+            self.chunks.append(self.queued[start : start + size])
+            start += size
 
     def run(self, result: unittest.TestResult, debug: bool = False) -> unittest.TestResult:
         self.started = True
+        self.cut_into_chunks()
         queue, feed = (
             os.pipe()
         )  # each record a chunk's index; written whole (under PIPE_BUF) before any fork
