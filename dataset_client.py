@@ -4366,7 +4366,7 @@ def _command_line(path: str) -> Any:
             if missing.name != "dataset_client_cli":
                 raise
             lone = "the command line is dataset_client_cli.py: copy it beside dataset_client.py"
-            raise ImportError(f"{lone}, or pip install dataset-client") from None
+            raise ImportError(f"{lone}, or run pip install . in a checkout") from None
         return dataset_client_cli
     import types
 

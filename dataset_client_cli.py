@@ -78,7 +78,8 @@ try:
 except ModuleNotFoundError as missing:
     if missing.name != "dataset_client":
         raise
-    _exit_saying("dataset_client_cli.py needs dataset_client.py beside it (or pip install .)")
+    lone = "dataset_client_cli.py needs dataset_client.py beside it: copy it there"
+    _exit_saying(f"{lone}, or run pip install . in a checkout")
 if __name__ == "__main__" and dataset_client.__version__ != __version__:
     library = f"{dataset_client.__file__} is version {dataset_client.__version__}"
     _exit_saying(f"{library}, not {__version__}: copy the two together")
@@ -1051,8 +1052,7 @@ def _download_command(
     resume = args.resume
     partial = None
     if target != "-":
-        # Named as the download names it (through a symlink, beside the file it names); None
-        # when the download refuses the destination's link (it says why).
+        # Named as the download names it (beside the file a link names); None: it refuses the link.
         with contextlib.suppress(OSError):
             partial = _PartialFile(target)
         if _already_there(target, partial, sha256, named_by_url):
