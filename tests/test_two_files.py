@@ -384,7 +384,8 @@ class PlantedBesideInProcessTests(ServerTestCase):
             self.assertIn(f"{directory / name} {said} {os.geteuid()})", caught.exception.msg)
 
     def test_a_command_line_of_another_version_is_refused_and_not_left_registered(self) -> None:
-        copy = self.tmp() / "dataset_client_cli.py"
+        # Not named dataset_client_cli.py: coverage.py would take it for the one it measures.
+        copy = self.tmp() / "cli_of_another_version.py"
         copy.write_text('__version__ = "0.1"\n')
         with mock.patch.dict(sys.modules), self.assertRaises(ImportError) as caught:
             del sys.modules["dataset_client_cli"]
