@@ -623,9 +623,7 @@ class DatasetClient:
         attempt: Callable[[], _T],
         progress: Callable[[], int] | None = None,
     ) -> _T:
-        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries.
-
-        An attempt past the deadline fails as it sends (the pool's wait for it raises)."""
+        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
         attempts = 0
         retries_left = self._max_retries
         last_progress = 0 if progress is None else progress()
@@ -678,14 +676,13 @@ class DatasetClient:
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline
     ) -> tuple[DatasetClientError, float | None]:
-        """Asks once an origin whether the server speaks the other scheme: (error, wait left)."""
+        """Ask once an origin if its server speaks the other scheme: (error, wait left)."""
         left = deadline.left()
         # A wait past the deadline: the call ends at once (_Deadline.stop), unprobed.
         if delay is not None and delay >= left:
             return error, delay
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
         wait = min(limit for limit in limits if limit is not None)
-        # Once an origin, and never after close().
         if wait <= 0 or not self._pool.first_probe(error.url):
             return error, delay
         started = time.monotonic()
@@ -694,7 +691,6 @@ class DatasetClient:
         finally:
             self._pool.connected()
         if instead is None:
-            # The probe's time is taken from the wait before the retry.
             if delay is not None:
                 delay = max(delay - (time.monotonic() - started), 0.0)
             return error, delay
@@ -728,7 +724,6 @@ class DatasetClient:
         ):
             return None
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
-        # "Equal jitter": half the back-off, and up to as much again at random.
         return delay / 2 + random.uniform(0, delay / 2)
 
     def _send_handling_redirects(
@@ -741,7 +736,7 @@ class DatasetClient:
         *,
         trusted: bool,
     ) -> _PooledResponse:
-        """A 2xx response; ``trusted``: credentials in ``headers``, dropped leaving the origin."""
+        """A 2xx response; ``trusted``: credentials in ``headers``, dropped off the origin."""
         hops = 0
         while True:
             response = self._send_single_request(method, url, body, headers, deadline)
@@ -783,7 +778,6 @@ class DatasetClient:
         request.deadline = deadline
         started = time.monotonic()
         if request.type in self._proxies:
-            # Through urllib's proxy rules, then the pool.
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
             # The opener would only pass it on, and tell audit hooks (PEP 578), as here.
@@ -814,11 +808,9 @@ class DatasetClient:
 
 
 _MAX_REDIRECTS = 10
-# A longer Retry-After is not waited for: the ServiceError says it.
 _MAX_RETRY_AFTER = 60.0
 _LONGEST_RETRY_AFTER = 366 * 86400.0
 _MAX_BACKOFF = 30.0
-# Does the server speak the other scheme?
 _SCHEME_PROBE_TIMEOUT = 5.0
 # Statuses retried: for a POST, only 429 and 503, which say it was not acted on.
 _RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((429, 503))}
@@ -831,7 +823,7 @@ class _WrongSchemeError(NetworkError):
 def _may_speak_the_other_scheme(
     exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
 ) -> bool:
-    """Whether ``exc`` may come from a server speaking the other scheme (never via a proxy)."""
+    """Whether ``exc`` may come from a server speaking the other scheme."""
     scheme = urllib.parse.urlsplit(url).scheme
     if proxy is not None:
         return False
@@ -844,7 +836,7 @@ def _may_speak_the_other_scheme(
 
 
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if a probe (sending nothing) finds the server speaks it."""
+    """``url`` in the other scheme if a probe finds the server speaks it."""
     parts = urllib.parse.urlsplit(url)
     # https:// failed its handshake: is the server plain HTTP? http:// hung up: is it TLS?
     plain = parts.scheme == "https"
@@ -856,11 +848,9 @@ def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
         else:
             spoken = _speaks_tls(host, port, wait, hold)
     except (OSError, ValueError, ClientClosedError):
-        # Refused, timed out, a TLS failure, close(): no answer.
         return None
     if not spoken:
         return None
-    # The port that answered, said.
     netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"
     other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
@@ -873,7 +863,6 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
-        # "HTTP/" may come in pieces.
         for _ in range(5):
             sock.settimeout(max(within.left(), 0.001))
             chunk = sock.recv(5 - len(received))
@@ -884,7 +873,7 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
 
 
 def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake (unchecked: nothing is sent)."""
+    """Whether the server at host:port completes a TLS handshake (nothing is sent)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -919,7 +908,7 @@ def _discard_body(response: _PooledResponse) -> None:
 
 
 def _redirect_target(method: str, url: str, location: str) -> str:
-    """The absolute URL a redirect points to: http or https, with a valid host and port."""
+    """The absolute http(s) URL a redirect points to."""
     try:
         # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
         target = urllib.parse.urljoin(url, location.strip())
@@ -943,7 +932,6 @@ def _is_loopback(host: str) -> bool:
     ):
         # Without ipaddress, whose import costs more than this module's.
         return parts[0] == "127"
-    # A name; else an IPv6 address.
     if ":" not in host:
         return False
     import ipaddress
@@ -964,7 +952,6 @@ def _origin_of(url: str) -> tuple[str, str, int]:
 # Bodies and decoding
 # ============================================================================
 
-# Past this, a result is a decompression bomb.
 _MAX_DECODED_BODY = 256 * 1024 * 1024
 
 
@@ -981,7 +968,6 @@ def _check_framing(response: _PooledResponse) -> None:
     if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
         response.close()
         raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    # Thousands of digits, which http.client reads as a number.
     if response.length is not None and response.length > _MAX_SIZE:
         response.close()
         raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
@@ -999,7 +985,6 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
         del data
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
-        # JSONDecodeError, UnicodeDecodeError, or nesting too deep.
         cause = _without_body(exc)
     content_type = response.headers.get("Content-Type", "no content type")
     start = _redact_value(start, secrets)[:200]
@@ -1009,7 +994,7 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
 
 
 def _without_body(exc: BaseException) -> ValueError:
-    """A decoding error as a cause to keep, without the body or frames the one raised holds."""
+    """A decoding error as a cause to keep, without the body the one raised holds."""
     if isinstance(exc, json.JSONDecodeError):
         clean = json.JSONDecodeError(exc.msg, "", 0)
         clean.args = exc.args
@@ -1017,14 +1002,12 @@ def _without_body(exc: BaseException) -> ValueError:
         clean.lineno = exc.lineno
         clean.colno = exc.colno
         return clean
-    # Its message says what and where.
     return ValueError(str(exc))
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
     identity = response.encoding == "identity"
-    # An error body: at most this much packed.
     most = _CHUNK_SIZE if truncate and not identity else limit
     raw = _read_at_most(response, most, truncate=truncate)
     if identity:
@@ -1048,10 +1031,9 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate ``data``'s gzip members onto ``decoded`` (at most ``limit + 1`` bytes); how many."""
+    """Inflate ``data``'s gzip members onto ``decoded`` (up to ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
-        # wbits=47: a gzip or zlib header, whichever comes.
         decoder = zlib.decompressobj(wbits=47)
         size = 512
         while not decoder.eof:
@@ -1089,9 +1071,8 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk).
-
-    A watched response is read through its watch, a receive at a time, whatever its framing."""
+    """Up to ``size`` bytes of the body; chunked and unwatched, by readinto (read(n) keeps each
+    chunk)."""
     if not response.chunked or response.watch is not None:
         return response.read(size)
     buffer = bytearray(size)
@@ -1102,12 +1083,11 @@ def _read_piece(response: _PooledResponse, size: int) -> bytes:
 def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
-    """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
+    """An error response's ServiceError, from a bounded part of its body, secrets redacted."""
     # A little more than is kept: a secret across the cut is redacted whole, then cut.
     try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
     except DatasetClientError:
-        # A broken error body: the status says enough.
         raw = b""
     finally:
         response.close()
@@ -1129,7 +1109,6 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
     try:
         return bytes(raw).decode(charset or "utf-8", errors="replace")
     except (LookupError, UnicodeError, ValueError, TypeError):
-        # Raised before any text is made (an unknown charset, or no text encoding).
         return bytes(raw).decode("utf-8", errors="replace")
 
 
@@ -1157,7 +1136,6 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 def _reason_in_text(body: str) -> str | None:
     """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
-    # Only an error path gets here.
     import html
 
     text = body.lstrip("\ufeff \t\r\n")
@@ -1513,12 +1491,9 @@ _NEVER = float("inf")
 
 
 class _Deadline:
-    """When a call must have ended: ``seconds`` after it started (inf: never).
-
-    A call takes one as it starts and hands it down to each _Request it sends; the pool reads
-    it there for each wait's time-out, for connecting and for the response. A download's parts
-    share it. One never reached costs nothing: ``left()`` is inf, and without ``finite`` no
-    name is looked up in a thread nor a response watched."""
+    """When a call must have ended: ``seconds`` after it started (inf: never). A call takes one
+    and hands it on each _Request it sends to the pool; its parts share it. Not ``finite``, it
+    costs nothing: no name looked up in a thread, no response watched."""
 
     def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
@@ -1533,23 +1508,15 @@ class _Deadline:
     def left(self) -> float:
         return self.ends - time.monotonic()
 
-    def check(self, method: str, url: str) -> None:
-        if self.left() <= 0:
-            raise self.reached(method, url)
-
-    def limit(self, timeout: float | None) -> float | None:
-        """The smaller of ``timeout`` and the time left (None when neither bounds a wait)."""
+    def wait(self, timeout: float | None, method: str, url: str) -> float | None:
+        """The next wait's time-out: ``timeout``, or the time left if less (None: no bound);
+        with no time left, ``reached`` raised."""
         if not self.finite:
             return timeout
         left = self.left()
-        return left if timeout is None or left < timeout else timeout
-
-    def wait(self, timeout: float | None, method: str, url: str) -> float | None:
-        """The next wait's time-out, ``limit(timeout)``; with no time left, raised."""
-        wait = self.limit(timeout)
-        if wait is not None and wait <= 0:
+        if left <= 0:
             raise self.reached(method, url)
-        return wait
+        return left if timeout is None or left < timeout else timeout
 
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
@@ -1578,7 +1545,6 @@ class _Deadline:
         if left <= 0 or delay is None:
             ended = self.reached(method, url)
         else:
-            # A Retry-After or back-off that would end past the deadline.
             asked = error.retry_after if isinstance(error, ServiceError) else None
             wait = "the next retry"
             if asked is not None:
@@ -1598,11 +1564,10 @@ class _Request(urllib.request.Request):
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline (a head or CONNECT answer trickled)."""
+    """A socket's stream whose receives end at a deadline (a head trickled)."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
-        # A socket.SocketIO.
         self.raw = raw
         self.deadline = deadline
 
@@ -1616,7 +1581,6 @@ class _ReceivingWithin(io.RawIOBase):
             raise TimeoutError("the deadline was reached")
         sock = self.raw._sock
         waits = sock.gettimeout()
-        # A shorter wait (a watched read's) is kept.
         if waits is None or waits > left:
             sock.settimeout(left)
         return self.raw.readinto(buffer)  # type: ignore[no-any-return]
@@ -1643,9 +1607,8 @@ def _connect_within(
     else:
         found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
     for family, kind, protocol, _, sockaddr in found:
-        wait = deadline.limit(timeout)
-        if wait is not None and wait <= 0:
-            raise TimeoutError(f"timed out connecting to {host}")
+        # Past the deadline, a TimeoutError: the pool says it timed out connecting.
+        wait = deadline.wait(timeout, "connecting to", host)
         sock = socket.socket(family, kind, protocol)
         try:
             hold(sock)
@@ -1666,8 +1629,7 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
-    # An address needs no lookup.
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be stopped)."""
     with contextlib.suppress(socket.gaierror):
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1678,7 +1640,6 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
         try:
             found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
         except Exception as exc:
-            # gaierror, UnicodeError (IDNA): raised in the caller's thread.
             found.append(exc)
 
     thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
@@ -1693,24 +1654,20 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A response's body read a receive at a time within its deadline (``response.watch``: the
-    pool's, under a deadline, or a download's): with ``min_rate``, one that brings less than
-    ``min_rate`` bytes a second over ``timeout`` seconds (30 without one) has stalled."""
+    """A response's body read a receive at a time, within its deadline; below ``min_rate`` bytes
+    a second over ``timeout`` seconds (30 without one), stalled."""
 
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
-        # The stretch a rate is measured over.
         self.period = timeout or 30.0
         # No receive waits longer: with min_rate, a stretch that brings nothing is measured too.
         self.timeout = self.period if min_rate else timeout
-        # The stretch measured: when it started, and the bytes it brought.
-        self.started = time.monotonic()
-        self.received = 0
+        self.started, self.received = time.monotonic(), 0
         # Raised by the next read: this one returned the bytes that came before it.
         self.ended: DatasetClientError | None = None
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``; bytes before a stall are returned, the next read raises."""
+        """``response.read(amount)``: bytes before a stall returned, the next read raises."""
         if self.ended is not None:
             # The body is whole: a stall with its last bytes ends nothing.
             if response.length == 0:
@@ -1737,7 +1694,6 @@ class _Watch:
         # read1 leaves the response open at the body's end: closed so, its connection is reused.
         if response.length == 0 and response.fp is not None:
             http.client.HTTPResponse.read(response, 0)
-        # As read() does: a body short of its Content-Length.
         if amount is None and response.length:
             raise http.client.IncompleteRead(bytes(data), response.length)
         return bytes(data)
@@ -1785,7 +1741,6 @@ class _Watch:
 # ============================================================================
 
 _MAX_IDLE_PER_ORIGIN = 8
-# 1xx responses to one request: more come from no server.
 _MAX_INTERIM_RESPONSES = 100
 
 
@@ -1813,7 +1768,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: close the parent's sockets detached, not through io (its locks)."""
+        """In a forked child: the parent's sockets closed detached, not through io's locks."""
         socks = [connection.sock for connection in self._busy]
         socks += [connection.sock for idle in self._idle.values() for connection in idle]
         socks += self._connecting.values()
@@ -1834,11 +1789,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
             threads = {*self._busy.values(), *self._connecting}
         for connection in itertools.chain.from_iterable(idle.values()):
             connection.close()
-        # Each thread's wait ends in an error now, and it lets its connection go.
         self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme: once, not after an answer."""
+        """Whether to probe ``url``'s origin for the other scheme: once, never after an answer."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1847,7 +1801,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             return True
 
     def interrupt(self, threads: Collection[int]) -> None:
-        """End what those threads wait for on their connections (a response's head, its body)."""
+        """End what those threads wait for on their connections."""
         with self._lock:
             socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
             # Under the lock: connected() closes them under the lock too.
@@ -1863,11 +1817,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup (wrap_socket detaches it) of this thread's connecting socket, to shut down."""
+        """Keep a dup of this thread's connecting socket (wrap_socket detaches it), to shut down."""
         with self._lock:
             self._check_open()
             thread = _thread.get_ident()
-            # An address tried before.
             tried = self._connecting.get(thread)
             if tried is not None:
                 tried.close()
@@ -1880,7 +1833,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 held.close()
 
     def _check_open(self) -> None:
-        """(Under the lock) raise ClientClosedError once close() was called."""
         if self.closed:
             raise ClientClosedError(_CLOSED)
 
@@ -1898,8 +1850,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         timeout = request.timeout
         responses: Callable[..., _PooledResponse] = _PooledResponse
         if request.deadline.finite:
-            # Each wait ends by the deadline, the head read a receive at a time and the body
-            # through a watch, so that a trickle ends too.
+            # A trickle ends too: the head is read a receive at a time, the body watched.
             timeout = request.deadline.wait(timeout, method, url)
             responses = functools.partial(_PooledResponse.within, request.deadline, request.timeout)
         connection = self._checkout(key)
@@ -1945,7 +1896,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             _check_framing(response)
             return response
 
-    # urllib's names for it.
     http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
@@ -1975,7 +1925,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
         # Made at the first request that needs it: it costs milliseconds.
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
             self._ssl_context = _default_ssl_context(self.ca_bundle)
-        # To the origin, or to an https:// proxy.
         if request.type == "https":
             connection = http.client.HTTPSConnection(
                 request.host, timeout=timeout, context=self._ssl_context
@@ -2010,7 +1959,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
         finally:
             self.connected()
         with self._lock:
-            # close() may have come while connecting.
             if self.closed:
                 connection.close()
             self._check_open()
@@ -2041,7 +1989,6 @@ def _after_fork_in_child() -> None:
         pool._leave_parents_connections()
 
 
-# Every client's pool, for a forked child.
 _pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
 # A hook: nothing to check at each request. Embedders that fork from C run it too.
 if _HAS_FORK_HOOKS:
@@ -2057,7 +2004,6 @@ def _is_still_open(connection: http.client.HTTPConnection) -> bool:
             return not poller.poll(0)
         return not select.select([connection.sock], [], [], 0)[0]
     except (OSError, ValueError, TypeError):
-        # TypeError: it has no socket any more.
         return False
 
 
@@ -2073,13 +2019,10 @@ class _PooledResponse(http.client.HTTPResponse):
     """An HTTPResponse that maps its read errors and gives its connection back when closed."""
 
     method = ""
-    # Its Content-Encoding; host:port of the proxy it came through.
     encoding = "identity"
     proxy: str | None = None
-    # Kept to shut down from another thread.
     sock: socket.socket | None = None
     _release: Callable[[bool], None] | None = None
-    # Its request's deadline, and the watch its body is read through, when it has them.
     deadline = _NO_DEADLINE
     watch: _Watch | None = None
 
@@ -2087,7 +2030,7 @@ class _PooledResponse(http.client.HTTPResponse):
     def within(
         cls, deadline: _Deadline, timeout: float | None, sock: socket.socket, **options: Any
     ) -> _PooledResponse:
-        """A response read within ``deadline``: its head a receive at a time, its body watched."""
+        """A response read within ``deadline``."""
         response = cls(sock, **options)
         response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
         response.deadline = deadline
@@ -2100,20 +2043,18 @@ class _PooledResponse(http.client.HTTPResponse):
         interim = 0
         while 100 <= status < 200:
             interim += 1
-            # Nothing asked to switch protocols.
             if status == 101:
                 raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
             if interim > _MAX_INTERIM_RESPONSES:
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        # The head's end is not buffered yet (rare).
         if self.fp.peek().find(b"\r\n\r\n") < 0:
             self._watch_for_a_cut_head()
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
-        """Read the head's rest via a _HeadReader: http.client takes a cut for the head's end."""
+        """The head's rest read via a _HeadReader: http.client takes a cut for its end."""
         ahead = self.fp.peek()
         # No headers, or lines ending in LF alone: http.client reads those whole.
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
@@ -2133,7 +2074,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return self.mapped(super().readinto, buffer)
 
     def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
-        """``read(*arguments)``, a socket, TLS or HTTP failure raised as the client's error."""
+        """``read(*arguments)``, a failure raised as the client's error."""
         try:
             return read(*arguments)
         except DatasetClientError:
@@ -2252,8 +2193,9 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
-        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})  # passwords
-        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read with them
+        # _Secret: a proxy's URL may hold its password.
+        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})
+        self._no_proxy = urllib.request.getproxies_environment().get("no")
         self._rules: _NoProxy | None = None
         self._bypass: dict[tuple[str, str], bool] = {}
 
@@ -2267,13 +2209,15 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if bypass:
             return None
         response = super().proxy_open(req, proxy, type)
-        credentials = req.headers.get("Proxy-authorization")  # from user:password@ in the URL
+        # From user:password@ in the proxy's URL: made a _Secret, in no traceback's locals.
+        credentials = req.headers.get("Proxy-authorization")
         if credentials:
-            req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
+            req.headers["Proxy-authorization"] = _Secret(credentials)
         return response
 
     def _bypasses(self, scheme: str, host: str) -> bool:
-        if self._no_proxy is None:  # the system's settings (macOS, Windows), as urllib
+        # No variable: the system's settings (macOS, Windows), as urllib reads them.
+        if self._no_proxy is None:
             return bool(urllib.request.proxy_bypass(host))
         if self._rules is None:
             self._rules = _NoProxy(self._no_proxy)
@@ -2284,20 +2228,23 @@ class _NoProxy:
     """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
 
     def __init__(self, text: str) -> None:
-        import ipaddress  # only where a proxy and NO_PROXY are both set
+        # Imported only where a proxy and NO_PROXY are both set.
+        import ipaddress
 
         self.everything = False
         self.names: list[tuple[str, int | None]] = []
         self.networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = []
-        for entry in text.lower().replace(",", " ").split():  # curl separates entries by blanks too
+        # curl separates entries by blanks too.
+        for entry in text.lower().replace(",", " ").split():
             if entry == "*":
                 self.everything = True
                 continue
             host, port = _split_no_proxy_entry(entry)
-            try:  # an address is a /32, /128
+            try:
                 self.networks.append((ipaddress.ip_network(host, strict=False), port))
             except ValueError:
-                if host.strip("."):  # ".example.com" matches example.com too
+                # ".example.com" matches example.com too.
+                if host.strip("."):
                     self.names.append((host.strip("."), port))
 
     def matches(self, scheme: str, host: str) -> bool:
@@ -2313,7 +2260,8 @@ class _NoProxy:
         name = name.rstrip(".")
         try:
             address = ipaddress.ip_address(name)
-        except ValueError:  # a name: itself or a subdomain (not "badexample.com")
+        except ValueError:
+            # A name: itself or a subdomain (not "badexample.com").
             return any(
                 wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
                 for suffix, wanted in self.names
@@ -2340,7 +2288,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
     found = []
     for scheme, proxy in proxies.items():
-        if scheme == "no":  # NO_PROXY, which urllib lists with them: hosts, not a URL
+        # NO_PROXY, which urllib lists with them: hosts, not a URL.
+        if scheme == "no":
             continue
         url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
         if (reason := _unreadable_url(url)) is not None:
@@ -2367,8 +2316,8 @@ def _unreadable_url(url: str) -> str | None:
 
 
 def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
-    """The Proxy-Authorization urllib put in ``headers`` (from a proxy URL's user:password, a
-    _Secret), taken out; sent with the request unless it is for a tunnel's CONNECT alone."""
+    """The Proxy-Authorization urllib added (a _Secret), taken out of ``headers``; put back
+    unless it goes to a tunnel's CONNECT alone."""
     authorization = headers.pop("Proxy-authorization", None)
     if authorization and not tunnel:
         headers["Proxy-Authorization"] = authorization
@@ -2387,7 +2336,7 @@ def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> Net
 
 
 def _check_tunnel(exc: BaseException, method: str, url: str, proxy: str, sent: bool) -> None:
-    """Raise the proxy's refusal to open a tunnel (CONNECT) for want of credentials, if it is."""
+    """Raise a proxy's refusal of a CONNECT for want of credentials, if it is one."""
     # http.client's words, 3.11 to 3.15; tinyproxy refuses with a 401.
     refusal = str(exc).partition("Tunnel connection failed: ")[2]
     if refusal[:4] in ("407 ", "401 "):
@@ -2438,7 +2387,8 @@ def _checked_trust(
     if not path:
         said = "is empty: name a file or directory of PEM CA certificates"
         raise _refused("ca_bundle", said, FileNotFoundError)
-    path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
+    # Read at each handshake (a hashed directory): no chdir may change it.
+    path = os.path.abspath(path)
     return _default_ssl_context(path, "ca_bundle"), path
 
 
@@ -2476,7 +2426,8 @@ def _system_store() -> str:
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
     """Add a PEM file's or directory's CAs to ``context``; others able to change it: a warning."""
     try:
-        status = os.stat(path)  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
+        # Before any read: OpenSSL waits on a FIFO, reads /dev/zero.
+        status = os.stat(path)
         mode = status.st_mode
         if stat.S_ISDIR(mode):
             context.load_verify_locations(capath=path)
@@ -2490,14 +2441,17 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         kind: Callable[[str], Exception] = type(exc)
         if source != "ca_bundle":
             kind = ValueError
-        elif isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
+        elif isinstance(exc, ssl.SSLError):
+            # Its args are (errno, text): its str is the text alone.
             kind = functools.partial(ssl.SSLError, exc.errno)
         raise _named(kind, (source, source), said) from None
     who = "who could have any server trusted"
-    if mode & 0o022:  # "lasting": the CLI shows it whole
+    if mode & 0o022:
+        # "lasting": the CLI shows it whole.
         warning = f"%s %s is writable by group or others, {who} (chmod go-w)"
         _logger().warning(warning, source, path, extra={"lasting": True})
-    elif not _is_mine(status, or_root=True):  # a teammate's, put in place of the user's own
+    elif not _is_mine(status, or_root=True):
+        # A teammate's, say, put in place of the user's own.
         warning = f"%s %s is owned by another user (uid %d), {who}"
         _logger().warning(warning, source, path, status.st_uid, extra={"lasting": True})
 
@@ -2527,11 +2481,13 @@ _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 # The download engine
 # ============================================================================
 
-_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
-_MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
-_MAX_RESTARTS = 3  # of a download whose file keeps changing
-_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
-_MAX_DIGEST_MEMBERS = 16  # looked at in one digest field
+# Bytes waiting for the hashing thread; restarts of a download whose file keeps changing;
+# bytes of parts waiting for their turn into a stream; members read of a digest field.
+_HASH_QUEUE_BYTES = 16 * 1024 * 1024
+_MIN_PART_SIZE = _CHUNK_SIZE
+_MAX_RESTARTS = 3
+_MAX_REORDER_BYTES = 64 * 1024 * 1024
+_MAX_DIGEST_MEMBERS = 16
 # RFC 9530 and RFC 3230 names, lowercased, and hashlib's: the strongest first.
 _DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 
@@ -2557,18 +2513,19 @@ class _Stated:
 
     def __init__(self, header: str, algorithm: str, value: str) -> None:
         self.header, self.algorithm, self.value = header, algorithm, value
-        self.hash = _DIGEST_ALGORITHMS[algorithm]  # hashlib's name
+        self.hash = _DIGEST_ALGORITHMS[algorithm]
         self.name = header if header == "sha256" else f"{header} ({algorithm})"
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
+    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in;
+    ``dropped``: merged into the first; ``deferred``: checked if the file's digest fails."""
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
-        self.taken = self.dropped = False  # dropped: merged into the first part
+        self.taken = self.dropped = False
         self.check: _PartCheck | None = None
-        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's fails
+        self.deferred: tuple[int, _Stated] | None = None
         self.mismatches = 0
 
     @property
@@ -2595,33 +2552,23 @@ class _DownloadRequests:
         secrets: _Secrets,
         timeout: float | None,
     ) -> None:
-        self.headers = headers
-        # The call's: send() and retry() end by it; the download checks it where it waits alone.
-        self.deadline = deadline
-        self.send = send
-        self.retry = retry
-        self.interrupt = interrupt
-        self.closed = closed
-        self.secrets = secrets
-        self.timeout = timeout
+        self.headers, self.deadline, self.send, self.retry = headers, deadline, send, retry
+        self.interrupt, self.closed = interrupt, closed
+        self.secrets, self.timeout = secrets, timeout
 
 
 class _Parts:
-    """A download's parts and the threads fetching them: which part a thread takes next, how far
-    the file is whole, and the first failure, which stops every part."""
+    """A download's parts and the threads fetching them (each runs ``work``)."""
 
     def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
         self.lock = _thread.allocate_lock()
         self.all = [_Part(0, None)]
-        self.connections = connections
-        # What each thread but the caller's runs, ``work(ended)``, until no part is left.
-        self.work = work
+        self.connections, self.work = connections, work
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
-        # The thread that called download(): it fetches parts too.
+        # The thread that called download() fetches parts too.
         self.caller = _thread.get_ident()
         self.error: BaseException | None = None
-        # A 200 cut into parts, its body read by the first: a part whose range the server
-        # answers whole merges into it (see _Acceptance.refused_range).
+        # A 200 cut into parts, read by the first: a range answered whole merges into it.
         self.whole_file_response: _PooledResponse | None = None
 
     @property
@@ -2647,7 +2594,6 @@ class _Parts:
         return end
 
     def check_running(self, part: _Part | None = None) -> None:
-        """Stop (_PartStopped) once a part failed, or ``part`` was merged into the first."""
         if self.error is not None or (part is not None and part.dropped):
             raise _PartStopped
 
@@ -2668,48 +2614,15 @@ class _Parts:
             ended.wait()
             thread.join()
 
-    def fail(self, error: BaseException) -> None:
-        """Record the first failure: no part is taken from now on."""
-        with self.lock:
-            self.error = self.error or error
-
-    def split(self, total: int, count: int) -> None:
-        """Cut the file of ``total`` bytes into ``count`` parts, and start their threads."""
-        bounds = [total * index // count for index in range(count + 1)]
-        self.all[0].end = bounds[1]
-        self.all += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
-        self.start_threads()
-
-    def take_up(self, spans: list[tuple[int, int, int]]) -> None:
-        """The parts ``(start, end, done)`` an earlier run kept."""
-        self.all = [_Part(*span) for span in spans]
-        if all(part.remaining == 0 for part in self.all):
-            # The last byte is asked for again, with If-Range: is the file still the same?
-            next(part for part in reversed(self.all) if part.done).done -= 1
-
-    def reset(self) -> _Part:
-        """One part again, nothing received: the server sends the file anew."""
-        first = _Part(0, None)
-        self.all = [first]
-        self.error = None
-        return first
-
 
 class _Checks:
-    """What a download's bytes must hash to, and their hashing: the whole file's in file order,
-    against the caller's ``sha256`` and the server's digests; each 206's against its
-    Content-Digest, fetched again once when it fails."""
+    """What a download's bytes must hash to, and the hashing: the file's, each 206's."""
 
     def __init__(self, download: _Transfer, sha256: str | None) -> None:
-        self.download = download
-        self.parts = download.parts
-        self.target = download.target
+        self.download, self.parts, self.target = download, download.parts, download.target
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        # The server's (the first response's, or an earlier run's), once known.
         self.digests: list[_Stated] | None = None
-        # The whole file's hashing.
         self.digest: _Digest | None = None
-        # The names of the checks that passed.
         self.verified: list[str] = []
 
     @property
@@ -2733,13 +2646,8 @@ class _Checks:
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self.start()
 
-    def take_saved(self, digests: Any) -> None:
-        """The digests an earlier run's state kept, if they are sound."""
-        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
-            self.digests = [_Stated(*digest) for digest in digests]
-
     def other_version(self, response: _PooledResponse) -> bool:
-        """True when ``response``'s Repr-Digest differs from the first response's."""
+        """Whether ``response``'s Repr-Digest differs from the first response's."""
         stated = _parse_digests(response.headers, "Repr-Digest")
         return any(
             first.header == "Repr-Digest"
@@ -2758,24 +2666,17 @@ class _Checks:
         if self.digest is not None and keep is None:
             self.digest.close()
 
-    def forget(self) -> None:
-        """End every hashing and forget the server's digests: the file is sent anew."""
-        self.close()
-        self.digests = None
-        self.digest = None
-
     def start_part_check(self, response: _PooledResponse, part: _Part) -> None:
         """Check this 206's bytes against its Content-Digest, if any."""
         # A response cut short: its bytes stay unchecked.
         if part.check is not None:
             part.check.close()
-        part.check = None
-        part.deferred = None
+        part.check = part.deferred = None
         stated = _parse_digests(response.headers, "Content-Digest")
         if not stated or response.encoding != "identity":
             return
         chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
-        # Written to a file, read back: checked at the end, should the file's digest fail.
+        # In a file, read back: checked at the end, if the file's digest fails.
         if self.target.read_at is not None and self.digest is not None:
             part.deferred = (part.offset, chosen)
             return
@@ -2794,11 +2695,6 @@ class _Checks:
         one = len(self.parts.all) == 1 and (part.check is None or self.target.read_at is None)
         self.digest.add(data if one else self.parts.contiguous())
 
-    def written_in_order(self, data: bytes) -> None:
-        """Hash ``data``, which the reorder buffer wrote into the stream."""
-        if self.digest is not None:
-            self.digest.add(data)
-
     def verify_part(self, part: _Part) -> bool:
         """False when a 206's bytes did not match its Content-Digest (fetched again)."""
         check = part.check
@@ -2808,8 +2704,8 @@ class _Checks:
             return False
         with self.parts.lock:
             part.check = None
+            # The bytes it held back.
             if self.digest is not None and self.target.read_at is not None:
-                # The bytes it held back.
                 self.digest.add(self.parts.contiguous())
         if self.target.release():
             with self.parts.lock:
@@ -2822,7 +2718,6 @@ class _Checks:
         if actual == check.stated.value:
             return True
         where = f"bytes {check.start}-{part.offset - 1}"
-        # Held bytes are never written.
         self.target.discard(part, check.start)
         with self.parts.lock:
             part.check = None
@@ -2847,7 +2742,7 @@ class _Checks:
         raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
 
     def verify_file(self) -> bool:
-        """Check the whole file; True when parts that failed their own check are fetched again."""
+        """Check the file; True when parts that failed their own check are fetched again."""
         if self.digest is None:
             return False
         for stated in self.stated:
@@ -2861,10 +2756,9 @@ class _Checks:
 
     def _refetch_mismatched_parts(self) -> bool:
         """Check the parts' deferred Content-Digests; True when some failed (fetched again)."""
-        read_at = self.target.read_at
         again = False
         for part in self.parts.all:
-            if read_at is not None and part.deferred is not None:
+            if self.target.read_at is not None and part.deferred is not None:
                 check = _PartCheck(*part.deferred, True, self.target)
                 check.add(part.offset)
                 if not self._matches(part, check):
@@ -2879,29 +2773,24 @@ class _Checks:
 
 
 class _Acceptance:
-    """Which bytes a response brings: a 206 exactly the range asked for, of the same version of
-    the file; a 200 the whole file (cut into parts when the server serves ranges), or one part
-    again when the server answers a range with the whole file. Another version: _FileChanged."""
+    """Which bytes a response brings: a 206 exactly the range asked for, a 200 the whole file
+    (cut into parts, or one part again); another version, _FileChanged."""
 
     def __init__(self, download: _Transfer) -> None:
-        self.download = download
-        self.parts = download.parts
+        self.download, self.parts, self.target = download, download.parts, download.target
         self.checks = download.checks
-        self.target = download.target
-        # The version fetched, for If-Range: a strong ETag, else Last-Modified.
+        # For If-Range: a strong ETag, else Last-Modified.
         self.validator: str | None = None
 
     def request_headers(self, part: _Part, headers: dict[str, str]) -> dict[str, str]:
-        """``headers``, and the range of ``part`` when it is not the whole file from its start."""
         if self.validator is None or (part.done == 0 and len(self.parts.all) == 1):
             return headers
-        total = self.parts.total
-        last = "" if part.end is None or part.end == total else str(part.end - 1)
+        last = "" if part.end is None or part.end == self.parts.total else str(part.end - 1)
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """The part ``response``'s body fills: ``part``'s bytes of this file, or the whole file."""
-        # Merged into the first while its request was under way.
+        """The part ``response``'s body fills: ``part``, or the whole file."""
+        # Merged while its request was under way.
         self.parts.check_running(part)
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
@@ -2910,10 +2799,8 @@ class _Acceptance:
                 self.checks.take(response, whole=False)
             self.checks.start_part_check(response, part)
         elif ranged and not (len(self.parts.all) == 1 and part is self.parts.all[0]):
-            # The file was split: the others go on, or merge into this one.
             part = self._refused_range(response)
         else:
-            # The whole file.
             if part.done:
                 part = self.start_over()
                 part.taken = True
@@ -2925,18 +2812,22 @@ class _Acceptance:
         return part
 
     def take_up(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """Take up the parts ``(start, end, done)`` and digests an earlier run kept."""
-        self.parts.take_up(spans)
+        """The parts ``(start, end, done)`` and digests an earlier run kept."""
+        self.parts.all = [_Part(*span) for span in spans]
         self.validator = validator
-        state = self.target.state
-        if state is not None and isinstance(state.saved, dict):
-            self.checks.take_saved(state.saved.get("digests"))
+        # All in: the last byte is asked again, with If-Range, to know the file is the same.
+        if all(part.remaining == 0 for part in self.parts.all):
+            next(part for part in reversed(self.parts.all) if part.done).done -= 1
+        digests = getattr(self.target.state, "saved", {}).get("digests")
+        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+            self.checks.digests = [_Stated(*digest) for digest in digests]
 
     def start_over(self) -> _Part:
         """Forget what was received: the server sends the file anew."""
-        self.checks.forget()
-        first = self.parts.reset()
-        self.validator = None
+        self.checks.close()
+        first = _Part(0, None)
+        self.parts.all = [first]
+        self.validator = self.parts.error = self.checks.digests = self.checks.digest = None
         self.target.reset()
         self.checks.start()
         return first
@@ -2949,8 +2840,8 @@ class _Acceptance:
         total = None if parsed is None else parsed[2]
         changed = total != known and None not in (total, known)
         changed |= _validator(response.headers) not in (None, self.validator)
+        # Never spliced on.
         if ranged and (changed or self.checks.other_version(response)):
-            # Never spliced on.
             raise _FileChanged
         if parsed is None:
             if given is None:
@@ -2969,14 +2860,13 @@ class _Acceptance:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered whole: one part again, on the first response while read, else this."""
+        """A range answered whole: one part again, the first response's while read, else this."""
         same = response.status == 200 and _validator(response.headers) == self.validator
         # One part cannot start over alone.
         if not same or self.checks.other_version(response):
             raise _FileChanged
         parts = self.parts
         with parts.lock:
-            # The first part, still reading the 200 split into parts, takes them all over.
             streaming = parts.whole_file_response is not None
             whole = parts.all[0] if streaming else _Part(0, parts.total, parts.contiguous())
             whole.end = parts.total
@@ -2984,8 +2874,7 @@ class _Acceptance:
             self.checks.close(keep=whole)
             for part in parts.all:
                 part.dropped = part is not whole
-            parts.all = [whole]
-            parts.connections = 1
+            parts.all, parts.connections = [whole], 1
             if not streaming:
                 parts.whole_file_response = response
         self.target.discard(None, whole.offset)
@@ -3013,12 +2902,15 @@ class _Acceptance:
         count = self.target.part_count(total, count, connections)
         # Before the others start: see _refused_range.
         self.parts.whole_file_response = response
-        self.parts.split(total, count)
+        bounds = [total * index // count for index in range(count + 1)]
+        self.parts.all[0].end = bounds[1]
+        self.parts.all += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.parts.start_threads()
 
 
 class _Transfer:
-    """One download: its parts fetched by this thread and up to ``connections - 1`` more
-    (_Parts), each response accepted (_Acceptance) and its bytes checked (_Checks)."""
+    """One download: its _Parts fetched by this thread and ``connections - 1`` more, each
+    response accepted (_Acceptance), the bytes checked (_Checks)."""
 
     def __init__(
         self,
@@ -3030,10 +2922,7 @@ class _Transfer:
         connections: int,
         limits: _Limits,
     ) -> None:
-        self.requests = requests
-        self.url = url
-        self.progress = progress
-        self.limits = limits
+        self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
         if isinstance(target, _StreamTarget):
             target.in_time = self._check_in_time
@@ -3044,10 +2933,8 @@ class _Transfer:
         self.parts = _Parts(connections, self._work)
         self.checks = _Checks(self, sha256)
         self.acceptance = _Acceptance(self)
-        # Redirected from https:// to http://: said with each check that passed.
-        self.in_clear = False
-        # A 416 to a kept range started the download over: a second is an error.
-        self.resume_refused = False
+        # in_clear: redirected from https:// to http://.
+        self.resume_refused = self.in_clear = False
         # What an earlier run left: said once the server takes it up.
         self.kept: tuple[str, str] | None = None
         kept = target.take_up(url)
@@ -3092,7 +2979,6 @@ class _Transfer:
 
     def _fetch_all(self) -> None:
         self.parts.threads = []
-        # The caller's thread fetches too.
         self.parts.start_threads()
         self._work()
         try:
@@ -3107,7 +2993,7 @@ class _Transfer:
         if self.parts.error is not None:
             raise self.parts.error
         self.target.finish(self.parts.total)
-        # Parts whose Content-Digest failed are fetched again: bounded, a second mismatch raises.
+        # Parts whose Content-Digest failed are fetched again (a second mismatch raises).
         if self.checks.verify_file():
             self._fetch_all()
 
@@ -3137,7 +3023,17 @@ class _Transfer:
             try:
                 response = self._send(headers)
                 try:
-                    part = self._accept(response, part, attempts, ranged="Range" in headers)
+                    part = self.acceptance.accept(response, part, ranged="Range" in headers)
+                    with self.parts.lock:
+                        self.report()
+                        # Said once the server takes it up (a 200 does not).
+                        kept = self.kept
+                        self.kept = None
+                    if kept and response.status == 206:
+                        self.log(_INFO, "resuming: %s of %s already downloaded", *kept)
+                    elif response.status == 206 and part.done and attempts > 1:
+                        at = (_size(part.offset), _size(self.parts.total or 0))
+                        self.log(_INFO, "resuming at %s of %s after an interruption", *at)
                     self._copy_body(response, part)
                     if response.status == 206 and response.read(1):
                         raise _invalid(response, "the 206 body runs past its Content-Range")
@@ -3161,67 +3057,45 @@ class _Transfer:
             response = self.requests.send(headers)
         except ServiceError as error:
             if error.status == 416 and "Range" in headers and not self.resume_refused:
-                # Start over, once.
                 raise _ResumeRefused from None
             raise
         self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
+        # Measured from here, the head in (replacing the deadline's watch, if any).
         if self.limits.min_rate is not None:
-            # Measured from here, the head in; the deadline's watch, if any, gives way to it.
             response.watch = _Watch(self.requests.timeout, self.limits.min_rate)
         return response
-
-    def _accept(
-        self, response: _PooledResponse, part: _Part, attempts: int, *, ranged: bool
-    ) -> _Part:
-        """The part ``response`` fills (_Acceptance), saved and reported; a resume said."""
-        part = self.acceptance.accept(response, part, ranged=ranged)
-        with self.parts.lock:
-            self.report()
-            # Said once the server takes it up (a 200 does not).
-            kept = self.kept
-            self.kept = None
-        if kept and response.status == 206:
-            self.log(_INFO, "resuming: %s of %s already downloaded", *kept)
-        elif response.status == 206 and part.done and attempts > 1:
-            at = (_size(part.offset), _size(self.parts.total or 0))
-            self.log(_INFO, "resuming at %s of %s after an interruption", *at)
-        return part
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
         """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
         chunk = self.limits.chunk
         while True:
             left = part.remaining
-            data = b""
-            if left is None or left > 0:
-                data = response.read(min(chunk, left or chunk))
-            if data:
-                self._write(part, data)
+            data = response.read(min(chunk, left or chunk)) if left is None or left > 0 else b""
+            if not data:
+                with self.parts.lock:
+                    if response is not self.parts.whole_file_response:
+                        return
+                    # Parts merged into this one: it reads on, and no merge comes after.
+                    self.parts.whole_file_response = None
                 continue
-            with self.parts.lock:
-                if response is not self.parts.whole_file_response:
-                    return
-                # The other parts merged into this one: it reads on, and no merge comes after.
-                self.parts.whole_file_response = None
-
-    def _write(self, part: _Part, data: bytes) -> None:
-        self.parts.check_running(part)
-        self.target.put(part, data)
-        with self.parts.lock:
             self.parts.check_running(part)
-            part.done += len(data)
-            self.checks.received(part, data)
-            self.report()
-        self.limits.take(len(data), self.requests.deadline)
+            self.target.put(part, data)
+            with self.parts.lock:
+                self.parts.check_running(part)
+                part.done += len(data)
+                self.checks.received(part, data)
+                self.report()
+            self.limits.take(len(data), self.requests.deadline)
 
     def _written_to_stream(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream: hashed, and progress reported."""
-        self.checks.written_in_order(data)
+        """The reorder buffer wrote ``data``: hashed in order, progress reported."""
+        if self.checks.digest is not None:
+            self.checks.digest.add(data)
         if self.progress is not None:
             self.progress(self._written, self.parts.total)
 
     def report(self) -> None:
-        """(Under the parts' lock) the state saved, for a resume, and progress reported."""
+        """(Under the parts' lock) save the state, for a resume, and report progress."""
         state = self.target.state
         validator = self.acceptance.validator
         total = self.parts.total
@@ -3240,8 +3114,7 @@ class _Transfer:
             with self.parts.lock:
                 self.report()
         elif part.remaining:
-            expected = part.end - part.start
-            received = part.done
+            expected, received = part.end - part.start, part.done
             raise _named(
                 IncompleteResponseError,
                 f"GET {response.url}: connection closed after ",
@@ -3255,14 +3128,15 @@ class _Transfer:
             )
 
     def _check_in_time(self) -> None:
-        self.requests.deadline.check("GET", self.url)
+        self.requests.deadline.wait(None, "GET", self.url)
         if self.requests.closed():
             text = f"the DatasetClient was closed during GET {self.url}"
             raise ClientClosedError(text, method="GET", url=self.url)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every part's wait or read at once."""
-        self.parts.fail(error)
+        with self.parts.lock:
+            self.parts.error = self.parts.error or error
         # A wait for room in a reorder buffer ends too.
         self.target.stop()
         threads = self.parts.threads
@@ -3301,9 +3175,7 @@ class _Limits:
 
     def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
         self.min_rate = _check_positive(min_rate, "min_rate")
-        self.rate = max_rate
-        # Bytes read at once.
-        self.chunk = _CHUNK_SIZE
+        self.rate, self.chunk = max_rate, _CHUNK_SIZE
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
                 least = f"must be at least 1 (bytes per second), got {max_rate!r}"
@@ -3311,8 +3183,7 @@ class _Limits:
             # Smaller reads: shorter waits, a steadier rate.
             self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))
         self.lock = _thread.allocate_lock()
-        self.started = time.monotonic()
-        self.taken = 0
+        self.started, self.taken = time.monotonic(), 0
 
     def take(self, count: int, deadline: _Deadline) -> None:
         """Count ``count`` bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
@@ -3327,7 +3198,7 @@ class _Limits:
 
 
 def _content_range(value: str) -> tuple[int, int, int | None] | None:
-    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4), or None."""
+    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4)."""
     # At most 19 digits: a file offset holds no more, and int() refuses thousands.
     match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
     if match is None:
@@ -3343,20 +3214,15 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """Hashes (hashlib's ``algorithms``) of a download in file order.
-
-    The first ``inline`` bytes are hashed as they come, on the receiving thread: a small file is
-    hashed sooner so than a thread starts (a quarter of a millisecond). The rest goes to a
-    thread of its own, hashed while the next bytes arrive."""
+    """Hashes of a download in file order: its first ``inline`` bytes on the receiving thread
+    (sooner so than a thread starts), the rest on a thread of its own."""
 
     inline = _CHUNK_SIZE
 
     def __init__(self, sink: _Sink | None, algorithms: Iterable[str]) -> None:
         self.read_at = None if sink is None else sink.read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
-        self._position = 0
-        self._inline = 0
-        # Raised by hexdigest(): a file read back shorter than was written.
+        self._position = self._inline = 0
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._jobs = None if self.inline else self._start()
@@ -3385,7 +3251,6 @@ class _Digest:
 
     def close(self) -> None:
         if self._thread is not None and self._thread.is_alive():
-            # The thread's end.
             self._jobs.put(None)  # type: ignore[union-attr]
             self._thread.join()
 
@@ -3402,10 +3267,11 @@ class _Digest:
 
     def _run(self, jobs: queue.Queue[bytes | int | None]) -> None:
         while (job := jobs.get()) is not None:
+            # A failure is raised by hexdigest(); the jobs after it are drained until close().
             try:
-                if self._error is None:  # else drained until close()
+                if self._error is None:
                     self._hash(job)
-            except BaseException as exc:  # raised by hexdigest()
+            except BaseException as exc:
                 self._error = exc
 
     def _hash(self, job: bytes | int) -> None:
@@ -3428,10 +3294,7 @@ class _PartCheck(_Digest):
 
     def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None) -> None:
         super().__init__(sink, (stated.hash,))
-        self.start = start
-        self.stated = stated
-        self.held = held
-        self._position = start
+        self.start, self.stated, self.held, self._position = start, stated, held, start
 
 
 def _is_saved_digest(saved: Any) -> bool:
@@ -3447,17 +3310,19 @@ def _is_saved_digest(saved: Any) -> bool:
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230); others ignored."""
+    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230)."""
     import binascii
 
     digests = []
     for value in headers.get_all(header) or ():
         members = value.split(",", _MAX_DIGEST_MEMBERS)
-        if len(members) > _MAX_DIGEST_MEMBERS:  # thousands took seconds
+        # Thousands took seconds.
+        if len(members) > _MAX_DIGEST_MEMBERS:
             _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
         for member in members[:_MAX_DIGEST_MEMBERS]:
             name, _, encoded = member.partition(";")[0].strip().partition("=")
-            algorithm = name.strip()  # a Structured Fields key is lowercase (RFC 8941 3.2)
+            # A Structured Fields key is lowercase (RFC 8941 3.2); Digest's, any case.
+            algorithm = name.strip()
             if header == "Digest":
                 algorithm = algorithm.lower()
             elif len(encoded) > 1 and encoded[0] == encoded[-1] == ":":
