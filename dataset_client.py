@@ -3152,7 +3152,8 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    spans, position = [], 0
+    spans = []
+    position = 0
     for span in parts if isinstance(parts, list) else ():
         if not (isinstance(span, list) and len(span) == 3 and all(map(_is_count, span))):
             return None
@@ -3175,7 +3176,8 @@ class _Limits:
 
     def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
         self.min_rate = _check_positive(min_rate, "min_rate")
-        self.rate, self.chunk = max_rate, _CHUNK_SIZE
+        self.rate = max_rate
+        self.chunk = _CHUNK_SIZE
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
                 least = f"must be at least 1 (bytes per second), got {max_rate!r}"
