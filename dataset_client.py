@@ -3155,19 +3155,19 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
     spans = []
     position = 0
     for span in parts if isinstance(parts, list) else ():
-        if not (isinstance(span, list) and len(span) == 3 and all(map(_is_count, span))):
+        if not (isinstance(span, list) and len(span) == 3 and all(map(_is_offset, span))):
             return None
         start, end, done = span
         if start != position or start + done > end:
             return None
         spans.append((start, end, done))
         position = end
-    if validator and spans and _is_count(total) and position == total:
+    if validator and spans and _is_offset(total) and position == total:
         return validator, spans
     return None
 
 
-def _is_count(value: Any) -> bool:
+def _is_offset(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
