@@ -658,7 +658,7 @@ class DatasetClient:
                     error.attempts = attempts
                     self._failed(error, method, url)
             except BaseException as exc:
-                # A bug's, a signal's, a callback's: no frame of ours keeps a secret either.
+                # A bug's, a signal's, a callback's: no frame keeps a secret.
                 _clear_library_frames(exc)
                 raise
 
@@ -678,7 +678,6 @@ class DatasetClient:
     ) -> tuple[DatasetClientError, float | None]:
         """Ask once an origin if its server speaks the other scheme: (error, wait left)."""
         left = deadline.left()
-        # A wait past the deadline: the call ends at once (_Deadline.stop), unprobed.
         if delay is not None and delay >= left:
             return error, delay
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
@@ -743,7 +742,6 @@ class DatasetClient:
             status = response.status
             if status < 300:
                 return response
-            # The proxy's own answer: through a tunnel (https:) the pool saw it.
             if status == 407 and response.proxy is not None and url.startswith("http:"):
                 raise _proxy_refused(response, self._proxies)
             redirect = status in {301, 302, 303, 307, 308}
@@ -838,7 +836,7 @@ def _may_speak_the_other_scheme(
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
     """``url`` in the other scheme if a probe finds the server speaks it."""
     parts = urllib.parse.urlsplit(url)
-    # https:// failed its handshake: is the server plain HTTP? http:// hung up: is it TLS?
+    # https:// failed its handshake: is the server plain HTTP? (http://: is it TLS?)
     plain = parts.scheme == "https"
     host = parts.hostname or ""
     port = parts.port or (443 if plain else 80)
@@ -858,7 +856,6 @@ def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
 
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
-    # The whole probe's: a byte a while never stretches it.
     within = _Deadline(timeout)
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
@@ -879,7 +876,6 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     context.verify_mode = ssl.CERT_NONE
     within = _Deadline(timeout)
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
-        # CPython bounds the whole handshake by it.
         sock.settimeout(max(within.left(), 0.001))
         with context.wrap_socket(sock, server_hostname=host or None):
             return True
@@ -958,7 +954,6 @@ _MAX_DECODED_BODY = 256 * 1024 * 1024
 def _check_framing(response: _PooledResponse) -> None:
     """Refuse an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
     lengths = []
-    # raw_items(): the values as sent, without the email policy's parsing of each.
     for name, value in response.headers.raw_items():
         name = name.lower()
         if name == "content-length":
@@ -977,9 +972,9 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    # The error below shows the start: a secret across the cut is redacted whole, then cut.
+    # For the error below: a secret across the cut is redacted whole, then cut.
     start = data[: 200 + secrets.longest]
-    # Decoded as json.loads does, the bytes let go first: twice the body in memory, not 3 times.
+    # Decoded as json.loads does, the bytes let go first: twice the body in memory, not 3.
     try:
         text = data.decode(json.detect_encoding(data), "surrogatepass")
         del data
@@ -1025,7 +1020,6 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
         raise _invalid(
             response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
         )
-    # The pieces and their join are twice the body already.
     del raw
     return b"".join(pieces)[:limit]
 
@@ -1071,8 +1065,7 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body; chunked and unwatched, by readinto (read(n) keeps each
-    chunk)."""
+    """Up to ``size`` bytes of the body (chunked and unwatched: by readinto)."""
     if not response.chunked or response.watch is not None:
         return response.read(size)
     buffer = bytearray(size)
@@ -1491,9 +1484,8 @@ _NEVER = float("inf")
 
 
 class _Deadline:
-    """When a call must have ended: ``seconds`` after it started (inf: never). A call takes one
-    and hands it on each _Request it sends to the pool; its parts share it. Not ``finite``, it
-    costs nothing: no name looked up in a thread, no response watched."""
+    """When a call must have ended (inf: never), handed on each _Request it sends to the pool.
+    Not ``finite``, it costs nothing: no name looked up in a thread, no response watched."""
 
     def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
@@ -1502,15 +1494,14 @@ class _Deadline:
 
     @classmethod
     def starting(cls, seconds: float | None) -> _Deadline:
-        """A call's deadline, ``seconds`` from now; without, the one never reached (shared)."""
+        """A call's deadline, ``seconds`` from now, else never."""
         return _NO_DEADLINE if seconds is None else cls(seconds)
 
     def left(self) -> float:
         return self.ends - time.monotonic()
 
     def wait(self, timeout: float | None, method: str, url: str) -> float | None:
-        """The next wait's time-out: ``timeout``, or the time left if less (None: no bound);
-        with no time left, ``reached`` raised."""
+        """The next wait's time-out: ``timeout``, or the time left if less (raised if none)."""
         if not self.finite:
             return timeout
         left = self.left()
@@ -1537,7 +1528,6 @@ class _Deadline:
     ) -> RequestTimeoutError | None:
         """The error ending the call after ``error``: the deadline reached, or ``delay`` past it."""
         if isinstance(error, RequestTimeoutError) and error.deadline:
-            # A wait the deadline cut short: it says so already.
             return error
         left = self.left()
         if left > 0 and (delay is None or delay < left):
@@ -1577,7 +1567,6 @@ class _ReceivingWithin(io.RawIOBase):
     def readinto(self, buffer: Any) -> int | None:
         left = self.deadline.left()
         if left <= 0:
-            # Mapped by the response's reader, which says the deadline was reached.
             raise TimeoutError("the deadline was reached")
         sock = self.raw._sock
         waits = sock.gettimeout()
@@ -1654,16 +1643,14 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A response's body read a receive at a time, within its deadline; below ``min_rate`` bytes
-    a second over ``timeout`` seconds (30 without one), stalled."""
+    """A body read a receive at a time, within its deadline, and above ``min_rate`` if given."""
 
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
         self.period = timeout or 30.0
-        # No receive waits longer: with min_rate, a stretch that brings nothing is measured too.
+        # With min_rate, no receive waits longer: a stretch that brings nothing is measured too.
         self.timeout = self.period if min_rate else timeout
         self.started, self.received = time.monotonic(), 0
-        # Raised by the next read: this one returned the bytes that came before it.
         self.ended: DatasetClientError | None = None
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
@@ -1691,7 +1678,7 @@ class _Watch:
                 raise
             self.ended = error
             return bytes(data)
-        # read1 leaves the response open at the body's end: closed so, its connection is reused.
+        # read1 leaves it open at the body's end: closed so, its connection is reused.
         if response.length == 0 and response.fp is not None:
             http.client.HTTPResponse.read(response, 0)
         if amount is None and response.length:
@@ -1700,7 +1687,6 @@ class _Watch:
 
     def _before_receiving(self, response: _PooledResponse) -> None:
         wait = response.deadline.wait(self.timeout, response.method, response.url)
-        # The pool sets it back for the next request.
         if response.sock is not None and response.sock.gettimeout() != wait:
             response.sock.settimeout(wait)
 
@@ -1749,10 +1735,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
-        # An unpickled client's: read as the default context is made, at the first request.
         self.ca_bundle: str | None = None
         self.closed = False
-        # Origins that answered in their scheme, or were probed for the other: never again.
         self._settled: set[tuple[str, str, int]] = set()
         self._start_afresh()
         _pools.add(self)
@@ -1760,7 +1744,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
     def _start_afresh(self) -> None:
         self._lock = _thread.allocate_lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
-        # In use, by which thread; a thread's socket not yet connected: close() shuts them down.
         self._busy: dict[http.client.HTTPConnection, int] = {}
         self._connecting: dict[int, socket.socket] = {}
         # Held until close(): a retry's wait (sleep) ends then.
@@ -1768,7 +1751,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: the parent's sockets closed detached, not through io's locks."""
+        """In a forked child: the parent's sockets closed, not through io's locks."""
         socks = [connection.sock for connection in self._busy]
         socks += [connection.sock for idle in self._idle.values() for connection in idle]
         socks += self._connecting.values()
@@ -1792,7 +1775,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme: once, never after an answer."""
+        """Whether to probe ``url``'s origin for the other scheme (once, before any answer)."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1850,7 +1833,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         timeout = request.timeout
         responses: Callable[..., _PooledResponse] = _PooledResponse
         if request.deadline.finite:
-            # A trickle ends too: the head is read a receive at a time, the body watched.
+            # A trickle ends too: the head read a receive at a time, the body watched.
             timeout = request.deadline.wait(timeout, method, url)
             responses = functools.partial(_PooledResponse.within, request.deadline, request.timeout)
         connection = self._checkout(key)
@@ -1861,7 +1844,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
                     request, key, proxy, proxy_authorization, timeout, responses
                 )
             elif connection.sock.gettimeout() != timeout:
-                # Another call's deadline may have shortened it.
                 connection.sock.settimeout(timeout)
             connection.response_class = responses  # type: ignore[assignment]
             try:
@@ -1880,11 +1862,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
             except BaseException as exc:
-                # Ctrl-C: raised without the frames, which hold the head.
                 self._release(key, connection, False)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
-            # The origin answered in its scheme: never probed for the other.
             if not reused:
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
@@ -1922,7 +1902,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
     ) -> http.client.HTTPConnection:
         """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
         connection: http.client.HTTPConnection
-        # Made at the first request that needs it: it costs milliseconds.
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
             self._ssl_context = _default_ssl_context(self.ca_bundle)
         if request.type == "https":
@@ -1953,7 +1932,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
         except BaseException as exc:
-            # Ctrl-C in the CONNECT: raised without its frames, which hold the credentials.
             connection.close()
             raise exc.with_traceback(None) from None
         finally:
@@ -1990,7 +1968,7 @@ def _after_fork_in_child() -> None:
 
 
 _pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
-# A hook: nothing to check at each request. Embedders that fork from C run it too.
+# A hook: nothing checked at each request. Embedders that fork from C run it too.
 if _HAS_FORK_HOOKS:
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
@@ -2112,7 +2090,6 @@ class _HeadReader:
         self.raw.close()
 
     def flush(self) -> None:
-        # Closing a response flushes it (a head line too long).
         pass
 
 
@@ -2209,7 +2186,6 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if bypass:
             return None
         response = super().proxy_open(req, proxy, type)
-        # From user:password@ in the proxy's URL: made a _Secret, in no traceback's locals.
         credentials = req.headers.get("Proxy-authorization")
         if credentials:
             req.headers["Proxy-authorization"] = _Secret(credentials)
@@ -2228,13 +2204,11 @@ class _NoProxy:
     """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
 
     def __init__(self, text: str) -> None:
-        # Imported only where a proxy and NO_PROXY are both set.
         import ipaddress
 
         self.everything = False
         self.names: list[tuple[str, int | None]] = []
         self.networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = []
-        # curl separates entries by blanks too.
         for entry in text.lower().replace(",", " ").split():
             if entry == "*":
                 self.everything = True
@@ -2272,7 +2246,6 @@ class _NoProxy:
 
 
 def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    """Host and port of a NO_PROXY entry."""
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         return host, int(rest[1:]) if rest[1:].isdigit() else None
@@ -2316,8 +2289,7 @@ def _unreadable_url(url: str) -> str | None:
 
 
 def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
-    """The Proxy-Authorization urllib added (a _Secret), taken out of ``headers``; put back
-    unless it goes to a tunnel's CONNECT alone."""
+    """The Proxy-Authorization urllib added, sent with the request unless a CONNECT's."""
     authorization = headers.pop("Proxy-authorization", None)
     if authorization and not tunnel:
         headers["Proxy-Authorization"] = authorization
@@ -2395,7 +2367,7 @@ def _checked_trust(
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
     """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
     context = ssl.create_default_context()
-    # 3.13's default; many TLS-inspecting proxies' CAs fail it while urllib3 accepts them.
+    # 3.13's default; many TLS-inspecting proxies' CAs fail it (urllib3 accepts them).
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
     trusted = [_system_store()]
     variable = "REQUESTS_CA_BUNDLE" if os.environ.get("REQUESTS_CA_BUNDLE") else "CURL_CA_BUNDLE"
@@ -2442,7 +2414,6 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         if source != "ca_bundle":
             kind = ValueError
         elif isinstance(exc, ssl.SSLError):
-            # Its args are (errno, text): its str is the text alone.
             kind = functools.partial(ssl.SSLError, exc.errno)
         raise _named(kind, (source, source), said) from None
     who = "who could have any server trusted"
@@ -2451,7 +2422,6 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         warning = f"%s %s is writable by group or others, {who} (chmod go-w)"
         _logger().warning(warning, source, path, extra={"lasting": True})
     elif not _is_mine(status, or_root=True):
-        # A teammate's, say, put in place of the user's own.
         warning = f"%s %s is owned by another user (uid %d), {who}"
         _logger().warning(warning, source, path, status.st_uid, extra={"lasting": True})
 
@@ -2518,8 +2488,7 @@ class _Stated:
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in;
-    ``dropped``: merged into the first; ``deferred``: checked if the file's digest fails."""
+    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
@@ -2565,10 +2534,9 @@ class _Parts:
         self.all = [_Part(0, None)]
         self.connections, self.work = connections, work
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
-        # The thread that called download() fetches parts too.
         self.caller = _thread.get_ident()
         self.error: BaseException | None = None
-        # A 200 cut into parts, read by the first: a range answered whole merges into it.
+        # A 200 cut into parts: a range answered whole merges into it.
         self.whole_file_response: _PooledResponse | None = None
 
     @property
@@ -2616,7 +2584,7 @@ class _Parts:
 
 
 class _Checks:
-    """What a download's bytes must hash to, and the hashing: the file's, each 206's."""
+    """What a download's bytes must hash to, and their hashing."""
 
     def __init__(self, download: _Transfer, sha256: str | None) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
@@ -2636,7 +2604,6 @@ class _Checks:
             if self.digest is not None:
                 self.digest.close()
             self.digest = _Digest(self.target, names)
-            # The kept bytes first.
             self.digest.add(self.parts.contiguous())
 
     def take(self, response: _PooledResponse, *, whole: bool) -> None:
@@ -2704,7 +2671,6 @@ class _Checks:
             return False
         with self.parts.lock:
             part.check = None
-            # The bytes it held back.
             if self.digest is not None and self.target.read_at is not None:
                 self.digest.add(self.parts.contiguous())
         if self.target.release():
@@ -2733,7 +2699,6 @@ class _Checks:
         return False
 
     def mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
-        # Not resumable.
         if self.target.state is not None:
             self.target.state.remove()
         url = self.download.url
@@ -2742,7 +2707,7 @@ class _Checks:
         raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
 
     def verify_file(self) -> bool:
-        """Check the file; True when parts that failed their own check are fetched again."""
+        """Check the file; True when failed parts are fetched again."""
         if self.digest is None:
             return False
         for stated in self.stated:
@@ -2773,8 +2738,7 @@ class _Checks:
 
 
 class _Acceptance:
-    """Which bytes a response brings: a 206 exactly the range asked for, a 200 the whole file
-    (cut into parts, or one part again); another version, _FileChanged."""
+    """Which bytes a response brings: a 206 exactly the range asked for, a 200 the whole file."""
 
     def __init__(self, download: _Transfer) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
@@ -2790,11 +2754,9 @@ class _Acceptance:
 
     def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
         """The part ``response``'s body fills: ``part``, or the whole file."""
-        # Merged while its request was under way.
         self.parts.check_running(part)
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-            # A state that did not say them.
             if self.checks.digests is None:
                 self.checks.take(response, whole=False)
             self.checks.start_part_check(response, part)
@@ -2840,7 +2802,6 @@ class _Acceptance:
         total = None if parsed is None else parsed[2]
         changed = total != known and None not in (total, known)
         changed |= _validator(response.headers) not in (None, self.validator)
-        # Never spliced on.
         if ranged and (changed or self.checks.other_version(response)):
             raise _FileChanged
         if parsed is None:
@@ -2862,7 +2823,6 @@ class _Acceptance:
     def _refused_range(self, response: _PooledResponse) -> _Part:
         """A range answered whole: one part again, the first response's while read, else this."""
         same = response.status == 200 and _validator(response.headers) == self.validator
-        # One part cannot start over alone.
         if not same or self.checks.other_version(response):
             raise _FileChanged
         parts = self.parts
@@ -2909,8 +2869,7 @@ class _Acceptance:
 
 
 class _Transfer:
-    """One download: its _Parts fetched by this thread and ``connections - 1`` more, each
-    response accepted (_Acceptance), the bytes checked (_Checks)."""
+    """One download: its _Parts fetched, each response accepted (_Acceptance), bytes checked."""
 
     def __init__(
         self,
@@ -2951,7 +2910,7 @@ class _Transfer:
 
     def log(self, level: int, message: str, *arguments: object) -> None:
         shown = _showable_url(self.url, self.requests.secrets)
-        # The record's "event": what happened without the request, for a line that says it once.
+        # The record's "event": what happened, without the request.
         event = {"event": message % arguments}
         _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
 
@@ -2986,14 +2945,13 @@ class _Transfer:
             self.target.write_until(lambda: all(ended.is_set() for _, ended in threads))
             self.parts.wait_threads()
         except BaseException as exc:
-            # Ctrl-C: stop them, and wait.
             self._fail(exc)
             self.parts.wait_threads()
             raise
         if self.parts.error is not None:
             raise self.parts.error
         self.target.finish(self.parts.total)
-        # Parts whose Content-Digest failed are fetched again (a second mismatch raises).
+        # Parts whose Content-Digest failed are fetched again.
         if self.checks.verify_file():
             self._fetch_all()
 
@@ -3008,11 +2966,10 @@ class _Transfer:
         finally:
             if ended is not None:
                 ended.set()
-                # A writer may wait for this end.
                 self.target.wake()
 
     def _fetch(self, part: _Part) -> None:
-        """Fetch one part, resumed where it stopped when a response is cut."""
+        """Fetch one part, resumed where a cut response stopped."""
         attempts = 0
 
         def attempt() -> bool:
@@ -3060,7 +3017,7 @@ class _Transfer:
                 raise _ResumeRefused from None
             raise
         self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
-        # Measured from here, the head in (replacing the deadline's watch, if any).
+        # Measured from here, the head in.
         if self.limits.min_rate is not None:
             response.watch = _Watch(self.requests.timeout, self.limits.min_rate)
         return response
@@ -3088,7 +3045,7 @@ class _Transfer:
             self.limits.take(len(data), self.requests.deadline)
 
     def _written_to_stream(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data``: hashed in order, progress reported."""
+        """The reorder buffer wrote ``data``: hashed, reported."""
         if self.checks.digest is not None:
             self.checks.digest.add(data)
         if self.progress is not None:
@@ -3108,7 +3065,6 @@ class _Transfer:
             self.progress(self._written, total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        # A body of unknown length is complete at its end.
         if part.end is None:
             part.end = part.offset
             with self.parts.lock:
@@ -3134,10 +3090,9 @@ class _Transfer:
             raise ClientClosedError(text, method="GET", url=self.url)
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure; end every part's wait or read at once."""
+        """Record the first failure; end every wait and read."""
         with self.parts.lock:
             self.parts.error = self.parts.error or error
-        # A wait for room in a reorder buffer ends too.
         self.target.stop()
         threads = self.parts.threads
         self.requests.interrupt({self.parts.caller, *(thread.ident or 0 for thread, _ in threads)})
@@ -3216,8 +3171,7 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """Hashes of a download in file order: its first ``inline`` bytes on the receiving thread
-    (sooner so than a thread starts), the rest on a thread of its own."""
+    """Hashes of a download in order: the first ``inline`` bytes here, the rest on a thread."""
 
     inline = _CHUNK_SIZE
 
@@ -3239,7 +3193,6 @@ class _Digest:
                     try:
                         self._hash(job)
                     except OSError as exc:
-                        # Raised by hexdigest(), as the thread's failures are.
                         self._error = exc
                 return
             self._jobs = self._start()
@@ -3318,7 +3271,6 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
     digests = []
     for value in headers.get_all(header) or ():
         members = value.split(",", _MAX_DIGEST_MEMBERS)
-        # Thousands took seconds.
         if len(members) > _MAX_DIGEST_MEMBERS:
             _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
         for member in members[:_MAX_DIGEST_MEMBERS]:
