@@ -1332,13 +1332,22 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
 
         # A terminal shows the cells escaped; a file or pipe gets them as they are.
         shown = _printable if sys.stdout.isatty() else _encodable
-        writer = csv.writer(sys.stdout, lineterminator="\r\n")  # RFC 4180
+        writer = csv.writer(_LineFeedRows(), lineterminator="\r\n")
         writer.writerow([shown(name) for name in columns])
         writer.writerows([shown(_cell(value)) for value in row] for row in rows)
     else:
         lines = _table_lines(columns, rows, _terminal_size(sys.stdout, "columns"))
         sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
+
+
+class _LineFeedRows:
+    """csv.writer's stream: each row it writes ends in LF on stdout, as psql --csv and gh end them
+    (``while IFS=, read`` gets no CR). The writer ends rows in CR LF, so that a cell holding a CR is
+    quoted on every Python (3.11's writer quotes only the characters that end its rows)."""
+
+    def write(self, row: str) -> int:
+        return sys.stdout.write(row.removesuffix("\r\n") + "\n")
 
 
 def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) -> None:

@@ -135,7 +135,16 @@ class ResultOutputTests(StandInTestCase):
         self.assertEqual(len({len(line) for line in lines[:-1]}), 1, "aligned")
         status, out, _ = self.run_main("--output", "csv", "query", sql)
         self.assertEqual(
-            out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"]
+            out.split("\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"]
+        )
+        self.assertNotIn("\r", out, "LF line ends, as psql --csv and gh: `read` gets no CR")
+        # A cell holding a line end is quoted, whatever the Python (3.11's writer quoted a CR only
+        # when it ended lines too).
+        sql_with_line_ends = "SELECT 'a' || char(13) || 'b' AS cr, 'c' || char(10) || 'd' AS lf"
+        status, out, _ = self.run_main("--output", "csv", "query", sql_with_line_ends)
+        self.assertEqual(out, 'cr,lf\n"a\rb","c\nd"\n')
+        self.assertEqual(
+            list(csv.reader(io.StringIO(out, newline=""))), [["cr", "lf"], ["a\rb", "c\nd"]]
         )
         status, out, _ = self.run_main("--output", "jsonl", "query", sql)
         self.assertEqual(
@@ -167,7 +176,7 @@ class ResultOutputTests(StandInTestCase):
         header, row = csv.reader(io.StringIO(out))  # an export is one record: csv as asked
         self.assertEqual((status, dict(zip(header, row, strict=True))["status"]), (0, "ready"))
         status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
-        self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
+        self.assertEqual(len(out.split("\n")), 10_000 + 2)
         self.assertEqual(err.count("\n"), 1)
         self.assertEqual(
             err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n'
@@ -320,7 +329,7 @@ class ExportOutputTests(StandInTestCase):
         self.assertEqual(header, list(export))
         record = dict(zip(header, row, strict=True))
         self.assertEqual((record["symbols"], record["rows"]), ('["AAPL","MSFT"]', "8"), "compact")
-        self.assertTrue(out.endswith("\r\n"))
+        self.assertTrue(out.endswith("\n") and "\r" not in out)
         narrow = {**self.cli_environment(), "COLUMNS": "40"}
         argv = self.stand_in_export("--output", "table")
         status, out, err = self.run_main(*argv, environment=narrow)
