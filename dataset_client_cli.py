@@ -772,7 +772,9 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
         raise _UsageError("-c needs a file to continue: not - (stdout)")
     result = _create_export(client, settings, _export_format(settings.format, settings.download))
     _show(result, client, settings, stderr)
-    if isinstance(result, dict) and _is_number(result.get("rows")) and result["rows"] == 0:
+    fields = result if isinstance(result, dict) else {}
+    # The service may call the count as the query result does.
+    if any(_is_number(fields.get(name)) and fields[name] == 0 for name in ("rows", "row_count")):
         import shlex
 
         stderr.warning(
@@ -1370,7 +1372,7 @@ def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) 
 
 
 _EXPORT_FIELDS: tuple[str, ...] = ("id", "dataset", "symbols", "start_date", "end_date", "format")
-_EXPORT_FIELDS += ("rows", "size", "sha256", "download_url")
+_EXPORT_FIELDS += ("rows", "row_count", "size", "sha256", "download_url")
 
 
 def _export_fields(export: dict[str, Any]) -> dict[str, Any]:

@@ -459,6 +459,22 @@ class ExportBlockTests(ScriptedCommandLineTestCase):
                 self.assertEqual(out.splitlines(), ["id   | exp_1", f"size | {shown}"])
                 self.assertEqual([r.path for r in self.requests], ["/api/exports"])
 
+    def test_an_export_of_no_rows_warns_whether_the_service_says_rows_or_row_count(self) -> None:
+        warning = "dataset-client: warning: the export holds no rows: check --symbols"
+        for field, count, warned in (
+            ("rows", 0, True),
+            ("row_count", 0, True),
+            ("row_count", 3, False),
+        ):
+            with self.subTest(field=field, count=count):
+                self.server.requests.clear()
+                self.script(reply(201, {"id": "exp_1", "dataset": "trades", field: count}))
+                status, out, err = self.run_main(*self.export_argv(), terminal=True)
+                self.assertEqual((status, err.startswith(warning)), (0, warned), err)
+                self.assertEqual(err.count("\n"), 1 if warned else 0)
+                self.assertRegex(out, rf"(?m)^{field} +\| {count}$", "the count in the block")
+                self.assertEqual([r.path for r in self.requests], ["/api/exports"])
+
 
 class PagerTests(ScriptedCommandLineTestCase):
     """Long output on a terminal goes through a pager, which gets no secrets and ends with the
