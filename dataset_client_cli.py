@@ -915,11 +915,15 @@ def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stde
                 text = "\n".join(_block_lines(block, 0)) if block else _json_text(shown, 2)
                 stderr.message(text, raw=True)
             return
+        cut = False
         if isinstance(shown, dict) and one:
             print_it = functools.partial(_print_record, shown, settings, stderr)
         else:
             print_it = functools.partial(_print_result, shown, settings.output, stderr)
-        _paged(print_it, allowed=not settings.no_pager, secrets=secrets)
+            cut = isinstance(shown, dict) and shown.get("truncated") is True
+        if _paged(print_it, allowed=not settings.no_pager, secrets=secrets) and cut:
+            # Said before the result too, but the pager's screen took that line away.
+            stderr.warning(_TRUNCATED)
 
 
 @contextlib.contextmanager
@@ -1317,11 +1321,14 @@ class _Stderr:
             self.stream.flush()
 
 
+_TRUNCATED = 'the service cut this result short ("truncated": true)'
+
+
 def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
     """Print a result as a table, csv, jsonl or json; a result that is not tabular, as json."""
     table = _tabular(result)
     if isinstance(result, dict) and result.get("truncated") is True:
-        stderr.warning('the service cut this result short ("truncated": true)')
+        stderr.warning(_TRUNCATED)
     if table is None or output == "json":
         sys.stdout.write(_json_text(result, 2) + "\n")
         return
@@ -1407,9 +1414,9 @@ class _TerminalCopy(io.StringIO):
         return int(self.terminal.fileno())
 
 
-def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None:
+def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> bool:
     """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller
-    than the screen, as psql and gh do."""
+    than the screen, as psql and gh do: True when it did."""
     terminal = sys.stdout
     try:
         on_terminal = allowed and terminal.isatty()
@@ -1418,16 +1425,18 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None
     if not on_terminal:
         print_it()
         sys.stdout.flush()  # what cannot be written (a closed stdout) is this command's error
-        return
+        return False
     copy = _TerminalCopy(terminal)
     with contextlib.redirect_stdout(copy):
         print_it()
     text = copy.getvalue()
     height = _terminal_size(terminal, "lines")
     command = _pager_command() if height and text.count("\n") >= height else None
-    if command is None or not _run_pager(command, text, terminal, secrets):
-        terminal.write(text)
-        terminal.flush()
+    if command is not None and _run_pager(command, text, terminal, secrets):
+        return True
+    terminal.write(text)
+    terminal.flush()
+    return False
 
 
 def _pager_command() -> list[str] | None:

@@ -580,6 +580,21 @@ class PagerTests(ScriptedCommandLineTestCase):
             os.environ["PAGER"] = "more -s"
             self.assertEqual(cli._pager_command(), ["more", "-s"])
 
+    def test_a_cut_result_is_said_again_after_the_pager_once_without_one(self) -> None:
+        warning = 'dataset-client: warning: the service cut this result short ("truncated": true)'
+        argv = ["query", "SELECT symbol, price FROM trades"]  # 10,000 rows of the stand-in's
+        for pager, said in (({"DATASET_CLIENT_PAGER": "cat"}, 2), ({}, 1)):  # {}: no pager
+            with self.subTest(pager=pager):
+                status, drawn = self.run_in_terminal(argv, 80, variables=pager)
+                lines = on_screen(drawn)[:-1]
+                self.assertEqual((status, lines.count(warning)), (0, said), lines[-3:])
+                self.assertEqual(lines[0], warning, "said before the result as before")
+                self.assertEqual(lines[-said:], ["(10000 rows)", warning][:said], "then after it")
+        status, drawn = self.run_in_terminal(
+            ["--no-pager", *argv], 80, variables={"DATASET_CLIENT_PAGER": "cat"}
+        )
+        self.assertEqual(drawn.count(warning), 1)
+
     def test_the_pager_gets_no_secrets(self) -> None:
         dumped = self.tmp() / "environment.txt"
         rows = [["2024-01-02", "AAPL", 185.64]] * 40
