@@ -912,7 +912,11 @@ def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stde
         if settings.command == "export" and settings.download == "-":  # stdout: the file alone
             block = stderr.is_terminal and isinstance(shown, dict) and _export_fields(shown)
             if not settings.quiet:  # on a terminal the block a person reads, else JSON
-                text = "\n".join(_block_lines(block, 0)) if block else _json_text(shown, 2)
+                if block:
+                    width = _terminal_size(stderr.stream, "columns")
+                    text = "\n".join(_block_lines(block, width, cut=False))
+                else:
+                    text = _json_text(shown, 2)
                 stderr.message(text, raw=True)
             return
         cut = False
@@ -1363,12 +1367,13 @@ def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) 
     """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one
     JSON line, or csv's header and one row."""
     if settings.output == "table":
-        export = settings.command == "export"  # its id, sha256, URL are copied: never wrapped
+        export = settings.command == "export"
         shown = _export_fields(record) if export else record
         if not shown:
             sys.stdout.write(_json_text(record, 2) + "\n")
         else:
-            lines = _block_lines(shown, 0 if export else _terminal_size(sys.stdout, "columns"))
+            # An export's id, sha256 and URL are copied: never cut, they may run past the edge.
+            lines = _block_lines(shown, _terminal_size(sys.stdout, "columns"), cut=not export)
             sys.stdout.write("".join(line + "\n" for line in lines))
     elif settings.output == "json":
         sys.stdout.write(_json_text(record, 2) + "\n")
@@ -1390,14 +1395,16 @@ def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def _block_lines(fields: dict[str, Any], width: int) -> list[str]:
+def _block_lines(fields: dict[str, Any], width: int, *, cut: bool = True) -> list[str]:
     """``field | value`` lines, as psql's ``\\d``: every value whole (nested ones as JSON), a long
-    one wrapped at words to ``width`` columns (0: no limit)."""
+    one wrapped at words to ``width`` columns (0: no limit); a word longer than a line is cut,
+    or (not ``cut``) runs past the edge."""
     values = fields.values()
     texts = [_json_text(v) if isinstance(v, (dict, list)) else _cell(v) for v in values]
     cells, numeric = [[_printable(text) for text in texts]], [_is_number(value) for value in values]
     names = [_printable(name) for name in fields]
-    return _record_lines(names, cells, numeric, width or sys.maxsize)[1:]  # less -[ RECORD 1 ]-
+    # Without its -[ RECORD 1 ]- line.
+    return _record_lines(names, cells, numeric, width or sys.maxsize, cut)[1:]
 
 
 class _TerminalCopy(io.StringIO):
@@ -1606,7 +1613,7 @@ def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int
 
 
 def _record_lines(
-    names: list[str], cells: list[list[str]], numeric: list[bool], width: int
+    names: list[str], cells: list[list[str]], numeric: list[bool], width: int, cut: bool = True
 ) -> list[str]:
     """One block per record, ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded
     wrapped format: names take up to half of ``width``; a longer text wraps onto indented lines;
@@ -1618,16 +1625,17 @@ def _record_lines(
     for number, row in enumerate(cells, 1):
         lines.append(f"-[ RECORD {number} ]-")
         for name, value, whole in zip(names, row, numeric, strict=True):
-            pieces = [value] if whole else _wrapped(value, room)
+            pieces = [value] if whole else _wrapped(value, room, cut)
             head = _fit(name, name_width, False)
             lines.append(f"{head} | {pieces[0]}" if value else f"{head} |")
             lines += [indent + piece for piece in pieces[1:]]
     return lines
 
 
-def _wrapped(text: str, width: int) -> list[str]:
+def _wrapped(text: str, width: int, cut: bool = True) -> list[str]:
     """``text`` in pieces of at most ``width`` columns (a wide character alone may take two): a
-    piece ends at a space (which goes) when the next word fits a line; a longer word is cut."""
+    piece ends at a space (which goes) when the next word fits a line; a longer word is cut, or
+    (not ``cut``) is a piece of its own, past the edge, where the terminal's wrap keeps it whole."""
     import bisect
     import itertools
 
@@ -1641,7 +1649,12 @@ def _wrapped(text: str, width: int) -> list[str]:
             stop = max(bisect.bisect_right(ends, taken + width, lo=start), start + 1)
         stop = min(stop, len(text))
         space = text.rfind(" ", start + 1, stop + 1) if stop < len(text) else -1
-        if space > 0 and (space == stop or _fits(text, space + 1, width)):  # at stop: a word's end
+        if not cut and space < 0:
+            # No space in the line: the word goes whole, to its end.
+            space = text.find(" ", stop)
+            space = len(text) if space < 0 else space
+        # A space at stop ends a word there.
+        if space > 0 and (space == stop or not cut or _fits(text, space + 1, width)):
             pieces.append(text[start:space])
             start = space + 1
         else:

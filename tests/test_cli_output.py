@@ -367,6 +367,30 @@ class ExportOutputTests(StandInTestCase):
         status, out, err = self.run_main(*self.stand_in_export(), terminal=True)
         self.assertEqual((status, err), (0, ""), "an export with rows: nothing said")
 
+    def test_the_export_block_wraps_its_symbols_at_commas_within_the_terminal(self) -> None:
+        symbols = local_service.SYMBOLS  # twelve
+        listed = json.dumps(list(symbols))
+        argv = ["export", "daily_bars", "--symbols", ",".join(symbols), "--start", "2024-01-02"]
+        argv += ["--end", "2024-01-03", "--format", "csv"]
+        for columns, more in itertools.product((80, 40), ([], ["--download", "-"])):
+            with self.subTest(columns=columns, more=more):
+                status, drawn = self.run_in_terminal([*argv, *more], columns)
+                lines = on_screen(drawn)
+                first = next(i for i, line in enumerate(lines) if line.startswith("symbols "))
+                pieces = [lines[first]]
+                while lines[first + len(pieces)].startswith(" " * 12 + " | "):
+                    pieces.append(lines[first + len(pieces)])
+                self.assertEqual(status, 0)
+                self.assertGreater(len(pieces), 1, "wrapped")
+                self.assertTrue(all(len(piece) <= columns for piece in pieces), pieces)
+                self.assertTrue(all(piece.endswith(",") for piece in pieces[:-1]), pieces)
+                self.assertEqual(" ".join(piece[15:] for piece in pieces), listed)
+                digest = next(line for line in lines if line.startswith("sha256 "))
+                self.assertRegex(digest, "^sha256 +\\| [0-9a-f]{64}$", "whole, past the edge at 40")
+        long = "X" * 30  # a word longer than the line: whole, past the edge
+        pieces = cli._wrapped(f'["A", "{long}", "B"]', 10, cut=False)
+        self.assertEqual(pieces, ['["A",', f'"{long}",', '"B"]'])
+
     def block(self, out: str) -> dict[str, str]:
         """A ``field | value`` block: each field's value, continuation lines joined by a space."""
         fields: dict[str, str] = {}
