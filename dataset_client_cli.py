@@ -267,8 +267,8 @@ def _discard_stdout() -> None:
 
 def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     """The parsed command line: options not given are absent (_read_settings fills them in)."""
-    parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = _build_parser(arguments)
     command, unknown = _unknown_option(parser, arguments)
     if unknown:  # the usage of the command it was given to, then what was wrong
         (_command_parsers(parser)[command] if command else parser).print_usage(sys.stderr)
@@ -298,16 +298,36 @@ def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Its usage errors name the nearest choice."""
+    """Its usage errors name the nearest choice, and the word --download took for its DEST when
+    DATASET is missing (``words``: the command line it parses)."""
+
+    def __init__(self, *args: Any, words: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.words = words or []
 
     def error(self, message: str) -> NoReturn:
-        super().error(_with_suggestion(message))
+        super().error(_with_suggestion(message) + _taken_for_dest(message, self.words))
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _taken_for_dest(message: str, words: list[str]) -> str:
+    """`` (--download took 'trades' as its DEST: ...)`` when DATASET is missing after
+    ``export --download trades``; else ""."""
+    if not re.search(r"required: .*\bDATASET\b", message) or "--download" not in words:
+        return ""
+    taken = words[words.index("--download") + 1 :][:1]
+    if not taken or taken[0].startswith("-"):
+        return ""
+    word = _printable(taken[0])
+    instead = f"give DATASET first, as in export {word} ... --download"
+    return f" (--download took {word!r} as its DEST: {instead})"
+
+
+def _build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the command line ``words`` (None: any, as completion reads it)."""
     raw, suppress = argparse.RawDescriptionHelpFormatter, argparse.SUPPRESS
     parser = _Parser(
         prog="dataset-client",
+        words=words,
         description="Query the dataset service, create exports and download them.",
         epilog=_CLI_HELP,
         formatter_class=raw,
@@ -328,6 +348,7 @@ def _build_parser() -> argparse.ArgumentParser:
             epilog=epilog,
             formatter_class=raw,
             argument_default=suppress,
+            words=words,
         )
         _add_global_options(made, hidden=True)  # accepted after the command, listed once
         command.add_arguments(made)
@@ -383,6 +404,9 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[s
             break
         if command is None and word in commands:
             command, known = word, {**known, **_options_of(commands[word])}
+        elif command is None and not word.startswith("-"):
+            # The command word, mistyped: blamed before the options another command would know.
+            return None, _unknown_choice("command", word, list(commands))
         if word == "-" or not word.startswith("-") or re.fullmatch(r"-\d[\d.]*", word):
             continue
         name = word.split("=", 1)[0]
@@ -394,12 +418,25 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[s
     return command, ""
 
 
+# Options of other tools, and what they mean here.
+_OTHER_TOOLS_OPTIONS = {"--from": "--start", "--to": "--end"}
+_KEY_NOT_AN_OPTION = (
+    ": the key comes from DATASET_CLIENT_API_KEY or a profile's api_key, never from the command"
+    " line, where ps shows it"
+)
+
+
 def _nearest_option(name: str, options: list[str]) -> str:
-    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o``; empty when none is near."""
+    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o`` (``--start`` for ``--from``);
+    where the key comes from for ``--api-key``; empty when none is near."""
     import difflib
 
     long_options = [option for option in options if option.startswith("--")]
-    nearest = difflib.get_close_matches(name, long_options, n=1)
+    if _OTHER_TOOLS_OPTIONS.get(name) in long_options:
+        return f" (did you mean {_OTHER_TOOLS_OPTIONS[name]!r}?)"
+    nearest = difflib.get_close_matches(name, [*long_options, "--api-key"], n=1)
+    if nearest == ["--api-key"]:
+        return _KEY_NOT_AN_OPTION
     if not nearest and len(name) == 2:  # -o: the long option it would be short for
         nearest = [option for option in long_options if option[2] == name[1]][:1]
     return f" (did you mean {nearest[0]!r}?)" if nearest else ""
@@ -429,8 +466,6 @@ def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Argu
 
 def _with_suggestion(message: str) -> str:
     """argparse's message for a choice it does not know, with the nearest one it does."""
-    import difflib
-
     # 3.15's argparse adds ", maybe you meant 'x'?" before the choices: one wording on every Python.
     found = re.match(
         r"argument (\S+): invalid choice: '([^']*)'(?:, maybe you meant '[^']*'\?)?"
@@ -439,11 +474,17 @@ def _with_suggestion(message: str) -> str:
     )
     if not found:
         return message
-    choices = re.findall(r"[\w-]+", found[3])
-    nearest = difflib.get_close_matches(found[2], choices, n=1)
     what = "command" if found[1] == "COMMAND" else f"{found[1]} value"
+    return _unknown_choice(what, found[2], re.findall(r"[\w-]+", found[3]))
+
+
+def _unknown_choice(what: str, given: str, choices: list[str]) -> str:
+    """``unknown command 'exprot': did you mean 'export'?``, else the choices."""
+    import difflib
+
+    nearest = difflib.get_close_matches(given, choices, n=1)
     guess = f"did you mean {nearest[0]!r}?" if nearest else f"choose from {', '.join(choices)}"
-    return f"unknown {what} {_printable(found[2])!r}: {guess}"
+    return f"unknown {what} {_printable(given)!r}: {guess}"
 
 
 def _seconds(text: str) -> float | None:
