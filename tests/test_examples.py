@@ -736,6 +736,10 @@ class ParquetWriterTests(unittest.TestCase):
         out = io.BytesIO()
         self.assertEqual(local_service.write_parquet(out, [("a", "int64")], []), 0)
         self.assertEqual(read_parquet(out.getvalue())[1:], ([[]], 0))
+        (length,) = struct.unpack("<I", out.getvalue()[-8:-4])
+        footer, _ = thrift_struct(out.getvalue(), len(out.getvalue()) - 8 - length)
+        created_by = "dataset-client stand-in (examples/parquet_writer.py)"  # the file there is
+        self.assertEqual(footer[6], created_by)
         with self.assertRaisesRegex(ValueError, "kind must be one of"):
             local_service.write_parquet(io.BytesIO(), [("a", "float")], [])
         with self.assertRaisesRegex(ValueError, "compression"):
