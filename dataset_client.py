@@ -17,8 +17,9 @@ built-in in brackets::
     ├── ChecksumMismatchError (ValueError)  sha256 or digest differ
     └── ClientClosedError (RuntimeError)    used after (or during) close()
 
-Bad arguments raise ``TypeError``/``ValueError`` before anything is sent;
-the file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
+Bad arguments raise ``TypeError``/``ValueError`` before anything is sent
+(the service judges ``format`` and each symbol: ``"A,B"`` is one); the
+file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
 2026 the dataset-client authors.
 
 The file's regions, each under a banner, in the order a call flows::
