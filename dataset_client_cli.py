@@ -721,6 +721,8 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
             text += f"; try again in {_duration(exc.retry_after)}"
         if exc.status == 401 and settings is not None and settings.api_key is None:
             text += _no_key_hint(settings)
+        elif exc.status == 401 and settings is not None:
+            text += _withheld_key_hint(exc.url, settings.base_url or "")
         elif exc.status == 404 and settings is not None:
             text += _base_path_hint(exc, settings)
     elif isinstance(exc, NetworkError) and exc.certificate:
@@ -729,12 +731,32 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
 
 
 def _no_key_hint(settings: _Settings) -> str:
-    """Why a 401 met no key: the variable is not set, and the profile has none (or another's)."""
-    unset = "DATASET_CLIENT_API_KEY is not set"
+    """Why a 401 met no key: the variable is not set (or empty), and the profile has none (or
+    another's)."""
+    empty = os.environ.get("DATASET_CLIENT_API_KEY") == ""
+    unset = f"DATASET_CLIENT_API_KEY is {'empty' if empty else 'not set'}"
     if settings.key_withheld:
         return f" ({unset}; the profile's api_key goes only to its own base_url)"
     profile = next((where for where in settings.sources.values() if where.startswith("[")), None)
     return f" ({unset}, and {profile} has no api_key)" if profile else f" ({unset})"
+
+
+def _withheld_key_hint(url: str, base_url: str) -> str:
+    """Why a 401 from ``url``, of another origin than ``base_url``'s, met no key: it goes only to
+    the base URL's origin (scheme, host, port); "" for that origin's own."""
+
+    def origin(of: str) -> tuple[str, str | None, int | None]:
+        parts = urllib.parse.urlsplit(of)
+        scheme = parts.scheme.lower()
+        return scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(scheme)
+
+    if origin(url) == origin(base_url):
+        return ""
+    base = urllib.parse.urlsplit(base_url)
+    path = urllib.parse.urlsplit(url).path
+    there = f"{base.scheme}://{base.netloc}; give a URL there, or the path {path} alone"
+    where = there if base_url else "and no --base-url is set"
+    return f" (the key was not sent: it goes only to the base URL's origin, {where})"
 
 
 _ENDPOINTS = {"datasets": "/datasets", "query": "/query", "export": "/exports"}
