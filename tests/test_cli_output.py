@@ -387,9 +387,12 @@ class ExportOutputTests(StandInTestCase):
                 self.assertEqual(" ".join(piece[15:] for piece in pieces), listed)
                 digest = next(line for line in lines if line.startswith("sha256 "))
                 self.assertRegex(digest, "^sha256 +\\| [0-9a-f]{64}$", "whole, past the edge at 40")
-        long = "X" * 30  # a word longer than the line: whole, past the edge
-        pieces = cli._wrapped(f'["A", "{long}", "B"]', 10, cut=False)
-        self.assertEqual(pieces, ['["A",', f'"{long}",', '"B"]'])
+        long = "X" * 30  # no space: whole, past the edge; the list wraps at its commas
+        fields = {"id": long, "symbols": ["AAPL", "MSFT", "V"]}
+        lines = cli._block_lines(fields, 22, spaceless=True)
+        self.assertEqual(
+            lines, [f"id      | {long}", 'symbols | ["AAPL",', '        | "MSFT", "V"]']
+        )
 
     def block(self, out: str) -> dict[str, str]:
         """A ``field | value`` block: each field's value, continuation lines joined by a space."""

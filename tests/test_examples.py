@@ -727,16 +727,11 @@ class StandInAtATerminalTests(unittest.TestCase):
             self.skipTest("bash is not installed: it runs jobs on the pseudo-terminal")
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
-        environment = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", **NO_BYTECODE_HERE}
+        variables = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", **NO_BYTECODE_HERE}
         # Its own session: the pty becomes its terminal, with job control.
+        bash = ["bash", "--norc", "--noprofile", "-i"]
         shell = subprocess.Popen(
-            ["bash", "--norc", "--noprofile", "-i"],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=environment,
-            cwd=ROOT,
-            start_new_session=True,
+            bash, stdin=slave, stdout=slave, stderr=slave, env=variables, start_new_session=True
         )
         self.addCleanup(lambda: (shell.kill(), shell.wait()))  # type: ignore[func-returns-value]
         os.close(slave)
@@ -754,7 +749,8 @@ class StandInAtATerminalTests(unittest.TestCase):
             self.assertIn(wanted, screen[start:])
             return screen[start:]
 
-        service = f"{shlex.quote(sys.executable)} examples/local_service.py --port 0 >/dev/null"
+        script = shlex.quote(str(ROOT / "examples" / "local_service.py"))
+        service = f"{shlex.quote(sys.executable)} {script} --port 0 >/dev/null"
         type_until(b"echo REA''DY\n", b"READY\r\n")
         shown = type_until(f"{service}; echo FORE''GROUND ENDED\n".encode(), b"serving on ")
         type_until(b"\x03", b"FOREGROUND ENDED")  # Ctrl-C as typed: the terminal's SIGINT
