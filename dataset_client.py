@@ -17,8 +17,9 @@ built-in in brackets::
     ├── ChecksumMismatchError (ValueError)  sha256 or digest differ
     └── ClientClosedError (RuntimeError)    used after (or during) close()
 
-Bad arguments raise ``TypeError``/``ValueError`` before anything is sent;
-the file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
+Bad arguments raise ``TypeError``/``ValueError`` before anything is sent
+(the service judges ``format`` and each symbol: ``"A,B"`` is one); the
+file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
 2026 the dataset-client authors.
 
 The file's regions, each under a banner, in the order a call flows::
@@ -34,16 +35,14 @@ The file's regions, each under a banner, in the order a call flows::
         frame shows; the characters never shown raw (_escaped)
     Messages and the log: how a request, a size, a long text are named in
         messages; the logger (_logger)
-    The deadline and the stall watch: _Deadline, one a call, carried on
-        each _Request to the pool: connecting, resolving and reading
-        within it; _Watch (a response read within it, min_rate)
+    The deadline and the stall watch: _Deadline, one a call, on each
+        _Request to the pool: connecting, resolving, reading; _Watch
     Connections and the pool: _ConnectionPool (kept-alive connections,
         close(), a fork), _PooledResponse (the head), the client's error
         for a socket, TLS or HTTP failure
-    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's
-        credentials and its 407; what is trusted (the system store,
-        REQUESTS_CA_BUNDLE, ca_bundle) and the advice when a certificate
-        is refused
+    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407;
+        what is trusted (the system store, REQUESTS_CA_BUNDLE, ca_bundle)
+        and the advice when a certificate is refused
     The download engine: _Transfer (the run), _Parts (the parts and their
         threads), _Acceptance (ranges, restarts, resuming), _Checks
         (digests), _Limits (rates), _Digest (hashing)
@@ -564,7 +563,6 @@ class DatasetClient:
         below which a connection is cut and resumed; ``verified(check)``: told
         each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``)."""
         seconds = self._deadline if deadline is None else _check_positive(deadline, "deadline")
-        # The call's deadline runs from here.
         within = _Deadline.starting(seconds)
         limits = _Limits(min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
@@ -633,7 +631,7 @@ class DatasetClient:
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
-                # Progress: a chunk, not a byte trickled; a stall counts whatever it brought.
+                # Progress: a chunk, not a byte trickled; a stall counts whatever came.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
                     last_progress = done
@@ -652,7 +650,7 @@ class DatasetClient:
                 left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
-                # close() ends the wait, and _failed() raises ClientClosedError.
+                # close() ends the wait; _failed() raises ClientClosedError.
                 self._pool.sleep(delay)
                 if self._pool.closed:
                     error.attempts = attempts
@@ -676,7 +674,7 @@ class DatasetClient:
     def _probe_scheme(
         self, error: NetworkError, delay: float | None, deadline: _Deadline
     ) -> tuple[DatasetClientError, float | None]:
-        """Ask once an origin if its server speaks the other scheme: (error, wait left)."""
+        """Ask an origin once if it speaks the other scheme: (error, wait left)."""
         left = deadline.left()
         if delay is not None and delay >= left:
             return error, delay
@@ -778,7 +776,7 @@ class DatasetClient:
         if request.type in self._proxies:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
-            # The opener would only pass it on, and tell audit hooks (PEP 578), as here.
+            # The opener would only pass it on, and tell audit hooks (PEP 578).
             sys.audit("urllib.Request", url, body, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
@@ -810,7 +808,7 @@ _MAX_RETRY_AFTER = 60.0
 _LONGEST_RETRY_AFTER = 366 * 86400.0
 _MAX_BACKOFF = 30.0
 _SCHEME_PROBE_TIMEOUT = 5.0
-# Statuses retried: for a POST, only 429 and 503, which say it was not acted on.
+# Retried statuses: for a POST, only those saying it was not acted on.
 _RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((429, 503))}
 
 
@@ -870,7 +868,7 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
 
 
 def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake (nothing is sent)."""
+    """Whether the server at host:port completes a TLS handshake."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -884,7 +882,6 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
 def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
     value = (value or "").strip()
-    # Capped: 400 digits are inf, which no sleep takes.
     if value.isascii() and value.isdigit():
         return min(float(value), _LONGEST_RETRY_AFTER)
     try:
@@ -926,7 +923,7 @@ def _is_loopback(host: str) -> bool:
     if len(parts) == 4 and all(
         part.isascii() and part.isdigit() and int(part) < 256 for part in parts
     ):
-        # Without ipaddress, whose import costs more than this module's.
+        # Without ipaddress: its import costs more than this module's.
         return parts[0] == "127"
     if ":" not in host:
         return False
@@ -972,7 +969,7 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    # For the error below: a secret across the cut is redacted whole, then cut.
+    # For the error below (a secret across the cut redacted whole, then cut).
     start = data[: 200 + secrets.longest]
     # Decoded as json.loads does, the bytes let go first: twice the body in memory, not 3.
     try:
@@ -1039,7 +1036,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
             if inflated > limit:
                 return inflated
             offset += len(piece) - len(decoder.unused_data)
-            # Small pieces first: zlib copies a piece's rest, and a member may be tiny.
+            # Small pieces first: zlib copies a piece's rest.
             size = min(size * 2, _CHUNK_SIZE)
     return inflated
 
@@ -1077,7 +1074,7 @@ def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
     """An error response's ServiceError, from a bounded part of its body, secrets redacted."""
-    # A little more than is kept: a secret across the cut is redacted whole, then cut.
+    # A little more than is kept: a secret across the cut redacted whole, then cut.
     try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
     except DatasetClientError:
@@ -1484,8 +1481,8 @@ _NEVER = float("inf")
 
 
 class _Deadline:
-    """When a call must have ended (inf: never), handed on each _Request it sends to the pool.
-    Not ``finite``, it costs nothing: no name looked up in a thread, no response watched."""
+    """When a call must have ended (inf: never), handed on each _Request it sends to the pool:
+    not ``finite``, no thread looks a name up, no response is watched."""
 
     def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
@@ -1526,7 +1523,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error``: the deadline reached, or ``delay`` past it."""
+        """The error ending the call after ``error`` (the deadline reached, or ``delay`` past)."""
         if isinstance(error, RequestTimeoutError) and error.deadline:
             return error
         left = self.left()
@@ -1596,7 +1593,7 @@ def _connect_within(
     else:
         found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
     for family, kind, protocol, _, sockaddr in found:
-        # Past the deadline, a TimeoutError: the pool says it timed out connecting.
+        # Past the deadline, a TimeoutError (mapped: timed out connecting).
         wait = deadline.wait(timeout, "connecting to", host)
         sock = socket.socket(family, kind, protocol)
         try:
@@ -1648,7 +1645,7 @@ class _Watch:
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
         self.period = timeout or 30.0
-        # With min_rate, no receive waits longer: a stretch that brings nothing is measured too.
+        # With min_rate, no wait is longer: a stretch that brings nothing is measured too.
         self.timeout = self.period if min_rate else timeout
         self.started, self.received = time.monotonic(), 0
         self.ended: DatasetClientError | None = None
@@ -1775,7 +1772,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme (once, before any answer)."""
+        """Whether to probe ``url``'s origin for the other scheme: once, before any answer."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1800,7 +1797,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup of this thread's connecting socket (wrap_socket detaches it), to shut down."""
+        """Keep a dup of this thread's connecting socket, to shut down."""
         with self._lock:
             self._check_open()
             thread = _thread.get_ident()
@@ -1820,7 +1817,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             raise ClientClosedError(_CLOSED)
 
     def handle_request(self, request: _Request) -> _PooledResponse:
-        """Send ``request`` on a kept-alive connection or a new one; its response, head read."""
+        """Send ``request`` on a kept-alive connection or a new one; its response."""
         method = request.get_method()
         url = request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
@@ -2720,7 +2717,7 @@ class _Checks:
         return False
 
     def _refetch_mismatched_parts(self) -> bool:
-        """Check the parts' deferred Content-Digests; True when some failed (fetched again)."""
+        """Check the parts' deferred Content-Digests; True when some failed."""
         again = False
         for part in self.parts.all:
             if self.target.read_at is not None and part.deferred is not None:
@@ -2743,7 +2740,6 @@ class _Acceptance:
     def __init__(self, download: _Transfer) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
         self.checks = download.checks
-        # For If-Range: a strong ETag, else Last-Modified.
         self.validator: str | None = None
 
     def request_headers(self, part: _Part, headers: dict[str, str]) -> dict[str, str]:
@@ -2821,7 +2817,7 @@ class _Acceptance:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered whole: one part again, the first response's while read, else this."""
+        """A range answered whole: one part again (the first response's while read, else this)."""
         same = response.status == 200 and _validator(response.headers) == self.validator
         if not same or self.checks.other_version(response):
             raise _FileChanged
@@ -2856,6 +2852,10 @@ class _Acceptance:
         total = self.parts.total or 0
         connections = self.parts.connections
         count = min(connections, total // _MIN_PART_SIZE)
+        if connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
+            # Why connections=N fetched in one stream, in a DEBUG line (-v), as each request is.
+            small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
+            self.download.log(_DEBUG, small, connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
         if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return
@@ -3242,7 +3242,7 @@ class _Digest:
 
 
 class _PartCheck(_Digest):
-    """A 206's Content-Digest of its bytes from ``start``; ``held``: they wait until it checks."""
+    """A 206's Content-Digest of its bytes from ``start`` (``held``: until it checks)."""
 
     # Its thread starts with it: a parallel download's parts are large.
     inline = 0
