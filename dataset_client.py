@@ -611,7 +611,8 @@ class DatasetClient:
             with send(method, url, body, sent, deadline, trusted=True) as response:
                 return _read_json(response, self._secrets)
 
-        return self._retrying(method, url, deadline, attempt)
+        # A call's progress is none: only its own retries count.
+        return self._retrying(method, url, deadline, attempt, lambda: 0)
 
     def _retrying(
         self,
@@ -619,18 +620,18 @@ class DatasetClient:
         url: str,
         deadline: _Deadline,
         attempt: Callable[[], _T],
-        progress: Callable[[], int] | None = None,
+        progress: Callable[[], int],
     ) -> _T:
         """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
         attempts = 0
         retries_left = self._max_retries
-        last_progress = 0 if progress is None else progress()
+        last_progress = progress()
         while True:
             attempts += 1
             try:
                 return attempt()
             except DatasetClientError as error:
-                done = 0 if progress is None else progress()
+                done = progress()
                 # Progress: a chunk, not a byte trickled; a stall counts whatever came.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
@@ -747,7 +748,9 @@ class DatasetClient:
             if location is None or hops == _MAX_REDIRECTS:
                 too_many = location is not None
                 raise _service_error(response, self._secrets, too_many_redirects=too_many)
-            _discard_body(response)
+            # A small body read lets its connection be reused; a large one closes it.
+            with contextlib.suppress(DatasetClientError), response:
+                response.read(_ERROR_BODY_LIMIT)
             url = _redirect_target(method, url, location)
             # As browsers, requests and httpx do.
             if status == 303 or (status in (301, 302) and method == "POST"):
@@ -894,12 +897,6 @@ def _parse_retry_after(value: str | None) -> float | None:
     return min(max(0.0, seconds), _LONGEST_RETRY_AFTER)
 
 
-def _discard_body(response: _PooledResponse) -> None:
-    """Read a small body so its connection can be reused; a large one closes it."""
-    with contextlib.suppress(DatasetClientError), response:
-        response.read(_ERROR_BODY_LIMIT)
-
-
 def _redirect_target(method: str, url: str, location: str) -> str:
     """The absolute http(s) URL a redirect points to."""
     try:
@@ -949,7 +946,14 @@ _MAX_DECODED_BODY = 256 * 1024 * 1024
 
 
 def _check_framing(response: _PooledResponse) -> None:
-    """Refuse an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    """Refuse a head the stream's end cut short (read line by line: see _read_status) or an
+    ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    head: Any = response.fp
+    if isinstance(head, _HeadReader):
+        response.fp = head.raw
+        if head.cut:
+            response.close()
+            raise response.mapped_error(_HeadCutOff())
     lengths = []
     for name, value in response.headers.raw_items():
         name = name.lower()
@@ -1081,7 +1085,11 @@ def _service_error(
         raw = b""
     finally:
         response.close()
-    body = _decode_text(raw, response.headers.get_content_charset())
+    # In its charset, else (unknown, or no text encoding) in UTF-8.
+    try:
+        body = raw.decode(response.headers.get_content_charset() or "utf-8", errors="replace")
+    except (LookupError, UnicodeError, ValueError, TypeError):
+        body = raw.decode("utf-8", errors="replace")
     return ServiceError(
         response.status,
         secrets.redact(response.reason) or http.client.responses.get(response.status, ""),
@@ -1092,14 +1100,6 @@ def _service_error(
         message=f"stopped after {_MAX_REDIRECTS} redirects" if too_many_redirects else None,
         proxy=response.proxy,
     )
-
-
-def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
-    """A body as text in its charset, else (unknown, or no text encoding) in UTF-8."""
-    try:
-        return bytes(raw).decode(charset or "utf-8", errors="replace")
-    except (LookupError, UnicodeError, ValueError, TypeError):
-        return bytes(raw).decode("utf-8", errors="replace")
 
 
 def _json_or_none(text: str) -> Any:
@@ -1868,8 +1868,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             # getresponse() lets go of a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
-            if isinstance(response.fp, _HeadReader):
-                _check_head_whole(response)
             _check_framing(response)
             return response
 
@@ -2096,15 +2094,6 @@ class _HeadCutOff(http.client.HTTPException):
 
 class _TooManyInterimResponses(http.client.HTTPException):
     """More 1xx responses than any server sends before its answer."""
-
-
-def _check_head_whole(response: _PooledResponse) -> None:
-    """Refuse a head read line by line (see _read_status) that the stream's end cut short."""
-    head: Any = response.fp
-    response.fp = head.raw
-    if head.cut:
-        response.close()
-        raise response.mapped_error(_HeadCutOff())
 
 
 def _transport_error(
