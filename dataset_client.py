@@ -683,17 +683,29 @@ class DatasetClient:
         wait = min(limit for limit in limits if limit is not None)
         if wait <= 0 or not self._pool.first_probe(error.url):
             return error, delay
+        parts = urllib.parse.urlsplit(error.url)
+        # https:// failed its handshake: is the server plain HTTP? (http://: is it TLS?)
+        plain = parts.scheme == "https"
+        host = parts.hostname or ""
+        port = parts.port or (443 if plain else 80)
         started = time.monotonic()
         try:
-            instead = _url_in_the_scheme_spoken(error.url, wait, self._pool.hold)
+            if plain:
+                answered = _speaks_plain_http(host, port, wait, self._pool.hold)
+            else:
+                answered = _speaks_tls(host, port, wait, self._pool.hold)
+        except (OSError, ValueError, ClientClosedError):
+            answered = False
         finally:
             self._pool.connected()
-        if instead is None:
+        if not answered:
             if delay is not None:
                 delay = max(delay - (time.monotonic() - started), 0.0)
             return error, delay
-        tls = instead.startswith("https:")
-        spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
+        netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"
+        other = "http" if plain else "https"
+        instead = urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
+        spoken = "plain HTTP, not HTTPS (TLS)" if plain else "HTTPS (TLS), not plain HTTP"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
         fields = dict(method=error.method, url=error.url, connecting=error.connecting)
         wrong = _WrongSchemeError(text, **fields)
@@ -834,27 +846,6 @@ def _may_speak_the_other_scheme(
     return scheme == "http" and fresh and hung_up
 
 
-def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if a probe finds the server speaks it."""
-    parts = urllib.parse.urlsplit(url)
-    # https:// failed its handshake: is the server plain HTTP? (http://: is it TLS?)
-    plain = parts.scheme == "https"
-    host = parts.hostname or ""
-    port = parts.port or (443 if plain else 80)
-    try:
-        if plain:
-            spoken = _speaks_plain_http(host, port, wait, hold)
-        else:
-            spoken = _speaks_tls(host, port, wait, hold)
-    except (OSError, ValueError, ClientClosedError):
-        return None
-    if not spoken:
-        return None
-    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"
-    other = "http" if plain else "https"
-    return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
-
-
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
     within = _Deadline(timeout)
@@ -980,25 +971,21 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
         text = data.decode(json.detect_encoding(data), "surrogatepass")
         del data
         return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        cause = _without_body(exc)
-    content_type = response.headers.get("Content-Type", "no content type")
-    start = _redact_value(start, secrets)[:200]
-    text = f"{response.status} response is not JSON ({content_type}): {start!r}"
-    # Raised outside the except clause: the one caught, body and all, would be its context.
-    raise _invalid(response, text) from cause
-
-
-def _without_body(exc: BaseException) -> ValueError:
-    """A decoding error as a cause to keep, without the body the one raised holds."""
-    if isinstance(exc, json.JSONDecodeError):
+    # The cause kept without the body the one raised holds.
+    except json.JSONDecodeError as exc:
         clean = json.JSONDecodeError(exc.msg, "", 0)
         clean.args = exc.args
         clean.pos = exc.pos
         clean.lineno = exc.lineno
         clean.colno = exc.colno
-        return clean
-    return ValueError(str(exc))
+        cause: ValueError = clean
+    except (ValueError, RecursionError) as exc:
+        cause = ValueError(str(exc))
+    content_type = response.headers.get("Content-Type", "no content type")
+    start = _redact_value(start, secrets)[:200]
+    text = f"{response.status} response is not JSON ({content_type}): {start!r}"
+    # Raised outside the except clause: the one caught, body and all, would be its context.
+    raise _invalid(response, text) from cause
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
@@ -1055,7 +1042,14 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
     pieces: list[bytes] = []
     size = 0
     while size <= limit:
-        piece = _read_piece(response, min(64 * 1024, limit + 1 - size))
+        wanted = min(64 * 1024, limit + 1 - size)
+        if not response.chunked or response.watch is not None:
+            piece = response.read(wanted)
+        else:
+            # Chunked and unwatched: by readinto.
+            buffer = bytearray(wanted)
+            del buffer[response.readinto(buffer) :]
+            piece = bytes(buffer)
         if not piece:
             break
         pieces.append(piece)
@@ -1063,15 +1057,6 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
     if size > limit and not truncate:
         raise _invalid(response, refused)
     return b"".join(pieces)[:limit]
-
-
-def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body (chunked and unwatched: by readinto)."""
-    if not response.chunked or response.watch is not None:
-        return response.read(size)
-    buffer = bytearray(size)
-    del buffer[response.readinto(buffer) :]
-    return bytes(buffer)
 
 
 def _service_error(
@@ -2022,17 +2007,13 @@ class _PooledResponse(http.client.HTTPResponse):
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        if self.fp.peek().find(b"\r\n\r\n") < 0:
-            self._watch_for_a_cut_head()
-        return version, status, reason
-
-    def _watch_for_a_cut_head(self) -> None:
-        """The head's rest read via a _HeadReader: http.client takes a cut for its end."""
         ahead = self.fp.peek()
         # No headers, or lines ending in LF alone: http.client reads those whole.
-        if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
-            return
-        self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
+        whole = ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead
+        if b"\r\n\r\n" not in ahead and not whole:
+            # The head's rest read via a _HeadReader: http.client takes a cut for its end.
+            self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
+        return version, status, reason
 
     def read(self, amount: int | None = None) -> bytes:
         if self.watch is not None:
@@ -2347,17 +2328,25 @@ def _checked_trust(
         raise _refused("ca_bundle", said, FileNotFoundError)
     # Read at each handshake (a hashed directory): no chdir may change it.
     path = os.path.abspath(path)
-    return _default_ssl_context(path, "ca_bundle"), path
+    return _default_ssl_context(path), path
 
 
-def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
+def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it (urllib3 accepts them).
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
-    trusted = [_system_store()]
+    # The default store's file and directory, as OpenSSL finds them.
+    paths = ssl.get_default_verify_paths()
+    places = []
+    for variable, default in (("SSL_CERT_FILE", paths.cafile), ("SSL_CERT_DIR", paths.capath)):
+        if os.environ.get(variable):
+            places.append(f"{os.environ[variable]} from {variable}")
+        elif default:
+            places.append(default)
+    trusted = [f"the system's CA store ({', '.join(places) or 'none found'})"]
     variable = "REQUESTS_CA_BUNDLE" if os.environ.get("REQUESTS_CA_BUNDLE") else "CURL_CA_BUNDLE"
-    for origin, path in ((variable, os.environ.get(variable)), (source, ca_bundle)):
+    for origin, path in ((variable, os.environ.get(variable)), ("ca_bundle", ca_bundle)):
         if path:
             _load_ca_bundle(context, path, origin)
             trusted.append(f"{path} from {origin}")
@@ -2367,18 +2356,6 @@ def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle"
 
 # What each context _default_ssl_context made trusts, for a verification failure's message.
 _trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.WeakKeyDictionary()
-
-
-def _system_store() -> str:
-    """The default store's file and directory, as OpenSSL finds them."""
-    paths = ssl.get_default_verify_paths()
-    places = []
-    for variable, path in (("SSL_CERT_FILE", paths.cafile), ("SSL_CERT_DIR", paths.capath)):
-        if os.environ.get(variable):
-            places.append(f"{os.environ[variable]} from {variable}")
-        elif path:
-            places.append(path)
-    return f"the system's CA store ({', '.join(places) or 'none found'})"
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
