@@ -611,8 +611,7 @@ class DatasetClient:
             with send(method, url, body, sent, deadline, trusted=True) as response:
                 return _read_json(response, self._secrets)
 
-        # A call's progress is none: only its own retries count.
-        return self._retrying(method, url, deadline, attempt, lambda: 0)
+        return self._retrying(method, url, deadline, attempt)
 
     def _retrying(
         self,
@@ -620,18 +619,18 @@ class DatasetClient:
         url: str,
         deadline: _Deadline,
         attempt: Callable[[], _T],
-        progress: Callable[[], int],
+        progress: Callable[[], int] | None = None,
     ) -> _T:
         """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
         attempts = 0
         retries_left = self._max_retries
-        last_progress = progress()
+        last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
             try:
                 return attempt()
             except DatasetClientError as error:
-                done = progress()
+                done = 0 if progress is None else progress()
                 # Progress: a chunk, not a byte trickled; a stall counts whatever came.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
