@@ -486,8 +486,9 @@ class DatasetClient:
             raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
         if self._pool.closed:
             raise ClientClosedError("the DatasetClient is closed")
-        with _open_target(destination, resume) as target:
-            requests = self._download_requests(url)
+        requests = self._download_requests(url)
+        in_time = functools.partial(_check_in_time, limits, requests, url)
+        with _open_target(destination, resume, in_time) as target:
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
             transfer.run()
             target.commit(transfer.total)
@@ -2284,6 +2285,15 @@ class _DownloadRequests:
         self.closed, self.secrets, self.timeout = closed, secrets, timeout
 
 
+def _check_in_time(limits: _Limits, requests: _DownloadRequests, url: str) -> None:
+    """Raise once a download must end: its deadline reached, or its client closed."""
+    if limits.deadline is not None:
+        limits.deadline.check("GET", url)
+    if requests.closed():
+        text = f"the DatasetClient was closed during GET {url}"
+        raise ClientClosedError(text, method="GET", url=url)
+
+
 class _Transfer:
     """One download: its parts, fetched by this thread and up to ``connections - 1`` more."""
 
@@ -2740,11 +2750,7 @@ class _Transfer:
             raise _PartStopped
 
     def _check_in_time(self) -> None:
-        if self.limits.deadline is not None:
-            self.limits.deadline.check("GET", self.url)
-        if self.requests.closed():
-            text = f"the DatasetClient was closed during GET {self.url}"
-            raise ClientClosedError(text, method="GET", url=self.url)
+        _check_in_time(self.limits, self.requests, self.url)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every part's wait or read at once."""
@@ -2963,9 +2969,10 @@ _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
 
 
 def _open_target(
-    destination: str | os.PathLike[str] | BinaryIO, resume: bool
+    destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget."""
+    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. ``in_time()``
+    raises once the call must end."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     path = _check_destination_path(destination)
