@@ -2965,26 +2965,36 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 # Sinks
 # ============================================================================
 
-_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
+# A wait that no read ends (for a FIFO's reader, for room in a pipe or in the reorder buffer)
+# looks this often at the deadline and close().
+_WAKE_SECONDS = 0.1
 
 
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
     """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. ``in_time()``
-    raises once the call must end."""
+    raises once the call must end: a FIFO's reader is waited for until then."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
-    path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)
-    if stream := _open_special_destination(path, file_path):
-        return _StreamTarget(stream, opened=True)
+    found = _walk_to(_check_destination_path(destination))
     try:
-        return _FileTarget(file_path, resume)
-    except OSError as exc:  # said of the destination, not of the client's files
-        problem = _directory_problem(os.path.dirname(file_path) or ".")
-        reason = exc.strerror or str(exc)
-        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
+        stream = _open_special_destination(found, in_time)
+        if stream is None:
+            return _FileTarget(found, resume)
+    except BaseException:
+        found.directory.close()
+        raise
+    found.directory.close()
+    return _StreamTarget(stream, opened=True)
+
+
+def _said_of(destination: str, error: OSError, directory: str) -> OSError:
+    """``error``, met making the client's own files or walking to them, said of ``destination``
+    with what keeps files from being made in ``directory`` (the system's reason kept)."""
+    problem = _directory_problem(directory or ".")
+    reason = error.strerror or str(error)
+    return OSError(error.errno, f"{reason} ({problem})" if problem else reason, destination)
 
 
 def _directory_problem(directory: str) -> str | None:
@@ -3046,43 +3056,54 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit."""
+    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit.
+    Every name is made, looked at, moved and removed in the directory walked to and held
+    (``found.directory``, closed on exit): a directory renamed or swapped for a link meanwhile
+    changes nothing."""
 
-    def __init__(self, destination: str, resume: bool) -> None:
-        self.destination = destination
-        self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
-        self.stem = _hidden_stem(destination)
-        self.path = self.lock_path = ""  # lock_path: where there is no flock
+    def __init__(self, found: _Destination, resume: bool) -> None:
+        self.directory = found.directory
+        self.name = found.name
+        # As the caller gave it: the errors name it, never the client's own files.
+        self.destination = found.given
+        # Without os.pwrite (Windows), a seek and a write under this lock.
+        self.seeking = _thread.allocate_lock()
+        self.stem = _hidden_stem(self.directory, self.name)
+        self.temporary = ""
+        # Where there is no flock (Windows): .NAME.part.lock, holding the process id.
+        self.lock_name = ""
         self.committed = False
-        # The directory walked to, held: the commit happens there, whatever is renamed meanwhile.
-        self.directory = _open_directory(os.path.dirname(destination))
         try:
-            if fcntl := _fcntl():  # without flock none is known to be abandoned
-                _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
             fd = self._open_resumable() if resume else None
-            self.fd = self._open_unique() if fd is None else fd
-        except BaseException:
-            if self.directory is not None:
-                os.close(self.directory)
-            raise
+            if fd is None:
+                fd, self.temporary = _open_temporary(self.directory, self.stem)
+            else:
+                # What a killed download without resume left is removed all the same.
+                _sweep_temporaries(self.directory, self.stem, claim=False)
+        except OSError as exc:
+            raise _said_of(self.destination, exc, self.directory.path) from None
+        self.fd = fd
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` and its state, ours and locked; else None."""
-        path = self.stem + ".part"
-        state = _StateFile(path + ".json")
+        name = self.stem + ".part"
+        state = _StateFile(self.directory, name + ".json")
         with contextlib.suppress(FileNotFoundError):
-            if not _is_own_regular_file(os.lstat(state.path)):
-                return None  # not ours to read or replace: left alone
+            if not _is_own_regular_file(self.directory.status(state.name)):
+                # Not ours to read or replace: left alone.
+                return None
         try:
-            fd: int | None = _create(path, 0o666)
+            fd: int | None = self.directory.create(name, 0o666)
         except FileExistsError:
-            fd = _open_own_file(path)
+            fd = self.directory.open_own(name)
         if fd is None:
             return None
-        try:  # still that file once locked: its holder may have committed it since
-            if self._lock(fd) and _is_named(fd, path):
+        try:
+            # Still that file once locked: its holder may have committed it since.
+            if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
                 state.load()
-                self.path, self.state = path, state
+                self.temporary = name
+                self.state = state
         finally:
             if self.state is None:
                 self._unlock()
@@ -3091,20 +3112,25 @@ class _FileTarget(_Sink):
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
         """The validator and parts an earlier run kept of ``url``'s file; else None (dropped)."""
-        checked = None if self.state is None else _checked_state(self.state.saved, url)
-        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
+        if self.state is None:
+            return None
+        checked = _checked_state(self.state.saved, url)
+        # An empty file: no range continues it.
+        if checked is None or checked[1][-1][1] == 0:
             self.reset()
             return None
         validator, spans = checked
+        # Nothing past the end of the file.
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
-        os.ftruncate(self.fd, size)  # nothing past the end of the file
+        os.ftruncate(self.fd, size)
         return validator, [
             (start, end, min(done, max(0, size - start))) for start, end, done in spans
         ]
 
     def _lock(self, fd: int) -> bool:
         fcntl = _fcntl()
-        if fcntl is None:  # not on Linux: Windows has no flock
+        if fcntl is None:
+            # Not on Linux: Windows has no flock.
             return self._lock_with_a_file()
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -3113,51 +3139,29 @@ class _FileTarget(_Sink):
 
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, made with O_EXCL; taken over when its process is gone."""
-        path = self.stem + ".part.lock"
+        name = self.stem + ".part.lock"
         try:
-            _write_new(path, str(os.getpid()).encode())
+            self.directory.write_new(name, str(os.getpid()).encode())
         except FileExistsError:
-            if not _take_over_abandoned_lock(path):
+            if not _take_over_abandoned_lock(self.directory, name):
                 return False
-        self.lock_path = path
+        self.lock_name = name
         return True
 
     def _unlock(self) -> None:
-        if self.lock_path:
-            _remove(self.lock_path)
-            self.lock_path = ""
-
-    def _open_unique(self) -> int:
-        """``.NAME.<hex>.part``, locked as ``.NAME.<hex>.new`` before it takes its name."""
-        for _ in range(100):
-            token = os.urandom(6).hex()
-            path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
-            try:
-                fd = _create(new, 0o666)
-            except FileExistsError:
-                continue
-            try:
-                if fcntl := _fcntl():  # waiting: a sweep may hold it for an instant
-                    with contextlib.suppress(OSError):
-                        fcntl.flock(fd, fcntl.LOCK_EX)
-                os.replace(new, path)  # 48 random bits: no other file has that name
-            except BaseException:
-                os.close(fd)
-                _remove(new)
-                raise
-            self.path = path
-            return fd
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
+        if self.lock_name:
+            self.directory.remove(self.lock_name)
+            self.lock_name = ""
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):
-            _remove(self.path)
+            self.directory.remove(self.temporary)
             if self.state is not None:
                 self.state.remove()
-        os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
-        if self.directory is not None:
-            os.close(self.directory)
+        # Closed after the unlink: the lock keeps other processes off until then.
+        os.close(self.fd)
         self._unlock()
+        self.directory.close()
 
     def reset(self) -> None:
         os.ftruncate(self.fd, 0)
@@ -3165,9 +3169,12 @@ class _FileTarget(_Sink):
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
-        free = shutil.disk_usage(directory := os.path.dirname(self.stem)).free
-        if size is not None and size > free:
-            message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
+        if size is None:
+            return
+        free = _free_space(self.fd, self.directory.path)
+        if size > free:
+            place = self.directory.path or "."
+            message = f"not enough space for {_size(size)} in {place} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
     def write_at(self, offset: int, data: bytes) -> None:
@@ -3175,67 +3182,112 @@ class _FileTarget(_Sink):
         while view:
             if _HAS_PWRITE:
                 written = os.pwrite(self.fd, view, offset)
-            else:  # not on Linux: Windows has no os.pwrite
+            else:
+                # Not on Linux: Windows has no os.pwrite.
                 with self.seeking:
                     os.lseek(self.fd, offset, os.SEEK_SET)
                     written = os.write(self.fd, view)
-            view, offset = view[written:], offset + written
+            view = view[written:]
+            offset += written
 
     def read_at(self, offset: int, size: int) -> bytes:
         if _HAS_PWRITE:
             return os.pread(self.fd, size, offset)
-        with self.seeking:  # not on Linux: Windows has no os.pread
+        # Not on Linux: Windows has no os.pread.
+        with self.seeking:
             os.lseek(self.fd, offset, os.SEEK_SET)
             return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
         """Move the file into place if ``total`` bytes long and still the one written here."""
-        size, destination, at = os.fstat(self.fd).st_size, self.destination, self.directory
-        here = str if at is None else os.path.basename  # names in the directory walked to
-        swapped = "another file was put in place of the temporary file"
-        try:  # the state goes in every case
-            if total is not None and size != total:
+        status = os.fstat(self.fd)
+        try:
+            if total is not None and status.st_size != total:
+                size = status.st_size
                 message = f"the downloaded file has {size} bytes where the server announced {total}"
                 raise InvalidResponseError(
                     f"{message}: not committed", method="GET", received=size, expected=total
                 )
-            if not _is_named(self.fd, here(self.path), at):
-                raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
+            if not self.directory.holds(status, self.temporary):
+                raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             try:
-                os.replace(here(self.path), here(destination), src_dir_fd=at, dst_dir_fd=at)
-            except OSError as exc:  # named as the caller's file, not the temporary one
-                raise OSError(exc.errno, exc.strerror or str(exc), destination) from None
-            if not _is_named(self.fd, here(destination), at):  # put there after the check
-                with contextlib.suppress(OSError):  # the user's own may be another download's
-                    if not _is_mine(os.lstat(here(destination), dir_fd=at)):
-                        os.unlink(here(destination), dir_fd=at)
-                left = "left there" if os.path.lexists(destination) else "removed"
-                message = f"{swapped} and moved into place: {left}"
-                raise PermissionError(errno.EACCES, message, destination)
+                self.directory.replace(self.temporary, self.name)
+            except OSError as exc:
+                # Named as the caller's file, not the temporary one.
+                raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
+            if not self.directory.holds(status, self.name):
+                self._check_replaced_after_the_move()
         finally:
+            # The state goes in every case.
             if self.state is not None:
                 self.state.remove()
         self.committed = True
 
+    def _check_replaced_after_the_move(self) -> None:
+        """Another file at the destination just after the move: fine when it is the user's and
+        this one is linked nowhere (another download of theirs committed after this one: the
+        last to commit wins, as with two ``curl -o``); else the error, another user's file
+        removed."""
+        try:
+            there = self.directory.status(self.name)
+        except OSError:
+            there = None
+        if there is not None and _is_mine(there):
+            if os.fstat(self.fd).st_nlink == 0:
+                return
+        elif there is not None:
+            self.directory.remove(self.name)
+        try:
+            self.directory.status(self.name)
+            left = "left there"
+        except OSError:
+            left = "removed"
+        message = f"{_SWAPPED} and moved into place: {left}"
+        raise PermissionError(errno.EACCES, message, self.destination)
+
+
+# What a commit says of a temporary file found replaced (in a directory others may write to).
+_SWAPPED = "another file was put in place of the temporary file"
+
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps."""
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, for the
+    command line: named and opened as the download does."""
 
     def __init__(self, destination: str) -> None:
-        self.file_path = _follow_destination_links(destination)
-        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
+        self.destination = destination
+        found = _walk_to(destination)
+        try:
+            self.file_path = found.path
+            stem = _hidden_stem(found.directory, found.name)
+            self.path = os.path.join(found.directory.path, stem + ".part")
+        finally:
+            found.directory.close()
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        return _checked_state(_read_state(self.path + ".json"), url) is not None
+        found = _walk_to(self.destination)
+        try:
+            stem = _hidden_stem(found.directory, found.name)
+            saved = _read_state(found.directory, stem + ".part.json")
+        finally:
+            found.directory.close()
+        return _checked_state(saved, url) is not None
 
     def remove(self) -> None:
         """Remove it and its state: only the user's own, when no download holds them."""
         if not os.path.lexists(self.path):
             return
-        with _FileTarget(self.file_path, resume=True) as files:
+        found = _walk_to(self.destination)
+        try:
+            files = _FileTarget(found, resume=True)
+        except BaseException:
+            found.directory.close()
+            raise
+        with files:
             if files.state is not None:
-                files.state.kept = False  # so that closing it removes both
+                # So that closing it removes both.
+                files.state.kept = False
 
 
 class _StreamTarget(_Sink):
@@ -3450,73 +3502,224 @@ class _ReorderBuffer(_Sink):
 # Safe file operations
 # ============================================================================
 
-_MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
-_LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
+# Of a resumable download's state file.
+_MAX_STATE_SIZE = 1024 * 1024
+# An empty or garbled .part.lock this young may be being written.
+_LOCK_WRITE_GRACE = 5.0
+# The temporary file's first names (.NAME.1.part ...): tried in turn, and looked at for what a
+# killed download left. A name found taken is stepped over; when all are, a name no one can
+# guess is made (.NAME.<12 hex>.part). See docs/DESIGN.md, "Side files".
+_SLOTS = 4
+# The longest name made beside NAME, after ".NAME": a state saved through a name of its own.
+_LONGEST_SUFFIX = len(".part.json.01234567.tmp")
+# NAME_MAX is asked only of a directory where a name could pass it: names this short fit in
+# every file system one writes to (eCryptfs's 143 bytes is the shortest; most have 255).
+_SHORTEST_NAME_MAX = 143
+# A directory opened to be walked through, not read (O_PATH, Linux: one may search but not read).
+_WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
+# Where a path is walked a directory descriptor at a time (not on Windows: no dir_fd, no owners).
+_HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
+
+
+class _Directory:
+    """A directory walked to and held: the names in it are made, opened, looked at, moved and
+    removed relative to its descriptor (``fd``), never through a path a neighbour could re-point.
+    Without one (Windows, where there are no owners to tell apart; or a directory one may search
+    but not read, without O_PATH), each name is joined to its ``path``."""
+
+    def __init__(self, fd: int | None, path: str) -> None:
+        self.fd = fd
+        # The directory as walked to (links read where they stood): for messages.
+        self.path = path
+        self.prefix = "" if fd is not None else os.path.join(path, "")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def open(self, name: str, flags: int, mode: int = 0o777) -> int:
+        return os.open(self.prefix + name, flags | _O_BINARY, mode, dir_fd=self.fd)
+
+    def create(self, name: str, mode: int = 0o600) -> int:
+        """A new file, read-write, never through a link (FileExistsError): every file made is."""
+        return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
+
+    def open_own(self, name: str) -> int | None:
+        """``name`` opened read-write (not through a link, not waiting for a FIFO's reader), if
+        the user's own regular file with one link; else None."""
+        try:
+            fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
+        except OSError:
+            # A link (ELOOP), not there, not ours to open.
+            return None
+        if _is_own_regular_file(os.fstat(fd)):
+            return fd
+        os.close(fd)
+        return None
+
+    def status(self, name: str) -> os.stat_result:
+        """What is at ``name`` (a link: the link)."""
+        return os.lstat(self.prefix + name, dir_fd=self.fd)
+
+    def holds(self, status: os.stat_result, name: str) -> bool:
+        """True when ``name`` is the file of ``status`` (an open file's)."""
+        with contextlib.suppress(OSError):
+            return os.path.samestat(self.status(name), status)
+        return False
+
+    def readlink(self, name: str) -> str:
+        return os.readlink(self.prefix + name, dir_fd=self.fd)
+
+    def replace(self, source: str, target: str) -> None:
+        os.replace(
+            self.prefix + source, self.prefix + target, src_dir_fd=self.fd, dst_dir_fd=self.fd
+        )
+
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.prefix + name, dir_fd=self.fd)
+
+    def write_new(self, name: str, data: bytes, replacing: str = "") -> None:
+        """A new file of ``data``, moved over ``replacing`` if given; removed on failure."""
+        try:
+            # The open inside: a signal just after it still removes the file.
+            fd = self.create(name)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            if replacing:
+                self.replace(name, replacing)
+        except FileExistsError:
+            raise
+        except BaseException:
+            self.remove(name)
+            raise
+
+    def name_max(self) -> int:
+        """The longest name the directory's file system takes, in bytes."""
+        try:
+            if self.fd is not None:
+                return os.fpathconf(self.fd, "PC_NAME_MAX")
+            return os.pathconf(self.path or ".", "PC_NAME_MAX")
+        except (OSError, ValueError, AttributeError):
+            # Windows has no pathconf.
+            return 255
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept."""
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept. Saved
+    through ``.NAME.part.json.tmp``: the one download that holds the partial file's lock saves."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.saved: Any = None  # what an earlier run left, not yet checked
+    def __init__(self, directory: _Directory, name: str) -> None:
+        self.directory = directory
+        self.name = name
+        self.temporary = name + ".tmp"
+        # What an earlier run left, not yet checked.
+        self.saved: Any = None
         self.kept = False
 
     def load(self) -> None:
-        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
-        self.saved = _read_state(self.path)
+        # A save that kill -9 cut short left its temporary file.
+        _remove_abandoned(self.directory, self.temporary, _fcntl())
+        self.saved = _read_state(self.directory, self.name)
         self.kept = self.saved is not None
 
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
-        _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
+        data = json.dumps(state).encode()
+        try:
+            self.directory.write_new(self.temporary, data, self.name)
+        except FileExistsError:
+            # Not this download's (its own is removed when loaded): a neighbour's file, link or
+            # FIFO, left alone. This save and the next go through a name no one can guess.
+            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+            self.directory.write_new(self.temporary, data, self.name)
         self.kept = True
 
     def remove(self) -> None:
-        _remove(self.path)
+        self.directory.remove(self.name)
         self.kept = False
 
 
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
+    """A new temporary file (``STEM.N.part``, else a name no one can guess), locked, and its name;
+    what a killed download left at the other names removed on the way."""
+    made = _sweep_temporaries(directory, stem, claim=True)
+    if made is not None:
+        return made
+    fcntl = _fcntl()
+    for _ in range(100):
+        name = f"{stem}.{os.urandom(6).hex()}.part"
+        fd = _claim(directory, name, fcntl, sweep=False)
+        if fd is not None:
+            return fd, name
+    raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
 
 
-def _create(path: str, mode: int = 0o600) -> int:
-    """A new file, read-write, never through a link (FileExistsError): every file made is."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
+def _sweep_temporaries(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
+    """Look at the temporary file's names (``STEM.N.part``), removing what kill -9 left there;
+    with ``claim``, the first name free made for this download, locked (with that name)."""
+    fcntl = _fcntl()
+    made = None
+    for slot in range(1, _SLOTS + 1):
+        name = f"{stem}.{slot}.part"
+        if claim and made is None:
+            fd = _claim(directory, name, fcntl)
+            made = None if fd is None else (fd, name)
+        elif fcntl is not None:
+            # Without flock (Windows) none is known to be abandoned.
+            _remove_abandoned(directory, name, fcntl)
+    return made
 
 
-def _write_new(path: str, data: bytes, replacing: str = "") -> None:
-    """A new file ``path`` of ``data``, moved over ``replacing`` if given; removed on failure."""
-    try:  # the open inside: a signal just after it still removes the file
-        with os.fdopen(_create(path), "wb") as file:
-            file.write(data)
-        if replacing:
-            os.replace(path, replacing)
-    except FileExistsError:
-        raise
-    except BaseException:
-        _remove(path)
-        raise
-
-
-def _open_own_file(path: str) -> int | None:
-    """``path`` opened read-write, not through a link, if the user's regular file with one link."""
-    try:
-        fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
-    except OSError:  # a link (ELOOP), not there, not ours to open
+def _claim(directory: _Directory, name: str, fcntl: Any, *, sweep: bool = True) -> int | None:
+    """``name`` made for this download and locked; None when taken (``sweep``: unless by a file
+    a killed download left, removed first)."""
+    for _ in range(2):
+        try:
+            fd = directory.create(name, 0o666)
+        except FileExistsError:
+            if not sweep or fcntl is None or not _remove_abandoned(directory, name, fcntl):
+                return None
+            continue
+        if fcntl is None or _locked_as_made(fd, fcntl):
+            return fd
+        os.close(fd)
         return None
-    if _is_own_regular_file(os.fstat(fd)):
-        return fd
-    os.close(fd)
     return None
 
 
-def _is_named(fd: int, path: str, directory: int | None = None) -> bool:
-    """True when ``path`` (not followed; in ``directory``) is the file open as ``fd``."""
-    with contextlib.suppress(OSError):
-        return os.path.samestat(os.lstat(path, dir_fd=directory), os.fstat(fd))
+def _locked_as_made(fd: int, fcntl: Any) -> bool:
+    """True once ``fd``, a file just made, is locked and still linked. Until this lock, another
+    download's sweep may take it for abandoned: it then holds it an instant and unlinks it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return os.fstat(fd).st_nlink > 0
+
+
+def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
+    """Remove ``name`` if a killed download left it: the user's own regular file, one link, no
+    process holding its lock (``fcntl`` None: the caller's lock keeps downloads off it)."""
+    fd = directory.open_own(name)
+    if fd is None:
+        return False
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Locked here, it stays at its name: another sweep has it removed already, or cannot.
+        if directory.holds(os.fstat(fd), name):
+            directory.remove(name)
+            return True
+    except OSError:
+        # A process holds it.
+        pass
+    finally:
+        os.close(fd)
     return False
 
 
@@ -3529,9 +3732,10 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
     return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
-def _read_state(path: str) -> Any:
-    """The JSON in the user's own file ``path``; None when there is none, too large or not JSON."""
-    if (fd := _open_own_file(path)) is None:
+def _read_state(directory: _Directory, name: str) -> Any:
+    """The JSON in the user's own file ``name``; None when there is none, too large or not JSON."""
+    fd = directory.open_own(name)
+    if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
@@ -3543,65 +3747,59 @@ def _read_state(path: str) -> Any:
         return None
 
 
-def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names beside ``path``, shortened within NAME_MAX."""
-    directory, name = os.path.split(path)
-    try:
-        limit = os.pathconf(directory or ".", "PC_NAME_MAX")
-    except (OSError, ValueError, AttributeError):
-        limit = 255
+def _hidden_stem(directory: _Directory, name: str) -> str:
+    """``.NAME``, the start of the names made beside NAME, shortened within NAME_MAX."""
     encoded = os.fsencode(name)
-    room = limit - 24  # the longest suffix: ".part.json.01234567.tmp"
-    if len(encoded) >= room:
-        name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
-    return os.path.join(directory or ".", "." + name)
+    if len(encoded) + 1 + _LONGEST_SUFFIX <= _SHORTEST_NAME_MAX:
+        return "." + name
+    room = directory.name_max() - 1 - _LONGEST_SUFFIX
+    if len(encoded) > room:
+        name = os.fsdecode(encoded[: room - 17]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
+    return "." + name
 
 
-def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (unlocked ones)."""
-    directory, prefix = os.path.split(stem)
-    pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return
-    for name in filter(pattern.fullmatch, names):
-        path = os.path.join(directory, name)
-        if (fd := _open_own_file(path)) is not None:
-            with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
-                if not path.endswith(".new") or time.time() - os.fstat(fd).st_mtime > 60:
-                    os.unlink(path)
+def _free_space(fd: int, directory: str) -> int:
+    """The bytes free to the user in the file system of ``fd``, a file in ``directory``."""
+    if _WINDOWS:
+        # No statvfs.
+        return shutil.disk_usage(directory or ".").free
+    status = os.fstatvfs(fd)
+    return status.f_bavail * status.f_frsize
 
 
-def _take_over_abandoned_lock(path: str) -> bool:
+def _take_over_abandoned_lock(directory: _Directory, name: str) -> bool:
     """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
-    if (judged := _abandoned_lock(path)) is None:
+    judged = _abandoned_lock(directory, name)
+    if judged is None:
         return False
-    claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
-    try:  # one process at a time checks it is still that file, still abandoned
-        os.close(_create(claim))
+    claim = f"{name}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
+    try:
+        # One process at a time checks it is still that file, still abandoned.
+        os.close(directory.create(claim))
     except OSError:
         return False
     try:
-        again = _abandoned_lock(path)
+        again = _abandoned_lock(directory, name)
         if again is None or not os.path.samestat(again, judged):
-            return False  # taken over meanwhile, and in use
-        _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
+            # Taken over meanwhile, and in use.
+            return False
+        pid = str(os.getpid()).encode()
+        directory.write_new(f"{name}.{os.urandom(4).hex()}.new", pid, name)
         return True
     finally:
-        _remove(claim)
+        directory.remove(claim)
 
 
-def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
-    if (fd := _open_own_file(path)) is None:
+def _abandoned_lock(directory: _Directory, name: str) -> os.stat_result | None:
+    """The status of the user's ``.part.lock`` ``name`` when abandoned; else None."""
+    fd = directory.open_own(name)
+    if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
         text = file.read(32).decode("ascii", "replace")
-    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
+    # os.kill takes a C int.
+    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:
         return None if _process_exists(int(text)) else status
     # Empty or garbled (killed before it wrote): abandoned once a few seconds old.
     return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
@@ -3623,132 +3821,236 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _follow_destination_links(path: str) -> str:
-    """The file a destination names: the user's or root's links followed, others refused."""
-    for _ in range(40):  # the kernel's own limit on links in a row
-        if _is_descriptor_link(path):
-            return path
-        try:  # each link read in its directory, walked to first
-            directory = _open_directory(os.path.dirname(path))
-        except OSError as exc:
-            if exc.strerror == _NOT_FOLLOWED:
-                raise
-            return path  # making the file says why
+class _Destination:
+    """Where a path destination leads: the directory walked to, held, the name there and what
+    was there when looked at (None: nothing, or a process's descriptor: ``descriptor``)."""
+
+    def __init__(self, directory: _Directory, name: str, status: os.stat_result | None) -> None:
+        self.directory = directory
+        self.name = name
+        self.status = status
+        # The path as the caller gave it.
+        self.given = ""
+        # /dev/fd/N or /proc/PID/fd/N: a stream, of this process (``own``) or another.
+        self.descriptor = False
+        self.own = False
+
+    @property
+    def path(self) -> str:
+        """The destination as walked to: the user's and root's links followed."""
+        return os.path.join(self.directory.path, self.name)
+
+
+def _walk_to(path: str) -> _Destination:
+    """The destination ``path`` leads to (see _Walk); an error on the way said of ``path``."""
+    try:
+        found = _Walk(path).to_the_end()
+    except OSError as exc:
+        # Another user's link is refused as it is; a directory missing on the way is said of
+        # the destination.
+        if exc.strerror == _NOT_FOLLOWED:
+            raise
+        raise _said_of(path, exc, os.path.dirname(path)) from None
+    found.given = path
+    return found
+
+
+class _Walk:
+    """A path walked as the kernel walks it, a directory descriptor at a time (``openat`` with
+    O_NOFOLLOW, from the working directory for a relative path), each link read where it stands
+    and followed only when the user's or root's (at the end too), another user's a
+    PermissionError naming it. Where there are no directory descriptors (Windows), or a
+    directory cannot be opened without reading it (no O_PATH), the rest is walked by path."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        # The names still to walk, the next one last; a trailing "/" says "a directory".
+        self.names = path.rstrip("/").split("/")[::-1]
+        self.trailing = path.endswith("/")
+        # The directory walked to, as shown: links read, ".." its parent, never realpath.
+        self.way = "/" if path.startswith("/") else ""
+        self.links = 0
+        self.fd: int | None = None
+        if _HAS_DIRECTORY_DESCRIPTORS:
+            self.fd = os.open(self.way or ".", _WALK_FLAGS)
+
+    def to_the_end(self) -> _Destination:
         try:
-            name = path if directory is None else os.path.basename(path)
-            target = _link_target(name, directory, path)
-        finally:
-            if directory is not None:
-                os.close(directory)
-        if target is None:
-            return path
-        path = os.path.join(os.path.dirname(path), target)
-    return path
+            while True:
+                name = self.names.pop()
+                if self.names:
+                    self.step(name)
+                    continue
+                found = self.end(name)
+                if found is not None:
+                    return found
+        except BaseException:
+            if self.fd is not None:
+                os.close(self.fd)
+            raise
 
-
-def _open_directory(directory: str) -> int | None:
-    """``directory`` opened as the kernel walks to it, another user's link a PermissionError;
-    None where no walk can be made (Windows; without O_PATH, a directory one may not read)."""
-    if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
+    def step(self, name: str) -> None:
+        """Into the directory ``name``, or where the link ``name`` leads."""
+        if name in ("", "."):
+            return
+        shown = os.path.join(self.way, name)
+        if self.fd is None:
+            self.way = shown
+            return
+        try:
+            step: int | None = os.open(name, _WALK_FLAGS | _O_NOFOLLOW, dir_fd=self.fd)
+        except OSError as exc:
+            # A link (ELOOP, ENOTDIR), missing, or not to be searched.
+            target = _link_target(_Directory(self.fd, self.way), name, shown)
+            if target is not None:
+                return self.follow(target)
+            if _O_PATH or exc.errno != errno.EACCES:
+                raise OSError(exc.errno, exc.strerror, shown) from None
+            # Not readable, and no O_PATH to open it unread (not on Linux): by path from here.
+            step = None
+        os.close(self.fd)
+        self.fd = step
+        self.way = _parent(self.way) if name == ".." and step is not None else shown
         return None
-    flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
-    way = "/" if directory.startswith("/") else ""  # as shown in an error
-    names = directory.split("/")[::-1]  # not normalized: walked
-    fd: int | None = os.open(way or ".", flags)
-    try:
-        while names and fd is not None:
-            if (name := names.pop()) in ("", "."):
-                continue
-            try:
-                step: int | None = os.open(name, flags | _O_NOFOLLOW, dir_fd=fd)
-                way = os.path.dirname(way) if name == ".." else os.path.join(way, name)
-            except OSError as exc:  # a link (ELOOP, ENOTDIR), missing, or not to be searched
-                target, links = _link_target(name, fd, os.path.join(way, name)), links + 1
-                if target is None and not _O_PATH and exc.errno == errno.EACCES:
-                    step = None  # not readable: the path is used
-                elif target is None or links > 40:
-                    raise OSError(exc.errno, exc.strerror, os.path.join(way, name)) from None
-                else:  # followed from where it stands
-                    names.extend(target.split("/")[::-1])
-                    way = "/" if target.startswith("/") else way
-                    step = os.open("/" if way == "/" else ".", flags, dir_fd=fd)
-            os.close(fd)
-            fd = step
-    except BaseException:
-        if fd is not None:
-            os.close(fd)
-        raise
-    return fd
+
+    def follow(self, target: str) -> None:
+        """Walk on where a link leads, from the directory it stands in."""
+        self.links += 1
+        # The kernel's own limit on links in a row.
+        if self.links > 40:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), self.path)
+        self.names.extend(target.split("/")[::-1])
+        if target.startswith("/"):
+            self.way = "/"
+            if self.fd is not None:
+                root = os.open("/", _WALK_FLAGS)
+                os.close(self.fd)
+                self.fd = root
+
+    def end(self, name: str) -> _Destination | None:
+        """Look at the last name: a link is followed (None: the walk goes on); else the end."""
+        if name in ("", ".", ".."):
+            raise ValueError(f"destination is a directory: {self.path!r}")
+        directory = _Directory(self.fd, self.way)
+        if name.isascii() and name.isdigit():
+            match = _descriptor_directory(self.way)
+            if match is not None:
+                self.fd = None
+                found = _Destination(directory, name, None)
+                found.descriptor = True
+                found.own = match[1] in (None, "self", "thread-self", str(os.getpid()))
+                return found
+        try:
+            status: os.stat_result | None = directory.status(name)
+        except OSError:
+            # Nothing there, or not to be looked at: making the file says why.
+            status = None
+        if status is not None and stat.S_ISLNK(status.st_mode):
+            target = _link_target(directory, name, os.path.join(self.way, name))
+            # None: no longer a link when opened to be read (replaced meanwhile): looked at again.
+            self.follow(name if target is None else target)
+            return None
+        if self.trailing and (status is None or not stat.S_ISDIR(status.st_mode)):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.path)
+        self.fd = None
+        return _Destination(directory, name, status)
 
 
-def _link_target(path: str, directory: int | None = None, shown: str = "") -> str | None:
-    """What the link ``path`` (in ``directory``) says when the user's or root's; None: no link."""
+def _parent(way: str) -> str:
+    """The directory above ``way``, a directory walked to (as shown)."""
+    if way == "/":
+        return way
+    if way in ("", "..") or way.endswith("/.."):
+        return os.path.join(way, "..")
+    return os.path.dirname(way)
+
+
+def _link_target(directory: _Directory, name: str, shown: str) -> str | None:
+    """What the link ``name`` says when the user's or root's; None: no link. Opened as itself
+    where there is O_PATH (Linux): the link read is the one whose owner was checked."""
     try:
-        fd = os.open(path, _O_PATH | _O_NOFOLLOW, dir_fd=directory) if _O_PATH else -1
-        link = os.fstat(fd) if fd >= 0 else os.lstat(path, dir_fd=directory)  # the one read
-    except OSError:  # making the file will say why
+        fd = directory.open(name, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
+        link = os.fstat(fd) if fd >= 0 else directory.status(name)
+    except OSError:
+        # Making the file will say why.
         return None
     try:
         if not stat.S_ISLNK(link.st_mode):
             return None
         if not _is_mine(link, or_root=True):
-            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown or path)
-        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path, dir_fd=directory)
+            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown)
+        return os.readlink("", dir_fd=fd) if fd >= 0 else directory.readlink(name)
     finally:
         if fd >= 0:
             os.close(fd)
 
 
-def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` opened if a descriptor, FIFO or device (else None), as fs.protected_fifos."""
-    if match := _descriptor_directory(file_path):
-        if match[1] in (None, "self", "thread-self", str(os.getpid())):
-            try:  # abspath: "/dev/fd/1/" names 1 too
-                fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
-            except OverflowError:
-                raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
-        else:
-            fd = os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY)
+def _open_special_destination(found: _Destination, in_time: Callable[[], None]) -> BinaryIO | None:
+    """The destination opened if a descriptor, FIFO or device (else None), as
+    fs.protected_fifos would allow; a FIFO's reader waited for while ``in_time()`` allows."""
+    status = found.status
+    if found.descriptor:
+        if not found.own:
+            # Another process's: opened anew through its /proc link.
+            fd = _open_without_waiting(found, os.O_WRONLY | os.O_APPEND, in_time)
+            return open(fd, "wb", buffering=0)
+        try:
+            fd = os.dup(int(found.name))
+        except OverflowError:
+            raise OSError(errno.EBADF, "no such file descriptor", found.given) from None
         return open(fd, "wb", buffering=0)
-    try:
-        status = os.lstat(file_path)  # one look at what is there
-    except OSError:  # creating the file will say why
+    if status is None or stat.S_ISREG(status.st_mode):
         return None
     if stat.S_ISDIR(status.st_mode):
-        raise ValueError(f"destination is a directory: {path!r}")
-    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # 40 links: the kernel's
-        return None
+        raise ValueError(f"destination is a directory: {found.given!r}")
     if not _is_mine(status):
-        parent = os.stat(os.path.dirname(file_path) or ".")
-        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
+        parent = found.directory.status(".")
+        # Sticky and world-writable (+t, o+w), and not the directory owner's: as the kernel.
+        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:
             what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
             message = f"refusing to write to {what} another user made in a sticky world-writable"
-            raise PermissionError(errno.EACCES, f"{message} directory", file_path)
-    fd = os.open(file_path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader
+            raise PermissionError(errno.EACCES, f"{message} directory", found.path)
+    fd = _open_without_waiting(found, os.O_WRONLY | _O_NOFOLLOW, in_time)
     if not os.path.samestat(os.fstat(fd), status):
         os.close(fd)
         message = "the destination was replaced while it was being opened"
-        raise PermissionError(errno.EACCES, message, file_path)
+        raise PermissionError(errno.EACCES, message, found.path)
     return open(fd, "wb", buffering=0)
 
 
-# Compiled (and cached by re) on first use, not at import.
+def _open_without_waiting(found: _Destination, flags: int, in_time: Callable[[], None]) -> int:
+    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one that is
+    not there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
+    while True:
+        try:
+            fd = found.directory.open(found.name, flags | _O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise OSError(exc.errno, exc.strerror, found.path) from None
+        in_time()
+        time.sleep(_WAKE_SECONDS)
+    if _O_NONBLOCK:
+        # Written as any stream: a write that would wait is polled for (_StreamTarget).
+        os.set_blocking(fd, True)
+    return fd
+
+
+# A process's descriptors' directory, as a walk reaches it: /proc/self (a link) read to /proc/PID.
+# /dev/fd is a directory of its own on BSD and macOS. Compiled (and cached by re) on first use.
 _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
 def _is_descriptor_link(path: str) -> bool:
-    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (where ``/dev/stdout`` leads)."""
-    return _descriptor_directory(path) is not None
-
-
-def _descriptor_directory(path: str) -> re.Match[str] | None:
-    """The match of ``path``'s directory (as written, or resolved) as one of descriptors."""
+    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N``, as written (the links on the way read)."""
     directory, name = os.path.split(os.path.abspath(path))
-    if not (name.isascii() and name.isdigit()):
-        return None
-    return re.fullmatch(_DESCRIPTOR_DIRECTORY, directory) or re.fullmatch(
-        _DESCRIPTOR_DIRECTORY, os.path.realpath(directory)
-    )
+    return name.isascii() and name.isdigit() and _descriptor_directory(directory) is not None
+
+
+def _descriptor_directory(directory: str) -> re.Match[str] | None:
+    """The match of ``directory`` (walked to: never resolved by realpath, which would follow
+    anyone's links) as a process's descriptors' directory."""
+    return re.fullmatch(_DESCRIPTOR_DIRECTORY, os.path.abspath(directory))
 
 
 # ============================================================================

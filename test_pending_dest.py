@@ -24,7 +24,6 @@ from test_dataset_client import (
     DATA,
     DATA_SHA,
     HERE,
-    KEY,
     Handler,
     ServerTestCase,
     _wait_for,
@@ -369,7 +368,12 @@ class KilledInACrowdedDirectoryTests(ServerTestCase):
         directory = self.tmp()
         for number in range(1000):
             (directory / f"export-{number:04d}.csv").touch()
-        for options in ({}, {"connections": 2}, {"resume": True}, {"resume": True, "connections": 2}):
+        for options in (
+            {},
+            {"connections": 2},
+            {"resume": True},
+            {"resume": True, "connections": 2},
+        ):
             with self.subTest(**options):
                 self.server.default = first_bytes_then_stall(DATA, 1_500_000)
                 destination = directory / "out.bin"
