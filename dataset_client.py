@@ -3509,7 +3509,7 @@ _LOCK_WRITE_GRACE = 5.0
 # The temporary file's first names (.NAME.1.part ...): tried in turn, and looked at for what a
 # killed download left. A name found taken is stepped over; when all are, a name no one can
 # guess is made (.NAME.<12 hex>.part). See docs/DESIGN.md, "Side files".
-_SLOTS = 4
+_SLOTS = 3
 # The longest name made beside NAME, after ".NAME": a state saved through a name of its own.
 _LONGEST_SUFFIX = len(".part.json.01234567.tmp")
 # NAME_MAX is asked only of a directory where a name could pass it: names this short fit in
@@ -3560,6 +3560,10 @@ class _Directory:
     def status(self, name: str) -> os.stat_result:
         """What is at ``name`` (a link: the link)."""
         return os.lstat(self.prefix + name, dir_fd=self.fd)
+
+    def exists(self, name: str) -> bool:
+        """True when anything is at ``name`` (a link too): a look that raises nothing."""
+        return os.access(self.prefix + name, os.F_OK, dir_fd=self.fd, follow_symlinks=False)
 
     def holds(self, status: os.stat_result, name: str) -> bool:
         """True when ``name`` is the file of ``status`` (an open file's)."""
@@ -3669,7 +3673,7 @@ def _sweep_temporaries(directory: _Directory, stem: str, *, claim: bool) -> tupl
         if claim and made is None:
             fd = _claim(directory, name, fcntl)
             made = None if fd is None else (fd, name)
-        elif fcntl is not None:
+        elif fcntl is not None and directory.exists(name):
             # Without flock (Windows) none is known to be abandoned.
             _remove_abandoned(directory, name, fcntl)
     return made
@@ -3893,25 +3897,33 @@ class _Walk:
         """Into the directory ``name``, or where the link ``name`` leads."""
         if name in ("", "."):
             return
-        shown = os.path.join(self.way, name)
-        if self.fd is None:
-            self.way = shown
-            return
-        try:
-            step: int | None = os.open(name, _WALK_FLAGS | _O_NOFOLLOW, dir_fd=self.fd)
-        except OSError as exc:
-            # A link (ELOOP, ENOTDIR), missing, or not to be searched.
-            target = _link_target(_Directory(self.fd, self.way), name, shown)
-            if target is not None:
-                return self.follow(target)
-            if _O_PATH or exc.errno != errno.EACCES:
-                raise OSError(exc.errno, exc.strerror, shown) from None
+        if self.fd is not None:
+            try:
+                fd = os.open(name, _WALK_FLAGS | _O_NOFOLLOW, dir_fd=self.fd)
+            except OSError as exc:
+                # A link (ELOOP, ENOTDIR), missing, or not to be searched.
+                self.step_aside(name, exc)
+                return
+            os.close(self.fd)
+            self.fd = fd
+            if name == "..":
+                self.way = _parent(self.way)
+                return
+        self.way = _joined(self.way, name)
+
+    def step_aside(self, name: str, error: OSError) -> None:
+        """Follow the link ``name`` (the user's or root's); else ``error``, said of ``name``."""
+        shown = _joined(self.way, name)
+        target = _link_target(_Directory(self.fd, self.way), name, shown)
+        if target is not None:
+            self.follow(target)
+        elif _O_PATH or error.errno != errno.EACCES or self.fd is None:
+            raise OSError(error.errno, error.strerror, shown) from None
+        else:
             # Not readable, and no O_PATH to open it unread (not on Linux): by path from here.
-            step = None
-        os.close(self.fd)
-        self.fd = step
-        self.way = _parent(self.way) if name == ".." and step is not None else shown
-        return None
+            os.close(self.fd)
+            self.fd = None
+            self.way = shown
 
     def follow(self, target: str) -> None:
         """Walk on where a link leads, from the directory it stands in."""
@@ -3946,7 +3958,7 @@ class _Walk:
             # Nothing there, or not to be looked at: making the file says why.
             status = None
         if status is not None and stat.S_ISLNK(status.st_mode):
-            target = _link_target(directory, name, os.path.join(self.way, name))
+            target = _link_target(directory, name, _joined(self.way, name))
             # None: no longer a link when opened to be read (replaced meanwhile): looked at again.
             self.follow(name if target is None else target)
             return None
@@ -3954,6 +3966,14 @@ class _Walk:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.path)
         self.fd = None
         return _Destination(directory, name, status)
+
+
+def _joined(way: str, name: str) -> str:
+    """``os.path.join(way, name)``, of a directory walked to and a name in it, in a tenth of
+    the time: a download joins one for each directory on its way."""
+    if not way or way.endswith("/"):
+        return way + name
+    return f"{way}/{name}"
 
 
 def _parent(way: str) -> str:

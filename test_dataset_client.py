@@ -7884,13 +7884,13 @@ class SecondReviewFileTests(ServerTestCase):
             ".notes.txt.part.json.laptop-1.tmp",
             ".notes.txt.0123456789ab.part",
             ".notes.txt.part.json.0123abcd.tmp",
-            ".notes.txt.5.part",
+            ".notes.txt.4.part",
             ".notes.txt.01.part",
         ]
         for resume in (False, True):
             with self.subTest(resume=resume):
                 directory = self.tmp()
-                for name in [*users, *(f".notes.txt.{n}.part" for n in (1, 2, 4))]:
+                for name in [*users, *(f".notes.txt.{n}.part" for n in (1, 2, 3))]:
                     (directory / name).write_bytes(b"kept")
                 if resume:  # a save of the state that kill -9 cut short
                     (directory / ".notes.txt.part.json.tmp").write_bytes(b"{")
