@@ -3088,10 +3088,13 @@ class _FileTarget(_Sink):
         """``.NAME.part`` and its state, ours and locked; else None."""
         name = self.stem + ".part"
         state = _StateFile(self.directory, name + ".json")
-        with contextlib.suppress(FileNotFoundError):
-            if not _is_own_regular_file(self.directory.status(state.name)):
+        try:
+            found = _is_own_regular_file(self.directory.status(state.name))
+            if not found:
                 # Not ours to read or replace: left alone.
                 return None
+        except FileNotFoundError:
+            found = False
         try:
             fd: int | None = self.directory.create(name, 0o666)
         except FileExistsError:
@@ -3101,7 +3104,7 @@ class _FileTarget(_Sink):
         try:
             # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
-                state.load()
+                state.load(found)
                 self.temporary = name
                 self.state = state
         finally:
@@ -3614,8 +3617,9 @@ class _Directory:
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept. Saved
-    through ``.NAME.part.json.tmp``: the one download that holds the partial file's lock saves."""
+    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept;
+    ``ours``: this download's is there (found, or saved), the only one it removes. Saved through
+    ``.NAME.part.json.tmp``: only the download that holds the partial file's lock saves."""
 
     def __init__(self, directory: _Directory, name: str) -> None:
         self.directory = directory
@@ -3624,16 +3628,35 @@ class _StateFile:
         # What an earlier run left, not yet checked.
         self.saved: Any = None
         self.kept = False
+        self.ours = False
+        # Another user's file put at the state's name (in a sticky directory): no more saves.
+        self.refused = False
 
-    def load(self) -> None:
+    def load(self, found: bool) -> None:
+        """Read what an earlier run kept (``found``: the user's own state file is there)."""
         # A save that kill -9 cut short left its temporary file.
         _remove_abandoned(self.directory, self.temporary, _fcntl())
         self.saved = _read_state(self.directory, self.name)
         self.kept = self.saved is not None
+        self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
+        if self.refused:
+            return
         data = json.dumps(state).encode()
+        try:
+            self.write(data)
+        except PermissionError:
+            # Another user's file there, which a sticky directory keeps: this download goes on,
+            # not resumable.
+            self.refused = True
+            self.kept = False
+            return
+        self.kept = True
+        self.ours = True
+
+    def write(self, data: bytes) -> None:
         try:
             self.directory.write_new(self.temporary, data, self.name)
         except FileExistsError:
@@ -3641,11 +3664,12 @@ class _StateFile:
             # FIFO, left alone. This save and the next go through a name no one can guess.
             self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
             self.directory.write_new(self.temporary, data, self.name)
-        self.kept = True
 
     def remove(self) -> None:
-        self.directory.remove(self.name)
+        if self.ours:
+            self.directory.remove(self.name)
         self.kept = False
+        self.ours = False
 
 
 def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:

@@ -353,6 +353,33 @@ class SwappedDirectoryTests(ServerTestCase):
             self.check(self.download(resume=True))
 
 
+class NeighboursStateFileTests(ServerTestCase):
+    """Issue 35: a download removes only the state it found or saved, never a file put there."""
+
+    def test_a_file_put_at_the_states_name_after_it_was_looked_at_is_left_alone(self) -> None:
+        # Found by .ci/second_user_checks.py's neighbour loop: reset() and the end of a failed
+        # download removed .NAME.part.json whoever had put it there since.
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give a file to another user")
+        directory = self.tmp()
+        theirs = directory / ".out.bin.part.json"
+        load = dc._StateFile.load
+
+        def planted_after_the_look(state: Any, found: bool) -> None:
+            load(state, found)
+            theirs.write_bytes(b"the neighbour's")
+            os.chown(theirs, STRANGER, STRANGER)
+
+        self.script(base.reply(404, {"message": "gone"}))
+        with (
+            mock.patch.object(dc._StateFile, "load", planted_after_the_look),
+            self.assertRaises(dc.ServiceError),
+        ):
+            self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertEqual(theirs.read_bytes(), b"the neighbour's")
+        self.assertEqual([path.name for path in directory.iterdir()], [theirs.name])
+
+
 class KilledInACrowdedDirectoryTests(ServerTestCase):
     """Issue 35: kill -9 mid-download in a crowded directory; the next download to that
     destination finds what it left by name: the file right, nothing left."""
