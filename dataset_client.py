@@ -3095,16 +3095,22 @@ class _FileTarget(_Sink):
                 return None
         except FileNotFoundError:
             found = False
+        made = True
         try:
             fd: int | None = self.directory.create(name, 0o666)
         except FileExistsError:
+            made = False
             fd = self.directory.open_own(name)
         if fd is None:
             return None
         try:
             # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
-                state.load(found)
+                # A new partial file takes up nothing (a state found without one is dropped).
+                if made:
+                    state.ours = found
+                else:
+                    state.load(found)
                 self.temporary = name
                 self.state = state
         finally:
@@ -3619,7 +3625,8 @@ class _Directory:
 class _StateFile:
     """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept;
     ``ours``: this download's is there (found, or saved), the only one it removes. Saved through
-    ``.NAME.part.json.tmp``: only the download that holds the partial file's lock saves."""
+    ``.NAME.part.json.tmp``: only the download that holds the partial file's lock saves, and
+    what a save cut short by kill -9 left there is removed by the next save."""
 
     def __init__(self, directory: _Directory, name: str) -> None:
         self.directory = directory
@@ -3634,8 +3641,6 @@ class _StateFile:
 
     def load(self, found: bool) -> None:
         """Read what an earlier run kept (``found``: the user's own state file is there)."""
-        # A save that kill -9 cut short left its temporary file.
-        _remove_abandoned(self.directory, self.temporary, _fcntl())
         self.saved = _read_state(self.directory, self.name)
         self.kept = self.saved is not None
         self.ours = found or self.kept
@@ -3659,11 +3664,13 @@ class _StateFile:
     def write(self, data: bytes) -> None:
         try:
             self.directory.write_new(self.temporary, data, self.name)
+            return
         except FileExistsError:
-            # Not this download's (its own is removed when loaded): a neighbour's file, link or
-            # FIFO, left alone. This save and the next go through a name no one can guess.
-            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
-            self.directory.write_new(self.temporary, data, self.name)
+            # A save that kill -9 cut short left it (removed), or a neighbour's file, link or
+            # FIFO (left alone: this save and the next go through a name no one can guess).
+            if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+        self.directory.write_new(self.temporary, data, self.name)
 
     def remove(self) -> None:
         if self.ours:

@@ -363,16 +363,16 @@ class NeighboursStateFileTests(ServerTestCase):
             self.skipTest("needs root to give a file to another user")
         directory = self.tmp()
         theirs = directory / ".out.bin.part.json"
-        load = dc._StateFile.load
+        lock = dc._FileTarget._lock
 
-        def planted_after_the_look(state: Any, found: bool) -> None:
-            load(state, found)
+        def planted_after_the_look(target: Any, fd: int) -> bool:
             theirs.write_bytes(b"the neighbour's")
             os.chown(theirs, STRANGER, STRANGER)
+            return lock(target, fd)  # type: ignore[no-any-return]
 
         self.script(base.reply(404, {"message": "gone"}))
         with (
-            mock.patch.object(dc._StateFile, "load", planted_after_the_look),
+            mock.patch.object(dc._FileTarget, "_lock", planted_after_the_look),
             self.assertRaises(dc.ServiceError),
         ):
             self.client().download("files/x", directory / "out.bin", resume=True)
