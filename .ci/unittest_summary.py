@@ -1,7 +1,8 @@
 """The README's test command (`python -m unittest` discovery), closing with 'tests: N passed, N failed' line.
 
-    python .ci/unittest_summary.py                      # every test_*.py here
-    python .ci/unittest_summary.py TestClass ...        # only these classes (of either test module)
+    python .ci/unittest_summary.py                      # every test_*.py here and in tests/
+    python .ci/unittest_summary.py TestClass ...        # only these classes (of any test module)
+    python .ci/unittest_summary.py TestClass.test_x ... # or these tests
 
 Used by the .ci scripts that run the suite somewhere else (a chroot's Python, a stand-in
 for Windows), so that each closes on the same plain line as .ci/run's own runs.
@@ -9,6 +10,8 @@ for Windows), so that each closes on the same plain line as .ci/run's own runs.
 
 from __future__ import annotations
 
+import glob
+import importlib
 import os
 import sys
 import unittest
@@ -21,19 +24,17 @@ def suite_of(names: list[str]) -> unittest.TestSuite:
     sys.path.insert(
         0, os.getcwd()
     )  # as `python -m unittest` does; a script's own directory is .ci/
-    return loader.loadTestsFromNames(f"{module_of(name)}.{name}" for name in names)
+    return loader.loadTestsFromNames(f"{module_of(name.split('.')[0])}.{name}" for name in names)
 
 
 def module_of(name: str) -> str:
-    """The test module that defines the class ``name``: the command line's, else the library's."""
-    import test_dataset_client_cli
-
-    defined_in = getattr(getattr(test_dataset_client_cli, name, None), "__module__", None)
-    return (
-        "test_dataset_client_cli"
-        if defined_in == "test_dataset_client_cli"
-        else "test_dataset_client"
-    )
+    """The test module that defines the class ``name``: test_dataset_client or one in tests/."""
+    paths = sorted(glob.glob("test_*.py")) + sorted(glob.glob("tests/test_*.py"))
+    for module in (path[: -len(".py")].replace("/", ".") for path in paths):
+        defined = getattr(importlib.import_module(module), name, None)
+        if getattr(defined, "__module__", None) == module:
+            return module
+    raise SystemExit(f"no test class {name} in {', '.join(paths)}")
 
 
 def run(names: list[str]) -> int:
