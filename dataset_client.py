@@ -3260,27 +3260,21 @@ _SWAPPED = "another file was put in place of the temporary file"
 
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, for the
-    command line: named and opened as the download does."""
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
+    the download names it (for the command line)."""
 
     def __init__(self, destination: str) -> None:
         self.destination = destination
         found = _walk_to(destination)
-        try:
-            self.file_path = found.path
-            stem = _hidden_stem(found.directory, found.name)
-            self.path = os.path.join(found.directory.path, stem + ".part")
-        finally:
-            found.directory.close()
+        self.file_path = found.path
+        stem = _hidden_stem(found.directory, found.name)
+        found.directory.close()
+        self.path = _joined(found.directory.path, stem + ".part")
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        found = _walk_to(self.destination)
-        try:
-            stem = _hidden_stem(found.directory, found.name)
-            saved = _read_state(found.directory, stem + ".part.json")
-        finally:
-            found.directory.close()
+        place = _Directory(None, os.path.dirname(self.path))
+        saved = _read_state(place, os.path.basename(self.path) + ".json")
         return _checked_state(saved, url) is not None
 
     def remove(self) -> None:
@@ -3531,14 +3525,12 @@ _HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
 
 
 class _Directory:
-    """A directory walked to and held: the names in it are made, opened, looked at, moved and
-    removed relative to its descriptor (``fd``), never through a path a neighbour could re-point.
-    Without one (Windows, where there are no owners to tell apart; or a directory one may search
-    but not read, without O_PATH), each name is joined to its ``path``."""
+    """A directory walked to: names in it made, looked at, moved and removed relative to its
+    descriptor (``fd``), never through a path a neighbour could re-point; without one (see
+    _Destination), joined to its ``path`` (as walked: for messages)."""
 
     def __init__(self, fd: int | None, path: str) -> None:
         self.fd = fd
-        # The directory as walked to (links read where they stood): for messages.
         self.path = path
         self.prefix = "" if fd is not None else os.path.join(path, "")
 
@@ -3554,8 +3546,8 @@ class _Directory:
         return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
 
     def open_own(self, name: str) -> int | None:
-        """``name`` opened read-write (not through a link, not waiting for a FIFO's reader), if
-        the user's own regular file with one link; else None."""
+        """``name`` opened read-write, not through a link nor waiting (a FIFO), if the user's
+        own regular file with one link; else None."""
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
@@ -3571,17 +3563,14 @@ class _Directory:
         return os.lstat(self.prefix + name, dir_fd=self.fd)
 
     def exists(self, name: str) -> bool:
-        """True when anything is at ``name`` (a link too): a look that raises nothing."""
+        """True when anything is at ``name`` (a link too), told without raising (not on Windows)."""
         return os.access(self.prefix + name, os.F_OK, dir_fd=self.fd, follow_symlinks=False)
 
     def holds(self, status: os.stat_result, name: str) -> bool:
-        """True when ``name`` is the file of ``status`` (an open file's)."""
+        """True when ``name`` is the file of ``status``."""
         with contextlib.suppress(OSError):
             return os.path.samestat(self.status(name), status)
         return False
-
-    def readlink(self, name: str) -> str:
-        return os.readlink(self.prefix + name, dir_fd=self.fd)
 
     def replace(self, source: str, target: str) -> None:
         os.replace(
@@ -3612,7 +3601,6 @@ class _Directory:
             raise
 
     def name_max(self) -> int:
-        """The longest name the directory's file system takes, in bytes."""
         try:
             if self.fd is not None:
                 return os.fpathconf(self.fd, "PC_NAME_MAX")
@@ -3728,8 +3716,8 @@ def _claim(directory: _Directory, name: str, fcntl: Any, *, sweep: bool = True) 
 
 
 def _locked_as_made(fd: int, fcntl: Any) -> bool:
-    """True once ``fd``, a file just made, is locked and still linked. Until this lock, another
-    download's sweep may take it for abandoned: it then holds it an instant and unlinks it."""
+    """True once ``fd``, a file just made, is locked and still linked: until then another
+    download's sweep may take it for abandoned (and hold it an instant, and unlink it)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -3857,72 +3845,41 @@ def _process_exists(pid: int) -> bool:
 
 
 class _Destination:
-    """Where a path destination leads: the directory walked to, held, the name there and what
-    was there when looked at (None: nothing, or a process's descriptor: ``descriptor``)."""
-
-    def __init__(self, directory: _Directory, name: str, status: os.stat_result | None) -> None:
-        self.directory = directory
-        self.name = name
-        self.status = status
-        # The path as the caller gave it.
-        self.given = ""
-        # /dev/fd/N or /proc/PID/fd/N: a stream, of this process (``own``) or another.
-        self.descriptor = False
-        self.own = False
-
-    @property
-    def path(self) -> str:
-        """The destination as walked to: the user's and root's links followed."""
-        return os.path.join(self.directory.path, self.name)
-
-
-def _walk_to(path: str) -> _Destination:
-    """The destination ``path`` leads to (see _Walk); an error on the way said of ``path``."""
-    try:
-        found = _Walk(path).to_the_end()
-    except OSError as exc:
-        # Another user's link is refused as it is; a directory missing on the way is said of
-        # the destination.
-        if exc.strerror == _NOT_FOLLOWED:
-            raise
-        raise _said_of(path, exc, os.path.dirname(path)) from None
-    found.given = path
-    return found
-
-
-class _Walk:
-    """A path walked as the kernel walks it, a directory descriptor at a time (``openat`` with
-    O_NOFOLLOW, from the working directory for a relative path), each link read where it stands
-    and followed only when the user's or root's (at the end too), another user's a
-    PermissionError naming it. Where there are no directory descriptors (Windows), or a
-    directory cannot be opened without reading it (no O_PATH), the rest is walked by path."""
+    """A path destination walked to as the kernel walks it, a directory descriptor at a time
+    (``openat`` with O_NOFOLLOW): each link, the last name's too, read where it stands and
+    followed when the user's or root's, another user's a PermissionError naming it. Then its
+    ``directory``, held, the ``name`` there and what was there (``status``, None: nothing), or
+    a process's ``descriptor`` ("own" or "other"). Without directory descriptors (Windows), or
+    for a directory one may search but not read without O_PATH, the rest is walked by path."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        # The names still to walk, the next one last; a trailing "/" says "a directory".
+        self.given = path
+        # The names still to walk, the next one last.
         self.names = path.rstrip("/").split("/")[::-1]
-        self.trailing = path.endswith("/")
-        # The directory walked to, as shown: links read, ".." its parent, never realpath.
+        # The directory reached, as shown: links read where they stood, never realpath.
         self.way = "/" if path.startswith("/") else ""
         self.links = 0
-        self.fd: int | None = None
-        if _HAS_DIRECTORY_DESCRIPTORS:
-            self.fd = os.open(self.way or ".", _WALK_FLAGS)
-
-    def to_the_end(self) -> _Destination:
+        self.fd = os.open(self.way or ".", _WALK_FLAGS) if _HAS_DIRECTORY_DESCRIPTORS else None
+        self.name = ""
+        self.status: os.stat_result | None = None
+        self.descriptor = ""
         try:
-            while True:
+            while self.names:
                 name = self.names.pop()
                 if self.names:
                     self.step(name)
-                    continue
-                found = self.end(name)
-                if found is not None:
-                    return found
+                else:
+                    self.end(name)
         except BaseException:
             if self.fd is not None:
                 os.close(self.fd)
             raise
+        self.directory = _Directory(self.fd, self.way)
+
+    @property
+    def path(self) -> str:
+        """The destination as walked to: the user's and root's links followed."""
+        return _joined(self.directory.path, self.name)
 
     def step(self, name: str) -> None:
         """Into the directory ``name``, or where the link ``name`` leads."""
@@ -3937,9 +3894,6 @@ class _Walk:
                 return
             os.close(self.fd)
             self.fd = fd
-            if name == "..":
-                self.way = _parent(self.way)
-                return
         self.way = _joined(self.way, name)
 
     def step_aside(self, name: str, error: OSError) -> None:
@@ -3961,7 +3915,7 @@ class _Walk:
         self.links += 1
         # The kernel's own limit on links in a row.
         if self.links > 40:
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), self.path)
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), self.given)
         self.names.extend(target.split("/")[::-1])
         if target.startswith("/"):
             self.way = "/"
@@ -3970,50 +3924,48 @@ class _Walk:
                 os.close(self.fd)
                 self.fd = root
 
-    def end(self, name: str) -> _Destination | None:
-        """Look at the last name: a link is followed (None: the walk goes on); else the end."""
+    def end(self, name: str) -> None:
+        """Look at the last name: a link followed (the walk goes on), else the end."""
         if name in ("", ".", ".."):
-            raise ValueError(f"destination is a directory: {self.path!r}")
-        directory = _Directory(self.fd, self.way)
+            raise ValueError(f"destination is a directory: {self.given!r}")
+        self.name = name
         if name.isascii() and name.isdigit():
             match = _descriptor_directory(self.way)
             if match is not None:
-                self.fd = None
-                found = _Destination(directory, name, None)
-                found.descriptor = True
-                found.own = match[1] in (None, "self", "thread-self", str(os.getpid()))
-                return found
+                own = match[1] in (None, "self", "thread-self", str(os.getpid()))
+                self.descriptor = "own" if own else "other"
+                return
+        directory = _Directory(self.fd, self.way)
         try:
-            status: os.stat_result | None = directory.status(name)
+            self.status = directory.status(name)
         except OSError:
             # Nothing there, or not to be looked at: making the file says why.
-            status = None
-        if status is not None and stat.S_ISLNK(status.st_mode):
+            self.status = None
+        if self.status is not None and stat.S_ISLNK(self.status.st_mode):
             target = _link_target(directory, name, _joined(self.way, name))
-            # None: no longer a link when opened to be read (replaced meanwhile): looked at again.
+            # None: no longer a link when opened to be read (replaced meanwhile): looked again.
             self.follow(name if target is None else target)
-            return None
-        if self.trailing and (status is None or not stat.S_ISDIR(status.st_mode)):
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.path)
-        self.fd = None
-        return _Destination(directory, name, status)
+        elif self.given.endswith("/") and not (self.status and stat.S_ISDIR(self.status.st_mode)):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.given)
+
+
+def _walk_to(path: str) -> _Destination:
+    """The destination ``path`` leads to; an error on the way said of ``path``."""
+    try:
+        return _Destination(path)
+    except OSError as exc:
+        # Another user's link is refused as it is; a directory missing on the way is said of
+        # the destination.
+        if exc.strerror == _NOT_FOLLOWED:
+            raise
+        raise _said_of(path, exc, os.path.dirname(path)) from None
 
 
 def _joined(way: str, name: str) -> str:
-    """``os.path.join(way, name)``, of a directory walked to and a name in it, in a tenth of
-    the time: a download joins one for each directory on its way."""
+    """``os.path.join(way, name)`` in a tenth of the time (a download joins a few)."""
     if not way or way.endswith("/"):
         return way + name
     return f"{way}/{name}"
-
-
-def _parent(way: str) -> str:
-    """The directory above ``way``, a directory walked to (as shown)."""
-    if way == "/":
-        return way
-    if way in ("", "..") or way.endswith("/.."):
-        return os.path.join(way, "..")
-    return os.path.dirname(way)
 
 
 def _link_target(directory: _Directory, name: str, shown: str) -> str | None:
@@ -4030,7 +3982,9 @@ def _link_target(directory: _Directory, name: str, shown: str) -> str | None:
             return None
         if not _is_mine(link, or_root=True):
             raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown)
-        return os.readlink("", dir_fd=fd) if fd >= 0 else directory.readlink(name)
+        if fd >= 0:
+            return os.readlink("", dir_fd=fd)
+        return os.readlink(directory.prefix + name, dir_fd=directory.fd)
     finally:
         if fd >= 0:
             os.close(fd)
@@ -4041,7 +3995,7 @@ def _open_special_destination(found: _Destination, in_time: Callable[[], None]) 
     fs.protected_fifos would allow; a FIFO's reader waited for while ``in_time()`` allows."""
     status = found.status
     if found.descriptor:
-        if not found.own:
+        if found.descriptor == "other":
             # Another process's: opened anew through its /proc link.
             fd = _open_without_waiting(found, os.O_WRONLY | os.O_APPEND, in_time)
             return open(fd, "wb", buffering=0)
