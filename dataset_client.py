@@ -3273,8 +3273,11 @@ class _PartialFile:
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        place = _Directory(None, os.path.dirname(self.path))
-        saved = _read_state(place, os.path.basename(self.path) + ".json")
+        found = _walk_to(self.destination)
+        try:
+            saved = _read_state(found.directory, os.path.basename(self.path) + ".json")
+        finally:
+            found.directory.close()
         return _checked_state(saved, url) is not None
 
     def remove(self) -> None:
