@@ -3018,11 +3018,15 @@ class _Sink:
     """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
     state: _StateFile | None = None
-    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
+    # Bytes written, read back (None: they cannot be).
+    read_at: Callable[[int, int], bytes] | None = None
     write_at: Callable[[int, bytes], None]
-    reset: Callable[[], None]  # forget what was written: the file is sent anew
-    position: int | None = None  # bytes written in order, when not the bytes received
-    hashes_in_order = False  # True: the file's hash is handed each piece written
+    # Forget what was written: the file is sent anew.
+    reset: Callable[[], None]
+    # Bytes written in order, when not the bytes received.
+    position: int | None = None
+    # True: the file's hash is handed each piece written.
+    hashes_in_order = False
 
     def __enter__(self: _T) -> _T:
         return self
@@ -3046,13 +3050,16 @@ class _Sink:
     def discard(self, part: _Part | None, start: int) -> None:
         """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
-    def stop(self) -> None: ...  # the transfer failed: no part may wait here
+    def stop(self) -> None:
+        """The transfer failed: no part may wait here."""
 
-    def finish(self, total: int | None) -> None: ...  # every part is in
+    def finish(self, total: int | None) -> None:
+        """Every part is in."""
 
     def write_until(self, ended: Callable[[], bool]) -> None: ...
 
-    def wake(self) -> None: ...  # a part thread has ended
+    def wake(self) -> None:
+        """A part thread has ended."""
 
 
 class _FileTarget(_Sink):
@@ -3308,23 +3315,31 @@ class _StreamTarget(_Sink):
         ):
             wanted = "a path or a binary file object open for writing"
             raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
-        self.stream, self.opened = stream, opened  # opened: closed on exit
+        self.stream = stream
+        # Opened here (a device, a FIFO): closed on exit.
+        self.opened = opened
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
-        self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
+        # Raises once the call must end (set by the transfer).
+        self.in_time: Callable[[], None] = lambda: None
+        # A pipe, FIFO or socket's: its reader may stop reading.
+        self.poller: Any = None
         try:
-            mode = os.fstat(fd := stream.fileno()).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):  # a BytesIO
+            self.fd = stream.fileno()
+            mode = os.fstat(self.fd).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):
+            # A BytesIO.
             return
         if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
-            self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
-            self.poller.register(fd, select.POLLOUT)
-            try:  # Linux: how much it holds
-                self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-            except (AttributeError, OSError):  # elsewhere, and a socket
+            self.poller = select.poll()
+            self.poller.register(self.fd, select.POLLOUT)
+            fcntl = _fcntl()
+            try:
+                # Linux: how much it holds (elsewhere, and for a socket: not known).
+                self.size = int(fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ))
+            except (AttributeError, OSError):
                 self.size = 0
 
     def reset(self) -> None:
@@ -3332,16 +3347,19 @@ class _StreamTarget(_Sink):
             message = "the server started the transfer over and the destination cannot seek back"
             raise InvalidResponseError(message)
         self.stream.seek(self.start)
-        with contextlib.suppress(OSError):  # devices cannot be truncated
+        # Devices cannot be truncated.
+        with contextlib.suppress(OSError):
             self.stream.truncate()
 
     def __exit__(self, *exc_info: object) -> None:
         if self.opened:
             self.stream.close()
 
-    def take_up(self, url: str) -> None: ...  # a stream is never resumed
+    def take_up(self, url: str) -> None:
+        """A stream is never resumed."""
 
-    def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
+    def commit(self, total: int | None) -> None:
+        """The bytes are in the stream."""
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write in order; into a pipe, FIFO or socket only what fits without blocking."""
@@ -3351,10 +3369,12 @@ class _StreamTarget(_Sink):
         if isinstance(stream, io.BufferedWriter):
             stream.flush()
             stream = stream.raw
-        view, start = memoryview(data), 0
+        view = memoryview(data)
+        start = 0
         while start < len(view):
             if self.poller.poll(_WAKE_SECONDS * 1000):
-                room = select.PIPE_BUF  # POSIX: what poll() promises; all it holds when empty
+                # POSIX: what poll() promises; all it holds when it is empty.
+                room = select.PIPE_BUF
                 if self.size:
                     import termios
 
@@ -3368,7 +3388,8 @@ class _StreamTarget(_Sink):
 def _write_all(stream: Any, data: bytes | memoryview) -> None:
     while True:
         written = stream.write(data)
-        if written is None or written >= len(data):  # buffered streams write everything
+        # Buffered streams write everything.
+        if written is None or written >= len(data):
             return
         if written <= 0:
             raise OSError(errno.EIO, "the destination's write() made no progress")
@@ -3378,8 +3399,10 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 class _ReorderBuffer(_Sink):
     """Parallel parts into a stream, in order, by the caller's thread; ``limit`` bytes wait here."""
 
-    hashes_in_order = True  # what was written cannot be read back
-    max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
+    # What was written cannot be read back.
+    hashes_in_order = True
+    # A server may announce 2**63 - 1 bytes.
+    max_parts = 1 << 14
 
     def __init__(
         self,
@@ -3390,17 +3413,26 @@ class _ReorderBuffer(_Sink):
     ) -> None:
         import threading
 
-        self.target, self.limit, self.written, self.in_time = target, limit, written, in_time
+        self.target = target
+        self.limit = limit
+        self.written = written
+        self.in_time = in_time
         self.condition = threading.Condition(_thread.allocate_lock())
-        self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
+        # By offset: waiting to be written.
+        self.chunks: dict[int, tuple[bytes, _Part]] = {}
         self.position: int = 0
-        self.buffered = self.peak = 0  # bytes waiting now, and at most
-        self.writing = False  # the writer is in release()
-        self.stopped = False  # the transfer failed
+        # Bytes waiting now, and at most (which the tests hold to ``limit``).
+        self.buffered = 0
+        self.peak = 0
+        # The writer is in release().
+        self.writing = False
+        # The transfer failed.
+        self.stopped = False
         self.writer = _thread.get_ident()
 
     def put(self, part: _Part, data: bytes) -> None:
-        offset, size = part.offset, len(data)
+        offset = part.offset
+        size = len(data)
         while True:
             with self.condition:
                 if self.stopped or offset + size <= self.position + max(self.limit, size):
@@ -3411,7 +3443,8 @@ class _ReorderBuffer(_Sink):
                     self.peak = max(self.peak, self.buffered)
                     break
                 if _thread.get_ident() != self.writer:
-                    self._wait()  # for room, that the writer makes
+                    # For room, that the writer makes.
+                    self._wait()
                     continue
             self._write_when_there()
         self.release()
@@ -3439,7 +3472,8 @@ class _ReorderBuffer(_Sink):
 
     def _ready(self) -> bool:
         """(Under the lock) the bytes at the position are there and may be written."""
-        if (chunk := self.chunks.get(self.position)) is None:
+        chunk = self.chunks.get(self.position)
+        if chunk is None:
             return False
         check = chunk[1].check
         return check is None or not check.held or self.position < check.start
@@ -3458,7 +3492,8 @@ class _ReorderBuffer(_Sink):
                         return True
                     data, _ = self.chunks.pop(self.position)
                     self.buffered -= len(data)
-                self.target.write_at(self.position, data)  # unlocked: a signal interrupts it
+                # Unlocked: a signal interrupts it.
+                self.target.write_at(self.position, data)
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
@@ -3492,7 +3527,8 @@ class _ReorderBuffer(_Sink):
             self.chunks.clear()
             self.buffered = 0
             self.stopped = False
-            if self.position:  # else nothing to take back
+            # Else nothing to take back.
+            if self.position:
                 self.target.reset()
             self.position = 0
 
@@ -3832,17 +3868,20 @@ def _abandoned_lock(directory: _Directory, name: str) -> os.stat_result | None:
 
 
 def _process_exists(pid: int) -> bool:
-    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
+    if _WINDOWS:
+        # Not on Linux: there os.kill(pid, 0) would end the process.
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        # 0x1000: PROCESS_QUERY_LIMITED_INFORMATION.
+        handle = kernel32.OpenProcess(0x1000, False, pid)
         if handle:
             kernel32.CloseHandle(handle)
         return bool(handle)
     try:
         os.kill(pid, 0)
-    except OSError as exc:  # EPERM: it exists, as another user
+    except OSError as exc:
+        # EPERM: it exists, as another user's.
         return not isinstance(exc, ProcessLookupError)
     return True
 
