@@ -3077,8 +3077,7 @@ class _FileTarget(_Sink):
         self.seeking = _thread.allocate_lock()
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
-        # Where there is no flock (Windows): .NAME.part.lock, holding the process id.
-        self.lock_name = ""
+        self.lock = _PartLock(self.directory, self.stem + ".part")
         self.committed = False
         try:
             fd = self._open_resumable() if resume else None
@@ -3112,7 +3111,7 @@ class _FileTarget(_Sink):
             return None
         try:
             # Still that file once locked: its holder may have committed it since.
-            if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
+            if self.lock.take(fd) and self.directory.holds(os.fstat(fd), name):
                 # A new partial file takes up nothing (a state found without one is dropped).
                 if made:
                     state.ours = found
@@ -3122,7 +3121,7 @@ class _FileTarget(_Sink):
                 self.state = state
         finally:
             if self.state is None:
-                self._unlock()
+                self.lock.release()
                 os.close(fd)
         return None if self.state is None else fd
 
@@ -3143,32 +3142,6 @@ class _FileTarget(_Sink):
             (start, end, min(done, max(0, size - start))) for start, end, done in spans
         ]
 
-    def _lock(self, fd: int) -> bool:
-        fcntl = _fcntl()
-        if fcntl is None:
-            # Not on Linux: Windows has no flock.
-            return self._lock_with_a_file()
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        return False
-
-    def _lock_with_a_file(self) -> bool:
-        """``.NAME.part.lock``, made with O_EXCL; taken over when its process is gone."""
-        name = self.stem + ".part.lock"
-        try:
-            self.directory.write_new(name, str(os.getpid()).encode())
-        except FileExistsError:
-            if not _take_over_abandoned_lock(self.directory, name):
-                return False
-        self.lock_name = name
-        return True
-
-    def _unlock(self) -> None:
-        if self.lock_name:
-            self.directory.remove(self.lock_name)
-            self.lock_name = ""
-
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):
             self.directory.remove(self.temporary)
@@ -3176,7 +3149,7 @@ class _FileTarget(_Sink):
                 self.state.remove()
         # Closed after the unlink: the lock keeps other processes off until then.
         os.close(self.fd)
-        self._unlock()
+        self.lock.release()
         self.directory.close()
 
     def reset(self) -> None:
@@ -3827,6 +3800,40 @@ def _free_space(fd: int, directory: str) -> int:
         return shutil.disk_usage(directory or ".").free
     status = os.fstatvfs(fd)
     return status.f_bavail * status.f_frsize
+
+
+class _PartLock:
+    """What keeps other downloads off ``.NAME.part``: an flock on it; without flock (Windows)
+    the file ``.NAME.part.lock``, holding the process id, taken over once that process is gone."""
+
+    def __init__(self, directory: _Directory, part: str) -> None:
+        self.directory = directory
+        self.name = part + ".lock"
+        self.made = False
+
+    def take(self, fd: int) -> bool:
+        fcntl = _fcntl()
+        if fcntl is None:
+            return self.take_with_a_file()
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        return False
+
+    def take_with_a_file(self) -> bool:
+        """``.NAME.part.lock``, made with O_EXCL (or taken over when abandoned)."""
+        try:
+            self.directory.write_new(self.name, str(os.getpid()).encode())
+        except FileExistsError:
+            if not _take_over_abandoned_lock(self.directory, self.name):
+                return False
+        self.made = True
+        return True
+
+    def release(self) -> None:
+        if self.made:
+            self.directory.remove(self.name)
+            self.made = False
 
 
 def _take_over_abandoned_lock(directory: _Directory, name: str) -> bool:
