@@ -25,7 +25,7 @@ from dataset_client import DatasetClient, ServiceError
 from tests.support import (
     BIG,
     BIG_SHA,
-    DATA,
+    SMALL,
     Handler,
     ServerTestCase,
     cut,
@@ -475,7 +475,7 @@ class FifoWithoutReaderTests(ServerTestCase):
 
     def test_the_deadline_ends_the_wait_for_a_reader_before_any_request(self) -> None:
         fifo = self.fifo()
-        self.script(serve_file(DATA))
+        self.script(serve_file(SMALL))
         download = functools.partial(self.client().download, "files/x", fifo, deadline=0.5)
         outcome, _ = run_within(10, download)
         self.assertIsInstance(outcome, dc.RequestTimeoutError, outcome)
@@ -492,7 +492,7 @@ class FifoWithoutReaderTests(ServerTestCase):
 
     def test_a_reader_that_comes_later_gets_the_file(self) -> None:
         fifo = self.fifo()
-        self.script(serve_file(DATA))
+        self.script(serve_file(SMALL))
         received = bytearray()
         outcome: list[object] = []
         download = functools.partial(self.client().download, "files/x", fifo)
@@ -503,4 +503,4 @@ class FifoWithoutReaderTests(ServerTestCase):
         with fifo.open("rb") as reader:
             received.extend(reader.read())
         thread.join(10)
-        self.assertEqual((outcome, bytes(received)), ([None], DATA))
+        self.assertEqual((outcome, bytes(received)), ([None], SMALL))
