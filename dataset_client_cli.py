@@ -1878,11 +1878,13 @@ fi
 """
 
 
-# The files a download makes beside DEST (the library's _FileTarget, _StateFile): never offered.
+# The files a download makes beside DEST (the library's _FileTarget, _StateFile), and the
+# earlier scheme's (.NAME.<hex>.new): never offered.
 _HIDDEN_FILES = (
     ".*.part",
     ".*.part.json",
     ".*.part.lock",
+    ".*.part.json.tmp",
     ".*.part.json.*.tmp",
     ".*.????????????.new",
 )
