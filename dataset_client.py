@@ -3523,7 +3523,7 @@ _MAX_STATE_SIZE = 1024 * 1024
 _LOCK_WRITE_GRACE = 5.0
 # The temporary file's first names (.NAME.1.part ...): tried in turn, and looked at for what a
 # killed download left. A name found taken is stepped over; when all are, a name no one can
-# guess is made (.NAME.<12 hex>.part). See docs/DESIGN.md, "Side files".
+# guess is made (.NAME.<12 hex>.part). See docs/DESIGN.md, "The temporary file's names".
 _SLOTS = 3
 # The longest name made beside NAME, after ".NAME": a state saved through a name of its own.
 _LONGEST_SUFFIX = len(".part.json.01234567.tmp")
