@@ -65,12 +65,15 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
-    if __name__ == "__main__":  # python -m dataset_client
+    # Run as python -m dataset_client: one line, not a traceback from inside.
+    if __name__ == "__main__":
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
-import _thread  # threading itself is imported where a thread is started
+# _thread, not threading: threading itself is imported where a thread is started, off the import
+# path.
+import _thread
 import collections.abc
 import contextlib
 import datetime
@@ -97,12 +100,14 @@ import weakref
 import zlib
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs import time
+# Names for the type checker only: importing typing would cost every import of this module.
+if TYPE_CHECKING:
     import threading
     from collections.abc import Callable, Collection, Iterable, Mapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
+    _E = TypeVar("_E", bound=BaseException)
     _PoolKey = tuple[str, str, str | None]
     _Progress = Callable[[int, int | None], object]
     _Hold = Callable[[socket.socket], None]
@@ -124,21 +129,29 @@ __all__ = (
 __version__ = "1.1.0"
 
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
-_CHUNK_SIZE = 1024 * 1024  # 1 MiB reads measured faster than 64 KiB ones
-_ERROR_BODY_LIMIT = 64 * 1024  # decoded bytes kept in ServiceError.body
-_MAX_CONNECTIONS = 32  # of one download
-_MAX_WAIT = float(_thread.TIMEOUT_MAX)  # the longest time-out a lock or socket takes
-_MAX_SIZE = 2**63 - 1  # the largest file offset
+# Bytes read at once: 1 MiB reads measured faster than 64 KiB ones.
+_CHUNK_SIZE = 1024 * 1024
+# The decoded bytes of an error body kept in ServiceError.body.
+_ERROR_BODY_LIMIT = 64 * 1024
+# The most connections one download may use.
+_MAX_CONNECTIONS = 32
+# The longest time-out a lock or a socket takes.
+_MAX_WAIT = float(_thread.TIMEOUT_MAX)
+# The largest file offset there is.
+_MAX_SIZE = 2**63 - 1
 
 # Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
 _WINDOWS = os.name == "nt"
-_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")  # else a seek under a lock
+# Without pwrite and pread, parts are written after a seek, under a lock.
+_HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
-_HAS_GETEUID = hasattr(os, "geteuid")  # else every file is taken for the user's own
+# Without geteuid (Windows), every file is taken for the user's own.
+_HAS_GETEUID = hasattr(os, "geteuid")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_O_PATH = getattr(os, "O_PATH", 0)  # Linux: a link opened as itself
+# Linux opens a link as itself with O_PATH.
+_O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
 
@@ -156,26 +169,42 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
     ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
-    subclass's."""
+    subclass's. ``named``: what the message names that a caller may word
+    its own way (see ``worded``)."""
 
     method: str = ""
     url: str = ""
     connecting: bool = False
     attempts: int = 1
+    # The message in pieces, and the piece of each name in it (_named makes them).
+    parts: list[str]
+    named: dict[str, int]
 
     def __init__(self, text: str = "", /, **fields: Any) -> None:
         super().__init__(text)
         known = {
             name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", ())
         }
-        if unknown := fields.keys() - known:
+        unknown = fields.keys() - known
+        if unknown:
             raise TypeError(f"{type(self).__name__} has no field {min(unknown)!r}")
         vars(self).update(fields)
 
     def __str__(self) -> str:
-        text, attempts = super().__str__(), self.attempts
+        return self.worded()
+
+    def worded(self, **words: str) -> str:
+        """The message, each setting or size it names (``named``) in ``words``
+        instead: ``worded(deadline="--max-time 5")`` for ``the deadline
+        of 5 s``."""
+        parts = list(vars(self).get("parts") or [super().__str__()])
+        for name, index in vars(self).get("named", {}).items():
+            parts[index] = words.get(name, parts[index])
+        text = "".join(parts)
+        attempts = self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
-            return text  # a deadline's error says it after one attempt too
+            # One attempt goes unsaid, but for a deadline's error: it says it after one attempt too.
+            return text
         return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -186,10 +215,24 @@ def _rebuilt_error(
     cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], payload: str = ""
 ) -> DatasetClientError:
     error = cls.__new__(cls, *args)
-    error.args = args  # OSError's __new__ leaves them to __init__
+    # OSError's __new__ leaves the arguments to __init__, which is not called here.
+    error.args = args
     error.__setstate__(state)
     if payload:
         error.payload = json.loads(payload)  # type: ignore[attr-defined]
+    return error
+
+
+def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
+    """``kind(message, **fields)``, its message joined from ``pieces``: a piece ``(name, words)``
+    names a setting or a size in words a caller may say its own way (the command line: its
+    options, sizes for people). The error keeps them: ``parts``, and ``named`` (the piece of each
+    name). A DatasetClientError says them so in ``worded``; an argument's error is a plain one."""
+    parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
+    error = kind("".join(parts), **fields)
+    error.parts = parts  # type: ignore[attr-defined]
+    named = {piece[0]: at for at, piece in enumerate(pieces) if not isinstance(piece, str)}
+    error.named = named  # type: ignore[attr-defined]
     return error
 
 
@@ -236,7 +279,8 @@ class ServiceError(DatasetClientError, RuntimeError):
     def __reduce__(self) -> tuple[Any, ...]:
         # The payload as JSON text: pickle recurses deeper per level than json.
         rebuilt, (cls, args, state) = super().__reduce__()
-        with contextlib.suppress(ValueError, TypeError, RecursionError):  # else as it is
+        # A payload json cannot write (or nested past its depth) is pickled as it is.
+        with contextlib.suppress(ValueError, TypeError, RecursionError):
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
         return rebuilt, (cls, args, state)
 
@@ -248,7 +292,8 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
     deadline: float | None = None
     retry_after: float | None = None
-    _stalled: bool = False  # below min_rate: retried, its bytes never counted as progress
+    # Below min_rate: retried, and its bytes are never counted as progress.
+    _stalled: bool = False
 
 
 class NetworkError(DatasetClientError, ConnectionError):
@@ -284,6 +329,10 @@ class ChecksumMismatchError(DatasetClientError, ValueError):
 
 class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
+
+
+# What a call after close() is told, wherever the client finds it closed.
+_CLOSED = "the DatasetClient is closed"
 
 
 def _rebuilt_client(
@@ -323,14 +372,15 @@ class DatasetClient:
         # As _Secret first: should a check fail, no traceback's locals show a secret.
         if isinstance(api_key, str):
             api_key = _Secret(api_key)
-        if isinstance(headers, dict):
+        if isinstance(headers, collections.abc.Mapping):
             headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
         self._base_url, self._origin = _parse_base_url(base_url)
-        if timeout is not None:  # at most what a lock or socket takes
+        # A time-out is at most what a lock or socket takes.
+        if timeout is not None:
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
             timeout = min(float(timeout), _MAX_WAIT)
         self._timeout = timeout
-        self._deadline = _check_seconds(deadline, "deadline")
+        self._deadline = _check_positive(deadline, "deadline")
         self._max_retries = int(_check_number(max_retries, "max_retries", whole=True))
         self._backoff_factor = float(_check_number(backoff_factor, "backoff_factor"))
         context, ca_bundle = _checked_trust(ssl_context, ca_bundle)
@@ -350,7 +400,8 @@ class DatasetClient:
         self._download_headers = {**service, "Accept": "*/*", "Accept-Encoding": "identity"}
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
-        proxies = _ProxyHandler()  # HTTP(S)_PROXY, NO_PROXY, read now
+        # HTTP(S)_PROXY and NO_PROXY are read now, once.
+        proxies = _ProxyHandler()
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
         self._opener.add_handler(self._pool)
@@ -376,7 +427,8 @@ class DatasetClient:
     def __copy__(self, memo: object = None) -> DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
-    __deepcopy__ = __copy__  # settings are immutable or copies
+    # A deep copy is a copy: the settings are immutable or copies already.
+    __deepcopy__ = __copy__
 
     def __enter__(self) -> DatasetClient:
         return self
@@ -392,6 +444,9 @@ class DatasetClient:
         ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
         both. Raises ValueError, PermissionError (a file others may write, or
         read when it holds a key), LookupError (no such profile)."""
+        if isinstance(settings.get("api_key"), str):
+            # As the constructor does: should a setting be refused, no frame shows the key.
+            settings["api_key"] = _Secret(settings["api_key"])
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
         if not arguments.get("base_url"):
@@ -401,12 +456,27 @@ class DatasetClient:
             )
         try:
             return cls(**arguments)
-        except OSError as exc:  # the profile's bundle: named so
-            if "ca_bundle" in settings or "ca_bundle" not in found or not exc.args:
+        except OSError as exc:
+            # A ca_bundle the profile gave is named so, in the file's words.
+            named = getattr(exc, "named", {})
+            if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
-            where = found["ca_bundle"][1]
-            said = str(exc.args[-1]).replace("ca_bundle", f"ca_bundle in {where}", 1)
-            raise type(exc)(*exc.args[:-1], said) from None
+            parts: list[str] = exc.parts  # type: ignore[attr-defined]
+            parts[named["ca_bundle"]] = f"ca_bundle in {found['ca_bundle'][1]}"
+            raise type(exc)(*exc.args[:-1], "".join(parts)) from None
+
+    @classmethod
+    def read_settings(
+        cls, profile: str | None = None, **settings: Any
+    ) -> dict[str, tuple[Any, str]]:
+        """What ``from_profile`` builds its client with, each with where it
+        came from: ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout":
+        (5, "[staging] in FILE"), ...}``, ``"argument"`` for ``settings``.
+        A profile's key meant for another base_url is ``None``."""
+        if isinstance(settings.get("api_key"), str):
+            settings["api_key"] = _Secret(settings["api_key"])
+        found = _profile_settings(profile, settings.get("base_url"))
+        return {**found, **{name: (value, "argument") for name, value in settings.items()}}
 
     @property
     def base_url(self) -> str:
@@ -416,6 +486,19 @@ class DatasetClient:
     def close(self) -> None:
         """Close every connection, ending calls under way. Idempotent."""
         self._pool.close()
+
+    def redact(self, text: _T, *, signed_urls: bool = True) -> _T:
+        """``text`` (or a result: decoded JSON, copied) with this client's
+        secrets (its key, headers, proxy passwords, in any form a server
+        echoes them) as ``<redacted>``; ``signed_urls``: and signed URLs'
+        credentials (False: a result's URLs keep working)."""
+        redacted: _T = _redact_value(text, self._secrets.shown() if signed_urls else self._secrets)
+        return redacted
+
+    def resolve(self, download_url: str) -> str:
+        """The URL ``download`` fetches for ``download_url``; ValueError for
+        one it refuses."""
+        return _resolve_download_url(self._base_url, download_url)
 
     def list_datasets(self) -> Any:
         """``GET /datasets``; return the decoded JSON."""
@@ -483,9 +566,9 @@ class DatasetClient:
             raise TypeError(f"resume must be True or False, not {type(resume).__name__}")
         connections = int(_check_number(connections, "connections", whole=True, positive=True))
         if connections > _MAX_CONNECTIONS:
-            raise ValueError(f"connections must be at most {_MAX_CONNECTIONS}, got {connections}")
+            raise _refused("connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
-            raise ClientClosedError("the DatasetClient is closed")
+            raise ClientClosedError(_CLOSED)
         requests = self._download_requests(url)
         in_time = functools.partial(_check_in_time, limits, requests, url)
         with _open_target(destination, resume, in_time) as target:
@@ -570,8 +653,8 @@ class DatasetClient:
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
         """``error`` redacted; a ClientClosedError raised once close() ended the call."""
         _redact_error(error, self._secrets.shown())
-        if self._secrets:
-            error = error.with_traceback(None)
+        # Its frames go, key or not: their locals hold the URLs (a redirect's signed Location).
+        error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
             text = f"the DatasetClient was closed during {method} {shown}"
@@ -1037,8 +1120,17 @@ _SIGNED_PARAMETERS = (
     "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
     "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
 )
-# Never shown as sent: C0, DEL, C1, bidirectional, zero-width, line separators, lone surrogates.
-_UNSEEN = "[\0-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
+# How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
+_EQUALS_MARKS = ("=", "%3", "%25", "\\u003", "&#", "&equals;")
+# Never shown as sent, wherever server text is shown (the command line escapes the same ones):
+# C0, DEL, C1; bidirectional controls (a server's "denied\u202e :ko" reads "ok"), zero-width
+# characters, line and paragraph separators, the other invisible ones (soft hyphen, fillers, tags:
+# "ASCII smuggling"); lone surrogates, which no UTF-8 stream takes. Ranges, as a pattern's [...].
+_UNSEEN = (
+    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
+    "\ud800-\udfff"
+)
 
 
 class _Secret(str):
@@ -1047,7 +1139,7 @@ class _Secret(str):
     __slots__ = ()
 
     def __repr__(self) -> str:
-        return "'<redacted>'"
+        return repr(_REDACTED)
 
 
 class _Secrets:
@@ -1079,11 +1171,12 @@ class _Secrets:
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
-        if self.signed and ("=" in text or "%3" in text):  # = or %3D
+        if self.signed and any(mark in text for mark in _EQUALS_MARKS):
             text = _signed_parameter().sub(rf"\1{_REDACTED}", text)
         if not self.texts:
             return text
-        if _escape_finder()(text) is None:  # then a secret is there as itself, if at all
+        # No escape in the text: a secret is there as itself, if at all.
+        if _escape_finder()(text) is None:
             for secret in self.texts:
                 text = text.replace(secret, _REDACTED)
             return text
@@ -1097,13 +1190,15 @@ class _Secrets:
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
     """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
-    import base64  # already imported by urllib.request
+    # Here, not at the top: urllib.request has imported it already.
+    import base64
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
     for password, basic in _proxy_passwords(proxies):
         texts += [password, _Secret(urllib.parse.unquote(password)), basic]
     encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
-    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]  # padded?
+    # Base64 with its padding and without: servers echo both.
+    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]
     return _Secrets(text for text in texts if len(text) >= 4)
 
 
@@ -1115,7 +1210,8 @@ def _escape_finder() -> Callable[[str], re.Match[str] | None]:
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     """A function replacing each secret in any mix of the forms servers echo it in."""
-    from html.entities import html5  # only an error or log path gets here
+    # Here: only an error or a log path gets this far.
+    from html.entities import html5
 
     entities: dict[str, list[str]] = {}
     for name, character in html5.items():
@@ -1127,8 +1223,10 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
         for text in texts
     ]
 
-    def redact(text: str) -> str:  # a closure: no repr shows the patterns, which spell secrets
-        for pattern in patterns:  # longest first
+    # A closure, so that no repr shows the patterns, which spell the secrets out.
+    def redact(text: str) -> str:
+        # The longest first: a secret inside a longer one is replaced with it.
+        for pattern in patterns:
             text = pattern.sub(_REDACTED, text)
         return text
 
@@ -1139,11 +1237,13 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
     """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
-    units = character.encode("utf-16-be", "surrogatepass").hex()  # \uXXXX: 4 hex digits a unit
+    # JSON's \uXXXX: four hex digits a UTF-16 unit.
+    units = character.encode("utf-16-be", "surrogatepass").hex()
     escaped = "".join(f"\\\\(?i:u{units[i : i + 4]})" for i in range(0, len(units), 4))
     forms = [re.escape(character), percent, escaped, f"&#(?i:x0*{code:x});", f"&#0*{code};"]
     forms += [re.escape(f"&{name}") for name in entities.get(character, ())]
-    if character in '/"\\':  # JSON's short escapes (PHP's json_encode writes "\\/")
+    # JSON's short escapes too (PHP's json_encode writes "\\/").
+    if character in '/"\\':
         forms.append(re.escape(f"\\{character}"))
     return f"(?:{'|'.join(forms)})"
 
@@ -1157,14 +1257,19 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 def _signed_parameter() -> re.Pattern[str]:
     """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
 
-    def spelled(letter: re.Match[str]) -> str:  # "s": s, S (the pattern ignores case), %73, %53
+    # A letter as itself (the pattern ignores case) or percent-encoded: s, %73, %53.
+    def spelled(letter: re.Match[str]) -> str:
         c = letter[0]
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
     names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    after = r"(?:[?&;]|\\u0026|%26)"  # as in a URL, in JSON (Go writes & so), in a URL's query
+    # "&" or "?" before it: as in a URL; in JSON (Go writes \u0026); in a URL nested in another's
+    # query (%26, %3F), or nested twice (%2526, %253F). HTML's &amp; and &#38; end in ";".
+    after = r"(?:[?&;]|\\u00(?:26|3f)|%(?:25)?(?:26|3f))"
+    # "=" as in a URL, nested once or twice, in JSON (GSON writes \u003d), in HTML.
+    equals = r"(?:=|%(?:25)?3d|\\u003d|&#0*61;|&#x0*3d;|&equals;)"
     return re.compile(
-        f"(?i)({after}(?:{names})(?:=|%3D))[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
+        f"(?i)({after}(?:{names}){equals})[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
     )
 
 
@@ -1175,7 +1280,8 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
     if isinstance(value, str):
         return secrets.redact(value)
     if isinstance(value, (bytes, bytearray)):
-        text = bytes(value).decode("utf-8", "surrogateescape")  # every byte kept as it was
+        # Every byte kept as it was, whatever its encoding.
+        text = bytes(value).decode("utf-8", "surrogateescape")
         clean = secrets.redact(text)
         return value if clean == text else clean.encode("utf-8", "surrogateescape")
     if isinstance(value, http.client.HTTPMessage):
@@ -1204,9 +1310,11 @@ def _redact_nested(
         return list(container)
 
     top = shallow(value)
-    copies = {id(value): top}  # a container met twice (or inside itself) is copied once
+    # A container met twice (or inside itself) is copied once.
+    copies = {id(value): top}
     pending = [top]
-    while pending:  # each container once: bounded by their number
+    # Each container once: bounded by their number.
+    while pending:
         container = pending.pop()
         places = container.keys() if isinstance(container, dict) else range(len(container))
         for place in list(places):
@@ -1232,7 +1340,8 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
             if name.startswith("__"):
                 continue
             body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
-            if body and exc is not error:  # a cause's copy (IncompleteRead.partial): its start
+            # A cause's copy of a body (IncompleteRead.partial) keeps its start only.
+            if body and exc is not error:
                 value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
             setattr(exc, name, _redact_value(value, secrets))
         if exc is not error:
@@ -1243,7 +1352,8 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
     """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
     chain: list[BaseException] = []
     pending = [error]
-    while pending:  # bounded: each exception once
+    # Bounded: each exception once.
+    while pending:
         exc = pending.pop()
         if any(exc is seen for seen in chain):
             continue
@@ -1258,17 +1368,27 @@ def _clear_library_frames(error: BaseException) -> None:
     for exc in _exception_chain(error):
         tb = exc.__traceback__
         while tb is not None:
-            frame, tb = tb.tb_frame, tb.tb_next
+            frame = tb.tb_frame
+            tb = tb.tb_next
             name = frame.f_code.co_filename
             in_stdlib = name.startswith(stdlib) and "-packages" not in name
             if frame.f_globals is globals() or in_stdlib:
-                with contextlib.suppress(RuntimeError):  # still running (the one catching it)
+                # A frame still running (the one catching it) cannot be cleared.
+                with contextlib.suppress(RuntimeError):
                     frame.clear()
 
 
 def _escaped(text: str) -> str:
-    """``text`` with control, bidi and invisible characters escaped (``\\x1b``, ``\\u202e``)."""
-    return re.sub(_UNSEEN, lambda found: f"\\u{ord(found[0]):04x}".replace("\\u00", "\\x"), text)
+    """``text`` with _UNSEEN's characters escaped as a terminal shows them (``\\x1b``,
+    ``\\u202e``, ``\\U000e0041``)."""
+    return re.sub(f"[{_UNSEEN}]", _escape, text)
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found[0])
+    if code < 0xA0:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 # ============================================================================
@@ -1281,8 +1401,11 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
     return f"{method} {url}{via}"
 
 
-def _shortened(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+def _shortened(text: str, limit: int = 60, *, kept: int | None = None) -> str:
+    """``text``, or when longer than ``limit`` its first ``kept`` (else ``limit``) characters."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit if kept is None else kept]}... ({len(text)} characters)"
 
 
 def _size(count: float) -> str:
@@ -1297,14 +1420,18 @@ def _size(count: float) -> str:
 
 @functools.cache
 def _logger() -> Any:
-    import logging  # only retries, resumes and (at DEBUG) requests log: off the import path
+    # Here: only retries, resumes and (at DEBUG) requests log, so logging is off the import path.
+    import logging
 
     logger = logging.getLogger("dataset_client")
     logger.addHandler(logging.NullHandler())
     return logger
 
 
-_DEBUG, _INFO, _WARNING = 10, 20, 30  # logging's levels, without importing logging to name them
+# logging's levels, named without importing logging.
+_DEBUG = 10
+_INFO = 20
+_WARNING = 30
 
 
 # ============================================================================
@@ -1336,9 +1463,15 @@ class _Deadline:
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
     ) -> RequestTimeoutError:
-        text = f"{method} {url}: the deadline of {self.seconds:g} s {what}"
-        return RequestTimeoutError(
-            text, method=method, url=url, deadline=self.seconds, retry_after=asked
+        return _named(
+            RequestTimeoutError,
+            f"{method} {url}: ",
+            ("deadline", f"the deadline of {self.seconds:g} s"),
+            f" {what}",
+            method=method,
+            url=url,
+            deadline=self.seconds,
+            retry_after=asked,
         )
 
     def stop(
@@ -1550,9 +1683,16 @@ class _Watch:
         elapsed = now - self.started
         rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
         where = _request_name(response.method, response.url, response.proxy)
-        message = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
-        message += f", below the {_size(asked)}/s of min_rate"
-        return RequestTimeoutError(message, method=response.method, url=response.url, _stalled=True)
+        stalled = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
+        below = f"{stalled}, below the {_size(asked)}/s of "
+        return _named(
+            RequestTimeoutError,
+            below,
+            ("min_rate", "min_rate"),
+            method=response.method,
+            url=response.url,
+            _stalled=True,
+        )
 
 
 # ============================================================================
@@ -1940,9 +2080,16 @@ def _transport_error(
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
         of = "?" if expected is None else expected
-        message = f"{where}: connection closed after {received} of {of} bytes"
-        return IncompleteResponseError(
-            message, method=method, url=url, expected=expected, received=received
+        return _named(
+            IncompleteResponseError,
+            f"{where}: connection closed after ",
+            ("received", f"{received}"),
+            " of ",
+            ("expected", f"{of} bytes"),
+            method=method,
+            url=url,
+            expected=expected,
+            received=received,
         )
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}"
@@ -2120,11 +2267,10 @@ def _checked_trust(
     path = os.fspath(ca_bundle) if isinstance(ca_bundle, (str, os.PathLike)) else None
     if not isinstance(path, str):
         name = type(ca_bundle).__name__
-        raise TypeError(f"ca_bundle must be a path (str or os.PathLike), not {name}")
+        raise _refused("ca_bundle", f"must be a path (str or os.PathLike), not {name}", TypeError)
     if not path:
-        raise FileNotFoundError(
-            "ca_bundle is empty: name a file or directory of PEM CA certificates"
-        )
+        said = "is empty: name a file or directory of PEM CA certificates"
+        raise _refused("ca_bundle", said, FileNotFoundError)
     path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
     return _default_ssl_context(path, "ca_bundle"), path
 
@@ -2173,13 +2319,13 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
             raise OSError("a FIFO, device or socket is never read")
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        message = f"{source} names {path}, which is not a file or directory of PEM CA certificates"
-        message = f"{message}: {reason}"
+        said = f" names {path}, which is not a file or directory of PEM CA certificates: {reason}"
+        kind: Callable[[str], Exception] = type(exc)
         if source != "ca_bundle":
-            raise ValueError(message) from None
-        if isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
-            raise ssl.SSLError(exc.errno, message) from None
-        raise type(exc)(message) from None
+            kind = ValueError
+        elif isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
+            kind = functools.partial(ssl.SSLError, exc.errno)
+        raise _named(kind, (source, source), said) from None
     who = "who could have any server trusted"
     if mode & 0o022:  # "lasting": the CLI shows it whole
         warning = f"%s %s is writable by group or others, {who} (chmod go-w)"
@@ -2346,7 +2492,9 @@ class _Transfer:
 
     def _log(self, level: int, message: str, *arguments: object) -> None:
         shown = _showable_url(self.url, self.requests.secrets)
-        _logger().log(level, f"{message}, GET %s", *arguments, shown)
+        # The record's "event": what happened without the request, for a line that says it once.
+        event = {"event": message % arguments}
+        _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
 
     def run(self) -> None:
         """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
@@ -2740,9 +2888,16 @@ class _Transfer:
                 self._saved_and_reported()
         elif part.remaining:
             expected, received = part.end - part.start, part.done
-            text = f"GET {response.url}: connection closed after {received} of {expected} bytes"
-            raise IncompleteResponseError(
-                text, method="GET", url=response.url, expected=expected, received=received
+            raise _named(
+                IncompleteResponseError,
+                f"GET {response.url}: connection closed after ",
+                ("received", f"{received}"),
+                " of ",
+                ("expected", f"{expected} bytes"),
+                method="GET",
+                url=response.url,
+                expected=expected,
+                received=received,
             )
 
     def _check_running(self, part: _Part | None = None) -> None:
@@ -2819,14 +2974,14 @@ class _Limits:
     def __init__(
         self, deadline: float | None, min_rate: float | None, max_rate: float | None
     ) -> None:
-        seconds = _check_seconds(deadline, "deadline")
+        seconds = _check_positive(deadline, "deadline")
         self.deadline = None if seconds is None else _Deadline(seconds)
-        self.min_rate = _check_seconds(min_rate, "min_rate")
+        self.min_rate = _check_positive(min_rate, "min_rate")
         self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
-                message = f"max_rate must be at least 1 (bytes per second), got {max_rate!r}"
-                raise ValueError(message)
+                least = f"must be at least 1 (bytes per second), got {max_rate!r}"
+                raise _refused("max_rate", least)
             self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
         self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
 
@@ -3193,9 +3348,16 @@ class _FileTarget(_Sink):
         try:
             if total is not None and status.st_size != total:
                 size = status.st_size
-                message = f"the downloaded file has {size} bytes where the server announced {total}"
-                raise InvalidResponseError(
-                    f"{message}: not committed", method="GET", received=size, expected=total
+                raise _named(
+                    InvalidResponseError,
+                    "the downloaded file has ",
+                    ("received", f"{size} bytes"),
+                    " where the server announced ",
+                    ("expected", f"{total}"),
+                    ": not committed",
+                    method="GET",
+                    received=size,
+                    expected=total,
                 )
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
@@ -3259,6 +3421,24 @@ class _PartialFile:
         finally:
             found.directory.close()
         return _checked_state(saved, url) is not None
+
+    def holds(self, sha256: str) -> bool:
+        """True when the destination is already the user's own regular file (not reached through
+        another user's link: _Destination) with ``sha256``: a download adds nothing.
+        A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
+        path = self.file_path
+        try:
+            if _is_descriptor_link(path) or not stat.S_ISREG(os.lstat(path).st_mode):
+                return False
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
+        except OSError:
+            # Not there, a link, not the user's to read: the download decides what to do.
+            return False
+        with open(fd, "rb") as existing:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode) or not _is_mine(status):
+                return False
+            return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
     def remove(self) -> None:
         """Remove it and its state: only the user's own, when no download holds them."""
@@ -4115,20 +4295,30 @@ def _descriptor_directory(directory: str) -> re.Match[str] | None:
 _TOKEN_CHARACTERS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 )
-_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # left as they are in a URL
-_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))  # a tab is allowed
+# Left as they are in a URL when its non-ASCII characters are percent-encoded.
+_ASCII_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+# Refused in a header value or a URL; a tab is allowed in a header.
+_CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))
+
+
+def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
+    """``kind``, its message ``argument`` and ``why``: the argument named (_named), for a caller
+    that calls it otherwise (the command line: its option)."""
+    return _named(kind, (argument, argument), f" {why}")
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     """base_url without a trailing slash, and its origin."""
     _check_url_characters(base_url, "base_url")
-    if "://" not in base_url:  # "localhost:8000" parses as scheme "localhost"
-        raise ValueError(f"base_url {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+    # "localhost:8000" would parse as the scheme "localhost".
+    if "://" not in base_url:
+        guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
+        raise _refused("base_url", guess)
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
-        shown = _Secrets(signed=True).redact(base_url)
-        raise ValueError(f"base_url must not have a query or fragment: {shown!r}")
-    path = _percent_encoded(parts.path.rstrip("/"), "base_url")
+        shown = _showable_url(base_url, _Secrets())
+        raise _refused("base_url", f"must not have a query or fragment: {shown!r}")
+    path = _percent_encoded(parts.path.rstrip("/"))
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
 
@@ -4137,9 +4327,16 @@ def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
-        raise ValueError(
-            f"{argument} must be a URL without whitespace or control characters, got {url!r}"
-        )
+        shown = _showable_url(url, _Secrets())
+        said = f"must be a URL without whitespace or control characters, got {shown!r}"
+        raise _refused(argument, said)
+    try:
+        url.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate: no request can send it.
+        shown = _showable_url(url, _Secrets())
+        said = f"holds a character UTF-8 cannot encode: {shown!r}"
+        raise _refused(argument, said) from None
 
 
 def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
@@ -4147,29 +4344,26 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 (it validates the port)
-        urllib.parse.unquote(parts.hostname or "").encode("idna")  # as getaddrinfo will
-    except ValueError as exc:  # a broken IPv6 literal, a bad port, UnicodeError
-        raise ValueError(f"{argument} has an invalid host or port: {exc}") from None
+        # Encoded as getaddrinfo will encode it.
+        urllib.parse.unquote(parts.hostname or "").encode("idna")
+    except ValueError as exc:
+        # A broken IPv6 literal, a bad port, or a UnicodeError.
+        raise _refused(argument, f"has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
-        raise ValueError(f"{argument} must be an http:// or https:// URL, not {scheme!r}")
+        raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
-        raise ValueError(
-            f"{argument} must not contain a user:password part (pass api_key or headers instead)"
-        )
+        said = "must not contain a user:password part (pass api_key or headers instead)"
+        raise _refused(argument, said)
     if not parts.hostname:
-        raise ValueError(f"{argument} has no host: {url!r}")
+        raise _refused(argument, f"has no host: {_showable_url(url, _Secrets())!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
-def _percent_encoded(text: str, argument: str) -> str:
-    """``text``, non-ASCII percent-encoded as UTF-8 (http.client sends ASCII)."""
-    if text.isascii():
-        return text
-    try:
-        return urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
-    except UnicodeEncodeError:  # a lone surrogate
-        raise ValueError(f"{argument} holds a character UTF-8 cannot encode: {text!r}") from None
+def _percent_encoded(text: str) -> str:
+    """``text`` (_check_url_characters': UTF-8), non-ASCII percent-encoded (http.client sends
+    ASCII)."""
+    return text if text.isascii() else urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
 
 
 def _check_number(
@@ -4178,33 +4372,38 @@ def _check_number(
     """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
-        raise TypeError(f"{argument} must be {kind}, not {type(value).__name__}")
-    finite = abs(value) <= sys.float_info.max  # not NaN, inf, nor a huge int
+        raise _refused(argument, f"must be {kind}, not {type(value).__name__}", TypeError)
+    finite = _is_finite(value)
     if not (value > 0 if positive else value >= 0) or not finite:
         shown = repr(value) if finite or isinstance(value, float) else "an integer past 1.8e+308"
         least = "above" if positive else "at least"
-        message = f"{argument} must be {least} 0 and finite, got {shown}"
-        raise ValueError(f"{message} (None means no limit)" if none else message)
+        message = f"must be {least} 0 and finite, got {shown}"
+        raise _refused(argument, f"{message} (None means no limit)" if none else message)
     return value
 
 
-def _check_seconds(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number as a float."""
+def _is_finite(value: float) -> bool:
+    """Not NaN, not infinite, nor an int past a float's range (which no wait or size takes)."""
+    return abs(value) <= sys.float_info.max
+
+
+def _check_positive(value: float | None, argument: str) -> float | None:
+    """None, or a positive finite number as a float (seconds, or bytes a second)."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
     """Latin-1 without control characters (a ``token``: ASCII, no whitespace); never shown."""
     if not isinstance(value, str):
-        raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
+        raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if token and not value.strip():
-        raise ValueError(f"{argument} must not be empty (pass None for no key)")
+        raise _refused(argument, "must not be empty (pass None for no key)")
     if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(c.isspace() for c in value)):
         space = "whitespace or " if token else ""
-        raise ValueError(f"{argument} contains {space}a control character (CR, LF, ...)")
+        raise _refused(argument, f"contains {space}a control character (CR, LF, ...)")
     if any(ord(c) > (127 if token else 255) for c in value):
         kind = "ASCII" if token else "Latin-1 text (HTTP headers are)"
-        raise ValueError(f"{argument} must be {kind}")
+        raise _refused(argument, f"must be {kind}")
     return value
 
 
@@ -4232,21 +4431,21 @@ def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
 
 def _check_text(value: str, argument: str) -> None:
     if not isinstance(value, str):
-        raise TypeError(f"{argument} must be a str, not {type(value).__name__}")
+        raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if not value.strip():
-        raise ValueError(f"{argument} must not be empty")
+        raise _refused(argument, "must not be empty")
 
 
 def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
     iterable = isinstance(symbols, collections.abc.Iterable)
     if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
         kind = type(symbols).__name__
-        raise TypeError(f"symbols must be a str or an iterable of str, not {kind}")
+        raise _refused("symbols", f"must be a str or an iterable of str, not {kind}", TypeError)
     checked = [symbols] if isinstance(symbols, str) else list(symbols)
     for index, symbol in enumerate(checked):
         _check_text(symbol, f"symbols[{index}]")
     if not checked:
-        raise ValueError("symbols must not be empty")
+        raise _refused("symbols", "must not be empty")
     return checked
 
 
@@ -4257,17 +4456,21 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
             _check_text(value, argument)
         elif not isinstance(value, datetime.date):
             kind = f"a datetime.date, datetime.datetime or str, not {type(value).__name__}"
-            raise TypeError(f"{argument} must be {kind}")
+            raise _refused(argument, f"must be {kind}", TypeError)
     if isinstance(start, datetime.date) and isinstance(end, datetime.date):
-        first, last = start, end
-        if isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime):  # then days
-            first, last = (
-                d.date() if isinstance(d, datetime.datetime) else d for d in (start, end)
-            )
-        with contextlib.suppress(TypeError):  # naive and aware datetimes cannot be ordered
+        # A date and a datetime are compared as days.
+        mixed = isinstance(start, datetime.datetime) != isinstance(end, datetime.datetime)
+        first = start.date() if mixed and isinstance(start, datetime.datetime) else start
+        last = end.date() if mixed and isinstance(end, datetime.datetime) else end
+        # Naive and aware datetimes cannot be ordered: the service decides.
+        with contextlib.suppress(TypeError):
             if first > last:
-                raise ValueError(
-                    f"start_date {start.isoformat()} is after end_date {end.isoformat()}"
+                raise _named(
+                    ValueError,
+                    ("start_date", "start_date"),
+                    f" {start.isoformat()} is after ",
+                    ("end_date", "end_date"),
+                    f" {end.isoformat()}",
                 )
     return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
@@ -4276,27 +4479,30 @@ def _check_sha256(sha256: str | None) -> str | None:
     if sha256 is None:
         return None
     if not isinstance(sha256, str):
-        raise TypeError(f"sha256 must be a hex str, not {type(sha256).__name__}")
+        raise _refused("sha256", f"must be a hex str, not {type(sha256).__name__}", TypeError)
     digest = sha256.strip().lower()
     if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
-        raise ValueError(f"sha256 must be 64 hexadecimal digits, got {sha256!r}")
+        raise _refused("sha256", f"must be 64 hexadecimal digits, got {sha256!r}")
     return digest
 
 
 def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
-    _check_url_characters(download_url, "download_url")  # before urljoin drops CR, LF and tab
+    # Checked before urljoin, which drops CR, LF and tab.
+    _check_url_characters(download_url, "download_url")
     parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
-    path, query = (_percent_encoded(text, "download_url") for text in (parts.path, parts.query))
+    path = _percent_encoded(parts.path)
+    query = _percent_encoded(parts.query)
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
 
 
 def _check_destination_path(destination: str | os.PathLike[str]) -> str:
     path = os.fspath(destination)
     if not isinstance(path, str):
-        raise TypeError("destination must be a str path (or a binary file object), not bytes")
+        wanted = "must be a str path (or a binary file object), not bytes"
+        raise _refused("destination", wanted, TypeError)
     if not path:
-        raise ValueError("destination must not be empty")
+        raise _refused("destination", "must not be empty")
     return path
 
 
@@ -4304,8 +4510,11 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 # Configuration
 # ============================================================================
 
-_MAX_CONFIG_SIZE = 1024 * 1024  # tomllib reads it whole
+# tomllib reads the config file whole: a larger one is refused.
+_MAX_CONFIG_SIZE = 1024 * 1024
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
+# A key's names in a config file, in lower case with "_" for "-": its value is a secret.
+_KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
 def _profile_settings(
@@ -4316,9 +4525,11 @@ def _profile_settings(
     path, table = _read_profile(asked, warn)
     where = f"[{asked or 'default'}] in {path}"
     found = {name: (value, where) for name, value in table.items()}
-    for name in ("base_url", "api_key"):
-        if os.environ.get(variable := f"DATASET_CLIENT_{name.upper()}"):
-            found[name] = (os.environ[variable], variable)
+    if os.environ.get("DATASET_CLIENT_BASE_URL"):
+        found["base_url"] = (os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL")
+    # The key as _Secret the moment it is read: should a setting be refused, no frame shows it.
+    if os.environ.get("DATASET_CLIENT_API_KEY"):
+        found["api_key"] = (_Secret(os.environ["DATASET_CLIENT_API_KEY"]), "DATASET_CLIENT_API_KEY")
     service = base_url or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
     if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
@@ -4334,30 +4545,30 @@ def _read_profile(
     asked: str | None, warn: Callable[[str], object] | None
 ) -> tuple[str, dict[str, Any]]:
     """The config file's path and its profile ``asked`` for (else [default], or {})."""
-    import tomllib
-
     path = _config_path()
     try:
         file = _open_config(path)
     except FileNotFoundError:
-        if asked or os.environ.get("DATASET_CLIENT_CONFIG"):
-            for_profile = f" for profile {asked}" if asked else ""
-            raise LookupError(f"no config file {path}{for_profile}") from None
+        if asked:
+            said = (f"no config file {path} for ", ("profile", "profile"), f" {asked}")
+            raise _named(LookupError, *said) from None
+        if os.environ.get("DATASET_CLIENT_CONFIG"):
+            raise LookupError(f"no config file {path}") from None
         return path, {}
     except OSError as exc:
         raise ValueError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
     with file:
         status = os.fstat(file.fileno())
         _check_config_file_is_own(path, status)
-        try:
-            config = tomllib.load(file)
-        except (OSError, ValueError, RecursionError) as exc:
-            deep = isinstance(exc, RecursionError)
-            reason = "nested too deeply" if deep else getattr(exc, "strerror", None) or exc
-            raise ValueError(f"cannot read the config file {path}: {reason}") from None
+        config, reason = _parsed_config(file)
+    if config is None:
+        # Raised here, not in the except clause: tomllib's error, kept as the context, would keep
+        # its frames, whose locals hold the file's whole text (its key among it).
+        raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
-    if _HAS_GETEUID and status.st_mode & 0o044 and keys & {"api_key", "apikey"}:  # as ssh does
+    # A key readable by others is refused, as ssh refuses such a private key.
+    if _HAS_GETEUID and status.st_mode & 0o044 and keys & _KEY_SPELLINGS:
         chmod = f"chmod 600 {_shell_quoted(path)}"
         raise PermissionError(f"{path} holds an api_key and is readable by others: run {chmod}")
     name = asked or "default"
@@ -4369,9 +4580,32 @@ def _read_profile(
     return path, _checked_profile(tables[name], f"[{name}] in {path}", path, warn)
 
 
+def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
+    """The TOML in ``file``, each key in it as _Secret; else None and why it cannot be read."""
+    import tomllib
+
+    try:
+        config = tomllib.load(file)
+    except (OSError, ValueError, RecursionError) as exc:
+        deep = isinstance(exc, RecursionError)
+        return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
+    # A key of any spelling (api-key, apikey, API_KEY), where the permission check looks for one:
+    # as _Secret, never in clear in a frame; an array or table of them empty (refused as they are).
+    for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
+        for key, value in table.items():
+            if key.lower().replace("-", "_") not in _KEY_SPELLINGS:
+                continue
+            if isinstance(value, str):
+                table[key] = _Secret(value)
+            elif isinstance(value, (list, dict)):
+                table[key] = type(value)()
+    return config, ""
+
+
 def _config_path() -> str:
     """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME or ~/.config."""
-    if configured := os.environ.get("DATASET_CLIENT_CONFIG"):
+    configured = os.environ.get("DATASET_CLIENT_CONFIG")
+    if configured:
         return configured
     base = os.environ.get("XDG_CONFIG_HOME", "")
     base = base if os.path.isabs(base) else os.path.expanduser("~/.config")
@@ -4385,7 +4619,8 @@ def _open_config(path: str) -> BinaryIO:
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
     # Who can write it sets base_url, where the key goes: checked as ssh checks its config.
-    if not stat.S_ISREG(status.st_mode):  # a FIFO or device would hang, or never end
+    # A FIFO or a device would hang, or never end.
+    if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
         raise ValueError(f"{path} is larger than {_size(_MAX_CONFIG_SIZE)}: not used")
@@ -4409,7 +4644,8 @@ def _checked_profile(
     if warn is None:
         import warnings
 
-        warn = functools.partial(warnings.warn, stacklevel=5)  # where from_profile was called
+        # Said where from_profile (or read_settings) was called.
+        warn = functools.partial(warnings.warn, stacklevel=5)
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
@@ -4419,7 +4655,8 @@ def _checked_profile(
     for key, value in profile.items():
         _check_profile_value(key, value, where)
     if "timeout" in profile:
-        profile["timeout"] = profile["timeout"] or None  # 0: no limit
+        # A timeout of 0 is no limit.
+        profile["timeout"] = profile["timeout"] or None
     if "ca_bundle" in profile:
         home = os.path.dirname(os.path.abspath(path))
         profile["ca_bundle"] = os.path.join(home, os.path.expanduser(profile["ca_bundle"]))
@@ -4430,7 +4667,8 @@ def _edits(text: str, other: str) -> int:
     """The Levenshtein distance."""
     row = list(range(len(other) + 1))
     for i, character in enumerate(text, 1):
-        row, above = [i], row
+        above = row
+        row = [i]
         for j, wanted in enumerate(other, 1):
             row.append(min(above[j] + 1, row[j - 1] + 1, above[j - 1] + (character != wanted)))
     return row[-1]
@@ -4439,14 +4677,14 @@ def _edits(text: str, other: str) -> int:
 def _check_profile_value(key: str, value: Any, where: str) -> None:
     if key == "timeout":
         right = isinstance(value, (int, float)) and not isinstance(value, bool)
-        right = right and 0 <= value <= sys.float_info.max  # not NaN, inf, nor a huge int
+        right = right and value >= 0 and _is_finite(value)
     else:
         right = isinstance(value, str) and bool(value)
     if not right:
         kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
-        if key == "api_key":  # never shown: its kind, in TOML's words
+        shown = _shortened(repr(value), 40, kept=20)
+        # A key is never shown: its kind is, in TOML's words.
+        if key == "api_key":
             kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
             kinds[dict] = "a table"
             shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
@@ -4466,25 +4704,69 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the dataset_client_cli.py beside this file (by path: python -I leaves this
-    directory off sys.path), else an installed one."""
-    import importlib.util  # here: holding it at the top costs every import (measured)
-
-    sys.modules.setdefault("dataset_client", sys.modules[__name__])  # as __main__: compiled once
-    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
-    spec = importlib.util.spec_from_file_location("dataset_client_cli", beside)
-    if "dataset_client_cli" not in sys.modules and spec and spec.loader and os.path.isfile(beside):
-        sys.modules["dataset_client_cli"] = cli = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(cli)
+    """Run the command line: the dataset_client_cli.py beside this file (by path: python -I leaves
+    this directory off sys.path), else an installed one; else one line on stderr saying why."""
+    # Run as __main__, this module is dataset_client too, and is compiled once.
+    sys.modules.setdefault("dataset_client", sys.modules[__name__])
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     try:
-        import dataset_client_cli
-    except ImportError:
-        sys.stderr.write(
-            "dataset-client: error: the command line is dataset_client_cli.py: copy it beside"
-            " dataset_client.py, or pip install dataset-client\n"
-        )
+        cli = sys.modules.get("dataset_client_cli") or _command_line(path)
+    except ImportError as exc:
+        sys.stderr.write(f"dataset-client: error: {exc.msg}\n")
         return 2
-    return dataset_client_cli.main(argv)
+    return int(cli.main(argv))
+
+
+def _command_line(path: str) -> Any:
+    """dataset_client_cli from ``path`` when it is there, compiled from its source (a .pyc in
+    __pycache__ may be anyone's who can write the directory), else the installed module;
+    ImportError saying in one line why neither can run."""
+    source = _own_source(path)
+    if source is None:
+        try:
+            import dataset_client_cli
+        except ModuleNotFoundError as missing:
+            if missing.name != "dataset_client_cli":
+                raise
+            lone = "the command line is dataset_client_cli.py: copy it beside dataset_client.py"
+            raise ImportError(f"{lone}, or run pip install . in a checkout") from None
+        return dataset_client_cli
+    import types
+
+    cli = sys.modules["dataset_client_cli"] = types.ModuleType("dataset_client_cli")
+    cli.__file__ = path
+    try:
+        exec(compile(source, path, "exec", dont_inherit=True), vars(cli))
+        version = getattr(cli, "__version__", "unknown")
+        if version != __version__:
+            raise ImportError(f"it is version {version}, this {__version__}")
+    except ImportError as exc:
+        # Another version's: it says so, or imports what this library lacks.
+        del sys.modules["dataset_client_cli"]
+        raise ImportError(f"{path} does not fit this dataset_client.py: {exc.msg}") from None
+    return cli
+
+
+def _own_source(path: str) -> bytes | None:
+    """The text of ``path``, read through one descriptor, if it is the user's own regular file (or
+    root's); None when there is none. Else ImportError naming it and its owner: code another user
+    put beside this file (in a directory others can write, as /tmp) would run as the user."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        # A symbolic link (ELOOP), or not the user's to read.
+        status = os.lstat(path)
+    else:
+        with open(fd, "rb") as file:
+            # A FIFO or a device is opened without waiting, and never read.
+            status = os.fstat(fd)
+            if stat.S_ISREG(status.st_mode) and _is_mine(status, or_root=True):
+                return file.read()
+    raise ImportError(
+        f"{path} is not run: not a regular file of yours (owner: uid {status.st_uid})"
+    )
 
 
 if __name__ == "__main__":

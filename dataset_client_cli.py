@@ -37,43 +37,67 @@ import stat
 import threading
 import time
 import urllib.parse
+import warnings
 
-# Run as a file or with -m: the library beside this file (python -I leaves this directory off
-# sys.path), loaded once.
+# The library's version too: the two files are one release, and each checks the other's.
+__version__ = "1.1.0"
+
+
+def _load_library_beside() -> None:
+    """Run as a file or with -m: the dataset_client.py beside this file (python -I leaves this
+    directory off sys.path) when it is the user's own regular file (or root's), from its source (a
+    .pyc in __pycache__ may be anyone's); else exit saying why; none: the installed one."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        with open(os.open(path, flags | getattr(os, "O_BINARY", 0)), "rb") as file:
+            status = os.fstat(file.fileno())
+            theirs = hasattr(os, "geteuid") and status.st_uid not in (0, os.geteuid())
+            source = None if theirs or not stat.S_ISREG(status.st_mode) else file.read()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        # A symbolic link (ELOOP), or a file the user cannot read.
+        _exit_saying(f"{path}: {exc.strerror}: not run")
+    if source is None:
+        _exit_saying(f"{path} is not a regular file of yours (its owner: uid {status.st_uid})")
+    library = sys.modules["dataset_client"] = type(sys)("dataset_client")
+    library.__file__ = path
+    exec(compile(source, path, "exec", dont_inherit=True), vars(library))
+
+
+def _exit_saying(text: str) -> NoReturn:
+    sys.stderr.write(f"dataset-client: error: {text}\n")
+    raise SystemExit(2)
+
+
 if __name__ == "__main__" and "dataset_client" not in sys.modules:
-    import importlib.util
-
-    _beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
-    _spec = importlib.util.spec_from_file_location("dataset_client", _beside)
-    if _spec and _spec.loader and os.path.isfile(_beside):
-        sys.modules["dataset_client"] = importlib.util.module_from_spec(_spec)
-        _spec.loader.exec_module(sys.modules["dataset_client"])
+    _load_library_beside()
 try:
-    import dataset_client  # noqa: F401 (the library, found or loaded once)
+    import dataset_client
 except ModuleNotFoundError as missing:
     if missing.name != "dataset_client":
         raise
-    sys.stderr.write(
-        "dataset-client: error: dataset_client_cli.py needs dataset_client.py beside it"
-        " (or pip install dataset-client)\n"
-    )
-    raise SystemExit(2) from None
-# The public API, and the library's six private names this command line uses, each with its reason.
-from dataset_client import (
+    lone = "dataset_client_cli.py needs dataset_client.py beside it: copy it there"
+    _exit_saying(f"{lone}, or run pip install . in a checkout")
+if __name__ == "__main__" and dataset_client.__version__ != __version__:
+    library = f"{dataset_client.__file__} is version {dataset_client.__version__}"
+    _exit_saying(f"{library}, not {__version__}: copy the two together")
+# The public API, and three private names of the library, each with its reason (at most three).
+from dataset_client import (  # noqa: E402 (once the library beside this file is loaded)
+    # The characters never shown as sent: the library's set, escaped here on every line.
+    _UNSEEN,
     DatasetClient,
     DatasetClientError,
-    IncompleteResponseError,
     InvalidResponseError,
     NetworkError,
     RequestTimeoutError,
     ServiceError,
-    __version__,
-    _is_descriptor_link,  # /dev/fd/N, /proc/PID/fd/N: a stream, never the file behind it
-    _PartialFile,  # the partial file a -c download keeps, named and checked as the download does
-    _profile_settings,  # what the variables and the profile set, and where each came from
-    _redact_value,  # a result with those texts redacted, before it is printed
-    _resolve_download_url,  # the URL a download fetches, as a partial file's state records it
-    _Secrets,  # what a client never shows (client._secrets: key, headers, proxy passwords)
+    # The partial file a -c download keeps, named as the download names it; whether the file is
+    # already there, the user's own, with the expected sha256 (the library's owner check).
+    _PartialFile,
+    # Sizes for people (1.5 MiB), as the library's own messages say them.
+    _size,
 )
 
 TYPE_CHECKING = False
@@ -82,10 +106,13 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 
-_EXIT_OK, _EXIT_SERVICE_ERROR, _EXIT_USAGE, _EXIT_NETWORK_ERROR = 0, 1, 2, 3
-# The library's argument names, as the person at the terminal gave them.
+_EXIT_OK = 0
+_EXIT_SERVICE_ERROR = 1
+_EXIT_USAGE = 2
+_EXIT_NETWORK_ERROR = 3
+# The library's argument names as the command line's user gave them (settings: see _cli_words).
 _CLI_NAMES = {
-    "base_url": "--base-url (or DATASET_CLIENT_BASE_URL)",
+    "base_url": "--base-url",
     "api_key": "DATASET_CLIENT_API_KEY",
     "timeout": "--timeout",
     "max_retries": "--retries",
@@ -102,16 +129,13 @@ _CLI_NAMES = {
     "end_date": "--end",
     "format": "--format",
     "sql": "SQL",
-}
-# The options that set DatasetClient's keyword arguments, by argument (they beat the profile).
-_CLIENT_OPTIONS = {
-    "timeout": "--timeout",
-    "max_retries": "--retries",
-    "deadline": "--max-time",
     "ca_bundle": "--ca-bundle",
+    "profile": "--profile",
 }
-# The options read with the variables and the profile, not kept as parsed (their dests).
-_SERVICE_OPTIONS = ("base_url", "profile", "ca_bundle", "timeout", "max_time", "retries")
+# The options that set DatasetClient's keyword arguments (they beat the profile).
+_CLIENT_OPTIONS = ("timeout", "max_retries", "deadline", "ca_bundle")
+# The options read with the variables and the profile (their dests: their names after "--").
+_OPTIONS = {name: _CLI_NAMES[name] for name in ("base_url", *_CLIENT_OPTIONS)}
 _OUTPUTS = ("table", "json", "jsonl", "csv")
 _FORMATS = ("parquet", "csv", "jsonl")
 _SHELLS = ("bash", "zsh")
@@ -168,19 +192,19 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _closed_streams_replaced() -> Iterator[None]:
-    """A standard stream whose descriptor is closed (``>&-``: Python makes it None) is /dev/null
-    for the run, on that descriptor, so that no file or socket the command opens takes it; stdout's
-    is read-only: writing it fails (EBADF) as on the closed descriptor, never a silent success."""
+    """A standard stream closed (``>&-``: None in Python) is /dev/null on its descriptor for the
+    run, which no file or socket then takes; stdout's is read-only: writing fails (EBADF)."""
     closed = [name for name in ("stdin", "stdout", "stderr") if getattr(sys, name) is None]
     for name in closed:
         fd = os.open(os.devnull, os.O_WRONLY if name == "stderr" else os.O_RDONLY)
         stream = open(fd, "r" if name == "stdin" else "w", encoding="utf-8")  # noqa: SIM115
-        setattr(sys, name, stream)  # closed below
+        setattr(sys, name, stream)
     try:
         yield
     finally:
         for name in closed:
-            with contextlib.suppress(OSError):  # what stdout could not write
+            # What stdout could not write is lost with it: the run's error is said already.
+            with contextlib.suppress(OSError):
                 getattr(sys, name).close()
             setattr(sys, name, None)
 
@@ -188,24 +212,27 @@ def _closed_streams_replaced() -> Iterator[None]:
 def _main(argv: list[str] | None) -> int:
     try:
         namespace = _parse_arguments(argv)
-    except SystemExit as exit:  # --help, --version, or a usage error (argparse printed it)
+    except SystemExit as exit:
+        # --help, --version, or a usage error, which argparse has printed.
         return exit.code if isinstance(exit.code, int) else _EXIT_USAGE
     verbose = getattr(namespace, "verbose", False)
     stderr = _Stderr(quiet=getattr(namespace, "quiet", False), verbose=verbose)
-    logger, handler = logging.getLogger("dataset_client"), logging.Handler()
-    handler.emit = stderr.log  # type: ignore[method-assign]
+    logger = logging.getLogger("dataset_client")
     level = logger.level
-    logger.setLevel(logging.DEBUG if verbose else logging.INFO)  # DEBUG: requests; INFO: resumes
-    logger.addHandler(handler)
+    # The library logs each request at DEBUG (-v), a resume at INFO.
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logger.addHandler(stderr)
 
     def stop(signal_number: int, frame: object) -> None:
         raise _Stopped(signal_number)
 
-    previous = {}  # the handlers to put back (main() also runs inside other programs and tests)
+    # The handlers to put back: main() also runs inside other programs, and tests.
+    previous = {}
     if threading.current_thread() is threading.main_thread():
         for name in ("SIGTERM", "SIGHUP"):
             number = getattr(signal, name, None)
-            if number is not None and signal.getsignal(number) != signal.SIG_IGN:  # nohup: kept
+            # A signal ignored (as nohup ignores SIGHUP) stays ignored.
+            if number is not None and signal.getsignal(number) != signal.SIG_IGN:
                 previous[number] = signal.signal(number, stop)
     try:
         return _run_command(namespace, stderr)
@@ -218,7 +245,7 @@ def _main(argv: list[str] | None) -> int:
     finally:
         for number, action in previous.items():
             signal.signal(number, action)
-        logger.removeHandler(handler)
+        logger.removeHandler(stderr)
         logger.setLevel(level)
         stderr.close()
 
@@ -228,13 +255,15 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
     settings = None
     try:
         run = _COMMANDS[namespace.command].run
-        if run is None:  # completion: reads no variable, no profile
+        # Completion reads no variable and no profile.
+        if run is None:
             sys.stdout.write(_completion_script(namespace.shell, _build_parser()))
             sys.stdout.flush()
             return _EXIT_OK
         settings = _read_settings(namespace, stderr.warning)
         with _open_client(settings) as client:
-            stderr.secrets = client._secrets.shown()  # in no line, whatever it holds
+            # No line shows what the client holds secret, whatever the line says.
+            stderr.redact = client.redact
             run(client, settings, stderr)
         return _EXIT_OK
     except (NetworkError, RequestTimeoutError) as exc:
@@ -245,10 +274,12 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
         return stderr.error(str(exc))
     except _UsageError as exc:
         return stderr.error(str(exc), _EXIT_USAGE)
-    except (TypeError, ValueError) as exc:  # the library refused an argument before sending
-        return stderr.error(_in_cli_terms(str(exc)), _EXIT_USAGE)
+    except (TypeError, ValueError) as exc:
+        # The library refused an argument, before anything was sent.
+        return stderr.error(_in_cli_terms(exc, settings), _EXIT_USAGE)
     except BrokenPipeError as exc:
-        if exc.filename in (None, "-"):  # stdout closed early, as by `| head` (_noted names files)
+        # stdout closed early, as by `| head` (a file's error names the file: _noted).
+        if exc.filename in (None, "-"):
             _discard_stdout()
             return _EXIT_OK
         return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})")
@@ -259,7 +290,8 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
 def _discard_stdout() -> None:
     """Send what stdout still holds to /dev/null: its reader is gone, and the interpreter's last
     flush would fail again (exit 120, "Exception ignored"), as Python's notes on SIGPIPE say."""
-    with contextlib.suppress(OSError, ValueError):  # no descriptor: a program's own stream
+    # A program's own stream, with no descriptor, is left as it is.
+    with contextlib.suppress(OSError, ValueError):
         stdout, null = sys.stdout.fileno(), os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, stdout)
         os.close(null)
@@ -270,13 +302,15 @@ def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
     command, unknown = _unknown_option(parser, arguments)
-    if unknown:  # the usage of the command it was given to, then what was wrong
+    if unknown:
+        # The usage of the command it was given to, then what was wrong.
         (_command_parsers(parser)[command] if command else parser).print_usage(sys.stderr)
         parser.exit(_EXIT_USAGE, f"{parser.prog}: error: {unknown}\n")
     namespace = parser.parse_args(arguments)
     if getattr(namespace, "verbose", False) and getattr(namespace, "quiet", False):
         parser.error("argument -q/--quiet: not allowed with argument -v/--verbose")
-    if stalled := _rates_that_stall(namespace):
+    stalled = _rates_that_stall(namespace)
+    if stalled:
         _command_parsers(parser)[namespace.command].error(stalled)
     return namespace
 
@@ -329,7 +363,8 @@ def _build_parser() -> argparse.ArgumentParser:
             formatter_class=raw,
             argument_default=suppress,
         )
-        _add_global_options(made, hidden=True)  # accepted after the command, listed once
+        # Global options are accepted after the command too, and listed once (in --help).
+        _add_global_options(made, hidden=True)
         command.add_arguments(made)
     return parser
 
@@ -367,16 +402,14 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
 
 def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str | None, str]:
     """The command met so far (or None) and ``unknown option '--outptu' (did you mean
-    '--output'?)`` for the first option neither the parser nor that command knows, else "".
-
-    Checked before argparse parses: it would take an unknown option's value (``-o csv``) for
-    the command.
-    """
+    '--output'?)`` for the first option neither the parser nor that command knows, else "":
+    checked before argparse parses, which would take such an option's value for the command."""
     known, commands = _options_of(parser), _command_parsers(parser)
     command, pending = None, 0
     for word in argv:
         if pending == 1 or (pending == -1 and (word == "-" or not word.startswith("-"))):
-            pending = 0  # the option's value, whatever it looks like
+            # The option's value, whatever it looks like, is no option.
+            pending = 0
             continue
         pending = 0
         if word == "--":
@@ -400,7 +433,7 @@ def _nearest_option(name: str, options: list[str]) -> str:
 
     long_options = [option for option in options if option.startswith("--")]
     nearest = difflib.get_close_matches(name, long_options, n=1)
-    if not nearest and len(name) == 2:  # -o: the long option it would be short for
+    if not nearest and len(name) == 2:
         nearest = [option for option in long_options if option[2] == name[1]][:1]
     return f" (did you mean {nearest[0]!r}?)" if nearest else ""
 
@@ -452,7 +485,8 @@ def _seconds(text: str) -> float | None:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value < math.inf:  # 400 digits: inf
+    # 400 digits make inf, which is no number of seconds.
+    if not 0 <= value < math.inf:
         message = f"invalid value {_value_shown(text)!r}: give seconds, 0 or more (0: no limit)"
         raise argparse.ArgumentTypeError(message)
     return value or None
@@ -464,7 +498,8 @@ def _at_least(least: int, most: int = 1_000_000) -> Callable[[str], int]:
     def check(text: str) -> int:
         try:
             value = int(text)
-        except ValueError:  # not a whole number, or one of over 4,300 digits
+        except ValueError:
+            # Not a whole number, or one of over 4,300 digits (int() refuses them).
             value = least - 1
         if not least <= value <= most:
             raise argparse.ArgumentTypeError(f"must be {least} to {most}, got {_value_shown(text)}")
@@ -495,15 +530,13 @@ def _wrong_part(text: str) -> str:
     if not found:
         return "use YYYY-MM-DD"
     year, month, day = map(int, found.groups())
-    if not year:
-        return "there is no year 0"
-    if not 1 <= month <= 12:
-        return f"there is no month {month}"
-    if not 1 <= day <= 31:
-        return f"there is no day {day}"
+    for value, most, part in ((year, 9999, "year"), (month, 12, "month"), (day, 31, "day")):
+        if not 1 <= value <= most:
+            return f"there is no {part} {value}"
     import calendar
 
-    if day > calendar.monthrange(year, month)[1]:  # English whatever the locale, as every message
+    # Months named in English whatever the locale, as every message is.
+    if day > calendar.monthrange(year, month)[1]:
         name = (
             "January February March April May June July August September October November December"
         )
@@ -515,7 +548,8 @@ def _rate(text: str) -> float:
     """Bytes per second as curl's --limit-rate takes them: a number, then K, M or G (of 1024)."""
     found = re.fullmatch(r"(\d+(?:\.\d*)?)([kKmMgG]?)", text.strip())
     value = float(found[1]) * 1024 ** " kmg".index((found[2] or " ").lower()) if found else -1.0
-    if not (value == 0 or 1 <= value < math.inf):  # 0: no limit; under a byte a second: never ends
+    # 0 is no limit; under a byte a second, a download would never end.
+    if not (value == 0 or 1 <= value < math.inf):
         shown = f"invalid rate {_value_shown(text)!r}"
         raise argparse.ArgumentTypeError(f"{shown}: bytes per second, such as 500K, 10M or 1G")
     return value
@@ -524,9 +558,10 @@ def _rate(text: str) -> float:
 class _Settings:
     """What one run was asked to do, read once (_read_settings) and never changed: the parsed
     command line (a command's own arguments are there for it alone: the others keep the defaults
-    below); the service's address and key; ``client_options``, DatasetClient's keyword arguments
-    the user set; ``sources``, where each came from (``--timeout``, a variable, a profile, default).
-    """
+    below); the service's address and key (``key_withheld``: none, for the profile's is for
+    another base_url); ``client_options``, DatasetClient's keyword arguments the user set;
+    ``sources``, where each came from (``--timeout``, a variable, a profile, default). For
+    export --download, ``download`` is "" for the file's own name."""
 
     command: str
     output: str
@@ -539,8 +574,8 @@ class _Settings:
     start: datetime.date
     end: datetime.date
     format: str | None = None
-    name: str | None = None  # datasets NAME
-    download: str | None = None  # export --download: "" for the file's own name
+    name: str | None = None
+    download: str | None = None
     url: str
     destination: str | None = None
     sha256: str | None = None
@@ -550,7 +585,7 @@ class _Settings:
     speed_limit: float | None = None
     base_url: str | None = None
     api_key: str | None = None
-    key_withheld: bool = False  # no key: the profile's is for another base_url
+    key_withheld: bool = False
     client_options: Mapping[str, Any]
     sources: Mapping[str, str]
 
@@ -561,7 +596,7 @@ class _Settings:
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"settings are read once: {name} cannot be changed")
 
-    def __repr__(self) -> str:  # the key's source, never the key
+    def __repr__(self) -> str:
         shown = {name: value for name, value in vars(self).items() if name != "api_key"}
         return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
@@ -570,31 +605,37 @@ def _read_settings(
     namespace: argparse.Namespace, warn: Callable[[str], None] | None = None
 ) -> _Settings:
     """This run's settings: the options, then the variables, then the profile, as the library
-    reads them (``warn`` is told what in the profile was ignored)."""
+    reads them (DatasetClient.read_settings; ``warn`` is told what in the profile was ignored)."""
     given = vars(namespace)
-    profile, base_url = given.get("profile"), given.get("base_url")
-    try:
-        found = _profile_settings(profile, base_url, warn or (lambda text: None))
-    except (ValueError, PermissionError, LookupError) as exc:  # the config file's: said as it is
-        raise _UsageError(str(exc).replace(" for profile ", " for --profile ", 1)) from None
-    withheld = found.get("api_key", ("", ""))[0] is None  # the profile's key, for another service
-    if "base_url" in given:
-        found["base_url"] = (base_url, "--base-url")
-    for name, option in _CLIENT_OPTIONS.items():
-        if (dest := option[2:].replace("-", "_")) in given:
-            found[name] = (given[dest] or None if name == "ca_bundle" else given[dest], option)
-    if withheld:
-        found["api_key"] = (None, "default")
-    names = ("base_url", "api_key", *_CLIENT_OPTIONS)
-    chosen = {name: found.get(name, (None, "default")) for name in names}
-    parsed = {name: value for name, value in given.items() if name not in _SERVICE_OPTIONS}
+    dests = {name: option[2:].replace("-", "_") for name, option in _OPTIONS.items()}
+    options = {name: given[dest] for name, dest in dests.items() if dest in given}
+    if "ca_bundle" in options:
+        options["ca_bundle"] = options["ca_bundle"] or None
+    with warnings.catch_warnings(record=True) as ignored:
+        warnings.simplefilter("always")
+        try:
+            found = DatasetClient.read_settings(given.get("profile"), **options)
+        except (ValueError, PermissionError, LookupError) as exc:
+            raise _UsageError(_in_cli_terms(exc)) from None
+        finally:
+            for warning in ignored:
+                (warn or (lambda text: None))(str(warning.message))
+    # The profile's key, meant for another service: none, said so in a 401's hint.
+    withheld = found.get("api_key", ("", ""))[0] is None
+    sources = {"api_key": "default" if withheld else found.get("api_key", (0, "default"))[1]}
+    for name, option in _OPTIONS.items():
+        where = found.get(name, (None, "default"))[1]
+        sources[name] = option if where == "argument" else where
+    # What was read with the settings is not kept as parsed.
+    read = {"profile", *dests.values()}
+    parsed = {name: value for name, value in given.items() if name not in read}
     return _Settings(
         **{**parsed, "output": given.get("output") or ("table" if sys.stdout.isatty() else "json")},
-        base_url=chosen["base_url"][0],
-        api_key=chosen["api_key"][0],
+        base_url=found.get("base_url", (None,))[0],
+        api_key=found.get("api_key", (None,))[0],
         key_withheld=withheld,
         client_options={name: found[name][0] for name in _CLIENT_OPTIONS if name in found},
-        sources={name: source for name, (_, source) in chosen.items()},
+        sources=sources,
     )
 
 
@@ -608,18 +649,13 @@ def _open_client(settings: _Settings) -> DatasetClient:
                 "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL,"
                 " or give a profile a base_url"
             )
-        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None  # the key goes nowhere
-    elif "://" not in base_url:
-        source = settings.sources["base_url"]
-        named = source if source.startswith(("--", "DATASET_")) else "the profile's base_url"
-        raise _UsageError(f"{named} {base_url!r} has no scheme: did you mean 'http://{base_url}'?")
+        # The URL's own origin, and no key: the key goes nowhere.
+        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
-    # ca_bundle could not be read (ssl.SSLError is an OSError): its message's first word names it
     except OSError as exc:
-        source = settings.sources["ca_bundle"]
-        named = source if source == "--ca-bundle" else f"ca_bundle in {source}"  # or the profile's
-        raise _UsageError(str(exc).replace("ca_bundle", named, 1)) from None
+        # ca_bundle could not be read (ssl.SSLError is an OSError).
+        raise _UsageError(_in_cli_terms(exc, settings)) from None
 
 
 def _hint(exc: BaseException) -> str:
@@ -632,17 +668,13 @@ def _noted(exc: BaseException, target: str, hint: str) -> None:
     (``hint``) and, for a write that failed unnamed, which file it was."""
     if hint:
         exc.add_note(hint)
-    if (
-        isinstance(exc, OSError)
-        and not isinstance(exc, DatasetClientError)
-        and exc.filename is None
-    ):
+    if isinstance(exc, OSError) and not isinstance(exc, DatasetClientError) and not exc.filename:
         exc.filename = target
 
 
 def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> str:
-    """A library error in the command line's words: sizes for people, and what to do about it."""
-    text = _sizes_for_people(exc)
+    """A library error in the command line's words, and what to do about it."""
+    text = _in_cli_terms(exc, settings)
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
@@ -650,11 +682,6 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
             text += _no_key_hint(settings)
         elif exc.status == 404 and settings is not None:
             text += _base_path_hint(exc, settings)
-    elif isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # the library's words
-        seconds = f"{exc.deadline:g}"
-        text = text.replace(f"the deadline of {seconds} s", f"--max-time {seconds}", 1)
-    elif isinstance(exc, RequestTimeoutError):
-        text = text.replace("/s of min_rate", "/s of --speed-limit")
     elif isinstance(exc, NetworkError) and exc.certificate:
         text += "; if a private CA or a proxy signs it, pass --ca-bundle FILE or set SSL_CERT_FILE"
     return text
@@ -682,30 +709,46 @@ def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
         return ""
     if settings.command == "export" and settings.dataset in (exc.message or ""):
         return ""
-    source = settings.sources["base_url"]  # --base-url, its variable, or [NAME] in FILE
+    source = settings.sources["base_url"]
     named = source if source.startswith(("--", "DATASET_")) else f"base_url in {source}"
     return f" (check the path {path} of {named})"
 
 
-def _sizes_for_people(exc: DatasetClientError) -> str:
-    """``str(exc)`` with the sizes it counts in bytes (its ``received``, ``expected``) in KiB, MiB,
-    GiB; what a server wrote is left as it is."""
-    text = str(exc)
-    if isinstance(exc, IncompleteResponseError) and (exc.received or exc.expected is not None):
-        total, shown = ("?", "?") if exc.expected is None else (exc.expected, _size(exc.expected))
-        return text.replace(f"{exc.received} of {total} bytes", f"{_size(exc.received)} of {shown}")
-    if isinstance(exc, InvalidResponseError) and exc.received is not None:
-        received, expected = exc.received, exc.expected  # a file not committed
-        if expected is not None:
-            said = f"has {received} bytes where the server announced {expected}"
-            ours = f"has {_size(received)} where the server announced {_size(expected)}"
-            return text.replace(said, ours)
-    return text
+def _in_cli_terms(exc: BaseException, settings: _Settings | None = None) -> str:
+    """A library error in the command line's words: what its message names (``exc.named``: an
+    argument, the deadline, a size) said as the command line says it, the rest as it is."""
+    words = _cli_words(exc, settings)
+    if isinstance(exc, DatasetClientError):
+        return exc.worded(**words)
+    parts = list(getattr(exc, "parts", None) or [str(exc)])
+    for name, at in getattr(exc, "named", {}).items():
+        parts[at] = words.get(name, parts[at])
+    return "".join(parts)
 
 
-def _in_cli_terms(message: str) -> str:
-    names = "|".join(_CLI_NAMES)
-    return re.sub(rf"\b({names})\b", lambda match: _CLI_NAMES[match[1]], message)
+def _cli_words(exc: BaseException, settings: _Settings | None) -> dict[str, str]:
+    """The command line's words for what the library's messages name: its options (a setting by
+    where it came from: the option, the variable, a profile's [NAME] in FILE), sizes for people."""
+    sources = {} if settings is None else settings.sources
+    words = {**_CLI_NAMES, **_sizes_in_words(exc)}
+    if sources.get("base_url", "").startswith(("--", "DATASET_")):
+        words["base_url"] = sources["base_url"]
+    elif sources.get("base_url", "").startswith("["):
+        words["base_url"] = "the profile's base_url"
+    if sources.get("ca_bundle", "").startswith("["):
+        words["ca_bundle"] = f"ca_bundle in {sources['ca_bundle']}"
+    if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
+        words["deadline"] = f"--max-time {exc.deadline:g}"
+    return words
+
+
+def _sizes_in_words(exc: BaseException) -> dict[str, str]:
+    """The byte counts an error names (``received``, ``expected``) in sizes for people; "0 of ?
+    bytes" is said as it is."""
+    received, expected = getattr(exc, "received", None), getattr(exc, "expected", None)
+    if received is None or not (received or expected is not None):
+        return {}
+    return {"received": _size(received), "expected": "?" if expected is None else _size(expected)}
 
 
 # ---------------------------------------------------------------------------
@@ -739,7 +782,7 @@ def _named(listing: Any, name: str) -> Any:
     nearest = difflib.get_close_matches(name.casefold(), list(folded), n=1)
     if nearest:
         raise _Refused(f"no dataset {name!r} (did you mean {folded[nearest[0]]!r}?)")
-    known = ", ".join(names)  # a long listing: its start, and how many there are
+    known = ", ".join(names)
     known = known if len(known) <= 200 else f"{known[:199]}\u2026 ({len(names)} in all)"
     raise _Refused(f"no dataset {name!r}; the datasets: {known}")
 
@@ -768,7 +811,8 @@ def _add_export_arguments(export: argparse.ArgumentParser) -> None:
 
 def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Create the export and print it; with --download, download its file too."""
-    if settings.download == "-" and settings.resume:  # before the export is made
+    # Said before the export is made.
+    if settings.download == "-" and settings.resume:
         raise _UsageError("-c needs a file to continue: not - (stdout)")
     result = _create_export(client, settings, _export_format(settings.format, settings.download))
     _show(result, client, settings, stderr)
@@ -780,7 +824,7 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
             f" dataset-client datasets {shlex.quote(settings.dataset)}"
         )
     if settings.download is not None:
-        url, digest = _export_file(result)
+        url, digest = _export_file(client, result)
         destination = settings.download or None
         _download_command(client, settings, stderr, url, destination, digest, server=True)
 
@@ -889,7 +933,7 @@ _COMMANDS = {
             'eval "$(dataset-client completion zsh)"     # in ~/.zshrc, after compinit',
         ],
         _add_completion_arguments,
-        None,  # run by _run_command before any setting is read
+        None,
         operands=_SHELLS,
     ),
 }
@@ -902,14 +946,17 @@ _COMMANDS = {
 
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
     """Print a command's result as --output says (an export, datasets NAME: one record)."""
-    stderr.close()  # a retry's status line, still on the screen, goes before the result comes
-    secrets = client._secrets
+    # A retry's status line, still on the screen, goes before the result comes.
+    stderr.close()
     one = settings.command == "export" or settings.name is not None
     with _room_to_recurse():
-        shown = _redact_value(result, secrets)  # a service that echoes the key never gets it shown
-        if settings.command == "export" and settings.download == "-":  # stdout: the file alone
+        # A service that echoes the key never gets it shown; a result's signed URLs stay whole.
+        shown = client.redact(result, signed_urls=False)
+        # stdout holds the file alone: the export goes to stderr (on a terminal, as the block a
+        # person reads, else as JSON).
+        if settings.command == "export" and settings.download == "-":
             block = stderr.is_terminal and isinstance(shown, dict) and _export_fields(shown)
-            if not settings.quiet:  # on a terminal the block a person reads, else JSON
+            if not settings.quiet:
                 text = "\n".join(_block_lines(block, 0)) if block else _json_text(shown, 2)
                 stderr.message(text, raw=True)
             return
@@ -917,7 +964,7 @@ def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stde
             print_it = functools.partial(_print_record, shown, settings, stderr)
         else:
             print_it = functools.partial(_print_result, shown, settings.output, stderr)
-        _paged(print_it, allowed=not settings.no_pager, secrets=secrets)
+        _paged(print_it, allowed=not settings.no_pager, redact=client.redact)
 
 
 @contextlib.contextmanager
@@ -964,13 +1011,14 @@ def _export_format(asked: str | None, destination: str | None) -> str:
     return asked or named or "parquet"
 
 
-def _export_file(export: Any) -> tuple[str, str | None]:
+def _export_file(client: DatasetClient, export: Any) -> tuple[str, str | None]:
     """The export's download_url and (when it has a usable one) its sha256."""
     url = export.get("download_url") if isinstance(export, dict) else None
     if not isinstance(url, str) or not url:
         raise InvalidResponseError("the export has no download_url to download")
-    try:  # what the library would refuse is the service's fault here, not a usage error
-        _resolve_download_url("http://service", url)
+    # What the library would refuse is the service's fault here, not a usage error.
+    try:
+        client.resolve(url)
     except ValueError as exc:
         message = f"the export's download_url cannot be downloaded: {exc}"
         raise InvalidResponseError(message) from None
@@ -994,26 +1042,29 @@ def _download_command(
     try:
         target, named_by_url = _download_target(url, destination, args.resume)
     except _UsageError as exc:
-        if server:  # the service's URL names no file: its fault, not a usage error
+        # The service's URL names no file: its fault, not a usage error.
+        if server:
             raise _Refused(str(exc)) from None
         raise
-    if named_by_url and client._secrets.found_in(url):  # KEY.csv, or in the summary
+    # KEY.csv, or in the summary (a signed URL's credentials are not in the file's name).
+    if named_by_url and client.redact(url, signed_urls=False) != url:
         raise _Refused(f"the URL {url} holds a secret: no file is named after it; give DEST")
-    resume, partial = args.resume, None
+    resume = args.resume
+    partial = None
     if target != "-":
-        # Named as the download names it (through a symlink, beside the file it names); None
-        # when the download refuses the destination's link (it says why).
+        # Named as the download names it (beside the file a link names); None: it refuses the link.
         with contextlib.suppress(OSError):
             partial = _PartialFile(target)
         if _already_there(target, partial, sha256, named_by_url):
-            with contextlib.suppress(OSError):  # never stranded by a download someone finished
+            # Partial files are never stranded by a download someone else finished.
+            with contextlib.suppress(OSError):
                 if partial is not None:
                     partial.remove()
             stderr.message(f"{target} already has the expected sha256: not downloaded again")
             return
         # What a -c run left is continued (the library says "resuming:"), then removed.
         if not resume:
-            resolved = _resolve_download_url(client.base_url, url)
+            resolved = client.resolve(url)
             with contextlib.suppress(OSError):
                 resume = partial is not None and partial.resumable(resolved)
     _cli_download(client, url, target, args, stderr, sha256=sha256, resume=resume, partial=partial)
@@ -1028,11 +1079,14 @@ def _download_target(url: str, destination: str | None, resume: bool) -> tuple[s
         return "-", False
     if destination is not None and not os.path.isdir(destination):
         return destination, False
-    path = urllib.parse.urlsplit(url).path  # not the query, which may hold a signature
+    # The path, not the query, which may hold a signature.
+    path = urllib.parse.urlsplit(url).path
     name = urllib.parse.unquote(path.rsplit("/", 1)[-1])
-    if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:  # "-": stdout
+    # "-" would be stdout.
+    if name in ("", "-", ".", "..") or "/" in name or "\\" in name or "\0" in name:
         raise _UsageError(f"cannot name a file after the URL path {path!r}: give DEST")
-    if odd := _odd_name(name):
+    odd = _odd_name(name)
+    if odd:
         raise _UsageError(f"the file name {name!r} the URL gives {odd}: give DEST")
     return os.path.join(destination or "", name), True
 
@@ -1054,7 +1108,7 @@ def _already_there(
     the URL is never replaced (_Refused)."""
     if not os.path.lexists(target):
         return False
-    if sha256 and partial is not None and _is_own_file_with_digest(partial.file_path, sha256):
+    if sha256 and partial is not None and partial.holds(sha256):
         return True
     if named_by_url:
         raise _Refused(
@@ -1062,28 +1116,6 @@ def _already_there(
             " give DEST to replace it"
         )
     return False
-
-
-def _is_own_file_with_digest(file_path: str, sha256: str) -> bool:
-    """True when ``file_path`` (_PartialFile's) is the user's own regular file, with ``sha256``.
-
-    Opened without following a link: a file someone else made, or reached through their link, is
-    not trusted; a descriptor (/dev/stdout) is a stream, not the file behind it.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    flags |= getattr(os, "O_BINARY", 0)  # Windows
-    try:
-        if _is_descriptor_link(file_path) or not stat.S_ISREG(os.lstat(file_path).st_mode):
-            return False  # a stream, a FIFO, a device: never opened only to be looked at
-        fd = os.open(file_path, flags)
-    except OSError:  # refused, a link, or not readable: the download decides
-        return False
-    with open(fd, "rb") as existing:
-        status = os.fstat(fd)
-        owner = os.geteuid() if hasattr(os, "geteuid") else status.st_uid  # Windows: no owners
-        if not stat.S_ISREG(status.st_mode) or status.st_uid != owner:
-            return False
-        return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
 
 def _cli_download(
@@ -1101,12 +1133,13 @@ def _cli_download(
     to_stdout = target == "-"
     # No progress line over a file that is itself being written to the terminal.
     draw = stderr.is_terminal and not (to_stdout and sys.stdout.isatty())
-    progress, stdout = _ProgressLine(stderr, draw=draw), None
+    progress = _ProgressLine(stderr, draw=draw)
+    stdout = None
     if to_stdout:
         sys.stdout.flush()
         stdout = _CountedStdout(sys.stdout.fileno(), "wb", closefd=False)
     options: dict[str, Any] = {"max_rate": args.limit_rate} if args.limit_rate else {}
-    if args.speed_limit:  # unset: not passed at all
+    if args.speed_limit:
         options["min_rate"] = args.speed_limit
     try:
         client.download(
@@ -1116,16 +1149,18 @@ def _cli_download(
             sha256=sha256,
             resume=resume,
             connections=args.connections,
-            verified=progress.verified.append,  # for the summary: what the file passed
+            verified=progress.verified.append,
             **options,
         )
-    except BaseException as exc:  # said after the error or interruption (main, _run_command)
-        if stdout is not None and isinstance(exc, BrokenPipeError):  # its reader left (| head)
+    except BaseException as exc:
+        # Said after the error or interruption (by main and _run_command).
+        if stdout is not None and isinstance(exc, BrokenPipeError):
             total = f" of {_size(progress.total)}" if progress.total else ""
             went = f"stdout's reader went away after {_size(stdout.written)}{total} was written"
             raise _Refused(f"{went}: the file is incomplete") from None
         hint = _partial_file_hint(target, partial, resume, received=progress.done > 0)
-        if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:  # as curl says it
+        # As curl says it.
+        if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
             ran = time.monotonic() - progress.created
             hint = f"; it ran {ran:.1f} s and received {progress.received()}{hint}"
         _noted(exc, target, hint)
@@ -1139,15 +1174,17 @@ def _download_summary(where: str, progress: _ProgressLine, sha256: str | None) -
     """``downloaded out.bin: 3.0 MiB (1.4 MiB already there), 2.0 s, 803.6 KiB/s, sha256
     verified``: this run's time and rate, and what the file was checked against."""
     elapsed = max(time.monotonic() - progress.created, 1e-6)
-    already = progress.first or 0  # what a resumed download had kept
+    already = progress.first or 0
     size = _size(progress.done) + (f" ({_size(already)} already there)" if already else "")
     rate = _size((progress.done - already) / elapsed)
-    clear = " over plain HTTP"  # download() adds it to each check when a redirect left https://
+    # download() adds it to each check when a redirect left https://.
+    clear = " over plain HTTP"
     checks = progress.verified
     servers = [check.removesuffix(clear) for check in checks if not check.startswith("sha256")]
     checked = f", verified by the server's {servers[0]}" if servers else ""
     checked = ", sha256 verified" if sha256 else checked
-    if checked and any(check.endswith(clear) for check in checks):  # a digest proves less
+    # A digest over plain HTTP proves less.
+    if checked and any(check.endswith(clear) for check in checks):
         checked += " (the bytes came over plain HTTP: a redirect left https://)"
     return f"downloaded {where}: {size}, {elapsed:.1f} s, {rate}/s{checked}"
 
@@ -1160,7 +1197,8 @@ class _CountedStdout(io.FileIO):
 
     def write(self, data: Any, /) -> int:
         count = super().write(data)
-        if count is None:  # a non-blocking stdout that is full, as a buffered stream says it
+        # A non-blocking stdout that is full: said as a buffered stream says it.
+        if count is None:
             raise BlockingIOError(11, "stdout is full and non-blocking")
         self.written += count
         return count
@@ -1185,31 +1223,22 @@ def _partial_file_hint(
 # The terminal: stderr's lines, results, the pager, tables, progress, completion
 # ---------------------------------------------------------------------------
 
-# What is escaped on its way to a terminal: C0, DEL, C1; bidirectional controls (a server's
-# "denied\u202e :ko" reads "ok"), zero-width characters, line and paragraph separators, the other
-# invisible ones (soft hyphen, fillers, tags: "ASCII smuggling"); lone surrogates, which no UTF-8
-# stream takes.
-_ESCAPED = (
-    "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
-    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
-    "\ud800-\udfff"
-)
 
-
-@functools.cache  # made on first use: --help and --version need none of it
+# Made on first use: --help and --version need none of it.
+@functools.cache
 def _escapes() -> tuple[re.Pattern[str], dict[int, str], dict[int, str]]:
-    """What _ESCAPED matches; the terminal's escapes (``\\x1b``, ``\\u202e``); JSON's (``\\u``, a
-    surrogate pair past U+FFFF: json.dumps escapes C0 itself, and leaves the rest)."""
-    spans = re.findall(r"(.)(?:-(.))?", _ESCAPED, re.DOTALL)
+    """A pattern of _UNSEEN's characters; their escapes on a terminal (``\\x1b``, ``\\u202e``)
+    and in JSON (``\\u``, a surrogate pair past U+FFFF; json.dumps itself escapes C0 alone)."""
+    spans = re.findall(r"(.)(?:-(.))?", _UNSEEN, re.DOTALL)
     codes = [code for a, b in spans for code in range(ord(a), ord(b or a) + 1)]
     shapes = ((0xA0, "\\x{:02x}"), (0x10000, "\\u{:04x}"), (0x110000, "\\U{:08x}"))
     terminal = {c: next(shape for end, shape in shapes if c < end).format(c) for c in codes}
     escaped = {c: json.dumps(chr(c))[1:-1] if c > 0x7F else "\\u007f" for c in codes if c >= 0x7F}
-    return re.compile(f"[{_ESCAPED}]"), terminal, escaped
+    return re.compile(f"[{_UNSEEN}]"), terminal, escaped
 
 
 def _printable(text: str) -> str:
-    """``text`` with what a terminal would act on or hide escaped (see _ESCAPED)."""
+    """``text`` with what a terminal would act on or hide escaped (the library's _UNSEEN)."""
     pattern, terminal, _ = _escapes()
     return text.translate(terminal) if pattern.search(text) else text
 
@@ -1226,22 +1255,12 @@ def _json_text(value: Any, indent: int | None = None) -> str:
     return text.translate(_escapes()[2])
 
 
-def _size(count: float) -> str:
-    """A byte count for people: 512 B, 1.5 KiB, 3.0 GiB."""
-    if count < 1024:
-        return f"{count:.0f} B"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        count /= 1024
-        if count < 1024 or unit == "TiB":
-            break
-    return f"{count:.1f} {unit}"
-
-
 def _terminal_size(stream: Any, name: str) -> int:
     """The ``columns`` or ``lines`` of the terminal ``stream`` writes to ($COLUMNS, $LINES first,
     as shutil reads them); 0 when it is none."""
     variable = os.environ.get(name.upper(), "")
-    if variable.isascii() and variable.isdigit() and len(variable) <= 4:  # else: not a terminal's
+    # Anything else is not a terminal's size.
+    if variable.isascii() and variable.isdigit() and len(variable) <= 4:
         return int(variable)
     try:
         return getattr(os.get_terminal_size(stream.fileno()), name) if stream.isatty() else 0
@@ -1249,29 +1268,32 @@ def _terminal_size(stream: Any, name: str) -> int:
         return 0
 
 
-class _Stderr:
+class _Stderr(logging.Handler):
     """The command's stderr: one-line messages and, on a terminal, one status line under them
-    (a download's progress; without -v, a retry under way), never left behind. Every text is
-    escaped on its way out (much of it came from the network) and holds none of ``secrets``.
-    """
+    (``line``: a download's progress; without -v, a retry under way), never left behind; the
+    handler of the library's log records. Every text is escaped on its way out (much of it came
+    from the network) and redacted (``redact``)."""
 
     def __init__(self, *, quiet: bool, verbose: bool) -> None:
+        super().__init__()
         self.stream, self.quiet, self.verbose = sys.stderr, quiet, verbose
         try:
             self.is_terminal = self.stream.isatty()
         except (AttributeError, ValueError):
             self.is_terminal = False
-        self.line: str | None = None  # the status line on the screen
-        self.secrets = _Secrets(signed=True)  # then the client's
-        self.lock = _thread.allocate_lock()  # a download's threads log too
+        self.line: str | None = None
+        # The client's redact once it is made: its key, in any form, and signed URLs' credentials.
+        self.redact: Callable[[str], str] = lambda text: text
+        # Held to write a line: a download's threads log too (logging's own lock is self.lock).
+        self.writing = _thread.allocate_lock()
 
     def status(self, line: str | None) -> None:
         """Draw the status line in place of the last one (None: clear it)."""
         if self.is_terminal and not self.quiet:
-            with self.lock:
+            with self.writing:
                 width = (_terminal_size(self.stream, "columns") or 80) - 1
                 # Redacted before it is cut: a secret cut in two would not be found whole (_write).
-                shown = line and _printable(_redact_value(line, self.secrets))
+                shown = line and _printable(self.redact(line))
                 self.line = shown and _status_fitted(shown, width)
                 self._write(f"\r{self.line or ''}\033[K")
 
@@ -1279,9 +1301,10 @@ class _Stderr:
         """A line (``raw``: text already made safe, such as JSON) above the status line."""
         if self.quiet and not error:
             return
-        with self.lock:
+        with self.writing:
             if error:
-                self.line = None  # an error ends what the status line said
+                # An error ends what the status line said.
+                self.line = None
             clear = "\r\033[K" if self.is_terminal else ""
             self._write(clear + (text if raw else _printable(text)) + "\n" + (self.line or ""))
 
@@ -1295,23 +1318,32 @@ class _Stderr:
     def log(self, record: Any) -> None:
         """A logging handler's emit: the library's request (DEBUG), resume (INFO), retry lines."""
         args = record.args or ()
-        shown = [_sizes_for_people(a) if isinstance(a, DatasetClientError) else a for a in args]
+        # A retry's cause: its sizes for people (the final error says it all in the CLI's words).
+        shown = [
+            a.worded(**_sizes_in_words(a)) if isinstance(a, DatasetClientError) else a for a in args
+        ]
         text = "dataset-client: " + (record.msg % tuple(shown) if shown else record.getMessage())
-        if not self.verbose and record.levelno == logging.INFO:  # a resume: one line (-v: the URL)
-            text = text.rsplit(", GET ", 1)[0]
+        # A resume: one line, the URL left to -v.
+        if not self.verbose and record.levelno == logging.INFO:
+            text = f"dataset-client: {record.event}"
         lasting = getattr(record, "lasting", False)
         if record.levelno >= logging.WARNING and not self.verbose and not lasting:
-            self.status(text)  # a retry: said while it waits, gone once it is over
-        else:  # never cut: the cause of a retry is at its end
+            # A retry: said while it waits, gone once it is over.
+            self.status(text)
+        else:
+            # Never cut: the cause of a retry is at its end.
             self.message(text)
+
+    emit = log
 
     def close(self) -> None:
         if self.line:
             self.status(None)
 
     def _write(self, text: str) -> None:
-        with contextlib.suppress(OSError, ValueError):  # a broken stderr must not hide the error
-            self.stream.write(_redact_value(text, self.secrets))
+        # A broken stderr must not hide the error.
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.write(self.redact(text))
             self.stream.flush()
 
 
@@ -1332,7 +1364,8 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
 
         # A terminal shows the cells escaped; a file or pipe gets them as they are.
         shown = _printable if sys.stdout.isatty() else _encodable
-        writer = csv.writer(sys.stdout, lineterminator="\r\n")  # RFC 4180
+        # Lines end in CRLF, as RFC 4180 says.
+        writer = csv.writer(sys.stdout, lineterminator="\r\n")
         writer.writerow([shown(name) for name in columns])
         writer.writerows([shown(_cell(value)) for value in row] for row in rows)
     else:
@@ -1345,7 +1378,8 @@ def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) 
     """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one
     JSON line, or csv's header and one row."""
     if settings.output == "table":
-        export = settings.command == "export"  # its id, sha256, URL are copied: never wrapped
+        # An export's id, sha256 and URL are copied: never wrapped.
+        export = settings.command == "export"
         shown = _export_fields(record) if export else record
         if not shown:
             sys.stdout.write(_json_text(record, 2) + "\n")
@@ -1367,7 +1401,8 @@ _EXPORT_FIELDS += ("rows", "size", "sha256", "download_url")
 def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
     """The fields of an export people check and act on (--output json has all), its size in KiB."""
     shown = {name: export[name] for name in _EXPORT_FIELDS if export.get(name) is not None}
-    if _is_number(shown.get("size")) and 0 <= shown["size"] <= 2**63 - 1:  # no file's: as it is
+    # A size no file has is shown as it is.
+    if _is_number(shown.get("size")) and 0 <= shown["size"] <= 2**63 - 1:
         shown["size"] = _size(shown["size"])
     return shown
 
@@ -1379,7 +1414,8 @@ def _block_lines(fields: dict[str, Any], width: int) -> list[str]:
     texts = [_json_text(v) if isinstance(v, (dict, list)) else _cell(v) for v in values]
     cells, numeric = [[_printable(text) for text in texts]], [_is_number(value) for value in values]
     names = [_printable(name) for name in fields]
-    return _record_lines(names, cells, numeric, width or sys.maxsize)[1:]  # less -[ RECORD 1 ]-
+    # Without its -[ RECORD 1 ]- line.
+    return _record_lines(names, cells, numeric, width or sys.maxsize)[1:]
 
 
 class _TerminalCopy(io.StringIO):
@@ -1396,7 +1432,7 @@ class _TerminalCopy(io.StringIO):
         return int(self.terminal.fileno())
 
 
-def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None:
+def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[..., Any]) -> None:
     """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller
     than the screen, as psql and gh do."""
     terminal = sys.stdout
@@ -1406,7 +1442,8 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None
         on_terminal = False
     if not on_terminal:
         print_it()
-        sys.stdout.flush()  # what cannot be written (a closed stdout) is this command's error
+        # What cannot be written (a closed stdout) is this command's error.
+        sys.stdout.flush()
         return
     copy = _TerminalCopy(terminal)
     with contextlib.redirect_stdout(copy):
@@ -1414,7 +1451,7 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, secrets: Any) -> None
     text = copy.getvalue()
     height = _terminal_size(terminal, "lines")
     command = _pager_command() if height and text.count("\n") >= height else None
-    if command is None or not _run_pager(command, text, terminal, secrets):
+    if command is None or not _run_pager(command, text, terminal, redact):
         terminal.write(text)
         terminal.flush()
 
@@ -1428,21 +1465,23 @@ def _pager_command() -> list[str] | None:
         if name in os.environ:
             try:
                 return shlex.split(os.environ[name]) or None
-            except ValueError:  # unbalanced quotes: not a command that can run
+            except ValueError:
+                # Unbalanced quotes: not a command that can run.
                 return None
     less = shutil.which("less")
     return [less, "-FRX"] if less else None
 
 
-def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bool:
-    """``text`` through the pager on ``terminal``, whose environment holds none of ``secrets``;
-    False when it cannot start. Quitting it early is fine: no error."""
+def _run_pager(command: list[str], text: str, terminal: Any, redact: Callable[..., Any]) -> bool:
+    """``text`` through the pager on ``terminal``, whose environment holds nothing ``redact``
+    (the client's) hides; False when it cannot start. Quitting it early is fine: no error."""
     import subprocess
 
-    environment = {  # none of the key, a copy of it, a proxy's password
+    # None of the key, a copy of it, a proxy's password.
+    environment = {
         name: value
         for name, value in os.environ.items()
-        if name != "DATASET_CLIENT_API_KEY" and not secrets.found_in(value)
+        if name != "DATASET_CLIENT_API_KEY" and redact(value, signed_urls=False) == value
     }
     terminal.flush()
     try:
@@ -1465,7 +1504,8 @@ def _run_pager(command: list[str], text: str, terminal: Any, secrets: Any) -> bo
                 break
             except KeyboardInterrupt:
                 continue
-    except BaseException:  # SIGTERM, SIGHUP: the pager goes too, not left reading the terminal
+    except BaseException:
+        # SIGTERM, SIGHUP: the pager goes too, not left reading the terminal.
         pager.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             pager.wait(5)
@@ -1503,7 +1543,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-_NARROWEST_TEXT = 8  # columns a text column keeps before the table turns into one block per record
+# Columns a text column keeps before the table turns into one block per record.
+_NARROWEST_TEXT = 8
 
 
 def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[str]:
@@ -1517,7 +1558,8 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
     nested = [any(isinstance(row[i], (dict, list)) for row in rows) for i in range(len(columns))]
     count = f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
     widths = _column_widths(names, cells, numeric, width, nested)
-    if widths is None:  # records: nested values as JSON with spaces, to wrap at words too
+    # Records: nested values as JSON with spaces, to wrap at words too.
+    if widths is None:
         cells = [_spaced(row, texts) for row, texts in zip(rows, cells, strict=True)]
         return [*_record_lines(names, cells, numeric, width), count]
 
@@ -1557,27 +1599,30 @@ def _column_widths(
     ]
     if sum(floors) > room:
         return None
-    for giving_way in (True, False):  # nested values first: text says more in the same room
+    # Nested values first: text says more in the same room.
+    for giving_way in (True, False):
         chosen = [i for i, number in enumerate(numeric) if not number and nested[i] is giving_way]
         _narrow(widths, floors, chosen, sum(widths) - room)
     return widths
 
 
 def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int) -> None:
-    """Take ``excess`` columns (as many as the floors allow) off the widest ``chosen`` columns,
-    leaving them level as cutting the widest by one at a time would; the level is found by
-    bisection, so the cost does not grow with the cells' length."""
+    """Take ``excess`` columns (as many as the floors allow) off the widest ``chosen`` ones, level
+    as cutting the widest one at a time would; found by bisection, whatever the cells' length."""
     if excess <= 0 or not chosen:
         return
 
     def cut_at(level: int) -> int:
         return sum(max(0, widths[index] - max(level, floors[index])) for index in chosen)
 
-    low, high = 0, max(widths[index] for index in chosen)  # cut_at(high) is 0: not enough
-    while high - low > 1:  # the highest level that cuts enough (low: 0 when even floors do not)
+    # cut_at(high) is 0: not enough.
+    low, high = 0, max(widths[index] for index in chosen)
+    # The highest level that cuts enough (low: 0 when even floors do not).
+    while high - low > 1:
         middle = (low + high) // 2
         low, high = (middle, high) if cut_at(middle) >= excess else (low, middle)
-    spare = max(0, cut_at(low) - excess)  # cut more than needed: one column back for each
+    # Cut more than needed: one column back for each.
+    spare = max(0, cut_at(low) - excess)
     for index in chosen:
         narrowed = min(widths[index], max(low, floors[index]))
         if spare and narrowed == low < widths[index]:
@@ -1588,9 +1633,8 @@ def _narrow(widths: list[int], floors: list[int], chosen: list[int], excess: int
 def _record_lines(
     names: list[str], cells: list[list[str]], numeric: list[bool], width: int
 ) -> list[str]:
-    """One block per record, ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded
-    wrapped format: names take up to half of ``width``; a longer text wraps onto indented lines;
-    numbers are never cut."""
+    """One block per record, ``-[ RECORD 1 ]-`` then ``column | value``, as psql's expanded wrapped
+    format: names up to half of ``width``; longer text wraps, indented; numbers are never cut."""
     name_width = min(max(map(_text_width, names), default=0), max(width // 2, 1))
     room = max(width - name_width - 3, 1)
     indent = " " * name_width + " | "
@@ -1611,17 +1655,19 @@ def _wrapped(text: str, width: int) -> list[str]:
     import bisect
     import itertools
 
-    narrow = text.isascii() or max(text) < "\u0300"  # a column each (see _text_width)
-    ends = [] if narrow else list(itertools.accumulate(map(_character_width, text)))  # columns
+    # A column each character (see _text_width).
+    narrow = text.isascii() or max(text) < "\u0300"
+    ends = [] if narrow else list(itertools.accumulate(map(_character_width, text)))
     pieces, start = [], 0
     while start < len(text):
-        stop = start + width  # where the next character would pass ``width``
+        stop = start + width
         if ends:
             taken = ends[start - 1] if start else 0
             stop = max(bisect.bisect_right(ends, taken + width, lo=start), start + 1)
         stop = min(stop, len(text))
         space = text.rfind(" ", start + 1, stop + 1) if stop < len(text) else -1
-        if space > 0 and (space == stop or _fits(text, space + 1, width)):  # at stop: a word's end
+        # A space at stop is a word's end.
+        if space > 0 and (space == stop or _fits(text, space + 1, width)):
             pieces.append(text[start:space])
             start = space + 1
         else:
@@ -1638,12 +1684,14 @@ def _fits(text: str, at: int, width: int) -> bool:
 
 def _text_width(text: str) -> int:
     """Columns ``text`` takes on a terminal: East Asian wide characters 2, combining marks none."""
-    if text.isascii() or max(text) < "\u0300":  # none of them comes before U+0300
+    # None of them comes before U+0300.
+    if text.isascii() or max(text) < "\u0300":
         return len(text)
     return sum(map(_character_width, text))
 
 
-@functools.lru_cache(maxsize=4096)  # bounded: a server may send every character there is
+# Bounded: a server may send every character there is.
+@functools.lru_cache(maxsize=4096)
 def _character_width(character: str) -> int:
     import unicodedata
 
@@ -1665,7 +1713,8 @@ def _width_up_to(text: str, limit: int) -> int:
 def _fit(text: str, width: int, right: bool) -> str:
     """``text`` padded to ``width`` columns, or cut to it with an ellipsis."""
     if _width_up_to(text, width) > width:
-        kept, room = 0, width - 1  # one pass: the characters that fit in front of the ellipsis
+        # One pass: the characters that fit in front of the ellipsis.
+        kept, room = 0, width - 1
         for character in text:
             room -= _text_width(character)
             if room < 0:
@@ -1701,18 +1750,20 @@ def _size_of(done: int, total: int) -> str:
 class _ProgressLine:
     """A download's ``progress`` callback: counts, and redraws the status line when its percent
     changes, each part in room for its widest value from the first frame on (the bar never jumps).
-    """
+    ``created``, ``started``: the download's start, its first bytes'; ``first``: the bytes there
+    already (a resumed file), not this run's; ``percent``: the one on the screen (a new one is
+    drawn at once); ``layout``: width, the bar's, each part's; ``verified``: the checks passed."""
 
     def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
         self.stderr, self.draw = stderr, draw
-        self.created = self.started = time.monotonic()  # the download's start; the first bytes'
+        self.created = self.started = time.monotonic()
         self.drawn_at = 0.0
-        self.first: int | None = None  # bytes there already (a resumed file): not this run's
+        self.first: int | None = None
         self.done = 0
         self.total: int | None = None
-        self.percent = -1  # the whole percent on the screen: a new one is drawn at once
-        self.layout: tuple[int, int, list[int]] | None = None  # (width, the bar's, each part's)
-        self.verified: list[str] = []  # the checks the file passed, as download(verified=) says
+        self.percent = -1
+        self.layout: tuple[int, int, list[int]] | None = None
+        self.verified: list[str] = []
 
     def __call__(self, done: int, total: int | None) -> None:
         if self.first is None or done < self.first:
@@ -1752,7 +1803,8 @@ class _ProgressLine:
             rooms[1] = len(_size_of(total, total))
             while len(rooms) > 1 and sum(rooms) + 2 * (len(rooms) - 1) > width - 1:
                 rooms.pop()
-            bar = width - 1 - (sum(rooms) + 2 * (len(rooms) - 1)) - 4  # "[", "]" and two spaces
+            # "[", "]" and two spaces.
+            bar = width - 1 - (sum(rooms) + 2 * (len(rooms) - 1)) - 4
             self.layout = (width, bar if bar >= 10 else 0, rooms)
         return self.layout[1], self.layout[2]
 
@@ -1761,22 +1813,32 @@ class _ProgressLine:
             self.stderr.status(None)
 
 
-# A URL as the library's messages show it (``GET URL: reason``), and the request that names it.
-_URL_IN_TEXT = r"\b[a-z][a-z0-9+.-]*://\S*[^\s:;,.)]"
+# A URL as a line shows it: a scheme that starts a word (never tried again from inside one: the
+# pattern stays linear in a reason phrase of megabytes), "://", up to white space but for the
+# punctuation after it; and a request that names one (``: GET URL``, through a proxy: its part).
+_URL_IN_TEXT = r"(?<![\w+.-])[a-z][a-z0-9+.-]*://\S*[^\s:;,.)]"
 _REQUEST_IN_TEXT = rf"(?:: )?\b[A-Z]+ {_URL_IN_TEXT}(?: via proxy \S+ \(NO_PROXY bypasses it\))?"
 
 
 def _status_fitted(text: str, width: int) -> str:
     """A status line in ``width`` columns, cut where it says least (a retry keeps its reason):
     each URL from its end (to its origin), then the request (the error and -v say it whole),
-    then the program's name; then (or at once, in a line without a URL) its end."""
-    urls = sorted(set(re.findall(_URL_IN_TEXT, text)), key=len, reverse=True)
-    for url in urls:
-        origin = url.find("/", url.find("//") + 2) % (len(url) + 1)  # where its path starts
-        keep = max(len(url) - (_text_width(text) - width) - 1, origin + 1)
-        if keep < len(url):
-            text = text.replace(url, url[:keep] + "\u2026")
-    if urls and _text_width(text) > width:
+    then the program's name; then (or at once, in a line without a URL) its end; linear."""
+    excess = _text_width(text) - width
+    urls: dict[str, int] = {}
+    for url in re.findall(_URL_IN_TEXT, text):
+        urls[url] = urls.get(url, 0) + 1
+    # The longest first, each (as often as it is met) cut until the line fits.
+    cut: dict[str, str] = {}
+    for url, count in sorted(urls.items(), key=lambda item: len(item[0]), reverse=True):
+        path_start = url.find("/", url.find("//") + 2) % (len(url) + 1)
+        keep = max(len(url) - excess - 1, path_start + 1)
+        if excess >= 0 and keep < len(url):
+            cut[url] = url[:keep] + "\u2026"
+            excess -= count * (_text_width(url) - _text_width(cut[url]))
+    if cut:
+        text = re.sub(_URL_IN_TEXT, lambda found: cut.get(found[0], found[0]), text)
+    if urls and excess > 0:
         text = re.sub(" {2,}", " ", re.sub(_REQUEST_IN_TEXT, "", text))
         if _text_width(text) > width:
             text = text.removeprefix("dataset-client: ")
@@ -1897,7 +1959,8 @@ def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
     own = {
         name: [option for option in table if option not in known] for name, table in tables.items()
     }
-    offered = ("--output", "--format", "--ca-bundle", "--profile")  # their values are completed
+    # Their values are completed.
+    offered = ("--output", "--format", "--ca-bundle", "--profile")
     valued = {
         option: 1
         for table in (known, *tables.values())
@@ -1908,14 +1971,16 @@ def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:
         offer, test = 'COMPREPLY=($(compgen -W "{}" -- "$cur"))', "$cur"
     else:
         offer, test = "compadd -- {}", "$PREFIX"
-    otherwise = {"": offer.format(" ".join(_COMMANDS))}  # after each command: its operands
+    # After each command: its operands.
+    otherwise = {"": offer.format(" ".join(_COMMANDS))}
     for name, command in _COMMANDS.items():
         if command.operands:
             otherwise[name] = offer.format(" ".join(command.operands))
         elif command.files:
             otherwise[name] = "_dataset_client_files"
     cases = ""
-    for name in ("", *own):  # no command yet, then each: its options, else its operands
+    # No command yet, then each: its options, else its operands.
+    for name in ("", *own):
         words = sorted({*known, *own[name]} - {"--version"} if name else known)
         then = f"{offer.format(' '.join(words))}; else {otherwise.get(name, ':')}"
         cases += f'        "{name}") if [[ {test} == -* ]]; then {then}; fi ;;\n'

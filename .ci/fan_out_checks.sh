@@ -1,29 +1,22 @@
 #!/usr/bin/env bash
-# examples/fan_out.py on Dask, from a virtual environment of its own (Dask is the example's
-# dependency alone): against the stand-in (examples/local_service.py --port 0), on a LocalCluster
-# and on separate `dask scheduler`s with `dask worker` processes on 127.0.0.1. Checks the
-# summary lines (and "N fetched, M already there" before), that a re-run fetches only what is
-# missing or altered (a record in upper case or padded is accepted), --by month's clipping, a
-# failure's line (escaped) and exit 1, no dashboard-port warning while another process holds
-# 8787, --into another user's directory refused, dataset_client shipped to a cluster without it,
-# a worker without the profile's ca_bundle (a mount namespace hides it) and a cluster without
-# workers each ending in failed lines and the summary, and the one-line advice without Dask.
-# When pip cannot reach the package index, a line "SKIPPED: why" (.ci/run counts it), exit
-# status 0. Stops everything it started.
+# examples/fan_out.py without Dask and on Dask, against the stand-in (examples/local_service.py
+# --port 0). First with python3 alone, no venv (Dask absent): the jobs on threads of one client,
+# "(N threads)" and "(1 thread)", a re-run skipping what is there, --scheduler refused in one line.
+# Then on Dask, from a virtual environment of its own (Dask is the example's dependency alone), on
+# a LocalCluster (the same files and records as on threads) and on separate `dask scheduler`s
+# with `dask worker` processes on 127.0.0.1. Checks the summary lines (and "N fetched, M already
+# there" before), that a re-run fetches only what is missing or altered (a record in upper case or
+# padded is accepted), --by month's clipping, a failure's line (escaped) and exit 1, no
+# dashboard-port warning while another process holds 8787, --into another user's directory
+# refused, dataset_client shipped to a cluster without it, a worker without the profile's
+# ca_bundle (a mount namespace hides it) and a cluster without workers each ending in failed
+# lines and the summary. When pip cannot reach the package index, a line "SKIPPED: why" (.ci/run
+# counts it) after the checks without Dask, exit status 0. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${TMPDIR:-/tmp}/dataset-client-ci-fan-out"
 pins="dask[distributed]==2026.8.0"
-if [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins" ]; then # made anew when the pins change
-  if ! { python3 -m venv --clear "$venv" &&
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 "$pins"; }; then
-    echo "SKIPPED: the Dask example: no package index reachable (pip install $pins failed)"
-    exit 0
-  fi
-  echo "$pins" >"$venv/pins"
-fi
-
 work="$(mktemp -d)"
 started=() # the pids of what this script started, stopped on exit
 stop_all() {
@@ -51,11 +44,12 @@ fail() {
   tail -n 20 "$work/err" 2>/dev/null || true
   exit 1
 }
-# check STATUS PATTERN ARGUMENTS...: fan_out.py exits STATUS and its last line matches PATTERN.
+# check STATUS PATTERN ARGUMENTS...: fan_out.py, run by "${python[@]}", exits STATUS and its last
+# line matches PATTERN.
 check() {
   local want="$1" pattern="$2" status=0
   shift 2
-  "$venv/bin/python" examples/fan_out.py "$@" >"$work/out" 2>"$work/err" || status=$?
+  "${python[@]}" examples/fan_out.py "$@" >"$work/out" 2>"$work/err" || status=$?
   sed 's/^/    /' "$work/out"
   [ "$status" = "$want" ] || fail "fan_out.py $* exited $status, not $want"
   [[ "$(tail -n 1 "$work/out")" =~ $pattern ]] || fail "fan_out.py $*: its last line does not match $pattern"
@@ -82,11 +76,43 @@ start_cluster() {
 }
 bars=(daily_bars --symbols AAPL,MSFT,NVDA --start 2024-01-01 --end 2024-03-31 --into "$work/bars")
 
-echo "== fan_out.py on a LocalCluster (2 workers): 3 symbols, then a re-run, then a re-run after a file went and one was altered"
+# python3 without Dask: as it is where it has none (as in CI), else with Dask's import blocked
+python=(python3)
+if python3 -c "import dask" 2>/dev/null; then
+  python=(python3 -c "import runpy, sys; sys.modules['dask'] = None; sys.argv.pop(0); runpy.run_path(sys.argv[0], run_name='__main__')")
+fi
+echo "== without Dask (python3 alone, no venv): 3 symbols on 4 threads of one client, then a re-run on 1"
+threads_summary() { echo "^$1 files, [0-9]+ bytes, 0 failed in [0-9.]+ s on this machine \\($2\\)$"; }
+check 0 "$(threads_summary 3 "4 threads")" "${bars[@]:0:7}" --into "$work/threads"
+counts 3 0
+[ "$(exports)" = 3 ] || fail "the stand-in received $(exports) exports for 3 symbols" # what the server saw
+check 0 "$(threads_summary 3 "1 thread")" "${bars[@]:0:7}" --into "$work/threads" --workers 1
+counts 0 3
+[ "$(exports)" = 3 ] || fail "the re-run made $(($(exports) - 3)) exports; nothing was missing"
+
+echo "== without Dask, --scheduler: one line saying how to install Dask, exit 2"
+status=0
+"${python[@]}" examples/fan_out.py "${bars[@]}" --scheduler tcp://127.0.0.1:8786 >"$work/out" 2>"$work/err" || status=$?
+[ "$status" = 2 ] && [ "$(wc -l <"$work/err")" = 1 ] && grep -q 'pip install "dask\[distributed\]"' "$work/err" ||
+  fail "--scheduler without Dask: exit $status, stderr: $(cat "$work/err")"
+sed 's/^/    /' "$work/err"
+
+if [ "$(cat "$venv/pins" 2>/dev/null)" != "$pins" ]; then # made anew when the pins change
+  if ! { python3 -m venv --clear "$venv" &&
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 20 --retries 1 "$pins"; }; then
+    echo "SKIPPED: the Dask example: no package index reachable (pip install $pins failed)"
+    exit 0
+  fi
+  echo "$pins" >"$venv/pins"
+fi
+python=("$venv/bin/python")
+
+echo "== fan_out.py on a LocalCluster (2 workers): 3 symbols (the files and records made on threads), then a re-run, then a re-run after a file went and one was altered"
 check 0 "$(local_summary 3 0)" "${bars[@]}" --workers 2
 counts 3 0
 made="$(exports)"
-[ "$made" = 3 ] || fail "the stand-in received $made exports for 3 symbols"  # what the server saw, not only the summary
+[ "$made" = 6 ] || fail "the stand-in received $((made - 3)) exports for 3 symbols" # what the server saw, not only the summary
+diff -r "$work/threads" "$work/bars" >/dev/null || fail "the files or records made on Dask and on threads differ"
 record="$work/bars/daily_bars-AAPL.parquet.sha256"  # as another tool may write it: upper case, white space after
 python3 -c "import sys; p = sys.argv[1]; a, b = open(p).read().splitlines(); open(p, 'w').write(f'{a}  \n{b.upper()}  \n\n')" "$record"
 check 0 "$(local_summary 3 0)" "${bars[@]}"
@@ -185,14 +211,4 @@ sed 's/^/    /' "$work/out"
   fail "without workers: exit $status"
 [[ "$(tail -n 1 "$work/out")" =~ ^0\ files,\ 0\ bytes,\ 4\ failed\ in\ [0-9.]+\ s\ on\ .*\(0\ workers\)$ ]] || fail "no summary"
 
-echo "== without Dask: one line saying how to install it, exit 2"
-if python3 -c "import dask" 2>/dev/null; then
-  echo "SKIPPED: fan_out.py without Dask: this machine's python3 has Dask"
-else
-  status=0
-  python3 examples/fan_out.py "${bars[@]}" >"$work/out" 2>"$work/err" || status=$?
-  [ "$status" = 2 ] && [ "$(wc -l <"$work/err")" = 1 ] && grep -q 'pip install "dask\[distributed\]"' "$work/err" ||
-    fail "without Dask: exit $status, stderr: $(cat "$work/err")"
-  sed 's/^/    /' "$work/err"
-fi
 echo "== fan_out.py: every check passed"

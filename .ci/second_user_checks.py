@@ -523,6 +523,59 @@ class Checks:
         done = self.as_user(self.victim, f"DATASET_CLIENT_CONFIG='{own}' {client} datasets")
         return None if len(Files.requests) == 1 else f"the user's own copy: {done.stderr!r}"
 
+    def planted_beside_is_never_run(self) -> str | None:
+        """Issue 36: in a 1777 directory, the attacker's dataset_client_cli.py beside the victim's
+        library, then the attacker's .pyc in __pycache__ beside the victim's own pair (-I, -B,
+        PYTHONDONTWRITEBYTECODE=1), then the attacker's library beside the victim's CLI: none runs."""
+        shared = self.sticky()
+        library, cli = shared / "dataset_client.py", shared / "dataset_client_cli.py"
+        self.as_user(self.victim, f"cp '{self.work / library.name}' '{library}'").check_returncode()
+        ran = shared / "ran"
+        self.as_user(
+            self.attacker, f"echo \"open('{ran}', 'w').close()\" > '{cli}'"
+        ).check_returncode()
+        done = self.as_user(self.victim, f"{self.python} -I '{library}' --version")
+        said = f"{cli} is not run: not a regular file of yours (owner: uid {pwd.getpwnam(self.attacker).pw_uid})"
+        if done.returncode != 2 or said.encode() not in done.stderr or ran.exists():
+            return f"their CLI: exit {done.returncode}, ran: {ran.exists()}: {done.stderr!r}"
+        self.as_user(self.attacker, f"rm -f '{cli}'").check_returncode()
+        self.as_user(self.victim, f"cp '{self.work / cli.name}' '{cli}'").check_returncode()
+        planting = self.as_user(self.attacker, f"{self.python} - '{shared}'", input=PYC.encode())
+        planting.check_returncode()
+        for flags in ("-I", "-I -B", "-I -X pycache_prefix=/nonexistent"):
+            for script in (library, cli):
+                command = f"PYTHONDONTWRITEBYTECODE=1 {self.python} {flags} '{script}' --version"
+                done = self.as_user(self.victim, command)
+                if done.returncode != 0 or ran.exists():
+                    return f"{flags} {script.name}: their .pyc ran: {ran.exists()}: {done.stderr!r}"
+        self.as_user(self.victim, f"rm -f '{library}'").check_returncode()
+        self.as_user(
+            self.attacker, f"cp '{self.work / library.name}' '{library}'"
+        ).check_returncode()
+        done = self.as_user(self.victim, f"{self.python} -I '{cli}' --version")
+        if done.returncode != 2 or b"is not a regular file of yours" not in done.stderr:
+            return f"their library: exit {done.returncode}: {done.stderr!r}"
+        return None
+
+
+# The attacker's loop: for each of the pair in the directory given, a .pyc in __pycache__ whose
+# header matches the file (mtime, size), as Python's loader checks it, creating the file "ran".
+PYC = """
+import importlib.util, marshal, os, sys
+directory = sys.argv[1]
+os.makedirs(os.path.join(directory, "__pycache__"), exist_ok=True)
+for name in ("dataset_client", "dataset_client_cli"):
+    source = os.path.join(directory, name + ".py")
+    status = os.stat(source)
+    code = compile(f"open({os.path.join(directory, 'ran')!r}, 'w').close()", source, "exec")
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += (int(status.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    header += (status.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    cached = os.path.join(directory, "__pycache__", f"{name}.{sys.implementation.cache_tag}.pyc")
+    with open(cached, "wb") as file:
+        file.write(header + marshal.dumps(code))
+"""
+
 
 def python_for(user: str) -> str | None:
     """A Python 3.11+ that ``user`` can run (this one may lie under root's home)."""
@@ -613,6 +666,10 @@ def main() -> int:
         checks.check(
             "2775: a teammate's FIFO no one reads ends at --max-time",
             checks.unread_fifo_ends_at_the_deadline,
+        )
+        checks.check(
+            "1777: a CLI, library or .pyc another user put beside the pair is never run",
+            checks.planted_beside_is_never_run,
         )
     finally:
         server.shutdown()

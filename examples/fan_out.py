@@ -1,38 +1,45 @@
-"""Many exports at once on a Dask cluster: one export per symbol (or per month), each downloaded and checked.
+"""Many exports at once, on threads or on a Dask cluster: one export per symbol (or per month), each
+downloaded and checked.
 
-    python examples/fan_out.py DATASET --symbols A,B,C --start YYYY-MM-DD --end YYYY-MM-DD \\
-           --into DIR [--by symbol|month] [--format parquet|csv|jsonl] \\
-           [--scheduler ADDRESS] [--workers N]
+    python3 examples/fan_out.py DATASET --symbols A,B,C --start YYYY-MM-DD --end YYYY-MM-DD \\
+            --into DIR [--by symbol|month] [--format parquet|csv|jsonl] \\
+            [--scheduler ADDRESS] [--workers N]
 
-Without ``--scheduler`` it starts a ``LocalCluster`` of ``--workers`` processes (default 2)
-on this machine; with it, it uses that cluster (and waits for ``--workers`` workers when
-given). Each task gets the ``DatasetClient`` made here, pickled (the pickle holds the key),
-creates its export, downloads it into ``DIR`` as ``DATASET-SYMBOL.EXT`` or
-``DATASET-YYYY-MM.EXT`` (other characters than letters, digits, ``_.-~`` percent-encoded:
-``BRK/A`` is ``BRK%2FA``) with the export's sha256 checked, and writes ``NAME.sha256`` beside
-it (``sha256sum`` format, after a comment line saying what the export covers). A re-run
-skips every file whose ``.sha256`` it matches and that covers what is asked now (the same
-symbols, dates and format), so it downloads only what is missing, not verified or of
-another range. ``DIR`` must be reachable from every worker (a shared file system on a real
-cluster) and be the user's own (another user could plant links at its files' names). The
-scheduler and the workers need ``dataset_client.py`` (the scheduler unpickles the task graph):
-where it cannot be imported, it is shipped with ``Client.upload_file``.
+Without Dask (the standard library alone) it runs the jobs on ``--workers`` threads (default 4)
+sharing one ``DatasetClient``. Where Dask is installed, or with ``--scheduler``, it runs them on
+Dask: without ``--scheduler`` a ``LocalCluster`` of ``--workers`` processes (default 2) on this
+machine; with it, that cluster (waiting for ``--workers`` workers when given), each task getting
+the ``DatasetClient`` made here, pickled (the pickle holds the key). Each job creates its export,
+downloads it into ``DIR`` as ``DATASET-SYMBOL.EXT`` or ``DATASET-YYYY-MM.EXT`` (other characters
+than letters, digits, ``_.-~`` percent-encoded: ``BRK/A`` is ``BRK%2FA``) with the export's sha256
+checked, and writes ``NAME.sha256`` beside it (``sha256sum`` format, the digest in lower case,
+after a comment line saying what the export covers). A re-run skips every file whose ``.sha256``
+it matches and that covers what is asked now (the same symbols, dates and format), so it
+downloads only what is missing, not verified or of another range. ``DIR`` must be reachable from
+every worker (a shared file system on a real cluster) and be the user's own (another user could
+plant links at its files' names). The scheduler and the workers need ``dataset_client.py`` (the
+scheduler unpickles the task graph): where it cannot be imported, it is shipped with
+``Client.upload_file``.
 
 The service address and key come from the same variables and profile as the command line's
 (``DATASET_CLIENT_BASE_URL``, ``DATASET_CLIENT_API_KEY``, ``DATASET_CLIENT_PROFILE``, the config
 file). It prints each failure on its own line (a task whose worker is lost fails once the
 cluster has had no worker for ``LOST_AFTER`` seconds), then ``N fetched, M already there``,
-then ``N files, M bytes, F failed in S s on ADDRESS (W workers)``: ``N`` files there and
-verified (skipped ones included), ``M`` their bytes, ``S`` the seconds the fan-out took once
-the cluster was up. Exit status: 0 when every file is there and verified, 1 when any failed,
-2 for a usage error, without Dask, or a cluster that cannot run the tasks.
+then ``N files, M bytes, F failed in S s on WHERE``: ``N`` files there and verified (skipped
+ones included), ``M`` their bytes, ``S`` the seconds the fan-out took (once the cluster was up),
+``WHERE`` either ``this machine (T threads)`` or the scheduler's address and ``(W workers)``.
+Ctrl-C on the threads closes the client (the calls under way end), starts no other job and
+prints the same lines for what was done. Exit status: 0 when every file is there and verified,
+1 when any failed, 2 for a usage error, ``--scheduler`` without Dask, or a cluster that cannot
+run the tasks, 130 after Ctrl-C on the threads.
 
-Needs Dask (``pip install "dask[distributed]"``); the library itself never does.
+Dask (``pip install "dask[distributed]"``) is this example's alone; the library never needs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import copy
 import datetime
 import errno
@@ -54,6 +61,8 @@ except ImportError:  # run from a checkout: the library is one directory up
     import dataset_client as dc
 
 EXTENSIONS = {"parquet": ".parquet", "csv": ".csv", "jsonl": ".jsonl"}
+# As many jobs at once as the default LocalCluster runs (2 workers of 2 threads each)
+THREADS = 4
 LOST_AFTER = 60.0  # seconds the cluster may have no worker before the tasks still waiting fail
 # What a terminal must not get raw (as the CLI escapes it):
 UNPRINTABLE = re.compile(
@@ -172,37 +181,53 @@ def open_regular(path: str) -> io.BufferedReader:
 
 
 def fetch(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
-    """On a worker: make ``job``'s export and download it into ``into``, unless it is there and
-    verified. Whatever fails (the client too: a ca_bundle missing here) is the outcome's error."""
+    """With ``client``: make ``job``'s export and download it into ``into``, unless it is there
+    and verified. Whatever fails (the client too: a ca_bundle missing here) is the outcome's error."""
     path = os.path.join(into, job.name)
     try:
-        os.makedirs(
-            into, exist_ok=True
-        )  # as this worker sees DIR: main() made it only where it runs
+        # As this worker sees DIR: main() made it only where it runs
+        os.makedirs(into, exist_ok=True)
         check_own_directory(into)
         size = verified_size(path, job)
         if size is not None:
             return Outcome(job.label, None, size)
-        with copy.copy(client) as own:  # this task's own connections, closed when it ends
-            export = own.create_export(
-                job.dataset,
-                symbols=job.symbols,
-                start_date=job.start,
-                end_date=job.end,
-                format=job.file_format,
-            )
-            own.download(export["download_url"], path, sha256=export["sha256"])
-        size = os.stat(path).st_size  # checked against the export's sha256 as it was written
-        # A name of its own, made with O_EXCL and O_NOFOLLOW: in a shared directory another user's
-        # link planted at a predictable name would have this write go where the link points.
-        partial = f"{path}.sha256.{os.urandom(6).hex()}.part"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        with open(os.open(partial, flags, 0o666), "w", encoding="ascii") as recorded:
-            recorded.write(f"{covers(job)}\n{export['sha256']}  {job.name}\n")
-        os.replace(partial, path + ".sha256")
+        export = client.create_export(
+            job.dataset,
+            symbols=job.symbols,
+            start_date=job.start,
+            end_date=job.end,
+            format=job.file_format,
+        )
+        digest = export["sha256"]
+        if not isinstance(digest, str):
+            raise ValueError(f"the export has no sha256 to check its file against: {digest!r}")
+        client.download(export["download_url"], path, sha256=digest)
+        # Checked against the export's sha256 as it was written
+        size = os.stat(path).st_size
+        # download() took the digest as sha256sum -c does (any case, white space around): recorded
+        # in one spelling, so that a re-run's comparison is of like with like.
+        record_digest(path, job, digest.strip().lower())
     except Exception as exc:  # reported with its label; the other tasks go on
         return Outcome(job.label, f"{type(exc).__name__}: {exc}")
     return Outcome(job.label, None, size, fetched=True)
+
+
+def fetch_on_worker(client: dc.DatasetClient, job: Job, into: str) -> Outcome:
+    """A Dask task: ``fetch`` with a copy of the client shipped to it (connections of this task's
+    own, closed when it ends)."""
+    with copy.copy(client) as own:
+        return fetch(own, job, into)
+
+
+def record_digest(path: str, job: Job, digest: str) -> None:
+    """Write ``PATH.sha256``: what the export covers, then ``digest`` in sha256sum's format."""
+    # A name of its own, made with O_EXCL and O_NOFOLLOW: in a shared directory another user's
+    # link planted at a predictable name would have this write go where the link points.
+    partial = f"{path}.sha256.{os.urandom(6).hex()}.part"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with open(os.open(partial, flags, 0o666), "w", encoding="ascii") as recorded:
+        recorded.write(f"{covers(job)}\n{digest}  {os.path.basename(path)}\n")
+    os.replace(partial, path + ".sha256")
 
 
 def check_own_directory(path: str) -> None:
@@ -230,7 +255,7 @@ def run(
             print(f"fan_out.py: {problem}", file=sys.stderr)
             return 2
         started = time.monotonic()
-        futures = [dask.submit(fetch, client, job, args.into, pure=False) for job in jobs]
+        futures = [dask.submit(fetch_on_worker, client, job, args.into, pure=False) for job in jobs]
         outcomes = collect(distributed, dask, futures, jobs)
         seconds = time.monotonic() - started
         address, workers = dask.scheduler.address, workers_left(dask)
@@ -240,6 +265,46 @@ def run(
             cluster.close()
     # The workers' word (each checked its file): DIR may be mounted elsewhere here, or not at all, and
     # hashing every file again here would read them all twice.
+    return summarise(outcomes, seconds, f"{address} ({counted(workers, 'worker')})")
+
+
+def run_on_threads(args: argparse.Namespace, client: dc.DatasetClient, jobs: list[Job]) -> int:
+    """Without Dask: the jobs on ``--workers`` threads sharing ``client``; print the failures and
+    the summary; the exit status. Ctrl-C closes the client, which ends the calls under way (each
+    then a failed line), starts no other job, and sums up what was done: exit status 130."""
+    threads = args.workers or THREADS
+    started = time.monotonic()
+    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fan_out")
+    futures: list[concurrent.futures.Future[Outcome]] = []
+    interrupted = False
+    try:
+        # One by one: a Ctrl-C while they are handed out still finds each one handed
+        for job in jobs:
+            futures.append(pool.submit(fetch, client, job, args.into))
+        concurrent.futures.wait(futures)
+    except KeyboardInterrupt:
+        interrupted = True
+        # The jobs waiting first: a thread freed by the close must not take up another
+        pool.shutdown(wait=False, cancel_futures=True)
+        client.close()
+    finally:
+        pool.shutdown()
+    outcomes = [future.result() for future in futures if not future.cancelled()]
+    seconds = time.monotonic() - started
+    if interrupted:
+        left = len(jobs) - len(outcomes)
+        print(
+            f"fan_out.py: interrupted: {left} of {len(jobs)} exports not started"
+            " (a re-run fetches what is not there)",
+            file=sys.stderr,
+        )
+    status = summarise(outcomes, seconds, f"this machine ({counted(threads, 'thread')})")
+    return 130 if interrupted else status
+
+
+def summarise(outcomes: list[Outcome], seconds: float, where: str) -> int:
+    """Print each failure on its line, ``N fetched, M already there`` and the summary, ``where``
+    the jobs ran; the exit status: 1 when any failed."""
     failures = [outcome for outcome in outcomes if outcome.error]
     for failure in failures:
         print(f"failed {escaped(failure.label)}: {escaped(' '.join(str(failure.error).split()))}")
@@ -247,12 +312,13 @@ def run(
     fetched = sum(outcome.fetched for outcome in done)
     size = sum(outcome.size or 0 for outcome in done)
     print(f"{fetched} fetched, {len(done) - fetched} already there")
-    plural = "" if workers == 1 else "s"
-    print(
-        f"{len(done)} files, {size} bytes, {len(failures)} failed in {seconds:.1f} s on {address}"
-        f" ({workers} worker{plural})"
-    )
+    print(f"{len(done)} files, {size} bytes, {len(failures)} failed in {seconds:.1f} s on {where}")
     return 1 if failures else 0
+
+
+def counted(number: int, thing: str) -> str:
+    """``1 worker``, ``2 workers``."""
+    return f"{number} {thing}" if number == 1 else f"{number} {thing}s"
 
 
 def start(distributed: Any, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -388,10 +454,15 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         "--format", choices=tuple(EXTENSIONS), default="parquet", help="(default: parquet)"
     )
     parser.add_argument(
-        "--scheduler", metavar="ADDRESS", help="a running scheduler (default: a LocalCluster)"
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a running Dask scheduler (default: a LocalCluster where Dask is installed, else threads)",
     )
     parser.add_argument(
-        "--workers", type=int, metavar="N", help="LocalCluster's workers (default 2); or wait for N"
+        "--workers",
+        type=int,
+        metavar="N",
+        help=f"threads (default {THREADS}) or LocalCluster's workers (default 2); or wait for N",
     )
     args = parser.parse_args(argv)
     args.symbols = list(
@@ -408,10 +479,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
-    try:
-        import dask.distributed as distributed
-    except ImportError:
-        print('fan_out.py needs Dask: pip install "dask[distributed]"', file=sys.stderr)
+    distributed = dask_distributed()
+    if distributed is None and args.scheduler:
+        print(
+            'fan_out.py: --scheduler needs Dask: pip install "dask[distributed]"', file=sys.stderr
+        )
         return 2
     try:  # the command line's client: DATASET_CLIENT_* variables, then the profile
         client = dc.DatasetClient.from_profile()
@@ -421,7 +493,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fan_out.py: {one_line(exc)}", file=sys.stderr)
         return 2
     with client:
+        if distributed is None:
+            return run_on_threads(args, client, plan(args))
         return run(distributed, args, client, plan(args))
+
+
+def dask_distributed() -> Any:
+    """``dask.distributed`` where Dask is installed, else None (the jobs then run on threads)."""
+    try:
+        import dask.distributed as distributed
+    except ImportError:
+        return None
+    return distributed
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ class ErrorMessageTests(StandInTestCase):
                 ["--base-url", "ftp://x/api", "datasets"],
                 {},
                 2,
-                "--base-url (or DATASET_CLIENT_BASE_URL) must be an http:// or https:// URL, not 'ftp'",
+                "--base-url must be an http:// or https:// URL, not 'ftp'",
             ),
             (
                 ["datasets"],

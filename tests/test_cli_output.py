@@ -709,10 +709,10 @@ class ProgressLineTests(StandInTestCase):
 
     def test_a_status_line_cut_to_the_terminal_shows_no_part_of_a_secret(self) -> None:
         stderr = cli._Stderr(quiet=False, verbose=False)
-        stderr.stream, stderr.is_terminal, stderr.secrets = (
+        stderr.stream, stderr.is_terminal, stderr.redact = (
             TerminalOutput(),
             True,
-            dc._Secrets([KEY]),
+            dc._Secrets([KEY]).redact,
         )
         with mock.patch.dict(os.environ, {"COLUMNS": "41"}):
             stderr.status(
@@ -1083,3 +1083,26 @@ class TableLayoutTests(unittest.TestCase):
             {(len(cell), cell[-1]) for cell in lines[2].split()}, {(18, "…"), (19, "…")}
         )  # level
         self.assertEqual(lines[3].split(), [str(index) * 9 for index in range(20)])
+
+
+class StatusLineCostTests(unittest.TestCase):
+    def test_fitting_a_retry_line_is_linear_in_the_servers_reason(self) -> None:
+        # Issue 36: a 60 KB reason phrase cost 1.8 s of CPU a line (a pattern tried from every
+        # word, a replace and a measure of the whole line per URL in it). At 1 MB, what is
+        # quadratic takes minutes: this test would not end (no timing is asserted).
+        size = 1_000_000
+        for reason in (
+            "a." * (size // 2),
+            "a://b " * (size // 6),
+            "GET a://b: " * (size // 11),
+            "http://h/" + ":" * size,
+            "A " * (size // 2),
+            ".a" * (size // 2) + "://",
+        ):
+            with self.subTest(reason=reason[:12]):
+                line = (
+                    f"dataset-client: retrying in 1.0 s (2 attempts left): GET http://h/x: {reason}"
+                )
+                fitted = cli._status_fitted(line, 80)
+                self.assertLessEqual(len(fitted), 80)
+                self.assertIn("retrying in 1.0 s (2 attempts left):", fitted)

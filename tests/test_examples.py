@@ -1,4 +1,4 @@
-"""The examples: the stand-in service, its Parquet writer, fan_out on a stand-in of Dask."""
+"""The examples: the stand-in service, its Parquet writer, fan_out on threads and on a stand-in of Dask."""
 
 from __future__ import annotations
 
@@ -44,11 +44,13 @@ from tests.support import (
     StandInTestCase,
     Verified,
     digest_field,
+    hang,
     inherited_signals,
     local_service,
     quick_stand_in,
     reply,
     serve_file,
+    wait_for,
 )
 
 # unittest's hook: this module's tests join the one set of workers a run shares
@@ -152,6 +154,23 @@ def _load_example(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def fan_out_main(
+    fan_out: Any, argv: list[str], dask: FakeDask | None
+) -> tuple[int, list[str], str]:
+    """fan_out.main(argv) with ``dask`` as dask.distributed (None: no Dask installed): its exit
+    status, its lines on stdout and its stderr."""
+    modules: dict[str, Any] = {"dask": None, "dask.distributed": None}
+    if dask is not None:
+        modules = {"dask": types.SimpleNamespace(distributed=dask), "dask.distributed": dask}
+    with (
+        mock.patch.dict(sys.modules, modules),
+        contextlib.redirect_stdout(io.StringIO()) as stdout,
+        contextlib.redirect_stderr(io.StringIO()) as stderr,
+    ):
+        status = fan_out.main(argv)
+    return status, stdout.getvalue().splitlines(), stderr.getvalue()
 
 
 def read_parquet(data: bytes) -> tuple[list[dict[int, Any]], list[list[Any]], int]:
@@ -745,7 +764,7 @@ class ParquetWriterTests(unittest.TestCase):
 class FanOutTests(ServerTestCase):
     """examples/fan_out.py on FakeDask: its plan, its client, its records, its failures."""
 
-    def test_fan_out_plans_one_export_a_month_clipped_and_without_dask_says_how_to_install(
+    def test_fan_out_plans_one_export_a_month_clipped_and_scheduler_without_dask_says_how_to_install(
         self,
     ) -> None:
         fan_out = _load_example("fan_out")
@@ -769,15 +788,13 @@ class FanOutTests(ServerTestCase):
                 ("2024-03", "2024-03-01", "2024-03-10", ("AAPL", "MSFT"), "daily_bars-2024-03.csv"),
             ],
         )
-        stderr = io.StringIO()
-        with (
-            mock.patch.dict(sys.modules, {"dask": None, "dask.distributed": None}),
-            contextlib.redirect_stderr(stderr),
-        ):
-            status = fan_out.main([*argv, "--into", str(self.tmp())])
+        # Asked for and not installed: one line, before any request
+        into = self.tmp()
         self.assertEqual(
-            (status, stderr.getvalue()),
-            (2, 'fan_out.py needs Dask: pip install "dask[distributed]"\n'),
+            fan_out_main(
+                fan_out, [*argv, "--into", str(into), "--scheduler", "tcp://s:8786"], None
+            ),
+            (2, [], 'fan_out.py: --scheduler needs Dask: pip install "dask[distributed]"\n'),
         )
         self.assertEqual(self.requests, [])
 
@@ -1055,16 +1072,7 @@ class FanOutTests(ServerTestCase):
             "--into",
             str(shared),
         ]
-        modules = {"dask": types.SimpleNamespace(distributed=dask), "dask.distributed": dask}
-        with (
-            mock.patch.dict(sys.modules, modules),
-            contextlib.redirect_stderr(io.StringIO()) as stderr,
-            contextlib.redirect_stdout(io.StringIO()) as stdout,
-        ):
-            status = fan_out.main(argv)
-        self.assertEqual(
-            (status, stderr.getvalue(), stdout.getvalue()), (2, f"fan_out.py: {refused}\n", "")
-        )
+        self.assertEqual(fan_out_main(fan_out, argv, dask), (2, [], f"fan_out.py: {refused}\n"))
         self.assertEqual((dask.made, self.requests, os.listdir(shared)), ([], [], []))
 
     def test_fan_out_s_rerun_accepts_a_record_in_upper_case_or_with_trailing_white_space(
@@ -1190,3 +1198,146 @@ class FanOutTests(ServerTestCase):
                     self.assertEqual(
                         (elsewhere / job.name).read_bytes(), planted, "nothing written through it"
                     )
+
+    def test_fan_out_records_the_services_sha256_normalised_and_a_rerun_skips_the_file(
+        self,
+    ) -> None:
+        # Found in issue 35: a service sha256 with a trailing newline was recorded as it came, a
+        # record of three lines that never matched: each re-run downloaded the file again.
+        fan_out, data = _load_example("fan_out"), DATA[:2000]
+        digest = hashlib.sha256(data).hexdigest()
+        day = datetime.date(2024, 1, 2)
+        job = fan_out.Job("AAPL", "daily_bars", ("AAPL",), day, day, "csv", "daily_bars-AAPL.csv")
+        client = self.client()
+        for spelling in (digest.upper(), f"{digest}\n", f" {digest.upper()}\r\n"):
+            with self.subTest(sha256=spelling):
+                into = self.tmp()
+                self.server.requests.clear()
+                export = reply(201, {"download_url": "files/e1", "sha256": spelling})
+                self.script(export, serve_file(data))
+                self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None, 2000, True))
+                self.assertEqual(
+                    (into / f"{job.name}.sha256").read_text(),
+                    f"{fan_out.covers(job)}\n{digest}  {job.name}\n",
+                )
+                self.assertEqual(fan_out.fetch(client, job, str(into)), ("AAPL", None, 2000, False))
+                self.assertEqual([r.method for r in self.requests], ["POST", "GET"])
+        # An export without a digest: a failed line before any download, never a record of "None"
+        self.server.requests.clear()
+        into = self.tmp()
+        self.script(reply(201, {"download_url": "files/e1", "sha256": None}))
+        self.assertEqual(
+            fan_out.fetch(client, job, str(into)),
+            (
+                "AAPL",
+                "ValueError: the export has no sha256 to check its file against: None",
+                None,
+                False,
+            ),
+        )
+        self.assertEqual(([r.method for r in self.requests], os.listdir(into)), (["POST"], []))
+
+    def test_ctrl_c_on_the_threads_closes_the_client_starts_nothing_more_and_sums_up(
+        self,
+    ) -> None:
+        fan_out, into, data = _load_example("fan_out"), self.tmp(), DATA[:1000]
+        export = reply(
+            201, {"download_url": "files/e1", "sha256": hashlib.sha256(data).hexdigest()}
+        )
+
+        def export_at_once_file_never(handler: Any) -> None:
+            if handler.command == "POST":
+                export(handler)
+            else:
+                hang(handler)
+
+        self.server.default = export_at_once_file_never
+        # Python's own Ctrl-C, whatever the run inherited (a background job starts with SIGINT ignored)
+        self.addCleanup(
+            signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler)
+        )
+        main = threading.get_ident()
+
+        def ctrl_c_once_both_threads_download() -> None:
+            wait_for(lambda: [r.method for r in self.requests].count("GET") == 2, 20)
+            signal.pthread_kill(main, signal.SIGINT)
+
+        threading.Thread(target=ctrl_c_once_both_threads_download, daemon=True).start()
+        argv = ["daily_bars", "--symbols", "A,B,C,D,E,F", "--start", "2024-01-02"]
+        argv += ["--end", "2024-01-02", "--into", str(into), "--workers", "2"]
+        args = fan_out.parse_arguments(argv)
+        with (
+            contextlib.redirect_stdout(io.StringIO()) as stdout,
+            contextlib.redirect_stderr(io.StringIO()) as stderr,
+        ):
+            status = fan_out.run_on_threads(args, self.client(), fan_out.plan(args))
+        *failed, counts, summary = stdout.getvalue().splitlines()
+        self.assertEqual(status, 130)
+        self.assertEqual(
+            sorted(line[: line.index(": the DatasetClient ")] for line in failed),
+            ["failed A: ClientClosedError", "failed B: ClientClosedError"],
+        )
+        self.assertEqual(counts, "0 fetched, 0 already there")
+        self.assertRegex(
+            summary, r"^0 files, 0 bytes, 2 failed in [\d.]+ s on this machine \(2 threads\)$"
+        )
+        self.assertEqual(
+            stderr.getvalue(),
+            "fan_out.py: interrupted: 4 of 6 exports not started (a re-run fetches what is not"
+            " there)\n",
+        )
+        self.assertEqual(
+            sorted((r.method, r.json()["symbols"] if r.body else None) for r in self.requests),
+            [("GET", None), ("GET", None), ("POST", ["A"]), ("POST", ["B"])],
+        )
+        self.assertEqual(os.listdir(into), [], "nothing left of the downloads cut")
+        alive = [thread.name for thread in threading.enumerate() if "fan_out" in thread.name]
+        self.assertEqual(alive, [], "the pool's threads ended")
+
+
+class FanOutOnThreadsTests(StandInTestCase):
+    """examples/fan_out.py without Dask: its jobs on threads of one client, as they run on Dask."""
+
+    def test_without_dask_the_jobs_run_on_threads_with_the_files_lines_and_summary_of_dask(
+        self,
+    ) -> None:
+        fan_out, config = _load_example("fan_out"), self.tmp() / "config.toml"
+        config.touch(0o600)
+        os.environ.update(
+            DATASET_CLIENT_BASE_URL=self.base_url,
+            DATASET_CLIENT_API_KEY="stand-in-key",
+            DATASET_CLIENT_CONFIG=str(config),
+        )
+        argv = ["daily_bars", "--symbols", "AAPL,ZZZZ,MSFT", "--start", "2024-01-02"]
+        argv += ["--end", "2024-01-31", "--format", "csv"]
+        exports, on_threads, on_dask = self.service.service.exports, self.tmp(), self.tmp()
+        made = len(exports)
+        status, lines, stderr = fan_out_main(
+            fan_out, [*argv, "--into", str(on_threads), "--workers", "3"], None
+        )
+        self.assertEqual((status, stderr, len(exports) - made), (1, "", 2))
+        self.assertRegex(lines[0], "^failed ZZZZ: ServiceError: 422 .*: unknown symbols?: ZZZZ")
+        self.assertEqual(lines[1:-1], ["2 fetched, 0 already there"])
+        summary = r"^2 files, (\d+) bytes, 1 failed in [\d.]+ s on "
+        self.assertRegex(lines[-1], summary + r"this machine \(3 threads\)$")
+        on_dask_status, on_dask_lines, _ = fan_out_main(
+            fan_out, [*argv, "--into", str(on_dask)], FakeDask()
+        )
+        self.assertEqual((on_dask_status, on_dask_lines[:-1]), (1, lines[:-1]))
+        self.assertRegex(on_dask_lines[-1], summary + r"tcp://127\.0\.0\.1:8786 \(1 worker\)$")
+        files = {path.name: path.read_bytes() for path in on_threads.iterdir()}
+        self.assertEqual(files, {path.name: path.read_bytes() for path in on_dask.iterdir()})
+        names = ["daily_bars-AAPL.csv", "daily_bars-MSFT.csv"]
+        self.assertEqual(
+            sorted(files), [names[0], f"{names[0]}.sha256", names[1], f"{names[1]}.sha256"]
+        )
+        self.assertEqual(
+            re.findall(r"\d+", lines[-1])[1], str(len(files[names[0]]) + len(files[names[1]]))
+        )
+        made = len(exports)
+        status, lines, _ = fan_out_main(
+            fan_out, [*argv, "--into", str(on_threads), "--workers", "1"], None
+        )
+        self.assertEqual((status, len(exports) - made), (1, 0))
+        self.assertEqual(lines[1:-1], ["0 fetched, 2 already there"])
+        self.assertRegex(lines[-1], summary + r"this machine \(1 thread\)$")

@@ -6,6 +6,7 @@ redacted in every text and sent unchanged.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import functools
 import io
@@ -18,7 +19,9 @@ import struct
 import sys
 import threading
 import traceback
+import types
 import urllib.parse as urllib_parse
+import warnings
 from collections.abc import Callable
 from typing import Any
 from unittest import mock
@@ -746,3 +749,232 @@ class RedactionTests(SecretTestCase):
                 self.assertNoLogs("dataset_client", level="WARNING"),
             ):
                 self.client(base_url, api_key=key)
+
+
+class KeyReadFromAProfileTests(ServerTestCase):
+    """Issue 36: a key read from a variable or a profile is wrapped the moment it is read; no frame
+    (the library's, or tomllib's kept as a cause or context) holds it in clear when from_profile
+    fails."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        for name in [name for name in os.environ if name.startswith("DATASET_CLIENT_")]:
+            del os.environ[name]
+        os.environ["HOME"] = str(self.tmp())
+        os.environ.pop("XDG_CONFIG_HOME", None)
+        self.server.default = reply(body=[])
+
+    def config(self, text: str) -> None:
+        config = self.tmp() / "config.toml"
+        config.write_text(text)
+        config.chmod(0o600)
+        os.environ["DATASET_CLIENT_CONFIG"] = str(config)
+
+    def failure(self, **settings: Any) -> BaseException:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            error = outcome_of(functools.partial(DatasetClient.from_profile, **settings))
+        assert isinstance(error, Exception), repr(error)
+        return error
+
+    def test_the_reviews_five_ways_leave_no_key_in_any_frame(self) -> None:
+        profile = f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n'
+        cases: list[tuple[str, dict[str, str], str, dict[str, object]]] = [
+            (
+                "a variable's base_url without a scheme",
+                {"DATASET_CLIENT_BASE_URL": "h:80", "DATASET_CLIENT_API_KEY": KEY},
+                "",
+                {},
+            ),
+            ("timeout = inf in the profile", {}, "timeout = inf\n", {}),
+            ("a missing ca_bundle in the profile", {}, 'ca_bundle = "missing.pem"\n', {}),
+            ("max_retries=-1 passed in", {}, "", {"max_retries": -1}),
+            ("the profile's base_url without a scheme", {}, "", {"base_url": None}),
+        ]
+        for name, variables, more, settings in cases:
+            with self.subTest(name):
+                text = profile + more
+                if "base_url" in settings:
+                    text = f'[default]\nbase_url = "h:80"\napi_key = "{KEY}"\n'
+                    settings = {}
+                self.config(text)
+                os.environ.update(variables)
+                error = self.failure(**settings)
+                for variable in variables:
+                    del os.environ[variable]
+                self.assertIsInstance(error, (ValueError, OSError))
+                self.assertEqual(secrets_in_frames(error, KEY), [])
+        self.assertEqual(self.requests, [])
+
+    def test_a_key_in_a_variable_or_given_is_wrapped_too(self) -> None:
+        self.config(f'[default]\nbase_url = "{self.server.url}"\ntimeout = inf\n')
+        os.environ["DATASET_CLIENT_API_KEY"] = KEY
+        self.assertEqual(secrets_in_frames(self.failure(), KEY), [])
+        del os.environ["DATASET_CLIENT_API_KEY"]
+        self.config(f'[default]\nbase_url = "{self.server.url}"\n')
+        error = self.failure(api_key=KEY, timeout=-1)
+        self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_every_spelling_of_the_key_in_the_file_is_wrapped(self) -> None:
+        for spelling in ("api_key", "api-key", "apikey", "API_KEY", "Api-Key"):
+            for value in (f'"{KEY}"', f'["{KEY}"]', f'{{ a = "{KEY}" }}'):
+                with self.subTest(spelling=spelling, value=value):
+                    self.config(
+                        f'[default]\nbase_url = "{self.server.url}"\n{spelling} = {value}\n'
+                        'timeout = "soon"\n'
+                    )
+                    error = self.failure()
+                    self.assertIsInstance(error, ValueError)
+                    self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_a_malformed_file_keeps_no_frame_of_tomllib_holding_its_text(self) -> None:
+        # tomllib's frames hold the whole text (its key among it) in their locals: a
+        # TOMLDecodeError kept as the context of the ValueError said instead showed it.
+        for broken in ("broken = \n", "x = [" * 2000, 'x = "\\q"\n'):
+            with self.subTest(broken=broken[:12]):
+                self.config(f'[default]\napi_key = "{KEY}"\n{broken}')
+                error = self.failure()
+                self.assertIsInstance(error, ValueError)
+                self.assertTrue(str(error).startswith("cannot read the config file "), error)
+                self.assertIsNone(error.__context__)
+                self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_the_key_read_still_goes_where_it_went(self) -> None:
+        self.config(f'[default]\nbase_url = "{self.server.url}"\napi-key = "{KEY}"\n')
+        with self.assertWarnsRegex(UserWarning, "^unknown key 'api-key' in "):
+            client = DatasetClient.from_profile()
+        with client:
+            client.list_datasets()
+        self.config(f'[default]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\n')
+        with DatasetClient.from_profile() as client:
+            client.list_datasets()
+            self.assertIsInstance(client._arguments["api_key"], dc._Secret)
+        self.assertEqual(
+            [request.headers["Authorization"] for request in self.requests], [None, f"Bearer {KEY}"]
+        )
+
+
+class KeyGivenToTheConstructorTests(ServerTestCase):
+    """Issue 36's own pass: what else reads a key before wrapping it."""
+
+    def test_headers_in_any_mapping_are_wrapped_before_any_check(self) -> None:
+        tenant = "tenant-secret-0042"
+        for headers in (
+            types.MappingProxyType({"X-Tenant": tenant, "Bad Name": "x"}),
+            collections.OrderedDict([("X-Tenant", tenant), ("X-Bad", "a\nb")]),
+            collections.UserDict({"X-Tenant": tenant, "Content-Length": "1"}),
+        ):
+            with self.subTest(headers=type(headers).__name__):
+                error = outcome_of(
+                    functools.partial(DatasetClient, self.server.url, KEY, headers=headers)
+                )
+                self.assertIsInstance(error, ValueError)
+                # The constructor's own argument is the caller's; every frame below it is not.
+                assert isinstance(error, ValueError), repr(error)
+                found = secrets_in_frames(error, KEY, tenant)
+                self.assertEqual([where for where in found if "__init__" not in where], [])
+                self.assertEqual(found, [])
+
+
+# Signed URLs' credentials in the forms the fourth review found shown: the first parameter of a URL
+# nested in another's query, once and twice encoded; GSON's and HTML's escapes of "=".
+NESTED_SIGNED = {
+    "X-Amz-Signature": "%3FX-Amz-Signature%3D816d0123nested01",
+    "access_token": "%3Faccess_token%3Dya29nested02",
+    "Policy": "%3FPolicy%3DeyJnested03%26Signature%3DZm9nested04",
+    "twice": "%253FX-Amz-Signature%253D816d0123nested05",
+    "twice, lower case": "%253fsig%253dr2BVnested06",
+}
+NESTED_VALUES = ["816d0123nested01", "ya29nested02", "eyJnested03", "Zm9nested04"]
+NESTED_VALUES += ["816d0123nested05", "r2BVnested06"]
+
+
+class NestedSignedUrlTests(ServerTestCase):
+    def test_a_nested_signed_urls_first_parameter_is_redacted_once_or_twice_encoded(self) -> None:
+        secrets = dc._Secrets(signed=True)
+        for name, nested in NESTED_SIGNED.items():
+            with self.subTest(name):
+                url = f"https://app.example/login?next=https%3A%2F%2Fs3.example%2Fb%2Fx{nested}"
+                shown = secrets.redact(url)
+                self.assertEqual([value for value in NESTED_VALUES if value in shown], [])
+                self.assertIn("<redacted>", shown)
+        for text in ("?next=%3Fsigma%3D1", "%253Fdesign%253D2", "a=1&#61;"):
+            self.assertEqual(secrets.redact(text), text, "names alone, and no credential")
+
+    def test_gson_and_html_escapes_of_equals_are_redacted_in_an_error_body(self) -> None:
+        storage = self.start_server()
+        bodies = [
+            '{"url": "https://s3.example/b/x?X-Amz-Date=1\\u0026X-Amz-Signature\\u003d816d0123nested01"}',
+            '<a href="https://s3.example/b/x?a=1&amp;Signature&#61;Zm9nested04">',
+            '<a href="https://s3.example/b/x?Policy&#x3D;eyJnested03&amp;b=2">',
+            '{"url": "https://s3.example/b/x?sig\\u003Dr2BVnested06"}',
+        ]
+        for body in bodies:
+            with self.subTest(body=body[:40]):
+                storage.script.append(reply(403, body.encode(), content_type="text/plain"))
+                error = outcome_of(
+                    lambda: self.client(max_retries=0).download(storage.url + "/f", io.BytesIO())
+                )
+                assert isinstance(error, dc.ServiceError), repr(error)
+                texts = [str(error), repr(error), error.body, repr(vars(error))]
+                self.assertEqual([v for v in NESTED_VALUES for t in texts if v in t], [])
+
+    def test_every_text_about_a_nested_signed_url_is_redacted(self) -> None:
+        storage = self.start_server()
+        path = f"/b/x?next=https%3A%2F%2Fs3.example%2Fb%2Fy{NESTED_SIGNED['Policy']}"
+        path += f"&back={NESTED_SIGNED['twice']}"
+        storage.script.append(reply(503, b"busy", content_type="text/plain"))
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(
+                lambda: self.client(max_retries=0).download(storage.url + path, io.BytesIO())
+            )
+        assert isinstance(error, dc.ServiceError), repr(error)
+        self.assertEqual(storage.requests[-1].path, path, "sent as given")
+        texts = [str(error), repr(error), repr(error.args), error.url, *logs.output]
+        self.assertEqual([v for v in NESTED_VALUES for t in texts if v in t], [])
+        storage.script.append(reply(503, b"busy", content_type="text/plain"))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            status = cli.main(["--retries", "0", "download", storage.url + path, str(self.tmp())])
+        self.assertEqual(status, 1, err.getvalue())
+        self.assertEqual([v for v in NESTED_VALUES if v in err.getvalue()], [])
+
+    def test_a_value_error_about_a_signed_download_url_shows_no_credential(self) -> None:
+        signed = "X-Amz-Date=1&X-Amz-Signature=816d0123nested01&token=ya29nested02"
+        for url in (
+            f"https://s3.example/b/x?{signed} ",
+            f"https://s3.example/b/x?{signed}\t",
+            f"https:///b/x?{signed}",
+            f"ftp://s3.example/b/x?{signed}",
+            f"https://s3.example:99999/b/x?{signed}",
+            f"https://s3.example/b/x?{signed}&\udc80",
+            "https://s3.example/b/x?X-Amz-Signature=816d0123nested01&\udc80",
+            "https://s3.example/b/\udc80?X-Amz-Signature=816d0123nested01",
+        ):
+            with self.subTest(url=url):
+                error = outcome_of(functools.partial(self.client().download, url, io.BytesIO()))
+                self.assertIsInstance(error, ValueError)
+                self.assertEqual([v for v in NESTED_VALUES if v in str(error)], [], error)
+        self.assertEqual(self.requests, [])
+
+
+class RedirectLocalsTests(ServerTestCase):
+    def test_a_keyless_clients_failed_redirect_keeps_no_signed_location_in_frames(self) -> None:
+        # Issue 36: with no key, no secret was held, so the traceback stayed, and with it the
+        # locals of _send_handling_redirects: the Location, signature and all.
+        storage = self.start_server()
+        signed = "X-Amz-Date=1&X-Amz-Signature=816d0123location01"
+        unreachable = f"http://127.0.0.1:{free_port()}/b/x?{signed}"
+        for location, answer in (
+            (f"{storage.url}/b/x?{signed}", reply(404, b"<Error>NoSuchKey</Error>")),
+            (f"{storage.url}/b/x?{signed}", reply(503, b"busy")),
+            (unreachable, None),
+        ):
+            with self.subTest(location=location, answer=answer):
+                if answer is not None:
+                    storage.script.append(answer)
+                self.script(reply(302, b"", {"Location": location}))
+                client = self.client(api_key=None, max_retries=0)
+                error = outcome_of(client.list_datasets)
+                assert isinstance(error, dc.DatasetClientError), repr(error)
+                self.assertEqual(secrets_in_frames(error, "816d0123location01"), [])

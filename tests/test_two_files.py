@@ -4,9 +4,15 @@ way in, the Pythons they refuse.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
+import contextlib
+import importlib.util
+import io
 import json
+import marshal
 import os
+import pickle
 import shlex
 import shutil
 import subprocess
@@ -14,9 +20,20 @@ import sys
 import unittest
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import dataset_client as dc
-from tests.support import NO_BYTECODE_HERE, ROOT, ServerTestCase, readme_alias, reply
+import dataset_client_cli as cli
+from dataset_client import DatasetClient
+from tests.support import (
+    KEY,
+    NO_BYTECODE_HERE,
+    ROOT,
+    ServerTestCase,
+    outcome_of,
+    readme_alias,
+    reply,
+)
 
 # unittest's hook: this module's tests join the one set of workers a run shares
 from tests.support import load_tests as load_tests
@@ -93,9 +110,11 @@ class TwoFilesTests(ServerTestCase):
 
     def test_a_lone_library_says_where_to_get_the_command_line(self) -> None:
         lone = self.copied("dataset_client.py")
+        # Issue 38: the file to copy, or pip install . in a checkout (no package of that name is
+        # published).
         expected = (
             "dataset-client: error: the command line is dataset_client_cli.py: copy it beside dataset_client.py,"
-            " or pip install dataset-client\n"
+            " or run pip install . in a checkout\n"
         )
         for argv in (
             ["-I", str(lone / "dataset_client.py"), "datasets"],
@@ -113,9 +132,11 @@ class TwoFilesTests(ServerTestCase):
         status, out, err = self.run_python(
             "-I", str(lone / "dataset_client_cli.py"), "datasets", cwd=lone
         )
-        self.assertEqual((status, out), (2, ""))
-        self.assertEqual(err.count("\n"), 1, err)
-        self.assertIn("needs dataset_client.py beside it", err)
+        said = (
+            "dataset-client: error: dataset_client_cli.py needs dataset_client.py beside it: copy it"
+            " there, or run pip install . in a checkout\n"
+        )
+        self.assertEqual((status, out, err), (2, "", said))
 
     def test_the_library_is_compiled_once_a_run(self) -> None:
         pair = self.copied("dataset_client.py", "dataset_client_cli.py")
@@ -222,3 +243,264 @@ class OldPythonTests(unittest.TestCase):
         for python in pythons:
             with self.subTest(python=str(python)):
                 self.assert_refused(str(python), "", python.parent.parent.name)
+
+
+class PlantedBesideTests(ServerTestCase):
+    """Issue 36: a file beside the library runs only when it is the user's own regular file (or
+    root's), compiled from its source; never a .pyc from __pycache__; another version in one line."""
+
+    # The pair copied into a directory of its own, as the two-files tests copy it.
+    pair = TwoFilesTests.copied
+
+    def run_python(self, *argv: str, cwd: Path) -> tuple[int, str, str]:
+        unset = ("DATASET_CLIENT_", "PYTHONPATH", "COVERAGE_", "PYTHONDONTWRITEBYTECODE")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
+        environment |= {"DATASET_CLIENT_BASE_URL": self.server.url, "HOME": str(self.tmp())}
+        environment.pop("PYTHONPYCACHEPREFIX", None)  # __pycache__ beside the files, as a user's
+        done = subprocess.run(
+            [sys.executable, *argv], cwd=cwd, env=environment, capture_output=True, timeout=60
+        )
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+    def planted_pyc(self, source: Path) -> None:
+        """A .pyc in __pycache__ whose header matches ``source`` (mtime, size), as Python's loader
+        checks it: its code, run, would print PLANTED."""
+        status = source.stat()
+        code = compile("print('PLANTED')\n", str(source), "exec")
+        header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+        header += (int(status.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        header += (status.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        cache = source.parent / "__pycache__"
+        cache.mkdir(exist_ok=True)
+        (cache / f"{source.stem}.{sys.implementation.cache_tag}.pyc").write_bytes(
+            header + marshal.dumps(code)
+        )
+
+    def test_a_pyc_in_pycache_is_never_run_with_or_without_bytecode_writing(self) -> None:
+        pair = self.pair("dataset_client.py", "dataset_client_cli.py")
+        self.planted_pyc(pair / "dataset_client_cli.py")
+        self.planted_pyc(pair / "dataset_client.py")
+        for flags in (["-I"], ["-I", "-B"]):
+            for script in ("dataset_client.py", "dataset_client_cli.py"):
+                with self.subTest(flags=flags, script=script):
+                    done = self.run_python(*flags, str(pair / script), "--version", cwd=self.tmp())
+                    self.assertEqual(done, (0, f"dataset-client {dc.__version__}\n", ""))
+
+    def test_a_file_beside_owned_by_another_user_is_one_line_naming_it_and_its_owner(self) -> None:
+        pair = self.pair("dataset_client.py", "dataset_client_cli.py")
+        planted = pair / "dataset_client_cli.py"
+        planted.write_text("print('PLANTED')\n")
+        owner = os.geteuid()
+        theirs: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if owner == 0:
+            os.chown(planted, owner := 4242, 4242)
+        else:  # this user's file, seen as another user's (as the suite's owner tests do)
+            theirs = mock.patch.object(dc.os, "geteuid", return_value=owner + 1)
+        with theirs, self.assertRaises(ImportError) as caught:
+            dc._own_source(str(planted))
+        said = f"{planted} is not run: not a regular file of yours (owner: uid {owner})"
+        self.assertEqual(caught.exception.msg, said)
+        if os.geteuid() != 0:
+            self.skipTest("not root: a file another user owns cannot be made here")
+        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        library = pair / "dataset_client.py"
+        os.chown(library, 4242, 4242)
+        planted.write_bytes((ROOT / "dataset_client_cli.py").read_bytes())
+        os.chown(planted, 0, 0)
+        done = self.run_python("-I", str(planted), "datasets", cwd=self.tmp())
+        said = f"{library} is not a regular file of yours (its owner: uid 4242)"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        self.assertEqual(self.requests, [])
+
+    def test_a_link_or_a_fifo_beside_is_not_run_and_never_waited_on(self) -> None:
+        pair = self.pair("dataset_client.py")
+        elsewhere = self.tmp() / "dataset_client_cli.py"
+        shutil.copy(ROOT / "dataset_client_cli.py", elsewhere)
+        (pair / "dataset_client_cli.py").symlink_to(elsewhere)
+        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
+        said = f"{pair}/dataset_client_cli.py is not run: not a regular file of yours (owner: uid {os.geteuid()})"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        (pair / "dataset_client_cli.py").unlink()
+        os.mkfifo(pair / "dataset_client_cli.py")
+        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
+        said = f"{pair}/dataset_client_cli.py is not run: not a regular file of yours (owner: uid {os.geteuid()})"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        lone = self.pair("dataset_client_cli.py")
+        os.mkfifo(lone / "dataset_client.py")
+        done = self.run_python("-I", str(lone / "dataset_client_cli.py"), "datasets", cwd=lone)
+        said = f"{lone}/dataset_client.py is not a regular file of yours (its owner: uid "
+        self.assertEqual(done[:2], (2, ""))
+        self.assertTrue(done[2].startswith(f"dataset-client: error: {said}"), done[2])
+        self.assertEqual(self.requests, [])
+
+    def test_a_file_of_another_version_beside_is_one_line(self) -> None:
+        pair = self.pair("dataset_client.py")
+        cli_text = (ROOT / "dataset_client_cli.py").read_text()
+        cli_path, library = pair / "dataset_client_cli.py", pair / "dataset_client.py"
+        newer = cli_text.replace(f'__version__ = "{dc.__version__}"', '__version__ = "9.0.0"')
+        lacking = cli_text.replace("    DatasetClient,\n", "    DatasetClient,\n    _Gone,\n", 1)
+        for text, said in (
+            (
+                newer,
+                f"{cli_path} does not fit this dataset_client.py: it is version 9.0.0, this"
+                f" {dc.__version__}",
+            ),
+            (
+                lacking,
+                f"{cli_path} does not fit this dataset_client.py: cannot import name '_Gone' from"
+                f" '__main__' ({library})",
+            ),
+        ):
+            with self.subTest(said=said):
+                cli_path.write_text(text)
+                done = self.run_python("-I", str(library), "datasets", cwd=self.tmp())
+                self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        cli_path.write_text(cli_text)
+        library.write_text(
+            library.read_text().replace(f'__version__ = "{dc.__version__}"', '__version__ = "0.9"')
+        )
+        done = self.run_python("-I", str(cli_path), "datasets", cwd=self.tmp())
+        said = f"{library} is version 0.9, not {dc.__version__}: copy the two together"
+        self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        self.assertEqual(self.requests, [])
+
+
+class PlantedBesideInProcessTests(ServerTestCase):
+    """The loader's refusals, in this process (the subprocess tests above run copies)."""
+
+    def test_own_source_reads_the_users_regular_file_and_refuses_the_rest(self) -> None:
+        directory = self.tmp()
+        own = directory / "own.py"
+        own.write_text("x = 1\n")
+        self.assertEqual(dc._own_source(str(own)), b"x = 1\n")
+        self.assertIsNone(dc._own_source(str(directory / "missing.py")))
+        (directory / "link.py").symlink_to(own)
+        os.mkfifo(directory / "fifo.py")
+        for name in ("link.py", "fifo.py"):
+            with self.subTest(name=name), self.assertRaises(ImportError) as caught:
+                dc._own_source(str(directory / name))
+            said = "is not run: not a regular file of yours (owner: uid"
+            self.assertIn(f"{directory / name} {said} {os.geteuid()})", caught.exception.msg)
+
+    def test_a_command_line_of_another_version_is_refused_and_not_left_registered(self) -> None:
+        # Not named dataset_client_cli.py: coverage.py would take it for the one it measures.
+        copy = self.tmp() / "cli_of_another_version.py"
+        copy.write_text('__version__ = "0.1"\n')
+        with mock.patch.dict(sys.modules), self.assertRaises(ImportError) as caught:
+            del sys.modules["dataset_client_cli"]
+            dc._command_line(str(copy))
+        self.assertNotIn("0.1", getattr(sys.modules.get("dataset_client_cli"), "__version__", ""))
+        said = (
+            f"{copy} does not fit this dataset_client.py: it is version 0.1, this {dc.__version__}"
+        )
+        self.assertEqual(caught.exception.msg, said)
+        err = io.StringIO()
+        with mock.patch.dict(sys.modules), contextlib.redirect_stderr(err):
+            del sys.modules["dataset_client_cli"]
+            with mock.patch.object(dc, "_command_line", side_effect=ImportError(said)):
+                self.assertEqual(dc.main(["--version"]), 2)
+        self.assertEqual(err.getvalue(), f"dataset-client: error: {said}\n")
+
+    def test_no_file_beside_is_the_installed_one_else_one_line_saying_where_to_get_it(self) -> None:
+        missing = str(self.tmp() / "dataset_client_cli.py")
+        self.assertIs(dc._command_line(missing), cli, "importable: the installed one")
+        halted = mock.patch.dict(sys.modules, {"dataset_client_cli": None})
+        with halted, self.assertRaises(ImportError) as caught:
+            dc._command_line(missing)
+        self.assertEqual(
+            caught.exception.msg,
+            "the command line is dataset_client_cli.py: copy it beside dataset_client.py, or run"
+            " pip install . in a checkout",
+        )
+
+
+class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
+    """Issue 37 items 3-5: what the command line needs is public: redact, read_settings, resolve,
+    worded; its messages read from fields, never rewritten."""
+
+    def test_redact_hides_the_key_in_any_form_and_signed_urls_unless_asked_not_to(self) -> None:
+        client = self.client()
+        signed = "https://s3.example/b/x?X-Amz-Signature=816d0123secret"
+        text = f"echoed {KEY}, {KEY.replace('-', '%2D')} and {signed}"
+        self.assertEqual(
+            client.redact(text),
+            "echoed <redacted>, <redacted> and https://s3.example/b/x?X-Amz-Signature=<redacted>",
+        )
+        result = {"rows": [[KEY, signed]], "n": 1}
+        self.assertEqual(
+            client.redact(result, signed_urls=False), {"rows": [["<redacted>", signed]], "n": 1}
+        )
+        self.assertEqual(result["rows"][0][0], KEY, "a copy: the result itself is left")
+        keyless = self.client(api_key=None)
+        self.assertEqual(keyless.redact(KEY, signed_urls=False), KEY)
+
+    def test_read_settings_says_where_each_setting_came_from(self) -> None:
+        for name in [name for name in os.environ if name.startswith("DATASET_CLIENT_")]:
+            del os.environ[name]
+        config = self.tmp() / "config.toml"
+        config.write_text(
+            f'[staging]\nbase_url = "{self.server.url}"\napi_key = "{KEY}"\ntimeout = 7\n'
+        )
+        config.chmod(0o600)
+        os.environ.update(DATASET_CLIENT_CONFIG=str(config), DATASET_CLIENT_API_KEY="sk-variable")
+        found = DatasetClient.read_settings("staging", max_retries=0)
+        where = f"[staging] in {config}"
+        self.assertEqual(
+            found,
+            {
+                "base_url": (self.server.url, where),
+                "api_key": ("sk-variable", "DATASET_CLIENT_API_KEY"),
+                "timeout": (7, where),
+                "max_retries": (0, "argument"),
+            },
+        )
+        self.assertIsInstance(found["api_key"][0], dc._Secret)
+        found = DatasetClient.read_settings("staging", base_url="http://elsewhere")
+        self.assertEqual(found["base_url"], ("http://elsewhere", "argument"))
+        del os.environ["DATASET_CLIENT_API_KEY"]
+        found = DatasetClient.read_settings("staging", base_url="http://elsewhere")
+        self.assertEqual(found["api_key"], (None, where), "the profile's key: its own service's")
+
+    def test_resolve_is_the_url_download_fetches(self) -> None:
+        client = self.client(self.server.url + "/api/v1")
+        self.assertEqual(client.resolve("files/x.csv"), self.server.url + "/api/v1/files/x.csv")
+        self.assertEqual(client.resolve("/files/\u00e9"), self.server.url + "/files/%C3%A9")
+        with self.assertRaisesRegex(ValueError, "^download_url must be an http"):
+            client.resolve("ftp://h/x")
+
+    def test_errors_say_what_they_name_in_a_callers_words(self) -> None:
+        error = outcome_of(lambda: self.client().download("ftp://h/x", io.BytesIO()))
+        assert isinstance(error, ValueError), repr(error)
+        self.assertEqual(error.named, {"download_url": 0})  # type: ignore[attr-defined]
+        self.assertEqual("".join(error.parts), str(error))  # type: ignore[attr-defined]
+        ended = dc._Deadline(1.5).reached("GET", "http://h/x")
+        ended.attempts = 2
+        self.assertEqual(
+            str(ended), "GET http://h/x: the deadline of 1.5 s was reached (after 2 attempts)"
+        )
+        self.assertEqual(
+            ended.worded(deadline="--max-time 1.5"),
+            "GET http://h/x: --max-time 1.5 was reached (after 2 attempts)",
+        )
+        self.assertEqual(
+            pickle.loads(pickle.dumps(ended)).worded(deadline="D"),
+            "GET http://h/x: D was reached (after 2 attempts)",
+        )
+        self.assertEqual(
+            dc.ServiceError(404, "Not Found", "GET", "http://h/x").worded(x="y"),
+            "404 Not Found: GET http://h/x",
+        )
+
+    def test_the_command_line_reaches_no_more_than_three_private_names(self) -> None:
+        sys.path.insert(0, str(ROOT / ".ci"))
+        self.addCleanup(sys.path.remove, str(ROOT / ".ci"))
+        import count_lines
+
+        library = ast.parse((ROOT / "dataset_client.py").read_text())
+        command_line = ast.parse((ROOT / "dataset_client_cli.py").read_text())
+        members = count_lines.private_members(library)
+        names = count_lines.private_library_names(command_line, members)
+        self.assertEqual(names, ["_PartialFile", "_UNSEEN", "_size"])
+        reach = ast.parse("def f(client):\n    return client._secrets, self._x, parser._actions\n")
+        self.assertEqual(count_lines.private_library_names(reach, members), ["client._secrets"])
