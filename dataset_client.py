@@ -3120,8 +3120,8 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 # Sinks
 # ============================================================================
 
-# A wait that no read ends (for a FIFO's reader, for room in a pipe or in the reorder buffer)
-# looks this often at the deadline and close().
+# A wait no read ends (a FIFO's reader, room in a pipe or the buffer) looks this often at the
+# deadline and close().
 _WAKE_SECONDS = 0.1
 
 
@@ -3132,21 +3132,21 @@ def _open_target(
     raises once the call must end: a FIFO's reader is waited for until then."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
-    found = _walk_to(_check_destination_path(destination))
+    found = _Directory(_check_destination_path(destination))
     try:
         stream = _open_special_destination(found, in_time)
         if stream is None:
             return _FileTarget(found, resume)
     except BaseException:
-        found.directory.close()
+        found.close()
         raise
-    found.directory.close()
+    found.close()
     return _StreamTarget(stream, opened=True)
 
 
 def _said_of(destination: str, error: OSError, directory: str) -> OSError:
-    """``error``, met making the client's own files or walking to them, said of ``destination``
-    with what keeps files from being made in ``directory`` (the system's reason kept)."""
+    """``error`` (of the client's own files, or the walk) said of ``destination``, with what keeps
+    files from being made in ``directory``."""
     problem = _directory_problem(directory or ".")
     reason = error.strerror or str(error)
     return OSError(error.errno, f"{reason} ({problem})" if problem else reason, destination)
@@ -3173,15 +3173,11 @@ class _Sink:
     """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
     state: _StateFile | None = None
-    # Bytes written, read back (None: they cannot be).
-    read_at: Callable[[int, int], bytes] | None = None
+    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
     write_at: Callable[[int, bytes], None]
-    # Forget what was written: the file is sent anew.
-    reset: Callable[[], None]
-    # Bytes written in order, when not the bytes received.
-    position: int | None = None
-    # True: the file's hash is handed each piece written.
-    hashes_in_order = False
+    reset: Callable[[], None]  # forget what was written: the file is sent anew
+    position: int | None = None  # bytes written in order, when not the bytes received
+    hashes_in_order = False  # True: the file's hash is handed each piece written
 
     def __enter__(self: _T) -> _T:
         return self
@@ -3205,31 +3201,24 @@ class _Sink:
     def discard(self, part: _Part | None, start: int) -> None:
         """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
-    def stop(self) -> None:
-        """The transfer failed: no part may wait here."""
+    def stop(self) -> None: ...  # the transfer failed: no part may wait here
 
-    def finish(self, total: int | None) -> None:
-        """Every part is in."""
+    def finish(self, total: int | None) -> None: ...  # every part is in
 
     def write_until(self, ended: Callable[[], bool]) -> None: ...
 
-    def wake(self) -> None:
-        """A part thread has ended."""
+    def wake(self) -> None: ...  # a part thread has ended
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit.
-    Every name is made, looked at, moved and removed in the directory walked to and held
-    (``found.directory``, closed on exit): a directory renamed or swapped for a link meanwhile
-    changes nothing."""
+    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit;
+    every name in the directory walked to (``found.directory``, held, closed on exit)."""
 
-    def __init__(self, found: _Destination, resume: bool) -> None:
-        self.directory = found.directory
+    def __init__(self, found: _Directory, resume: bool) -> None:
+        self.directory = found
         self.name = found.name
-        # As the caller gave it: the errors name it, never the client's own files.
-        self.destination = found.given
-        # Without os.pwrite (Windows), a seek and a write under this lock.
-        self.seeking = _thread.allocate_lock()
+        self.destination = found.given  # as given: errors name it, not the client's files
+        self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
         self.lock = _PartLock(self.directory, self.stem + ".part")
@@ -3240,7 +3229,7 @@ class _FileTarget(_Sink):
                 fd, self.temporary = _open_temporary(self.directory, self.stem)
             else:
                 # What a killed download without resume left is removed all the same.
-                _sweep_temporaries(self.directory, self.stem, claim=False)
+                _sweep(self.directory, self.stem, claim=False)
         except OSError as exc:
             raise _said_of(self.destination, exc, self.directory.path) from None
         self.fd = fd
@@ -3250,10 +3239,9 @@ class _FileTarget(_Sink):
         name = self.stem + ".part"
         state = _StateFile(self.directory, name + ".json")
         try:
-            found = _is_own_regular_file(self.directory.status(state.name))
+            found = _is_own_regular_file(self.directory.status_of(state.name))
             if not found:
-                # Not ours to read or replace: left alone.
-                return None
+                return None  # not ours to read or replace: left alone
         except FileNotFoundError:
             found = False
         made = True
@@ -3267,7 +3255,7 @@ class _FileTarget(_Sink):
         try:
             # Still that file once locked: its holder may have committed it since.
             if self.lock.take(fd) and self.directory.holds(os.fstat(fd), name):
-                # A new partial file takes up nothing (a state found without one is dropped).
+                # A new partial file takes up nothing (a state without one is dropped).
                 if made:
                     state.ours = found
                 else:
@@ -3285,14 +3273,12 @@ class _FileTarget(_Sink):
         if self.state is None:
             return None
         checked = _checked_state(self.state.saved, url)
-        # An empty file: no range continues it.
-        if checked is None or checked[1][-1][1] == 0:
+        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
             self.reset()
             return None
         validator, spans = checked
-        # Nothing past the end of the file.
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
-        os.ftruncate(self.fd, size)
+        os.ftruncate(self.fd, size)  # nothing past the end of the file
         return validator, [
             (start, end, min(done, max(0, size - start))) for start, end, done in spans
         ]
@@ -3302,8 +3288,7 @@ class _FileTarget(_Sink):
             self.directory.remove(self.temporary)
             if self.state is not None:
                 self.state.remove()
-        # Closed after the unlink: the lock keeps other processes off until then.
-        os.close(self.fd)
+        os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
         self.lock.release()
         self.directory.close()
 
@@ -3313,12 +3298,10 @@ class _FileTarget(_Sink):
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
-        if size is None:
-            return
-        free = _free_space(self.fd, self.directory.path)
-        if size > free:
-            place = self.directory.path or "."
-            message = f"not enough space for {_size(size)} in {place} ({_size(free)} free)"
+        directory = self.directory.path or "."
+        free = shutil.disk_usage(directory).free
+        if size is not None and size > free:
+            message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
     def write_at(self, offset: int, data: bytes) -> None:
@@ -3326,28 +3309,25 @@ class _FileTarget(_Sink):
         while view:
             if _HAS_PWRITE:
                 written = os.pwrite(self.fd, view, offset)
-            else:
-                # Not on Linux: Windows has no os.pwrite.
+            else:  # not on Linux: Windows has no os.pwrite
                 with self.seeking:
                     os.lseek(self.fd, offset, os.SEEK_SET)
                     written = os.write(self.fd, view)
-            view = view[written:]
-            offset += written
+            view, offset = view[written:], offset + written
 
     def read_at(self, offset: int, size: int) -> bytes:
         if _HAS_PWRITE:
             return os.pread(self.fd, size, offset)
-        # Not on Linux: Windows has no os.pread.
-        with self.seeking:
+        with self.seeking:  # not on Linux: Windows has no os.pread
             os.lseek(self.fd, offset, os.SEEK_SET)
             return os.read(self.fd, size)
 
     def commit(self, total: int | None) -> None:
         """Move the file into place if ``total`` bytes long and still the one written here."""
         status = os.fstat(self.fd)
-        try:
-            if total is not None and status.st_size != total:
-                size = status.st_size
+        size = status.st_size
+        try:  # the state goes in every case
+            if total is not None and size != total:
                 raise _named(
                     InvalidResponseError,
                     "the downloaded file has ",
@@ -3363,33 +3343,27 @@ class _FileTarget(_Sink):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             try:
                 self.directory.replace(self.temporary, self.name)
-            except OSError as exc:
-                # Named as the caller's file, not the temporary one.
+            except OSError as exc:  # named as the caller's file, not the temporary one
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
         finally:
-            # The state goes in every case.
             if self.state is not None:
                 self.state.remove()
         self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
-        """Another file at the destination just after the move: fine when it is the user's and
-        this one is linked nowhere (another download of theirs committed after this one: the
-        last to commit wins, as with two ``curl -o``); else the error, another user's file
-        removed."""
-        try:
-            there = self.directory.status(self.name)
-        except OSError:
-            there = None
-        if there is not None and _is_mine(there):
-            if os.fstat(self.fd).st_nlink == 0:
+        """Another file at the destination after the move: the user's, this one linked nowhere,
+        is another download's commit after this one (the last wins, as with two ``curl -o``);
+        else the error (another user's file removed)."""
+        with contextlib.suppress(OSError):
+            there = self.directory.status_of(self.name)
+            if not _is_mine(there):
+                self.directory.remove(self.name)
+            elif os.fstat(self.fd).st_nlink == 0:
                 return
-        elif there is not None:
-            self.directory.remove(self.name)
         try:
-            self.directory.status(self.name)
+            self.directory.status_of(self.name)
             left = "left there"
         except OSError:
             left = "removed"
@@ -3397,7 +3371,6 @@ class _FileTarget(_Sink):
         raise PermissionError(errno.EACCES, message, self.destination)
 
 
-# What a commit says of a temporary file found replaced (in a directory others may write to).
 _SWAPPED = "another file was put in place of the temporary file"
 
 
@@ -3407,24 +3380,24 @@ class _PartialFile:
 
     def __init__(self, destination: str) -> None:
         self.destination = destination
-        found = _walk_to(destination)
-        self.file_path = found.path
-        stem = _hidden_stem(found.directory, found.name)
-        found.directory.close()
-        self.path = _joined(found.directory.path, stem + ".part")
+        found = _Directory(destination)
+        stem = _hidden_stem(found, found.name)
+        found.close()
+        self.file_path = os.path.join(found.path, found.name)
+        self.path = os.path.join(found.path, stem + ".part")
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        found = _walk_to(self.destination)
+        found = _Directory(self.destination)
         try:
-            saved = _read_state(found.directory, os.path.basename(self.path) + ".json")
+            saved = _read_state(found, os.path.basename(self.path) + ".json")
         finally:
-            found.directory.close()
+            found.close()
         return _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
         """True when the destination is already the user's own regular file (not reached through
-        another user's link: _Destination) with ``sha256``: a download adds nothing.
+        another user's link: _Directory) with ``sha256``: a download adds nothing.
         A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
         path = self.file_path
         try:
@@ -3444,11 +3417,11 @@ class _PartialFile:
         """Remove it and its state: only the user's own, when no download holds them."""
         if not os.path.lexists(self.path):
             return
-        found = _walk_to(self.destination)
+        found = _Directory(self.destination)
         try:
             files = _FileTarget(found, resume=True)
         except BaseException:
-            found.directory.close()
+            found.close()
             raise
         with files:
             if files.state is not None:
@@ -3468,31 +3441,23 @@ class _StreamTarget(_Sink):
         ):
             wanted = "a path or a binary file object open for writing"
             raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
-        self.stream = stream
-        # Opened here (a device, a FIFO): closed on exit.
-        self.opened = opened
+        self.stream, self.opened = stream, opened  # opened: closed on exit
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        # Raises once the call must end (set by the transfer).
-        self.in_time: Callable[[], None] = lambda: None
-        # A pipe, FIFO or socket's: its reader may stop reading.
-        self.poller: Any = None
+        self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
+        self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
         try:
-            self.fd = stream.fileno()
-            mode = os.fstat(self.fd).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):
-            # A BytesIO.
+            mode = os.fstat(fd := stream.fileno()).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):  # a BytesIO
             return
         if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
-            self.poller = select.poll()
-            self.poller.register(self.fd, select.POLLOUT)
-            fcntl = _fcntl()
-            try:
-                # Linux: how much it holds (elsewhere, and for a socket: not known).
-                self.size = int(fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ))
-            except (AttributeError, OSError):
+            self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+            self.poller.register(fd, select.POLLOUT)
+            try:  # Linux: how much it holds
+                self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+            except (AttributeError, OSError):  # elsewhere, and a socket
                 self.size = 0
 
     def reset(self) -> None:
@@ -3500,19 +3465,16 @@ class _StreamTarget(_Sink):
             message = "the server started the transfer over and the destination cannot seek back"
             raise InvalidResponseError(message)
         self.stream.seek(self.start)
-        # Devices cannot be truncated.
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # devices cannot be truncated
             self.stream.truncate()
 
     def __exit__(self, *exc_info: object) -> None:
         if self.opened:
             self.stream.close()
 
-    def take_up(self, url: str) -> None:
-        """A stream is never resumed."""
+    def take_up(self, url: str) -> None: ...  # a stream is never resumed
 
-    def commit(self, total: int | None) -> None:
-        """The bytes are in the stream."""
+    def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write in order; into a pipe, FIFO or socket only what fits without blocking."""
@@ -3522,12 +3484,10 @@ class _StreamTarget(_Sink):
         if isinstance(stream, io.BufferedWriter):
             stream.flush()
             stream = stream.raw
-        view = memoryview(data)
-        start = 0
+        view, start = memoryview(data), 0
         while start < len(view):
             if self.poller.poll(_WAKE_SECONDS * 1000):
-                # POSIX: what poll() promises; all it holds when it is empty.
-                room = select.PIPE_BUF
+                room = select.PIPE_BUF  # POSIX: what poll() promises; all it holds when empty
                 if self.size:
                     import termios
 
@@ -3541,8 +3501,7 @@ class _StreamTarget(_Sink):
 def _write_all(stream: Any, data: bytes | memoryview) -> None:
     while True:
         written = stream.write(data)
-        # Buffered streams write everything.
-        if written is None or written >= len(data):
+        if written is None or written >= len(data):  # buffered streams write everything
             return
         if written <= 0:
             raise OSError(errno.EIO, "the destination's write() made no progress")
@@ -3552,10 +3511,8 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 class _ReorderBuffer(_Sink):
     """Parallel parts into a stream, in order, by the caller's thread; ``limit`` bytes wait here."""
 
-    # What was written cannot be read back.
-    hashes_in_order = True
-    # A server may announce 2**63 - 1 bytes.
-    max_parts = 1 << 14
+    hashes_in_order = True  # what was written cannot be read back
+    max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
 
     def __init__(
         self,
@@ -3566,26 +3523,17 @@ class _ReorderBuffer(_Sink):
     ) -> None:
         import threading
 
-        self.target = target
-        self.limit = limit
-        self.written = written
-        self.in_time = in_time
+        self.target, self.limit, self.written, self.in_time = target, limit, written, in_time
         self.condition = threading.Condition(_thread.allocate_lock())
-        # By offset: waiting to be written.
-        self.chunks: dict[int, tuple[bytes, _Part]] = {}
+        self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
         self.position: int = 0
-        # Bytes waiting now, and at most (which the tests hold to ``limit``).
-        self.buffered = 0
-        self.peak = 0
-        # The writer is in release().
-        self.writing = False
-        # The transfer failed.
-        self.stopped = False
+        self.buffered = self.peak = 0  # bytes waiting now, and at most
+        self.writing = False  # the writer is in release()
+        self.stopped = False  # the transfer failed
         self.writer = _thread.get_ident()
 
     def put(self, part: _Part, data: bytes) -> None:
-        offset = part.offset
-        size = len(data)
+        offset, size = part.offset, len(data)
         while True:
             with self.condition:
                 if self.stopped or offset + size <= self.position + max(self.limit, size):
@@ -3596,8 +3544,7 @@ class _ReorderBuffer(_Sink):
                     self.peak = max(self.peak, self.buffered)
                     break
                 if _thread.get_ident() != self.writer:
-                    # For room, that the writer makes.
-                    self._wait()
+                    self._wait()  # for room, that the writer makes
                     continue
             self._write_when_there()
         self.release()
@@ -3625,8 +3572,7 @@ class _ReorderBuffer(_Sink):
 
     def _ready(self) -> bool:
         """(Under the lock) the bytes at the position are there and may be written."""
-        chunk = self.chunks.get(self.position)
-        if chunk is None:
+        if (chunk := self.chunks.get(self.position)) is None:
             return False
         check = chunk[1].check
         return check is None or not check.held or self.position < check.start
@@ -3645,8 +3591,7 @@ class _ReorderBuffer(_Sink):
                         return True
                     data, _ = self.chunks.pop(self.position)
                     self.buffered -= len(data)
-                # Unlocked: a signal interrupts it.
-                self.target.write_at(self.position, data)
+                self.target.write_at(self.position, data)  # unlocked: a signal interrupts it
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
@@ -3680,8 +3625,7 @@ class _ReorderBuffer(_Sink):
             self.chunks.clear()
             self.buffered = 0
             self.stopped = False
-            # Else nothing to take back.
-            if self.position:
+            if self.position:  # else nothing to take back
                 self.target.reset()
             self.position = 0
 
@@ -3697,157 +3641,56 @@ class _ReorderBuffer(_Sink):
 # Safe file operations
 # ============================================================================
 
-# Of a resumable download's state file.
 _MAX_STATE_SIZE = 1024 * 1024
 # An empty or garbled .part.lock this young may be being written.
 _LOCK_WRITE_GRACE = 5.0
-# The temporary file's first names (.NAME.1.part ...): tried in turn, and looked at for what a
-# killed download left. A name found taken is stepped over; when all are, a name no one can
-# guess is made (.NAME.<12 hex>.part). See docs/DESIGN.md, "The temporary file's names".
+# The temporary file's names tried, and probed for what kill -9 left (DESIGN.md: "The temporary
+# file's names"); all taken: .NAME.<12 hex>.part.
 _SLOTS = 3
-# The longest name made beside NAME, after ".NAME": a state saved through a name of its own.
-_LONGEST_SUFFIX = len(".part.json.01234567.tmp")
-# NAME_MAX is asked only of a directory where a name could pass it: names this short fit in
-# every file system one writes to (eCryptfs's 143 bytes is the shortest; most have 255).
-_SHORTEST_NAME_MAX = 143
-# A directory opened to be walked through, not read (O_PATH, Linux: one may search but not read).
+# Names this short fit in any file system (eCryptfs's NAME_MAX, 143, is the least), with the
+# longest suffix made: NAME_MAX is asked only of a longer one.
+_SHORT_NAME = 143 - len("..part.json.01234567.tmp")
+# O_PATH (Linux): a directory one may search but not read is walked too.
 _WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
-# Where a path is walked a directory descriptor at a time (not on Windows: no dir_fd, no owners).
 _HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
 
 
-class _Directory:
-    """A directory walked to: names in it made, looked at, moved and removed relative to its
-    descriptor (``fd``), never through a path a neighbour could re-point; without one (see
-    _Destination), joined to its ``path`` (as walked: for messages)."""
-
-    def __init__(self, fd: int | None, path: str) -> None:
-        self.fd = fd
-        self.path = path
-        self.prefix = "" if fd is not None else os.path.join(path, "")
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-
-    def open(self, name: str, flags: int, mode: int = 0o777) -> int:
-        return os.open(self.prefix + name, flags | _O_BINARY, mode, dir_fd=self.fd)
-
-    def create(self, name: str, mode: int = 0o600) -> int:
-        """A new file, read-write, never through a link (FileExistsError): every file made is."""
-        return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
-
-    def open_own(self, name: str) -> int | None:
-        """``name`` opened read-write, not through a link nor waiting (a FIFO), if the user's
-        own regular file with one link; else None."""
-        try:
-            fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
-        except OSError:
-            # A link (ELOOP), not there, not ours to open.
-            return None
-        if _is_own_regular_file(os.fstat(fd)):
-            return fd
-        os.close(fd)
-        return None
-
-    def status(self, name: str) -> os.stat_result:
-        """What is at ``name`` (a link: the link)."""
-        return os.lstat(self.prefix + name, dir_fd=self.fd)
-
-    def exists(self, name: str) -> bool:
-        """True when anything is at ``name`` (a link too), told without raising (not on Windows)."""
-        return os.access(self.prefix + name, os.F_OK, dir_fd=self.fd, follow_symlinks=False)
-
-    def holds(self, status: os.stat_result, name: str) -> bool:
-        """True when ``name`` is the file of ``status``."""
-        with contextlib.suppress(OSError):
-            return os.path.samestat(self.status(name), status)
-        return False
-
-    def replace(self, source: str, target: str) -> None:
-        os.replace(
-            self.prefix + source, self.prefix + target, src_dir_fd=self.fd, dst_dir_fd=self.fd
-        )
-
-    def remove(self, name: str) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self.prefix + name, dir_fd=self.fd)
-
-    def write_new(self, name: str, data: bytes, replacing: str = "") -> None:
-        """A new file of ``data``, moved over ``replacing`` if given; removed on failure."""
-        try:
-            # The open inside: a signal just after it still removes the file.
-            fd = self.create(name)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
-            if replacing:
-                self.replace(name, replacing)
-        except FileExistsError:
-            raise
-        except BaseException:
-            self.remove(name)
-            raise
-
-    def name_max(self) -> int:
-        try:
-            if self.fd is not None:
-                return os.fpathconf(self.fd, "PC_NAME_MAX")
-            return os.pathconf(self.path or ".", "PC_NAME_MAX")
-        except (OSError, ValueError, AttributeError):
-            # Windows has no pathconf.
-            return 255
-
-
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept;
-    ``ours``: this download's is there (found, or saved), the only one it removes. Saved through
-    ``.NAME.part.json.tmp``: only the download that holds the partial file's lock saves, and
-    what a save cut short by kill -9 left there is removed by the next save."""
+    """A resumable download's state (``.NAME.part.json``). ``kept``: to be left on disk;
+    ``ours``: this download's is there (found or saved), the only one it removes. Only the
+    holder of the partial file's lock saves: one temporary name does (``.json.tmp``)."""
 
     def __init__(self, directory: _Directory, name: str) -> None:
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
-        # What an earlier run left, not yet checked.
         self.saved: Any = None
         self.kept = False
         self.ours = False
-        # Another user's file put at the state's name (in a sticky directory): no more saves.
         self.refused = False
 
     def load(self, found: bool) -> None:
-        """Read what an earlier run kept (``found``: the user's own state file is there)."""
         self.saved = _read_state(self.directory, self.name)
         self.kept = self.saved is not None
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
-        if self.refused:
-            return
         data = json.dumps(state).encode()
         try:
-            self.write(data)
+            if not self.refused:
+                self.write(data)
+                self.kept = self.ours = True
         except PermissionError:
-            # Another user's file there, which a sticky directory keeps: this download goes on,
-            # not resumable.
+            # Another user's file at the name, which a sticky directory keeps: not resumable.
             self.refused = True
             self.kept = False
-            return
-        self.kept = True
-        self.ours = True
 
     def write(self, data: bytes) -> None:
         try:
-            self.directory.write_new(self.temporary, data, self.name)
-            return
+            return self.directory.write_new(self.temporary, data, self.name)
         except FileExistsError:
-            # A save that kill -9 cut short left it (removed), or a neighbour's file, link or
-            # FIFO (left alone: this save and the next go through a name no one can guess).
+            # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
             if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
                 self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
         self.directory.write_new(self.temporary, data, self.name)
@@ -3855,83 +3698,72 @@ class _StateFile:
     def remove(self) -> None:
         if self.ours:
             self.directory.remove(self.name)
-        self.kept = False
-        self.ours = False
+        self.kept = self.ours = False
 
 
 def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
-    """A new temporary file (``STEM.N.part``, else a name no one can guess), locked, and its name;
-    what a killed download left at the other names removed on the way."""
-    made = _sweep_temporaries(directory, stem, claim=True)
-    if made is not None:
-        return made
-    fcntl = _fcntl()
-    for _ in range(100):
-        name = f"{stem}.{os.urandom(6).hex()}.part"
-        fd = _claim(directory, name, fcntl, sweep=False)
-        if fd is not None:
-            return fd, name
-    raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
+    """A new temporary file, locked, and its name: the first of ``_sweep``'s names free, else
+    one no one can guess."""
+    made = _sweep(directory, stem, claim=True)
+    tries = 100
+    while made is None and tries:
+        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl(), sweep=False)
+        tries -= 1
+    if made is None:
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
+    return made
 
 
-def _sweep_temporaries(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """Look at the temporary file's names (``STEM.N.part``), removing what kill -9 left there;
-    with ``claim``, the first name free made for this download, locked (with that name)."""
+def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
+    """The temporary file's names (``STEM.N.part``) looked at, what kill -9 left there removed;
+    with ``claim``, the first one free made for this download and locked."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
         name = f"{stem}.{slot}.part"
         if claim and made is None:
-            fd = _claim(directory, name, fcntl)
-            made = None if fd is None else (fd, name)
-        elif fcntl is not None and directory.exists(name):
-            # Without flock (Windows) none is known to be abandoned.
+            made = _claim(directory, name, fcntl)
+        elif fcntl is not None:  # without flock (Windows) none is known to be abandoned
             _remove_abandoned(directory, name, fcntl)
     return made
 
 
-def _claim(directory: _Directory, name: str, fcntl: Any, *, sweep: bool = True) -> int | None:
-    """``name`` made for this download and locked; None when taken (``sweep``: unless by a file
-    a killed download left, removed first)."""
+def _claim(
+    directory: _Directory, name: str, fcntl: Any, sweep: bool = True
+) -> tuple[int, str] | None:
+    """``name`` made and locked; None when taken (``sweep``: unless by what kill -9 left)."""
     for _ in range(2):
         try:
             fd = directory.create(name, 0o666)
         except FileExistsError:
-            if not sweep or fcntl is None or not _remove_abandoned(directory, name, fcntl):
-                return None
-            continue
-        if fcntl is None or _locked_as_made(fd, fcntl):
-            return fd
+            if sweep and fcntl and _remove_abandoned(directory, name, fcntl):
+                continue
+            return None
+        # Until locked, another download's sweep may take it for abandoned (and unlink it).
+        with contextlib.suppress(OSError):
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_nlink:
+                return fd, name
         os.close(fd)
         return None
     return None
 
 
-def _locked_as_made(fd: int, fcntl: Any) -> bool:
-    """True once ``fd``, a file just made, is locked and still linked: until then another
-    download's sweep may take it for abandoned (and hold it an instant, and unlink it)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return os.fstat(fd).st_nlink > 0
-
-
 def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
-    """Remove ``name`` if a killed download left it: the user's own regular file, one link, no
-    process holding its lock (``fcntl`` None: the caller's lock keeps downloads off it)."""
+    """Remove ``name`` if kill -9 left it: the user's own regular file, one link, no process
+    holding its lock (``fcntl`` None: the caller's lock keeps downloads off it)."""
     fd = directory.open_own(name)
     if fd is None:
         return False
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # Locked here, it stays at its name: another sweep has it removed already, or cannot.
+        # Locked here, it stays at its name: no other sweep can have removed it since.
         if directory.holds(os.fstat(fd), name):
             directory.remove(name)
             return True
     except OSError:
-        # A process holds it.
         pass
     finally:
         os.close(fd)
@@ -3965,26 +3797,24 @@ def _read_state(directory: _Directory, name: str) -> Any:
 def _hidden_stem(directory: _Directory, name: str) -> str:
     """``.NAME``, the start of the names made beside NAME, shortened within NAME_MAX."""
     encoded = os.fsencode(name)
-    if len(encoded) + 1 + _LONGEST_SUFFIX <= _SHORTEST_NAME_MAX:
+    if len(encoded) <= _SHORT_NAME:
         return "." + name
-    room = directory.name_max() - 1 - _LONGEST_SUFFIX
-    if len(encoded) > room:
-        name = os.fsdecode(encoded[: room - 17]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
+    try:
+        if directory.fd is not None:
+            limit = os.fpathconf(directory.fd, "PC_NAME_MAX")
+        else:
+            limit = os.pathconf(directory.path or ".", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # Windows has no pathconf
+        limit = 255
+    room = limit - 24
+    if len(encoded) >= room:
+        name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
     return "." + name
 
 
-def _free_space(fd: int, directory: str) -> int:
-    """The bytes free to the user in the file system of ``fd``, a file in ``directory``."""
-    if _WINDOWS:
-        # No statvfs.
-        return shutil.disk_usage(directory or ".").free
-    status = os.fstatvfs(fd)
-    return status.f_bavail * status.f_frsize
-
-
 class _PartLock:
-    """What keeps other downloads off ``.NAME.part``: an flock on it; without flock (Windows)
-    the file ``.NAME.part.lock``, holding the process id, taken over once that process is gone."""
+    """What keeps other downloads off ``.NAME.part``: an flock, or (Windows) ``.NAME.part.lock``
+    holding the process id, taken over once that process is gone."""
 
     def __init__(self, directory: _Directory, part: str) -> None:
         self.directory = directory
@@ -4001,7 +3831,6 @@ class _PartLock:
         return False
 
     def take_with_a_file(self) -> bool:
-        """``.NAME.part.lock``, made with O_EXCL (or taken over when abandoned)."""
         try:
             self.directory.write_new(self.name, str(os.getpid()).encode())
         except FileExistsError:
@@ -4022,16 +3851,14 @@ def _take_over_abandoned_lock(directory: _Directory, name: str) -> bool:
     if judged is None:
         return False
     claim = f"{name}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
-    try:
-        # One process at a time checks it is still that file, still abandoned.
+    try:  # one process at a time checks it is still that file, still abandoned
         os.close(directory.create(claim))
     except OSError:
         return False
     try:
         again = _abandoned_lock(directory, name)
         if again is None or not os.path.samestat(again, judged):
-            # Taken over meanwhile, and in use.
-            return False
+            return False  # taken over meanwhile, and in use
         pid = str(os.getpid()).encode()
         directory.write_new(f"{name}.{os.urandom(4).hex()}.new", pid, name)
         return True
@@ -4047,48 +3874,44 @@ def _abandoned_lock(directory: _Directory, name: str) -> os.stat_result | None:
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
         text = file.read(32).decode("ascii", "replace")
-    # os.kill takes a C int.
-    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:
+    if text.isdigit() and len(text) <= 10 and 0 < int(text) < 2**31:  # os.kill takes a C int
         return None if _process_exists(int(text)) else status
     # Empty or garbled (killed before it wrote): abandoned once a few seconds old.
     return status if abs(time.time() - status.st_mtime) > _LOCK_WRITE_GRACE else None
 
 
 def _process_exists(pid: int) -> bool:
-    if _WINDOWS:
-        # Not on Linux: there os.kill(pid, 0) would end the process.
+    if _WINDOWS:  # not on Linux: there os.kill(pid, 0) would end the process
         import ctypes
 
         kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        # 0x1000: PROCESS_QUERY_LIMITED_INFORMATION.
-        handle = kernel32.OpenProcess(0x1000, False, pid)
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
         if handle:
             kernel32.CloseHandle(handle)
         return bool(handle)
     try:
         os.kill(pid, 0)
-    except OSError as exc:
-        # EPERM: it exists, as another user's.
+    except OSError as exc:  # EPERM: it exists, as another user
         return not isinstance(exc, ProcessLookupError)
     return True
 
 
-class _Destination:
-    """A path destination walked to as the kernel walks it, a directory descriptor at a time
-    (``openat`` with O_NOFOLLOW): each link, the last name's too, read where it stands and
-    followed when the user's or root's, another user's a PermissionError naming it. Then its
-    ``directory``, held, the ``name`` there and what was there (``status``, None: nothing), or
-    a process's ``descriptor`` ("own" or "other"). Without directory descriptors (Windows), or
-    for a directory one may search but not read without O_PATH, the rest is walked by path."""
+class _Directory:
+    """A path destination's directory, walked to as the kernel walks it, a descriptor at a time
+    (openat, O_NOFOLLOW), each link (the last name's too) read where it stands: the user's or
+    root's followed, another user's a PermissionError. Held (``fd``): names beside the
+    destination are made, looked at, moved and removed in it, never by a path a neighbour could
+    re-point. Without directory descriptors (Windows), or O_PATH for a directory one may not
+    read, by ``path`` from there. ``name``: the destination's; ``status``: what is there;
+    ``descriptor``: a process's ("own", "other")."""
 
     def __init__(self, path: str) -> None:
         self.given = path
-        # The names still to walk, the next one last.
         self.names = path.rstrip("/").split("/")[::-1]
-        # The directory reached, as shown: links read where they stood, never realpath.
-        self.way = "/" if path.startswith("/") else ""
+        # As walked: links read where they stood, never realpath (which follows anyone's).
+        self.path = "/" if path.startswith("/") else ""
         self.links = 0
-        self.fd = os.open(self.way or ".", _WALK_FLAGS) if _HAS_DIRECTORY_DESCRIPTORS else None
+        self.fd = os.open(self.path or ".", _WALK_FLAGS) if _HAS_DIRECTORY_DESCRIPTORS else None
         self.name = ""
         self.status: os.stat_result | None = None
         self.descriptor = ""
@@ -4099,59 +3922,45 @@ class _Destination:
                     self.step(name)
                 else:
                     self.end(name)
-        except BaseException:
-            if self.fd is not None:
-                os.close(self.fd)
-            raise
-        self.directory = _Directory(self.fd, self.way)
-
-    @property
-    def path(self) -> str:
-        """The destination as walked to: the user's and root's links followed."""
-        return _joined(self.directory.path, self.name)
+        except BaseException as exc:
+            self.close()
+            if not isinstance(exc, OSError) or exc.strerror == _NOT_FOLLOWED:
+                raise
+            raise _said_of(path, exc, os.path.dirname(path)) from None
 
     def step(self, name: str) -> None:
         """Into the directory ``name``, or where the link ``name`` leads."""
         if name in ("", "."):
             return
+        shown = os.path.join(self.path, name)
         if self.fd is not None:
             try:
                 fd = os.open(name, _WALK_FLAGS | _O_NOFOLLOW, dir_fd=self.fd)
             except OSError as exc:
                 # A link (ELOOP, ENOTDIR), missing, or not to be searched.
-                self.step_aside(name, exc)
-                return
+                target = _link_target(self, name, shown)
+                if target is not None:
+                    self.follow(target)
+                    return
+                if _O_PATH or exc.errno != errno.EACCES:
+                    raise OSError(exc.errno, exc.strerror, shown) from None
+                # Not readable, and no O_PATH (not on Linux): by path from here.
+                fd = None
             os.close(self.fd)
             self.fd = fd
-        self.way = _joined(self.way, name)
-
-    def step_aside(self, name: str, error: OSError) -> None:
-        """Follow the link ``name`` (the user's or root's); else ``error``, said of ``name``."""
-        shown = _joined(self.way, name)
-        target = _link_target(_Directory(self.fd, self.way), name, shown)
-        if target is not None:
-            self.follow(target)
-        elif _O_PATH or error.errno != errno.EACCES or self.fd is None:
-            raise OSError(error.errno, error.strerror, shown) from None
-        else:
-            # Not readable, and no O_PATH to open it unread (not on Linux): by path from here.
-            os.close(self.fd)
-            self.fd = None
-            self.way = shown
+        self.path = shown
 
     def follow(self, target: str) -> None:
         """Walk on where a link leads, from the directory it stands in."""
         self.links += 1
-        # The kernel's own limit on links in a row.
-        if self.links > 40:
+        if self.links > 40:  # the kernel's own limit
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), self.given)
         self.names.extend(target.split("/")[::-1])
         if target.startswith("/"):
-            self.way = "/"
+            self.path = "/"
             if self.fd is not None:
-                root = os.open("/", _WALK_FLAGS)
                 os.close(self.fd)
-                self.fd = root
+                self.fd = os.open("/", _WALK_FLAGS)
 
     def end(self, name: str) -> None:
         """Look at the last name: a link followed (the walk goes on), else the end."""
@@ -4159,52 +3968,92 @@ class _Destination:
             raise ValueError(f"destination is a directory: {self.given!r}")
         self.name = name
         if name.isascii() and name.isdigit():
-            match = _descriptor_directory(self.way)
-            if match is not None:
+            match = _descriptor_directory(self.path)
+            if match:
                 own = match[1] in (None, "self", "thread-self", str(os.getpid()))
                 self.descriptor = "own" if own else "other"
                 return
-        directory = _Directory(self.fd, self.way)
         try:
-            self.status = directory.status(name)
-        except OSError:
-            # Nothing there, or not to be looked at: making the file says why.
+            self.status = self.status_of(name)
+        except OSError:  # nothing there, or not to be looked at: making the file says why
             self.status = None
-        if self.status is not None and stat.S_ISLNK(self.status.st_mode):
-            target = _link_target(directory, name, _joined(self.way, name))
+        if self.status and stat.S_ISLNK(self.status.st_mode):
+            target = _link_target(self, name, os.path.join(self.path, name))
             # None: no longer a link when opened to be read (replaced meanwhile): looked again.
             self.follow(name if target is None else target)
         elif self.given.endswith("/") and not (self.status and stat.S_ISDIR(self.status.st_mode)):
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.given)
 
+    @property
+    def prefix(self) -> str:
+        return "" if self.fd is not None else os.path.join(self.path, "")
 
-def _walk_to(path: str) -> _Destination:
-    """The destination ``path`` leads to; an error on the way said of ``path``."""
-    try:
-        return _Destination(path)
-    except OSError as exc:
-        # Another user's link is refused as it is; a directory missing on the way is said of
-        # the destination.
-        if exc.strerror == _NOT_FOLLOWED:
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def open(self, name: str, flags: int, mode: int = 0o777) -> int:
+        return os.open(self.prefix + name, flags | _O_BINARY, mode, dir_fd=self.fd)
+
+    def create(self, name: str, mode: int = 0o600) -> int:
+        """A new file, never through a link (FileExistsError): every file made is."""
+        return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
+
+    def open_own(self, name: str) -> int | None:
+        """``name`` opened (never through a link, nor waiting for a FIFO) if the user's own
+        regular file with one link; else None."""
+        try:
+            fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
+        except OSError:
+            return None
+        if _is_own_regular_file(os.fstat(fd)):
+            return fd
+        os.close(fd)
+        return None
+
+    def status_of(self, name: str) -> os.stat_result:
+        return os.lstat(self.prefix + name, dir_fd=self.fd)
+
+    def holds(self, status: os.stat_result, name: str) -> bool:
+        with contextlib.suppress(OSError):
+            return os.path.samestat(self.status_of(name), status)
+        return False
+
+    def replace(self, source: str, target: str) -> None:
+        at = self.prefix
+        os.replace(at + source, at + target, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.prefix + name, dir_fd=self.fd)
+
+    def write_new(self, name: str, data: bytes, replacing: str = "") -> None:
+        """A new file of ``data``, moved over ``replacing`` if given; removed on failure."""
+        try:
+            # The open inside: a signal just after it still removes the file.
+            fd = self.create(name)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            if replacing:
+                self.replace(name, replacing)
+        except FileExistsError:
             raise
-        raise _said_of(path, exc, os.path.dirname(path)) from None
-
-
-def _joined(way: str, name: str) -> str:
-    """``os.path.join(way, name)`` in a tenth of the time (a download joins a few)."""
-    if not way or way.endswith("/"):
-        return way + name
-    return f"{way}/{name}"
+        except BaseException:
+            self.remove(name)
+            raise
 
 
 def _link_target(directory: _Directory, name: str, shown: str) -> str | None:
     """What the link ``name`` says when the user's or root's; None: no link. Opened as itself
-    where there is O_PATH (Linux): the link read is the one whose owner was checked."""
+    where there is O_PATH: the link read is the one whose owner was checked."""
     try:
         fd = directory.open(name, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
-        link = os.fstat(fd) if fd >= 0 else directory.status(name)
-    except OSError:
-        # Making the file will say why.
+        link = os.fstat(fd) if fd >= 0 else directory.status_of(name)
+    except OSError:  # making the file will say why
         return None
     try:
         if not stat.S_ISLNK(link.st_mode):
@@ -4219,71 +4068,64 @@ def _link_target(directory: _Directory, name: str, shown: str) -> str | None:
             os.close(fd)
 
 
-def _open_special_destination(found: _Destination, in_time: Callable[[], None]) -> BinaryIO | None:
+def _open_special_destination(found: _Directory, in_time: Callable[[], None]) -> BinaryIO | None:
     """The destination opened if a descriptor, FIFO or device (else None), as
     fs.protected_fifos would allow; a FIFO's reader waited for while ``in_time()`` allows."""
     status = found.status
-    if found.descriptor:
-        if found.descriptor == "other":
-            # Another process's: opened anew through its /proc link.
-            fd = _open_without_waiting(found, os.O_WRONLY | os.O_APPEND, in_time)
-            return open(fd, "wb", buffering=0)
+    if found.descriptor == "own":
         try:
-            fd = os.dup(int(found.name))
+            return open(os.dup(int(found.name)), "wb", buffering=0)
         except OverflowError:
             raise OSError(errno.EBADF, "no such file descriptor", found.given) from None
-        return open(fd, "wb", buffering=0)
+    if found.descriptor:  # another process's: opened anew through its /proc link
+        return open(_open_without_waiting(found, os.O_WRONLY | os.O_APPEND, in_time), "wb", 0)
     if status is None or stat.S_ISREG(status.st_mode):
         return None
     if stat.S_ISDIR(status.st_mode):
         raise ValueError(f"destination is a directory: {found.given!r}")
     if not _is_mine(status):
-        parent = found.directory.status(".")
-        # Sticky and world-writable (+t, o+w), and not the directory owner's: as the kernel.
-        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:
+        parent = found.status_of(".")
+        if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
             what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
             message = f"refusing to write to {what} another user made in a sticky world-writable"
-            raise PermissionError(errno.EACCES, f"{message} directory", found.path)
+            raise PermissionError(errno.EACCES, f"{message} directory", found.given)
     fd = _open_without_waiting(found, os.O_WRONLY | _O_NOFOLLOW, in_time)
     if not os.path.samestat(os.fstat(fd), status):
         os.close(fd)
         message = "the destination was replaced while it was being opened"
-        raise PermissionError(errno.EACCES, message, found.path)
+        raise PermissionError(errno.EACCES, message, found.given)
     return open(fd, "wb", buffering=0)
 
 
-def _open_without_waiting(found: _Destination, flags: int, in_time: Callable[[], None]) -> int:
-    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one that is
-    not there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
+def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], None]) -> int:
+    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one not
+    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
     while True:
         try:
-            fd = found.directory.open(found.name, flags | _O_NONBLOCK)
+            fd = found.open(found.name, flags | _O_NONBLOCK)
             break
         except OSError as exc:
             if exc.errno != errno.ENXIO:
-                raise OSError(exc.errno, exc.strerror, found.path) from None
+                raise OSError(exc.errno, exc.strerror, found.given) from None
         in_time()
         time.sleep(_WAKE_SECONDS)
-    if _O_NONBLOCK:
-        # Written as any stream: a write that would wait is polled for (_StreamTarget).
+    if _O_NONBLOCK:  # written as any stream: a write that would wait is polled for
         os.set_blocking(fd, True)
     return fd
 
 
-# A process's descriptors' directory, as a walk reaches it: /proc/self (a link) read to /proc/PID.
-# /dev/fd is a directory of its own on BSD and macOS. Compiled (and cached by re) on first use.
+# A process's descriptors, where a walk reaches them (/dev/fd: a directory on BSD and macOS).
 _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
 def _is_descriptor_link(path: str) -> bool:
-    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N``, as written (the links on the way read)."""
+    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (where ``/dev/stdout`` leads)."""
     directory, name = os.path.split(os.path.abspath(path))
     return name.isascii() and name.isdigit() and _descriptor_directory(directory) is not None
 
 
 def _descriptor_directory(directory: str) -> re.Match[str] | None:
-    """The match of ``directory`` (walked to: never resolved by realpath, which would follow
-    anyone's links) as a process's descriptors' directory."""
+    """The match of ``directory`` (as walked) as a process's descriptors' directory."""
     return re.fullmatch(_DESCRIPTOR_DIRECTORY, os.path.abspath(directory))
 
 

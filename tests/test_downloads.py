@@ -214,7 +214,7 @@ class DestinationTests(ServerTestCase):
     ) -> None:
         # Issue 27: the sizes as fields (like IncompleteResponseError's), so that no one parses the message.
         directory = self.tmp()
-        with dc._FileTarget(dc._walk_to(str(directory / "out.bin")), resume=False) as target:
+        with dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target:
             target.write_at(0, b"abc")
             with self.assertRaises(dc.InvalidResponseError) as caught:
                 target.commit(5)

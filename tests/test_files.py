@@ -823,7 +823,7 @@ class LockFileTests(ServerTestCase):
         with (
             mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
             mock.patch.object(dc, "_abandoned_lock", another_takes_it_over_meanwhile),
-            dc._FileTarget(dc._walk_to(str(directory / "out.bin")), resume=False) as target,
+            dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target,
         ):
             self.assertFalse(target.lock.take_with_a_file(), "the other download's lock was taken")
         self.assertEqual(
@@ -836,7 +836,7 @@ class LockFileTests(ServerTestCase):
         (directory / ".out.bin.part.lock").write_text("4194303")
         with (
             mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
-            dc._FileTarget(dc._walk_to(str(directory / "out.bin")), resume=False) as target,
+            dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target,
         ):
             self.assertTrue(target.lock.take_with_a_file())
             self.assertEqual((directory / ".out.bin.part.lock").read_text(), str(os.getpid()))
@@ -851,7 +851,7 @@ class LockFileTests(ServerTestCase):
         for content in (b"", b"12ab", b"9" * 40, b"0", b"-5", b"\xff7"):
             with (
                 self.subTest(content=content),
-                dc._FileTarget(dc._walk_to(str(directory / "out.bin")), resume=False) as target,
+                dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target,
             ):
                 lock.write_bytes(content)
                 self.assertFalse(
@@ -877,7 +877,8 @@ class LockFileTests(ServerTestCase):
                 lock.write_text("4194303")  # a process that is gone
                 looks: list[str] = []
                 others: list[bool] = []
-                held = dc._Directory(None, str(directory))
+                held = dc._Directory(str(directory / "out.bin"))
+                self.addCleanup(held.close)
 
                 def look_then_let_the_others_run(
                     at_: Any,
