@@ -3120,16 +3120,14 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 # Sinks
 # ============================================================================
 
-# A wait no read ends (a FIFO's reader, room in a pipe or the buffer) looks this often at the
-# deadline and close().
-_WAKE_SECONDS = 0.1
+_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
 
 
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. ``in_time()``
-    raises once the call must end: a FIFO's reader is waited for until then."""
+    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. A FIFO's
+    reader is waited for until ``in_time()`` raises."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     found = _Directory(_check_destination_path(destination))
@@ -3145,8 +3143,7 @@ def _open_target(
 
 
 def _said_of(destination: str, error: OSError, directory: str) -> OSError:
-    """``error`` (of the client's own files, or the walk) said of ``destination``, with what keeps
-    files from being made in ``directory``."""
+    """``error`` said of ``destination``, with what keeps files from being made in ``directory``."""
     problem = _directory_problem(directory or ".")
     reason = error.strerror or str(error)
     return OSError(error.errno, f"{reason} ({problem})" if problem else reason, destination)
@@ -3221,7 +3218,7 @@ class _FileTarget(_Sink):
         self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
-        self.lock = _PartLock(self.directory, self.stem + ".part")
+        self.lock_name = ""  # where there is no flock
         self.committed = False
         try:
             fd = self._open_resumable() if resume else None
@@ -3254,7 +3251,7 @@ class _FileTarget(_Sink):
             return None
         try:
             # Still that file once locked: its holder may have committed it since.
-            if self.lock.take(fd) and self.directory.holds(os.fstat(fd), name):
+            if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
                 # A new partial file takes up nothing (a state without one is dropped).
                 if made:
                     state.ours = found
@@ -3264,9 +3261,34 @@ class _FileTarget(_Sink):
                 self.state = state
         finally:
             if self.state is None:
-                self.lock.release()
+                self._unlock()
                 os.close(fd)
         return None if self.state is None else fd
+
+    def _lock(self, fd: int) -> bool:
+        fcntl = _fcntl()
+        if fcntl is None:  # not on Linux: Windows has no flock
+            return self._lock_with_a_file()
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        return False
+
+    def _lock_with_a_file(self) -> bool:
+        """``.NAME.part.lock``, made with O_EXCL; taken over when its process is gone."""
+        name = self.stem + ".part.lock"
+        try:
+            self.directory.write_new(name, str(os.getpid()).encode())
+        except FileExistsError:
+            if not _take_over_abandoned_lock(self.directory, name):
+                return False
+        self.lock_name = name
+        return True
+
+    def _unlock(self) -> None:
+        if self.lock_name:
+            self.directory.remove(self.lock_name)
+            self.lock_name = ""
 
     def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
         """The validator and parts an earlier run kept of ``url``'s file; else None (dropped)."""
@@ -3289,7 +3311,7 @@ class _FileTarget(_Sink):
             if self.state is not None:
                 self.state.remove()
         os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
-        self.lock.release()
+        self._unlock()
         self.directory.close()
 
     def reset(self) -> None:
@@ -3383,6 +3405,7 @@ class _PartialFile:
         found = _Directory(destination)
         stem = _hidden_stem(found, found.name)
         found.close()
+        self.descriptor = found.descriptor
         self.file_path = os.path.join(found.path, found.name)
         self.path = os.path.join(found.path, stem + ".part")
 
@@ -3401,7 +3424,7 @@ class _PartialFile:
         A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
         path = self.file_path
         try:
-            if _is_descriptor_link(path) or not stat.S_ISREG(os.lstat(path).st_mode):
+            if self.descriptor or not stat.S_ISREG(os.lstat(path).st_mode):
                 return False
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
         except OSError:
@@ -3644,11 +3667,8 @@ class _ReorderBuffer(_Sink):
 _MAX_STATE_SIZE = 1024 * 1024
 # An empty or garbled .part.lock this young may be being written.
 _LOCK_WRITE_GRACE = 5.0
-# The temporary file's names tried, and probed for what kill -9 left (DESIGN.md: "The temporary
-# file's names"); all taken: .NAME.<12 hex>.part.
-_SLOTS = 3
-# Names this short fit in any file system (eCryptfs's NAME_MAX, 143, is the least), with the
-# longest suffix made: NAME_MAX is asked only of a longer one.
+_SLOTS = 3  # the temporary file's names (DESIGN.md: "The temporary file's names")
+# With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
 _SHORT_NAME = 143 - len("..part.json.01234567.tmp")
 # O_PATH (Linux): a directory one may search but not read is walked too.
 _WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
@@ -3656,9 +3676,9 @@ _HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``). ``kept``: to be left on disk;
-    ``ours``: this download's is there (found or saved), the only one it removes. Only the
-    holder of the partial file's lock saves: one temporary name does (``.json.tmp``)."""
+    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
+    this download's is there (found or saved), the only one it removes. Only the partial file's
+    lock holder saves, through one name (``.json.tmp``)."""
 
     def __init__(self, directory: _Directory, name: str) -> None:
         self.directory = directory
@@ -3677,23 +3697,22 @@ class _StateFile:
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
         data = json.dumps(state).encode()
+        with contextlib.suppress(FileExistsError):
+            return self.write(data)
+        # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
+        if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+        self.write(data)
+
+    def write(self, data: bytes) -> None:
         try:
             if not self.refused:
-                self.write(data)
+                self.directory.write_new(self.temporary, data, self.name)
                 self.kept = self.ours = True
         except PermissionError:
             # Another user's file at the name, which a sticky directory keeps: not resumable.
             self.refused = True
             self.kept = False
-
-    def write(self, data: bytes) -> None:
-        try:
-            return self.directory.write_new(self.temporary, data, self.name)
-        except FileExistsError:
-            # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
-            if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
-                self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
-        self.directory.write_new(self.temporary, data, self.name)
 
     def remove(self) -> None:
         if self.ours:
@@ -3702,12 +3721,11 @@ class _StateFile:
 
 
 def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
-    """A new temporary file, locked, and its name: the first of ``_sweep``'s names free, else
-    one no one can guess."""
+    """A new temporary file, locked, and its name: one of ``_sweep``'s, else a random one."""
     made = _sweep(directory, stem, claim=True)
     tries = 100
     while made is None and tries:
-        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl(), sweep=False)
+        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl())
         tries -= 1
     if made is None:
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
@@ -3715,8 +3733,8 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """The temporary file's names (``STEM.N.part``) looked at, what kill -9 left there removed;
-    with ``claim``, the first one free made for this download and locked."""
+    """Remove what kill -9 left at the temporary file's names (``STEM.N.part``); with ``claim``,
+    make and lock the first one free."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
@@ -3728,15 +3746,13 @@ def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] 
     return made
 
 
-def _claim(
-    directory: _Directory, name: str, fcntl: Any, sweep: bool = True
-) -> tuple[int, str] | None:
-    """``name`` made and locked; None when taken (``sweep``: unless by what kill -9 left)."""
+def _claim(directory: _Directory, name: str, fcntl: Any) -> tuple[int, str] | None:
+    """``name`` made and locked; None when taken (but by what kill -9 left: removed first)."""
     for _ in range(2):
         try:
             fd = directory.create(name, 0o666)
         except FileExistsError:
-            if sweep and fcntl and _remove_abandoned(directory, name, fcntl):
+            if fcntl and _remove_abandoned(directory, name, fcntl):
                 continue
             return None
         # Until locked, another download's sweep may take it for abandoned (and unlink it).
@@ -3751,8 +3767,8 @@ def _claim(
 
 
 def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
-    """Remove ``name`` if kill -9 left it: the user's own regular file, one link, no process
-    holding its lock (``fcntl`` None: the caller's lock keeps downloads off it)."""
+    """Remove ``name`` if kill -9 left it: the user's own regular file, one link, unlocked
+    (``fcntl`` None: the caller's lock keeps downloads off it)."""
     fd = directory.open_own(name)
     if fd is None:
         return False
@@ -3800,49 +3816,13 @@ def _hidden_stem(directory: _Directory, name: str) -> str:
     if len(encoded) <= _SHORT_NAME:
         return "." + name
     try:
-        if directory.fd is not None:
-            limit = os.fpathconf(directory.fd, "PC_NAME_MAX")
-        else:
-            limit = os.pathconf(directory.path or ".", "PC_NAME_MAX")
+        limit = os.pathconf(directory.path or ".", "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):  # Windows has no pathconf
         limit = 255
     room = limit - 24
     if len(encoded) >= room:
         name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
     return "." + name
-
-
-class _PartLock:
-    """What keeps other downloads off ``.NAME.part``: an flock, or (Windows) ``.NAME.part.lock``
-    holding the process id, taken over once that process is gone."""
-
-    def __init__(self, directory: _Directory, part: str) -> None:
-        self.directory = directory
-        self.name = part + ".lock"
-        self.made = False
-
-    def take(self, fd: int) -> bool:
-        fcntl = _fcntl()
-        if fcntl is None:
-            return self.take_with_a_file()
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        return False
-
-    def take_with_a_file(self) -> bool:
-        try:
-            self.directory.write_new(self.name, str(os.getpid()).encode())
-        except FileExistsError:
-            if not _take_over_abandoned_lock(self.directory, self.name):
-                return False
-        self.made = True
-        return True
-
-    def release(self) -> None:
-        if self.made:
-            self.directory.remove(self.name)
-            self.made = False
 
 
 def _take_over_abandoned_lock(directory: _Directory, name: str) -> bool:
@@ -3897,13 +3877,12 @@ def _process_exists(pid: int) -> bool:
 
 
 class _Directory:
-    """A path destination's directory, walked to as the kernel walks it, a descriptor at a time
-    (openat, O_NOFOLLOW), each link (the last name's too) read where it stands: the user's or
-    root's followed, another user's a PermissionError. Held (``fd``): names beside the
-    destination are made, looked at, moved and removed in it, never by a path a neighbour could
-    re-point. Without directory descriptors (Windows), or O_PATH for a directory one may not
-    read, by ``path`` from there. ``name``: the destination's; ``status``: what is there;
-    ``descriptor``: a process's ("own", "other")."""
+    """A destination's directory, walked to a descriptor at a time (openat, O_NOFOLLOW), each
+    link (the last name's too) read where it stands: the user's or root's followed, another's
+    refused. Held (``fd``): the names beside ``name`` are made, moved and removed in it, never
+    by a path one could re-point; without directory descriptors (Windows, or no O_PATH for a
+    directory one may not read), by ``path``. ``status``: what is at ``name``; ``descriptor``:
+    a process's ("own", "other")."""
 
     def __init__(self, path: str) -> None:
         self.given = path
@@ -4000,8 +3979,8 @@ class _Directory:
         return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
 
     def open_own(self, name: str) -> int | None:
-        """``name`` opened (never through a link, nor waiting for a FIFO) if the user's own
-        regular file with one link; else None."""
+        """``name`` opened (not through a link, nor waiting) if the user's own regular file with
+        one link; else None."""
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
@@ -4116,12 +4095,6 @@ def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], N
 
 # A process's descriptors, where a walk reaches them (/dev/fd: a directory on BSD and macOS).
 _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
-
-
-def _is_descriptor_link(path: str) -> bool:
-    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (where ``/dev/stdout`` leads)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    return name.isascii() and name.isdigit() and _descriptor_directory(directory) is not None
 
 
 def _descriptor_directory(directory: str) -> re.Match[str] | None:

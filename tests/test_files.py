@@ -286,7 +286,7 @@ class SharedDirectoryTests(ServerTestCase):
         directory = self.tmp()
         destination = directory / "out.bin"
         (directory / ".out.bin.part").write_bytes(DATA)  # the other process's, complete
-        take_the_lock = dc._PartLock.take
+        take_the_lock = dc._FileTarget._lock
 
         def committed_first(target: Any, fd: int) -> bool:
             os.replace(
@@ -296,7 +296,7 @@ class SharedDirectoryTests(ServerTestCase):
 
         self.script(cut(DATA, 1000, {"ETag": '"v1"'}))
         with (
-            mock.patch.object(dc._PartLock, "take", committed_first),
+            mock.patch.object(dc._FileTarget, "_lock", committed_first),
             self.assertRaises(dc.IncompleteResponseError),
         ):
             self.client(max_retries=0).download("files/x", destination, resume=True)
@@ -825,7 +825,7 @@ class LockFileTests(ServerTestCase):
             mock.patch.object(dc, "_abandoned_lock", another_takes_it_over_meanwhile),
             dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target,
         ):
-            self.assertFalse(target.lock.take_with_a_file(), "the other download's lock was taken")
+            self.assertFalse(target._lock_with_a_file(), "the other download's lock was taken")
         self.assertEqual(
             lock.read_text(), str(os.getpid()), "the other download's lock is in place"
         )
@@ -838,9 +838,9 @@ class LockFileTests(ServerTestCase):
             mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
             dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target,
         ):
-            self.assertTrue(target.lock.take_with_a_file())
+            self.assertTrue(target._lock_with_a_file())
             self.assertEqual((directory / ".out.bin.part.lock").read_text(), str(os.getpid()))
-            target.lock.release()
+            target._unlock()
         self.assertEqual(list(directory.iterdir()), [])
 
     def test_an_empty_or_garbled_lock_is_abandoned_once_it_is_a_few_seconds_old(self) -> None:
@@ -855,13 +855,13 @@ class LockFileTests(ServerTestCase):
             ):
                 lock.write_bytes(content)
                 self.assertFalse(
-                    target.lock.take_with_a_file(), "young: a process may be writing it now"
+                    target._lock_with_a_file(), "young: a process may be writing it now"
                 )
                 self.assertEqual(lock.read_bytes(), content)
                 os.utime(lock, (time.time() - 60, time.time() - 60))
-                self.assertTrue(target.lock.take_with_a_file())
+                self.assertTrue(target._lock_with_a_file())
                 self.assertEqual(lock.read_text(), str(os.getpid()))
-                target.lock.release()
+                target._unlock()
             self.assertEqual([p.name for p in directory.iterdir()], [])
 
     def test_three_take_overs_of_one_abandoned_lock_make_one_holder_in_any_interleaving(
@@ -1059,7 +1059,7 @@ class NeighboursStateFileTests(FileTestCase):
             self.skipTest("needs root to give a file to another user")
         directory = self.tmp()
         theirs = directory / ".out.bin.part.json"
-        lock = dc._PartLock.take
+        lock = dc._FileTarget._lock
 
         def planted_after_the_look(target: Any, fd: int) -> bool:
             theirs.write_bytes(b"the neighbour's")
@@ -1068,7 +1068,7 @@ class NeighboursStateFileTests(FileTestCase):
 
         self.script(reply(404, {"message": "gone"}))
         with (
-            mock.patch.object(dc._PartLock, "take", planted_after_the_look),
+            mock.patch.object(dc._FileTarget, "_lock", planted_after_the_look),
             self.assertRaises(dc.ServiceError),
         ):
             self.client().download("files/x", directory / "out.bin", resume=True)
