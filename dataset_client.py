@@ -3692,7 +3692,6 @@ class _StateFile:
         self.saved: Any = None
         self.kept = False
         self.ours = False
-        self.refused = False
 
     def load(self, found: bool) -> None:
         self.saved = _read_state(self.directory, self.name)
@@ -3711,12 +3710,10 @@ class _StateFile:
 
     def write(self, data: bytes) -> None:
         try:
-            if not self.refused:
-                self.directory.write_new(self.temporary, data, self.name)
-                self.kept = self.ours = True
+            self.directory.write_new(self.temporary, data, self.name)
+            self.kept = self.ours = True
         except PermissionError:
             # Another user's file at the name, which a sticky directory keeps: not resumable.
-            self.refused = True
             self.kept = False
 
     def remove(self) -> None:
