@@ -3331,26 +3331,21 @@ def _open_target(
 
 def _said_of(destination: str, error: OSError, directory: str) -> OSError:
     """``error`` said of ``destination``, with what keeps files from being made in ``directory``."""
-    problem = _directory_problem(directory or ".")
+    directory = directory or "."
+    problem = ""
+    try:
+        if not stat.S_ISDIR(os.stat(directory).st_mode):
+            problem = f"{directory} is not a directory"
+        elif not os.access(directory, os.W_OK | os.X_OK):
+            problem = f"the directory {directory} is not writable"
+    except FileNotFoundError:
+        problem = f"the directory {directory} does not exist"
+    except NotADirectoryError:
+        problem = f"a part of {directory} is not a directory"
+    except OSError:
+        pass
     reason = error.strerror or str(error)
     return OSError(error.errno, f"{reason} ({problem})" if problem else reason, destination)
-
-
-def _directory_problem(directory: str) -> str | None:
-    """What keeps files from being made in ``directory``, in a few words, or None."""
-    try:
-        status = os.stat(directory)
-    except FileNotFoundError:
-        return f"the directory {directory} does not exist"
-    except NotADirectoryError:
-        return f"a part of {directory} is not a directory"
-    except OSError:
-        return None
-    if not stat.S_ISDIR(status.st_mode):
-        return f"{directory} is not a directory"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"the directory {directory} is not writable"
-    return None
 
 
 class _Sink:
