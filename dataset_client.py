@@ -2858,11 +2858,11 @@ class _Transfer:
         self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
         if isinstance(target, _StreamTarget):
-            target.in_time = self._check_in_time
+            target.in_time = functools.partial(_check_in_time, requests, url)
             if connections > 1:
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
                 written = self._written_to_stream
-                self.target = _ReorderBuffer(target, limit, written, self._check_in_time)
+                self.target = _ReorderBuffer(target, limit, written, target.in_time)
         self.parts = _Parts(connections, self._work)
         self.checks = _Checks(self, sha256)
         self.acceptance = _Acceptance(self)
@@ -3056,9 +3056,6 @@ class _Transfer:
                 expected=expected,
                 received=received,
             )
-
-    def _check_in_time(self) -> None:
-        _check_in_time(self.requests, self.url)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every wait and read."""
@@ -3272,7 +3269,8 @@ def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_State
 # Sinks
 # ============================================================================
 
-_WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
+# How often a wait that no read ends looks at the deadline and close().
+_WAKE_SECONDS = 0.1
 
 
 def _open_target(
@@ -3317,11 +3315,13 @@ class _Sink:
     """Where a _Transfer's bytes go (these defaults hold nothing back)."""
 
     state: _StateFile | None = None
-    read_at: Callable[[int, int], bytes] | None = None  # bytes written, read back
+    read_at: Callable[[int, int], bytes] | None = None
     write_at: Callable[[int, bytes], None]
-    reset: Callable[[], None]  # forget what was written: the file is sent anew
-    position: int | None = None  # bytes written in order, when not the bytes received
-    hashes_in_order = False  # True: the file's hash is handed each piece written
+    reset: Callable[[], None]
+    # Bytes written in order, when not the bytes received.
+    position: int | None = None
+    # The file's hash is handed each piece written (none can be read back).
+    hashes_in_order = False
 
     def __enter__(self: _T) -> _T:
         return self
@@ -3345,13 +3345,14 @@ class _Sink:
     def discard(self, part: _Part | None, start: int) -> None:
         """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
-    def stop(self) -> None: ...  # the transfer failed: no part may wait here
+    # The transfer failed: no part may wait here.
+    def stop(self) -> None: ...
 
-    def finish(self, total: int | None) -> None: ...  # every part is in
+    def finish(self, total: int | None) -> None: ...
 
     def write_until(self, ended: Callable[[], bool]) -> None: ...
 
-    def wake(self) -> None: ...  # a part thread has ended
+    def wake(self) -> None: ...
 
 
 class _FileTarget(_Sink):
@@ -3361,11 +3362,13 @@ class _FileTarget(_Sink):
     def __init__(self, found: _Directory, resume: bool) -> None:
         self.directory = found
         self.name = found.name
-        self.destination = found.given  # as given: errors name it, not the client's files
-        self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
+        # As given: errors name it, not the client's files.
+        self.destination = found.given
+        # Writes and reads without os.pwrite (Windows) seek under it.
+        self.seeking = _thread.allocate_lock()
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
-        self.lock_name = ""  # where there is no flock
+        self.lock_name = ""
         self.committed = False
         try:
             fd = self._open_resumable() if resume else None
@@ -3384,8 +3387,9 @@ class _FileTarget(_Sink):
         state = _StateFile(self.directory, name + ".json")
         try:
             found = _is_own_regular_file(self.directory.status_of(state.name))
+            # Not ours to read or replace: left alone.
             if not found:
-                return None  # not ours to read or replace: left alone
+                return None
         except FileNotFoundError:
             found = False
         made = True
@@ -3442,12 +3446,13 @@ class _FileTarget(_Sink):
         if self.state is None:
             return None
         checked = _checked_state(self.state.saved, url)
-        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
+        # An empty file: no range continues it.
+        if checked is None or checked[1][-1][1] == 0:
             self.reset()
             return None
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
-        os.ftruncate(self.fd, size)  # nothing past the end of the file
+        os.ftruncate(self.fd, size)
         return validator, [
             (start, end, min(done, max(0, size - start))) for start, end, done in spans
         ]
@@ -3457,7 +3462,8 @@ class _FileTarget(_Sink):
             self.directory.remove(self.temporary)
             if self.state is not None:
                 self.state.remove()
-        os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
+        # After the unlink: the lock keeps other processes off until then.
+        os.close(self.fd)
         self._unlock()
         self.directory.close()
 
@@ -3482,7 +3488,8 @@ class _FileTarget(_Sink):
                 with self.seeking:
                     os.lseek(self.fd, offset, os.SEEK_SET)
                     written = os.write(self.fd, view)
-            view, offset = view[written:], offset + written
+            view = view[written:]
+            offset += written
 
     def read_at(self, offset: int, size: int) -> bytes:
         if _HAS_PWRITE:
@@ -3495,7 +3502,7 @@ class _FileTarget(_Sink):
         """Move the file into place if ``total`` bytes long and still the one written here."""
         status = os.fstat(self.fd)
         size = status.st_size
-        try:  # the state goes in every case
+        try:
             if total is not None and size != total:
                 raise _named(
                     InvalidResponseError,
@@ -3512,7 +3519,8 @@ class _FileTarget(_Sink):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             try:
                 self.directory.replace(self.temporary, self.name)
-            except OSError as exc:  # named as the caller's file, not the temporary one
+            except OSError as exc:
+                # Named as the caller's file, not the temporary one.
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
@@ -3611,23 +3619,30 @@ class _StreamTarget(_Sink):
         ):
             wanted = "a path or a binary file object open for writing"
             raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
-        self.stream, self.opened = stream, opened  # opened: closed on exit
+        self.stream = stream
+        self.opened = opened
         try:
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.in_time: Callable[[], None] = lambda: None  # raises once the call must end
-        self.poller: Any = None  # a pipe, FIFO or socket's: its reader may stop reading
+        # Raises once the call must end.
+        self.in_time: Callable[[], None] = lambda: None
+        # A pipe's, FIFO's or socket's: its reader may stop reading.
+        self.poller: Any = None
         try:
-            mode = os.fstat(fd := stream.fileno()).st_mode
-        except (AttributeError, TypeError, ValueError, OSError):  # a BytesIO
+            fd = stream.fileno()
+            mode = os.fstat(fd).st_mode
+        except (AttributeError, TypeError, ValueError, OSError):
             return
         if (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) and hasattr(select, "poll"):
-            self.fd, self.poller, fcntl = fd, select.poll(), _fcntl()
+            self.fd = fd
+            self.poller = select.poll()
             self.poller.register(fd, select.POLLOUT)
-            try:  # Linux: how much it holds
+            fcntl = _fcntl()
+            # How much a pipe holds, where Linux says (not of a socket).
+            try:
                 self.size = int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
-            except (AttributeError, OSError):  # elsewhere, and a socket
+            except (AttributeError, OSError):
                 self.size = 0
 
     def reset(self) -> None:
@@ -3635,16 +3650,17 @@ class _StreamTarget(_Sink):
             message = "the server started the transfer over and the destination cannot seek back"
             raise InvalidResponseError(message)
         self.stream.seek(self.start)
-        with contextlib.suppress(OSError):  # devices cannot be truncated
+        # Devices cannot be truncated.
+        with contextlib.suppress(OSError):
             self.stream.truncate()
 
     def __exit__(self, *exc_info: object) -> None:
         if self.opened:
             self.stream.close()
 
-    def take_up(self, url: str) -> None: ...  # a stream is never resumed
+    def take_up(self, url: str) -> None: ...
 
-    def commit(self, total: int | None) -> None: ...  # the bytes are in the stream
+    def commit(self, total: int | None) -> None: ...
 
     def write_at(self, offset: int, data: bytes) -> None:
         """Write in order; into a pipe, FIFO or socket only what fits without blocking."""
@@ -3654,10 +3670,12 @@ class _StreamTarget(_Sink):
         if isinstance(stream, io.BufferedWriter):
             stream.flush()
             stream = stream.raw
-        view, start = memoryview(data), 0
+        view = memoryview(data)
+        start = 0
         while start < len(view):
             if self.poller.poll(_WAKE_SECONDS * 1000):
-                room = select.PIPE_BUF  # POSIX: what poll() promises; all it holds when empty
+                # POSIX: what poll() promises; all it holds when empty.
+                room = select.PIPE_BUF
                 if self.size:
                     import termios
 
@@ -3671,7 +3689,8 @@ class _StreamTarget(_Sink):
 def _write_all(stream: Any, data: bytes | memoryview) -> None:
     while True:
         written = stream.write(data)
-        if written is None or written >= len(data):  # buffered streams write everything
+        # Buffered streams write everything.
+        if written is None or written >= len(data):
             return
         if written <= 0:
             raise OSError(errno.EIO, "the destination's write() made no progress")
@@ -3681,8 +3700,9 @@ def _write_all(stream: Any, data: bytes | memoryview) -> None:
 class _ReorderBuffer(_Sink):
     """Parallel parts into a stream, in order, by the caller's thread; ``limit`` bytes wait here."""
 
-    hashes_in_order = True  # what was written cannot be read back
-    max_parts = 1 << 14  # a server may announce 2**63 - 1 bytes
+    hashes_in_order = True
+    # A server may announce 2**63 - 1 bytes.
+    max_parts = 1 << 14
 
     def __init__(
         self,
@@ -3693,17 +3713,24 @@ class _ReorderBuffer(_Sink):
     ) -> None:
         import threading
 
-        self.target, self.limit, self.written, self.in_time = target, limit, written, in_time
+        self.target = target
+        self.limit = limit
+        self.written = written
+        self.in_time = in_time
         self.condition = threading.Condition(_thread.allocate_lock())
-        self.chunks: dict[int, tuple[bytes, _Part]] = {}  # by offset: waiting to be written
+        # What waits to be written, by offset.
+        self.chunks: dict[int, tuple[bytes, _Part]] = {}
         self.position: int = 0
-        self.buffered = self.peak = 0  # bytes waiting now, and at most
-        self.writing = False  # the writer is in release()
-        self.stopped = False  # the transfer failed
+        self.buffered = 0
+        self.peak = 0
+        # The writer is in release().
+        self.writing = False
+        self.stopped = False
         self.writer = _thread.get_ident()
 
     def put(self, part: _Part, data: bytes) -> None:
-        offset, size = part.offset, len(data)
+        offset = part.offset
+        size = len(data)
         while True:
             with self.condition:
                 if self.stopped or offset + size <= self.position + max(self.limit, size):
@@ -3713,8 +3740,9 @@ class _ReorderBuffer(_Sink):
                     self.buffered += size
                     self.peak = max(self.peak, self.buffered)
                     break
+                # Others wait for the room the writer makes.
                 if _thread.get_ident() != self.writer:
-                    self._wait()  # for room, that the writer makes
+                    self._wait()
                     continue
             self._write_when_there()
         self.release()
@@ -3742,7 +3770,8 @@ class _ReorderBuffer(_Sink):
 
     def _ready(self) -> bool:
         """(Under the lock) the bytes at the position are there and may be written."""
-        if (chunk := self.chunks.get(self.position)) is None:
+        chunk = self.chunks.get(self.position)
+        if chunk is None:
             return False
         check = chunk[1].check
         return check is None or not check.held or self.position < check.start
@@ -3761,7 +3790,8 @@ class _ReorderBuffer(_Sink):
                         return True
                     data, _ = self.chunks.pop(self.position)
                     self.buffered -= len(data)
-                self.target.write_at(self.position, data)  # unlocked: a signal interrupts it
+                # Unlocked: a signal interrupts it.
+                self.target.write_at(self.position, data)
                 with self.condition:
                     self.position += len(data)
                     self.condition.notify_all()
@@ -3795,7 +3825,7 @@ class _ReorderBuffer(_Sink):
             self.chunks.clear()
             self.buffered = 0
             self.stopped = False
-            if self.position:  # else nothing to take back
+            if self.position:
                 self.target.reset()
             self.position = 0
 
