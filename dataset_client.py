@@ -834,7 +834,6 @@ class _WrongSchemeError(NetworkError):
 def _may_speak_the_other_scheme(
     exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
 ) -> bool:
-    """Whether ``exc`` may come from a server speaking the other scheme."""
     scheme = urllib.parse.urlsplit(url).scheme
     if proxy is not None:
         return False
@@ -862,7 +861,6 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
 
 
 def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -1514,7 +1512,7 @@ class _Deadline:
         left = self.left()
         if left > 0 and (delay is None or delay < left):
             return None
-        if left <= 0 or delay is None:
+        if left <= 0:
             ended = self.reached(method, url)
         else:
             asked = error.retry_after if isinstance(error, ServiceError) else None
@@ -1530,8 +1528,6 @@ _NO_DEADLINE = _Deadline()
 
 
 class _Request(urllib.request.Request):
-    """A urllib Request that carries its call's deadline to the pool."""
-
     deadline: _Deadline
 
 
@@ -1859,7 +1855,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
     http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
-        """An idle connection to ``key`` still open, or None."""
         with self._lock:
             self._check_open()
             idle = self._idle.get(key)
@@ -1988,7 +1983,6 @@ class _PooledResponse(http.client.HTTPResponse):
     def within(
         cls, deadline: _Deadline, timeout: float | None, sock: socket.socket, **options: Any
     ) -> _PooledResponse:
-        """A response read within ``deadline``."""
         response = cls(sock, **options)
         response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
         response.deadline = deadline
@@ -3850,6 +3844,8 @@ _SHORT_NAME = 143 - len("..part.json.01234567.tmp")
 # O_PATH (Linux): a directory one may search but not read is walked too.
 _WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
 _HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
+# A process's descriptors, where a walk reaches them (/dev/fd: a directory on BSD and macOS).
+_DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
 class _StateFile:
@@ -4121,7 +4117,7 @@ class _Directory:
             raise ValueError(f"destination is a directory: {self.given!r}")
         self.name = name
         if name.isascii() and name.isdigit():
-            match = _descriptor_directory(self.path)
+            match = re.fullmatch(_DESCRIPTOR_DIRECTORY, os.path.abspath(self.path))
             if match:
                 own = match[1] in (None, "self", "thread-self", str(os.getpid()))
                 self.descriptor = "own" if own else "other"
@@ -4265,15 +4261,6 @@ def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], N
     if _O_NONBLOCK:  # written as any stream: a write that would wait is polled for
         os.set_blocking(fd, True)
     return fd
-
-
-# A process's descriptors, where a walk reaches them (/dev/fd: a directory on BSD and macOS).
-_DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
-
-
-def _descriptor_directory(directory: str) -> re.Match[str] | None:
-    """The match of ``directory`` (as walked) as a process's descriptors' directory."""
-    return re.fullmatch(_DESCRIPTOR_DIRECTORY, os.path.abspath(directory))
 
 
 # ============================================================================
