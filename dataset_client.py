@@ -811,8 +811,7 @@ class DatasetClient:
             deadline=deadline,
             send=functools.partial(send, "GET", url, None, deadline=deadline, trusted=trusted),
             retry=functools.partial(self._retrying, "GET", url, deadline),
-            interrupt=self._pool.interrupt,
-            closed=lambda: self._pool.closed,
+            pool=self._pool,
             secrets=self._secrets,
             timeout=self._timeout,
         )
@@ -848,7 +847,7 @@ def _may_speak_the_other_scheme(
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
     within = _Deadline(timeout)
-    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
+    with _connect_within(within, hold, (host, port), timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
         for _ in range(5):
@@ -865,7 +864,7 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     within = _Deadline(timeout)
-    with _connect_within(within, (host, port), timeout, hold=hold) as sock:
+    with _connect_within(within, hold, (host, port), timeout) as sock:
         sock.settimeout(max(within.left(), 0.001))
         with context.wrap_socket(sock, server_hostname=host or None):
             return True
@@ -1560,11 +1559,10 @@ class _ReceivingWithin(io.RawIOBase):
 
 def _connect_within(
     deadline: _Deadline,
+    hold: _Hold,
     address: tuple[str, int],
     timeout: float | None,
     source: tuple[str, int] | None = None,
-    *,
-    hold: _Hold,
 ) -> socket.socket:
     """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
     host, port = address
@@ -1891,7 +1889,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.set_tunnel(
                 key[2], headers={"Proxy-Authorization": authorization} if authorization else None
             )
-        connect = functools.partial(_connect_within, request.deadline, hold=self.hold)
+        connect = functools.partial(_connect_within, request.deadline, self.hold)
         connection._create_connection = connect  # type: ignore[attr-defined]
         try:
             connection.connect()
@@ -2473,14 +2471,12 @@ class _DownloadRequests:
         deadline: _Deadline,
         send: Callable[[dict[str, str]], _PooledResponse],
         retry: Callable[..., Any],
-        interrupt: Callable[[Collection[int]], None],
-        closed: Callable[[], bool],
+        pool: _ConnectionPool,
         secrets: _Secrets,
         timeout: float | None,
     ) -> None:
         self.headers, self.deadline, self.send, self.retry = headers, deadline, send, retry
-        self.interrupt, self.closed = interrupt, closed
-        self.secrets, self.timeout = secrets, timeout
+        self.pool, self.secrets, self.timeout = pool, secrets, timeout
 
 
 class _Parts:
@@ -2831,7 +2827,7 @@ class _Acceptance:
 def _check_in_time(requests: _DownloadRequests, url: str) -> None:
     """Raise once a download must end: its deadline reached, or its client closed."""
     requests.deadline.wait(None, "GET", url)
-    if requests.closed():
+    if requests.pool.closed:
         text = f"the DatasetClient was closed during GET {url}"
         raise ClientClosedError(text, method="GET", url=url)
 
@@ -3057,7 +3053,9 @@ class _Transfer:
             self.parts.error = self.parts.error or error
         self.target.stop()
         threads = self.parts.threads
-        self.requests.interrupt({self.parts.caller, *(thread.ident or 0 for thread, _ in threads)})
+        self.requests.pool.interrupt(
+            {self.parts.caller, *(thread.ident or 0 for thread, _ in threads)}
+        )
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
