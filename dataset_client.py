@@ -1491,16 +1491,9 @@ class _Deadline:
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
     ) -> RequestTimeoutError:
-        return _named(
-            RequestTimeoutError,
-            f"{method} {url}: ",
-            ("deadline", f"the deadline of {self.seconds:g} s"),
-            f" {what}",
-            method=method,
-            url=url,
-            deadline=self.seconds,
-            retry_after=asked,
-        )
+        deadline = ("deadline", f"the deadline of {self.seconds:g} s")
+        fields = dict(method=method, url=url, deadline=self.seconds, retry_after=asked)
+        return _named(RequestTimeoutError, f"{method} {url}: ", deadline, f" {what}", **fields)
 
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
@@ -1688,14 +1681,8 @@ class _Watch:
         where = _request_name(response.method, response.url, response.proxy)
         stalled = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
         below = f"{stalled}, below the {_size(self.min_rate or 0)}/s of "
-        return _named(
-            RequestTimeoutError,
-            below,
-            ("min_rate", "min_rate"),
-            method=response.method,
-            url=response.url,
-            _stalled=True,
-        )
+        fields = dict(method=response.method, url=response.url, _stalled=True)
+        return _named(RequestTimeoutError, below, ("min_rate", "min_rate"), **fields)
 
 
 # ============================================================================
@@ -2093,17 +2080,11 @@ def _transport_error(
     if isinstance(exc, http.client.IncompleteRead):
         received = len(exc.partial)
         expected = None if exc.expected is None else received + exc.expected
-        of = "?" if expected is None else expected
+        of = ("expected", f"{'?' if expected is None else expected} bytes")
+        fields = dict(method=method, url=url, expected=expected, received=received)
+        cut = f"{where}: connection closed after "
         return _named(
-            IncompleteResponseError,
-            f"{where}: connection closed after ",
-            ("received", f"{received}"),
-            " of ",
-            ("expected", f"{of} bytes"),
-            method=method,
-            url=url,
-            expected=expected,
-            received=received,
+            IncompleteResponseError, cut, ("received", f"{received}"), " of ", of, **fields
         )
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}"
@@ -3034,18 +3015,12 @@ class _Transfer:
             with self.parts.lock:
                 self.report()
         elif part.remaining:
-            expected, received = part.end - part.start, part.done
-            raise _named(
-                IncompleteResponseError,
-                f"GET {response.url}: connection closed after ",
-                ("received", f"{received}"),
-                " of ",
-                ("expected", f"{expected} bytes"),
-                method="GET",
-                url=response.url,
-                expected=expected,
-                received=received,
-            )
+            expected = part.end - part.start
+            fields = dict(method="GET", url=response.url, expected=expected, received=part.done)
+            cut = f"GET {response.url}: connection closed after "
+            received = ("received", f"{part.done}")
+            of = ("expected", f"{expected} bytes")
+            raise _named(IncompleteResponseError, cut, received, " of ", of, **fields)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every wait and read."""
@@ -3328,8 +3303,6 @@ class _Sink:
         """True when ``size`` bytes under a pending Content-Digest can be fetched again."""
         return self.read_at is not None
 
-    def reserve(self, size: int | None) -> None: ...
-
     def release(self) -> bool:
         """Write what a Content-Digest that checked held back; True if anything may be."""
         return False
@@ -3337,13 +3310,11 @@ class _Sink:
     def discard(self, part: _Part | None, start: int) -> None:
         """Drop what is held back of ``part`` (None: of every part) from ``start`` on."""
 
-    # The transfer failed: no part may wait here.
+    # stop(): the transfer failed, no part may wait here.
+    def reserve(self, size: int | None) -> None: ...
     def stop(self) -> None: ...
-
     def finish(self, total: int | None) -> None: ...
-
     def write_until(self, ended: Callable[[], bool]) -> None: ...
-
     def wake(self) -> None: ...
 
 
@@ -3496,17 +3467,11 @@ class _FileTarget(_Sink):
         size = status.st_size
         try:
             if total is not None and size != total:
-                raise _named(
-                    InvalidResponseError,
-                    "the downloaded file has ",
-                    ("received", f"{size} bytes"),
-                    " where the server announced ",
-                    ("expected", f"{total}"),
-                    ": not committed",
-                    method="GET",
-                    received=size,
-                    expected=total,
-                )
+                has = ("received", f"{size} bytes")
+                announced = ("expected", f"{total}")
+                fields = dict(method="GET", received=size, expected=total)
+                text = ("the downloaded file has ", has, " where the server announced ", announced)
+                raise _named(InvalidResponseError, *text, ": not committed", **fields)
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             try:
@@ -3651,7 +3616,6 @@ class _StreamTarget(_Sink):
             self.stream.close()
 
     def take_up(self, url: str) -> None: ...
-
     def commit(self, total: int | None) -> None: ...
 
     def write_at(self, offset: int, data: bytes) -> None:
