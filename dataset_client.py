@@ -895,9 +895,8 @@ def _redirect_target(method: str, url: str, location: str) -> str:
         )
         return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
     except ValueError as exc:
-        raise InvalidResponseError(
-            f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
-        ) from None
+        text = f"{method} {url}: refusing to follow a redirect: {exc}"
+        raise InvalidResponseError(text, method=method, url=url) from None
 
 
 def _is_loopback(host: str) -> bool:
@@ -1002,9 +1001,8 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
             raise _invalid(response, f"cannot decode the {response.encoding} body: {exc}") from exc
         inflated = sum(map(len, pieces))
     if inflated > limit and not truncate:
-        raise _invalid(
-            response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
-        )
+        bomb = f"the body inflates past {_size(limit)}: refused as a decompression bomb"
+        raise _invalid(response, bomb)
     del raw
     return b"".join(pieces)[:limit]
 
@@ -1790,7 +1788,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         proxy = request.host if tunnel or request.has_proxy() else None
         key = (request.type, request.host, tunnel)
         headers = request.headers
-        proxy_authorization = _proxy_authorization(headers, tunnel)
+        authorization = _proxy_authorization(headers, tunnel)
         # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
         timeout = request.timeout
@@ -1803,9 +1801,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         while True:
             reused = connection is not None
             if connection is None:
-                connection = self._connect(
-                    request, key, proxy, proxy_authorization, timeout, responses
-                )
+                connection = self._connect(request, key, proxy, authorization, timeout, responses)
             elif connection.sock.gettimeout() != timeout:
                 connection.sock.settimeout(timeout)
             connection.response_class = responses  # type: ignore[assignment]
@@ -1864,10 +1860,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
         connection: http.client.HTTPConnection
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
             self._ssl_context = _default_ssl_context(self.ca_bundle)
+        tls = self._ssl_context
         if request.type == "https":
-            connection = http.client.HTTPSConnection(
-                request.host, timeout=timeout, context=self._ssl_context
-            )
+            connection = http.client.HTTPSConnection(request.host, timeout=timeout, context=tls)
         else:
             connection = http.client.HTTPConnection(request.host, timeout=timeout)
         # The CONNECT's answer is read as the response will be: within the deadline.
@@ -1888,7 +1883,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             url = request.full_url
             if key[2]:
                 _check_tunnel(exc, method, url, proxy or "", bool(authorization))
-            tls = self._ssl_context
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
         except BaseException as exc:
@@ -2773,9 +2767,8 @@ class _Acceptance:
         self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
-        self.download.log(
-            _INFO, "the server ignores ranges: one stream from %s on", _size(whole.done)
-        )
+        ignored = "the server ignores ranges: one stream from %s on"
+        self.download.log(_INFO, ignored, _size(whole.done))
         skip = whole.done
         while skip > 0:
             data = response.read(min(skip, _CHUNK_SIZE))
@@ -3027,10 +3020,8 @@ class _Transfer:
         with self.parts.lock:
             self.parts.error = self.parts.error or error
         self.target.stop()
-        threads = self.parts.threads
-        self.requests.pool.interrupt(
-            {self.parts.caller, *(thread.ident or 0 for thread, _ in threads)}
-        )
+        idents = {thread.ident or 0 for thread, _ in self.parts.threads}
+        self.requests.pool.interrupt({self.parts.caller, *idents})
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
