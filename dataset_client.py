@@ -1814,7 +1814,10 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
                 if reused and replayable and hung_up:
                     # The other idle ones are as old: likely dead too.
-                    self._drop_idle(key)
+                    with self._lock:
+                        stale = self._idle.pop(key, [])
+                    for dead in stale:
+                        dead.close()
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
@@ -1908,12 +1911,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 idle.append(connection)
                 return
         connection.close()
-
-    def _drop_idle(self, key: _PoolKey) -> None:
-        with self._lock:
-            idle = self._idle.pop(key, [])
-        for connection in idle:
-            connection.close()
 
 
 def _after_fork_in_child() -> None:
@@ -2147,7 +2144,14 @@ class _NoProxy:
             if entry == "*":
                 self.everything = True
                 continue
-            host, port = _split_no_proxy_entry(entry)
+            # "[::1]:8080", "name:8080", or a name or address (with colons: IPv6) alone.
+            if entry.startswith("["):
+                host, _, rest = entry[1:].partition("]")
+                port = int(rest[1:]) if rest[1:].isdigit() else None
+            else:
+                host, colon, digits = entry.rpartition(":")
+                port = int(digits) if colon and ":" not in host and digits.isdigit() else None
+                host = entry if port is None else host
             try:
                 self.networks.append((ipaddress.ip_network(host, strict=False), port))
             except ValueError:
@@ -2177,16 +2181,6 @@ class _NoProxy:
         return any(
             wanted in (None, port) and address in network for network, wanted in self.networks
         )
-
-
-def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        return host, int(rest[1:]) if rest[1:].isdigit() else None
-    host, colon, port = entry.rpartition(":")
-    if colon and ":" not in host and port.isdigit():
-        return host, int(port)
-    return entry, None
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
