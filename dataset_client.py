@@ -2074,15 +2074,12 @@ def _transport_error(
         of = ("expected", f"{'?' if expected is None else expected} bytes")
         fields = dict(method=method, url=url, expected=expected, received=received)
         cut = f"{where}: connection closed after "
-        return _named(
-            IncompleteResponseError, cut, ("received", f"{received}"), " of ", of, **fields
-        )
+        got = ("received", f"{received}")
+        return _named(IncompleteResponseError, cut, got, " of ", of, **fields)
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = f"TLS certificate verification failed: {exc.verify_message}"
-        message = f"{where}: {detail}{_trust_advice(exc, context)}"
-        return NetworkError(
-            message, method=method, url=url, connecting=connecting, certificate=True
-        )
+        text = f"{where}: {detail}{_trust_advice(exc, context)}"
+        return NetworkError(text, method=method, url=url, connecting=connecting, certificate=True)
     failed = "could not connect" if connecting else "connection lost"
     detail = f"{failed}: {str(exc) or type(exc).__name__}"
     error = NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
@@ -2178,9 +2175,7 @@ class _NoProxy:
                 wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
                 for suffix, wanted in self.names
             )
-        return any(
-            wanted in (None, port) and address in network for network, wanted in self.networks
-        )
+        return any(wanted in (None, port) and address in net for net, wanted in self.networks)
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
