@@ -1761,14 +1761,11 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup of this thread's connecting socket, to shut down."""
+        """Keep a dup of this thread's connecting socket to shut down (one tried before closed)."""
+        self.connected()
         with self._lock:
             self._check_open()
-            thread = _thread.get_ident()
-            tried = self._connecting.get(thread)
-            if tried is not None:
-                tried.close()
-            self._connecting[thread] = sock.dup()
+            self._connecting[_thread.get_ident()] = sock.dup()
 
     def connected(self) -> None:
         with self._lock:
@@ -2035,8 +2032,7 @@ class _HeadReader:
     def close(self) -> None:
         self.raw.close()
 
-    def flush(self) -> None:
-        pass
+    def flush(self) -> None: ...
 
 
 class _HeadCutOff(http.client.HTTPException):
