@@ -1456,7 +1456,6 @@ _WARNING = 30
 # The deadline and the stall watch
 # ============================================================================
 
-
 _NEVER = float("inf")
 
 
@@ -3558,7 +3557,6 @@ class _StreamTarget(_Sink):
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        # Raises once the call must end.
         self.in_time: Callable[[], None] = lambda: None
         # A pipe's, FIFO's or socket's: its reader may stop reading.
         self.poller: Any = None
@@ -3650,7 +3648,6 @@ class _ReorderBuffer(_Sink):
         self.written = written
         self.in_time = in_time
         self.condition = threading.Condition(_thread.allocate_lock())
-        # What waits to be written, by offset.
         self.chunks: dict[int, tuple[bytes, _Part]] = {}
         self.position: int = 0
         self.buffered = 0
