@@ -779,7 +779,7 @@ class DatasetClient:
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
-            reason = self._secrets.redact(response.reason)
+            reason = self._secrets.shown().redact(response.reason)
             shown = _showable_url(url, self._secrets)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
@@ -1114,13 +1114,14 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 # ============================================================================
 
 _REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth); a pattern, its common
+# starts once (a text of near misses costs less).
 _SIGNED_PARAMETERS = (
-    "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
-    "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
+    "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
+    "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
 )
 # How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
-_EQUALS_MARKS = ("=", "%3", "%25", "\\u003", "&#", "&equals;")
+_EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
 # Never shown as sent, wherever server text is shown (the command line escapes the same ones):
 # C0, DEL, C1; bidirectional controls (a server's "denied\u202e :ko" reads "ok"), zero-width
 # characters, line and paragraph separators, the other invisible ones (soft hyphen, fillers, tags:
@@ -1262,14 +1263,18 @@ def _signed_parameter() -> re.Pattern[str]:
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
     names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    # "&" or "?" before it: as in a URL; in JSON (Go writes \u0026); in a URL nested in another's
-    # query (%26, %3F), or nested twice (%2526, %253F). HTML's &amp; and &#38; end in ";".
-    after = r"(?:[?&;]|\\u00(?:26|3f)|%(?:25)?(?:26|3f))"
-    # "=" as in a URL, nested once or twice, in JSON (GSON writes \u003d), in HTML.
-    equals = r"(?:=|%(?:25)?3d|\\u003d|&#0*61;|&#x0*3d;|&equals;)"
-    return re.compile(
-        f"(?i)({after}(?:{names}){equals})[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
-    )
+    # A URL nested in another's query, once or more: %, %25, %2525... (in JSON, \u0025 for %).
+    percent = r"(?:%|\\u0025)(?:25)*"
+    # "&" or "?" before it: as in a URL (OAuth's #access_token= in its fragment); in JSON (Go
+    # writes \u0026), JavaScript (\x26), or nested. HTML's &amp; and &#38; end in ";".
+    after = rf"(?:[?&;#]|\\[ux]0*(?:26|3f)|{percent}(?:26|3f))"
+    # "=" as in a URL, nested, in JSON (GSON writes \u003d), in JavaScript, in HTML.
+    equals = rf"(?:=|{percent}3d|\\[ux]0*3d|&#0*61;|&#x0*3d;|&equals;)"
+    # The value: up to what ends a URL in a text; JSON's "\/" is a slash in it.
+    run = r"[^\s&#\"'<>\\]*"
+    value = rf"{run}(?:\\/{run})*[^\s&#\"'<>\\:,.;)\]]"
+    # A name starts with a letter, or one percent-encoded: a quick refusal of the rest.
+    return re.compile(f"(?i)({after}(?=[a-z]|%[4-7])(?:{names}){equals}){value}")
 
 
 def _redact_value(value: Any, secrets: _Secrets) -> Any:
@@ -3949,7 +3954,8 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     _check_url_characters(base_url, "base_url")
     # "localhost:8000" would parse as the scheme "localhost".
     if "://" not in base_url:
-        guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
+        shown = _showable_url(base_url, _Secrets())
+        guess = f"{shown!r} has no scheme: did you mean 'http://{shown}'?"
         raise _refused("base_url", guess)
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:

@@ -958,6 +958,72 @@ class NestedSignedUrlTests(ServerTestCase):
         self.assertEqual(self.requests, [])
 
 
+def _nested(url: str, times: int) -> str:
+    """``url`` in the query of another, ``times`` deep, each level percent-encoded once more."""
+    for _ in range(times):
+        url = "https://r.example/?u=" + urllib_parse.quote(url, safe="")
+    return url
+
+
+# The fourth review's second pass: forms of a signed URL the redaction left in clear.
+MORE_SIGNED = {
+    "nested three times": _nested("https://s3.example/b/x?X-Amz-Signature=816d0123more01", 3),
+    "nested four times, second": _nested("https://s3.example/b/x?a=1&sig=816d0123more02", 4),
+    "a fragment's access_token": "https://app.example/cb#access_token=ya29more03&token_type=b",
+    "a fragment's sig": "https://h.example/o#sig=816d0123more04",
+    "JSON's \\/ in a value": '"https://h.example/o?sig=ab\\/816d0123more05"',
+    "JSON's \\u0025": '"https://r/?u=https\\u00253A\\u00252F\\u00252Fb\\u00253Fsig\\u00253D816d0123more06"',
+    "JavaScript's \\x3d": "https://h.example/o?sig\\x3d816d0123more07",
+    "JavaScript's \\x26": "https://h.example/o?a=1\\x26sig=816d0123more08",
+    "JavaScript's \\x3f": "https://h.example/o\\x3fsig=816d0123more09",
+}
+MORE_VALUES = [f"816d0123more0{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9)] + ["ya29more03"]
+
+
+class MoreSignedFormsTests(ServerTestCase):
+    def test_every_form_the_second_pass_found_is_redacted(self) -> None:
+        client = self.client()
+        for name, text in MORE_SIGNED.items():
+            with self.subTest(name):
+                shown = client.redact(text)
+                self.assertEqual([v for v in MORE_VALUES if v in shown], [], shown)
+                self.assertIn("<redacted>", shown)
+        for kept in ("see #section=2", "https://h.example/o#top", "a\\x3db"):
+            self.assertEqual(client.redact(kept), kept, "no credential's name")
+
+    def test_a_hostile_servers_reason_headers_body_and_location_show_none(self) -> None:
+        nested = MORE_SIGNED["nested three times"]
+        fragment = MORE_SIGNED["a fragment's access_token"]
+        escaped = MORE_SIGNED["JSON's \\/ in a value"]
+        body = f'{{"message": "denied: {fragment}", "u": {escaped}}}'
+
+        def respond(connection: socket.socket) -> None:
+            head = f"HTTP/1.1 403 Forbidden {nested}\r\nContent-Type: application/json\r\n"
+            head += f"X-Debug: {fragment}\r\nContent-Length: {len(body)}\r\n\r\n"
+            connection.sendall((head + body).encode())
+
+        url = support.raw_server(self, respond)
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(self.client(url, max_retries=0).list_datasets)
+        assert isinstance(error, dc.ServiceError), repr(error)
+        texts = [str(error), repr(error), repr(error.args), error.reason, error.body]
+        texts += [repr(error.payload), str(error.headers), repr(pickle.dumps(error)), *logs.output]
+        self.assertEqual([t for v in MORE_VALUES for t in texts if v in t], [])
+
+    def test_a_base_url_without_a_scheme_is_named_without_its_credential(self) -> None:
+        for base_url in ("h.example/f?X-Amz-Signature=816d0123more01", "h/?sig=816d0123more02"):
+            with self.subTest(base_url=base_url):
+                error = outcome_of(lambda: DatasetClient(base_url))
+                self.assertIsInstance(error, ValueError)
+                self.assertIn("has no scheme", str(error))
+                self.assertEqual([v for v in MORE_VALUES if v in str(error)], [], error)
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    self.assertEqual(cli.main(["--base-url", base_url, "datasets"]), 2)
+                self.assertEqual([v for v in MORE_VALUES if v in err.getvalue()], [])
+                self.assertIn("--base-url", err.getvalue())
+
+
 class RedirectLocalsTests(ServerTestCase):
     def test_a_keyless_clients_failed_redirect_keeps_no_signed_location_in_frames(self) -> None:
         # Issue 36: with no key, no secret was held, so the traceback stayed, and with it the
