@@ -1101,7 +1101,8 @@ def _reason_in_text(body: str) -> str | None:
         parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
     lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
     reason = ": ".join(line for line in lines if line)
-    return _escaped(reason)[:200] or None
+    # Escaped only as far as it is kept: escapes only lengthen it.
+    return _escaped(reason[:200])[:200] or None
 
 
 def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
@@ -1217,10 +1218,16 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     for name, character in html5.items():
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
+    # A trailing "=" (base64's padding) is optional: one pattern for a secret with and without.
+    padding: dict[str, int] = {}
+    for text in texts:
+        stem = text.rstrip("=") or text
+        padding[stem] = max(padding.get(stem, 0), len(text) - len(stem))
     # One pattern a secret: alternatives would stop the engine skipping ahead (_character_forms).
+    equals = f"(?:{_character_forms('=', entities)})?"
     patterns = [
-        re.compile("".join(_character_forms(character, entities) for character in text))
-        for text in texts
+        re.compile("".join(_character_forms(c, entities) for c in stem) + equals * count)
+        for stem, count in padding.items()
     ]
 
     # A closure, so that no repr shows the patterns, which spell the secrets out.
