@@ -2233,7 +2233,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 def _unreadable_url(url: str) -> str | None:
     """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
     try:
-        urllib.parse.urlsplit(url)
+        # Its port too: else each request ended in http.client's InvalidURL.
+        urllib.parse.urlsplit(url).port  # noqa: B018
     except ValueError as exc:
         return str(exc)
     return None
