@@ -346,6 +346,25 @@ def _rebuilt_client(
     return client
 
 
+def _as_secret(value: Any) -> Any:
+    """A key as _Secret, and headers' values in any mapping (a dict of them): should a check fail,
+    no traceback's locals show them."""
+    if isinstance(value, str):
+        return _Secret(value)
+    if isinstance(value, collections.abc.Mapping):
+        return {k: _Secret(v) if isinstance(v, str) else v for k, v in value.items()}
+    return value
+
+
+def _secrets_wrapped(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings``, ``api_key`` and ``headers`` wrapped as the constructor wraps them: should a
+    setting be refused, no frame shows them."""
+    return {
+        name: _as_secret(value) if name in ("api_key", "headers") else value
+        for name, value in settings.items()
+    }
+
+
 class DatasetClient:
     """A client for one service, which threads may share.
 
@@ -370,10 +389,8 @@ class DatasetClient:
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
         # As _Secret first: should a check fail, no traceback's locals show a secret.
-        if isinstance(api_key, str):
-            api_key = _Secret(api_key)
-        if isinstance(headers, collections.abc.Mapping):
-            headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
+        api_key = _as_secret(api_key)
+        headers = _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
         # A time-out is at most what a lock or socket takes.
         if timeout is not None:
@@ -444,9 +461,7 @@ class DatasetClient:
         ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
         both. Raises ValueError, PermissionError (a file others may write, or
         read when it holds a key), LookupError (no such profile)."""
-        if isinstance(settings.get("api_key"), str):
-            # As the constructor does: should a setting be refused, no frame shows the key.
-            settings["api_key"] = _Secret(settings["api_key"])
+        settings = _secrets_wrapped(settings)
         found = _profile_settings(profile, settings.get("base_url"))
         arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
         if not arguments.get("base_url"):
@@ -473,8 +488,7 @@ class DatasetClient:
         came from: ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout":
         (5, "[staging] in FILE"), ...}``, ``"argument"`` for ``settings``.
         A profile's key meant for another base_url is ``None``."""
-        if isinstance(settings.get("api_key"), str):
-            settings["api_key"] = _Secret(settings["api_key"])
+        settings = _secrets_wrapped(settings)
         found = _profile_settings(profile, settings.get("base_url"))
         return {**found, **{name: (value, "argument") for name, value in settings.items()}}
 
@@ -4240,16 +4254,18 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # A key of any spelling (api-key, apikey, API_KEY), where the permission check looks for one:
-    # as _Secret, never in clear in a frame; an array or table of them empty (refused as they are).
+    # Never in clear in a frame, what may be a key: one of any spelling (api-key, apikey, API_KEY)
+    # and all a profile's reading ignores (a misspelt name, a table in a profile, what is outside
+    # one). A text as _Secret; else emptied, of its type (the error names it; a date: None).
     for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
         for key, value in table.items():
-            if key.lower().replace("-", "_") not in _KEY_SPELLINGS:
+            kept = key in _PROFILE_KEYS and key != "api_key"
+            if (table is config and isinstance(value, dict)) or (table is not config and kept):
                 continue
             if isinstance(value, str):
                 table[key] = _Secret(value)
-            elif isinstance(value, (list, dict)):
-                table[key] = type(value)()
+            else:
+                table[key] = type(value)() if isinstance(value, (list, dict, int, float)) else None
     return config, ""
 
 

@@ -827,6 +827,42 @@ class KeyReadFromAProfileTests(ServerTestCase):
                     self.assertIsInstance(error, ValueError)
                     self.assertEqual(secrets_in_frames(error, KEY), [])
 
+    def test_a_key_of_another_type_misspelt_or_outside_a_profile_is_in_no_frame(self) -> None:
+        """The fourth review's second pass: an integer or float key, a misspelt one, one in a table
+        inside a profile or in an array of tables, a key under -W error, headers passed in: each
+        stayed in clear in _read_profile's or from_profile's frames when a later check failed."""
+        good = f'[default]\nbase_url = "{self.server.url}"\n'
+        number = "8472619305123"
+        header = "tenant-secret-0042"
+        cases: list[tuple[str, str, dict[str, Any]]] = [
+            ("an integer key", good + f"api_key = {number}\n", {}),
+            ("a float key", good + f"api_key = {number}.5\n", {}),
+            ("a misspelt key", good + f'api_kye = "{KEY}"\ntimeout = inf\n', {}),
+            ("a table in a profile", good + f'[default.sub]\napi_key = "{KEY}"\n', {"profile": "p"}),
+            ("an array of tables", f'[[prod]]\napi_key = "{KEY}"\n', {"profile": "other"}),
+            ("headers passed in", good, {"headers": {"X-Tenant": header, "Bad Name": "v"}}),
+            ("headers, a bad base_url", '[default]\nbase_url = "h"\n', {"headers": {"X": header}}),
+        ]
+        for name, text, settings in cases:
+            for read in (DatasetClient.from_profile, DatasetClient.read_settings):
+                with self.subTest(name, read=read.__name__):
+                    self.config(text)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        error = outcome_of(functools.partial(read, **settings))
+                    if read.__name__ == "read_settings" and not isinstance(error, Exception):
+                        continue
+                    assert isinstance(error, Exception), repr(error)
+                    self.assertEqual(secrets_in_frames(error, KEY, number, header), [])
+        self.config(good + f'tokn = "{KEY}"\n')
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            error = outcome_of(DatasetClient.from_profile)
+        self.assertIsInstance(error, UserWarning)
+        assert isinstance(error, UserWarning)
+        self.assertEqual(secrets_in_frames(error, KEY), [])
+        self.assertEqual(self.requests, [])
+
     def test_a_malformed_file_keeps_no_frame_of_tomllib_holding_its_text(self) -> None:
         # tomllib's frames hold the whole text (its key among it) in their locals: a
         # TOMLDecodeError kept as the context of the ValueError said instead showed it.
