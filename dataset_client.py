@@ -502,11 +502,13 @@ class DatasetClient:
         self._pool.close()
 
     def redact(self, text: _T, *, signed_urls: bool = True) -> _T:
-        """``text`` (or a result: decoded JSON, copied) with this client's
-        secrets (its key, headers, proxy passwords, in any form a server
-        echoes them) as ``<redacted>``; ``signed_urls``: and signed URLs'
-        credentials (False: a result's URLs keep working)."""
-        redacted: _T = _redact_value(text, self._secrets.shown() if signed_urls else self._secrets)
+        """``text`` (or a copy of a result, of a tuple, set or mapping: as a
+        dict) with this client's secrets (its key, headers, proxy passwords,
+        in any form a server echoes them) as ``<redacted>``; ``signed_urls``:
+        and signed URLs' credentials (False: a result's URLs keep working).
+        TypeError for what it cannot look into (an exception: redact str(it))."""
+        secrets = self._secrets.shown() if signed_urls else self._secrets
+        redacted: _T = _redact_value(text, secrets, strict=True)
         return redacted
 
     def resolve(self, download_url: str) -> str:
@@ -1298,8 +1300,9 @@ def _signed_parameter() -> re.Pattern[str]:
     return re.compile(f"(?i)({after}(?=[a-z]|%[4-7])(?:{names}){equals}){value}")
 
 
-def _redact_value(value: Any, secrets: _Secrets) -> Any:
-    """``value`` (text, bytes, headers, decoded JSON) with every secret replaced."""
+def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
+    """``value`` (text, bytes, headers, decoded JSON, a tuple, set or mapping of them) with every
+    secret replaced, in a copy; anything else as it is, or with ``strict`` a TypeError."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -1316,22 +1319,29 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
         for name, text in value.items():
             headers[secrets.redact(name)] = secrets.redact(text)
         return headers
-    if isinstance(value, (dict, list)):
-        return _redact_nested(value, secrets)
+    if isinstance(value, (list, collections.abc.Mapping)):
+        return _redact_nested(value, secrets, strict)
+    if isinstance(value, (tuple, set, frozenset)):
+        items = _redact_nested(list(value), secrets, strict)
+        if isinstance(value, tuple):
+            return tuple(items)
+        return frozenset(items) if isinstance(value, frozenset) else set(items)
+    # Numbers, None and booleans hold no text.
+    if strict and not isinstance(value, (int, float, type(None))):
+        kind = type(value).__name__
+        raise TypeError(f"cannot redact a {kind}: only text, bytes, numbers and containers of them")
     return value
 
 
 def _redact_nested(
-    value: dict[Any, Any] | list[Any], secrets: _Secrets
+    value: list[Any] | Mapping[Any, Any], secrets: _Secrets, strict: bool
 ) -> dict[Any, Any] | list[Any]:
-    """A copy with every string redacted; without recursion (a payload may nest thousands deep)."""
+    """A copy with every string redacted (a mapping: a dict); without recursion (a payload may
+    nest thousands deep): only tuples and sets, which JSON has none of, are redacted by a call."""
 
-    def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
-        if isinstance(container, dict):
-            return {
-                secrets.redact(key) if isinstance(key, str) else key: item
-                for key, item in container.items()
-            }
+    def shallow(container: list[Any] | Mapping[Any, Any]) -> dict[Any, Any] | list[Any]:
+        if isinstance(container, collections.abc.Mapping):
+            return {_redact_value(key, secrets, strict): item for key, item in container.items()}
         return list(container)
 
     top = shallow(value)
@@ -1346,13 +1356,13 @@ def _redact_nested(
             item = container[place]
             if isinstance(item, str):
                 container[place] = secrets.redact(item)
-            elif isinstance(item, (dict, list)):
+            elif isinstance(item, (list, collections.abc.Mapping)):
                 if id(item) not in copies:
                     copies[id(item)] = shallow(item)
                     pending.append(copies[id(item)])
                 container[place] = copies[id(item)]
-            elif isinstance(item, (bytes, bytearray, http.client.HTTPMessage)):
-                container[place] = _redact_value(item, secrets)
+            else:
+                container[place] = _redact_value(item, secrets, strict)
     return top
 
 

@@ -703,6 +703,37 @@ class RedactionTests(SecretTestCase):
         self.assertEqual(error.headers["X-Echo-<redacted>"], "1")
         self.assertNotIn(header, str(error.headers))
 
+    def test_redact_copies_every_container_a_log_record_holds_and_refuses_the_rest(self) -> None:
+        # The fourth review's second pass: a tuple, a set, a mapping that is not a dict came back
+        # as they were, secrets and all: a logging filter's record.args (a tuple) was unredacted.
+        client = self.client()
+        signed = "https://s3.example/b/x?X-Amz-Signature=816d0123redact01"
+        shown = "https://s3.example/b/x?X-Amz-Signature=<redacted>"
+        named = collections.namedtuple("named", "a b")
+        cases: list[tuple[object, object]] = [
+            ((KEY, 3, None), ("<redacted>", 3, None)),
+            ([(KEY, signed)], [("<redacted>", shown)]),
+            ({KEY, "x"}, {"<redacted>", "x"}),
+            (frozenset({(KEY, 1.5)}), frozenset({("<redacted>", 1.5)})),
+            (types.MappingProxyType({"k": KEY}), {"k": "<redacted>"}),
+            (collections.UserDict({KEY: [signed, True]}), {"<redacted>": [shown, True]}),
+            ({"nested": ({"k": KEY},)}, {"nested": ({"k": "<redacted>"},)}),
+            (named(KEY, 2), ("<redacted>", 2)),
+        ]
+        for value, expected in cases:
+            with self.subTest(value=type(value).__name__):
+                redacted = client.redact(value)
+                self.assertEqual(redacted, expected)
+                self.assertIs(type(redacted), type(expected))
+        with mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}):
+            environment = client.redact(os.environ)
+        self.assertEqual(environment["DATASET_CLIENT_API_KEY"], "<redacted>")
+        self.assertIsInstance(environment, dict)
+        for refused in (ValueError(f"bad {KEY}"), memoryview(KEY.encode()), object(), [1, object()]):
+            with self.subTest(refused=type(refused).__name__):
+                with self.assertRaisesRegex(TypeError, "^cannot redact a (ValueError|memoryview|object):"):
+                    client.redact(refused)
+
     def test_a_proxy_password_is_redacted_in_base64_and_percent_encoded(self) -> None:
         user, password = "alice", "pa/ss:word-0099"
         proxy = f"http://{user}:{urllib_parse.quote(password, safe='')}@127.0.0.1:{self.server.server_port}"
