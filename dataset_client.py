@@ -185,7 +185,9 @@ class DatasetClientError(Exception):
         known = {
             name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", ())
         }
-        unknown = fields.keys() - known
+        # The message's pieces are the library's (_named): never a caller's, which str() could
+        # not join.
+        unknown = fields.keys() - (known - {"parts", "named"})
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field {min(unknown)!r}")
         vars(self).update(fields)
@@ -205,7 +207,7 @@ class DatasetClientError(Exception):
         if attempts == 1 and getattr(self, "deadline", None) is None:
             # One attempt goes unsaid, but for a deadline's error: it says it after one attempt too.
             return text
-        return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
+        return f"{text} (after {attempts} attempt{'' if attempts == 1 else 's'})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuilt_error, (type(self), self.args, {**vars(self), "__cause__": self.__cause__})

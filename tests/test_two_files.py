@@ -492,6 +492,17 @@ class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
             "404 Not Found: GET http://h/x",
         )
 
+    def test_an_errors_pieces_are_the_librarys_own_and_str_never_raises(self) -> None:
+        # The fourth review's second pass: parts and named were keyword fields, and
+        # DatasetClientError("x", parts=["a"], named={"deadline": 4}) or parts=[1, 2] made str()
+        # raise (through pickle and copy too); so did attempts="3".
+        for fields in ({"parts": ["a"], "named": {"deadline": 4}}, {"parts": [1, 2]}, {"named": {}}):
+            with self.subTest(fields=fields), self.assertRaisesRegex(TypeError, "has no field"):
+                dc.DatasetClientError("x", **fields)
+        error = dc.DatasetClientError("x", attempts="3")  # type: ignore[arg-type]
+        for shown in (error, pickle.loads(pickle.dumps(error))):
+            self.assertEqual(str(shown), "x (after 3 attempts)")
+
     def test_the_command_line_reaches_no_more_than_three_private_names(self) -> None:
         sys.path.insert(0, str(ROOT / ".ci"))
         self.addCleanup(sys.path.remove, str(ROOT / ".ci"))
