@@ -1940,6 +1940,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             idle = self._idle.setdefault(key, [])
             kept = reusable and connection.sock is not None and not self.closed
             if kept and len(idle) < _MAX_IDLE_PER_ORIGIN:
+                # http.client keeps the last response till the next request: a redirect's holds
+                # its signed Location (its url, its headers).
+                connection._HTTPConnection__response = None  # type: ignore[attr-defined]
                 idle.append(connection)
                 return
         connection.close()

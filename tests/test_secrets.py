@@ -1111,3 +1111,26 @@ class RedirectLocalsTests(ServerTestCase):
                 error = outcome_of(client.list_datasets)
                 assert isinstance(error, dc.DatasetClientError), repr(error)
                 self.assertEqual(secrets_in_frames(error, "816d0123location01"), [])
+                # The fourth review's second pass: the pool's idle connection kept its last
+                # response, whose url was the Location, reachable from a frame's self.
+                self.assertEqual(texts_reachable(client, "816d0123location01"), [])
+
+
+def texts_reachable(start: object, secret: str) -> list[str]:
+    """The paths from ``start`` (through attributes, mappings and sequences) to a str holding
+    ``secret`` in clear (a _Secret is the wrapper, not a leak); bounded by what is reachable."""
+    found, seen, pending = [], set(), [("start", start)]
+    while pending:
+        path, value = pending.pop()
+        if id(value) in seen or isinstance(value, (type, types.ModuleType, dc._Secret)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, str):
+            found += [path] if secret in value else []
+        elif isinstance(value, dict):
+            pending += [(f"{path}[{key!r}]", item) for key, item in value.items()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            pending += [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+        elif hasattr(value, "__dict__"):
+            pending.append((f"vars({path})", vars(value)))
+    return found
