@@ -17,8 +17,9 @@ built-in in brackets::
     ├── ChecksumMismatchError (ValueError)  sha256 or digest differ
     └── ClientClosedError (RuntimeError)    used after (or during) close()
 
-Bad arguments raise ``TypeError``/``ValueError`` before anything is sent;
-the file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
+Bad arguments raise ``TypeError``/``ValueError`` before anything is sent
+(the service judges ``format`` and each symbol: ``"A,B"`` is one); the
+file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
 2026 the dataset-client authors.
 
 The file's regions, each under a banner, in the order a call flows::
@@ -2828,6 +2829,10 @@ class _Transfer:
         """Cut the file into parts when the server serves ranges of it (a strong ETag)."""
         total = self.total or 0
         count = min(self.connections, total // _MIN_PART_SIZE)
+        if self.connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
+            # Why connections=N fetched in one stream, in a DEBUG line (-v), as each request is.
+            small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
+            self._log(_DEBUG, small, self.connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
         if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return

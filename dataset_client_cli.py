@@ -1,10 +1,6 @@
-"""The ``dataset-client`` command line, on the library ``dataset_client.py``.
-
-Standard library only, Python 3.11+. Copy it beside ``dataset_client.py`` (or ``pip install`` both)
-and run ``python3 -m dataset_client --help``, ``python3 dataset_client_cli.py --help`` or the
-installed ``dataset-client --help``.
-
-Licence: MIT. Copyright (c) 2026 the dataset-client authors.
+"""The ``dataset-client`` command line, on the library ``dataset_client.py`` (Python 3.11+, the
+standard library only): copy it beside that file (or ``pip install .`` a checkout) and run
+``python3 -m dataset_client --help``. Licence: MIT. Copyright (c) 2026 the dataset-client authors.
 """
 
 from __future__ import annotations
@@ -38,6 +34,7 @@ import threading
 import time
 import urllib.parse
 import warnings
+from typing import NamedTuple
 
 # The library's version too: the two files are one release, and each checks the other's.
 __version__ = "1.1.0"
@@ -179,9 +176,7 @@ class _Stopped(BaseException):
     """SIGTERM or SIGHUP (its number): unwinds as Ctrl-C does, so downloads clean up."""
 
 
-# ---------------------------------------------------------------------------
-# A run: main, parsing the command line, the settings, errors in the command line's words
-# ---------------------------------------------------------------------------
+# --- A run: main, parsing the command line, the settings, errors in the command line's words ---
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,27 +275,22 @@ def _run_command(namespace: argparse.Namespace, stderr: _Stderr) -> int:
     except BrokenPipeError as exc:
         # stdout closed early, as by `| head` (a file's error names the file: _noted).
         if exc.filename in (None, "-"):
-            _discard_stdout()
+            # Its reader is gone: the rest to /dev/null, else the last flush fails again (exit 120).
+            with contextlib.suppress(OSError, ValueError):
+                stdout = sys.stdout.fileno()
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, stdout)
+                os.close(null)
             return _EXIT_OK
         return stderr.error(f"cannot write {exc.filename}: its reader went away ({exc.strerror})")
     except OSError as exc:
         return stderr.error(f"cannot write {exc.filename or 'stdout'}: {exc.strerror or exc}")
 
 
-def _discard_stdout() -> None:
-    """Send what stdout still holds to /dev/null: its reader is gone, and the interpreter's last
-    flush would fail again (exit 120, "Exception ignored"), as Python's notes on SIGPIPE say."""
-    # A program's own stream, with no descriptor, is left as it is.
-    with contextlib.suppress(OSError, ValueError):
-        stdout, null = sys.stdout.fileno(), os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, stdout)
-        os.close(null)
-
-
 def _parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     """The parsed command line: options not given are absent (_read_settings fills them in)."""
-    parser = _build_parser()
     arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = _build_parser(arguments)
     command, unknown = _unknown_option(parser, arguments)
     if unknown:
         # The usage of the command it was given to, then what was wrong.
@@ -323,22 +313,31 @@ def _rates_that_stall(namespace: argparse.Namespace) -> str | None:
     if not limit or not floor or limit >= floor * connections:
         return None
     rates = f"--limit-rate {_size(limit)}/s is below --speed-limit {_size(floor)}/s"
-    if connections == 1:
-        return f"{rates}: every connection would stall; raise --limit-rate or lower --speed-limit"
-    return (
-        f"{rates} times --connections {connections}: every connection would stall;"
-        " raise --limit-rate or lower --speed-limit or --connections"
-    )
+    if connections > 1:
+        rates += f" times --connections {connections}"
+    lower = "--speed-limit or --connections" if connections > 1 else "--speed-limit"
+    return f"{rates}: every connection would stall; raise --limit-rate or lower {lower}"
 
 
 class _Parser(argparse.ArgumentParser):
-    """Its usage errors name the nearest choice."""
+    """Its usage errors name the nearest choice, and what --download took (``words``: argv)."""
+
+    def __init__(self, *args: Any, words: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.words = words or []
 
     def error(self, message: str) -> NoReturn:
+        # DATASET is missing when --download took the word meant for it as its DEST.
+        words = self.words
+        taken = words[words.index("--download") + 1 :][:1] if "--download" in words else []
+        if taken and not taken[0].startswith("-") and re.search(r"required: .*\bDATASET", message):
+            word = _printable(taken[0])
+            message += f" (--download took {word!r} as its DEST: give DATASET first, as in"
+            message += f" export {word} ... --download)"
         super().error(_with_suggestion(message))
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(words: list[str] | None = None) -> argparse.ArgumentParser:
     raw, suppress = argparse.RawDescriptionHelpFormatter, argparse.SUPPRESS
     parser = _Parser(
         prog="dataset-client",
@@ -362,6 +361,7 @@ def _build_parser() -> argparse.ArgumentParser:
             epilog=epilog,
             formatter_class=raw,
             argument_default=suppress,
+            words=words,
         )
         # Global options are accepted after the command too, and listed once (in --help).
         _add_global_options(made, hidden=True)
@@ -382,9 +382,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
     add("--ca-bundle", metavar="FILE", help=shown("also trust the CA certificates in FILE"))
     timeout = "seconds per connect or read; 0: no limit (default: 30)"
     add("--timeout", metavar="S", type=_seconds, help=shown(timeout))
-    max_time = (
-        "seconds each request may take in all, retries and waits included (default: no limit)"
-    )
+    max_time = "seconds a request may take in all, retries and waits included (default: no limit)"
     add("--max-time", metavar="S", type=_seconds, help=shown(max_time))
     retries = "times a failed request is retried (default: 2)"
     add("--retries", metavar="N", type=_at_least(0), help=shown(retries))
@@ -401,9 +399,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, hidden: bool) -> Non
 
 
 def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str | None, str]:
-    """The command met so far (or None) and ``unknown option '--outptu' (did you mean
-    '--output'?)`` for the first option neither the parser nor that command knows, else "":
-    checked before argparse parses, which would take such an option's value for the command."""
+    """The command met so far (or None) and ``unknown option '--outptu' (did you mean '--output'?)``
+    for the first option it and the parser do not know, else "": argparse would take its value."""
     known, commands = _options_of(parser), _command_parsers(parser)
     command, pending = None, 0
     for word in argv:
@@ -416,6 +413,9 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[s
             break
         if command is None and word in commands:
             command, known = word, {**known, **_options_of(commands[word])}
+        elif command is None and not word.startswith("-"):
+            # The command word, mistyped: argparse blames it, not the options after it.
+            break
         if word == "-" or not word.startswith("-") or re.fullmatch(r"-\d[\d.]*", word):
             continue
         name = word.split("=", 1)[0]
@@ -428,11 +428,19 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[s
 
 
 def _nearest_option(name: str, options: list[str]) -> str:
-    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o``; empty when none is near."""
+    """`` (did you mean '--output'?)`` for ``--outptu`` or ``-o`` (``--start`` for ``--from``);
+    where the key comes from for ``--api-key``; empty when none is near."""
     import difflib
 
     long_options = [option for option in options if option.startswith("--")]
-    nearest = difflib.get_close_matches(name, long_options, n=1)
+    # What other tools call them.
+    meant = {"--from": "--start", "--to": "--end"}.get(name)
+    if meant in long_options:
+        return f" (did you mean {meant!r}?)"
+    nearest = difflib.get_close_matches(name, [*long_options, "--api-key"], n=1)
+    if nearest == ["--api-key"]:
+        where = "DATASET_CLIENT_API_KEY or a profile's api_key"
+        return f": the key comes from {where}, never from the command line, where ps shows it"
     if not nearest and len(name) == 2:
         nearest = [option for option in long_options if option[2] == name[1]][:1]
     return f" (did you mean {nearest[0]!r}?)" if nearest else ""
@@ -514,14 +522,10 @@ def _value_shown(text: str) -> str:
 
 
 def _date(text: str) -> datetime.date:
-    try:
-        return datetime.date.fromisoformat(text)
-    except ValueError:
-        pass
-    try:
-        return datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid date {text!r}: {_wrong_part(text)}") from None
+    for parse in (datetime.date.fromisoformat, datetime.datetime.fromisoformat):
+        with contextlib.suppress(ValueError):
+            return parse(text)
+    raise argparse.ArgumentTypeError(f"invalid date {text!r}: {_wrong_part(text)}")
 
 
 def _wrong_part(text: str) -> str:
@@ -557,11 +561,10 @@ def _rate(text: str) -> float:
 
 class _Settings:
     """What one run was asked to do, read once (_read_settings) and never changed: the parsed
-    command line (a command's own arguments are there for it alone: the others keep the defaults
-    below); the service's address and key (``key_withheld``: none, for the profile's is for
-    another base_url); ``client_options``, DatasetClient's keyword arguments the user set;
-    ``sources``, where each came from (``--timeout``, a variable, a profile, default). For
-    export --download, ``download`` is "" for the file's own name."""
+    command line (the other commands' arguments keep the defaults below; export --download's
+    ``download`` is "" for the file's own name); the service's address and key (``key_withheld``:
+    none, the profile's being for another base_url); ``client_options``, DatasetClient's keyword
+    arguments the user set; ``sources``, where each came from (an option, variable, profile)."""
 
     command: str
     output: str
@@ -590,8 +593,7 @@ class _Settings:
     sources: Mapping[str, str]
 
     def __init__(self, **values: Any) -> None:
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+        vars(self).update(values)
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"settings are read once: {name} cannot be changed")
@@ -678,8 +680,8 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
     if isinstance(exc, ServiceError):
         if exc.retry_after:
             text += f"; try again in {_duration(exc.retry_after)}"
-        if exc.status == 401 and settings is not None and settings.api_key is None:
-            text += _no_key_hint(settings)
+        if exc.status == 401 and settings is not None:
+            text += _key_hint(exc.url, settings)
         elif exc.status == 404 and settings is not None:
             text += _base_path_hint(exc, settings)
     elif isinstance(exc, NetworkError) and exc.certificate:
@@ -687,13 +689,27 @@ def _error_text(exc: DatasetClientError, settings: _Settings | None = None) -> s
     return text
 
 
-def _no_key_hint(settings: _Settings) -> str:
-    """Why a 401 met no key: the variable is not set, and the profile has none (or another's)."""
-    unset = "DATASET_CLIENT_API_KEY is not set"
+def _key_hint(url: str, settings: _Settings) -> str:
+    """Why a 401 from ``url`` met no key: the variable is not set (or empty), and the profile has
+    none (or another's); or the key goes only to the base URL's origin, and ``url`` is not of it."""
+    if settings.api_key is not None:
+        base, asked = urllib.parse.urlsplit(settings.base_url or ""), urllib.parse.urlsplit(url)
+        if _origin(base) == _origin(asked):
+            return ""
+        there = f"{base.scheme}://{base.netloc}; give a URL there, or the path {asked.path} alone"
+        where = there if settings.base_url else "and no --base-url is set"
+        return f" (the key was not sent: it goes only to the base URL's origin, {where})"
+    empty = os.environ.get("DATASET_CLIENT_API_KEY") == ""
+    unset = f"DATASET_CLIENT_API_KEY is {'empty' if empty else 'not set'}"
     if settings.key_withheld:
         return f" ({unset}; the profile's api_key goes only to its own base_url)"
     profile = next((where for where in settings.sources.values() if where.startswith("[")), None)
     return f" ({unset}, and {profile} has no api_key)" if profile else f" ({unset})"
+
+
+def _origin(parts: urllib.parse.SplitResult) -> tuple[str, str | None, int]:
+    """A URL's origin, as the library compares them: the key goes to the base URL's alone."""
+    return parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 _ENDPOINTS = {"datasets": "/datasets", "query": "/query", "export": "/exports"}
@@ -751,9 +767,7 @@ def _sizes_in_words(exc: BaseException) -> dict[str, str]:
     return {"received": _size(received), "expected": "?" if expected is None else _size(expected)}
 
 
-# ---------------------------------------------------------------------------
-# The commands: each one's arguments and run, then the table of them
-# ---------------------------------------------------------------------------
+# --- The commands: each one's arguments and run, then the table of them ---
 
 
 def _add_datasets_arguments(datasets: argparse.ArgumentParser) -> None:
@@ -816,7 +830,9 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
         raise _UsageError("-c needs a file to continue: not - (stdout)")
     result = _create_export(client, settings, _export_format(settings.format, settings.download))
     _show(result, client, settings, stderr)
-    if isinstance(result, dict) and _is_number(result.get("rows")) and result["rows"] == 0:
+    fields = result if isinstance(result, dict) else {}
+    # The service may call the count as the query result does.
+    if any(_is_number(fields.get(name)) and fields[name] == 0 for name in ("rows", "row_count")):
         import shlex
 
         stderr.warning(
@@ -825,8 +841,9 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
         )
     if settings.download is not None:
         url, digest = _export_file(client, result)
-        destination = settings.download or None
-        _download_command(client, settings, stderr, url, destination, digest, server=True)
+        _download_command(
+            client, settings, stderr, url, settings.download or None, digest, server=True
+        )
 
 
 def _add_download_arguments(download: argparse.ArgumentParser) -> None:
@@ -840,9 +857,7 @@ def _add_download_arguments(download: argparse.ArgumentParser) -> None:
 
 def _add_download_options(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    resume = (
-        "keep a partial file when interrupted, and continue it when the same command runs again"
-    )
+    resume = "keep a partial file when interrupted: the same command run again continues it"
     add("-c", "--continue", dest="resume", action="store_true", default=False, help=resume)
     connections = "ranged requests at once for one file (default: 1)"
     add("--connections", metavar="N", type=_at_least(1, 32), default=1, help=connections)
@@ -860,24 +875,17 @@ def _add_completion_arguments(completion: argparse.ArgumentParser) -> None:
     completion.add_argument("shell", choices=_SHELLS, help="the shell to complete for")
 
 
-class _Command:
+class _Command(NamedTuple):
     """A command: its help, how to add its arguments, how to run it (None: without a client, as
     completion), and what completes its operands (``files``: file names; else ``operands``)."""
 
-    def __init__(
-        self,
-        summary: str,
-        description: str,
-        examples: list[str],
-        add_arguments: Callable[[argparse.ArgumentParser], None],
-        run: Callable[[DatasetClient, _Settings, _Stderr], None] | None,
-        *,
-        operands: tuple[str, ...] = (),
-        files: bool = False,
-    ) -> None:
-        self.summary, self.description, self.examples = summary, description, examples
-        self.add_arguments, self.run = add_arguments, run
-        self.operands, self.files = operands, files
+    summary: str
+    description: str
+    examples: list[str]
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[DatasetClient, _Settings, _Stderr], None] | None
+    operands: tuple[str, ...] = ()
+    files: bool = False
 
 
 # The commands, in the order --help lists them: adding one is adding its entry here.
@@ -939,9 +947,7 @@ _COMMANDS = {
 }
 
 
-# ---------------------------------------------------------------------------
-# What the commands use: showing a result, an export's format and file, a download
-# ---------------------------------------------------------------------------
+# --- What the commands use: showing a result, an export's format and file, a download ---
 
 
 def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None:
@@ -949,32 +955,32 @@ def _show(result: Any, client: DatasetClient, settings: _Settings, stderr: _Stde
     # A retry's status line, still on the screen, goes before the result comes.
     stderr.close()
     one = settings.command == "export" or settings.name is not None
-    with _room_to_recurse():
-        # A service that echoes the key never gets it shown; a result's signed URLs stay whole.
-        shown = client.redact(result, signed_urls=False)
-        # stdout holds the file alone: the export goes to stderr (on a terminal, as the block a
-        # person reads, else as JSON).
-        if settings.command == "export" and settings.download == "-":
-            block = stderr.is_terminal and isinstance(shown, dict) and _export_fields(shown)
-            if not settings.quiet:
-                text = "\n".join(_block_lines(block, 0)) if block else _json_text(shown, 2)
-                stderr.message(text, raw=True)
-            return
-        if isinstance(shown, dict) and one:
-            print_it = functools.partial(_print_record, shown, settings, stderr)
-        else:
-            print_it = functools.partial(_print_result, shown, settings.output, stderr)
-        _paged(print_it, allowed=not settings.no_pager, redact=client.redact)
-
-
-@contextlib.contextmanager
-def _room_to_recurse() -> Iterator[None]:
-    """Three times the recursion limit, for a while: a result json.loads took nested almost to the
-    limit is walked again (redacted, printed) from deeper in the stack."""
+    # Room, for a while, to walk again (redact, print) a result json.loads nested near the limit.
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(3 * limit)
     try:
-        yield
+        # A service that echoes the key never gets it shown; a result's signed URLs stay whole.
+        shown = client.redact(result, signed_urls=False)
+        # stdout holds the file alone: the export goes to stderr (a block on a terminal, else JSON).
+        if settings.command == "export" and settings.download == "-":
+            block = stderr.is_terminal and isinstance(shown, dict) and _export_fields(shown)
+            if not settings.quiet and block:
+                width = _terminal_size(stderr.stream, "columns")
+                stderr.message("\n".join(_block_lines(block, width, spaceless=True)), raw=True)
+            elif not settings.quiet:
+                stderr.message(_json_text(shown, 2), raw=True)
+            return
+        if isinstance(shown, dict) and one:
+            print_it = functools.partial(_print_record, shown, settings)
+        else:
+            print_it = functools.partial(_print_result, shown, settings.output)
+        cut = isinstance(shown, dict) and not one and shown.get("truncated") is True
+        said = 'the service cut this result short ("truncated": true)'
+        if cut:
+            stderr.warning(said)
+        # Said again after a pager, whose screen took that line away.
+        if _paged(print_it, allowed=not settings.no_pager, redact=client.redact) and cut:
+            stderr.warning(said)
     finally:
         sys.setrecursionlimit(limit)
 
@@ -1219,9 +1225,7 @@ def _partial_file_hint(
     return f"; the same command continues its partial file {partial.path}"
 
 
-# ---------------------------------------------------------------------------
-# The terminal: stderr's lines, results, the pager, tables, progress, completion
-# ---------------------------------------------------------------------------
+# --- The terminal: stderr's lines, results, the pager, tables, progress, completion ---
 
 
 # Made on first use: --help and --version need none of it.
@@ -1269,10 +1273,9 @@ def _terminal_size(stream: Any, name: str) -> int:
 
 
 class _Stderr(logging.Handler):
-    """The command's stderr: one-line messages and, on a terminal, one status line under them
-    (``line``: a download's progress; without -v, a retry under way), never left behind; the
-    handler of the library's log records. Every text is escaped on its way out (much of it came
-    from the network) and redacted (``redact``)."""
+    """The command's stderr, and the library's log handler: one-line messages and, on a terminal,
+    one status line under them (``line``: a download's progress; without -v, a retry under way),
+    never left behind. Every text is escaped (much came from the network) and redacted."""
 
     def __init__(self, *, quiet: bool, verbose: bool) -> None:
         super().__init__()
@@ -1347,11 +1350,9 @@ class _Stderr(logging.Handler):
             self.stream.flush()
 
 
-def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
+def _print_result(result: Any, output: str) -> None:
     """Print a result as a table, csv, jsonl or json; a result that is not tabular, as json."""
     table = _tabular(result)
-    if isinstance(result, dict) and result.get("truncated") is True:
-        stderr.warning('the service cut this result short ("truncated": true)')
     if table is None or output == "json":
         sys.stdout.write(_json_text(result, 2) + "\n")
         return
@@ -1364,8 +1365,7 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
 
         # A terminal shows the cells escaped; a file or pipe gets them as they are.
         shown = _printable if sys.stdout.isatty() else _encodable
-        # Lines end in CRLF, as RFC 4180 says.
-        writer = csv.writer(sys.stdout, lineterminator="\r\n")
+        writer = csv.writer(_LineFeedRows(), lineterminator="\r\n")
         writer.writerow([shown(name) for name in columns])
         writer.writerows([shown(_cell(value)) for value in row] for row in rows)
     else:
@@ -1374,28 +1374,33 @@ def _print_result(result: Any, output: str, stderr: _Stderr) -> None:
     sys.stdout.flush()
 
 
-def _print_record(record: dict[str, Any], settings: _Settings, stderr: _Stderr) -> None:
+class _LineFeedRows:
+    """csv.writer's stream: its rows, ended in CR LF (a cell holding a CR is then quoted on every
+    Python: 3.11's quotes only what ends rows), end in LF on stdout, as psql --csv's do."""
+
+    def write(self, row: str) -> int:
+        return sys.stdout.write(row.removesuffix("\r\n") + "\n")
+
+
+def _print_record(record: dict[str, Any], settings: _Settings) -> None:
     """One object (an export, a dataset) as --output says: a ``field | value`` block, JSON, one
     JSON line, or csv's header and one row."""
-    if settings.output == "table":
-        # An export's id, sha256 and URL are copied: never wrapped.
-        export = settings.command == "export"
-        shown = _export_fields(record) if export else record
-        if not shown:
-            sys.stdout.write(_json_text(record, 2) + "\n")
-        else:
-            lines = _block_lines(shown, 0 if export else _terminal_size(sys.stdout, "columns"))
-            sys.stdout.write("".join(line + "\n" for line in lines))
-    elif settings.output == "json":
+    export = settings.command == "export"
+    shown = _export_fields(record) if export else record
+    if settings.output == "table" and shown:
+        # An export's id, sha256 and URL are copied: never cut, they may run past the edge.
+        lines = _block_lines(shown, _terminal_size(sys.stdout, "columns"), spaceless=export)
+        sys.stdout.write("".join(line + "\n" for line in lines))
+    elif settings.output in ("table", "json"):
         sys.stdout.write(_json_text(record, 2) + "\n")
     else:
         table = {"columns": list(record), "rows": [list(record.values())]}
-        _print_result(table, settings.output, stderr)
+        _print_result(table, settings.output)
     sys.stdout.flush()
 
 
 _EXPORT_FIELDS: tuple[str, ...] = ("id", "dataset", "symbols", "start_date", "end_date", "format")
-_EXPORT_FIELDS += ("rows", "size", "sha256", "download_url")
+_EXPORT_FIELDS += ("rows", "row_count", "size", "sha256", "download_url")
 
 
 def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
@@ -1407,15 +1412,17 @@ def _export_fields(export: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def _block_lines(fields: dict[str, Any], width: int) -> list[str]:
+def _block_lines(fields: dict[str, Any], width: int, *, spaceless: bool = False) -> list[str]:
     """``field | value`` lines, as psql's ``\\d``: every value whole (nested ones as JSON), a long
-    one wrapped at words to ``width`` columns (0: no limit)."""
+    one wrapped at words to ``width`` columns (0: no limit); ``spaceless``: one with no space (a
+    sha256, a URL) is not, and runs past the edge, where the terminal's wrap keeps it whole."""
     values = fields.values()
-    texts = [_json_text(v) if isinstance(v, (dict, list)) else _cell(v) for v in values]
-    cells, numeric = [[_printable(text) for text in texts]], [_is_number(value) for value in values]
+    texts = [_printable(_json_text(v) if isinstance(v, (dict, list)) else _cell(v)) for v in values]
+    pairs = zip(values, texts, strict=True)
+    whole = [_is_number(value) or (spaceless and " " not in text) for value, text in pairs]
     names = [_printable(name) for name in fields]
     # Without its -[ RECORD 1 ]- line.
-    return _record_lines(names, cells, numeric, width or sys.maxsize)[1:]
+    return _record_lines(names, [texts], whole, width or sys.maxsize)[1:]
 
 
 class _TerminalCopy(io.StringIO):
@@ -1432,9 +1439,9 @@ class _TerminalCopy(io.StringIO):
         return int(self.terminal.fileno())
 
 
-def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[..., Any]) -> None:
+def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[..., Any]) -> bool:
     """Run ``print_it``; on a terminal, what it printed goes through the pager when it is taller
-    than the screen, as psql and gh do."""
+    than the screen, as psql and gh do: True when it did."""
     terminal = sys.stdout
     try:
         on_terminal = allowed and terminal.isatty()
@@ -1444,16 +1451,18 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[...,
         print_it()
         # What cannot be written (a closed stdout) is this command's error.
         sys.stdout.flush()
-        return
+        return False
     copy = _TerminalCopy(terminal)
     with contextlib.redirect_stdout(copy):
         print_it()
     text = copy.getvalue()
     height = _terminal_size(terminal, "lines")
     command = _pager_command() if height and text.count("\n") >= height else None
-    if command is None or not _run_pager(command, text, terminal, redact):
+    paged = command is not None and _run_pager(command, text, terminal, redact)
+    if not paged:
         terminal.write(text)
         terminal.flush()
+    return paged
 
 
 def _pager_command() -> list[str] | None:
@@ -1499,11 +1508,9 @@ def _run_pager(command: list[str], text: str, terminal: Any, redact: Callable[..
         with contextlib.suppress(OSError, KeyboardInterrupt):
             pager.stdin.close()
         for _ in range(1000):
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 pager.wait()
                 break
-            except KeyboardInterrupt:
-                continue
     except BaseException:
         # SIGTERM, SIGHUP: the pager goes too, not left reading the terminal.
         pager.terminate()
@@ -1567,9 +1574,8 @@ def _table_lines(columns: list[str], rows: list[list[Any]], width: int) -> list[
         fitted = zip(texts, widths, to_right, strict=True)
         return "  ".join(_fit(text, size, on_right) for text, size, on_right in fitted).rstrip()
 
-    lines = (
-        [line(names, numeric), line(["-" * size for size in widths], numeric)] if columns else []
-    )
+    rule = ["-" * size for size in widths]
+    lines = [line(names, numeric), line(rule, numeric)] if columns else []
     lines += [line(row, aligned) for row, aligned in zip(cells, right, strict=True)]
     return [*lines, count]
 
@@ -1750,9 +1756,8 @@ def _size_of(done: int, total: int) -> str:
 class _ProgressLine:
     """A download's ``progress`` callback: counts, and redraws the status line when its percent
     changes, each part in room for its widest value from the first frame on (the bar never jumps).
-    ``created``, ``started``: the download's start, its first bytes'; ``first``: the bytes there
-    already (a resumed file), not this run's; ``percent``: the one on the screen (a new one is
-    drawn at once); ``layout``: width, the bar's, each part's; ``verified``: the checks passed."""
+    ``created``, ``started``: the start, the first bytes'; ``first``: the bytes a resumed file had;
+    ``percent`` on the screen; ``layout``: width, the bar's, each part's; ``verified``: checks."""
 
     def __init__(self, stderr: _Stderr, *, draw: bool) -> None:
         self.stderr, self.draw = stderr, draw
@@ -1941,13 +1946,8 @@ fi
 
 
 # The files a download makes beside DEST (the library's _FileTarget, _StateFile): never offered.
-_HIDDEN_FILES = (
-    ".*.part",
-    ".*.part.json",
-    ".*.part.lock",
-    ".*.part.json.*.tmp",
-    ".*.????????????.new",
-)
+_HIDDEN_FILES: tuple[str, ...] = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp")
+_HIDDEN_FILES += (".*.????????????.new",)
 
 
 def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:

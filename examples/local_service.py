@@ -658,6 +658,17 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+def _in_the_foreground() -> bool:
+    """Whether this runs in the foreground of the terminal its stdin and stderr are, where Ctrl-C
+    stops it; started with & (job control) it runs in a process group of its own, which is not the
+    terminal's foreground one; without job control, its stdin is /dev/null."""
+    try:
+        return sys.stderr.isatty() and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (AttributeError, OSError, ValueError):
+        # No terminal (ENOTTY), a closed stdin, or a platform without process groups.
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="A stand-in of the dataset service, for trying the client offline."
@@ -698,7 +709,8 @@ def main(argv: list[str] | None = None) -> int:
             no_proxy = shlex.quote(",".join(filter(None, (args.host, proxies.get("no")))))
             print(f"export NO_PROXY={no_proxy} no_proxy={no_proxy}")
         sys.stdout.flush()
-        print(f"serving on {server.base_url}; Ctrl-C to stop", file=sys.stderr, flush=True)
+        stop = "Ctrl-C" if _in_the_foreground() else f"kill {os.getpid()}"
+        print(f"serving on {server.base_url}; {stop} to stop", file=sys.stderr, flush=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

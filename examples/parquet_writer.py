@@ -93,7 +93,7 @@ def write_parquet(
         (2, _LIST, (_STRUCT, schema)),
         (3, _I64, total),
         (4, _LIST, (_STRUCT, row_groups)),
-        (6, _BINARY, "dataset-client stand-in (examples/parquet.py)"),  # created_by
+        (6, _BINARY, "dataset-client stand-in (examples/parquet_writer.py)"),  # created_by
     ])  # fmt: skip
     file.write(footer + struct.pack("<I", len(footer)) + b"PAR1")
     return total

@@ -1018,11 +1018,16 @@ class StandInTestCase(ServerTestCase):
         )
 
     def run_in_terminal(
-        self, argv: list[str], columns: int, on_screen: Callable[[str], None] | None = None
+        self,
+        argv: list[str],
+        columns: int,
+        on_screen: Callable[[str], None] | None = None,
+        variables: dict[str, str] | None = None,
     ) -> tuple[int, str]:
         """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
 
-        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``."""
+        ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``;
+        ``variables``: set on top of the others (a pager, say)."""
         fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
 
         master, slave = pty.openpty()
@@ -1033,6 +1038,7 @@ class StandInTestCase(ServerTestCase):
             "DATASET_CLIENT_API_KEY": "stand-in-key",
             "TERM": "xterm",
             "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
+            **(variables or {}),
         }
         process = subprocess.Popen(
             [sys.executable, "-m", "dataset_client", *argv],

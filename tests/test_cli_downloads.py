@@ -739,6 +739,31 @@ class DownloadMessageTests(StandInTestCase):
         self.assertNotIn("raise --max-time", err)
         self.assertFalse(target.exists())
 
+    def test_v_says_why_connections_fetched_in_one_stream(self) -> None:
+        # Found by a new user: --connections 4 on a 1.7 MB file quietly used one stream.
+        small = DATA[:1_700_000]
+        self.server.default = serve_file(small)
+        why = (
+            "dataset-client: one stream, not 4 connections: 1.6 MiB is too small for parts of at"
+            f" least 1 MiB, GET {self.server.url}/files/small.bin\n"
+        )
+        for verbose in (["-v"], []):
+            with self.subTest(verbose=verbose):
+                self.server.requests.clear()
+                target = self.tmp() / "small.bin"
+                url = self.server.url + "/files/small.bin"
+                argv = [*verbose, "download", url, str(target), "--connections", "4"]
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out, target.read_bytes()), (0, "", small))
+                self.assertEqual([r.headers.get("Range") for r in self.requests], [None])
+                self.assertEqual(why in err, bool(verbose), err)
+        self.server.requests.clear()
+        argv = ["-v", "download", url, str(self.tmp() / "big.bin"), "--connections", "4"]
+        self.server.default = serve_file(DATA)  # 3.0 MiB: three parts, not four; in parallel
+        status, out, err = self.run_main(*argv)
+        self.assertEqual((status, len(self.requests)), (0, 3), err)
+        self.assertNotIn("one stream", err)
+
     def test_a_digest_verified_after_a_redirect_to_plain_http_says_so(self) -> None:
         tls = self.start_server(server_tls_context())
         plain = self.server.url + "/files/x"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import itertools
 import json
 import os
 import pickle
@@ -279,3 +280,42 @@ class HintTests(ScriptedCommandLineTestCase):
                 self.assertEqual((status, out), (2, ""))
                 self.assertTrue(err.endswith(f"--end: invalid date {text!r}: {said}\n"), err)
         self.assertEqual(len(self.requests), 5, "nothing sent for a usage error")
+
+    def test_a_401_says_where_the_key_goes_and_an_empty_key_is_called_empty(self) -> None:
+        # Found by a new user (issue 38): a URL of another origin than the base URL's (another
+        # port, localhost against 127.0.0.1) got no key, by design, and its 401 blamed the key.
+        port = self.server.server_address[1]
+        base = f"http://127.0.0.1:{port}/api"
+        denied = reply(401, {"message": "missing or wrong API key"})
+        other = self.start_server()  # another port
+        other.default = self.server.default = denied
+        hint = (
+            f"missing or wrong API key (the key was not sent: it goes only to the base URL's"
+            f" origin, http://127.0.0.1:{port}; give a URL there, or the path /files/x.csv alone)\n"
+        )
+        for url, verbose in itertools.product(
+            (f"http://localhost:{port}/files/x.csv", f"{other.url}/files/x.csv"), ([], ["-v"])
+        ):
+            with self.subTest(url=url, verbose=verbose):
+                argv = [*verbose, "download", url, str(self.tmp() / "x.csv")]
+                status, out, err = self.run_main(*argv, key=KEY, base_url=base)
+                self.assertEqual((status, out), (1, ""))
+                self.assertTrue(err.endswith(hint), err)
+                self.assertEqual(err.count("the key was not sent"), 1)
+                if verbose:
+                    self.assertIn(f"dataset-client: GET {url}: 401 Unauthorized", err)
+        alone = {"DATASET_CLIENT_API_KEY": KEY}  # an absolute URL needs no service
+        status, _, err = self.run_main("download", url, str(self.tmp() / "x"), environment=alone)
+        nowhere = "(the key was not sent: it goes only to the base URL's origin, and no --base-url"
+        self.assertTrue(err.endswith(f"{nowhere} is set)\n"), err)
+        requests = [*self.requests, *other.requests]
+        self.assertEqual(len(requests), 5)
+        self.assertTrue(all("Authorization" not in r.headers for r in requests), "withheld")
+        status, _, err = self.run_main("datasets", key=KEY, base_url=base)
+        self.assertEqual(status, 1)
+        self.assertTrue(err.endswith(": missing or wrong API key\n"), "its own origin: no hint")
+        self.assertEqual(self.requests[-1].headers.get("Authorization"), f"Bearer {KEY}")
+        empty = {"DATASET_CLIENT_BASE_URL": base, "DATASET_CLIENT_API_KEY": ""}
+        status, _, err = self.run_main("datasets", environment=empty)
+        self.assertEqual(status, 1)
+        self.assertTrue(err.endswith(" (DATASET_CLIENT_API_KEY is empty)\n"), err)

@@ -135,7 +135,16 @@ class ResultOutputTests(StandInTestCase):
         self.assertEqual(len({len(line) for line in lines[:-1]}), 1, "aligned")
         status, out, _ = self.run_main("--output", "csv", "query", sql)
         self.assertEqual(
-            out.split("\r\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"]
+            out.split("\n")[:2], ["symbol,days,mean", f"AAPL,522,{result['rows'][0][2]}"]
+        )
+        self.assertNotIn("\r", out, "LF line ends, as psql --csv and gh: `read` gets no CR")
+        # A cell holding a line end is quoted, whatever the Python (3.11's writer quoted a CR only
+        # when it ended lines too).
+        sql_with_line_ends = "SELECT 'a' || char(13) || 'b' AS cr, 'c' || char(10) || 'd' AS lf"
+        status, out, _ = self.run_main("--output", "csv", "query", sql_with_line_ends)
+        self.assertEqual(out, 'cr,lf\n"a\rb","c\nd"\n')
+        self.assertEqual(
+            list(csv.reader(io.StringIO(out, newline=""))), [["cr", "lf"], ["a\rb", "c\nd"]]
         )
         status, out, _ = self.run_main("--output", "jsonl", "query", sql)
         self.assertEqual(
@@ -167,7 +176,7 @@ class ResultOutputTests(StandInTestCase):
         header, row = csv.reader(io.StringIO(out))  # an export is one record: csv as asked
         self.assertEqual((status, dict(zip(header, row, strict=True))["status"]), (0, "ready"))
         status, out, err = self.run_main("--output", "csv", "query", "SELECT * FROM trades")
-        self.assertEqual(len(out.split("\r\n")), 10_000 + 2)
+        self.assertEqual(len(out.split("\n")), 10_000 + 2)
         self.assertEqual(err.count("\n"), 1)
         self.assertEqual(
             err, 'dataset-client: warning: the service cut this result short ("truncated": true)\n'
@@ -320,7 +329,7 @@ class ExportOutputTests(StandInTestCase):
         self.assertEqual(header, list(export))
         record = dict(zip(header, row, strict=True))
         self.assertEqual((record["symbols"], record["rows"]), ('["AAPL","MSFT"]', "8"), "compact")
-        self.assertTrue(out.endswith("\r\n"))
+        self.assertTrue(out.endswith("\n") and "\r" not in out)
         narrow = {**self.cli_environment(), "COLUMNS": "40"}
         argv = self.stand_in_export("--output", "table")
         status, out, err = self.run_main(*argv, environment=narrow)
@@ -357,6 +366,33 @@ class ExportOutputTests(StandInTestCase):
                 self.assertEqual(err.count("holds no rows"), 0 if "-q" in more else 1)
         status, out, err = self.run_main(*self.stand_in_export(), terminal=True)
         self.assertEqual((status, err), (0, ""), "an export with rows: nothing said")
+
+    def test_the_export_block_wraps_its_symbols_at_commas_within_the_terminal(self) -> None:
+        symbols = local_service.SYMBOLS  # twelve
+        listed = json.dumps(list(symbols))
+        argv = ["export", "daily_bars", "--symbols", ",".join(symbols), "--start", "2024-01-02"]
+        argv += ["--end", "2024-01-03", "--format", "csv"]
+        for columns, more in itertools.product((80, 40), ([], ["--download", "-"])):
+            with self.subTest(columns=columns, more=more):
+                status, drawn = self.run_in_terminal([*argv, *more], columns)
+                lines = on_screen(drawn)
+                first = next(i for i, line in enumerate(lines) if line.startswith("symbols "))
+                pieces = [lines[first]]
+                while lines[first + len(pieces)].startswith(" " * 12 + " | "):
+                    pieces.append(lines[first + len(pieces)])
+                self.assertEqual(status, 0)
+                self.assertGreater(len(pieces), 1, "wrapped")
+                self.assertTrue(all(len(piece) <= columns for piece in pieces), pieces)
+                self.assertTrue(all(piece.endswith(",") for piece in pieces[:-1]), pieces)
+                self.assertEqual(" ".join(piece[15:] for piece in pieces), listed)
+                digest = next(line for line in lines if line.startswith("sha256 "))
+                self.assertRegex(digest, "^sha256 +\\| [0-9a-f]{64}$", "whole, past the edge at 40")
+        long = "X" * 30  # no space: whole, past the edge; the list wraps at its commas
+        fields = {"id": long, "symbols": ["AAPL", "MSFT", "V"]}
+        lines = cli._block_lines(fields, 22, spaceless=True)
+        self.assertEqual(
+            lines, [f"id      | {long}", 'symbols | ["AAPL",', '        | "MSFT", "V"]']
+        )
 
     def block(self, out: str) -> dict[str, str]:
         """A ``field | value`` block: each field's value, continuation lines joined by a space."""
@@ -448,6 +484,22 @@ class ExportBlockTests(ScriptedCommandLineTestCase):
                 status, out, err = self.run_main(*self.export_argv(), terminal=True)
                 self.assertEqual((status, err), (0, ""))
                 self.assertEqual(out.splitlines(), ["id   | exp_1", f"size | {shown}"])
+                self.assertEqual([r.path for r in self.requests], ["/api/exports"])
+
+    def test_an_export_of_no_rows_warns_whether_the_service_says_rows_or_row_count(self) -> None:
+        warning = "dataset-client: warning: the export holds no rows: check --symbols"
+        for field, count, warned in (
+            ("rows", 0, True),
+            ("row_count", 0, True),
+            ("row_count", 3, False),
+        ):
+            with self.subTest(field=field, count=count):
+                self.server.requests.clear()
+                self.script(reply(201, {"id": "exp_1", "dataset": "trades", field: count}))
+                status, out, err = self.run_main(*self.export_argv(), terminal=True)
+                self.assertEqual((status, err.startswith(warning)), (0, warned), err)
+                self.assertEqual(err.count("\n"), 1 if warned else 0)
+                self.assertRegex(out, rf"(?m)^{field} +\| {count}$", "the count in the block")
                 self.assertEqual([r.path for r in self.requests], ["/api/exports"])
 
 
@@ -554,6 +606,21 @@ class PagerTests(ScriptedCommandLineTestCase):
             )
             os.environ["PAGER"] = "more -s"
             self.assertEqual(cli._pager_command(), ["more", "-s"])
+
+    def test_a_cut_result_is_said_again_after_the_pager_once_without_one(self) -> None:
+        warning = 'dataset-client: warning: the service cut this result short ("truncated": true)'
+        argv = ["query", "SELECT symbol, price FROM trades"]  # 10,000 rows of the stand-in's
+        for pager, said in (({"DATASET_CLIENT_PAGER": "cat"}, 2), ({}, 1)):  # {}: no pager
+            with self.subTest(pager=pager):
+                status, drawn = self.run_in_terminal(argv, 80, variables=pager)
+                lines = on_screen(drawn)[:-1]
+                self.assertEqual((status, lines.count(warning)), (0, said), lines[-3:])
+                self.assertEqual(lines[0], warning, "said before the result as before")
+                self.assertEqual(lines[-said:], ["(10000 rows)", warning][:said], "then after it")
+        status, drawn = self.run_in_terminal(
+            ["--no-pager", *argv], 80, variables={"DATASET_CLIENT_PAGER": "cat"}
+        )
+        self.assertEqual(drawn.count(warning), 1)
 
     def test_the_pager_gets_no_secrets(self) -> None:
         dumped = self.tmp() / "environment.txt"

@@ -287,6 +287,56 @@ class OptionValueTests(ScriptedCommandLineTestCase):
             [r.path for r in self.requests], ["/api/datasets"] * 3, "nothing sent for a usage error"
         )
 
+    def test_mistakes_are_blamed_on_the_right_word(self) -> None:
+        day = ["--start", "2024-01-02", "--end", "2024-01-02"]
+        command = "unknown command 'exprot': did you mean 'export'?"
+        dest = (
+            "the following arguments are required: DATASET (--download took 'trades' as its DEST:"
+            " give DATASET first, as in export trades ... --download)"
+        )
+        for argv, usage, text in (
+            (["exprot", "trades", "--symbols", "V", *day], "", command),
+            (["--output", "csv", "exprot", "trades", "--symbols", "V"], "", command),
+            (["exprot", "trades"], "", command),  # as before
+            (["export", "--download", "trades", "--symbols", "V", *day], " export", dest),
+            (
+                ["export", "trades", "--symbols", "V", "--from", "2024-01-02"],
+                " export",
+                "unknown option '--from' (did you mean '--start'?)",
+            ),
+            (
+                ["export", "trades", "--symbols", "V", "--to=2024-01-02"],
+                " export",
+                "unknown option '--to' (did you mean '--end'?)",
+            ),
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                self.assertTrue(err.startswith(f"usage: dataset-client{usage} [-h]"), err)
+                prog = " export" if text == dest else ""  # argparse's own error: its command's
+                self.assertEqual(err.splitlines()[-1], f"dataset-client{prog}: error: {text}")
+        status, out, err = self.run_main("--output", "csv", "exprot", "--symbols", "V")
+        self.assertEqual(err.splitlines()[-1], f"dataset-client: error: {command}")
+        key = (
+            "unknown option '--api-key': the key comes from DATASET_CLIENT_API_KEY or a profile's"
+            " api_key, never from the command line, where ps shows it"
+        )
+        for argv in (
+            ["--api-key=SECRET-4242", "datasets"],
+            ["--api-key", "SECRET-4242", "datasets"],
+            ["-v", "datasets", "--api-key", "SECRET-4242"],
+            ["datasets", "--apikey=SECRET-4242"],
+        ):
+            with self.subTest(argv=argv):
+                status, out, err = self.run_main(*argv)
+                self.assertEqual((status, out), (2, ""))
+                option = next(word for word in argv if word.startswith("--api"))
+                said = key.replace("--api-key", option.partition("=")[0], 1)
+                self.assertEqual(err.splitlines()[-1], f"dataset-client: error: {said}")
+                self.assertNotIn("SECRET", err, "the key is never echoed")
+        self.assertEqual(self.requests, [], "nothing sent")
+
     def test_a_mistyped_option_prints_the_usage_of_its_command(self) -> None:
         day = ["--start", "2024-01-02", "--end", "2024-01-02"]
         for argv, usage, told in (

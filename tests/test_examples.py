@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -39,12 +40,14 @@ from tests.support import (
     CA_FILE,
     DATA,
     KEY,
+    NO_BYTECODE_HERE,
     ROOT,
     ServerTestCase,
     StandInTestCase,
     Verified,
     digest_field,
     hang,
+    import_or_skip,
     inherited_signals,
     local_service,
     quick_stand_in,
@@ -715,6 +718,54 @@ class StandInProcessTests(ServerTestCase):
         )
 
 
+class StandInAtATerminalTests(unittest.TestCase):
+    def test_ctrl_c_to_stop_is_said_only_in_the_foreground(self) -> None:
+        # Found by a new user: started with & (as the README's tour does), it said "Ctrl-C to stop",
+        # which stops nothing there.
+        pty = import_or_skip(self, "pty")
+        if shutil.which("bash") is None:
+            self.skipTest("bash is not installed: it runs jobs on the pseudo-terminal")
+        master, slave = pty.openpty()
+        self.addCleanup(os.close, master)
+        variables = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", **NO_BYTECODE_HERE}
+        # Its own session: the pty becomes its terminal, with job control.
+        bash = ["bash", "--norc", "--noprofile", "-i"]
+        shell = subprocess.Popen(
+            bash, stdin=slave, stdout=slave, stderr=slave, env=variables, start_new_session=True
+        )
+        self.addCleanup(lambda: (shell.kill(), shell.wait()))  # type: ignore[func-returns-value]
+        os.close(slave)
+        screen = b""
+
+        def type_until(keys: bytes, wanted: bytes) -> bytes:
+            """Type ``keys``; what the screen shows once it holds ``wanted`` (at most 20 s)."""
+            nonlocal screen
+            start = len(screen)
+            os.write(master, keys)
+            deadline = time.monotonic() + 20
+            while wanted not in screen[start:] and time.monotonic() < deadline:
+                if select.select([master], [], [], 0.5)[0]:
+                    screen += os.read(master, 4096)
+            self.assertIn(wanted, screen[start:])
+            return screen[start:]
+
+        script = shlex.quote(str(ROOT / "examples" / "local_service.py"))
+        service = f"{shlex.quote(sys.executable)} {script} --port 0 >/dev/null"
+        type_until(b"echo REA''DY\n", b"READY\r\n")
+        shown = type_until(f"{service}; echo FORE''GROUND ENDED\n".encode(), b"serving on ")
+        type_until(b"\x03", b"FOREGROUND ENDED")  # Ctrl-C as typed: the terminal's SIGINT
+        self.assertRegex(shown, rb"serving on http://127\.0\.0\.1:\d+; Ctrl-C to stop\r\n")
+        shown = type_until(f"{service} &\n".encode(), b"serving on ")
+        shown += type_until(b"kill %1; wait; echo BACK''GROUND ENDED\n", b"BACKGROUND ENDED")
+        job = re.search(rb"\[1\] (\d+)\r\n", shown)
+        self.assertIsNotNone(job, shown)
+        said = rb"serving on http://127\.0\.0\.1:\d+; kill %s to stop\r\n" % job[1]  # type: ignore[index]
+        self.assertRegex(shown, said)
+        self.assertNotIn(b"Ctrl-C", shown)
+        type_until(b"exit\n", b"exit")
+        self.assertEqual(shell.wait(10), 0)
+
+
 class ParquetWriterTests(unittest.TestCase):
     def test_every_kind_in_row_groups_gzip_or_not(self) -> None:
         columns = [("day", "date"), ("name", "string"), ("price", "double"), ("count", "int64")]
@@ -755,6 +806,10 @@ class ParquetWriterTests(unittest.TestCase):
         out = io.BytesIO()
         self.assertEqual(local_service.write_parquet(out, [("a", "int64")], []), 0)
         self.assertEqual(read_parquet(out.getvalue())[1:], ([[]], 0))
+        (length,) = struct.unpack("<I", out.getvalue()[-8:-4])
+        footer, _ = thrift_struct(out.getvalue(), len(out.getvalue()) - 8 - length)
+        created_by = "dataset-client stand-in (examples/parquet_writer.py)"  # the file there is
+        self.assertEqual(footer[6], created_by)
         with self.assertRaisesRegex(ValueError, "kind must be one of"):
             local_service.write_parquet(io.BytesIO(), [("a", "float")], [])
         with self.assertRaisesRegex(ValueError, "compression"):

@@ -509,7 +509,7 @@ class HostileTextTests(ServerTestCase):
             (
                 "csv",
                 False,
-                "a\\ud800\r\nx\\udfffy\r\n",
+                "a\\ud800\nx\\udfffy\n",
             ),  # data for a file, as near as UTF-8 can write it
         ):
             with self.subTest(output=output):
@@ -542,7 +542,7 @@ class HostileTextTests(ServerTestCase):
                 elif output == "jsonl":
                     self.assertEqual(json.loads(out), {"name" + INVISIBLE: text, "n": 1})
         status, out, _ = self.cli("--output", "csv", "query", "SELECT 1")  # csv to a pipe is data
-        self.assertEqual(out.split("\r\n")[1], f"{text},1")
+        self.assertEqual(out.split("\n")[1], f"{text},1")
         self.script(reply(403, {"message": text}))
         status, out, err = self.cli("datasets")
         self.assertEqual(status, 1)

@@ -110,3 +110,18 @@ class ReadmeTests(unittest.TestCase):
         self.assertIn("""\nalias dataset-client="python3 '$PWD/dataset_client.py'"\n""", text)
         self.assertTrue((ROOT / "docs" / "DESIGN.md").is_file())
         self.assertIn("(docs/DESIGN.md)", text)
+
+    def test_the_readme_and_the_library_say_what_the_program_does(self) -> None:
+        # Found by a new user (issue 38): "about 10 s" took 22-42 s on a loaded two-core machine;
+        # the fan-out line alone said python; "before anything is sent" was broader than the truth.
+        text = self.README.read_text(encoding="utf-8")
+        self.assertRegex(
+            text, r"\npython3 -m unittest -v +# the tests \(\d+-\d+ s on two busy cores"
+        )
+        self.assertEqual(re.findall(r"(?m)^ *python .*", text), [], "python3, as everywhere else")
+        for said in (text, dc.__doc__ or ""):
+            with self.subTest(said=said[:20]):
+                sentence = re.search(r"Bad arguments raise .*?\.(\n|$)", said, re.DOTALL)
+                assert sentence is not None
+                self.assertIn("``format``" if said != text else "`format`", sentence[0])
+                self.assertIn('"A,B"', sentence[0], "a comma-joined symbols string is one symbol")
