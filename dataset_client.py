@@ -29,22 +29,23 @@ The file's regions, each under a banner, in the order a call flows::
     The request pipeline: DatasetClient's methods after "end of public
         API" (a call, its retries, redirects, the send), the scheme probe,
         Retry-After, origins
-    Bodies and decoding: a body read within its limits, gzip undone, JSON
-        decoded; an error response made a ServiceError
+    Bodies and decoding: a body's framing checked, read within its limits,
+        gzip undone, JSON decoded; an error response made a ServiceError
     Secrets and redaction: _Secret, _Secrets, what no error, log, repr or
         frame shows; the characters never shown raw (_escaped)
     Messages and the log: how a request, a size, a long text are named in
         messages; the logger (_logger)
-    The deadline and the stall watch: _Deadline, carried to connecting,
-        resolving and reading within it; _Watch (min_rate)
+    The deadline and the stall watch: _Deadline, one a call, on each
+        _Request to the pool: connecting, resolving, reading; _Watch
     Connections and the pool: _ConnectionPool (kept-alive connections,
-        close(), a fork), _PooledResponse (the head, the framing), the
-        client's error for a socket, TLS or HTTP failure
+        close(), a fork), _PooledResponse (the head), the client's error
+        for a socket, TLS or HTTP failure
     Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407;
         what is trusted (the system store, REQUESTS_CA_BUNDLE, ca_bundle)
         and the advice when a certificate is refused
-    The download engine: _Transfer (parts, ranges, restarts, resuming,
-        digests), _Limits (its deadline and rates), _Digest (hashing)
+    The download engine: _Transfer (the run), _Parts (the parts and their
+        threads), _Acceptance (ranges, restarts, resuming), _Checks
+        (digests), _Limits (rates), _Digest (hashing)
     Sinks: where a download's bytes go: a file beside the destination,
         moved over it by commit (_FileTarget), a stream, the reorder buffer
     Safe file operations: links followed only as the kernel would, the
@@ -103,8 +104,9 @@ import zlib
 TYPE_CHECKING = False
 # Names for the type checker only: importing typing would cost every import of this module.
 if TYPE_CHECKING:
+    import queue
     import threading
-    from collections.abc import Callable, Collection, Iterable, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping
     from typing import Any, BinaryIO, NoReturn, TypeVar
 
     _T = TypeVar("_T")
@@ -304,6 +306,8 @@ class NetworkError(DatasetClientError, ConnectionError):
     was refused)."""
 
     certificate: bool = False
+    # A failure a server speaking the other scheme causes too: the pipeline asks it once.
+    _scheme_in_doubt: bool = False
 
 
 class IncompleteResponseError(NetworkError):
@@ -418,6 +422,7 @@ class DatasetClient:
         self._arguments.update(ca_bundle=ca_bundle, deadline=self._deadline)
         service = {"User-Agent": agent, "Accept": "application/json", "Accept-Encoding": "gzip"}
         self._download_headers = {**service, "Accept": "*/*", "Accept-Encoding": "identity"}
+        self._trusted_download_headers = _merge_headers(self._download_headers, self._credentials)
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
         # HTTP(S)_PROXY and NO_PROXY are read now, once.
@@ -575,7 +580,9 @@ class DatasetClient:
         a second; ``deadline``: seconds in all; ``min_rate``: bytes a second
         below which a connection is cut and resumed; ``verified(check)``: told
         each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``)."""
-        limits = _Limits(self._deadline if deadline is None else deadline, min_rate, max_rate)
+        seconds = self._deadline if deadline is None else _check_positive(deadline, "deadline")
+        within = _Deadline.starting(seconds)
+        limits = _Limits(min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
         digest = _check_sha256(sha256)
         for name, function in (("progress", progress), ("verified", verified)):
@@ -589,12 +596,12 @@ class DatasetClient:
         if self._pool.closed:
             raise ClientClosedError(_CLOSED)
         with _open_target(destination, resume) as target:
-            requests = self._download_requests(url)
+            requests = self._download_requests(url, within)
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
             transfer.run()
-            target.commit(transfer.total)
+            target.commit(transfer.parts.total)
         if verified is not None:
-            for check in transfer.verified:
+            for check in transfer.checks.verified:
                 verified(check + (" over plain HTTP" if transfer.in_clear else ""))
 
     # end of public API
@@ -606,7 +613,8 @@ class DatasetClient:
     def _call(
         self, method: str, path: str, payload: Any = None, headers: dict[str, str] | None = None
     ) -> Any:
-        url, body = self._base_url + path, None
+        url = self._base_url + path
+        body = None
         if payload is not None:
             try:
                 body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
@@ -614,57 +622,59 @@ class DatasetClient:
                 text = "the request contains text that is not valid Unicode (a lone surrogate)"
                 raise ValueError(text) from None
         sent = self._service_headers if headers is None else {**self._service_headers, **headers}
-        deadline = None if self._deadline is None else _Deadline(self._deadline)
+        deadline = _Deadline.starting(self._deadline)
 
         def attempt() -> Any:
             send = self._send_handling_redirects
-            with send(method, url, body, sent, trusted=True, deadline=deadline) as response:
+            with send(method, url, body, sent, deadline, trusted=True) as response:
                 return _read_json(response, self._secrets)
 
-        return self._retrying(method, url, attempt, deadline=deadline)
+        return self._retrying(method, url, deadline, attempt)
 
     def _retrying(
         self,
         method: str,
         url: str,
+        deadline: _Deadline,
         attempt: Callable[[], _T],
         progress: Callable[[], int] | None = None,
-        *,
-        deadline: _Deadline | None = None,
     ) -> _T:
         """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
-        attempts, retries_left = 0, self._max_retries
+        attempts = 0
+        retries_left = self._max_retries
         last_progress = 0 if progress is None else progress()
         while True:
             attempts += 1
             try:
-                if deadline is not None:
-                    deadline.check(method, url)
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
-                # Progress: a chunk, not a byte trickled; a stall counts whatever it brought.
+                # Progress: a chunk, not a byte trickled; a stall counts whatever came.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
                     last_progress = done
                     retries_left = retries_left if stalled else self._max_retries
                 delay = self._retry_delay(method, error, attempts) if retries_left > 0 else None
-                if type(error) is _SchemeInDoubt:
+                if isinstance(error, NetworkError) and error._scheme_in_doubt:
                     error, delay = self._probe_scheme(error, delay, deadline)
                 error = self._failed(error, method, url)
-                if deadline is not None and (ended := deadline.stop(error, method, url, delay)):
-                    error, delay = ended, None
+                ended = deadline.stop(error, method, url, delay)
+                if ended is not None:
+                    error = ended
+                    delay = None
                 if delay is None:
                     error.attempts = attempts
                     raise error
                 left = f"{retries_left} attempt{'' if retries_left == 1 else 's'} left"
                 _logger().warning("retrying in %.1f s (%s): %s", delay, left, error)
                 retries_left -= 1
-                self._pool.sleep(delay)  # close() ends it
+                # close() ends the wait; _failed() raises ClientClosedError.
+                self._pool.sleep(delay)
                 if self._pool.closed:
                     error.attempts = attempts
-                    self._failed(error, method, url)  # raises ClientClosedError
-            except BaseException as exc:  # a bug, signal, callback's: no frame keeps a secret
+                    self._failed(error, method, url)
+            except BaseException as exc:
+                # A bug's, a signal's, a callback's: no frame keeps a secret.
                 _clear_library_frames(exc)
                 raise
 
@@ -680,16 +690,15 @@ class DatasetClient:
         return error
 
     def _probe_scheme(
-        self, error: NetworkError, delay: float | None, deadline: _Deadline | None
+        self, error: NetworkError, delay: float | None, deadline: _Deadline
     ) -> tuple[DatasetClientError, float | None]:
-        """Asks once an origin whether the server speaks the other scheme: (error, wait left)."""
-        error.__class__ = NetworkError  # what the caller gets, whatever the probe finds
-        left = None if deadline is None else deadline.left()
-        if left is not None and delay is not None and delay >= left:
-            return error, delay  # the call ends at once (_Deadline.stop)
+        """Ask an origin once if it speaks the other scheme: (error, wait left)."""
+        left = deadline.left()
+        if delay is not None and delay >= left:
+            return error, delay
         limits = (_SCHEME_PROBE_TIMEOUT, self._timeout, delay, left)
         wait = min(limit for limit in limits if limit is not None)
-        if wait <= 0 or not self._pool.first_probe(error.url):  # not after close() either
+        if wait <= 0 or not self._pool.first_probe(error.url):
             return error, delay
         started = time.monotonic()
         try:
@@ -697,21 +706,24 @@ class DatasetClient:
         finally:
             self._pool.connected()
         if instead is None:
-            return error, None if delay is None else max(delay - (time.monotonic() - started), 0.0)
+            if delay is not None:
+                delay = max(delay - (time.monotonic() - started), 0.0)
+            return error, delay
         tls = instead.startswith("https:")
         spoken = "HTTPS (TLS), not plain HTTP" if tls else "plain HTTP, not HTTPS (TLS)"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
-        wrong = _WrongSchemeError(text, **vars(error))
+        fields = dict(method=error.method, url=error.url, connecting=error.connecting)
+        wrong = _WrongSchemeError(text, **fields)
         wrong.__cause__ = error.__cause__
         return wrong, None
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
         """Seconds to wait before retrying after ``error``, or None: not retried."""
-        if error.method != method:  # a redirect made the POST a GET: it was acted on
+        # A redirect made the POST a GET: it was acted on.
+        if error.method != method:
             return None
         if isinstance(error, ServiceError):
-            # 429 and 503 say the request was not acted on.
-            if error.status not in ({429, 502, 503, 504} if method == "GET" else {429, 503}):
+            if error.status not in _RETRIED_STATUSES[method]:
                 return None
             if error.retry_after is not None:
                 return error.retry_after if error.retry_after <= _MAX_RETRY_AFTER else None
@@ -722,11 +734,12 @@ class DatasetClient:
                 error.__cause__, (ssl.SSLCertVerificationError, _ProxyAuthenticationRequired)
             )
             or isinstance(error, _WrongSchemeError)
-            or (method != "GET" and not error.connecting)  # a POST may have been acted on
+            # A POST that reached the server may have been acted on.
+            or (method != "GET" and not error.connecting)
         ):
             return None
         delay = min(_MAX_BACKOFF, self._backoff_factor * 2.0 ** (attempts - 1))
-        return delay / 2 + random.uniform(0, delay / 2)  # "equal jitter"
+        return delay / 2 + random.uniform(0, delay / 2)
 
     def _send_handling_redirects(
         self,
@@ -734,11 +747,11 @@ class DatasetClient:
         url: str,
         body: bytes | None,
         headers: dict[str, str],
+        deadline: _Deadline,
         *,
         trusted: bool,
-        deadline: _Deadline | None = None,
     ) -> _PooledResponse:
-        """A 2xx response; ``trusted``: credentials in ``headers``, dropped leaving the origin."""
+        """A 2xx response; ``trusted``: credentials in ``headers``, dropped off the origin."""
         hops = 0
         while True:
             response = self._send_single_request(method, url, body, headers, deadline)
@@ -746,7 +759,7 @@ class DatasetClient:
             if status < 300:
                 return response
             if status == 407 and response.proxy is not None and url.startswith("http:"):
-                raise self._proxy_refused(response)  # the proxy's own answer
+                raise _proxy_refused(response, self._proxies)
             redirect = status in {301, 302, 303, 307, 308}
             location = response.headers.get("Location") if redirect else None
             if location is None or hops == _MAX_REDIRECTS:
@@ -754,23 +767,15 @@ class DatasetClient:
                 raise _service_error(response, self._secrets, too_many_redirects=too_many)
             _discard_body(response)
             url = _redirect_target(method, url, location)
+            # As browsers, requests and httpx do.
             if status == 303 or (status in (301, 302) and method == "POST"):
-                method, body = "GET", None  # as browsers, requests and httpx do
+                method = "GET"
+                body = None
             if trusted and _origin_of(url) != self._origin:
                 trusted = False
                 private = {name.lower() for name in self._credentials}
                 headers = {k: v for k, v in headers.items() if k.lower() not in private}
             hops += 1
-
-    def _proxy_refused(self, response: _PooledResponse) -> NetworkError:
-        """A plain-HTTP proxy's 407, saying where credentials go."""
-        response.close()
-        sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
-        error = _proxy_credentials_error(
-            response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
-        )
-        error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
-        return error
 
     def _send_single_request(
         self,
@@ -778,23 +783,21 @@ class DatasetClient:
         url: str,
         body: bytes | None,
         headers: dict[str, str],
-        deadline: _Deadline | None = None,
+        deadline: _Deadline,
     ) -> _PooledResponse:
         # origin_req_host: else urlparse, for cookies.
         request = _Request(url, body, method=method, origin_req_host=self._origin[1])
         # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
         request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
         request.deadline = deadline
-        timeout = self._timeout if deadline is None else deadline.wait(self._timeout, method, url)
         started = time.monotonic()
-        if request.type in self._proxies:  # through urllib's proxy rules, then the pool
-            response: _PooledResponse = self._opener.open(request, timeout=timeout)
-        else:  # the opener would only pass it on, and tell audit hooks (PEP 578), as here
+        if request.type in self._proxies:
+            response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
+        else:
+            # The opener would only pass it on, and tell audit hooks (PEP 578).
             sys.audit("urllib.Request", url, body, request.headers, method)
-            request.timeout = timeout
+            request.timeout = self._timeout
             response = self._pool.handle_request(request)
-        if deadline is not None:
-            _Watch(self._timeout, deadline).take(response)  # its head was read within it too
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
@@ -803,13 +806,14 @@ class DatasetClient:
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
 
-    def _download_requests(self, url: str) -> _DownloadRequests:
+    def _download_requests(self, url: str, deadline: _Deadline) -> _DownloadRequests:
         trusted = _origin_of(url) == self._origin
-        send = functools.partial(self._send_handling_redirects, "GET", url, None, trusted=trusted)
+        send = self._send_handling_redirects
         return _DownloadRequests(
-            headers=_merge_headers(self._download_headers, self._credentials if trusted else {}),
-            send=send,
-            retry=functools.partial(self._retrying, "GET", url),
+            headers=self._trusted_download_headers if trusted else self._download_headers,
+            deadline=deadline,
+            send=functools.partial(send, "GET", url, None, deadline=deadline, trusted=trusted),
+            retry=functools.partial(self._retrying, "GET", url, deadline),
             interrupt=self._pool.interrupt,
             closed=lambda: self._pool.closed,
             secrets=self._secrets,
@@ -818,14 +822,12 @@ class DatasetClient:
 
 
 _MAX_REDIRECTS = 10
-_MAX_RETRY_AFTER = 60.0  # a longer Retry-After is not waited for
+_MAX_RETRY_AFTER = 60.0
 _LONGEST_RETRY_AFTER = 366 * 86400.0
 _MAX_BACKOFF = 30.0
-_SCHEME_PROBE_TIMEOUT = 5.0  # does the server speak the other scheme?
-
-
-class _SchemeInDoubt(NetworkError):
-    """A failure that a server speaking the other scheme causes too (see _probe_scheme)."""
+_SCHEME_PROBE_TIMEOUT = 5.0
+# Retried statuses: for a POST, only those saying it was not acted on.
+_RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((429, 503))}
 
 
 class _WrongSchemeError(NetworkError):
@@ -835,7 +837,7 @@ class _WrongSchemeError(NetworkError):
 def _may_speak_the_other_scheme(
     exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
 ) -> bool:
-    """Whether ``exc`` may come from a server speaking the other scheme (never via a proxy)."""
+    """Whether ``exc`` may come from a server speaking the other scheme."""
     scheme = urllib.parse.urlsplit(url).scheme
     if proxy is not None:
         return False
@@ -848,27 +850,33 @@ def _may_speak_the_other_scheme(
 
 
 def _url_in_the_scheme_spoken(url: str, wait: float, hold: _Hold) -> str | None:
-    """``url`` in the other scheme if a probe (sending nothing) finds the server speaks it."""
+    """``url`` in the other scheme if a probe finds the server speaks it."""
     parts = urllib.parse.urlsplit(url)
-    plain = parts.scheme == "https"  # https:// failed its handshake: is the server plain HTTP?
-    host, port = parts.hostname or "", parts.port or (443 if plain else 80)
+    # https:// failed its handshake: is the server plain HTTP? (http://: is it TLS?)
+    plain = parts.scheme == "https"
+    host = parts.hostname or ""
+    port = parts.port or (443 if plain else 80)
     try:
-        if not (_speaks_plain_http if plain else _speaks_tls)(host, port, wait, hold):
-            return None
-    except (OSError, ValueError, ClientClosedError):  # refused, timed out, a TLS failure, close()
+        if plain:
+            spoken = _speaks_plain_http(host, port, wait, hold)
+        else:
+            spoken = _speaks_tls(host, port, wait, hold)
+    except (OSError, ValueError, ClientClosedError):
         return None
-    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"  # the port that answered
+    if not spoken:
+        return None
+    netloc = parts.netloc if parts.port else f"{parts.netloc}:{port}"
     other = "http" if plain else "https"
     return urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
     """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
-    within = _Deadline(timeout)  # the whole probe: a byte a while never stretches it
+    within = _Deadline(timeout)
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
         received = b""
-        for _ in range(5):  # "HTTP/" may come in pieces
+        for _ in range(5):
             sock.settimeout(max(within.left(), 0.001))
             chunk = sock.recv(5 - len(received))
             received += chunk
@@ -878,13 +886,13 @@ def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> boo
 
 
 def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port completes a TLS handshake (unchecked: nothing is sent)."""
+    """Whether the server at host:port completes a TLS handshake."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     within = _Deadline(timeout)
     with _connect_within(within, (host, port), timeout, hold=hold) as sock:
-        sock.settimeout(max(within.left(), 0.001))  # CPython bounds the whole handshake by it
+        sock.settimeout(max(within.left(), 0.001))
         with context.wrap_socket(sock, server_hostname=host or None):
             return True
 
@@ -892,7 +900,7 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
 def _parse_retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
     value = (value or "").strip()
-    if value.isascii() and value.isdigit():  # 400 digits: inf, which no sleep takes
+    if value.isascii() and value.isdigit():
         return min(float(value), _LONGEST_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -911,7 +919,7 @@ def _discard_body(response: _PooledResponse) -> None:
 
 
 def _redirect_target(method: str, url: str, location: str) -> str:
-    """The absolute URL a redirect points to: http or https, with a valid host and port."""
+    """The absolute http(s) URL a redirect points to."""
     try:
         # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
         target = urllib.parse.urljoin(url, location.strip())
@@ -919,7 +927,7 @@ def _redirect_target(method: str, url: str, location: str) -> str:
             target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1"
         )
         return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
-    except ValueError as exc:  # UnicodeError included
+    except ValueError as exc:
         raise InvalidResponseError(
             f"{method} {url}: refusing to follow a redirect: {exc}", method=method, url=url
         ) from None
@@ -933,9 +941,10 @@ def _is_loopback(host: str) -> bool:
     if len(parts) == 4 and all(
         part.isascii() and part.isdigit() and int(part) < 256 for part in parts
     ):
-        return parts[0] == "127"  # without ipaddress, whose import costs more than this module's
+        # Without ipaddress: its import costs more than this module's.
+        return parts[0] == "127"
     if ":" not in host:
-        return False  # a name
+        return False
     import ipaddress
 
     try:
@@ -954,40 +963,62 @@ def _origin_of(url: str) -> tuple[str, str, int]:
 # Bodies and decoding
 # ============================================================================
 
-_MAX_DECODED_BODY = 256 * 1024 * 1024  # past this, a result is a decompression bomb
+_MAX_DECODED_BODY = 256 * 1024 * 1024
+
+
+def _check_framing(response: _PooledResponse) -> None:
+    """Refuse an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    lengths = []
+    for name, value in response.headers.raw_items():
+        name = name.lower()
+        if name == "content-length":
+            lengths.append(value)
+        elif name == "content-encoding":
+            response.encoding = value.strip().lower()
+    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
+        response.close()
+        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
+    if response.length is not None and response.length > _MAX_SIZE:
+        response.close()
+        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
 
 
 def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     data = _read_body(response, _MAX_DECODED_BODY)
     if not data or data.isspace():
         return None
-    start = data[: 200 + secrets.longest]  # for the error below
-    try:  # decoded as json.loads does, the bytes let go first: twice the body, not 3 times
+    # For the error below (a secret across the cut redacted whole, then cut).
+    start = data[: 200 + secrets.longest]
+    # Decoded as json.loads does, the bytes let go first: twice the body in memory, not 3.
+    try:
         text = data.decode(json.detect_encoding(data), "surrogatepass")
         del data
         return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, deep nesting
+    except (ValueError, RecursionError) as exc:
         cause = _without_body(exc)
     content_type = response.headers.get("Content-Type", "no content type")
-    start = _redact_value(start, secrets)[:200]  # redacted, then cut
+    start = _redact_value(start, secrets)[:200]
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
     # Raised outside the except clause: the one caught, body and all, would be its context.
     raise _invalid(response, text) from cause
 
 
 def _without_body(exc: BaseException) -> ValueError:
-    """A decoding error as a cause to keep, without the body or frames the one raised holds."""
+    """A decoding error as a cause to keep, without the body the one raised holds."""
     if isinstance(exc, json.JSONDecodeError):
         clean = json.JSONDecodeError(exc.msg, "", 0)
-        clean.args, clean.pos, clean.lineno, clean.colno = exc.args, exc.pos, exc.lineno, exc.colno
+        clean.args = exc.args
+        clean.pos = exc.pos
+        clean.lineno = exc.lineno
+        clean.colno = exc.colno
         return clean
-    return ValueError(str(exc))  # its message says what and where
+    return ValueError(str(exc))
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
     identity = response.encoding == "identity"
-    most = _CHUNK_SIZE if truncate and not identity else limit  # an error body: this much packed
+    most = _CHUNK_SIZE if truncate and not identity else limit
     raw = _read_at_most(response, most, truncate=truncate)
     if identity:
         return raw
@@ -1004,15 +1035,16 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
         raise _invalid(
             response, f"the body inflates past {_size(limit)}: refused as a decompression bomb"
         )
-    del raw  # the pieces and their join are twice the body already
+    del raw
     return b"".join(pieces)[:limit]
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate ``data``'s gzip members onto ``decoded`` (at most ``limit + 1`` bytes); how many."""
+    """Inflate ``data``'s gzip members onto ``decoded`` (up to ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
-        decoder, size = zlib.decompressobj(wbits=47), 512  # a gzip or zlib header, detected
+        decoder = zlib.decompressobj(wbits=47)
+        size = 512
         while not decoder.eof:
             if offset >= len(data):
                 raise zlib.error("the compressed data ends early")
@@ -1022,7 +1054,8 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
             if inflated > limit:
                 return inflated
             offset += len(piece) - len(decoder.unused_data)
-            size = min(size * 2, _CHUNK_SIZE)  # zlib copies a piece's rest: tiny members
+            # Small pieces first: zlib copies a piece's rest.
+            size = min(size * 2, _CHUNK_SIZE)
     return inflated
 
 
@@ -1035,7 +1068,10 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
         raise _invalid(response, refused)
     pieces: list[bytes] = []
     size = 0
-    while size <= limit and (piece := _read_piece(response, min(64 * 1024, limit + 1 - size))):
+    while size <= limit:
+        piece = _read_piece(response, min(64 * 1024, limit + 1 - size))
+        if not piece:
+            break
         pieces.append(piece)
         size += len(piece)
     if size > limit and not truncate:
@@ -1044,8 +1080,8 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 
 
 def _read_piece(response: _PooledResponse, size: int) -> bytes:
-    """Up to ``size`` bytes of the body; chunked, by readinto (read(n) keeps each chunk)."""
-    if not response.chunked or "read" in vars(response):  # or a _Watch's read: a chunk at a time
+    """Up to ``size`` bytes of the body (chunked and unwatched: by readinto)."""
+    if not response.chunked or response.watch is not None:
         return response.read(size)
     buffer = bytearray(size)
     del buffer[response.readinto(buffer) :]
@@ -1055,10 +1091,11 @@ def _read_piece(response: _PooledResponse, size: int) -> bytes:
 def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
-    """Read (a bounded part of) an error response and build its ServiceError, secrets redacted."""
-    try:  # a little more than is kept: a secret across the cut is redacted whole, then cut
+    """An error response's ServiceError, from a bounded part of its body, secrets redacted."""
+    # A little more than is kept: a secret across the cut redacted whole, then cut.
+    try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
-    except DatasetClientError:  # a broken error body: the status says enough
+    except DatasetClientError:
         raw = b""
     finally:
         response.close()
@@ -1079,7 +1116,7 @@ def _decode_text(raw: bytes | bytearray, charset: str | None) -> str:
     """A body as text in its charset, else (unknown, or no text encoding) in UTF-8."""
     try:
         return bytes(raw).decode(charset or "utf-8", errors="replace")
-    except (LookupError, UnicodeError, ValueError, TypeError):  # raised before any text is made
+    except (LookupError, UnicodeError, ValueError, TypeError):
         return bytes(raw).decode("utf-8", errors="replace")
 
 
@@ -1107,10 +1144,11 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 def _reason_in_text(body: str) -> str | None:
     """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
-    import html  # only an error path gets here
+    import html
 
     text = body.lstrip("\ufeff \t\r\n")
-    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"  # up to the next tag
+    # Up to the next tag: a redacted secret's "<" is no tag.
+    content = f"([^<]*(?:{_REDACTED}[^<]*)*)<"
     if not text.startswith("<"):
         parts = [text]
     else:
@@ -1477,26 +1515,34 @@ _WARNING = 30
 # ============================================================================
 
 
-class _Deadline:
-    """When a call must have ended: ``seconds`` after it started. Its threads (parts) share it."""
+_NEVER = float("inf")
 
-    def __init__(self, seconds: float) -> None:
+
+class _Deadline:
+    """When a call must have ended (inf: never), handed on each _Request it sends to the pool:
+    not ``finite``, no thread looks a name up, no response is watched."""
+
+    def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
         self.ends = time.monotonic() + seconds
+        self.finite = seconds < _NEVER
+
+    @classmethod
+    def starting(cls, seconds: float | None) -> _Deadline:
+        """A call's deadline, ``seconds`` from now, else never."""
+        return _NO_DEADLINE if seconds is None else cls(seconds)
 
     def left(self) -> float:
         return self.ends - time.monotonic()
 
-    def check(self, method: str, url: str) -> None:
-        if self.left() <= 0:
-            raise self.reached(method, url)
-
-    def wait(self, timeout: float | None, method: str, url: str) -> float:
-        """The next wait's time-out: ``timeout`` or the time left if less (none left: raised)."""
+    def wait(self, timeout: float | None, method: str, url: str) -> float | None:
+        """The next wait's time-out: ``timeout``, or the time left if less (raised if none)."""
+        if not self.finite:
+            return timeout
         left = self.left()
         if left <= 0:
             raise self.reached(method, url)
-        return left if timeout is None else min(timeout, left)
+        return left if timeout is None or left < timeout else timeout
 
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
@@ -1515,15 +1561,15 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached or ``delay`` past it)."""
-        if isinstance(error, RequestTimeoutError) and error.deadline is not None:
-            return error  # a wait cut short by it
+        """The error ending the call after ``error`` (the deadline reached, or ``delay`` past)."""
+        if isinstance(error, RequestTimeoutError) and error.deadline:
+            return error
         left = self.left()
         if left > 0 and (delay is None or delay < left):
             return None
         if left <= 0 or delay is None:
             ended = self.reached(method, url)
-        else:  # a Retry-After or back-off past the deadline
+        else:
             asked = error.retry_after if isinstance(error, ServiceError) else None
             wait = "the next retry"
             if asked is not None:
@@ -1533,31 +1579,21 @@ class _Deadline:
         return ended
 
 
+_NO_DEADLINE = _Deadline()
+
+
 class _Request(urllib.request.Request):
-    """A urllib Request with the deadline its response is read within, if it has one."""
+    """A urllib Request that carries its call's deadline to the pool."""
 
-    deadline: _Deadline | None = None
-
-
-def _response_class(deadline: _Deadline | None) -> Callable[..., _PooledResponse]:
-    """What makes a request's responses: for one with a deadline, their head read within it."""
-    if deadline is None:
-        return _PooledResponse
-
-    def within(sock: socket.socket, **options: Any) -> _PooledResponse:
-        response = _PooledResponse(sock, **options)
-        response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
-        return response
-
-    return within
+    deadline: _Deadline
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline (a head or CONNECT answer trickled)."""
+    """A socket's stream whose receives end at a deadline (a head trickled)."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
-        self.raw = raw  # socket.SocketIO
+        self.raw = raw
         self.deadline = deadline
 
     def readable(self) -> bool:
@@ -1566,10 +1602,10 @@ class _ReceivingWithin(io.RawIOBase):
     def readinto(self, buffer: Any) -> int | None:
         left = self.deadline.left()
         if left <= 0:
-            raise TimeoutError("the deadline was reached")  # mapped by the reader
+            raise TimeoutError("the deadline was reached")
         sock = self.raw._sock
         waits = sock.gettimeout()
-        if waits is None or waits > left:  # a shorter wait (a watched read's) is kept
+        if waits is None or waits > left:
             sock.settimeout(left)
         return self.raw.readinto(buffer)  # type: ignore[no-any-return]
 
@@ -1580,7 +1616,7 @@ class _ReceivingWithin(io.RawIOBase):
 
 
 def _connect_within(
-    deadline: _Deadline | None,
+    deadline: _Deadline,
     address: tuple[str, int],
     timeout: float | None,
     source: tuple[str, int] | None = None,
@@ -1590,16 +1626,13 @@ def _connect_within(
     """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
     host, port = address
     failure = OSError(f"no address for {host}")
-    if deadline is None:
-        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    else:
+    if deadline.finite:
         found = _resolve_within(host, port, deadline)
+    else:
+        found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
     for family, kind, protocol, _, sockaddr in found:
-        wait = timeout
-        if deadline is not None:
-            if (left := deadline.left()) <= 0:
-                raise TimeoutError(f"timed out connecting to {host}")
-            wait = left if timeout is None else min(timeout, left)
+        # Past the deadline, a TimeoutError (mapped: timed out connecting).
+        wait = deadline.wait(timeout, "connecting to", host)
         sock = socket.socket(family, kind, protocol)
         try:
             hold(sock)
@@ -1620,8 +1653,8 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be interrupted)."""
-    with contextlib.suppress(socket.gaierror):  # an address: no lookup
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be stopped)."""
+    with contextlib.suppress(socket.gaierror):
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
 
@@ -1630,7 +1663,7 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
     def look_up() -> None:
         try:
             found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-        except Exception as exc:  # gaierror, UnicodeError (IDNA): the caller's
+        except Exception as exc:
             found.append(exc)
 
     thread = threading.Thread(target=look_up, name=f"dataset_client: looking up {host}")
@@ -1645,37 +1678,30 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A response's reads, each receive checked against the deadline and ``min_rate``."""
+    """A body read a receive at a time, within its deadline, and above ``min_rate`` if given."""
 
-    def __init__(
-        self, timeout: float | None, deadline: _Deadline | None, min_rate: float | None = None
-    ) -> None:
-        self.timeout = timeout
-        self.deadline = deadline
+    def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
         self.period = timeout or 30.0
-        self.started = time.monotonic()  # the stretch measured, and the bytes it brought
-        self.received = 0
-        self.ended: DatasetClientError | None = None  # for the next read: this one had bytes
-
-    def take(self, response: _PooledResponse) -> None:
-        read = functools.partial(response.mapped, self.read, response)
-        response.read = read  # type: ignore[method-assign]
+        # With min_rate, no wait is longer: a stretch that brings nothing is measured too.
+        self.timeout = self.period if min_rate else timeout
+        self.started, self.received = time.monotonic(), 0
+        self.ended: DatasetClientError | None = None
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``; bytes before a stall are returned, the next read raises."""
+        """``response.read(amount)``: bytes before a stall returned, the next read raises."""
         if self.ended is not None:
-            if response.length == 0:  # the body is whole: a stall with its last bytes ends nothing
+            # The body is whole: a stall with its last bytes ends nothing.
+            if response.length == 0:
                 return b""
             raise self.ended
         data = bytearray()
         try:
             while amount is None or len(data) < amount:
                 self._before_receiving(response)
+                size = amount - len(data) if amount else _CHUNK_SIZE
                 try:
-                    piece = http.client.HTTPResponse.read1(
-                        response, amount - len(data) if amount else _CHUNK_SIZE
-                    )
+                    piece = http.client.HTTPResponse.read1(response, size)
                 except TimeoutError:
                     raise self._timed_out(response) from None
                 if not piece:
@@ -1687,20 +1713,17 @@ class _Watch:
                 raise
             self.ended = error
             return bytes(data)
-        if response.length == 0 and response.fp is not None:  # read1 leaves it open: reused so
+        # read1 leaves it open at the body's end: closed so, its connection is reused.
+        if response.length == 0 and response.fp is not None:
             http.client.HTTPResponse.read(response, 0)
-        if amount is None and response.length:  # as read() does: short of its Content-Length
+        if amount is None and response.length:
             raise http.client.IncompleteRead(bytes(data), response.length)
         return bytes(data)
 
     def _before_receiving(self, response: _PooledResponse) -> None:
-        wait = self.timeout
-        if self.deadline is not None:
-            wait = self.deadline.wait(wait, response.method, response.url)
-        if self.min_rate is not None:
-            wait = self.period if wait is None else min(wait, self.period)
+        wait = response.deadline.wait(self.timeout, response.method, response.url)
         if response.sock is not None and response.sock.gettimeout() != wait:
-            response.sock.settimeout(wait)  # the pool sets it back for the next request
+            response.sock.settimeout(wait)
 
     def _count(self, response: _PooledResponse, count: int) -> None:
         self.received += count
@@ -1708,21 +1731,22 @@ class _Watch:
         if self.min_rate is not None and now - self.started >= self.period:
             if self.received < self.min_rate * (now - self.started):
                 raise self._stalled(response, now)
-            self.started, self.received = now, 0
+            self.started = now
+            self.received = 0
 
     def _timed_out(self, response: _PooledResponse) -> DatasetClientError:
-        if self.deadline is not None and self.deadline.left() < 0.01:
-            return self.deadline.reached(response.method, response.url)
+        if response.deadline.left() < 0.01:
+            return response.deadline.reached(response.method, response.url)
         if self.min_rate is not None:
             return self._stalled(response, time.monotonic())
         return response.mapped_error(TimeoutError())
 
     def _stalled(self, response: _PooledResponse, now: float) -> RequestTimeoutError:
         elapsed = now - self.started
-        rate, asked = self.received / max(elapsed, 1e-9), self.min_rate or 0
+        rate = self.received / max(elapsed, 1e-9)
         where = _request_name(response.method, response.url, response.proxy)
         stalled = f"{where}: stalled at {_size(rate)}/s over {elapsed:.1f} s"
-        below = f"{stalled}, below the {_size(asked)}/s of "
+        below = f"{stalled}, below the {_size(self.min_rate or 0)}/s of "
         return _named(
             RequestTimeoutError,
             below,
@@ -1738,7 +1762,7 @@ class _Watch:
 # ============================================================================
 
 _MAX_IDLE_PER_ORIGIN = 8
-_MAX_INTERIM_RESPONSES = 100  # 1xx responses to one request
+_MAX_INTERIM_RESPONSES = 100
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
@@ -1746,26 +1770,28 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
-        self.ca_bundle: str | None = None  # an unpickled client's, read with the context
+        self.ca_bundle: str | None = None
         self.closed = False
-        self._settled: set[tuple[str, str, int]] = set()  # origins that answered, or were probed
+        self._settled: set[tuple[str, str, int]] = set()
         self._start_afresh()
         _pools.add(self)
 
     def _start_afresh(self) -> None:
         self._lock = _thread.allocate_lock()
         self._idle: dict[_PoolKey, list[http.client.HTTPConnection]] = {}
-        self._busy: dict[http.client.HTTPConnection, int] = {}  # in use, by which thread
-        self._connecting: dict[int, socket.socket] = {}  # a thread's socket, not yet connected
-        self._open = _thread.allocate_lock()  # held until close(): a retry's wait ends then
+        self._busy: dict[http.client.HTTPConnection, int] = {}
+        self._connecting: dict[int, socket.socket] = {}
+        # Held until close(): a retry's wait (sleep) ends then.
+        self._open = _thread.allocate_lock()
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: close the parent's sockets detached, not through io (its locks)."""
+        """In a forked child: the parent's sockets closed, not through io's locks."""
         socks = [connection.sock for connection in self._busy]
         socks += [connection.sock for idle in self._idle.values() for connection in idle]
         socks += self._connecting.values()
-        self._start_afresh()  # a new lock too: the parent's may have been held at the fork
+        # A new lock too: the parent's may have been held at the fork.
+        self._start_afresh()
         for sock in socks:
             if sock is not None:
                 with contextlib.suppress(OSError):
@@ -1776,14 +1802,15 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if not self.closed:
                 self._open.release()
             self.closed = True
-            idle, self._idle = self._idle, {}
+            idle = self._idle
+            self._idle = {}
             threads = {*self._busy.values(), *self._connecting}
         for connection in itertools.chain.from_iterable(idle.values()):
             connection.close()
-        self.interrupt(threads)  # each thread gets an error now and lets its connection go
+        self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme: once, not after an answer."""
+        """Whether to probe ``url``'s origin for the other scheme: once, before any answer."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1792,12 +1819,13 @@ class _ConnectionPool(urllib.request.BaseHandler):
             return True
 
     def interrupt(self, threads: Collection[int]) -> None:
-        """End what those threads wait for on their connections (a response's head, its body)."""
+        """End what those threads wait for on their connections."""
         with self._lock:
             socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
+            # Under the lock: connected() closes them under the lock too.
             for thread, held in self._connecting.items():
                 if thread in threads:
-                    _shut_down(held)  # under the lock: connected() closes it under the lock too
+                    _shut_down(held)
         for sock in socks:
             _shut_down(sock)
 
@@ -1807,41 +1835,51 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup (wrap_socket detaches it) of this thread's connecting socket, to shut down."""
+        """Keep a dup of this thread's connecting socket, to shut down."""
         with self._lock:
-            if self.closed:
-                raise ClientClosedError("the DatasetClient is closed")
+            self._check_open()
             thread = _thread.get_ident()
-            if (tried := self._connecting.get(thread)) is not None:
-                tried.close()  # an address tried before
+            tried = self._connecting.get(thread)
+            if tried is not None:
+                tried.close()
             self._connecting[thread] = sock.dup()
 
     def connected(self) -> None:
         with self._lock:
-            if (held := self._connecting.pop(_thread.get_ident(), None)) is not None:
+            held = self._connecting.pop(_thread.get_ident(), None)
+            if held is not None:
                 held.close()
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClientClosedError(_CLOSED)
+
     def handle_request(self, request: _Request) -> _PooledResponse:
-        """Send ``request`` on a kept-alive connection or a new one; its response, head read."""
-        method, url = request.get_method(), request.full_url
+        """Send ``request`` on a kept-alive connection or a new one; its response."""
+        method = request.get_method()
+        url = request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
         proxy = request.host if tunnel or request.has_proxy() else None
         key = (request.type, request.host, tunnel)
         headers = request.headers
-        # From a proxy URL's user:password (a _Secret); through a tunnel, for the CONNECT only.
-        proxy_authorization = headers.pop("Proxy-authorization", None)
-        if proxy_authorization and not tunnel:
-            headers["Proxy-Authorization"] = proxy_authorization
+        proxy_authorization = _proxy_authorization(headers, tunnel)
         # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
         replayable = method == "GET" or "Idempotency-Key" in headers
-        responses = _response_class(request.deadline)
+        timeout = request.timeout
+        responses: Callable[..., _PooledResponse] = _PooledResponse
+        if request.deadline.finite:
+            # A trickle ends too: the head read a receive at a time, the body watched.
+            timeout = request.deadline.wait(timeout, method, url)
+            responses = functools.partial(_PooledResponse.within, request.deadline, request.timeout)
         connection = self._checkout(key)
         while True:
             reused = connection is not None
             if connection is None:
-                connection = self._connect(request, key, proxy, proxy_authorization)
-            elif connection.sock.gettimeout() != request.timeout:  # a deadline shortened it
-                connection.sock.settimeout(request.timeout)
+                connection = self._connect(
+                    request, key, proxy, proxy_authorization, timeout, responses
+                )
+            elif connection.sock.gettimeout() != timeout:
+                connection.sock.settimeout(timeout)
             connection.response_class = responses  # type: ignore[assignment]
             try:
                 connection.request(method, request.selector, request.data, headers)
@@ -1851,32 +1889,34 @@ class _ConnectionPool(urllib.request.BaseHandler):
                 self._release(key, connection, False)
                 hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
                 if reused and replayable and hung_up:
-                    self._drop_idle(key)  # the other idle ones are as old: likely dead too
+                    # The other idle ones are as old: likely dead too.
+                    self._drop_idle(key)
                     connection = None
                     continue
                 # Without its traceback: http.client's frames hold the request's header bytes.
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
-            except BaseException as exc:  # Ctrl-C: without the frames, which hold the head
+            except BaseException as exc:
                 self._release(key, connection, False)
                 raise exc.with_traceback(None) from None
             assert isinstance(response, _PooledResponse)
-            if not reused:  # the origin answered in its scheme: never probed
+            if not reused:
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
             # getresponse() lets go of a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
-            _read_framing(response)
+            if isinstance(response.fp, _HeadReader):
+                _check_head_whole(response)
+            _check_framing(response)
             return response
 
-    http_open = https_open = handle_request  # urllib's names for it
+    http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
         """An idle connection to ``key`` still open, or None."""
         with self._lock:
-            if self.closed:
-                raise ClientClosedError("the DatasetClient is closed")
+            self._check_open()
             idle = self._idle.get(key)
             while idle:
                 connection = idle.pop()
@@ -1887,19 +1927,26 @@ class _ConnectionPool(urllib.request.BaseHandler):
         return None
 
     def _connect(
-        self, request: _Request, key: _PoolKey, proxy: str | None, authorization: str | None
+        self,
+        request: _Request,
+        key: _PoolKey,
+        proxy: str | None,
+        authorization: str | None,
+        timeout: float | None,
+        responses: Callable[..., _PooledResponse],
     ) -> http.client.HTTPConnection:
         """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
         connection: http.client.HTTPConnection
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
-            self._ssl_context = _default_ssl_context(self.ca_bundle)  # lazily: it costs ms
-        if request.type == "https":  # to the origin, or to an https:// proxy
+            self._ssl_context = _default_ssl_context(self.ca_bundle)
+        if request.type == "https":
             connection = http.client.HTTPSConnection(
-                request.host, timeout=request.timeout, context=self._ssl_context
+                request.host, timeout=timeout, context=self._ssl_context
             )
         else:
-            connection = http.client.HTTPConnection(request.host, timeout=request.timeout)
-        connection.response_class = _response_class(request.deadline)  # type: ignore[assignment]
+            connection = http.client.HTTPConnection(request.host, timeout=timeout)
+        # The CONNECT's answer is read as the response will be: within the deadline.
+        connection.response_class = responses  # type: ignore[assignment]
         if key[2]:
             connection.set_tunnel(
                 key[2], headers={"Proxy-Authorization": authorization} if authorization else None
@@ -1910,26 +1957,24 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.connect()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            exc.with_traceback(None)  # its frames hold the CONNECT's Proxy-Authorization
-            method, url = request.get_method(), request.full_url
-            refusal = str(exc).partition("Tunnel connection failed: ")[2]  # 3.11 to 3.15
-            if key[2] and refusal[:4] in ("407 ", "401 "):  # tinyproxy refuses with a 401
-                error = _proxy_credentials_error(
-                    method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal
-                )
-                raise error from _ProxyAuthenticationRequired(refusal)
+            # Its frames hold the CONNECT's Proxy-Authorization.
+            exc.with_traceback(None)
+            method = request.get_method()
+            url = request.full_url
+            if key[2]:
+                _check_tunnel(exc, method, url, proxy or "", bool(authorization))
             tls = self._ssl_context
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
-        except BaseException as exc:  # Ctrl-C in the CONNECT: its frames hold the credentials
+        except BaseException as exc:
             connection.close()
             raise exc.with_traceback(None) from None
         finally:
             self.connected()
         with self._lock:
-            if self.closed:  # close() came while connecting
+            if self.closed:
                 connection.close()
-                raise ClientClosedError("the DatasetClient is closed")
+            self._check_open()
             self._busy[connection] = _thread.get_ident()
         return connection
 
@@ -1955,14 +2000,15 @@ class _ConnectionPool(urllib.request.BaseHandler):
             connection.close()
 
 
-def _leave_parents_connections() -> None:
+def _after_fork_in_child() -> None:
     for pool in _pools:
         pool._leave_parents_connections()
 
 
-_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()  # every client's, for a forked child
-if _HAS_FORK_HOOKS:  # nothing to check on each request; embedders that fork call it too
-    os.register_at_fork(after_in_child=_leave_parents_connections)
+_pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
+# A hook: nothing checked at each request. Embedders that fork from C run it too.
+if _HAS_FORK_HOOKS:
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_still_open(connection: http.client.HTTPConnection) -> bool:
@@ -1973,14 +2019,15 @@ def _is_still_open(connection: http.client.HTTPConnection) -> bool:
             poller.register(connection.sock, select.POLLIN)
             return not poller.poll(0)
         return not select.select([connection.sock], [], [], 0)[0]
-    except (OSError, ValueError, TypeError):  # TypeError: no socket any more
+    except (OSError, ValueError, TypeError):
         return False
 
 
 def _shut_down(sock: socket.socket | None) -> None:
     """Shut a socket down: a read or write blocked on it in another thread ends now."""
     if sock is not None:
-        with contextlib.suppress(OSError):  # the plain socket's: SSLSocket's drops its state
+        # The plain socket's shutdown: SSLSocket's would drop its TLS state under a reader.
+        with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
@@ -1988,10 +2035,23 @@ class _PooledResponse(http.client.HTTPResponse):
     """An HTTPResponse that maps its read errors and gives its connection back when closed."""
 
     method = ""
-    encoding = "identity"  # its Content-Encoding
-    proxy: str | None = None  # host:port of the proxy it came through
-    sock: socket.socket | None = None  # to shut down from another thread
+    encoding = "identity"
+    proxy: str | None = None
+    sock: socket.socket | None = None
     _release: Callable[[bool], None] | None = None
+    deadline = _NO_DEADLINE
+    watch: _Watch | None = None
+
+    @classmethod
+    def within(
+        cls, deadline: _Deadline, timeout: float | None, sock: socket.socket, **options: Any
+    ) -> _PooledResponse:
+        """A response read within ``deadline``."""
+        response = cls(sock, **options)
+        response.fp = io.BufferedReader(_ReceivingWithin(response.fp.detach(), deadline))
+        response.deadline = deadline
+        response.watch = _Watch(timeout)
+        return response
 
     def _read_status(self) -> tuple[str, int, str]:
         # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
@@ -1999,25 +2059,29 @@ class _PooledResponse(http.client.HTTPResponse):
         interim = 0
         while 100 <= status < 200:
             interim += 1
-            if status == 101:  # nothing asked to switch protocols
+            if status == 101:
                 raise http.client.BadStatusLine(f"unexpected {status} {reason.strip()}")
             if interim > _MAX_INTERIM_RESPONSES:
                 raise _TooManyInterimResponses
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
-        if self.fp.peek().find(b"\r\n\r\n") < 0:  # the head's end is not buffered yet (rare)
+        if self.fp.peek().find(b"\r\n\r\n") < 0:
             self._watch_for_a_cut_head()
         return version, status, reason
 
     def _watch_for_a_cut_head(self) -> None:
-        """Read the head's rest via a _HeadReader: http.client takes a cut for the head's end."""
+        """The head's rest read via a _HeadReader: http.client takes a cut for its end."""
         ahead = self.fp.peek()
+        # No headers, or lines ending in LF alone: http.client reads those whole.
         if ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead:
-            return  # no headers, or lines ending in LF alone
+            return
         self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
 
     def read(self, amount: int | None = None) -> bytes:
-        try:  # as mapped() does, a call less: every body is read here
+        if self.watch is not None:
+            return self.mapped(self.watch.read, self, amount)
+        # As mapped() does, a call less: every body is read here.
+        try:
             return super().read(amount)
         except (OSError, http.client.HTTPException) as exc:
             raise self.mapped_error(exc) from exc
@@ -2026,10 +2090,11 @@ class _PooledResponse(http.client.HTTPResponse):
         return self.mapped(super().readinto, buffer)
 
     def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
-        """``read(*arguments)``, a socket, TLS or HTTP failure raised as the client's error."""
+        """``read(*arguments)``, a failure raised as the client's error."""
         try:
             return read(*arguments)
-        except DatasetClientError:  # mapped already (a TimeoutError is an OSError too)
+        except DatasetClientError:
+            # Mapped already: a watch's RequestTimeoutError is an OSError too.
             raise
         except (OSError, http.client.HTTPException) as exc:
             raise self.mapped_error(exc) from exc
@@ -2041,7 +2106,8 @@ class _PooledResponse(http.client.HTTPResponse):
         # http.client drops ``fp`` at the body's end; a body left unread: the connection goes.
         complete = self.fp is None
         super().close()
-        release, self._release = self._release, None
+        release = self._release
+        self._release = None
         if release is not None:
             release(complete and not self.will_close)
 
@@ -2061,7 +2127,7 @@ class _HeadReader:
     def close(self) -> None:
         self.raw.close()
 
-    def flush(self) -> None:  # closing a response flushes (a head line too long)
+    def flush(self) -> None:
         pass
 
 
@@ -2073,27 +2139,13 @@ class _TooManyInterimResponses(http.client.HTTPException):
     """More 1xx responses than any server sends before its answer."""
 
 
-def _read_framing(response: _PooledResponse) -> None:
-    """Refuse a cut head or an ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+def _check_head_whole(response: _PooledResponse) -> None:
+    """Refuse a head read line by line (see _read_status) that the stream's end cut short."""
     head: Any = response.fp
-    if head.__class__ is _HeadReader:  # read line by line (see _read_status): was it whole?
-        response.fp = head.raw
-        if head.cut:
-            response.close()
-            raise response.mapped_error(_HeadCutOff())
-    lengths = []
-    for name, value in response.headers.raw_items():  # without the email policy's parsing
-        name = name.lower()
-        if name == "content-length":
-            lengths.append(value)
-        elif name == "content-encoding":
-            response.encoding = value.strip().lower()
-    if lengths and not response.chunked and (len(lengths) > 1 or response.length is None):
+    response.fp = head.raw
+    if head.cut:
         response.close()
-        raise _invalid(response, f"ambiguous Content-Length {_shortened(', '.join(lengths))}")
-    if response.length is not None and response.length > _MAX_SIZE:  # thousands of digits
-        response.close()
-        raise _invalid(response, f"Content-Length {_shortened(lengths[0])} is larger than any file")
+        raise response.mapped_error(_HeadCutOff())
 
 
 def _transport_error(
@@ -2140,9 +2192,10 @@ def _transport_error(
         )
     failed = "could not connect" if connecting else "connection lost"
     detail = f"{failed}: {str(exc) or type(exc).__name__}"
-    doubt = _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh)
-    kind = _SchemeInDoubt if doubt else NetworkError
-    return kind(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+    error = NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
+    if _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh):
+        error._scheme_in_doubt = True
+    return error
 
 
 # ============================================================================
@@ -2155,8 +2208,9 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
-        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})  # passwords
-        self._no_proxy = urllib.request.getproxies_environment().get("no")  # read with them
+        # _Secret: a proxy's URL may hold its password.
+        super().__init__({scheme: _Secret(url) for scheme, url in proxies.items()})
+        self._no_proxy = urllib.request.getproxies_environment().get("no")
         self._rules: _NoProxy | None = None
         self._bypass: dict[tuple[str, str], bool] = {}
 
@@ -2170,13 +2224,14 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         if bypass:
             return None
         response = super().proxy_open(req, proxy, type)
-        credentials = req.headers.get("Proxy-authorization")  # from user:password@ in the URL
+        credentials = req.headers.get("Proxy-authorization")
         if credentials:
-            req.headers["Proxy-authorization"] = _Secret(credentials)  # in no traceback's locals
+            req.headers["Proxy-authorization"] = _Secret(credentials)
         return response
 
     def _bypasses(self, scheme: str, host: str) -> bool:
-        if self._no_proxy is None:  # the system's settings (macOS, Windows), as urllib
+        # No variable: the system's settings (macOS, Windows), as urllib reads them.
+        if self._no_proxy is None:
             return bool(urllib.request.proxy_bypass(host))
         if self._rules is None:
             self._rules = _NoProxy(self._no_proxy)
@@ -2187,20 +2242,21 @@ class _NoProxy:
     """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
 
     def __init__(self, text: str) -> None:
-        import ipaddress  # only where a proxy and NO_PROXY are both set
+        import ipaddress
 
         self.everything = False
         self.names: list[tuple[str, int | None]] = []
         self.networks: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None]] = []
-        for entry in text.lower().replace(",", " ").split():  # curl separates entries by blanks too
+        for entry in text.lower().replace(",", " ").split():
             if entry == "*":
                 self.everything = True
                 continue
             host, port = _split_no_proxy_entry(entry)
-            try:  # an address is a /32, /128
+            try:
                 self.networks.append((ipaddress.ip_network(host, strict=False), port))
             except ValueError:
-                if host.strip("."):  # ".example.com" matches example.com too
+                # ".example.com" matches example.com too.
+                if host.strip("."):
                     self.names.append((host.strip("."), port))
 
     def matches(self, scheme: str, host: str) -> bool:
@@ -2216,7 +2272,8 @@ class _NoProxy:
         name = name.rstrip(".")
         try:
             address = ipaddress.ip_address(name)
-        except ValueError:  # a name: itself or a subdomain (not "badexample.com")
+        except ValueError:
+            # A name: itself or a subdomain (not "badexample.com").
             return any(
                 wanted in (None, port) and (name == suffix or name.endswith(f".{suffix}"))
                 for suffix, wanted in self.names
@@ -2227,7 +2284,6 @@ class _NoProxy:
 
 
 def _split_no_proxy_entry(entry: str) -> tuple[str, int | None]:
-    """Host and port of a NO_PROXY entry."""
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         return host, int(rest[1:]) if rest[1:].isdigit() else None
@@ -2243,7 +2299,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
     found = []
     for scheme, proxy in proxies.items():
-        if scheme == "no":  # NO_PROXY, which urllib lists with them: hosts, not a URL
+        # NO_PROXY, which urllib lists with them: hosts, not a URL.
+        if scheme == "no":
             continue
         url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
         if (reason := _unreadable_url(url)) is not None:
@@ -2268,6 +2325,34 @@ def _unreadable_url(url: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
+    """The Proxy-Authorization urllib added, sent with the request unless a CONNECT's."""
+    authorization = headers.pop("Proxy-authorization", None)
+    if authorization and not tunnel:
+        headers["Proxy-Authorization"] = authorization
+    return authorization
+
+
+def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> NetworkError:
+    """A plain-HTTP proxy's 407, saying where credentials go."""
+    response.close()
+    sent = "@" in urllib.parse.urlsplit(proxies.get("http", "")).netloc
+    error = _proxy_credentials_error(
+        response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
+    )
+    error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
+    return error
+
+
+def _check_tunnel(exc: BaseException, method: str, url: str, proxy: str, sent: bool) -> None:
+    """Raise a proxy's refusal of a CONNECT for want of credentials, if it is one."""
+    # http.client's words, 3.11 to 3.15; tinyproxy refuses with a 401.
+    refusal = str(exc).partition("Tunnel connection failed: ")[2]
+    if refusal[:4] in ("407 ", "401 "):
+        error = _proxy_credentials_error(method, url, proxy, "HTTPS_PROXY", sent, refusal)
+        raise error from _ProxyAuthenticationRequired(refusal)
 
 
 def _proxy_credentials_error(
@@ -2313,14 +2398,15 @@ def _checked_trust(
     if not path:
         said = "is empty: name a file or directory of PEM CA certificates"
         raise _refused("ca_bundle", said, FileNotFoundError)
-    path = os.path.abspath(path)  # read at each handshake (a hashed directory): no chdir changes it
+    # Read at each handshake (a hashed directory): no chdir may change it.
+    path = os.path.abspath(path)
     return _default_ssl_context(path, "ca_bundle"), path
 
 
 def _default_ssl_context(ca_bundle: str | None = None, source: str = "ca_bundle") -> ssl.SSLContext:
     """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
     context = ssl.create_default_context()
-    # 3.13's default; many TLS-inspecting proxies' CAs fail it while urllib3 accepts them.
+    # 3.13's default; many TLS-inspecting proxies' CAs fail it (urllib3 accepts them).
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
     trusted = [_system_store()]
     variable = "REQUESTS_CA_BUNDLE" if os.environ.get("REQUESTS_CA_BUNDLE") else "CURL_CA_BUNDLE"
@@ -2351,7 +2437,8 @@ def _system_store() -> str:
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
     """Add a PEM file's or directory's CAs to ``context``; others able to change it: a warning."""
     try:
-        status = os.stat(path)  # before any read: OpenSSL waits on a FIFO, reads /dev/zero
+        # Before any read: OpenSSL waits on a FIFO, reads /dev/zero.
+        status = os.stat(path)
         mode = status.st_mode
         if stat.S_ISDIR(mode):
             context.load_verify_locations(capath=path)
@@ -2365,14 +2452,15 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
         kind: Callable[[str], Exception] = type(exc)
         if source != "ca_bundle":
             kind = ValueError
-        elif isinstance(exc, ssl.SSLError):  # (errno, text): its str is the text alone
+        elif isinstance(exc, ssl.SSLError):
             kind = functools.partial(ssl.SSLError, exc.errno)
         raise _named(kind, (source, source), said) from None
     who = "who could have any server trusted"
-    if mode & 0o022:  # "lasting": the CLI shows it whole
+    if mode & 0o022:
+        # "lasting": the CLI shows it whole.
         warning = f"%s %s is writable by group or others, {who} (chmod go-w)"
         _logger().warning(warning, source, path, extra={"lasting": True})
-    elif not _is_mine(status, or_root=True):  # a teammate's, put in place of the user's own
+    elif not _is_mine(status, or_root=True):
         warning = f"%s %s is owned by another user (uid %d), {who}"
         _logger().warning(warning, source, path, status.st_uid, extra={"lasting": True})
 
@@ -2402,11 +2490,13 @@ _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 # The download engine
 # ============================================================================
 
-_HASH_QUEUE_BYTES = 16 * 1024 * 1024  # waiting for the hashing thread
-_MIN_PART_SIZE = _CHUNK_SIZE  # of a parallel download
-_MAX_RESTARTS = 3  # of a download whose file keeps changing
-_MAX_REORDER_BYTES = 64 * 1024 * 1024  # parts waiting for their turn into a stream
-_MAX_DIGEST_MEMBERS = 16  # looked at in one digest field
+# Bytes waiting for the hashing thread; restarts of a download whose file keeps changing;
+# bytes of parts waiting for their turn into a stream; members read of a digest field.
+_HASH_QUEUE_BYTES = 16 * 1024 * 1024
+_MIN_PART_SIZE = _CHUNK_SIZE
+_MAX_RESTARTS = 3
+_MAX_REORDER_BYTES = 64 * 1024 * 1024
+_MAX_DIGEST_MEMBERS = 16
 # RFC 9530 and RFC 3230 names, lowercased, and hashlib's: the strongest first.
 _DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 
@@ -2432,7 +2522,7 @@ class _Stated:
 
     def __init__(self, header: str, algorithm: str, value: str) -> None:
         self.header, self.algorithm, self.value = header, algorithm, value
-        self.hash = _DIGEST_ALGORITHMS[algorithm]  # hashlib's name
+        self.hash = _DIGEST_ALGORITHMS[algorithm]
         self.name = header if header == "sha256" else f"{header} ({algorithm})"
 
 
@@ -2441,9 +2531,9 @@ class _Part:
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
-        self.taken = self.dropped = False  # dropped: merged into the first part
+        self.taken = self.dropped = False
         self.check: _PartCheck | None = None
-        self.deferred: tuple[int, _Stated] | None = None  # checked if the file's fails
+        self.deferred: tuple[int, _Stated] | None = None
         self.mismatches = 0
 
     @property
@@ -2462,255 +2552,108 @@ class _DownloadRequests:
         self,
         *,
         headers: dict[str, str],
-        send: Callable[..., _PooledResponse],
+        deadline: _Deadline,
+        send: Callable[[dict[str, str]], _PooledResponse],
         retry: Callable[..., Any],
         interrupt: Callable[[Collection[int]], None],
         closed: Callable[[], bool],
         secrets: _Secrets,
         timeout: float | None,
     ) -> None:
-        self.headers, self.send, self.retry, self.interrupt = headers, send, retry, interrupt
-        self.closed, self.secrets, self.timeout = closed, secrets, timeout
+        self.headers, self.deadline, self.send, self.retry = headers, deadline, send, retry
+        self.interrupt, self.closed = interrupt, closed
+        self.secrets, self.timeout = secrets, timeout
 
 
-class _Transfer:
-    """One download: its parts, fetched by this thread and up to ``connections - 1`` more."""
+class _Parts:
+    """A download's parts and the threads fetching them (each runs ``work``)."""
 
-    def __init__(
-        self,
-        requests: _DownloadRequests,
-        url: str,
-        target: _FileTarget | _StreamTarget,
-        progress: _Progress | None,
-        sha256: str | None,
-        connections: int,
-        limits: _Limits,
-    ) -> None:
-        self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
-        self.target: _Sink = target
-        self.connections = connections
-        if isinstance(target, _StreamTarget):
-            target.in_time = self._check_in_time
-            if connections > 1:
-                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-                self.target = _ReorderBuffer(target, limit, self._hash_written, self._check_in_time)
-        self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
-        self.digests: list[_Stated] | None = None  # the server's
-        self.digest: _Digest | None = None  # the file's
+    def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
         self.lock = _thread.allocate_lock()
-        self.parts = [_Part(0, None)]
-        self.validator: str | None = None  # for If-Range
+        self.all = [_Part(0, None)]
+        self.connections, self.work = connections, work
         self.threads: list[tuple[threading.Thread, threading.Event]] = []
+        self.caller = _thread.get_ident()
         self.error: BaseException | None = None
-        self.whole_file_response: _PooledResponse | None = None  # a 200 split into parts
-        self.resume_refused = self.in_clear = False  # in_clear: redirected to http://
-        self.verified: list[str] = []
-        self.kept: tuple[str, str] | None = None  # what an earlier run left: said once answered
-        if (kept := target.take_up(url)) is not None:
-            self._resume(*kept)
+        # A 200 cut into parts: a range answered whole merges into it.
+        self.whole_file_response: _PooledResponse | None = None
 
     @property
     def total(self) -> int | None:
-        return self.parts[-1].end
+        return self.all[-1].end
 
-    @property
-    def _stated(self) -> list[_Stated]:
-        return [*self.sha256, *(self.digests or ())]
-
-    @property
-    def _written(self) -> int:
-        """Bytes at the destination (into a stream in parts: written in order)."""
-        position = self.target.position
-        return sum(part.done for part in self.parts) if position is None else position
-
-    def _log(self, level: int, message: str, *arguments: object) -> None:
-        shown = _showable_url(self.url, self.requests.secrets)
-        # The record's "event": what happened without the request, for a line that says it once.
-        event = {"event": message % arguments}
-        _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
-
-    def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
-        try:
-            self._start_digest()
-            for restarts in itertools.count():
-                try:
-                    return self._fetch_all()
-                except _FileChanged as changed:
-                    if restarts == _MAX_RESTARTS:
-                        tries = f"during each of {restarts + 1} tries"
-                        text = f"GET {self.url}: the file changed on the server {tries}"
-                        raise InvalidResponseError(text, method="GET", url=self.url) from None
-                    self.resume_refused |= isinstance(changed, _ResumeRefused)
-                    self._log(_INFO, "starting over: %s", changed.reason)
-                    self._restart()
-        except DatasetClientError as error:  # its message and url may name a secret
-            _redact_error(error, self.requests.secrets.shown())
-            raise
-        finally:
-            self._close_hashes()
-
-    def _fetch_all(self) -> None:
-        self.caller, self.threads = _thread.get_ident(), []  # the caller fetches too
-        self._start_threads()
-        self._work()
-        try:
-            self.target.write_until(lambda: all(ended.is_set() for _, ended in self.threads))
-            self._wait_threads()
-        except BaseException as exc:  # Ctrl-C: stop them, and wait
-            self._fail(exc)
-            self._wait_threads()
-            raise
-        if self.error is not None:
-            raise self.error
-        self.target.finish(self.total)
-        self._check_digest()
-
-    def _start_threads(self) -> None:
-        import threading
-
-        while len(self.threads) < min(self.connections, len(self.parts)) - 1:
-            ended = threading.Event()
-            thread = threading.Thread(
-                target=self._work, args=(ended,), name="dataset-client-part", daemon=True
-            )
-            self.threads.append((thread, ended))
-            thread.start()
-
-    def _wait_threads(self) -> None:
-        # 3.11, 3.12: a join() Ctrl-C interrupts takes the thread for ended while it runs.
-        for thread, ended in self.threads:
-            ended.wait()
-            thread.join()
-
-    def _work(self, ended: threading.Event | None = None) -> None:
-        try:
-            while (part := self._next_part()) is not None:
-                with contextlib.suppress(_PartStopped):
-                    self._fetch(part)
-        except BaseException as exc:  # Ctrl-C included: every part stops
-            self._fail(exc)
-        finally:
-            if ended is not None:
-                ended.set()
-                self.target.wake()  # a writer may wait for this end
-
-    def _next_part(self) -> _Part | None:
+    def next(self) -> _Part | None:
         """The first part not complete that no thread fetches, taken; else None."""
         with self.lock:
-            for part in self.parts:
+            for part in self.all:
                 if self.error is None and not part.taken and part.remaining != 0:
                     part.taken = True
                     return part
         return None
 
-    def _fetch(self, part: _Part) -> None:
-        """Fetch one part, resumed where it stopped when a response is cut."""
-        attempts = 0
+    def contiguous(self) -> int:
+        """How far from the first byte the file is complete (and checked)."""
+        end = 0
+        for part in self.all:
+            end = part.offset if part.check is None else part.check.start
+            if part.remaining != 0 or part.check is not None:
+                break
+        return end
 
-        def attempt() -> bool:
-            nonlocal attempts, part
-            self._check_running(part)
-            attempts += 1
-            headers = self._request_headers(part)
-            try:
-                response = self._send(headers)
-                try:
-                    part = self._accept(response, part, ranged="Range" in headers)
-                    kept = None
-                    if self.kept:  # said once the server takes it up (a 200 does not)
-                        with self.lock:
-                            kept, self.kept = self.kept, None
-                    if kept and response.status == 206:
-                        self._log(_INFO, "resuming: %s of %s already downloaded", *kept)
-                    elif response.status == 206 and part.done and attempts > 1:
-                        at = _size(part.offset), _size(self.total or 0)
-                        self._log(_INFO, "resuming at %s of %s after an interruption", *at)
-                    self._copy_body(response, part)
-                    if response.status == 206 and response.read(1):
-                        raise _invalid(response, "the 206 body runs past its Content-Range")
-                finally:
-                    with self.lock:
-                        if response is self.whole_file_response:
-                            self.whole_file_response = None
-                    response.close()
-            except DatasetClientError:
-                self._check_running()  # ended by ``_fail``: stop, not retry
-                raise
-            self._check_complete(part, response)
-            return self._verify_part(part)
+    def check_running(self, part: _Part | None = None) -> None:
+        if self.error is not None or (part is not None and part.dropped):
+            raise _PartStopped
 
-        while not self.requests.retry(attempt, lambda: part.done, deadline=self.limits.deadline):
-            pass
+    def start_threads(self) -> None:
+        import threading
 
-    def _send(self, headers: dict[str, str]) -> _PooledResponse:
-        deadline = self.limits.deadline
-        try:
-            response = self.requests.send(headers, deadline=deadline)
-        except ServiceError as error:
-            if error.status == 416 and "Range" in headers and not self.resume_refused:
-                raise _ResumeRefused from None  # start over, once
-            raise
-        self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
-        if self.limits.min_rate is not None:  # measured from here: the head is in
-            _Watch(self.requests.timeout, deadline, self.limits.min_rate).take(response)
-        return response
+        while len(self.threads) < min(self.connections, len(self.all)) - 1:
+            ended = threading.Event()
+            thread = threading.Thread(
+                target=self.work, args=(ended,), name="dataset-client-part", daemon=True
+            )
+            self.threads.append((thread, ended))
+            thread.start()
 
-    def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
-        chunk = self.limits.chunk
-        while True:
-            while ((left := part.remaining) is None or left > 0) and (
-                data := response.read(min(chunk, left or chunk))
-            ):
-                self._check_running(part)
-                self.target.put(part, data)
-                with self.lock:
-                    self._check_running(part)
-                    part.done += len(data)
-                    if part.check is not None:
-                        part.check.add(data)
-                    if self.digest is not None and not self.target.hashes_in_order:
-                        # One stream: its bytes; parts: what is complete, read back.
-                        one = len(self.parts) == 1 and (
-                            part.check is None or self.target.read_at is None
-                        )
-                        self.digest.add(data if one else self._contiguous())
-                    self._saved_and_reported()
-                self.limits.take(len(data))
-            with self.lock:
-                if response is not self.whole_file_response:
-                    return
-                self.whole_file_response = None  # no merge into it from now on
+    def wait_threads(self) -> None:
+        # 3.11, 3.12: a join() Ctrl-C interrupts takes the thread for ended while it runs.
+        for thread, ended in self.threads:
+            ended.wait()
+            thread.join()
 
-    def _resume(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """Take up the parts ``(start, end, done)`` and digests an earlier run kept."""
-        self.parts, self.validator = [_Part(*span) for span in spans], validator
-        if all(part.remaining == 0 for part in self.parts):  # ask the last byte with If-Range
-            next(part for part in reversed(self.parts) if part.done).done -= 1
-        digests = getattr(self.target.state, "saved", {}).get("digests")
-        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
-            self.digests = [_Stated(*digest) for digest in digests]
-        self.kept = (_size(self._written), _size(spans[-1][1]))
 
-    def _start_digest(self) -> None:
+class _Checks:
+    """What a download's bytes must hash to, and their hashing."""
+
+    def __init__(self, download: _Transfer, sha256: str | None) -> None:
+        self.download, self.parts, self.target = download, download.parts, download.target
+        self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
+        self.digests: list[_Stated] | None = None
+        self.digest: _Digest | None = None
+        self.verified: list[str] = []
+
+    @property
+    def stated(self) -> list[_Stated]:
+        return [*self.sha256, *(self.digests or ())]
+
+    def start(self) -> None:
         """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
-        names = {stated.hash for stated in self._stated}
+        names = {stated.hash for stated in self.stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
                 self.digest.close()
             self.digest = _Digest(self.target, names)
-            self.digest.add(self._contiguous())  # kept bytes first
+            self.digest.add(self.parts.contiguous())
 
-    def _take_digests(self, response: _PooledResponse, *, whole: bool) -> None:
+    def take(self, response: _PooledResponse, *, whole: bool) -> None:
         """Note the digests the first response states (a Content-Digest: on a plain 200)."""
         plain = whole and response.encoding == "identity"
         names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
-        self._start_digest()
+        self.start()
 
-    def _other_version(self, response: _PooledResponse) -> bool:
-        """True when ``response``'s Repr-Digest differs from the first response's."""
+    def other_version(self, response: _PooledResponse) -> bool:
+        """Whether ``response``'s Repr-Digest differs from the first response's."""
         stated = _parse_digests(response.headers, "Repr-Digest")
         return any(
             first.header == "Repr-Digest"
@@ -2720,71 +2663,185 @@ class _Transfer:
             for d in stated
         )
 
-    def _restart(self) -> _Part:
-        """Forget what was received: the server sends the file anew."""
-        self._close_hashes()
-        self.parts = [first := _Part(0, None)]
-        self.validator = self.error = self.digests = self.digest = None
-        self.target.reset()
-        self._start_digest()
-        return first
-
-    def _close_hashes(self, keep: _Part | None = None) -> None:
+    def close(self, keep: _Part | None = None) -> None:
         """End the parts' hashing (but ``keep``'s) and, without ``keep``, the file's."""
-        for part in self.parts:
+        for part in self.parts.all:
             if part.check is not None and part is not keep:
                 part.check.close()
                 part.check = None
         if self.digest is not None and keep is None:
             self.digest.close()
 
-    def _contiguous(self) -> int:
-        """How far from the first byte the file is complete (and checked)."""
-        end = 0
-        for part in self.parts:
-            end = part.offset if part.check is None else part.check.start
-            if part.remaining != 0 or part.check is not None:
-                break
-        return end
+    def start_part_check(self, response: _PooledResponse, part: _Part) -> None:
+        """Check this 206's bytes against its Content-Digest, if any."""
+        # A response cut short: its bytes stay unchecked.
+        if part.check is not None:
+            part.check.close()
+        part.check = part.deferred = None
+        stated = _parse_digests(response.headers, "Content-Digest")
+        if not stated or response.encoding != "identity":
+            return
+        chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
+        # In a file, read back: checked at the end, if the file's digest fails.
+        if self.target.read_at is not None and self.digest is not None:
+            part.deferred = (part.offset, chosen)
+            return
+        # Held bytes that did not fit would wait for room only their own release makes.
+        size = part.remaining
+        held = size is not None and self.target.can_hold(size + self.download.limits.chunk)
+        part.check = _PartCheck(part.offset, chosen, held)
 
-    def _request_headers(self, part: _Part) -> dict[str, str]:
-        headers = self.requests.headers
-        if self.validator is None or (part.done == 0 and len(self.parts) == 1):
+    def received(self, part: _Part, data: bytes) -> None:
+        """(Under the parts' lock) hash ``data``, just received into ``part``."""
+        if part.check is not None:
+            part.check.add(data)
+        if self.digest is None or self.target.hashes_in_order:
+            return
+        # One stream: its bytes as they come; parts: what is complete, read back.
+        one = len(self.parts.all) == 1 and (part.check is None or self.target.read_at is None)
+        self.digest.add(data if one else self.parts.contiguous())
+
+    def verify_part(self, part: _Part) -> bool:
+        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
+        check = part.check
+        if check is None:
+            return True
+        if not self._matches(part, check):
+            return False
+        with self.parts.lock:
+            part.check = None
+            if self.digest is not None and self.target.read_at is not None:
+                self.digest.add(self.parts.contiguous())
+        if self.target.release():
+            with self.parts.lock:
+                self.download.report()
+        return True
+
+    def _matches(self, part: _Part, check: _PartCheck) -> bool:
+        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
+        actual = check.hexdigest(check.stated.hash)
+        if actual == check.stated.value:
+            return True
+        where = f"bytes {check.start}-{part.offset - 1}"
+        self.target.discard(part, check.start)
+        with self.parts.lock:
+            part.check = None
+            part.mismatches += 1
+            again = check.held and part.mismatches < 2
+            if again:
+                part.done = check.start - part.start
+                self.download.report()
+        if not again:
+            self.mismatch(check.stated, actual, f" ({where})")
+        message = "Content-Digest (%s) mismatch, %s: fetched again"
+        self.download.log(_WARNING, message, check.stated.algorithm, where)
+        return False
+
+    def mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
+        if self.target.state is not None:
+            self.target.state.remove()
+        url = self.download.url
+        expected = stated.value
+        message = f"{stated.name} mismatch for {url}{where}: expected {expected}, got {actual}"
+        raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
+
+    def verify_file(self) -> bool:
+        """Check the file; True when failed parts are fetched again."""
+        if self.digest is None:
+            return False
+        for stated in self.stated:
+            actual = self.digest.hexdigest(stated.hash)
+            if actual != stated.value:
+                if self._refetch_mismatched_parts():
+                    return True
+                self.mismatch(stated, actual)
+        self.verified = [stated.name for stated in self.stated]
+        return False
+
+    def _refetch_mismatched_parts(self) -> bool:
+        """Check the parts' deferred Content-Digests; True when some failed."""
+        again = False
+        for part in self.parts.all:
+            if self.target.read_at is not None and part.deferred is not None:
+                check = _PartCheck(*part.deferred, True, self.target)
+                check.add(part.offset)
+                if not self._matches(part, check):
+                    part.taken = False
+                    part.deferred = None
+                    again = True
+        if again:
+            self.close()
+            self.digest = None
+            self.start()
+        return again
+
+
+class _Acceptance:
+    """Which bytes a response brings: a 206 exactly the range asked for, a 200 the whole file."""
+
+    def __init__(self, download: _Transfer) -> None:
+        self.download, self.parts, self.target = download, download.parts, download.target
+        self.checks = download.checks
+        self.validator: str | None = None
+
+    def request_headers(self, part: _Part, headers: dict[str, str]) -> dict[str, str]:
+        if self.validator is None or (part.done == 0 and len(self.parts.all) == 1):
             return headers
-        last = "" if part.end is None or part.end == self.total else str(part.end - 1)
+        last = "" if part.end is None or part.end == self.parts.total else str(part.end - 1)
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
-    def _accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """The part ``response``'s body fills: ``part``'s bytes of this file, or the whole file."""
-        self._check_running(part)  # merged while its request was under way
+    def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
+        """The part ``response``'s body fills: ``part``, or the whole file."""
+        self.parts.check_running(part)
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
-            if self.digests is None:  # a state that did not say them
-                self._take_digests(response, whole=False)
-            self._start_part_check(response, part)
-        elif ranged and not (len(self.parts) == 1 and part is self.parts[0]):  # split
+            if self.checks.digests is None:
+                self.checks.take(response, whole=False)
+            self.checks.start_part_check(response, part)
+        elif ranged and not (len(self.parts.all) == 1 and part is self.parts.all[0]):
             part = self._refused_range(response)
-        else:  # the whole file
+        else:
             if part.done:
-                part = self._restart()
+                part = self.start_over()
                 part.taken = True
-            self.validator, part.end = _validator(response.headers), response.length
-            self.target.reserve(self.total)
-            self._take_digests(response, whole=True)
+            self.validator = _validator(response.headers)
+            part.end = response.length
+            self.target.reserve(self.parts.total)
+            self.checks.take(response, whole=True)
             self._split(response)
-        with self.lock:
-            self._saved_and_reported()
         return part
+
+    def take_up(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
+        """The parts ``(start, end, done)`` and digests an earlier run kept."""
+        self.parts.all = [_Part(*span) for span in spans]
+        self.validator = validator
+        # All in: the last byte is asked again, with If-Range, to know the file is the same.
+        if all(part.remaining == 0 for part in self.parts.all):
+            next(part for part in reversed(self.parts.all) if part.done).done -= 1
+        digests = getattr(self.target.state, "saved", {}).get("digests")
+        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+            self.checks.digests = [_Stated(*digest) for digest in digests]
+
+    def start_over(self) -> _Part:
+        """Forget what was received: the server sends the file anew."""
+        self.checks.close()
+        first = _Part(0, None)
+        self.parts.all = [first]
+        self.validator = self.parts.error = self.checks.digests = self.checks.digest = None
+        self.target.reset()
+        self.checks.start()
+        return first
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
         """A 206: exactly the bytes asked for, of the same version."""
         given = response.headers.get("Content-Range")
         parsed = _content_range(given or "")
+        known = self.parts.total
         total = None if parsed is None else parsed[2]
-        changed = total != self.total and None not in (total, self.total)
+        changed = total != known and None not in (total, known)
         changed |= _validator(response.headers) not in (None, self.validator)
-        if ranged and (changed or self._other_version(response)):
-            raise _FileChanged  # never spliced on
+        if ranged and (changed or self.checks.other_version(response)):
+            raise _FileChanged
         if parsed is None:
             if given is None:
                 raise _invalid(response, "a 206 without Content-Range")
@@ -2802,127 +2859,258 @@ class _Transfer:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered whole: one part again, on the first response while read, else this."""
+        """A range answered whole: one part again (the first response's while read, else this)."""
         same = response.status == 200 and _validator(response.headers) == self.validator
-        if not same or self._other_version(response):
-            raise _FileChanged  # one part cannot start over alone
-        with self.lock:
-            streaming = self.whole_file_response is not None
-            whole = self.parts[0] if streaming else _Part(0, self.total, self._contiguous())
-            whole.end, whole.taken = self.total, True
-            self._close_hashes(keep=whole)
-            for part in self.parts:
+        if not same or self.checks.other_version(response):
+            raise _FileChanged
+        parts = self.parts
+        with parts.lock:
+            streaming = parts.whole_file_response is not None
+            whole = parts.all[0] if streaming else _Part(0, parts.total, parts.contiguous())
+            whole.end = parts.total
+            whole.taken = True
+            self.checks.close(keep=whole)
+            for part in parts.all:
                 part.dropped = part is not whole
-            self.parts, self.connections = [whole], 1
+            parts.all, parts.connections = [whole], 1
             if not streaming:
-                self.whole_file_response = response
+                parts.whole_file_response = response
         self.target.discard(None, whole.offset)
         if streaming:
             raise _PartStopped
-        self._log(_INFO, "the server ignores ranges: one stream from %s on", _size(whole.done))
+        self.download.log(
+            _INFO, "the server ignores ranges: one stream from %s on", _size(whole.done)
+        )
         skip = whole.done
-        while skip > 0 and (data := response.read(min(skip, _CHUNK_SIZE))):
+        while skip > 0:
+            data = response.read(min(skip, _CHUNK_SIZE))
+            if not data:
+                break
             skip -= len(data)
         return whole
 
     def _split(self, response: _PooledResponse) -> None:
         """Cut the file into parts when the server serves ranges of it (a strong ETag)."""
-        total = self.total or 0
-        count = min(self.connections, total // _MIN_PART_SIZE)
-        if self.connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
+        total = self.parts.total or 0
+        connections = self.parts.connections
+        count = min(connections, total // _MIN_PART_SIZE)
+        if connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
             # Why connections=N fetched in one stream, in a DEBUG line (-v), as each request is.
             small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
-            self._log(_DEBUG, small, self.connections, _size(total))
+            self.download.log(_DEBUG, small, connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
         if count < 2 or ranges != "bytes" or not (self.validator or "").startswith('"'):
             return
-        count = self.target.part_count(total, count, self.connections)
-        self.whole_file_response = response  # before the others start: see _refused_range
+        count = self.target.part_count(total, count, connections)
+        # Before the others start: see _refused_range.
+        self.parts.whole_file_response = response
         bounds = [total * index // count for index in range(count + 1)]
-        self.parts[0].end = bounds[1]
-        self.parts += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
-        self._start_threads()
+        self.parts.all[0].end = bounds[1]
+        self.parts.all += [_Part(start, end) for start, end in itertools.pairwise(bounds[1:])]
+        self.parts.start_threads()
 
-    def _hash_written(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data`` into the stream."""
-        if self.digest is not None:
-            self.digest.add(data)
+
+class _Transfer:
+    """One download: its _Parts fetched, each response accepted (_Acceptance), bytes checked."""
+
+    def __init__(
+        self,
+        requests: _DownloadRequests,
+        url: str,
+        target: _FileTarget | _StreamTarget,
+        progress: _Progress | None,
+        sha256: str | None,
+        connections: int,
+        limits: _Limits,
+    ) -> None:
+        self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
+        self.target: _Sink = target
+        if isinstance(target, _StreamTarget):
+            target.in_time = self._check_in_time
+            if connections > 1:
+                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+                written = self._written_to_stream
+                self.target = _ReorderBuffer(target, limit, written, self._check_in_time)
+        self.parts = _Parts(connections, self._work)
+        self.checks = _Checks(self, sha256)
+        self.acceptance = _Acceptance(self)
+        # in_clear: redirected from https:// to http://.
+        self.resume_refused = self.in_clear = False
+        # What an earlier run left: said once the server takes it up.
+        self.kept: tuple[str, str] | None = None
+        kept = target.take_up(url)
+        if kept is not None:
+            validator, spans = kept
+            self.acceptance.take_up(validator, spans)
+            self.kept = (_size(self._written), _size(spans[-1][1]))
+
+    @property
+    def _written(self) -> int:
+        """Bytes at the destination (into a stream in parts: written in order)."""
+        position = self.target.position
+        return sum(part.done for part in self.parts.all) if position is None else position
+
+    def log(self, level: int, message: str, *arguments: object) -> None:
+        shown = _showable_url(self.url, self.requests.secrets)
+        # The record's "event": what happened, without the request.
+        event = {"event": message % arguments}
+        _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
+
+    def run(self) -> None:
+        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
+        try:
+            self.checks.start()
+            for restarts in itertools.count():
+                try:
+                    return self._fetch_all()
+                except _FileChanged as changed:
+                    if restarts == _MAX_RESTARTS:
+                        tries = f"during each of {restarts + 1} tries"
+                        text = f"GET {self.url}: the file changed on the server {tries}"
+                        raise InvalidResponseError(text, method="GET", url=self.url) from None
+                    self.resume_refused |= isinstance(changed, _ResumeRefused)
+                    self.log(_INFO, "starting over: %s", changed.reason)
+                    self.acceptance.start_over()
+        except DatasetClientError as error:
+            # Its message and url may name a secret.
+            _redact_error(error, self.requests.secrets.shown())
+            raise
+        finally:
+            self.checks.close()
+
+    def _fetch_all(self) -> None:
+        self.parts.threads = []
+        self.parts.start_threads()
+        self._work()
+        try:
+            threads = self.parts.threads
+            self.target.write_until(lambda: all(ended.is_set() for _, ended in threads))
+            self.parts.wait_threads()
+        except BaseException as exc:
+            self._fail(exc)
+            self.parts.wait_threads()
+            raise
+        if self.parts.error is not None:
+            raise self.parts.error
+        self.target.finish(self.parts.total)
+        # Parts whose Content-Digest failed are fetched again.
+        if self.checks.verify_file():
+            self._fetch_all()
+
+    def _work(self, ended: threading.Event | None = None) -> None:
+        try:
+            while (part := self.parts.next()) is not None:
+                with contextlib.suppress(_PartStopped):
+                    self._fetch(part)
+        except BaseException as exc:
+            # Ctrl-C included: every part stops.
+            self._fail(exc)
+        finally:
+            if ended is not None:
+                ended.set()
+                self.target.wake()
+
+    def _fetch(self, part: _Part) -> None:
+        """Fetch one part, resumed where a cut response stopped."""
+        attempts = 0
+
+        def attempt() -> bool:
+            nonlocal attempts, part
+            self.parts.check_running(part)
+            attempts += 1
+            headers = self.acceptance.request_headers(part, self.requests.headers)
+            try:
+                response = self._send(headers)
+                try:
+                    part = self.acceptance.accept(response, part, ranged="Range" in headers)
+                    with self.parts.lock:
+                        self.report()
+                        # Said once the server takes it up (a 200 does not).
+                        kept = self.kept
+                        self.kept = None
+                    if kept and response.status == 206:
+                        self.log(_INFO, "resuming: %s of %s already downloaded", *kept)
+                    elif response.status == 206 and part.done and attempts > 1:
+                        at = (_size(part.offset), _size(self.parts.total or 0))
+                        self.log(_INFO, "resuming at %s of %s after an interruption", *at)
+                    self._copy_body(response, part)
+                    if response.status == 206 and response.read(1):
+                        raise _invalid(response, "the 206 body runs past its Content-Range")
+                finally:
+                    with self.parts.lock:
+                        if response is self.parts.whole_file_response:
+                            self.parts.whole_file_response = None
+                    response.close()
+            except DatasetClientError:
+                # Ended by _fail: stop, not retry.
+                self.parts.check_running()
+                raise
+            self._check_complete(part, response)
+            return self.checks.verify_part(part)
+
+        while not self.requests.retry(attempt, lambda: part.done):
+            pass
+
+    def _send(self, headers: dict[str, str]) -> _PooledResponse:
+        try:
+            response = self.requests.send(headers)
+        except ServiceError as error:
+            if error.status == 416 and "Range" in headers and not self.resume_refused:
+                raise _ResumeRefused from None
+            raise
+        self.in_clear |= self.url.startswith("https:") and response.url.startswith("http:")
+        # Measured from here, the head in.
+        if self.limits.min_rate is not None:
+            response.watch = _Watch(self.requests.timeout, self.limits.min_rate)
+        return response
+
+    def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
+        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
+        chunk = self.limits.chunk
+        while True:
+            left = part.remaining
+            data = response.read(min(chunk, left or chunk)) if left is None or left > 0 else b""
+            if not data:
+                with self.parts.lock:
+                    if response is not self.parts.whole_file_response:
+                        return
+                    # Parts merged into this one: it reads on, and no merge comes after.
+                    self.parts.whole_file_response = None
+                continue
+            self.parts.check_running(part)
+            self.target.put(part, data)
+            with self.parts.lock:
+                self.parts.check_running(part)
+                part.done += len(data)
+                self.checks.received(part, data)
+                self.report()
+            self.limits.take(len(data), self.requests.deadline)
+
+    def _written_to_stream(self, data: bytes) -> None:
+        """The reorder buffer wrote ``data``: hashed, reported."""
+        if self.checks.digest is not None:
+            self.checks.digest.add(data)
         if self.progress is not None:
-            self.progress(self._written, self.total)
+            self.progress(self._written, self.parts.total)
 
-    def _start_part_check(self, response: _PooledResponse, part: _Part) -> None:
-        """Check this 206's bytes against its Content-Digest, if any."""
-        if part.check is not None:  # a response cut short: its bytes stay unchecked
-            part.check.close()
-        part.check = part.deferred = None
-        stated = _parse_digests(response.headers, "Content-Digest")
-        if not stated or response.encoding != "identity":
-            return
-        chosen = next(d for name in _DIGEST_ALGORITHMS for d in stated if d.algorithm == name)
-        if self.target.read_at is not None and self.digest is not None:
-            part.deferred = (part.offset, chosen)
-            return
-        # Held bytes that did not fit would wait for room only their own release makes.
-        size = part.remaining
-        held = size is not None and self.target.can_hold(size + self.limits.chunk)
-        part.check = _PartCheck(part.offset, chosen, held)
-
-    def _verify_part(self, part: _Part) -> bool:
-        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
-        if (check := part.check) is None:
-            return True
-        if not self._matches(part, check):
-            return False
-        with self.lock:
-            part.check = None
-            if self.digest is not None and self.target.read_at is not None:
-                self.digest.add(self._contiguous())  # the bytes it held back
-        if self.target.release():
-            with self.lock:
-                self._saved_and_reported()
-        return True
-
-    def _matches(self, part: _Part, check: _PartCheck) -> bool:
-        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
-        if (actual := check.hexdigest(check.stated.hash)) == check.stated.value:
-            return True
-        where = f"bytes {check.start}-{part.offset - 1}"
-        self.target.discard(part, check.start)  # held bytes are never written
-        with self.lock:
-            part.check = None
-            part.mismatches += 1
-            again = check.held and part.mismatches < 2
-            if again:
-                part.done = check.start - part.start
-                self._saved_and_reported()
-        if not again:
-            self._mismatch(check.stated, actual, f" ({where})")
-        message = "Content-Digest (%s) mismatch, %s: fetched again"
-        self._log(_WARNING, message, check.stated.algorithm, where)
-        return False
-
-    def _mismatch(self, stated: _Stated, actual: str, where: str = "") -> NoReturn:
-        if self.target.state is not None:
-            self.target.state.remove()  # not resumable
-        expected = stated.value
-        message = f"{stated.name} mismatch for {self.url}{where}: expected {expected}, got {actual}"
-        raise ChecksumMismatchError(message, url=self.url, expected=expected, actual=actual)
-
-    def _saved_and_reported(self) -> None:
+    def report(self) -> None:
+        """(Under the parts' lock) save the state, for a resume, and report progress."""
         state = self.target.state
-        if state is not None and self.validator is not None and self.total is not None:
-            parts = [[part.start, part.end, part.done] for part in self.parts]
-            digests = [[d.header, d.algorithm, d.value] for d in self.digests or ()]
-            saved = {"url": self.url, "validator": self.validator, "total": self.total}
+        validator = self.acceptance.validator
+        total = self.parts.total
+        if state is not None and validator is not None and total is not None:
+            parts = [[part.start, part.end, part.done] for part in self.parts.all]
+            digests = [[d.header, d.algorithm, d.value] for d in self.checks.digests or ()]
+            saved = {"url": self.url, "validator": validator, "total": total}
             state.save({**saved, "parts": parts, "digests": digests})
         if self.progress is not None:
-            self.progress(self._written, self.total)
+            self.progress(self._written, total)
 
     def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if part.end is None:  # a body of unknown length: complete
+        if part.end is None:
             part.end = part.offset
-            with self.lock:
-                self._saved_and_reported()
+            with self.parts.lock:
+                self.report()
         elif part.remaining:
             expected, received = part.end - part.start, part.done
             raise _named(
@@ -2937,49 +3125,19 @@ class _Transfer:
                 received=received,
             )
 
-    def _check_running(self, part: _Part | None = None) -> None:
-        if self.error is not None or (part is not None and part.dropped):
-            raise _PartStopped
-
     def _check_in_time(self) -> None:
-        if self.limits.deadline is not None:
-            self.limits.deadline.check("GET", self.url)
+        self.requests.deadline.wait(None, "GET", self.url)
         if self.requests.closed():
             text = f"the DatasetClient was closed during GET {self.url}"
             raise ClientClosedError(text, method="GET", url=self.url)
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure; end every part's wait or read at once."""
-        with self.lock:
-            self.error = self.error or error
-        self.target.stop()  # a wait for room in a reorder buffer ends too
-        self.requests.interrupt({self.caller, *(thread.ident or 0 for thread, _ in self.threads)})
-
-    def _check_digest(self) -> None:
-        if self.digest is None:
-            return
-        for stated in self._stated:
-            actual = self.digest.hexdigest(stated.hash)
-            if actual != stated.value:
-                if self._refetch_mismatched_parts():
-                    return self._fetch_all()  # bounded: a second mismatch raises
-                self._mismatch(stated, actual)
-        self.verified = [stated.name for stated in self._stated]
-
-    def _refetch_mismatched_parts(self) -> bool:
-        """Check the parts' deferred Content-Digests; True when some failed (fetched again)."""
-        read_at, again = self.target.read_at, False
-        for part in self.parts:
-            if read_at is not None and part.deferred is not None:
-                check = _PartCheck(*part.deferred, True, self.target)
-                check.add(part.offset)
-                if not self._matches(part, check):
-                    part.taken, part.deferred, again = False, None, True
-        if again:
-            self._close_hashes()
-            self.digest = None
-            self._start_digest()
-        return again
+        """Record the first failure; end every wait and read."""
+        with self.parts.lock:
+            self.parts.error = self.parts.error or error
+        self.target.stop()
+        threads = self.parts.threads
+        self.requests.interrupt({self.parts.caller, *(thread.ident or 0 for thread, _ in threads)})
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
@@ -2991,56 +3149,55 @@ def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]
         _check_header_value(validator, "validator")  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    spans, position = [], 0
+    spans = []
+    position = 0
     for span in parts if isinstance(parts, list) else ():
-        if not (isinstance(span, list) and len(span) == 3 and all(map(_is_count, span))):
+        if not (isinstance(span, list) and len(span) == 3 and all(map(_is_offset, span))):
             return None
         start, end, done = span
         if start != position or start + done > end:
             return None
         spans.append((start, end, done))
         position = end
-    if validator and spans and _is_count(total) and position == total:
+    if validator and spans and _is_offset(total) and position == total:
         return validator, spans
     return None
 
 
-def _is_count(value: Any) -> bool:
+def _is_offset(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
 class _Limits:
-    """A download's deadline, lowest rate a connection may bring, and highest rate in all."""
+    """A download's lowest rate a connection may bring, and highest rate in all."""
 
-    def __init__(
-        self, deadline: float | None, min_rate: float | None, max_rate: float | None
-    ) -> None:
-        seconds = _check_positive(deadline, "deadline")
-        self.deadline = None if seconds is None else _Deadline(seconds)
+    def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
         self.min_rate = _check_positive(min_rate, "min_rate")
-        self.rate, self.chunk = max_rate, _CHUNK_SIZE  # bytes read at once
+        self.rate = max_rate
+        self.chunk = _CHUNK_SIZE
         if max_rate is not None:
             if _check_number(max_rate, "max_rate", positive=True, none=True) < 1:
                 least = f"must be at least 1 (bytes per second), got {max_rate!r}"
                 raise _refused("max_rate", least)
-            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))  # short waits
-        self.lock, self.started, self.taken = _thread.allocate_lock(), time.monotonic(), 0
+            # Smaller reads: shorter waits, a steadier rate.
+            self.chunk = max(16384, min(_CHUNK_SIZE, int(max_rate / 8)))
+        self.lock = _thread.allocate_lock()
+        self.started, self.taken = time.monotonic(), 0
 
-    def take(self, count: int) -> None:
-        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past the deadline."""
+    def take(self, count: int, deadline: _Deadline) -> None:
+        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
         if self.rate is None:
             return
         with self.lock:
             self.taken += count
             wait = self.started + self.taken / self.rate - time.monotonic()
-        if self.deadline is not None:
-            wait = min(wait, self.deadline.left())
+        wait = min(wait, deadline.left())
         if wait > 0:
             time.sleep(wait)
 
 
 def _content_range(value: str) -> tuple[int, int, int | None] | None:
-    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4), or None."""
+    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4)."""
     # At most 19 digits: a file offset holds no more, and int() refuses thousands.
     match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
     if match is None:
@@ -3056,22 +3213,31 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """Hashes (hashlib's ``algorithms``) of a download in file order, on a thread of their own."""
+    """Hashes of a download in order: the first ``inline`` bytes here, the rest on a thread."""
+
+    inline = _CHUNK_SIZE
 
     def __init__(self, sink: _Sink | None, algorithms: Iterable[str]) -> None:
-        import queue
-        import threading
-
         self.read_at = None if sink is None else sink.read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
-        self._jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
-        self._position = 0
+        self._position = self._inline = 0
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="dataset-client-sha256", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        self._jobs = None if self.inline else self._start()
 
     def add(self, job: bytes | int) -> None:
         """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
+        if self._jobs is None:
+            size = len(job) if isinstance(job, bytes) else job - self._position
+            if self._inline + size <= self.inline:
+                self._inline += max(size, 0)
+                if self._error is None:
+                    try:
+                        self._hash(job)
+                    except OSError as exc:
+                        self._error = exc
+                return
+            self._jobs = self._start()
         self._jobs.put(job)
 
     def hexdigest(self, algorithm: str) -> str:
@@ -3081,16 +3247,28 @@ class _Digest:
         return self.hashes[algorithm].hexdigest()
 
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._jobs.put(None)  # the thread's end
+        if self._thread is not None and self._thread.is_alive():
+            self._jobs.put(None)  # type: ignore[union-attr]
             self._thread.join()
 
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
+    def _start(self) -> queue.Queue[bytes | int | None]:
+        import queue
+        import threading
+
+        jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        self._thread = threading.Thread(
+            target=self._run, args=(jobs,), name="dataset-client-sha256", daemon=True
+        )
+        self._thread.start()
+        return jobs
+
+    def _run(self, jobs: queue.Queue[bytes | int | None]) -> None:
+        while (job := jobs.get()) is not None:
+            # A failure is raised by hexdigest(); the jobs after it are drained until close().
             try:
-                if self._error is None:  # else drained until close()
+                if self._error is None:
                     self._hash(job)
-            except BaseException as exc:  # raised by hexdigest()
+            except BaseException as exc:
                 self._error = exc
 
     def _hash(self, job: bytes | int) -> None:
@@ -3106,7 +3284,10 @@ class _Digest:
 
 
 class _PartCheck(_Digest):
-    """A 206's Content-Digest of its bytes from ``start``; ``held``: they wait until it checks."""
+    """A 206's Content-Digest of its bytes from ``start`` (``held``: until it checks)."""
+
+    # Its thread starts with it: a parallel download's parts are large.
+    inline = 0
 
     def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None) -> None:
         super().__init__(sink, (stated.hash,))
@@ -3126,17 +3307,18 @@ def _is_saved_digest(saved: Any) -> bool:
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230); others ignored."""
+    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230)."""
     import binascii
 
     digests = []
     for value in headers.get_all(header) or ():
         members = value.split(",", _MAX_DIGEST_MEMBERS)
-        if len(members) > _MAX_DIGEST_MEMBERS:  # thousands took seconds
+        if len(members) > _MAX_DIGEST_MEMBERS:
             _logger().debug("ignored the %s members past the first %d", header, _MAX_DIGEST_MEMBERS)
         for member in members[:_MAX_DIGEST_MEMBERS]:
             name, _, encoded = member.partition(";")[0].strip().partition("=")
-            algorithm = name.strip()  # a Structured Fields key is lowercase (RFC 8941 3.2)
+            # A Structured Fields key is lowercase (RFC 8941 3.2); Digest's, any case.
+            algorithm = name.strip()
             if header == "Digest":
                 algorithm = algorithm.lower()
             elif len(encoded) > 1 and encoded[0] == encoded[-1] == ":":

@@ -29,6 +29,7 @@ from tests.support import (
     outcome_of,
     part_threads,
     reply,
+    serve_file,
     serve_parts,
     server_tls_context,
 )
@@ -324,3 +325,24 @@ class ServerDigestTests(ServerTestCase):
         ignored = [line for line in logs.output if "ignored" in line]
         self.assertEqual(len(ignored), 2 * 17, "16 members and the rest, for each field")
         self.assertEqual(self.ranges(), [None])
+
+
+class SmallFileHashTests(ServerTestCase):
+    def test_a_file_of_one_read_is_hashed_without_a_thread(self) -> None:
+        # A thread for the hash costs more than hashing a small file: one of at most a read (1 MiB)
+        # is hashed as it arrives; a larger one's rest goes to the thread, as before.
+        for size, threads in ((64 * 1024, 0), (3 * 1024 * 1024, 1)):
+            with self.subTest(size=size):
+                data = bytes(range(256)) * (size // 256)
+                self.script(serve_file(data))
+                out = io.BytesIO()
+                starts = dc._Digest._start
+                with mock.patch.object(dc._Digest, "_start", autospec=True) as start:
+                    start.side_effect = starts
+                    self.client().download("files/x", out, sha256=hashlib.sha256(data).hexdigest())
+                self.assertEqual(start.call_count, threads)
+                self.assertEqual(out.getvalue(), data)
+                self.assertEqual(self.requests[-1].path, "/api/v1/files/x")
+        with self.assertRaises(dc.ChecksumMismatchError):
+            self.script(serve_file(b"x" * 1000))
+            self.client().download("files/x", io.BytesIO(), sha256="0" * 64)
