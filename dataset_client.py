@@ -4573,8 +4573,8 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line: the dataset_client_cli.py beside this file (by path: python -I leaves
-    this directory off sys.path), else an installed one; else one line on stderr saying why."""
+    """Run dataset_client_cli.py beside this file (by path: -I leaves it off sys.path), else an
+    installed one; else say why in one line."""
     # Run as __main__, this module is dataset_client too, and is compiled once.
     sys.modules.setdefault("dataset_client", sys.modules[__name__])
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
@@ -4587,9 +4587,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_line(path: str) -> Any:
-    """dataset_client_cli from ``path`` when it is there, compiled from its source (a .pyc in
-    __pycache__ may be anyone's who can write the directory), else the installed module;
-    ImportError saying in one line why neither can run."""
+    """dataset_client_cli from ``path``, compiled from its source (a .pyc may be anyone's), else
+    the installed one; else ImportError."""
     source = _own_source(path)
     if source is None:
         try:
@@ -4609,33 +4608,49 @@ def _command_line(path: str) -> Any:
         version = getattr(cli, "__version__", "unknown")
         if version != __version__:
             raise ImportError(f"it is version {version}, this {__version__}")
-    except ImportError as exc:
-        # Another version's: it says so, or imports what this library lacks.
+    except Exception as exc:
         del sys.modules["dataset_client_cli"]
-        raise ImportError(f"{path} does not fit this dataset_client.py: {exc.msg}") from None
+        # Another version's, cut short, a later Python's.
+        raise ImportError(f"{path} does not fit this dataset_client.py: {exc}") from None
     return cli
 
 
 def _own_source(path: str) -> bytes | None:
-    """The text of ``path``, read through one descriptor, if it is the user's own regular file (or
-    root's); None when there is none. Else ImportError naming it and its owner: code another user
-    put beside this file (in a directory others can write, as /tmp) would run as the user."""
+    """``path``'s text, read through one descriptor, if _refusal_to_run allows; None if there is
+    none; else ImportError."""
     try:
+        status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
     except FileNotFoundError:
+        # None there, or gone since lstat (another user's loop of links).
         return None
-    except OSError:
-        # A symbolic link (ELOOP), or not the user's to read.
-        status = os.lstat(path)
-    else:
-        with open(fd, "rb") as file:
-            # A FIFO or a device is opened without waiting, and never read.
-            status = os.fstat(fd)
-            if stat.S_ISREG(status.st_mode) and _is_mine(status, or_root=True):
-                return file.read()
-    raise ImportError(
-        f"{path} is not run: not a regular file of yours (owner: uid {status.st_uid})"
-    )
+    except OSError as exc:
+        # A link (ELOOP), or not the user's to read: as lstat found it.
+        raise ImportError(_refusal_to_run(path, status, exc.strerror or str(exc))) from None
+    # A FIFO or a device is opened without waiting, and never read.
+    refusal = _refusal_to_run(path, os.fstat(fd))
+    if refusal:
+        os.close(fd)
+        raise ImportError(refusal)
+    with open(fd, "rb") as file:
+        return file.read()
+
+
+def _refusal_to_run(path: str, status: os.stat_result, failure: str = "") -> str:
+    """Why ``path`` is not run, or "": the config file's rule (else others' code runs as yours)."""
+    why = failure
+    if stat.S_ISLNK(status.st_mode):
+        why = "a symbolic link"
+    elif not stat.S_ISREG(status.st_mode):
+        why = "not a regular file"
+    elif not _is_mine(status, or_root=True):
+        why = "another user's file"
+    elif status.st_nlink > 1:
+        why = f"a file with {status.st_nlink} links"
+    # A group's but the user's own (umask 002 with a group of one's own) may change it too.
+    elif _HAS_GETEUID and status.st_mode & (0o002 if status.st_gid == os.getegid() else 0o022):
+        why = f"writable by group or others; run chmod go-w {_shell_quoted(path)}"
+    return why and f"{path} is not run (owner: uid {status.st_uid}): {why}"
 
 
 if __name__ == "__main__":

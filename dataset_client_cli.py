@@ -27,11 +27,13 @@ import logging
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
 import threading
 import time
+import types
 import urllib.parse
 import warnings
 from typing import NamedTuple
@@ -41,26 +43,44 @@ __version__ = "1.1.0"
 
 
 def _load_library_beside() -> None:
-    """Run as a file or with -m: the dataset_client.py beside this file (python -I leaves this
-    directory off sys.path) when it is the user's own regular file (or root's), from its source (a
-    .pyc in __pycache__ may be anyone's); else exit saying why; none: the installed one."""
+    """Run as a file or with -m: the dataset_client.py beside this file (-I leaves it off sys.path),
+    from its source, if the library's rule for it (_refusal_to_run) allows; none: the installed."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    failure = ""
     try:
-        with open(os.open(path, flags | getattr(os, "O_BINARY", 0)), "rb") as file:
-            status = os.fstat(file.fileno())
-            theirs = hasattr(os, "geteuid") and status.st_uid not in (0, os.geteuid())
-            source = None if theirs or not stat.S_ISREG(status.st_mode) else file.read()
+        status = os.lstat(path)
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+        # A FIFO or a device is opened without waiting, and never read.
+        status = os.fstat(fd)
     except FileNotFoundError:
+        # None there, or gone since lstat (another user's loop of links).
         return
     except OSError as exc:
-        # A symbolic link (ELOOP), or a file the user cannot read.
-        _exit_saying(f"{path}: {exc.strerror}: not run")
-    if source is None:
-        _exit_saying(f"{path} is not a regular file of yours (its owner: uid {status.st_uid})")
-    library = sys.modules["dataset_client"] = type(sys)("dataset_client")
+        # A symbolic link (ELOOP), or not the user's to read: why, as lstat found it.
+        failure = exc.strerror or str(exc)
+    mode, posix = status.st_mode, hasattr(os, "geteuid")
+    writable = f"writable by group or others; run chmod go-w {shlex.quote(path)}"
+    faults = (
+        (stat.S_ISLNK(mode), "a symbolic link"),
+        (not stat.S_ISREG(mode), "not a regular file"),
+        (posix and status.st_uid not in (0, os.geteuid()), "another user's file"),
+        (status.st_nlink > 1, f"a file with {status.st_nlink} links"),
+        (posix and mode & (0o002 if status.st_gid == os.getegid() else 0o022), writable),
+        (failure, failure),
+    )
+    why = next((why for fault, why in faults if fault), "")
+    if why:
+        _exit_saying(f"{path} is not run (owner: uid {status.st_uid}): {why}")
+    library = sys.modules["dataset_client"] = types.ModuleType("dataset_client")
     library.__file__ = path
-    exec(compile(source, path, "exec", dont_inherit=True), vars(library))
+    try:
+        with open(fd, "rb") as file:
+            exec(compile(file.read(), path, "exec", dont_inherit=True), vars(library))
+        # Cut short, or a later Python's: a SyntaxError, a NameError, no main() at its end.
+        library.main  # noqa: B018
+    except Exception as exc:
+        _exit_saying(f"{path} is not run: {type(exc).__name__}: {exc}")
 
 
 def _exit_saying(text: str) -> NoReturn:
