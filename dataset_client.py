@@ -4206,10 +4206,10 @@ def _check_url_characters(url: str, argument: str) -> None:
         raise _refused(argument, said) from None
 
 
-def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
-    """``url`` split, its fragment dropped: http(s), a host, a valid port, no user:password."""
+def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
+    """``url`` (against ``base``) split, no fragment: http(s), a host, a port, no user:password."""
     try:
-        parts = urllib.parse.urlsplit(url)
+        parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
         parts.port  # noqa: B018 (it validates the port)
         # Encoded as getaddrinfo will encode it.
         urllib.parse.unquote(parts.hostname or "").encode("idna")
@@ -4220,8 +4220,8 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
         scheme = parts.scheme or "no scheme"
         raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
-        said = "must not contain a user:password part (pass api_key or headers instead)"
-        raise _refused(argument, said)
+        said = (" must not contain a user:password part (pass ", ("api_key", "api_key"))
+        raise _named(ValueError, (argument, argument), *said, " or headers instead)")
     if not parts.hostname:
         raise _refused(argument, f"has no host: {_showable_url(url, _Secrets())!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
@@ -4357,7 +4357,7 @@ def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
     # Checked before urljoin, which drops CR, LF and tab.
     _check_url_characters(download_url, "download_url")
-    parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
+    parts = _split_http_url(download_url, "download_url", base_url + "/")
     path = _percent_encoded(parts.path)
     query = _percent_encoded(parts.query)
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))

@@ -665,14 +665,15 @@ def _open_client(settings: _Settings) -> DatasetClient:
     """The client for this command; downloading an absolute URL needs no service address."""
     base_url, api_key = settings.base_url, settings.api_key
     if not base_url:
-        parts = urllib.parse.urlsplit(settings.url if settings.command == "download" else "")
-        if parts.scheme.lower() not in ("http", "https"):
-            raise _UsageError(
-                "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL,"
-                " or give a profile a base_url"
-            )
+        # The origin as written: a URL the library refuses is named as the URL (_cli_words).
+        origin = re.match(
+            "(?i)https?://[^/?#]*", settings.url if settings.command == "download" else ""
+        )
+        if origin is None:
+            lacking = "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL"
+            raise _UsageError(f"{lacking}, or give a profile a base_url")
         # The URL's own origin, and no key: the key goes nowhere.
-        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None
+        base_url, api_key = origin[0], None
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
     except OSError as exc:
@@ -741,13 +742,10 @@ def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
     base = (settings.base_url or "").rstrip("/")
     path = urllib.parse.urlsplit(base).path
     endpoint = _ENDPOINTS.get(settings.command)
-    if not path or endpoint is None or exc.url != base + endpoint:
+    told = settings.command == "export" and settings.dataset in (exc.message or "")
+    if not path or endpoint is None or exc.url != base + endpoint or told:
         return ""
-    if settings.command == "export" and settings.dataset in (exc.message or ""):
-        return ""
-    source = settings.sources["base_url"]
-    named = source if source.startswith(("--", "DATASET_")) else f"base_url in {source}"
-    return f" (check the path {path} of {named})"
+    return f" (check the path {path} of {_cli_words(exc, settings)['base_url']})"
 
 
 def _in_cli_terms(exc: BaseException, settings: _Settings | None = None) -> str:
@@ -767,10 +765,12 @@ def _cli_words(exc: BaseException, settings: _Settings | None) -> dict[str, str]
     where it came from: the option, the variable, a profile's [NAME] in FILE), sizes for people."""
     sources = {} if settings is None else settings.sources
     words = {**_CLI_NAMES, **_sizes_in_words(exc)}
-    if sources.get("base_url", "").startswith(("--", "DATASET_")):
-        words["base_url"] = sources["base_url"]
-    elif sources.get("base_url", "").startswith("["):
-        words["base_url"] = "the profile's base_url"
+    source = sources.get("base_url", "")
+    if source.startswith("["):
+        words["base_url"] = f"base_url in {source}"
+    elif source:
+        # The option or the variable by its name; neither ("default"): a download's URL gave it.
+        words["base_url"] = "URL" if source == "default" else source
     if sources.get("ca_bundle", "").startswith("["):
         words["ca_bundle"] = f"ca_bundle in {sources['ca_bundle']}"
     if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
