@@ -172,25 +172,19 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
     ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
-    subclass's. ``named``: what the message names that a caller may word
-    its own way (see ``worded``)."""
+    subclass's. ``named``: what its message names (see ``worded``)."""
 
     method: str = ""
     url: str = ""
     connecting: bool = False
     attempts: int = 1
-    # The message in pieces, and the piece of each name in it (_named makes them).
-    parts: list[str]
-    named: dict[str, int]
 
     def __init__(self, text: str = "", /, **fields: Any) -> None:
         super().__init__(text)
         known = {
             name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", ())
         }
-        # The message's pieces are the library's (_named): never a caller's, which str() could
-        # not join.
-        unknown = fields.keys() - (known - {"parts", "named"})
+        unknown = fields.keys() - known
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field {min(unknown)!r}")
         vars(self).update(fields)
@@ -229,10 +223,9 @@ def _rebuilt_error(
 
 
 def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
-    """``kind(message, **fields)``, its message joined from ``pieces``: a piece ``(name, words)``
-    names a setting or a size in words a caller may say its own way (the command line: its
-    options, sizes for people). The error keeps them: ``parts``, and ``named`` (the piece of each
-    name). A DatasetClientError says them so in ``worded``; an argument's error is a plain one."""
+    """``kind(message, **fields)``, the message joined from ``pieces``; a piece ``(name, words)``
+    names what a caller may word its own way. The error keeps ``parts`` and ``named`` (each name's
+    piece), not as fields: see worded."""
     parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
     error = kind("".join(parts), **fields)
     error.parts = parts  # type: ignore[attr-defined]
@@ -354,22 +347,12 @@ def _rebuilt_client(
 
 
 def _as_secret(value: Any) -> Any:
-    """A key as _Secret, and headers' values in any mapping (a dict of them): should a check fail,
-    no traceback's locals show them."""
+    """A key as _Secret, or headers' values (in a dict): in no traceback's locals."""
     if isinstance(value, str):
         return _Secret(value)
     if isinstance(value, collections.abc.Mapping):
         return {k: _Secret(v) if isinstance(v, str) else v for k, v in value.items()}
     return value
-
-
-def _secrets_wrapped(settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings``, ``api_key`` and ``headers`` wrapped as the constructor wraps them: should a
-    setting be refused, no frame shows them."""
-    return {
-        name: _as_secret(value) if name in ("api_key", "headers") else value
-        for name, value in settings.items()
-    }
 
 
 class DatasetClient:
@@ -395,7 +378,7 @@ class DatasetClient:
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
-        # As _Secret first: should a check fail, no traceback's locals show a secret.
+        # As _Secret first: no traceback's locals show a secret.
         api_key = _as_secret(api_key)
         headers = _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
@@ -468,10 +451,9 @@ class DatasetClient:
         config file's profile ``profile`` (else $DATASET_CLIENT_PROFILE, else
         ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
         both. Raises ValueError, PermissionError (a file others may write, or
-        read when it holds a key), LookupError (no such profile)."""
-        settings = _secrets_wrapped(settings)
-        found = _profile_settings(profile, settings.get("base_url"))
-        arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
+        read with a key), LookupError (no such profile)."""
+        found = _profile_settings(profile, settings)
+        arguments = {name: value for name, (value, _) in found.items()}
         if not arguments.get("base_url"):
             raise ValueError(
                 "no service address: set DATASET_CLIENT_BASE_URL, or give the profile in"
@@ -480,7 +462,7 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:
-            # A ca_bundle the profile gave is named so, in the file's words.
+            # A ca_bundle from the profile is named so.
             named = getattr(exc, "named", {})
             if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
@@ -492,13 +474,11 @@ class DatasetClient:
     def read_settings(
         cls, profile: str | None = None, **settings: Any
     ) -> dict[str, tuple[Any, str]]:
-        """What ``from_profile`` builds its client with, each with where it
-        came from: ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout":
-        (5, "[staging] in FILE"), ...}``, ``"argument"`` for ``settings``.
-        A profile's key meant for another base_url is ``None``."""
-        settings = _secrets_wrapped(settings)
-        found = _profile_settings(profile, settings.get("base_url"))
-        return {**found, **{name: (value, "argument") for name, value in settings.items()}}
+        """What ``from_profile`` builds its client with, each with where from:
+        ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout": (5,
+        "[staging] in FILE"), ...}`` (``"argument"``: ``settings``); a
+        profile's key meant for another base_url is ``None``."""
+        return _profile_settings(profile, settings)
 
     @property
     def base_url(self) -> str:
@@ -510,11 +490,10 @@ class DatasetClient:
         self._pool.close()
 
     def redact(self, text: _T, *, signed_urls: bool = True) -> _T:
-        """``text`` (or a copy of a result, of a tuple, set or mapping: as a
-        dict) with this client's secrets (its key, headers, proxy passwords,
-        in any form a server echoes them) as ``<redacted>``; ``signed_urls``:
-        and signed URLs' credentials (False: a result's URLs keep working).
-        TypeError for what it cannot look into (an exception: redact str(it))."""
+        """``text`` (or a copy of a result, tuple, set or mapping), this client's
+        secrets (key, headers, proxy passwords, in any form) as ``<redacted>``;
+        ``signed_urls``: signed URLs' credentials too (False: a result's URLs
+        keep working). TypeError for anything else."""
         secrets = self._secrets.shown() if signed_urls else self._secrets
         redacted: _T = _redact_value(text, secrets, strict=True)
         return redacted
@@ -1158,7 +1137,7 @@ def _reason_in_text(body: str) -> str | None:
         parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
     lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
     reason = ": ".join(line for line in lines if line)
-    # Escaped only as far as it is kept: escapes only lengthen it.
+    # Escaped as far as kept: escapes only lengthen it.
     return _escaped(reason[:200])[:200] or None
 
 
@@ -1172,18 +1151,16 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 # ============================================================================
 
 _REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth); a pattern, its common
-# starts once (a text of near misses costs less).
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth): shared starts once.
 _SIGNED_PARAMETERS = (
     "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
     "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
 )
 # How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
 _EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
-# Never shown as sent, wherever server text is shown (the command line escapes the same ones):
-# C0, DEL, C1; bidirectional controls (a server's "denied\u202e :ko" reads "ok"), zero-width
-# characters, line and paragraph separators, the other invisible ones (soft hyphen, fillers, tags:
-# "ASCII smuggling"); lone surrogates, which no UTF-8 stream takes. Ranges, as a pattern's [...].
+# Never shown as sent where server text is (the command line escapes the same): C0, DEL, C1,
+# bidirectional controls ("denied\u202e :ko" reads "ok"), zero-width and invisible ones (soft
+# hyphen, fillers, tags), line and paragraph separators, lone surrogates. A pattern's ranges.
 _UNSEEN = (
     "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
     "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
@@ -1201,7 +1178,7 @@ class _Secret(str):
 
 
 class _Secrets:
-    """Secrets to redact in every form a server may echo them (``signed``: and signed URLs')."""
+    """Secrets to redact in every form a server echoes (``signed``: signed URLs' too)."""
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
@@ -1218,7 +1195,7 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """Signed URLs' credentials too: for errors and logs, not results (URLs that must work)."""
+        """Signed URLs' credentials too: for errors and logs, not results (URLs that work)."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
@@ -1242,13 +1219,10 @@ class _Secrets:
             self._redact_forms = _forms_redactor(self.texts)
         return self._redact_forms(text)
 
-    def found_in(self, text: str) -> bool:
-        return self.redact(text) != text
-
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
     """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
-    # Here, not at the top: urllib.request has imported it already.
+    # urllib.request has imported it already.
     import base64
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
@@ -1262,32 +1236,27 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 @functools.cache
 def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: how every other form starts."""
+    """The first escape (percent, JSON, HTML) in a text: how other forms start."""
     return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in any mix of the forms servers echo it in."""
-    # Here: only an error or a log path gets this far.
+    """A function replacing each secret in any mix of the forms servers echo."""
+    # Only an error or a log path gets here.
     from html.entities import html5
 
     entities: dict[str, list[str]] = {}
     for name, character in html5.items():
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
-    # A trailing "=" (base64's padding) is optional: one pattern for a secret with and without.
-    padding: dict[str, int] = {}
-    for text in texts:
-        stem = text.rstrip("=") or text
-        padding[stem] = max(padding.get(stem, 0), len(text) - len(stem))
-    # One pattern a secret: alternatives would stop the engine skipping ahead (_character_forms).
-    equals = f"(?:{_character_forms('=', entities)})?"
+    # A pattern a secret (alternatives stop the engine skipping ahead), with base64's "==".
+    stems = dict.fromkeys(text.rstrip("=") or text for text in texts)
+    padding = f"(?:{_character_forms('=', entities)})?" * 2
     patterns = [
-        re.compile("".join(_character_forms(c, entities) for c in stem) + equals * count)
-        for stem, count in padding.items()
+        re.compile("".join(_character_forms(c, entities) for c in stem) + padding) for stem in stems
     ]
 
-    # A closure, so that no repr shows the patterns, which spell the secrets out.
+    # A closure: no repr shows the patterns, which spell the secrets out.
     def redact(text: str) -> str:
         # The longest first: a secret inside a longer one is replaced with it.
         for pattern in patterns:
@@ -1321,29 +1290,26 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 def _signed_parameter() -> re.Pattern[str]:
     """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
 
-    # A letter as itself (the pattern ignores case) or percent-encoded: s, %73, %53.
+    # A letter as itself (any case) or percent-encoded: s, %73, %53.
     def spelled(letter: re.Match[str]) -> str:
         c = letter[0]
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
     names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    # A URL nested in another's query, once or more: %, %25, %2525... (in JSON, \u0025 for %).
+    # "%" nested (%25, %2525) or JSON's \u0025. Before the name "?", "&" or "#" (a fragment's), as
+    # such, in JSON, JavaScript (\x26) or nested; then "=" so, or in HTML.
     percent = r"(?:%|\\u0025)(?:25)*"
-    # "&" or "?" before it: as in a URL (OAuth's #access_token= in its fragment); in JSON (Go
-    # writes \u0026), JavaScript (\x26), or nested. HTML's &amp; and &#38; end in ";".
     after = rf"(?:[?&;#]|\\[ux]0*(?:26|3f)|{percent}(?:26|3f))"
-    # "=" as in a URL, nested, in JSON (GSON writes \u003d), in JavaScript, in HTML.
     equals = rf"(?:=|{percent}3d|\\[ux]0*3d|&#0*61;|&#x0*3d;|&equals;)"
-    # The value: up to what ends a URL in a text; JSON's "\/" is a slash in it.
-    run = r"[^\s&#\"'<>\\]*"
-    value = rf"{run}(?:\\/{run})*[^\s&#\"'<>\\:,.;)\]]"
-    # A name starts with a letter, or one percent-encoded: a quick refusal of the rest.
+    # The value, to a URL's end in a text (JSON's "\/" in it).
+    value = r"[^\s&#\"'<>\\]*(?:\\/[^\s&#\"'<>\\]*)*[^\s&#\"'<>\\:,.;)\]]"
+    # A name's first letter (or %XX) first: near misses fail at once.
     return re.compile(f"(?i)({after}(?=[a-z]|%[4-7])(?:{names}){equals}){value}")
 
 
 def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
-    """``value`` (text, bytes, headers, decoded JSON, a tuple, set or mapping of them) with every
-    secret replaced, in a copy; anything else as it is, or with ``strict`` a TypeError."""
+    """A copy of ``value`` (text, bytes, headers, containers of them), secrets replaced; anything
+    else as it is (``strict``: TypeError)."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -1354,8 +1320,6 @@ def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
         clean = secrets.redact(text)
         return value if clean == text else clean.encode("utf-8", "surrogateescape")
     if isinstance(value, http.client.HTTPMessage):
-        if not any(secrets.found_in(f"{name}: {text}") for name, text in value.items()):
-            return value
         headers = http.client.HTTPMessage()
         for name, text in value.items():
             headers[secrets.redact(name)] = secrets.redact(text)
@@ -1369,16 +1333,14 @@ def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
         return frozenset(items) if isinstance(value, frozenset) else set(items)
     # Numbers, None and booleans hold no text.
     if strict and not isinstance(value, (int, float, type(None))):
-        kind = type(value).__name__
-        raise TypeError(f"cannot redact a {kind}: only text, bytes, numbers and containers of them")
+        raise TypeError(f"cannot redact a {type(value).__name__}: text or containers of it only")
     return value
 
 
 def _redact_nested(
     value: list[Any] | Mapping[Any, Any], secrets: _Secrets, strict: bool
 ) -> dict[Any, Any] | list[Any]:
-    """A copy with every string redacted (a mapping: a dict); without recursion (a payload may
-    nest thousands deep): only tuples and sets, which JSON has none of, are redacted by a call."""
+    """A copy (a mapping: a dict), not recursive: JSON may nest thousands deep."""
 
     def shallow(container: list[Any] | Mapping[Any, Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, collections.abc.Mapping):
@@ -1395,9 +1357,7 @@ def _redact_nested(
         places = container.keys() if isinstance(container, dict) else range(len(container))
         for place in list(places):
             item = container[place]
-            if isinstance(item, str):
-                container[place] = secrets.redact(item)
-            elif isinstance(item, (list, collections.abc.Mapping)):
+            if isinstance(item, (list, collections.abc.Mapping)):
                 if id(item) not in copies:
                     copies[id(item)] = shallow(item)
                     pending.append(copies[id(item)])
@@ -1425,7 +1385,7 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
+    """``error``, its causes and contexts (``raise X from Y`` in ``except Z``: both)."""
     chain: list[BaseException] = []
     pending = [error]
     # Bounded: each exception once.
@@ -1439,7 +1399,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of finished library frames in ``error``'s chain (a caller's are left)."""
+    """Clear the locals of finished library frames in ``error``'s chain (not a caller's)."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -1455,8 +1415,7 @@ def _clear_library_frames(error: BaseException) -> None:
 
 
 def _escaped(text: str) -> str:
-    """``text`` with _UNSEEN's characters escaped as a terminal shows them (``\\x1b``,
-    ``\\u202e``, ``\\U000e0041``)."""
+    """``text``, _UNSEEN's characters escaped as a terminal shows them (``\\u202e``)."""
     return re.sub(f"[{_UNSEEN}]", _escape, text)
 
 
@@ -1986,8 +1945,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             idle = self._idle.setdefault(key, [])
             kept = reusable and connection.sock is not None and not self.closed
             if kept and len(idle) < _MAX_IDLE_PER_ORIGIN:
-                # http.client keeps the last response till the next request: a redirect's holds
-                # its signed Location (its url, its headers).
+                # Kept till the next request: a redirect's holds a signed Location.
                 connection._HTTPConnection__response = None  # type: ignore[attr-defined]
                 idle.append(connection)
                 return
@@ -2320,7 +2278,7 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 def _unreadable_url(url: str) -> str | None:
     """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
     try:
-        # Its port too: else each request ended in http.client's InvalidURL.
+        # The port too: else InvalidURL at each request.
         urllib.parse.urlsplit(url).port  # noqa: B018
     except ValueError as exc:
         return str(exc)
@@ -4168,9 +4126,8 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))
 
 
 def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
-    """``kind``, its message ``argument`` and ``why``: the argument named (_named), for a caller
-    that calls it otherwise (the command line: its option)."""
-    return _named(kind, (argument, argument), f" {why}")
+    """``kind``: ``argument`` (a piece: _named) and ``why``, a signed URL in it redacted."""
+    return _named(kind, (argument, argument), f" {_showable_url(why, _Secrets())}")
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
@@ -4178,13 +4135,11 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     _check_url_characters(base_url, "base_url")
     # "localhost:8000" would parse as the scheme "localhost".
     if "://" not in base_url:
-        shown = _showable_url(base_url, _Secrets())
-        guess = f"{shown!r} has no scheme: did you mean 'http://{shown}'?"
+        guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
         raise _refused("base_url", guess)
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
-        shown = _showable_url(base_url, _Secrets())
-        raise _refused("base_url", f"must not have a query or fragment: {shown!r}")
+        raise _refused("base_url", f"must not have a query or fragment: {base_url!r}")
     path = _percent_encoded(parts.path.rstrip("/"))
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
@@ -4194,16 +4149,13 @@ def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
-        shown = _showable_url(url, _Secrets())
-        said = f"must be a URL without whitespace or control characters, got {shown!r}"
+        said = f"must be a URL without whitespace or control characters, got {url!r}"
         raise _refused(argument, said)
     try:
         url.encode()
     except UnicodeEncodeError:
         # A lone surrogate: no request can send it.
-        shown = _showable_url(url, _Secrets())
-        said = f"holds a character UTF-8 cannot encode: {shown!r}"
-        raise _refused(argument, said) from None
+        raise _refused(argument, f"holds a character UTF-8 cannot encode: {url!r}") from None
 
 
 def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
@@ -4223,13 +4175,12 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         said = (" must not contain a user:password part (pass ", ("api_key", "api_key"))
         raise _named(ValueError, (argument, argument), *said, " or headers instead)")
     if not parts.hostname:
-        raise _refused(argument, f"has no host: {_showable_url(url, _Secrets())!r}")
+        raise _refused(argument, f"has no host: {url!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
 def _percent_encoded(text: str) -> str:
-    """``text`` (_check_url_characters': UTF-8), non-ASCII percent-encoded (http.client sends
-    ASCII)."""
+    """``text`` (UTF-8), non-ASCII percent-encoded: http.client sends ASCII."""
     return text if text.isascii() else urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
 
 
@@ -4250,12 +4201,12 @@ def _check_number(
 
 
 def _is_finite(value: float) -> bool:
-    """Not NaN, not infinite, nor an int past a float's range (which no wait or size takes)."""
+    """Not NaN or infinite, nor an int past a float's range."""
     return abs(value) <= sys.float_info.max
 
 
 def _check_positive(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number as a float (seconds, or bytes a second)."""
+    """None, or a positive finite number as a float."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
@@ -4286,7 +4237,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if name.lower() in ("content-length", "transfer-encoding", "connection"):
             raise ValueError(f"headers: {name} is set by the client itself")
-        checked[name] = _Secret(_check_header_value(value, f"headers[{name!r}]"))
+        checked[name] = _check_header_value(value, f"headers[{name!r}]")
     return checked
 
 
@@ -4332,13 +4283,8 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
         # Naive and aware datetimes cannot be ordered: the service decides.
         with contextlib.suppress(TypeError):
             if first > last:
-                raise _named(
-                    ValueError,
-                    ("start_date", "start_date"),
-                    f" {start.isoformat()} is after ",
-                    ("end_date", "end_date"),
-                    f" {end.isoformat()}",
-                )
+                said = (("start_date", "start_date"), f" {start.isoformat()} is after ")
+                raise _named(ValueError, *said, ("end_date", "end_date"), f" {end.isoformat()}")
     return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
 
@@ -4384,33 +4330,32 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
-def _profile_settings(
-    profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
-) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)}; None for a profile's key when ``base_url`` is elsewhere."""
+def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """{name: (value, where from)}: ``settings`` (key, headers wrapped in place), the variables,
+    the profile's; None for its key if the base_url is elsewhere."""
+    for name in {"api_key", "headers"} & settings.keys():
+        settings[name] = _as_secret(settings[name])
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
-    path, table = _read_profile(asked, warn)
+    path, table = _read_profile(asked)
     where = f"[{asked or 'default'}] in {path}"
     found = {name: (value, where) for name, value in table.items()}
     if os.environ.get("DATASET_CLIENT_BASE_URL"):
         found["base_url"] = (os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL")
-    # The key as _Secret the moment it is read: should a setting be refused, no frame shows it.
+    # As _Secret the moment it is read: no frame shows it.
     if os.environ.get("DATASET_CLIENT_API_KEY"):
         found["api_key"] = (_Secret(os.environ["DATASET_CLIENT_API_KEY"]), "DATASET_CLIENT_API_KEY")
-    service = base_url or found.get("base_url", ("",))[0]
+    service = settings.get("base_url") or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
     if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
         found["api_key"] = (None, where)
-    return found
+    return {**found, **{name: (value, "argument") for name, value in settings.items()}}
 
 
 def _netloc(url: str) -> tuple[str, ...]:
     return urllib.parse.urlsplit(url.lower())[:2]
 
 
-def _read_profile(
-    asked: str | None, warn: Callable[[str], object] | None
-) -> tuple[str, dict[str, Any]]:
+def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
     """The config file's path and its profile ``asked`` for (else [default], or {})."""
     path = _config_path()
     try:
@@ -4429,8 +4374,7 @@ def _read_profile(
         _check_config_file_is_own(path, status)
         config, reason = _parsed_config(file)
     if config is None:
-        # Raised here, not in the except clause: tomllib's error, kept as the context, would keep
-        # its frames, whose locals hold the file's whole text (its key among it).
+        # Not in the except clause: tomllib's error, the context, keeps frames holding the text.
         raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
@@ -4444,7 +4388,7 @@ def _read_profile(
             return path, {}
         there = ", ".join(tables) or "none"
         raise LookupError(f"no profile {name!r} in {path}; its profiles: {there}")
-    return path, _checked_profile(tables[name], f"[{name}] in {path}", path, warn)
+    return path, _checked_profile(tables[name], f"[{name}] in {path}", path)
 
 
 def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
@@ -4456,18 +4400,14 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # Never in clear in a frame, what may be a key: one of any spelling (api-key, apikey, API_KEY)
-    # and all a profile's reading ignores (a misspelt name, a table in a profile, what is outside
-    # one). A text as _Secret; else emptied, of its type (the error names it; a date: None).
+    # What may be a key (any spelling, misspelt, what no profile reads) is in no frame.
     for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
         for key, value in table.items():
             kept = key in _PROFILE_KEYS and key != "api_key"
             if (table is config and isinstance(value, dict)) or (table is not config and kept):
                 continue
-            if isinstance(value, str):
-                table[key] = _Secret(value)
-            else:
-                table[key] = type(value)() if isinstance(value, (list, dict, int, float)) else None
+            hidden = type(value)() if isinstance(value, (list, dict, int, float)) else None
+            table[key] = _Secret(value) if isinstance(value, str) else hidden
     return config, ""
 
 
@@ -4506,20 +4446,16 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
         raise PermissionError(said)
 
 
-def _checked_profile(
-    profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
-) -> dict[str, Any]:
-    """Its known keys, checked; ``warn`` told of the others."""
-    if warn is None:
-        import warnings
+def _checked_profile(profile: dict[str, Any], where: str, path: str) -> dict[str, Any]:
+    """Its known keys, checked; a warning names the others."""
+    import warnings
 
-        # Said where from_profile (or read_settings) was called.
-        warn = functools.partial(warnings.warn, stacklevel=5)
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
         guess = f"did you mean {nearest!r}?" if near else f"known keys: {', '.join(_PROFILE_KEYS)}"
-        warn(f"unknown key {key!r} in {where} (ignored): {guess}")
+        # Said where from_profile (or read_settings) was called.
+        warnings.warn(f"unknown key {key!r} in {where} (ignored): {guess}", stacklevel=5)
     profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
         _check_profile_value(key, value, where)
@@ -4575,7 +4511,7 @@ def _shell_quoted(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run dataset_client_cli.py beside this file (by path: -I leaves it off sys.path), else an
     installed one; else say why in one line."""
-    # Run as __main__, this module is dataset_client too, and is compiled once.
+    # Run as __main__, this module is dataset_client too: compiled once.
     sys.modules.setdefault("dataset_client", sys.modules[__name__])
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     try:
@@ -4622,7 +4558,7 @@ def _own_source(path: str) -> bytes | None:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
     except FileNotFoundError:
-        # None there, or gone since lstat (another user's loop of links).
+        # None there, or gone since lstat (another user's loop).
         return None
     except OSError as exc:
         # A link (ELOOP), or not the user's to read: as lstat found it.
@@ -4647,7 +4583,7 @@ def _refusal_to_run(path: str, status: os.stat_result, failure: str = "") -> str
         why = "another user's file"
     elif status.st_nlink > 1:
         why = f"a file with {status.st_nlink} links"
-    # A group's but the user's own (umask 002 with a group of one's own) may change it too.
+    # Writable by the user's own group: a umask 002 checkout.
     elif _HAS_GETEUID and status.st_mode & (0o002 if status.st_gid == os.getegid() else 0o022):
         why = f"writable by group or others; run chmod go-w {_shell_quoted(path)}"
     return why and f"{path} is not run (owner: uid {status.st_uid}): {why}"

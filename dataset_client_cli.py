@@ -36,7 +36,8 @@ import time
 import types
 import urllib.parse
 import warnings
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple, NoReturn
 
 # The library's version too: the two files are one release, and each checks the other's.
 __version__ = "1.1.0"
@@ -116,12 +117,6 @@ from dataset_client import (  # noqa: E402 (once the library beside this file is
     # Sizes for people (1.5 MiB), as the library's own messages say them.
     _size,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
-    from typing import Any, NoReturn
-
 
 _EXIT_OK = 0
 _EXIT_SERVICE_ERROR = 1
@@ -579,7 +574,7 @@ def _rate(text: str) -> float:
     return value
 
 
-class _Settings:
+class _Settings(types.SimpleNamespace):
     """What one run was asked to do, read once (_read_settings) and never changed: the parsed
     command line (the other commands' arguments keep the defaults below; export --download's
     ``download`` is "" for the file's own name); the service's address and key (``key_withheld``:
@@ -612,20 +607,11 @@ class _Settings:
     client_options: Mapping[str, Any]
     sources: Mapping[str, str]
 
-    def __init__(self, **values: Any) -> None:
-        vars(self).update(values)
-
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"settings are read once: {name} cannot be changed")
 
-    def __repr__(self) -> str:
-        shown = {name: value for name, value in vars(self).items() if name != "api_key"}
-        return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
-
-def _read_settings(
-    namespace: argparse.Namespace, warn: Callable[[str], None] | None = None
-) -> _Settings:
+def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], object]) -> _Settings:
     """This run's settings: the options, then the variables, then the profile, as the library
     reads them (DatasetClient.read_settings; ``warn`` is told what in the profile was ignored)."""
     given = vars(namespace)
@@ -641,7 +627,7 @@ def _read_settings(
             raise _UsageError(_in_cli_terms(exc)) from None
         finally:
             for warning in ignored:
-                (warn or (lambda text: None))(str(warning.message))
+                warn(str(warning.message))
     # The profile's key, meant for another service: none, said so in a 401's hint.
     withheld = found.get("api_key", ("", ""))[0] is None
     sources = {"api_key": "default" if withheld else found.get("api_key", (0, "default"))[1]}
@@ -749,8 +735,7 @@ def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
 
 
 def _in_cli_terms(exc: BaseException, settings: _Settings | None = None) -> str:
-    """A library error in the command line's words: what its message names (``exc.named``: an
-    argument, the deadline, a size) said as the command line says it, the rest as it is."""
+    """A library error in the command line's words: what it names (``exc.named``) as it says it."""
     words = _cli_words(exc, settings)
     if isinstance(exc, DatasetClientError):
         return exc.worded(**words)
@@ -779,8 +764,7 @@ def _cli_words(exc: BaseException, settings: _Settings | None) -> dict[str, str]
 
 
 def _sizes_in_words(exc: BaseException) -> dict[str, str]:
-    """The byte counts an error names (``received``, ``expected``) in sizes for people; "0 of ?
-    bytes" is said as it is."""
+    """The byte counts an error names in sizes for people; "0 of ? bytes" is said as it is."""
     received, expected = getattr(exc, "received", None), getattr(exc, "expected", None)
     if received is None or not (received or expected is not None):
         return {}
@@ -853,8 +837,6 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
     fields = result if isinstance(result, dict) else {}
     # The service may call the count as the query result does.
     if any(_is_number(fields.get(name)) and fields[name] == 0 for name in ("rows", "row_count")):
-        import shlex
-
         stderr.warning(
             "the export holds no rows: check --symbols, --start and --end against"
             f" dataset-client datasets {shlex.quote(settings.dataset)}"
@@ -1488,8 +1470,6 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[...,
 def _pager_command() -> list[str] | None:
     """$DATASET_CLIENT_PAGER, else $PAGER (set but empty: no pager, as git and psql read them),
     else ``less -FRX`` when installed; None: no pager."""
-    import shlex
-
     for name in ("DATASET_CLIENT_PAGER", "PAGER"):
         if name in os.environ:
             try:
