@@ -574,8 +574,9 @@ class DatasetClient:
             raise _refused("connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
             raise ClientClosedError(_CLOSED)
-        with _open_target(destination, resume) as target:
-            requests = self._download_requests(url, within)
+        requests = self._download_requests(url, within)
+        in_time = functools.partial(_check_in_time, requests, url)
+        with _open_target(destination, resume, in_time) as target:
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
             transfer.run()
             target.commit(transfer.parts.total)
@@ -2868,6 +2869,14 @@ class _Acceptance:
         self.parts.start_threads()
 
 
+def _check_in_time(requests: _DownloadRequests, url: str) -> None:
+    """Raise once a download must end: its deadline reached, or its client closed."""
+    requests.deadline.wait(None, "GET", url)
+    if requests.closed():
+        text = f"the DatasetClient was closed during GET {url}"
+        raise ClientClosedError(text, method="GET", url=url)
+
+
 class _Transfer:
     """One download: its _Parts fetched, each response accepted (_Acceptance), bytes checked."""
 
@@ -3084,10 +3093,7 @@ class _Transfer:
             )
 
     def _check_in_time(self) -> None:
-        self.requests.deadline.wait(None, "GET", self.url)
-        if self.requests.closed():
-            text = f"the DatasetClient was closed during GET {self.url}"
-            raise ClientClosedError(text, method="GET", url=self.url)
+        _check_in_time(self.requests, self.url)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every wait and read."""
@@ -3305,38 +3311,41 @@ _WAKE_SECONDS = 0.1  # a wait no read ends looks at the deadline and close()
 
 
 def _open_target(
-    destination: str | os.PathLike[str] | BinaryIO, resume: bool
+    destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget."""
+    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. A FIFO's
+    reader is waited for until ``in_time()`` raises."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
-    path = _check_destination_path(destination)
-    file_path = _follow_destination_links(path)
-    if stream := _open_special_destination(path, file_path):
-        return _StreamTarget(stream, opened=True)
+    found = _Directory(_check_destination_path(destination))
     try:
-        return _FileTarget(file_path, resume)
-    except OSError as exc:  # said of the destination, not of the client's files
-        problem = _directory_problem(os.path.dirname(file_path) or ".")
-        reason = exc.strerror or str(exc)
-        raise OSError(exc.errno, f"{reason} ({problem})" if problem else reason, path) from None
+        stream = _open_special_destination(found, in_time)
+        if stream is None:
+            return _FileTarget(found, resume)
+    except BaseException:
+        found.close()
+        raise
+    found.close()
+    return _StreamTarget(stream, opened=True)
 
 
-def _directory_problem(directory: str) -> str | None:
-    """What keeps files from being made in ``directory``, in a few words, or None."""
+def _said_of(destination: str, error: OSError, directory: str) -> OSError:
+    """``error`` said of ``destination``, with what keeps files from being made in ``directory``."""
+    directory = directory or "."
+    problem = ""
     try:
-        status = os.stat(directory)
+        if not stat.S_ISDIR(os.stat(directory).st_mode):
+            problem = f"{directory} is not a directory"
+        elif not os.access(directory, os.W_OK | os.X_OK):
+            problem = f"the directory {directory} is not writable"
     except FileNotFoundError:
-        return f"the directory {directory} does not exist"
+        problem = f"the directory {directory} does not exist"
     except NotADirectoryError:
-        return f"a part of {directory} is not a directory"
+        problem = f"a part of {directory} is not a directory"
     except OSError:
-        return None
-    if not stat.S_ISDIR(status.st_mode):
-        return f"{directory} is not a directory"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"the directory {directory} is not writable"
-    return None
+        pass
+    reason = error.strerror or str(error)
+    return OSError(error.errno, f"{reason} ({problem})" if problem else reason, destination)
 
 
 class _Sink:
@@ -3381,61 +3390,62 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit."""
+    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit;
+    every name in the directory walked to (``found.directory``, held, closed on exit)."""
 
-    def __init__(self, destination: str, resume: bool) -> None:
-        self.destination = destination
+    def __init__(self, found: _Directory, resume: bool) -> None:
+        self.directory = found
+        self.name = found.name
+        self.destination = found.given  # as given: errors name it, not the client's files
         self.seeking = _thread.allocate_lock()  # without os.pwrite (Windows)
-        self.stem = _hidden_stem(destination)
-        self.path = self.lock_path = ""  # lock_path: where there is no flock
+        self.stem = _hidden_stem(self.directory, self.name)
+        self.temporary = ""
+        self.lock_name = ""  # where there is no flock
         self.committed = False
-        # The directory walked to, held: the commit happens there, whatever is renamed meanwhile.
-        self.directory = _open_directory(os.path.dirname(destination))
         try:
-            if fcntl := _fcntl():  # without flock none is known to be abandoned
-                _remove_abandoned_temporaries(self.stem, "part|new", 12, fcntl)
             fd = self._open_resumable() if resume else None
-            self.fd = self._open_unique() if fd is None else fd
-        except BaseException:
-            if self.directory is not None:
-                os.close(self.directory)
-            raise
+            if fd is None:
+                fd, self.temporary = _open_temporary(self.directory, self.stem)
+            else:
+                # What a killed download without resume left is removed all the same.
+                _sweep(self.directory, self.stem, claim=False)
+        except OSError as exc:
+            raise _said_of(self.destination, exc, self.directory.path) from None
+        self.fd = fd
 
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` and its state, ours and locked; else None."""
-        path = self.stem + ".part"
-        state = _StateFile(path + ".json")
-        with contextlib.suppress(FileNotFoundError):
-            if not _is_own_regular_file(os.lstat(state.path)):
-                return None  # not ours to read or replace: left alone
+        name = self.stem + ".part"
+        state = _StateFile(self.directory, name + ".json")
         try:
-            fd: int | None = _create(path, 0o666)
+            found = _is_own_regular_file(self.directory.status_of(state.name))
+            if not found:
+                return None  # not ours to read or replace: left alone
+        except FileNotFoundError:
+            found = False
+        made = True
+        try:
+            fd: int | None = self.directory.create(name, 0o666)
         except FileExistsError:
-            fd = _open_own_file(path)
+            made = False
+            fd = self.directory.open_own(name)
         if fd is None:
             return None
-        try:  # still that file once locked: its holder may have committed it since
-            if self._lock(fd) and _is_named(fd, path):
-                state.load()
-                self.path, self.state = path, state
+        try:
+            # Still that file once locked: its holder may have committed it since.
+            if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
+                # A new partial file takes up nothing (a state without one is dropped).
+                if made:
+                    state.ours = found
+                else:
+                    state.load(found)
+                self.temporary = name
+                self.state = state
         finally:
             if self.state is None:
                 self._unlock()
                 os.close(fd)
         return None if self.state is None else fd
-
-    def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-        """The validator and parts an earlier run kept of ``url``'s file; else None (dropped)."""
-        checked = None if self.state is None else _checked_state(self.state.saved, url)
-        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
-            self.reset()
-            return None
-        validator, spans = checked
-        size = min(os.fstat(self.fd).st_size, spans[-1][1])
-        os.ftruncate(self.fd, size)  # nothing past the end of the file
-        return validator, [
-            (start, end, min(done, max(0, size - start))) for start, end, done in spans
-        ]
 
     def _lock(self, fd: int) -> bool:
         fcntl = _fcntl()
@@ -3448,51 +3458,43 @@ class _FileTarget(_Sink):
 
     def _lock_with_a_file(self) -> bool:
         """``.NAME.part.lock``, made with O_EXCL; taken over when its process is gone."""
-        path = self.stem + ".part.lock"
+        name = self.stem + ".part.lock"
         try:
-            _write_new(path, str(os.getpid()).encode())
+            self.directory.write_new(name, str(os.getpid()).encode())
         except FileExistsError:
-            if not _take_over_abandoned_lock(path):
+            if not _take_over_abandoned_lock(self.directory, name):
                 return False
-        self.lock_path = path
+        self.lock_name = name
         return True
 
     def _unlock(self) -> None:
-        if self.lock_path:
-            _remove(self.lock_path)
-            self.lock_path = ""
+        if self.lock_name:
+            self.directory.remove(self.lock_name)
+            self.lock_name = ""
 
-    def _open_unique(self) -> int:
-        """``.NAME.<hex>.part``, locked as ``.NAME.<hex>.new`` before it takes its name."""
-        for _ in range(100):
-            token = os.urandom(6).hex()
-            path, new = f"{self.stem}.{token}.part", f"{self.stem}.{token}.new"
-            try:
-                fd = _create(new, 0o666)
-            except FileExistsError:
-                continue
-            try:
-                if fcntl := _fcntl():  # waiting: a sweep may hold it for an instant
-                    with contextlib.suppress(OSError):
-                        fcntl.flock(fd, fcntl.LOCK_EX)
-                os.replace(new, path)  # 48 random bits: no other file has that name
-            except BaseException:
-                os.close(fd)
-                _remove(new)
-                raise
-            self.path = path
-            return fd
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
+    def take_up(self, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
+        """The validator and parts an earlier run kept of ``url``'s file; else None (dropped)."""
+        if self.state is None:
+            return None
+        checked = _checked_state(self.state.saved, url)
+        if checked is None or checked[1][-1][1] == 0:  # an empty file: no range continues it
+            self.reset()
+            return None
+        validator, spans = checked
+        size = min(os.fstat(self.fd).st_size, spans[-1][1])
+        os.ftruncate(self.fd, size)  # nothing past the end of the file
+        return validator, [
+            (start, end, min(done, max(0, size - start))) for start, end, done in spans
+        ]
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):
-            _remove(self.path)
+            self.directory.remove(self.temporary)
             if self.state is not None:
                 self.state.remove()
         os.close(self.fd)  # after the unlink: the lock keeps other processes off until then
-        if self.directory is not None:
-            os.close(self.directory)
         self._unlock()
+        self.directory.close()
 
     def reset(self) -> None:
         os.ftruncate(self.fd, 0)
@@ -3500,7 +3502,8 @@ class _FileTarget(_Sink):
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
-        free = shutil.disk_usage(directory := os.path.dirname(self.stem)).free
+        directory = self.directory.path or "."
+        free = shutil.disk_usage(directory).free
         if size is not None and size > free:
             message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
@@ -3525,9 +3528,8 @@ class _FileTarget(_Sink):
 
     def commit(self, total: int | None) -> None:
         """Move the file into place if ``total`` bytes long and still the one written here."""
-        size, destination, at = os.fstat(self.fd).st_size, self.destination, self.directory
-        here = str if at is None else os.path.basename  # names in the directory walked to
-        swapped = "another file was put in place of the temporary file"
+        status = os.fstat(self.fd)
+        size = status.st_size
         try:  # the state goes in every case
             if total is not None and size != total:
                 raise _named(
@@ -3541,43 +3543,70 @@ class _FileTarget(_Sink):
                     received=size,
                     expected=total,
                 )
-            if not _is_named(self.fd, here(self.path), at):
-                raise PermissionError(errno.EACCES, f"{swapped}: not committed", destination)
+            if not self.directory.holds(status, self.temporary):
+                raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             try:
-                os.replace(here(self.path), here(destination), src_dir_fd=at, dst_dir_fd=at)
+                self.directory.replace(self.temporary, self.name)
             except OSError as exc:  # named as the caller's file, not the temporary one
-                raise OSError(exc.errno, exc.strerror or str(exc), destination) from None
-            if not _is_named(self.fd, here(destination), at):  # put there after the check
-                with contextlib.suppress(OSError):  # the user's own may be another download's
-                    if not _is_mine(os.lstat(here(destination), dir_fd=at)):
-                        os.unlink(here(destination), dir_fd=at)
-                left = "left there" if os.path.lexists(destination) else "removed"
-                message = f"{swapped} and moved into place: {left}"
-                raise PermissionError(errno.EACCES, message, destination)
+                raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
+            if not self.directory.holds(status, self.name):
+                self._check_replaced_after_the_move()
         finally:
             if self.state is not None:
                 self.state.remove()
         self.committed = True
 
+    def _check_replaced_after_the_move(self) -> None:
+        """Another file at the destination after the move: the user's, this one linked nowhere,
+        is another download's commit after this one (the last wins, as with two ``curl -o``);
+        else the error (another user's file removed)."""
+        with contextlib.suppress(OSError):
+            there = self.directory.status_of(self.name)
+            if not _is_mine(there):
+                self.directory.remove(self.name)
+            elif os.fstat(self.fd).st_nlink == 0:
+                return
+        try:
+            self.directory.status_of(self.name)
+            left = "left there"
+        except OSError:
+            left = "removed"
+        message = f"{_SWAPPED} and moved into place: {left}"
+        raise PermissionError(errno.EACCES, message, self.destination)
+
+
+_SWAPPED = "another file was put in place of the temporary file"
+
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps."""
+    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
+    the download names it (for the command line)."""
 
     def __init__(self, destination: str) -> None:
-        self.file_path = _follow_destination_links(destination)
-        self.path = _hidden_stem(self.file_path) + ".part"  # as _FileTarget names it
+        self.destination = destination
+        found = _Directory(destination)
+        stem = _hidden_stem(found, found.name)
+        found.close()
+        self.descriptor = found.descriptor
+        self.file_path = os.path.join(found.path, found.name)
+        self.path = os.path.join(found.path, stem + ".part")
 
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
-        return _checked_state(_read_state(self.path + ".json"), url) is not None
+        found = _Directory(self.destination)
+        try:
+            saved = _read_state(found, os.path.basename(self.path) + ".json")
+        finally:
+            found.close()
+        return _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
         """True when the destination is already the user's own regular file (not reached through
-        another user's link: _follow_destination_links) with ``sha256``: a download adds nothing.
+        another user's link: _Directory) with ``sha256``: a download adds nothing.
         A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
         path = self.file_path
         try:
-            if _is_descriptor_link(path) or not stat.S_ISREG(os.lstat(path).st_mode):
+            if self.descriptor or not stat.S_ISREG(os.lstat(path).st_mode):
                 return False
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
         except OSError:
@@ -3593,9 +3622,16 @@ class _PartialFile:
         """Remove it and its state: only the user's own, when no download holds them."""
         if not os.path.lexists(self.path):
             return
-        with _FileTarget(self.file_path, resume=True) as files:
+        found = _Directory(self.destination)
+        try:
+            files = _FileTarget(found, resume=True)
+        except BaseException:
+            found.close()
+            raise
+        with files:
             if files.state is not None:
-                files.state.kept = False  # so that closing it removes both
+                # So that closing it removes both.
+                files.state.kept = False
 
 
 class _StreamTarget(_Sink):
@@ -3810,73 +3846,122 @@ class _ReorderBuffer(_Sink):
 # Safe file operations
 # ============================================================================
 
-_MAX_STATE_SIZE = 1024 * 1024  # of a resumable download's state file
-_LOCK_WRITE_GRACE = 5.0  # an empty or garbled .part.lock this young may be being written
+_MAX_STATE_SIZE = 1024 * 1024
+# An empty or garbled .part.lock this young may be being written.
+_LOCK_WRITE_GRACE = 5.0
+_SLOTS = 3  # the temporary file's names (DESIGN.md: "The temporary file's names")
+# With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
+_SHORT_NAME = 143 - len("..part.json.01234567.tmp")
+# O_PATH (Linux): a directory one may search but not read is walked too.
+_WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
+_HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``); ``kept``: one on disk is kept."""
+    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
+    this download's is there (found or saved), the only one it removes. Only the partial file's
+    lock holder saves, through one name (``.json.tmp``)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.saved: Any = None  # what an earlier run left, not yet checked
+    def __init__(self, directory: _Directory, name: str) -> None:
+        self.directory = directory
+        self.name = name
+        self.temporary = name + ".tmp"
+        self.saved: Any = None
         self.kept = False
+        self.ours = False
 
-    def load(self) -> None:
-        _remove_abandoned_temporaries(self.path, "tmp", 8, None)  # saves kill -9 cut short
-        self.saved = _read_state(self.path)
+    def load(self, found: bool) -> None:
+        self.saved = _read_state(self.directory, self.name)
         self.kept = self.saved is not None
+        self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
-        _write_new(f"{self.path}.{os.urandom(4).hex()}.tmp", json.dumps(state).encode(), self.path)
-        self.kept = True
+        data = json.dumps(state).encode()
+        with contextlib.suppress(FileExistsError):
+            return self.write(data)
+        # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
+        if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+        self.write(data)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.directory.write_new(self.temporary, data, self.name)
+            self.kept = self.ours = True
+        except PermissionError:
+            # Another user's file at the name, which a sticky directory keeps: not resumable.
+            self.kept = False
 
     def remove(self) -> None:
-        _remove(self.path)
-        self.kept = False
+        if self.ours:
+            self.directory.remove(self.name)
+        self.kept = self.ours = False
 
 
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
+    """A new temporary file, locked, and its name: one of ``_sweep``'s, else a random one."""
+    made = _sweep(directory, stem, claim=True)
+    tries = 100
+    while made is None and tries:
+        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl())
+        tries -= 1
+    if made is None:
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
+    return made
 
 
-def _create(path: str, mode: int = 0o600) -> int:
-    """A new file, read-write, never through a link (FileExistsError): every file made is."""
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_BINARY, mode)
+def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
+    """Remove what kill -9 left at the temporary file's names (``STEM.N.part``); with ``claim``,
+    make and lock the first one free."""
+    fcntl = _fcntl()
+    made = None
+    for slot in range(1, _SLOTS + 1):
+        name = f"{stem}.{slot}.part"
+        if claim and made is None:
+            made = _claim(directory, name, fcntl)
+        elif fcntl is not None:  # without flock (Windows) none is known to be abandoned
+            _remove_abandoned(directory, name, fcntl)
+    return made
 
 
-def _write_new(path: str, data: bytes, replacing: str = "") -> None:
-    """A new file ``path`` of ``data``, moved over ``replacing`` if given; removed on failure."""
-    try:  # the open inside: a signal just after it still removes the file
-        with os.fdopen(_create(path), "wb") as file:
-            file.write(data)
-        if replacing:
-            os.replace(path, replacing)
-    except FileExistsError:
-        raise
-    except BaseException:
-        _remove(path)
-        raise
-
-
-def _open_own_file(path: str) -> int | None:
-    """``path`` opened read-write, not through a link, if the user's regular file with one link."""
-    try:
-        fd = os.open(path, os.O_RDWR | _O_NOFOLLOW | _O_BINARY | _O_NONBLOCK)  # a FIFO: not blocked
-    except OSError:  # a link (ELOOP), not there, not ours to open
+def _claim(directory: _Directory, name: str, fcntl: Any) -> tuple[int, str] | None:
+    """``name`` made and locked; None when taken (but by what kill -9 left: removed first)."""
+    for _ in range(2):
+        try:
+            fd = directory.create(name, 0o666)
+        except FileExistsError:
+            if fcntl and _remove_abandoned(directory, name, fcntl):
+                continue
+            return None
+        # Until locked, another download's sweep may take it for abandoned (and unlink it).
+        with contextlib.suppress(OSError):
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_nlink:
+                return fd, name
+        os.close(fd)
         return None
-    if _is_own_regular_file(os.fstat(fd)):
-        return fd
-    os.close(fd)
     return None
 
 
-def _is_named(fd: int, path: str, directory: int | None = None) -> bool:
-    """True when ``path`` (not followed; in ``directory``) is the file open as ``fd``."""
-    with contextlib.suppress(OSError):
-        return os.path.samestat(os.lstat(path, dir_fd=directory), os.fstat(fd))
+def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
+    """Remove ``name`` if kill -9 left it: the user's own regular file, one link, unlocked
+    (``fcntl`` None: the caller's lock keeps downloads off it)."""
+    fd = directory.open_own(name)
+    if fd is None:
+        return False
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Locked here, it stays at its name: no other sweep can have removed it since.
+        if directory.holds(os.fstat(fd), name):
+            directory.remove(name)
+            return True
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
     return False
 
 
@@ -3889,9 +3974,10 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
     return not _HAS_GETEUID or status.st_uid == os.geteuid() or (or_root and status.st_uid == 0)
 
 
-def _read_state(path: str) -> Any:
-    """The JSON in the user's own file ``path``; None when there is none, too large or not JSON."""
-    if (fd := _open_own_file(path)) is None:
+def _read_state(directory: _Directory, name: str) -> Any:
+    """The JSON in the user's own file ``name``; None when there is none, too large or not JSON."""
+    fd = directory.open_own(name)
+    if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
         data = file.read(_MAX_STATE_SIZE + 1)
@@ -3903,60 +3989,46 @@ def _read_state(path: str) -> Any:
         return None
 
 
-def _hidden_stem(path: str) -> str:
-    """``DIRECTORY/.NAME``, the start of the names beside ``path``, shortened within NAME_MAX."""
-    directory, name = os.path.split(path)
-    try:
-        limit = os.pathconf(directory or ".", "PC_NAME_MAX")
-    except (OSError, ValueError, AttributeError):
-        limit = 255
+def _hidden_stem(directory: _Directory, name: str) -> str:
+    """``.NAME``, the start of the names made beside NAME, shortened within NAME_MAX."""
     encoded = os.fsencode(name)
-    room = limit - 24  # the longest suffix: ".part.json.01234567.tmp"
+    if len(encoded) <= _SHORT_NAME:
+        return "." + name
+    try:
+        limit = os.pathconf(directory.path or ".", "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # Windows has no pathconf
+        limit = 255
+    room = limit - 24
     if len(encoded) >= room:
         name = os.fsdecode(encoded[: room - 18]) + "~" + hashlib.sha256(encoded).hexdigest()[:16]
-    return os.path.join(directory or ".", "." + name)
+    return "." + name
 
 
-def _remove_abandoned_temporaries(stem: str, suffixes: str, length: int, fcntl: Any) -> None:
-    """Remove the ``STEM.<length hex>.SUFFIX`` files a killed download left (unlocked ones)."""
-    directory, prefix = os.path.split(stem)
-    pattern = re.compile(rf"{re.escape(prefix)}\.[0-9a-f]{{{length}}}\.(?:{suffixes})")
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return
-    for name in filter(pattern.fullmatch, names):
-        path = os.path.join(directory, name)
-        if (fd := _open_own_file(path)) is not None:
-            with contextlib.suppress(OSError), os.fdopen(fd, "rb"):
-                if fcntl is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: a process holds it
-                if not path.endswith(".new") or time.time() - os.fstat(fd).st_mtime > 60:
-                    os.unlink(path)
-
-
-def _take_over_abandoned_lock(path: str) -> bool:
+def _take_over_abandoned_lock(directory: _Directory, name: str) -> bool:
     """Replace an abandoned ``.part.lock`` with this process's own in one step; True when ours."""
-    if (judged := _abandoned_lock(path)) is None:
+    judged = _abandoned_lock(directory, name)
+    if judged is None:
         return False
-    claim = f"{path}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
+    claim = f"{name}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
     try:  # one process at a time checks it is still that file, still abandoned
-        os.close(_create(claim))
+        os.close(directory.create(claim))
     except OSError:
         return False
     try:
-        again = _abandoned_lock(path)
+        again = _abandoned_lock(directory, name)
         if again is None or not os.path.samestat(again, judged):
             return False  # taken over meanwhile, and in use
-        _write_new(f"{path}.{os.urandom(4).hex()}.new", str(os.getpid()).encode(), path)
+        pid = str(os.getpid()).encode()
+        directory.write_new(f"{name}.{os.urandom(4).hex()}.new", pid, name)
         return True
     finally:
-        _remove(claim)
+        directory.remove(claim)
 
 
-def _abandoned_lock(path: str) -> os.stat_result | None:
-    """The status of the user's ``.part.lock`` at ``path`` when abandoned; else None."""
-    if (fd := _open_own_file(path)) is None:
+def _abandoned_lock(directory: _Directory, name: str) -> os.stat_result | None:
+    """The status of the user's ``.part.lock`` ``name`` when abandoned; else None."""
+    fd = directory.open_own(name)
+    if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
         status = os.fstat(fd)
@@ -3983,132 +4055,230 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _follow_destination_links(path: str) -> str:
-    """The file a destination names: the user's or root's links followed, others refused."""
-    for _ in range(40):  # the kernel's own limit on links in a row
-        if _is_descriptor_link(path):
-            return path
-        try:  # each link read in its directory, walked to first
-            directory = _open_directory(os.path.dirname(path))
-        except OSError as exc:
-            if exc.strerror == _NOT_FOLLOWED:
-                raise
-            return path  # making the file says why
+class _Directory:
+    """A destination's directory, walked to a descriptor at a time (openat, O_NOFOLLOW), each
+    link (the last name's too) read where it stands: the user's or root's followed, another's
+    refused. Held (``fd``): the names beside ``name`` are made, moved and removed in it, never
+    by a path one could re-point; without directory descriptors (Windows, or no O_PATH for a
+    directory one may not read), by ``path``. ``status``: what is at ``name``; ``descriptor``:
+    a process's ("own", "other")."""
+
+    def __init__(self, path: str) -> None:
+        self.given = path
+        self.names = path.rstrip("/").split("/")[::-1]
+        # As walked: links read where they stood, never realpath (which follows anyone's).
+        self.path = "/" if path.startswith("/") else ""
+        self.links = 0
+        self.fd = os.open(self.path or ".", _WALK_FLAGS) if _HAS_DIRECTORY_DESCRIPTORS else None
+        self.name = ""
+        self.status: os.stat_result | None = None
+        self.descriptor = ""
         try:
-            name = path if directory is None else os.path.basename(path)
-            target = _link_target(name, directory, path)
-        finally:
-            if directory is not None:
-                os.close(directory)
-        if target is None:
-            return path
-        path = os.path.join(os.path.dirname(path), target)
-    return path
+            while self.names:
+                name = self.names.pop()
+                if self.names:
+                    self.step(name)
+                else:
+                    self.end(name)
+        except BaseException as exc:
+            self.close()
+            if not isinstance(exc, OSError) or exc.strerror == _NOT_FOLLOWED:
+                raise
+            raise _said_of(path, exc, os.path.dirname(path)) from None
 
-
-def _open_directory(directory: str) -> int | None:
-    """``directory`` opened as the kernel walks to it, another user's link a PermissionError;
-    None where no walk can be made (Windows; without O_PATH, a directory one may not read)."""
-    if not _HAS_GETEUID or os.open not in os.supports_dir_fd:
-        return None
-    flags, links = os.O_RDONLY | _O_DIRECTORY | _O_PATH, 0  # O_PATH: no need to read it
-    way = "/" if directory.startswith("/") else ""  # as shown in an error
-    names = directory.split("/")[::-1]  # not normalized: walked
-    fd: int | None = os.open(way or ".", flags)
-    try:
-        while names and fd is not None:
-            if (name := names.pop()) in ("", "."):
-                continue
+    def step(self, name: str) -> None:
+        """Into the directory ``name``, or where the link ``name`` leads."""
+        if name in ("", "."):
+            return
+        shown = os.path.join(self.path, name)
+        if self.fd is not None:
             try:
-                step: int | None = os.open(name, flags | _O_NOFOLLOW, dir_fd=fd)
-                way = os.path.dirname(way) if name == ".." else os.path.join(way, name)
-            except OSError as exc:  # a link (ELOOP, ENOTDIR), missing, or not to be searched
-                target, links = _link_target(name, fd, os.path.join(way, name)), links + 1
-                if target is None and not _O_PATH and exc.errno == errno.EACCES:
-                    step = None  # not readable: the path is used
-                elif target is None or links > 40:
-                    raise OSError(exc.errno, exc.strerror, os.path.join(way, name)) from None
-                else:  # followed from where it stands
-                    names.extend(target.split("/")[::-1])
-                    way = "/" if target.startswith("/") else way
-                    step = os.open("/" if way == "/" else ".", flags, dir_fd=fd)
-            os.close(fd)
-            fd = step
-    except BaseException:
-        if fd is not None:
-            os.close(fd)
-        raise
-    return fd
+                fd = os.open(name, _WALK_FLAGS | _O_NOFOLLOW, dir_fd=self.fd)
+            except OSError as exc:
+                # A link (ELOOP, ENOTDIR), missing, or not to be searched.
+                target = _link_target(self, name, shown)
+                if target is not None:
+                    self.follow(target)
+                    return
+                if _O_PATH or exc.errno != errno.EACCES:
+                    raise OSError(exc.errno, exc.strerror, shown) from None
+                # Not readable, and no O_PATH (not on Linux): by path from here.
+                fd = None
+            os.close(self.fd)
+            self.fd = fd
+        self.path = shown
+
+    def follow(self, target: str) -> None:
+        """Walk on where a link leads, from the directory it stands in."""
+        self.links += 1
+        if self.links > 40:  # the kernel's own limit
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), self.given)
+        self.names.extend(target.split("/")[::-1])
+        if target.startswith("/"):
+            self.path = "/"
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = os.open("/", _WALK_FLAGS)
+
+    def end(self, name: str) -> None:
+        """Look at the last name: a link followed (the walk goes on), else the end."""
+        if name in ("", ".", ".."):
+            raise ValueError(f"destination is a directory: {self.given!r}")
+        self.name = name
+        if name.isascii() and name.isdigit():
+            match = _descriptor_directory(self.path)
+            if match:
+                own = match[1] in (None, "self", "thread-self", str(os.getpid()))
+                self.descriptor = "own" if own else "other"
+                return
+        try:
+            self.status = self.status_of(name)
+        except OSError:  # nothing there, or not to be looked at: making the file says why
+            self.status = None
+        if self.status and stat.S_ISLNK(self.status.st_mode):
+            target = _link_target(self, name, os.path.join(self.path, name))
+            # None: no longer a link when opened to be read (replaced meanwhile): looked again.
+            self.follow(name if target is None else target)
+        elif self.given.endswith("/") and not (self.status and stat.S_ISDIR(self.status.st_mode)):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.given)
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.fd is not None else os.path.join(self.path, "")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def open(self, name: str, flags: int, mode: int = 0o777) -> int:
+        return os.open(self.prefix + name, flags | _O_BINARY, mode, dir_fd=self.fd)
+
+    def create(self, name: str, mode: int = 0o600) -> int:
+        """A new file, never through a link (FileExistsError): every file made is."""
+        return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
+
+    def open_own(self, name: str) -> int | None:
+        """``name`` opened (not through a link, nor waiting) if the user's own regular file with
+        one link; else None."""
+        try:
+            fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
+        except OSError:
+            return None
+        if _is_own_regular_file(os.fstat(fd)):
+            return fd
+        os.close(fd)
+        return None
+
+    def status_of(self, name: str) -> os.stat_result:
+        return os.lstat(self.prefix + name, dir_fd=self.fd)
+
+    def holds(self, status: os.stat_result, name: str) -> bool:
+        with contextlib.suppress(OSError):
+            return os.path.samestat(self.status_of(name), status)
+        return False
+
+    def replace(self, source: str, target: str) -> None:
+        at = self.prefix
+        os.replace(at + source, at + target, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.prefix + name, dir_fd=self.fd)
+
+    def write_new(self, name: str, data: bytes, replacing: str = "") -> None:
+        """A new file of ``data``, moved over ``replacing`` if given; removed on failure."""
+        try:
+            # The open inside: a signal just after it still removes the file.
+            fd = self.create(name)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            if replacing:
+                self.replace(name, replacing)
+        except FileExistsError:
+            raise
+        except BaseException:
+            self.remove(name)
+            raise
 
 
-def _link_target(path: str, directory: int | None = None, shown: str = "") -> str | None:
-    """What the link ``path`` (in ``directory``) says when the user's or root's; None: no link."""
+def _link_target(directory: _Directory, name: str, shown: str) -> str | None:
+    """What the link ``name`` says when the user's or root's; None: no link. Opened as itself
+    where there is O_PATH: the link read is the one whose owner was checked."""
     try:
-        fd = os.open(path, _O_PATH | _O_NOFOLLOW, dir_fd=directory) if _O_PATH else -1
-        link = os.fstat(fd) if fd >= 0 else os.lstat(path, dir_fd=directory)  # the one read
+        fd = directory.open(name, _O_PATH | _O_NOFOLLOW) if _O_PATH else -1
+        link = os.fstat(fd) if fd >= 0 else directory.status_of(name)
     except OSError:  # making the file will say why
         return None
     try:
         if not stat.S_ISLNK(link.st_mode):
             return None
         if not _is_mine(link, or_root=True):
-            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown or path)
-        return os.readlink("", dir_fd=fd) if fd >= 0 else os.readlink(path, dir_fd=directory)
+            raise PermissionError(errno.EACCES, _NOT_FOLLOWED, shown)
+        if fd >= 0:
+            return os.readlink("", dir_fd=fd)
+        return os.readlink(directory.prefix + name, dir_fd=directory.fd)
     finally:
         if fd >= 0:
             os.close(fd)
 
 
-def _open_special_destination(path: str, file_path: str) -> BinaryIO | None:
-    """``file_path`` opened if a descriptor, FIFO or device (else None), as fs.protected_fifos."""
-    if match := _descriptor_directory(file_path):
-        if match[1] in (None, "self", "thread-self", str(os.getpid())):
-            try:  # abspath: "/dev/fd/1/" names 1 too
-                fd = os.dup(int(os.path.basename(os.path.abspath(file_path))))
-            except OverflowError:
-                raise OSError(errno.EBADF, "no such file descriptor", file_path) from None
-        else:
-            fd = os.open(file_path, os.O_WRONLY | os.O_APPEND | _O_BINARY)
-        return open(fd, "wb", buffering=0)
-    try:
-        status = os.lstat(file_path)  # one look at what is there
-    except OSError:  # creating the file will say why
+def _open_special_destination(found: _Directory, in_time: Callable[[], None]) -> BinaryIO | None:
+    """The destination opened if a descriptor, FIFO or device (else None), as
+    fs.protected_fifos would allow; a FIFO's reader waited for while ``in_time()`` allows."""
+    status = found.status
+    if found.descriptor == "own":
+        try:
+            return open(os.dup(int(found.name)), "wb", buffering=0)
+        except OverflowError:
+            raise OSError(errno.EBADF, "no such file descriptor", found.given) from None
+    if found.descriptor:  # another process's: opened anew through its /proc link
+        return open(_open_without_waiting(found, os.O_WRONLY | os.O_APPEND, in_time), "wb", 0)
+    if status is None or stat.S_ISREG(status.st_mode):
         return None
     if stat.S_ISDIR(status.st_mode):
-        raise ValueError(f"destination is a directory: {path!r}")
-    if stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode):  # 40 links: the kernel's
-        return None
+        raise ValueError(f"destination is a directory: {found.given!r}")
     if not _is_mine(status):
-        parent = os.stat(os.path.dirname(file_path) or ".")
+        parent = found.status_of(".")
         if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
             what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
             message = f"refusing to write to {what} another user made in a sticky world-writable"
-            raise PermissionError(errno.EACCES, f"{message} directory", file_path)
-    fd = os.open(file_path, os.O_WRONLY | _O_NOFOLLOW | _O_BINARY)  # a FIFO waits for its reader
+            raise PermissionError(errno.EACCES, f"{message} directory", found.given)
+    fd = _open_without_waiting(found, os.O_WRONLY | _O_NOFOLLOW, in_time)
     if not os.path.samestat(os.fstat(fd), status):
         os.close(fd)
         message = "the destination was replaced while it was being opened"
-        raise PermissionError(errno.EACCES, message, file_path)
+        raise PermissionError(errno.EACCES, message, found.given)
     return open(fd, "wb", buffering=0)
 
 
-# Compiled (and cached by re) on first use, not at import.
+def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], None]) -> int:
+    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one not
+    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
+    while True:
+        try:
+            fd = found.open(found.name, flags | _O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise OSError(exc.errno, exc.strerror, found.given) from None
+        in_time()
+        time.sleep(_WAKE_SECONDS)
+    if _O_NONBLOCK:  # written as any stream: a write that would wait is polled for
+        os.set_blocking(fd, True)
+    return fd
+
+
+# A process's descriptors, where a walk reaches them (/dev/fd: a directory on BSD and macOS).
 _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)?)/fd"
 
 
-def _is_descriptor_link(path: str) -> bool:
-    """True for ``/dev/fd/N`` and ``/proc/PID/fd/N`` (where ``/dev/stdout`` leads)."""
-    return _descriptor_directory(path) is not None
-
-
-def _descriptor_directory(path: str) -> re.Match[str] | None:
-    """The match of ``path``'s directory (as written, or resolved) as one of descriptors."""
-    directory, name = os.path.split(os.path.abspath(path))
-    if not (name.isascii() and name.isdigit()):
-        return None
-    return re.fullmatch(_DESCRIPTOR_DIRECTORY, directory) or re.fullmatch(
-        _DESCRIPTOR_DIRECTORY, os.path.realpath(directory)
-    )
+def _descriptor_directory(directory: str) -> re.Match[str] | None:
+    """The match of ``directory`` (as walked) as a process's descriptors' directory."""
+    return re.fullmatch(_DESCRIPTOR_DIRECTORY, os.path.abspath(directory))
 
 
 # ============================================================================

@@ -1,6 +1,6 @@
-"""Shared directories with REAL second users (issues 23, 30): a victim and an attacker made with
-useradd, teammates in a group made with groupadd, driven with runuser, the CLI run as the victim
-in sticky world-writable directories and in a 2775 team directory.
+"""Shared directories with REAL second users (issues 23, 30, 35): a victim and an attacker made
+with useradd, teammates in a group made with groupadd, driven with runuser, the CLI (or the
+library) run as the victim in sticky world-writable directories and in a 2775 team directory.
 
     sudo python3 .ci/second_user_checks.py
 
@@ -59,13 +59,106 @@ import os, re, sys, time
 team, renamed, ends = sys.argv[1], 0, time.monotonic() + 20
 while time.monotonic() < ends and not os.path.exists(os.path.join(team, "stop")):
     for name in os.listdir(team):
-        if re.fullmatch(r"[.]data[.]csv[.][0-9a-f]{12}[.]part", name):
+        if re.fullmatch(r"[.]data[.]csv[.](?:[0-9]|[0-9a-f]{12})[.]part", name):
             with open(os.path.join(team, "theirs"), "wb") as file:
                 file.write(b"the teammate's rows")
             os.replace(os.path.join(team, "theirs"), os.path.join(team, name))
             renamed += 1
     time.sleep(0.002)
 print(renamed)
+"""
+
+
+# Every name a download to data.csv may make (issue 35): the temporary file's (three, then one no
+# one can guess, of which a few of that pattern), the partial file's, its state's, the state's own
+# temporary file's, the lock's where there is no flock.
+SIDE_NAMES = [
+    *(f".data.csv.{slot}.part" for slot in (1, 2, 3)),
+    ".data.csv.000000000000.part",
+    ".data.csv.ffffffffffff.part",
+    ".data.csv.part",
+    ".data.csv.part.json",
+    ".data.csv.part.json.tmp",
+    ".data.csv.part.json.00000000.tmp",
+    ".data.csv.part.lock",
+]
+
+# The teammate's loop (issue 35, the fourth review): team/box swapped for its link to the victim's
+# other directory and back, the real one left in place a millisecond between swaps (so that the
+# victim's walks mostly pass and its downloads are swapped under them), until the file "stop"
+# appears (at most 30 s); prints how many swaps it made.
+SWAPPER = """
+import os, sys, time
+team, elsewhere, swaps, ends = sys.argv[1], sys.argv[2], 0, time.monotonic() + 30
+box, away = os.path.join(team, "box"), os.path.join(team, "box.away")
+while time.monotonic() < ends and not os.path.exists(os.path.join(team, "stop")):
+    os.rename(box, away)
+    os.symlink(elsewhere, box)
+    os.unlink(box)
+    os.rename(away, box)
+    swaps += 1
+    time.sleep(0.001)
+print(swaps)
+"""
+
+# The victim's downloads to team/box/data.csv in one process, half with resume=True: prints how
+# each ended (a JSON object of counts).
+SWAPPED_DOWNLOADS = """
+import collections, json, sys
+sys.path.insert(0, sys.argv[1])
+import dataset_client as dc
+ended = collections.Counter()
+with dc.DatasetClient(sys.argv[2], timeout=30, max_retries=0) as client:
+    for number in range(int(sys.argv[4])):
+        try:
+            client.download(sys.argv[2], sys.argv[3], resume=number % 2 == 1)
+            ended["downloaded"] += 1
+        except OSError as exc:
+            ended[type(exc).__name__ + ": " + (exc.strerror or str(exc))[:60]] += 1
+print(json.dumps(ended))
+"""
+
+# The victim's process holding a log open, downloading to team/inbox/FD once its line is read
+# (the teammate makes inbox -> /proc/PID/fd meanwhile): prints its pid and descriptor, then how the
+# download ended.
+HOLDING_A_LOG = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import dataset_client as dc
+log = open(sys.argv[3], "ab")
+print(os.getpid(), log.fileno(), flush=True)
+sys.stdin.readline()
+try:
+    dc.DatasetClient(sys.argv[2]).download(sys.argv[2], f"{sys.argv[4]}/{log.fileno()}")
+    print("downloaded")
+except OSError as exc:
+    print(type(exc).__name__, exc.filename, exc.strerror)
+"""
+
+# The neighbour's loop (issue 35): at each name a download may make, its own file, link, FIFO or
+# directory made and removed again (never another's: those it only steps over), until the file
+# "stop" appears (at most 30 s); prints how many it made.
+PLANTER = """
+import os, sys, time
+directory, target, made, ends = sys.argv[1], sys.argv[2], 0, time.monotonic() + 30
+names = sys.argv[3:]
+makers = [
+    lambda path: os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)),
+    lambda path: os.symlink(target, path),
+    lambda path: os.mkfifo(path, 0o666),
+    lambda path: os.mkdir(path),
+]
+while time.monotonic() < ends and not os.path.exists(os.path.join(directory, "stop")):
+    for number, name in enumerate(names):
+        path = os.path.join(directory, name)
+        try:
+            makers[(made + number) % 4](path)
+            made += 1
+        except OSError:
+            continue
+        if os.lstat(path).st_uid == os.getuid():
+            (os.rmdir if os.path.isdir(path) and not os.path.islink(path) else os.unlink)(path)
+print(made)
 """
 
 
@@ -264,6 +357,156 @@ class Checks:
             return f"exit {done.returncode}, {len(Files.requests)} requests, owner {owner}: {done.stderr!r}"
         return None
 
+    def plant_everywhere(
+        self, directory: Path, kind: str, notes: Path
+    ) -> dict[str, tuple[int, int]]:
+        """The attacker's ``kind`` (file, link to ``notes``, fifo, directory) at every side name;
+        what is there (inode, mode) after."""
+        make = {
+            "file": "echo theirs > '{}'",
+            "link": f"ln -s '{notes}' '{{}}'",
+            "fifo": "mkfifo -m 666 '{}'",
+            "directory": "mkdir '{}'",
+        }[kind]
+        for name in SIDE_NAMES:
+            self.as_user(self.attacker, make.format(directory / name)).check_returncode()
+        return {name: self.looked_at(directory / name) for name in SIDE_NAMES}
+
+    @staticmethod
+    def looked_at(path: Path) -> tuple[int, int]:
+        status = path.lstat()
+        return status.st_ino, status.st_mode
+
+    def planted_at_every_name(self) -> str | None:
+        """Issue 35: a neighbour's files, links, FIFOs and directories at every name the client may
+        make beside data.csv, in a 2775 and a 1777 directory: every download (plain and -c) is
+        whole, none of theirs touched, nothing of the victim's left."""
+        for make_directory in (self.team, self.sticky):
+            for kind in ("file", "link", "fifo", "directory"):
+                directory, notes = make_directory(), self.victims_notes()
+                planted = self.plant_everywhere(directory, kind, notes)
+                for options in ((), ("-c",), ("-c", "--connections", "2")):
+                    with contextlib.suppress(FileNotFoundError):
+                        (directory / "data.csv").unlink()
+                    done = self.download(
+                        self.url, "data.csv", "--sha256", SHA, *options, cwd=directory
+                    )
+                    where = f"{directory.stat().st_mode:o}, {kind}, {options}"
+                    if done.returncode != 0 or (directory / "data.csv").read_bytes() != DATA:
+                        return f"{where}: exit {done.returncode}: {done.stderr!r}"
+                    now = {name: self.looked_at(directory / name) for name in SIDE_NAMES}
+                    left = sorted({p.name for p in directory.iterdir()} - {*SIDE_NAMES, "data.csv"})
+                    if now != planted or left or notes.read_bytes() != NOTES:
+                        return f"{where}: theirs changed or the victim's left: {left}"
+        return None
+
+    def neighbour_racing_the_names(self) -> str | None:
+        """Issue 35: the neighbour making and removing its files, links, FIFOs and directories at
+        every side name in a loop while the victim downloads 40 times (plain and -c): all whole."""
+        for make_directory in (self.team, self.sticky):
+            directory, notes = make_directory(), self.victims_notes()
+            command = [RUNUSER, "-u", self.attacker, "--", self.python, "-c", PLANTER]
+            command += [str(directory), str(notes), *SIDE_NAMES]
+            planter = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                failed = []
+                for number in range(40):
+                    resume = ("-c",) if number % 2 else ()
+                    done = self.download(self.url, "data.csv", *resume, cwd=directory)
+                    if done.returncode != 0:
+                        failed.append(done.stderr[-200:])
+            finally:
+                (directory / "stop").touch()
+                out, err = planter.communicate(timeout=60)
+            if out.strip() in (b"", b"0"):
+                return f"the race was not run ({out!r}, {err!r})"
+            left = sorted({p.name for p in directory.iterdir()} - {*SIDE_NAMES, "data.csv", "stop"})
+            if failed or left or (directory / "data.csv").read_bytes() != DATA:
+                return f"{len(failed)} of 40 failed ({failed[:1]!r}), left {left}"
+            if notes.read_bytes() != NOTES:
+                return "the victim's notes changed"
+        return None
+
+    def swapped_directory_changes_nothing_elsewhere(self) -> str | None:
+        """Issue 35 (the fourth review): team/box swapped for the teammate's link to the victim's
+        other directory and back in a loop, the victim downloading to team/box/data.csv 1,000 times
+        (half with resume): nothing made, replaced or removed in that other directory."""
+        team = self.team()
+        self.as_user(self.victim, f"mkdir '{team / 'box'}'").check_returncode()
+        elsewhere = self.victims_notes().parent
+        partial = elsewhere / ".data.csv.part"
+        made = f"echo other > '{partial}' && echo {{}} > '{partial}.json'"
+        self.as_user(self.victim, made).check_returncode()
+        before = {p.name: (self.looked_at(p), p.read_bytes()) for p in elsewhere.iterdir()}
+        code = [self.python, "-c", SWAPPED_DOWNLOADS, str(self.work), self.url]
+        victim = [RUNUSER, "-u", self.victim, "--", *code, str(team / "box" / "data.csv")]
+        # The control: without the teammate's swaps, every download ends in team/box.
+        done = subprocess.run([*victim, "4"], capture_output=True, timeout=120)
+        if done.stdout.strip() != b'{"downloaded": 4}':
+            return f"the control: {done.stdout!r} {done.stderr[-300:]!r}"
+        command = [RUNUSER, "-u", self.attacker, "--", self.python, "-c", SWAPPER]
+        swapper = subprocess.Popen(
+            [*command, str(team), str(elsewhere)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            done = subprocess.run([*victim, "1000"], capture_output=True, timeout=120)
+        finally:
+            (team / "stop").touch()
+            out, err = swapper.communicate(timeout=60)
+        if out.strip() in (b"", b"0") or done.returncode != 0:
+            return f"not run: {out!r} {err!r} {done.stderr[-300:]!r}"
+        after = {p.name: (self.looked_at(p), p.read_bytes()) for p in elsewhere.iterdir()}
+        if after != before:
+            return f"the other directory changed: {sorted(after)} (ended: {done.stdout!r})"
+        print(f"      {int(out)} swaps; the downloads ended: {done.stdout.decode().strip()}")
+        return None
+
+    def teammates_link_to_descriptors_is_refused(self) -> str | None:
+        """Issue 35: team/inbox -> /proc/<victim's pid>/fd, the teammate's: the victim's download
+        to team/inbox/N is a PermissionError naming inbox, before any request; its log unchanged."""
+        team = self.team()
+        log = self.victims_notes()
+        code = [
+            self.python,
+            "-c",
+            HOLDING_A_LOG,
+            str(self.work),
+            self.url,
+            str(log),
+            str(team / "inbox"),
+        ]
+        victim = subprocess.Popen(
+            [RUNUSER, "-u", self.victim, "--", *code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert victim.stdout is not None and victim.stdin is not None
+        pid = victim.stdout.readline().split()[0].decode()
+        self.as_user(self.attacker, f"ln -s /proc/{pid}/fd '{team / 'inbox'}'").check_returncode()
+        out, err = victim.communicate(b"go\n", timeout=30)
+        said = (
+            f"PermissionError {team / 'inbox'} refusing to follow a symbolic link another user made"
+        )
+        if out.decode().strip() != said or Files.requests or log.read_bytes() != NOTES:
+            return f"{out!r} {err[-300:]!r}, {len(Files.requests)} requests"
+        return None
+
+    def unread_fifo_ends_at_the_deadline(self) -> str | None:
+        """Issue 35: the teammate's 0664 FIFO at team/data.csv that no one reads: --max-time 2
+        ends the victim's download within a second of it (exit 3), nothing asked."""
+        team = self.team()
+        self.as_user(self.attacker, f"mkfifo -m 664 '{team / 'data.csv'}'").check_returncode()
+        client = f"{self.python} {self.work / 'dataset_client.py'}"
+        command = f"cd '{team}' && {client} --max-time 2 download '{self.url}' data.csv"
+        started = time.monotonic()
+        done = self.as_user(self.victim, command)
+        took = time.monotonic() - started
+        if done.returncode != 3 or took > 3 + 1 or Files.requests:
+            return f"exit {done.returncode} after {took:.1f} s, {len(Files.requests)} requests: {done.stderr!r}"
+        print(f"      ended after {took:.2f} s (--max-time 2, the process's start included)")
+        return None
+
     def config_of_another_user_is_refused(self) -> str | None:
         config = self.sticky() / "config.toml"
         text = f'[default]\\nbase_url = "{self.url}"\\n'
@@ -404,6 +647,26 @@ def main() -> int:
             checks.directory_link_below_a_parent_not_readable,
         )
         checks.check("1777: the directory owner's link is not followed", checks.owners_link)
+        checks.check(
+            "2775, 1777: a neighbour's files, links, FIFOs, directories at every side name",
+            checks.planted_at_every_name,
+        )
+        checks.check(
+            "2775, 1777: a neighbour making and removing them in a loop",
+            checks.neighbour_racing_the_names,
+        )
+        checks.check(
+            "2775: team/box swapped for a link in a loop changes nothing elsewhere",
+            checks.swapped_directory_changes_nothing_elsewhere,
+        )
+        checks.check(
+            "2775: a teammate's link to /proc/PID/fd is refused",
+            checks.teammates_link_to_descriptors_is_refused,
+        )
+        checks.check(
+            "2775: a teammate's FIFO no one reads ends at --max-time",
+            checks.unread_fifo_ends_at_the_deadline,
+        )
         checks.check(
             "1777: a CLI, library or .pyc another user put beside the pair is never run",
             checks.planted_beside_is_never_run,

@@ -217,8 +217,10 @@ class CompletionTests(unittest.TestCase):
             ".out.bin.part.lock",
         ]
         names += [
+            ".out.bin.1.part",
             ".out.bin.0123456789ab.part",
             ".out.bin.0123456789ab.new",
+            ".out.bin.part.json.tmp",
             ".out.bin.part.json.0a1b2c3d.tmp",
         ]
         for name in names:

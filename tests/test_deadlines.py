@@ -15,6 +15,7 @@ import re
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -24,6 +25,7 @@ from dataset_client import DatasetClient, ServiceError
 from tests.support import (
     BIG,
     BIG_SHA,
+    SMALL,
     Handler,
     ServerTestCase,
     cut,
@@ -452,6 +454,55 @@ class DeadlineTests(ServerTestCase):
                 response.read(1), b"", "the body is whole: nothing past it, and no stall to report"
             )
         self.assertEqual(response.length, 0)
+
+
+class FifoWithoutReaderTests(ServerTestCase):
+    """Issue 35: a FIFO no one reads never holds the call: opened without waiting, the wait for a
+    reader ended by the deadline and by close()."""
+
+    def fifo(self) -> Path:
+        fifo = self.tmp() / "out.csv"
+        os.mkfifo(fifo)
+
+        def release() -> None:
+            # A writer left waiting in open() (the bug) goes on once a reader comes and goes.
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+
+        self.addCleanup(release)
+        return fifo
+
+    def test_the_deadline_ends_the_wait_for_a_reader_before_any_request(self) -> None:
+        fifo = self.fifo()
+        self.script(serve_file(SMALL))
+        download = functools.partial(self.client().download, "files/x", fifo, deadline=0.5)
+        outcome, _ = run_within(10, download)
+        self.assertIsInstance(outcome, dc.RequestTimeoutError, outcome)
+        self.assertIn("the deadline of 0.5 s was reached", str(outcome))
+        self.assertEqual(self.requests, [], "nothing asked while no one reads")
+
+    def test_close_ends_the_wait_for_a_reader(self) -> None:
+        fifo = self.fifo()
+        client = self.client()
+        download = functools.partial(client.download, "files/x", fifo)
+        outcome = self.closed_during(client, download, lambda: True)
+        self.assertIsInstance(outcome, dc.ClientClosedError, outcome)
+        self.assertEqual(self.requests, [])
+
+    def test_a_reader_that_comes_later_gets_the_file(self) -> None:
+        fifo = self.fifo()
+        self.script(serve_file(SMALL))
+        received = bytearray()
+        outcome: list[object] = []
+        download = functools.partial(self.client().download, "files/x", fifo)
+        thread = threading.Thread(target=lambda: outcome.append(outcome_of(download)))
+        thread.start()
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: bool(self.requests), 0.5)  # main's: none before the reader
+        with fifo.open("rb") as reader:
+            received.extend(reader.read())
+        thread.join(10)
+        self.assertEqual((outcome, bytes(received)), ([None], SMALL))
 
 
 class DeadlineCostTests(ServerTestCase):

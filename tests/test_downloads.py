@@ -14,8 +14,10 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -27,6 +29,7 @@ from tests.support import (
     BIG_SHA,
     DATA,
     DATA_SHA,
+    ROOT,
     Handler,
     ServerTestCase,
     cut,
@@ -162,7 +165,7 @@ class DestinationTests(ServerTestCase):
             real_open = os.open
 
             def refusing(path: Any, flags: int, mode: int = 0o777, **options: Any) -> int:
-                if os.path.dirname(path) == str(directory) and flags & os.O_CREAT:
+                if str(path).startswith((f"{directory}/", ".out.bin")) and flags & os.O_CREAT:
                     raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
                 return real_open(path, flags, mode, **options)
 
@@ -211,7 +214,7 @@ class DestinationTests(ServerTestCase):
     ) -> None:
         # Issue 27: the sizes as fields (like IncompleteResponseError's), so that no one parses the message.
         directory = self.tmp()
-        with dc._FileTarget(str(directory / "out.bin"), resume=False) as target:
+        with dc._FileTarget(dc._Directory(str(directory / "out.bin")), resume=False) as target:
             target.write_at(0, b"abc")
             with self.assertRaises(dc.InvalidResponseError) as caught:
                 target.commit(5)
@@ -611,3 +614,107 @@ class DownloadFaultTests(ServerTestCase):
         self.assertEqual(
             [r.headers["Range"] for r in self.requests].count(None), 4, "started over three times"
         )
+
+
+def counted_listings() -> tuple[list[int], contextlib.ExitStack]:
+    """os.listdir and os.scandir wrapped to count the entries they return (a list, its one
+    element the count), and the patches to enter."""
+    counted = [0]
+    listdir, scandir = os.listdir, os.scandir
+
+    def counting_listdir(*args: Any, **kwargs: Any) -> list[Any]:
+        names = listdir(*args, **kwargs)
+        counted[0] += len(names)
+        return names
+
+    @contextlib.contextmanager
+    def counting_scandir(*args: Any, **kwargs: Any) -> Iterator[Iterator[os.DirEntry[str]]]:
+        with scandir(*args, **kwargs) as entries:
+
+            def each() -> Iterator[os.DirEntry[str]]:
+                for entry in entries:
+                    counted[0] += 1
+                    yield entry
+
+            yield each()
+
+    patches = contextlib.ExitStack()
+    patches.enter_context(mock.patch.object(os, "listdir", counting_listdir))
+    patches.enter_context(mock.patch.object(os, "scandir", counting_scandir))
+    return counted, patches
+
+
+class CrowdedDirectoryTests(ServerTestCase):
+    """Issue 35: a download's cost does not grow with its directory; nothing it leaves is listed."""
+
+    def test_thirty_downloads_into_a_directory_of_20000_files_read_no_listing(self) -> None:
+        # Issue 35: each download listed its whole directory (twice with resume=True) and
+        # filtered the names: 30 downloads here read 800,590 entries.
+        directory = self.tmp()
+        for number in range(20_000):
+            (directory / f"export-{number:05d}.csv").touch()
+        small = DATA[:70_000]
+        self.server.default = serve_file(small, digests=True)
+        client = self.client()
+        kinds: list[dict[str, Any]] = [
+            {},
+            {"resume": True},
+            {"sha256": hashlib.sha256(small).hexdigest()},
+            {"connections": 2},
+        ]
+        counted, patches = counted_listings()
+        with patches:
+            for number in range(30):
+                options = kinds[number % 4]
+                client.download("files/x", directory / f"new-{number}.csv", **options)
+        self.assertLessEqual(counted[0], 2 * 20_030, "at most two listings' worth in all")
+        names = {path.name for path in directory.iterdir()}
+        self.assertEqual(len(names), 20_030)
+        self.assertTrue(all(not name.startswith(".") for name in names), "nothing left beside")
+
+
+class KilledInACrowdedDirectoryTests(ServerTestCase):
+    """Issue 35: kill -9 mid-download in a crowded directory; the next download to that
+    destination finds what it left by name: the file right, nothing left."""
+
+    CODE = (
+        "import json, sys, dataset_client as dc\n"
+        "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
+        "    progress = lambda done, total: print(done, flush=True)\n"
+        "    client.download('files/x', sys.argv[2], progress=progress, **json.loads(sys.argv[3]))\n"
+    )
+
+    def test_the_next_download_leaves_nothing_beside_the_file(self) -> None:
+        directory = self.tmp()
+        for number in range(1000):
+            (directory / f"export-{number:04d}.csv").touch()
+        for options in (
+            {},
+            {"connections": 2},
+            {"resume": True},
+            {"resume": True, "connections": 2},
+        ):
+            with self.subTest(**options):
+                self.server.default = first_bytes_then_stall(DATA, 1_500_000)
+                destination = directory / "out.bin"
+                arguments = [self.server.url + "/api/v1", str(destination), json.dumps(options)]
+                process = subprocess.Popen(
+                    [sys.executable, "-c", self.CODE, *arguments],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                )
+                self.addCleanup(process.kill)
+                self.addCleanup(process.stdout.close)  # type: ignore[union-attr]
+                for line in iter(process.stdout.readline, b""):  # type: ignore[union-attr]
+                    if int(line) > 0:
+                        break
+                process.send_signal(signal.SIGKILL)
+                process.wait(10)
+                left = [p.name for p in directory.iterdir() if p.name.startswith(".")]
+                self.assertTrue(left, "the killed download left its files")
+                self.server.default = serve_file(DATA)
+                self.client().download("files/x", destination, sha256=DATA_SHA, **options)
+                self.assertEqual(destination.read_bytes(), DATA)
+                hidden = [p.name for p in directory.iterdir() if p.name.startswith(".")]
+                self.assertEqual(hidden, [], "nothing left beside it")
+                destination.unlink()

@@ -12,6 +12,8 @@ import pickle
 import re
 import signal
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -21,10 +23,12 @@ from dataset_client import DatasetClient
 from tests.support import (
     CA_FILE,
     KEY,
+    ROOT,
     Handler,
     ServerTestCase,
     blocked_in_a_socket_read,
     reply,
+    serve_file,
     wait_for,
 )
 
@@ -258,3 +262,74 @@ class PickleTests(ServerTestCase):
         )
         self.assertEqual(client.query("SELECT 'parent again'")["connection"], 1)
         self.assertEqual({r.headers["Authorization"] for r in self.requests}, {f"Bearer {KEY}"})
+
+
+class RacingDownloadsTests(ServerTestCase):
+    """Issue 35: downloads racing to one destination each complete; the last to commit wins."""
+
+    ROUNDS = int(os.environ.get("DATASET_CLIENT_RACING_ROUNDS", "8"))
+
+    def serve_numbered(self) -> None:
+        """Each request its own file: 64 KiB of its number, its ETag the number."""
+        served = [0]
+        lock = threading.Lock()
+
+        def respond(handler: Handler) -> None:
+            with lock:
+                served[0] += 1
+                number = served[0]
+            serve_file(b"%08d" % number * 8192, etag=f'"{number}"')(handler)
+
+        self.server.default = respond
+
+    def race(self, resume: bool) -> None:
+        directory = self.tmp()
+        destination = directory / "out.bin"
+        self.serve_numbered()
+        code = (
+            "import sys, dataset_client as dc\n"
+            "with dc.DatasetClient(sys.argv[1], timeout=30, max_retries=0) as client:\n"
+            "    for _ in range(int(sys.argv[3])):\n"
+            "        client.download('files/x', sys.argv[2], resume=sys.argv[4] == 'True')\n"
+        )
+        arguments = [self.server.url + "/api/v1", str(destination), str(self.ROUNDS), str(resume)]
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, *arguments], cwd=ROOT, stderr=subprocess.PIPE
+            )
+            for _ in range(2)
+        ]
+        for process in processes:
+            self.addCleanup(process.kill)
+            self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
+        client = self.client(timeout=30, max_retries=0)
+        failures: list[BaseException] = []
+
+        def rounds() -> None:
+            for _ in range(self.ROUNDS):
+                try:
+                    client.download("files/x", destination, resume=resume)
+                except BaseException as exc:  # the test looks at it
+                    failures.append(exc)
+
+        threads = [threading.Thread(target=rounds) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        for process in processes:
+            stderr = process.stderr.read()  # type: ignore[union-attr]
+            self.assertEqual(process.wait(120), 0, stderr.decode(errors="replace")[-2000:])
+        self.assertEqual(failures, [])
+        data = destination.read_bytes()
+        self.assertEqual(len(data), 65536)
+        self.assertEqual(data, data[:8] * 8192, "one download's whole file")
+        self.assertEqual([path.name for path in directory.iterdir()], ["out.bin"])
+
+    def test_eight_threads_and_two_processes_each_complete(self) -> None:
+        # Issue 35: "another file was put in place of the temporary file and moved into place"
+        # for a download another one had committed over (3 runs in 4 with eight threads).
+        self.race(resume=False)
+
+    def test_eight_threads_and_two_processes_each_complete_resumable(self) -> None:
+        self.race(resume=True)

@@ -328,7 +328,7 @@ class ResumeAcrossRunsTests(ServerTestCase):
                 raise KeyboardInterrupt
             return fstat(fd)
 
-        def ctrl_c(fd: int) -> None:
+        def ctrl_c(*arguments: object) -> None:
             raise KeyboardInterrupt
 
         self.server.default = serve_file(DATA)
@@ -397,7 +397,7 @@ class ResumeAcrossRunsTests(ServerTestCase):
 
     def test_a_save_cut_short_leaves_no_stray_file(self) -> None:
         directory = self.tmp()
-        stray = directory / ".out.bin.part.json.0123abcd.tmp"
+        stray = directory / ".out.bin.part.json.tmp"
         stray.write_text("{")  # what kill -9 in the middle of saving the state leaves
         self.script(serve_file(DATA))
         self.client().download("files/x", directory / "out.bin", resume=True)
@@ -405,11 +405,11 @@ class ResumeAcrossRunsTests(ServerTestCase):
         partial, covered = directory / ".again.bin.part", [0]
 
         def replace(
-            source: str, destination: str
+            source: str, destination: str, **at: Any
         ) -> None:  # Ctrl-C inside a state's rename, once 1 MiB is kept
             if destination.endswith(".part.json") and partial.stat().st_size > 1024 * 1024:
                 raise KeyboardInterrupt
-            os_replace(source, destination)
+            os_replace(source, destination, **at)
             if destination.endswith(".part.json"):
                 covered[0] = partial.stat().st_size  # what this whole save describes
 
