@@ -501,6 +501,48 @@ class PlantedBesideInProcessTests(ServerTestCase):
             " pip install . in a checkout",
         )
 
+    def test_the_command_lines_loader_in_this_process(self) -> None:
+        """The CLI's own loader of the library beside it, which the subprocess tests run in
+        copies coverage.py does not measure: none there, this checkout's, each refusal (a copy
+        is never run here: coverage.py would measure a file named dataset_client.py, then gone)."""
+        directory = self.tmp()
+        beside = directory / "dataset_client.py"
+
+        def load(where: Path) -> tuple[object, str, object]:
+            err = io.StringIO()
+            cli_file = str(where / "dataset_client_cli.py")
+            with mock.patch.object(cli, "__file__", cli_file), mock.patch.dict(sys.modules):
+                with contextlib.redirect_stderr(err):
+                    outcome = outcome_of(cli._load_library_beside)
+                loaded = sys.modules.get("dataset_client")
+            return outcome, err.getvalue(), loaded
+
+        self.assertEqual(load(directory), (None, "", dc), "none there: the installed one")
+        outcome, said, loaded = load(ROOT)
+        self.assertEqual((outcome, said), (None, ""))
+        self.assertIsNot(loaded, dc, "compiled from its source into a module of its own")
+        self.assertEqual(getattr(loaded, "__file__", None), str(ROOT / "dataset_client.py"))
+        me = os.geteuid()
+        beside.write_text("x = (\n")
+        for what, make in (
+            ("Python cannot compile it", lambda: beside.chmod(0o644)),
+            ("writable by group or others; run chmod go-w", lambda: beside.chmod(0o646)),
+            ("a symbolic link", lambda: (beside.unlink(), beside.symlink_to(ROOT / "README.md"))),
+        ):
+            with self.subTest(what=what):
+                make()
+                outcome, said, loaded = load(directory)
+                self.assertIsInstance(outcome, SystemExit)
+                assert isinstance(outcome, SystemExit)
+                self.assertEqual(outcome.code, 2)
+                self.assertEqual(said.count("\n"), 1, said)
+                if what == "Python cannot compile it":
+                    self.assertTrue(
+                        said.startswith(f"dataset-client: error: {beside} is not run: ")
+                    )
+                else:
+                    self.assertIn(f"{beside} is not run (owner: uid {me}): {what}", said)
+
 
 class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
     """Issue 37 items 3-5: what the command line needs is public: redact, read_settings, resolve,
