@@ -172,16 +172,12 @@ def _fcntl() -> Any:
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
     ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
-    subclass's. ``named``: what the message names that a caller may word
-    its own way (see ``worded``)."""
+    subclass's. ``named``: what its message names (see ``worded``)."""
 
     method: str = ""
     url: str = ""
     connecting: bool = False
     attempts: int = 1
-    # The message in pieces, and the piece of each name in it (_named makes them).
-    parts: list[str]
-    named: dict[str, int]
 
     def __init__(self, text: str = "", /, **fields: Any) -> None:
         super().__init__(text)
@@ -208,7 +204,7 @@ class DatasetClientError(Exception):
         if attempts == 1 and getattr(self, "deadline", None) is None:
             # One attempt goes unsaid, but for a deadline's error: it says it after one attempt too.
             return text
-        return f"{text} (after {attempts} attempt{'s' if attempts > 1 else ''})"
+        return f"{text} (after {attempts} attempt{'' if attempts == 1 else 's'})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuilt_error, (type(self), self.args, {**vars(self), "__cause__": self.__cause__})
@@ -227,10 +223,9 @@ def _rebuilt_error(
 
 
 def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
-    """``kind(message, **fields)``, its message joined from ``pieces``: a piece ``(name, words)``
-    names a setting or a size in words a caller may say its own way (the command line: its
-    options, sizes for people). The error keeps them: ``parts``, and ``named`` (the piece of each
-    name). A DatasetClientError says them so in ``worded``; an argument's error is a plain one."""
+    """``kind(message, **fields)``, the message joined from ``pieces``; a piece ``(name, words)``
+    names what a caller may word its own way. The error keeps ``parts`` and ``named`` (each name's
+    piece), not as fields: see worded."""
     parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
     error = kind("".join(parts), **fields)
     error.parts = parts  # type: ignore[attr-defined]
@@ -351,6 +346,15 @@ def _rebuilt_client(
     return client
 
 
+def _as_secret(value: Any) -> Any:
+    """A key as _Secret, or headers' values (in a dict): in no traceback's locals."""
+    if isinstance(value, str):
+        return _Secret(value)
+    if isinstance(value, collections.abc.Mapping):
+        return {k: _Secret(v) if isinstance(v, str) else v for k, v in value.items()}
+    return value
+
+
 class DatasetClient:
     """A client for one service, which threads may share.
 
@@ -374,11 +378,9 @@ class DatasetClient:
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
-        # As _Secret first: should a check fail, no traceback's locals show a secret.
-        if isinstance(api_key, str):
-            api_key = _Secret(api_key)
-        if isinstance(headers, collections.abc.Mapping):
-            headers = {k: _Secret(v) if isinstance(v, str) else v for k, v in headers.items()}
+        # As _Secret first: no traceback's locals show a secret.
+        api_key = _as_secret(api_key)
+        headers = _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
         # A time-out is at most what a lock or socket takes.
         if timeout is not None:
@@ -449,12 +451,9 @@ class DatasetClient:
         config file's profile ``profile`` (else $DATASET_CLIENT_PROFILE, else
         ``default``), as are ``timeout`` and ``ca_bundle``; ``settings`` beat
         both. Raises ValueError, PermissionError (a file others may write, or
-        read when it holds a key), LookupError (no such profile)."""
-        if isinstance(settings.get("api_key"), str):
-            # As the constructor does: should a setting be refused, no frame shows the key.
-            settings["api_key"] = _Secret(settings["api_key"])
-        found = _profile_settings(profile, settings.get("base_url"))
-        arguments = {**{name: value for name, (value, _) in found.items()}, **settings}
+        read with a key), LookupError (no such profile)."""
+        found = _profile_settings(profile, settings)
+        arguments = {name: value for name, (value, _) in found.items()}
         if not arguments.get("base_url"):
             raise ValueError(
                 "no service address: set DATASET_CLIENT_BASE_URL, or give the profile in"
@@ -463,7 +462,7 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:
-            # A ca_bundle the profile gave is named so, in the file's words.
+            # A ca_bundle from the profile is named so.
             named = getattr(exc, "named", {})
             if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
@@ -475,14 +474,11 @@ class DatasetClient:
     def read_settings(
         cls, profile: str | None = None, **settings: Any
     ) -> dict[str, tuple[Any, str]]:
-        """What ``from_profile`` builds its client with, each with where it
-        came from: ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout":
-        (5, "[staging] in FILE"), ...}``, ``"argument"`` for ``settings``.
-        A profile's key meant for another base_url is ``None``."""
-        if isinstance(settings.get("api_key"), str):
-            settings["api_key"] = _Secret(settings["api_key"])
-        found = _profile_settings(profile, settings.get("base_url"))
-        return {**found, **{name: (value, "argument") for name, value in settings.items()}}
+        """What ``from_profile`` builds its client with, each with where from:
+        ``{"base_url": (URL, "DATASET_CLIENT_BASE_URL"), "timeout": (5,
+        "[staging] in FILE"), ...}`` (``"argument"``: ``settings``); a
+        profile's key meant for another base_url is ``None``."""
+        return _profile_settings(profile, settings)
 
     @property
     def base_url(self) -> str:
@@ -494,11 +490,12 @@ class DatasetClient:
         self._pool.close()
 
     def redact(self, text: _T, *, signed_urls: bool = True) -> _T:
-        """``text`` (or a result: decoded JSON, copied) with this client's
-        secrets (its key, headers, proxy passwords, in any form a server
-        echoes them) as ``<redacted>``; ``signed_urls``: and signed URLs'
-        credentials (False: a result's URLs keep working)."""
-        redacted: _T = _redact_value(text, self._secrets.shown() if signed_urls else self._secrets)
+        """``text`` (or a copy of a result, tuple, set or mapping), this client's
+        secrets (key, headers, proxy passwords, in any form) as ``<redacted>``;
+        ``signed_urls``: signed URLs' credentials too (False: a result's URLs
+        keep working). TypeError for anything else."""
+        secrets = self._secrets.shown() if signed_urls else self._secrets
+        redacted: _T = _redact_value(text, secrets, strict=True)
         return redacted
 
     def resolve(self, download_url: str) -> str:
@@ -798,7 +795,7 @@ class DatasetClient:
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
-            reason = self._secrets.redact(response.reason)
+            reason = self._secrets.shown().redact(response.reason)
             shown = _showable_url(url, self._secrets)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
@@ -1120,7 +1117,8 @@ def _reason_in_text(body: str) -> str | None:
         parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
     lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
     reason = ": ".join(line for line in lines if line)
-    return _escaped(reason)[:200] or None
+    # Escaped as far as kept: escapes only lengthen it.
+    return _escaped(reason[:200])[:200] or None
 
 
 def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
@@ -1133,17 +1131,16 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 # ============================================================================
 
 _REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth): shared starts once.
 _SIGNED_PARAMETERS = (
-    "X-Amz-Signature|X-Amz-Credential|X-Amz-Security-Token|X-Goog-Signature|X-Goog-Credential"
-    "|Signature|Policy|Key-Pair-Id|sig|token|access_token"
+    "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
+    "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
 )
 # How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
-_EQUALS_MARKS = ("=", "%3", "%25", "\\u003", "&#", "&equals;")
-# Never shown as sent, wherever server text is shown (the command line escapes the same ones):
-# C0, DEL, C1; bidirectional controls (a server's "denied\u202e :ko" reads "ok"), zero-width
-# characters, line and paragraph separators, the other invisible ones (soft hyphen, fillers, tags:
-# "ASCII smuggling"); lone surrogates, which no UTF-8 stream takes. Ranges, as a pattern's [...].
+_EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
+# Never shown as sent where server text is (the command line escapes the same): C0, DEL, C1,
+# bidirectional controls ("denied\u202e :ko" reads "ok"), zero-width and invisible ones (soft
+# hyphen, fillers, tags), line and paragraph separators, lone surrogates. A pattern's ranges.
 _UNSEEN = (
     "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
     "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
@@ -1161,7 +1158,7 @@ class _Secret(str):
 
 
 class _Secrets:
-    """Secrets to redact in every form a server may echo them (``signed``: and signed URLs')."""
+    """Secrets to redact in every form a server echoes (``signed``: signed URLs' too)."""
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
@@ -1178,7 +1175,7 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """Signed URLs' credentials too: for errors and logs, not results (URLs that must work)."""
+        """Signed URLs' credentials too: for errors and logs, not results (URLs that work)."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
@@ -1202,13 +1199,10 @@ class _Secrets:
             self._redact_forms = _forms_redactor(self.texts)
         return self._redact_forms(text)
 
-    def found_in(self, text: str) -> bool:
-        return self.redact(text) != text
-
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
     """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
-    # Here, not at the top: urllib.request has imported it already.
+    # urllib.request has imported it already.
     import base64
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
@@ -1222,26 +1216,27 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 @functools.cache
 def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: how every other form starts."""
+    """The first escape (percent, JSON, HTML) in a text: how other forms start."""
     return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in any mix of the forms servers echo it in."""
-    # Here: only an error or a log path gets this far.
+    """A function replacing each secret in any mix of the forms servers echo."""
+    # Only an error or a log path gets here.
     from html.entities import html5
 
     entities: dict[str, list[str]] = {}
     for name, character in html5.items():
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
-    # One pattern a secret: alternatives would stop the engine skipping ahead (_character_forms).
+    # A pattern a secret (alternatives stop the engine skipping ahead), with base64's "==".
+    stems = dict.fromkeys(text.rstrip("=") or text for text in texts)
+    padding = f"(?:{_character_forms('=', entities)})?" * 2
     patterns = [
-        re.compile("".join(_character_forms(character, entities) for character in text))
-        for text in texts
+        re.compile("".join(_character_forms(c, entities) for c in stem) + padding) for stem in stems
     ]
 
-    # A closure, so that no repr shows the patterns, which spell the secrets out.
+    # A closure: no repr shows the patterns, which spell the secrets out.
     def redact(text: str) -> str:
         # The longest first: a secret inside a longer one is replaced with it.
         for pattern in patterns:
@@ -1275,24 +1270,26 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 def _signed_parameter() -> re.Pattern[str]:
     """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
 
-    # A letter as itself (the pattern ignores case) or percent-encoded: s, %73, %53.
+    # A letter as itself (any case) or percent-encoded: s, %73, %53.
     def spelled(letter: re.Match[str]) -> str:
         c = letter[0]
         return f"(?:{c}|%{ord(c.lower()):x}|%{ord(c.upper()):x})"
 
     names = re.sub(r"[-\w]", spelled, _SIGNED_PARAMETERS)
-    # "&" or "?" before it: as in a URL; in JSON (Go writes \u0026); in a URL nested in another's
-    # query (%26, %3F), or nested twice (%2526, %253F). HTML's &amp; and &#38; end in ";".
-    after = r"(?:[?&;]|\\u00(?:26|3f)|%(?:25)?(?:26|3f))"
-    # "=" as in a URL, nested once or twice, in JSON (GSON writes \u003d), in HTML.
-    equals = r"(?:=|%(?:25)?3d|\\u003d|&#0*61;|&#x0*3d;|&equals;)"
-    return re.compile(
-        f"(?i)({after}(?:{names}){equals})[^\\s&#\"'<>\\\\]*[^\\s&#\"'<>\\\\:,.;)\\]]"
-    )
+    # "%" nested (%25, %2525) or JSON's \u0025. Before the name "?", "&" or "#" (a fragment's), as
+    # such, in JSON, JavaScript (\x26) or nested; then "=" so, or in HTML.
+    percent = r"(?:%|\\u0025)(?:25)*"
+    after = rf"(?:[?&;#]|\\[ux]0*(?:26|3f)|{percent}(?:26|3f))"
+    equals = rf"(?:=|{percent}3d|\\[ux]0*3d|&#0*61;|&#x0*3d;|&equals;)"
+    # The value, to a URL's end in a text (JSON's "\/" in it).
+    value = r"[^\s&#\"'<>\\]*(?:\\/[^\s&#\"'<>\\]*)*[^\s&#\"'<>\\:,.;)\]]"
+    # A name's first letter (or %XX) first: near misses fail at once.
+    return re.compile(f"(?i)({after}(?=[a-z]|%[4-7])(?:{names}){equals}){value}")
 
 
-def _redact_value(value: Any, secrets: _Secrets) -> Any:
-    """``value`` (text, bytes, headers, decoded JSON) with every secret replaced."""
+def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
+    """A copy of ``value`` (text, bytes, headers, containers of them), secrets replaced; anything
+    else as it is (``strict``: TypeError)."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -1303,28 +1300,31 @@ def _redact_value(value: Any, secrets: _Secrets) -> Any:
         clean = secrets.redact(text)
         return value if clean == text else clean.encode("utf-8", "surrogateescape")
     if isinstance(value, http.client.HTTPMessage):
-        if not any(secrets.found_in(f"{name}: {text}") for name, text in value.items()):
-            return value
         headers = http.client.HTTPMessage()
         for name, text in value.items():
             headers[secrets.redact(name)] = secrets.redact(text)
         return headers
-    if isinstance(value, (dict, list)):
-        return _redact_nested(value, secrets)
+    if isinstance(value, (list, collections.abc.Mapping)):
+        return _redact_nested(value, secrets, strict)
+    if isinstance(value, (tuple, set, frozenset)):
+        items = _redact_nested(list(value), secrets, strict)
+        if isinstance(value, tuple):
+            return tuple(items)
+        return frozenset(items) if isinstance(value, frozenset) else set(items)
+    # Numbers, None and booleans hold no text.
+    if strict and not isinstance(value, (int, float, type(None))):
+        raise TypeError(f"cannot redact a {type(value).__name__}: text or containers of it only")
     return value
 
 
 def _redact_nested(
-    value: dict[Any, Any] | list[Any], secrets: _Secrets
+    value: list[Any] | Mapping[Any, Any], secrets: _Secrets, strict: bool
 ) -> dict[Any, Any] | list[Any]:
-    """A copy with every string redacted; without recursion (a payload may nest thousands deep)."""
+    """A copy (a mapping: a dict), not recursive: JSON may nest thousands deep."""
 
-    def shallow(container: dict[Any, Any] | list[Any]) -> dict[Any, Any] | list[Any]:
-        if isinstance(container, dict):
-            return {
-                secrets.redact(key) if isinstance(key, str) else key: item
-                for key, item in container.items()
-            }
+    def shallow(container: list[Any] | Mapping[Any, Any]) -> dict[Any, Any] | list[Any]:
+        if isinstance(container, collections.abc.Mapping):
+            return {_redact_value(key, secrets, strict): item for key, item in container.items()}
         return list(container)
 
     top = shallow(value)
@@ -1337,15 +1337,13 @@ def _redact_nested(
         places = container.keys() if isinstance(container, dict) else range(len(container))
         for place in list(places):
             item = container[place]
-            if isinstance(item, str):
-                container[place] = secrets.redact(item)
-            elif isinstance(item, (dict, list)):
+            if isinstance(item, (list, collections.abc.Mapping)):
                 if id(item) not in copies:
                     copies[id(item)] = shallow(item)
                     pending.append(copies[id(item)])
                 container[place] = copies[id(item)]
-            elif isinstance(item, (bytes, bytearray, http.client.HTTPMessage)):
-                container[place] = _redact_value(item, secrets)
+            else:
+                container[place] = _redact_value(item, secrets, strict)
     return top
 
 
@@ -1367,7 +1365,7 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts (``raise X from Y`` in ``except Z`` keeps both)."""
+    """``error``, its causes and contexts (``raise X from Y`` in ``except Z``: both)."""
     chain: list[BaseException] = []
     pending = [error]
     # Bounded: each exception once.
@@ -1381,7 +1379,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of finished library frames in ``error``'s chain (a caller's are left)."""
+    """Clear the locals of finished library frames in ``error``'s chain (not a caller's)."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -1397,8 +1395,7 @@ def _clear_library_frames(error: BaseException) -> None:
 
 
 def _escaped(text: str) -> str:
-    """``text`` with _UNSEEN's characters escaped as a terminal shows them (``\\x1b``,
-    ``\\u202e``, ``\\U000e0041``)."""
+    """``text``, _UNSEEN's characters escaped as a terminal shows them (``\\u202e``)."""
     return re.sub(f"[{_UNSEEN}]", _escape, text)
 
 
@@ -1904,6 +1901,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             idle = self._idle.setdefault(key, [])
             kept = reusable and connection.sock is not None and not self.closed
             if kept and len(idle) < _MAX_IDLE_PER_ORIGIN:
+                # Kept till the next request: a redirect's holds a signed Location.
+                connection._HTTPConnection__response = None  # type: ignore[attr-defined]
                 idle.append(connection)
                 return
         connection.close()
@@ -2200,7 +2199,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 def _unreadable_url(url: str) -> str | None:
     """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
     try:
-        urllib.parse.urlsplit(url)
+        # The port too: else InvalidURL at each request.
+        urllib.parse.urlsplit(url).port  # noqa: B018
     except ValueError as exc:
         return str(exc)
     return None
@@ -4213,9 +4213,8 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))
 
 
 def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
-    """``kind``, its message ``argument`` and ``why``: the argument named (_named), for a caller
-    that calls it otherwise (the command line: its option)."""
-    return _named(kind, (argument, argument), f" {why}")
+    """``kind``: ``argument`` (a piece: _named) and ``why``, a signed URL in it redacted."""
+    return _named(kind, (argument, argument), f" {_showable_url(why, _Secrets())}")
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
@@ -4227,8 +4226,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
         raise _refused("base_url", guess)
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
-        shown = _showable_url(base_url, _Secrets())
-        raise _refused("base_url", f"must not have a query or fragment: {shown!r}")
+        raise _refused("base_url", f"must not have a query or fragment: {base_url!r}")
     path = _percent_encoded(parts.path.rstrip("/"))
     url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     return url, _origin_of(url)
@@ -4238,22 +4236,19 @@ def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
     # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
-        shown = _showable_url(url, _Secrets())
-        said = f"must be a URL without whitespace or control characters, got {shown!r}"
+        said = f"must be a URL without whitespace or control characters, got {url!r}"
         raise _refused(argument, said)
     try:
         url.encode()
     except UnicodeEncodeError:
         # A lone surrogate: no request can send it.
-        shown = _showable_url(url, _Secrets())
-        said = f"holds a character UTF-8 cannot encode: {shown!r}"
-        raise _refused(argument, said) from None
+        raise _refused(argument, f"holds a character UTF-8 cannot encode: {url!r}") from None
 
 
-def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
-    """``url`` split, its fragment dropped: http(s), a host, a valid port, no user:password."""
+def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
+    """``url`` (against ``base``) split, no fragment: http(s), a host, a port, no user:password."""
     try:
-        parts = urllib.parse.urlsplit(url)
+        parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
         parts.port  # noqa: B018 (it validates the port)
         # Encoded as getaddrinfo will encode it.
         urllib.parse.unquote(parts.hostname or "").encode("idna")
@@ -4264,16 +4259,15 @@ def _split_http_url(url: str, argument: str) -> urllib.parse.SplitResult:
         scheme = parts.scheme or "no scheme"
         raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
-        said = "must not contain a user:password part (pass api_key or headers instead)"
-        raise _refused(argument, said)
+        said = (" must not contain a user:password part (pass ", ("api_key", "api_key"))
+        raise _named(ValueError, (argument, argument), *said, " or headers instead)")
     if not parts.hostname:
-        raise _refused(argument, f"has no host: {_showable_url(url, _Secrets())!r}")
+        raise _refused(argument, f"has no host: {url!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
 
 
 def _percent_encoded(text: str) -> str:
-    """``text`` (_check_url_characters': UTF-8), non-ASCII percent-encoded (http.client sends
-    ASCII)."""
+    """``text`` (UTF-8), non-ASCII percent-encoded: http.client sends ASCII."""
     return text if text.isascii() else urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
 
 
@@ -4294,12 +4288,12 @@ def _check_number(
 
 
 def _is_finite(value: float) -> bool:
-    """Not NaN, not infinite, nor an int past a float's range (which no wait or size takes)."""
+    """Not NaN or infinite, nor an int past a float's range."""
     return abs(value) <= sys.float_info.max
 
 
 def _check_positive(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number as a float (seconds, or bytes a second)."""
+    """None, or a positive finite number as a float."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
@@ -4330,7 +4324,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if name.lower() in ("content-length", "transfer-encoding", "connection"):
             raise ValueError(f"headers: {name} is set by the client itself")
-        checked[name] = _Secret(_check_header_value(value, f"headers[{name!r}]"))
+        checked[name] = _check_header_value(value, f"headers[{name!r}]")
     return checked
 
 
@@ -4376,13 +4370,8 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
         # Naive and aware datetimes cannot be ordered: the service decides.
         with contextlib.suppress(TypeError):
             if first > last:
-                raise _named(
-                    ValueError,
-                    ("start_date", "start_date"),
-                    f" {start.isoformat()} is after ",
-                    ("end_date", "end_date"),
-                    f" {end.isoformat()}",
-                )
+                said = (("start_date", "start_date"), f" {start.isoformat()} is after ")
+                raise _named(ValueError, *said, ("end_date", "end_date"), f" {end.isoformat()}")
     return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
 
@@ -4401,7 +4390,7 @@ def _resolve_download_url(base_url: str, download_url: str) -> str:
     """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
     # Checked before urljoin, which drops CR, LF and tab.
     _check_url_characters(download_url, "download_url")
-    parts = _split_http_url(urllib.parse.urljoin(base_url + "/", download_url), "download_url")
+    parts = _split_http_url(download_url, "download_url", base_url + "/")
     path = _percent_encoded(parts.path)
     query = _percent_encoded(parts.query)
     return urllib.parse.urlunsplit(parts._replace(path=path, query=query))
@@ -4428,33 +4417,32 @@ _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
 _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
-def _profile_settings(
-    profile: str | None, base_url: str | None = None, warn: Callable[[str], object] | None = None
-) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)}; None for a profile's key when ``base_url`` is elsewhere."""
+def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """{name: (value, where from)}: ``settings`` (key, headers wrapped in place), the variables,
+    the profile's; None for its key if the base_url is elsewhere."""
+    for name in {"api_key", "headers"} & settings.keys():
+        settings[name] = _as_secret(settings[name])
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
-    path, table = _read_profile(asked, warn)
+    path, table = _read_profile(asked)
     where = f"[{asked or 'default'}] in {path}"
     found = {name: (value, where) for name, value in table.items()}
     if os.environ.get("DATASET_CLIENT_BASE_URL"):
         found["base_url"] = (os.environ["DATASET_CLIENT_BASE_URL"], "DATASET_CLIENT_BASE_URL")
-    # The key as _Secret the moment it is read: should a setting be refused, no frame shows it.
+    # As _Secret the moment it is read: no frame shows it.
     if os.environ.get("DATASET_CLIENT_API_KEY"):
         found["api_key"] = (_Secret(os.environ["DATASET_CLIENT_API_KEY"]), "DATASET_CLIENT_API_KEY")
-    service = base_url or found.get("base_url", ("",))[0]
+    service = settings.get("base_url") or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
     if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
         found["api_key"] = (None, where)
-    return found
+    return {**found, **{name: (value, "argument") for name, value in settings.items()}}
 
 
 def _netloc(url: str) -> tuple[str, ...]:
     return urllib.parse.urlsplit(url.lower())[:2]
 
 
-def _read_profile(
-    asked: str | None, warn: Callable[[str], object] | None
-) -> tuple[str, dict[str, Any]]:
+def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
     """The config file's path and its profile ``asked`` for (else [default], or {})."""
     path = _config_path()
     try:
@@ -4473,8 +4461,7 @@ def _read_profile(
         _check_config_file_is_own(path, status)
         config, reason = _parsed_config(file)
     if config is None:
-        # Raised here, not in the except clause: tomllib's error, kept as the context, would keep
-        # its frames, whose locals hold the file's whole text (its key among it).
+        # Not in the except clause: tomllib's error, the context, keeps frames holding the text.
         raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
@@ -4488,7 +4475,7 @@ def _read_profile(
             return path, {}
         there = ", ".join(tables) or "none"
         raise LookupError(f"no profile {name!r} in {path}; its profiles: {there}")
-    return path, _checked_profile(tables[name], f"[{name}] in {path}", path, warn)
+    return path, _checked_profile(tables[name], f"[{name}] in {path}", path)
 
 
 def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
@@ -4500,16 +4487,14 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # A key of any spelling (api-key, apikey, API_KEY), where the permission check looks for one:
-    # as _Secret, never in clear in a frame; an array or table of them empty (refused as they are).
+    # What may be a key (any spelling, misspelt, what no profile reads) is in no frame.
     for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
         for key, value in table.items():
-            if key.lower().replace("-", "_") not in _KEY_SPELLINGS:
+            kept = key in _PROFILE_KEYS and key != "api_key"
+            if (table is config and isinstance(value, dict)) or (table is not config and kept):
                 continue
-            if isinstance(value, str):
-                table[key] = _Secret(value)
-            elif isinstance(value, (list, dict)):
-                table[key] = type(value)()
+            hidden = type(value)() if isinstance(value, (list, dict, int, float)) else None
+            table[key] = _Secret(value) if isinstance(value, str) else hidden
     return config, ""
 
 
@@ -4548,20 +4533,16 @@ def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
         raise PermissionError(said)
 
 
-def _checked_profile(
-    profile: dict[str, Any], where: str, path: str, warn: Callable[[str], object] | None
-) -> dict[str, Any]:
-    """Its known keys, checked; ``warn`` told of the others."""
-    if warn is None:
-        import warnings
+def _checked_profile(profile: dict[str, Any], where: str, path: str) -> dict[str, Any]:
+    """Its known keys, checked; a warning names the others."""
+    import warnings
 
-        # Said where from_profile (or read_settings) was called.
-        warn = functools.partial(warnings.warn, stacklevel=5)
     for key in sorted(set(profile) - set(_PROFILE_KEYS)):
         nearest = min(_PROFILE_KEYS, key=lambda known: _edits(key.lower()[:20], known))
         near = _edits(key.lower()[:20], nearest) <= 2
         guess = f"did you mean {nearest!r}?" if near else f"known keys: {', '.join(_PROFILE_KEYS)}"
-        warn(f"unknown key {key!r} in {where} (ignored): {guess}")
+        # Said where from_profile (or read_settings) was called.
+        warnings.warn(f"unknown key {key!r} in {where} (ignored): {guess}", stacklevel=5)
     profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
         _check_profile_value(key, value, where)
@@ -4615,9 +4596,9 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line: the dataset_client_cli.py beside this file (by path: python -I leaves
-    this directory off sys.path), else an installed one; else one line on stderr saying why."""
-    # Run as __main__, this module is dataset_client too, and is compiled once.
+    """Run dataset_client_cli.py beside this file (by path: -I leaves it off sys.path), else an
+    installed one; else say why in one line."""
+    # Run as __main__, this module is dataset_client too: compiled once.
     sys.modules.setdefault("dataset_client", sys.modules[__name__])
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
     try:
@@ -4629,9 +4610,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_line(path: str) -> Any:
-    """dataset_client_cli from ``path`` when it is there, compiled from its source (a .pyc in
-    __pycache__ may be anyone's who can write the directory), else the installed module;
-    ImportError saying in one line why neither can run."""
+    """dataset_client_cli from ``path``, compiled from its source (a .pyc may be anyone's), else
+    the installed one; else ImportError."""
     source = _own_source(path)
     if source is None:
         try:
@@ -4651,33 +4631,49 @@ def _command_line(path: str) -> Any:
         version = getattr(cli, "__version__", "unknown")
         if version != __version__:
             raise ImportError(f"it is version {version}, this {__version__}")
-    except ImportError as exc:
-        # Another version's: it says so, or imports what this library lacks.
+    except Exception as exc:
         del sys.modules["dataset_client_cli"]
-        raise ImportError(f"{path} does not fit this dataset_client.py: {exc.msg}") from None
+        # Another version's, cut short, a later Python's.
+        raise ImportError(f"{path} does not fit this dataset_client.py: {exc}") from None
     return cli
 
 
 def _own_source(path: str) -> bytes | None:
-    """The text of ``path``, read through one descriptor, if it is the user's own regular file (or
-    root's); None when there is none. Else ImportError naming it and its owner: code another user
-    put beside this file (in a directory others can write, as /tmp) would run as the user."""
+    """``path``'s text, read through one descriptor, if _refusal_to_run allows; None if there is
+    none; else ImportError."""
     try:
+        status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
     except FileNotFoundError:
+        # None there, or gone since lstat (another user's loop).
         return None
-    except OSError:
-        # A symbolic link (ELOOP), or not the user's to read.
-        status = os.lstat(path)
-    else:
-        with open(fd, "rb") as file:
-            # A FIFO or a device is opened without waiting, and never read.
-            status = os.fstat(fd)
-            if stat.S_ISREG(status.st_mode) and _is_mine(status, or_root=True):
-                return file.read()
-    raise ImportError(
-        f"{path} is not run: not a regular file of yours (owner: uid {status.st_uid})"
-    )
+    except OSError as exc:
+        # A link (ELOOP), or not the user's to read: as lstat found it.
+        raise ImportError(_refusal_to_run(path, status, exc.strerror or str(exc))) from None
+    # A FIFO or a device is opened without waiting, and never read.
+    refusal = _refusal_to_run(path, os.fstat(fd))
+    if refusal:
+        os.close(fd)
+        raise ImportError(refusal)
+    with open(fd, "rb") as file:
+        return file.read()
+
+
+def _refusal_to_run(path: str, status: os.stat_result, failure: str = "") -> str:
+    """Why ``path`` is not run, or "": the config file's rule (else others' code runs as yours)."""
+    why = failure
+    if stat.S_ISLNK(status.st_mode):
+        why = "a symbolic link"
+    elif not stat.S_ISREG(status.st_mode):
+        why = "not a regular file"
+    elif not _is_mine(status, or_root=True):
+        why = "another user's file"
+    elif status.st_nlink > 1:
+        why = f"a file with {status.st_nlink} links"
+    # Writable by the user's own group: a umask 002 checkout.
+    elif _HAS_GETEUID and status.st_mode & (0o002 if status.st_gid == os.getegid() else 0o022):
+        why = f"writable by group or others; run chmod go-w {_shell_quoted(path)}"
+    return why and f"{path} is not run (owner: uid {status.st_uid}): {why}"
 
 
 if __name__ == "__main__":

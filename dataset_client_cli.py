@@ -27,40 +27,61 @@ import logging
 import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
 import threading
 import time
+import types
 import urllib.parse
 import warnings
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NamedTuple, NoReturn
 
 # The library's version too: the two files are one release, and each checks the other's.
 __version__ = "1.1.0"
 
 
 def _load_library_beside() -> None:
-    """Run as a file or with -m: the dataset_client.py beside this file (python -I leaves this
-    directory off sys.path) when it is the user's own regular file (or root's), from its source (a
-    .pyc in __pycache__ may be anyone's); else exit saying why; none: the installed one."""
+    """Run as a file or with -m: the dataset_client.py beside this file (-I leaves it off sys.path),
+    from its source, if the library's rule for it (_refusal_to_run) allows; none: the installed."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client.py")
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    failure = ""
     try:
-        with open(os.open(path, flags | getattr(os, "O_BINARY", 0)), "rb") as file:
-            status = os.fstat(file.fileno())
-            theirs = hasattr(os, "geteuid") and status.st_uid not in (0, os.geteuid())
-            source = None if theirs or not stat.S_ISREG(status.st_mode) else file.read()
+        status = os.lstat(path)
+        fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
+        # A FIFO or a device is opened without waiting, and never read.
+        status = os.fstat(fd)
     except FileNotFoundError:
+        # None there, or gone since lstat (another user's loop of links).
         return
     except OSError as exc:
-        # A symbolic link (ELOOP), or a file the user cannot read.
-        _exit_saying(f"{path}: {exc.strerror}: not run")
-    if source is None:
-        _exit_saying(f"{path} is not a regular file of yours (its owner: uid {status.st_uid})")
-    library = sys.modules["dataset_client"] = type(sys)("dataset_client")
+        # A symbolic link (ELOOP), or not the user's to read: why, as lstat found it.
+        failure = exc.strerror or str(exc)
+    mode, posix = status.st_mode, hasattr(os, "geteuid")
+    writable = f"writable by group or others; run chmod go-w {shlex.quote(path)}"
+    faults = (
+        (stat.S_ISLNK(mode), "a symbolic link"),
+        (not stat.S_ISREG(mode), "not a regular file"),
+        (posix and status.st_uid not in (0, os.geteuid()), "another user's file"),
+        (status.st_nlink > 1, f"a file with {status.st_nlink} links"),
+        (posix and mode & (0o002 if status.st_gid == os.getegid() else 0o022), writable),
+        (failure, failure),
+    )
+    why = next((why for fault, why in faults if fault), "")
+    if why:
+        _exit_saying(f"{path} is not run (owner: uid {status.st_uid}): {why}")
+    library = sys.modules["dataset_client"] = types.ModuleType("dataset_client")
     library.__file__ = path
-    exec(compile(source, path, "exec", dont_inherit=True), vars(library))
+    try:
+        with open(fd, "rb") as file:
+            exec(compile(file.read(), path, "exec", dont_inherit=True), vars(library))
+        # Cut short, or a later Python's: a SyntaxError, a NameError, no main() at its end.
+        library.main  # noqa: B018
+    except Exception as exc:
+        _exit_saying(f"{path} is not run: {type(exc).__name__}: {exc}")
 
 
 def _exit_saying(text: str) -> NoReturn:
@@ -96,12 +117,6 @@ from dataset_client import (  # noqa: E402 (once the library beside this file is
     # Sizes for people (1.5 MiB), as the library's own messages say them.
     _size,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
-    from typing import Any, NoReturn
-
 
 _EXIT_OK = 0
 _EXIT_SERVICE_ERROR = 1
@@ -559,7 +574,7 @@ def _rate(text: str) -> float:
     return value
 
 
-class _Settings:
+class _Settings(types.SimpleNamespace):
     """What one run was asked to do, read once (_read_settings) and never changed: the parsed
     command line (the other commands' arguments keep the defaults below; export --download's
     ``download`` is "" for the file's own name); the service's address and key (``key_withheld``:
@@ -592,20 +607,11 @@ class _Settings:
     client_options: Mapping[str, Any]
     sources: Mapping[str, str]
 
-    def __init__(self, **values: Any) -> None:
-        vars(self).update(values)
-
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"settings are read once: {name} cannot be changed")
 
-    def __repr__(self) -> str:
-        shown = {name: value for name, value in vars(self).items() if name != "api_key"}
-        return f"_Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
-
-def _read_settings(
-    namespace: argparse.Namespace, warn: Callable[[str], None] | None = None
-) -> _Settings:
+def _read_settings(namespace: argparse.Namespace, warn: Callable[[str], object]) -> _Settings:
     """This run's settings: the options, then the variables, then the profile, as the library
     reads them (DatasetClient.read_settings; ``warn`` is told what in the profile was ignored)."""
     given = vars(namespace)
@@ -621,7 +627,7 @@ def _read_settings(
             raise _UsageError(_in_cli_terms(exc)) from None
         finally:
             for warning in ignored:
-                (warn or (lambda text: None))(str(warning.message))
+                warn(str(warning.message))
     # The profile's key, meant for another service: none, said so in a 401's hint.
     withheld = found.get("api_key", ("", ""))[0] is None
     sources = {"api_key": "default" if withheld else found.get("api_key", (0, "default"))[1]}
@@ -645,14 +651,15 @@ def _open_client(settings: _Settings) -> DatasetClient:
     """The client for this command; downloading an absolute URL needs no service address."""
     base_url, api_key = settings.base_url, settings.api_key
     if not base_url:
-        parts = urllib.parse.urlsplit(settings.url if settings.command == "download" else "")
-        if parts.scheme.lower() not in ("http", "https"):
-            raise _UsageError(
-                "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL,"
-                " or give a profile a base_url"
-            )
+        # The origin as written: a URL the library refuses is named as the URL (_cli_words).
+        origin = re.match(
+            "(?i)https?://[^/?#]*", settings.url if settings.command == "download" else ""
+        )
+        if origin is None:
+            lacking = "no service address: pass --base-url, set DATASET_CLIENT_BASE_URL"
+            raise _UsageError(f"{lacking}, or give a profile a base_url")
         # The URL's own origin, and no key: the key goes nowhere.
-        base_url, api_key = f"{parts.scheme}://{parts.netloc}", None
+        base_url, api_key = origin[0], None
     try:
         return DatasetClient(base_url, api_key, **settings.client_options)
     except OSError as exc:
@@ -721,18 +728,14 @@ def _base_path_hint(exc: ServiceError, settings: _Settings) -> str:
     base = (settings.base_url or "").rstrip("/")
     path = urllib.parse.urlsplit(base).path
     endpoint = _ENDPOINTS.get(settings.command)
-    if not path or endpoint is None or exc.url != base + endpoint:
+    told = settings.command == "export" and settings.dataset in (exc.message or "")
+    if not path or endpoint is None or exc.url != base + endpoint or told:
         return ""
-    if settings.command == "export" and settings.dataset in (exc.message or ""):
-        return ""
-    source = settings.sources["base_url"]
-    named = source if source.startswith(("--", "DATASET_")) else f"base_url in {source}"
-    return f" (check the path {path} of {named})"
+    return f" (check the path {path} of {_cli_words(exc, settings)['base_url']})"
 
 
 def _in_cli_terms(exc: BaseException, settings: _Settings | None = None) -> str:
-    """A library error in the command line's words: what its message names (``exc.named``: an
-    argument, the deadline, a size) said as the command line says it, the rest as it is."""
+    """A library error in the command line's words: what it names (``exc.named``) as it says it."""
     words = _cli_words(exc, settings)
     if isinstance(exc, DatasetClientError):
         return exc.worded(**words)
@@ -747,10 +750,12 @@ def _cli_words(exc: BaseException, settings: _Settings | None) -> dict[str, str]
     where it came from: the option, the variable, a profile's [NAME] in FILE), sizes for people."""
     sources = {} if settings is None else settings.sources
     words = {**_CLI_NAMES, **_sizes_in_words(exc)}
-    if sources.get("base_url", "").startswith(("--", "DATASET_")):
-        words["base_url"] = sources["base_url"]
-    elif sources.get("base_url", "").startswith("["):
-        words["base_url"] = "the profile's base_url"
+    source = sources.get("base_url", "")
+    if source.startswith("["):
+        words["base_url"] = f"base_url in {source}"
+    elif source:
+        # The option or the variable by its name; neither ("default"): a download's URL gave it.
+        words["base_url"] = "URL" if source == "default" else source
     if sources.get("ca_bundle", "").startswith("["):
         words["ca_bundle"] = f"ca_bundle in {sources['ca_bundle']}"
     if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
@@ -759,8 +764,7 @@ def _cli_words(exc: BaseException, settings: _Settings | None) -> dict[str, str]
 
 
 def _sizes_in_words(exc: BaseException) -> dict[str, str]:
-    """The byte counts an error names (``received``, ``expected``) in sizes for people; "0 of ?
-    bytes" is said as it is."""
+    """The byte counts an error names in sizes for people; "0 of ? bytes" is said as it is."""
     received, expected = getattr(exc, "received", None), getattr(exc, "expected", None)
     if received is None or not (received or expected is not None):
         return {}
@@ -833,8 +837,6 @@ def _export(client: DatasetClient, settings: _Settings, stderr: _Stderr) -> None
     fields = result if isinstance(result, dict) else {}
     # The service may call the count as the query result does.
     if any(_is_number(fields.get(name)) and fields[name] == 0 for name in ("rows", "row_count")):
-        import shlex
-
         stderr.warning(
             "the export holds no rows: check --symbols, --start and --end against"
             f" dataset-client datasets {shlex.quote(settings.dataset)}"
@@ -1468,8 +1470,6 @@ def _paged(print_it: Callable[[], None], *, allowed: bool, redact: Callable[...,
 def _pager_command() -> list[str] | None:
     """$DATASET_CLIENT_PAGER, else $PAGER (set but empty: no pager, as git and psql read them),
     else ``less -FRX`` when installed; None: no pager."""
-    import shlex
-
     for name in ("DATASET_CLIENT_PAGER", "PAGER"):
         if name in os.environ:
             try:

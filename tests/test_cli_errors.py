@@ -72,6 +72,52 @@ class ErrorMessageTests(StandInTestCase):
                 self.assertEqual((status, out), (expected, ""))
                 self.assertEqual(err, f"dataset-client: error: {text}\n")
 
+    def test_a_bad_base_url_is_named_where_it_came_from_in_the_command_lines_words(self) -> None:
+        # The fourth review's second pass (low 9): the wording went wrong in three lines, as the
+        # messages became the library's: the key's name, a profile not named, a URL's host.
+        config = self.tmp() / "config.toml"
+        config.write_text('[default]\nbase_url = "ftp://h"\n')
+        config.chmod(0o600)
+        userinfo = "--base-url must not contain a user:password part"
+        cases = [
+            (
+                ["--base-url", "http://u:pw@h", "datasets"],
+                {},
+                f"{userinfo} (pass DATASET_CLIENT_API_KEY or headers instead)",
+            ),
+            (
+                ["datasets"],
+                {"DATASET_CLIENT_BASE_URL": "ftp://h"},
+                "DATASET_CLIENT_BASE_URL must be an http:// or https:// URL, not 'ftp'",
+            ),
+            (
+                ["datasets"],
+                {"DATASET_CLIENT_CONFIG": str(config)},
+                f"base_url in [default] in {config} must be an http:// or https:// URL, not 'ftp'",
+            ),
+            (["download", "https:///x?sig=816d0123", "x.csv"], {}, "URL has no host: 'https://'"),
+            (
+                ["download", "http://h:99999/x", "x.csv"],
+                {},
+                "URL has an invalid host or port: Port out of range 0-65535",
+            ),
+            (
+                ["download", "https://[::1/x", "x.csv"],
+                {},
+                "URL has an invalid host or port: Invalid IPv6 URL",
+            ),
+            (
+                ["download", "https://[::1/x", "x.csv"],
+                {"DATASET_CLIENT_BASE_URL": "http://h"},
+                "URL has an invalid host or port: Invalid IPv6 URL",
+            ),
+        ]
+        for argv, environment, text in cases:
+            with self.subTest(argv=argv, environment=environment):
+                status, out, err = self.run_main(*argv, environment=environment)
+                self.assertEqual((status, out, err), (2, "", f"dataset-client: error: {text}\n"))
+        self.assertEqual(self.requests, [])
+
     def test_errors_say_what_to_do(self) -> None:
         base = self.server.url + "/api"
         self.script(*[reply(401, {"message": "missing or wrong API key"})] * 2)

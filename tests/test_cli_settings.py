@@ -517,12 +517,12 @@ class ProfileTests(StandInTestCase):
         kept = {k: v for k, v in os.environ.items() if not k.startswith(self.cli_unset)}
         with mock.patch.dict(os.environ, {**kept, **chosen}, clear=True):
             argv = ["--retries", "0", "--output", "csv", "download", "/files/x.csv", "-c"]
-            settings = cli._read_settings(cli._parse_arguments(argv))
+            settings = cli._read_settings(cli._parse_arguments(argv), print)
         with mock.patch.dict(
             os.environ, {**kept, "HOME": str(self.tmp())}, clear=True
         ):  # no profile at all
             bare = cli._read_settings(
-                cli._parse_arguments(["--base-url", self.base_url, "datasets"])
+                cli._parse_arguments(["--base-url", self.base_url, "datasets"]), print
             )
         where = f"[staging] in {config}"
         self.assertEqual(

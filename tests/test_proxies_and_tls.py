@@ -131,6 +131,18 @@ class ProxyAndTLSTests(ServerTestCase):
         self.script(reply(body=[]))
         self.assertEqual(self.client().list_datasets(), [])
 
+    def test_a_proxy_variable_with_a_bad_port_is_refused_naming_it(self) -> None:
+        # The fourth review's second pass: accepted, then each request escaped as a bare
+        # http.client.InvalidURL, a traceback of 50 lines from the library and the command line.
+        for port in ("notaport", "99999"):
+            with self.subTest(port=port):
+                os.environ["HTTP_PROXY"] = f"http://alice:proxy-pass-0099@127.0.0.1:{port}"
+                error = outcome_of(lambda: DatasetClient(self.server.url, max_retries=0))
+                self.assertIsInstance(error, ValueError)
+                self.assertTrue(str(error).startswith("HTTP_PROXY is not a valid proxy URL ("))
+                self.assertNotIn("proxy-pass-0099", str(error))
+        self.assertEqual(self.requests, [])
+
     def test_tls_with_a_given_context(self) -> None:
         tls = self.start_server(server_tls_context())
         tls.default = reply(body={"tls": True})

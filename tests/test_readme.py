@@ -107,7 +107,8 @@ class ReadmeTests(unittest.TestCase):
         self.assertEqual(lines[quick_start + 2], "```python")
         for command in ("python3 examples/local_service.py --demo", "python3 -m unittest -v"):
             self.assertIn(f"\n{command} ", text, "the two set-up commands, as typed")
-        self.assertIn("""\nalias dataset-client="python3 '$PWD/dataset_client.py'"\n""", text)
+        # -I: the directory's other files (a planted json.py) are never imported.
+        self.assertIn("""\nalias dataset-client="python3 -I '$PWD/dataset_client.py'"\n""", text)
         self.assertTrue((ROOT / "docs" / "DESIGN.md").is_file())
         self.assertIn("(docs/DESIGN.md)", text)
 

@@ -461,7 +461,7 @@ class SecretInURLTests(SecretTestCase):
         self.script(reply(201, {"download_url": url}))
         dates = {"start_date": "2024-01-02", "end_date": "2024-01-03"}
         self.assertEqual(client.create_export("bars", symbols="V", **dates), {"download_url": url})
-        self.assertFalse(client._secrets.found_in(url))
+        self.assertEqual(client._secrets.redact(url), url)
 
     def test_signed_parameters_are_redacted_however_their_names_are_spelled(self) -> None:
         # Found in review: X%2DAmz%2DSignature (what a server decodes to X-Amz-Signature) and %73ig
@@ -703,6 +703,45 @@ class RedactionTests(SecretTestCase):
         self.assertEqual(error.headers["X-Echo-<redacted>"], "1")
         self.assertNotIn(header, str(error.headers))
 
+    def test_redact_copies_every_container_a_log_record_holds_and_refuses_the_rest(self) -> None:
+        # The fourth review's second pass: a tuple, a set, a mapping that is not a dict came back
+        # as they were, secrets and all: a logging filter's record.args (a tuple) was unredacted.
+        client = self.client()
+        signed = "https://s3.example/b/x?X-Amz-Signature=816d0123redact01"
+        shown = "https://s3.example/b/x?X-Amz-Signature=<redacted>"
+        named = collections.namedtuple("named", "a b")
+        cases: list[tuple[object, object]] = [
+            ((KEY, 3, None), ("<redacted>", 3, None)),
+            ([(KEY, signed)], [("<redacted>", shown)]),
+            ({KEY, "x"}, {"<redacted>", "x"}),
+            (frozenset({(KEY, 1.5)}), frozenset({("<redacted>", 1.5)})),
+            (types.MappingProxyType({"k": KEY}), {"k": "<redacted>"}),
+            (collections.UserDict({KEY: [signed, True]}), {"<redacted>": [shown, True]}),
+            ({"nested": ({"k": KEY},)}, {"nested": ({"k": "<redacted>"},)}),
+            (named(KEY, 2), ("<redacted>", 2)),
+        ]
+        for value, expected in cases:
+            with self.subTest(value=type(value).__name__):
+                redacted = client.redact(value)
+                self.assertEqual(redacted, expected)
+                self.assertIs(type(redacted), type(expected))
+        with mock.patch.dict(os.environ, {"DATASET_CLIENT_API_KEY": KEY}):
+            environment = client.redact(os.environ)
+        self.assertEqual(environment["DATASET_CLIENT_API_KEY"], "<redacted>")
+        self.assertIsInstance(environment, dict)
+        for refused in (
+            ValueError(f"bad {KEY}"),
+            memoryview(KEY.encode()),
+            object(),
+            [1, object()],
+        ):
+            refusal = "^cannot redact a (ValueError|memoryview|object):"
+            with (
+                self.subTest(refused=type(refused).__name__),
+                self.assertRaisesRegex(TypeError, refusal),
+            ):
+                client.redact(refused)
+
     def test_a_proxy_password_is_redacted_in_base64_and_percent_encoded(self) -> None:
         user, password = "alice", "pa/ss:word-0099"
         proxy = f"http://{user}:{urllib_parse.quote(password, safe='')}@127.0.0.1:{self.server.server_port}"
@@ -826,6 +865,46 @@ class KeyReadFromAProfileTests(ServerTestCase):
                     error = self.failure()
                     self.assertIsInstance(error, ValueError)
                     self.assertEqual(secrets_in_frames(error, KEY), [])
+
+    def test_a_key_of_another_type_misspelt_or_outside_a_profile_is_in_no_frame(self) -> None:
+        """The fourth review's second pass: an integer or float key, a misspelt one, one in a table
+        inside a profile or in an array of tables, a key under -W error, headers passed in: each
+        stayed in clear in _read_profile's or from_profile's frames when a later check failed."""
+        good = f'[default]\nbase_url = "{self.server.url}"\n'
+        number = "8472619305123"
+        header = "tenant-secret-0042"
+        cases: list[tuple[str, str, dict[str, Any]]] = [
+            ("an integer key", good + f"api_key = {number}\n", {}),
+            ("a float key", good + f"api_key = {number}.5\n", {}),
+            ("a misspelt key", good + f'api_kye = "{KEY}"\ntimeout = inf\n', {}),
+            (
+                "a table in a profile",
+                good + f'[default.sub]\napi_key = "{KEY}"\n',
+                {"profile": "p"},
+            ),
+            ("an array of tables", f'[[prod]]\napi_key = "{KEY}"\n', {"profile": "other"}),
+            ("headers passed in", good, {"headers": {"X-Tenant": header, "Bad Name": "v"}}),
+            ("headers, a bad base_url", '[default]\nbase_url = "h"\n', {"headers": {"X": header}}),
+        ]
+        for name, text, settings in cases:
+            for read in (DatasetClient.from_profile, DatasetClient.read_settings):
+                with self.subTest(name, read=read.__name__):
+                    self.config(text)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        error = outcome_of(functools.partial(read, **settings))
+                    if read.__name__ == "read_settings" and not isinstance(error, Exception):
+                        continue
+                    assert isinstance(error, Exception), repr(error)
+                    self.assertEqual(secrets_in_frames(error, KEY, number, header), [])
+        self.config(good + f'tokn = "{KEY}"\n')
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            error = outcome_of(DatasetClient.from_profile)
+        self.assertIsInstance(error, UserWarning)
+        assert isinstance(error, UserWarning)
+        self.assertEqual(secrets_in_frames(error, KEY), [])
+        self.assertEqual(self.requests, [])
 
     def test_a_malformed_file_keeps_no_frame_of_tomllib_holding_its_text(self) -> None:
         # tomllib's frames hold the whole text (its key among it) in their locals: a
@@ -958,6 +1037,72 @@ class NestedSignedUrlTests(ServerTestCase):
         self.assertEqual(self.requests, [])
 
 
+def _nested(url: str, times: int) -> str:
+    """``url`` in the query of another, ``times`` deep, each level percent-encoded once more."""
+    for _ in range(times):
+        url = "https://r.example/?u=" + urllib_parse.quote(url, safe="")
+    return url
+
+
+# The fourth review's second pass: forms of a signed URL the redaction left in clear.
+MORE_SIGNED = {
+    "nested three times": _nested("https://s3.example/b/x?X-Amz-Signature=816d0123more01", 3),
+    "nested four times, second": _nested("https://s3.example/b/x?a=1&sig=816d0123more02", 4),
+    "a fragment's access_token": "https://app.example/cb#access_token=ya29more03&token_type=b",
+    "a fragment's sig": "https://h.example/o#sig=816d0123more04",
+    "JSON's \\/ in a value": '"https://h.example/o?sig=ab\\/816d0123more05"',
+    "JSON's \\u0025": '"https://r/?u=https\\u00253A\\u00252F\\u00252Fb\\u00253Fsig\\u00253D816d0123more06"',
+    "JavaScript's \\x3d": "https://h.example/o?sig\\x3d816d0123more07",
+    "JavaScript's \\x26": "https://h.example/o?a=1\\x26sig=816d0123more08",
+    "JavaScript's \\x3f": "https://h.example/o\\x3fsig=816d0123more09",
+}
+MORE_VALUES = [f"816d0123more0{n}" for n in (1, 2, 4, 5, 6, 7, 8, 9)] + ["ya29more03"]
+
+
+class MoreSignedFormsTests(ServerTestCase):
+    def test_every_form_the_second_pass_found_is_redacted(self) -> None:
+        client = self.client()
+        for name, text in MORE_SIGNED.items():
+            with self.subTest(name):
+                shown = client.redact(text)
+                self.assertEqual([v for v in MORE_VALUES if v in shown], [], shown)
+                self.assertIn("<redacted>", shown)
+        for kept in ("see #section=2", "https://h.example/o#top", "a\\x3db"):
+            self.assertEqual(client.redact(kept), kept, "no credential's name")
+
+    def test_a_hostile_servers_reason_headers_body_and_location_show_none(self) -> None:
+        nested = MORE_SIGNED["nested three times"]
+        fragment = MORE_SIGNED["a fragment's access_token"]
+        escaped = MORE_SIGNED["JSON's \\/ in a value"]
+        body = f'{{"message": "denied: {fragment}", "u": {escaped}}}'
+
+        def respond(connection: socket.socket) -> None:
+            head = f"HTTP/1.1 403 Forbidden {nested}\r\nContent-Type: application/json\r\n"
+            head += f"X-Debug: {fragment}\r\nContent-Length: {len(body)}\r\n\r\n"
+            connection.sendall((head + body).encode())
+
+        url = support.raw_server(self, respond)
+        with self.assertLogs("dataset_client", level="DEBUG") as logs:
+            error = outcome_of(self.client(url, max_retries=0).list_datasets)
+        assert isinstance(error, dc.ServiceError), repr(error)
+        texts = [str(error), repr(error), repr(error.args), error.reason, error.body]
+        texts += [repr(error.payload), str(error.headers), repr(pickle.dumps(error)), *logs.output]
+        self.assertEqual([t for v in MORE_VALUES for t in texts if v in t], [])
+
+    def test_a_base_url_without_a_scheme_is_named_without_its_credential(self) -> None:
+        for base_url in ("h.example/f?X-Amz-Signature=816d0123more01", "h/?sig=816d0123more02"):
+            with self.subTest(base_url=base_url):
+                error = outcome_of(functools.partial(DatasetClient, base_url))
+                self.assertIsInstance(error, ValueError)
+                self.assertIn("has no scheme", str(error))
+                self.assertEqual([v for v in MORE_VALUES if v in str(error)], [], error)
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    self.assertEqual(cli.main(["--base-url", base_url, "datasets"]), 2)
+                self.assertEqual([v for v in MORE_VALUES if v in err.getvalue()], [])
+                self.assertIn("--base-url", err.getvalue())
+
+
 class RedirectLocalsTests(ServerTestCase):
     def test_a_keyless_clients_failed_redirect_keeps_no_signed_location_in_frames(self) -> None:
         # Issue 36: with no key, no secret was held, so the traceback stayed, and with it the
@@ -978,3 +1123,26 @@ class RedirectLocalsTests(ServerTestCase):
                 error = outcome_of(client.list_datasets)
                 assert isinstance(error, dc.DatasetClientError), repr(error)
                 self.assertEqual(secrets_in_frames(error, "816d0123location01"), [])
+                # The fourth review's second pass: the pool's idle connection kept its last
+                # response, whose url was the Location, reachable from a frame's self.
+                self.assertEqual(texts_reachable(client, "816d0123location01"), [])
+
+
+def texts_reachable(start: object, secret: str) -> list[str]:
+    """The paths from ``start`` (through attributes, mappings and sequences) to a str holding
+    ``secret`` in clear (a _Secret is the wrapper, not a leak); bounded by what is reachable."""
+    found, seen, pending = [], set(), [("start", start)]
+    while pending:
+        path, value = pending.pop()
+        if id(value) in seen or isinstance(value, (type, types.ModuleType, dc._Secret)):
+            continue
+        seen.add(id(value))
+        if isinstance(value, str):
+            found += [path] if secret in value else []
+        elif isinstance(value, dict):
+            pending += [(f"{path}[{key!r}]", item) for key, item in value.items()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            pending += [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+        elif hasattr(value, "__dict__"):
+            pending.append((f"vars({path})", vars(value)))
+    return found

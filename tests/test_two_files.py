@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -298,7 +299,7 @@ class PlantedBesideTests(ServerTestCase):
             theirs = mock.patch.object(dc.os, "geteuid", return_value=owner + 1)
         with theirs, self.assertRaises(ImportError) as caught:
             dc._own_source(str(planted))
-        said = f"{planted} is not run: not a regular file of yours (owner: uid {owner})"
+        said = f"{planted} is not run (owner: uid {owner}): another user's file"
         self.assertEqual(caught.exception.msg, said)
         if os.geteuid() != 0:
             self.skipTest("not root: a file another user owns cannot be made here")
@@ -309,29 +310,80 @@ class PlantedBesideTests(ServerTestCase):
         planted.write_bytes((ROOT / "dataset_client_cli.py").read_bytes())
         os.chown(planted, 0, 0)
         done = self.run_python("-I", str(planted), "datasets", cwd=self.tmp())
-        said = f"{library} is not a regular file of yours (its owner: uid 4242)"
+        said = f"{library} is not run (owner: uid 4242): another user's file"
         self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
         self.assertEqual(self.requests, [])
 
-    def test_a_link_or_a_fifo_beside_is_not_run_and_never_waited_on(self) -> None:
-        pair = self.pair("dataset_client.py")
-        elsewhere = self.tmp() / "dataset_client_cli.py"
-        shutil.copy(ROOT / "dataset_client_cli.py", elsewhere)
-        (pair / "dataset_client_cli.py").symlink_to(elsewhere)
-        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
-        said = f"{pair}/dataset_client_cli.py is not run: not a regular file of yours (owner: uid {os.geteuid()})"
+    def test_the_command_line_holds_the_library_beside_it_to_the_same_rule(self) -> None:
+        """The CLI's own loader: a library with a second link, or that group or others can write,
+        is not run (a teammate could change it); one line saying what to do."""
+        pair = self.pair("dataset_client_cli.py")
+        library = pair / "dataset_client.py"
+        elsewhere = self.tmp() / "kept.py"
+        shutil.copy(ROOT / "dataset_client.py", elsewhere)
+        os.link(elsewhere, library)
+        done = self.run_python("-I", str(pair / "dataset_client_cli.py"), "datasets", cwd=pair)
+        said = f"{library} is not run (owner: uid {os.geteuid()}): a file with 2 links"
         self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
-        (pair / "dataset_client_cli.py").unlink()
-        os.mkfifo(pair / "dataset_client_cli.py")
-        done = self.run_python("-I", str(pair / "dataset_client.py"), "datasets", cwd=self.tmp())
-        said = f"{pair}/dataset_client_cli.py is not run: not a regular file of yours (owner: uid {os.geteuid()})"
+        library.unlink()
+        shutil.copy(elsewhere, library)
+        library.chmod(0o646)
+        done = self.run_python("-I", str(pair / "dataset_client_cli.py"), "datasets", cwd=pair)
+        said = f"{library} is not run (owner: uid {os.geteuid()}): writable by group or others"
+        said += f"; run chmod go-w {library}"
         self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
-        lone = self.pair("dataset_client_cli.py")
-        os.mkfifo(lone / "dataset_client.py")
-        done = self.run_python("-I", str(lone / "dataset_client_cli.py"), "datasets", cwd=lone)
-        said = f"{lone}/dataset_client.py is not a regular file of yours (its owner: uid "
-        self.assertEqual(done[:2], (2, ""))
-        self.assertTrue(done[2].startswith(f"dataset-client: error: {said}"), done[2])
+        self.assertEqual(self.requests, [])
+
+    def test_a_link_a_fifo_or_a_directory_beside_is_one_line_naming_it_and_its_owner(self) -> None:
+        """Never waited on, never a traceback (a directory was an IsADirectoryError), whichever
+        file loads the other."""
+        me = os.geteuid()
+        elsewhere = self.tmp() / "elsewhere.py"
+        for script, beside in (
+            ("dataset_client.py", "dataset_client_cli.py"),
+            ("dataset_client_cli.py", "dataset_client.py"),
+        ):
+            pair = self.pair(script)
+            shutil.copy(ROOT / beside, elsewhere)
+            planted = pair / beside
+            for kind, make, what in (
+                ("link", functools.partial(planted.symlink_to, elsewhere), "a symbolic link"),
+                ("fifo", functools.partial(os.mkfifo, planted), "not a regular file"),
+                ("directory", planted.mkdir, "not a regular file"),
+            ):
+                with self.subTest(script=script, kind=kind):
+                    make()
+                    done = self.run_python("-I", str(pair / script), "datasets", cwd=self.tmp())
+                    os.rmdir(planted) if kind == "directory" else os.unlink(planted)
+                    said = f"{planted} is not run (owner: uid {me}): {what}"
+                    self.assertEqual(done, (2, "", f"dataset-client: error: {said}\n"))
+        self.assertEqual(self.requests, [])
+
+    def test_a_file_beside_python_cannot_compile_is_one_line(self) -> None:
+        """Cut short in a copy, or written for a later Python: one line, not a SyntaxError's
+        traceback; a library cut where it still compiles, one line too."""
+        for script, beside in (
+            ("dataset_client.py", "dataset_client_cli.py"),
+            ("dataset_client_cli.py", "dataset_client.py"),
+        ):
+            pair = self.pair(script)
+            planted = pair / beside
+            text = (ROOT / beside).read_text()
+            cut = text[: text.index("\ndef ", len(text) // 2) + 9]
+            later = text + "type Later = int\n" if sys.version_info < (3, 12) else text + "x = 0_\n"
+            kinds = [("cut", cut), ("a later Python's", later)]
+            if beside == "dataset_client.py":
+                # It compiles, and lacks what the command line imports (a cut command line
+                # compiles and runs until it lacks a name: a copy's fault, told by a traceback).
+                kinds.append(("cut at a statement", text[: text.index("\ndef ", len(text) // 2)]))
+            for kind, planted_text in kinds:
+                with self.subTest(script=script, kind=kind):
+                    planted.write_text(planted_text)
+                    status, out, err = self.run_python(
+                        "-I", str(pair / script), "datasets", cwd=self.tmp()
+                    )
+                    self.assertEqual((status, out, err.count("\n")), (2, "", 1), err)
+                    self.assertTrue(err.startswith(f"dataset-client: error: {planted} "), err)
         self.assertEqual(self.requests, [])
 
     def test_a_file_of_another_version_beside_is_one_line(self) -> None:
@@ -377,11 +429,46 @@ class PlantedBesideInProcessTests(ServerTestCase):
         self.assertIsNone(dc._own_source(str(directory / "missing.py")))
         (directory / "link.py").symlink_to(own)
         os.mkfifo(directory / "fifo.py")
-        for name in ("link.py", "fifo.py"):
+        for name, what in (("link.py", "a symbolic link"), ("fifo.py", "not a regular file")):
             with self.subTest(name=name), self.assertRaises(ImportError) as caught:
                 dc._own_source(str(directory / name))
-            said = "is not run: not a regular file of yours (owner: uid"
-            self.assertIn(f"{directory / name} {said} {os.geteuid()})", caught.exception.msg)
+            said = f"{directory / name} is not run (owner: uid {os.geteuid()}): {what}"
+            self.assertTrue(caught.exception.msg.startswith(said), caught.exception.msg)
+
+    def test_own_source_holds_the_file_to_the_config_files_rule(self) -> None:
+        """The fourth review's second pass: a file with a second link or that group or others can
+        write was run; a directory raised IsADirectoryError; a link gone between open and lstat
+        (another user's loop) FileNotFoundError. Each is one ImportError naming it, or none there."""
+        directory, me = self.tmp(), os.geteuid()
+        (directory / "directory.py").mkdir()
+        (directory / "own.py").write_text("x = 1\n")
+        os.link(directory / "own.py", directory / "linked.py")
+        shared = directory / "shared file.py"
+        shared.write_text("x = 1\n")
+        shared.chmod(0o646)
+        # Writable by the user's own group (umask 002 and a group of one's own): run.
+        (directory / "ours.py").write_text("x = 1\n")
+        (directory / "ours.py").chmod(0o664)
+        self.assertEqual(dc._own_source(str(directory / "ours.py")), b"x = 1\n")
+        faults = [
+            ("directory.py", "not a regular file"),
+            ("linked.py", "a file with 2 links"),
+            ("shared file.py", f"writable by group or others; run chmod go-w '{shared}'"),
+        ]
+        if me == 0:
+            # A group's the user is not in by default, as a team directory's (setgid) gives.
+            os.chown(directory / "ours.py", 0, 4242)
+            chmod = f"writable by group or others; run chmod go-w {directory / 'ours.py'}"
+            faults.append(("ours.py", chmod))
+        for name, why in faults:
+            with self.subTest(name=name), self.assertRaises(ImportError) as caught:
+                dc._own_source(str(directory / name))
+            said = f"{directory / name} is not run (owner: uid {me}): {why}"
+            self.assertEqual(caught.exception.msg, said)
+        gone = directory / "gone.py"
+        gone.symlink_to(directory / "own.py")
+        with mock.patch.object(dc.os, "open", side_effect=FileNotFoundError):
+            self.assertIsNone(dc._own_source(str(gone)), "gone since lstat: none there")
 
     def test_a_command_line_of_another_version_is_refused_and_not_left_registered(self) -> None:
         # Not named dataset_client_cli.py: coverage.py would take it for the one it measures.
@@ -413,6 +500,48 @@ class PlantedBesideInProcessTests(ServerTestCase):
             "the command line is dataset_client_cli.py: copy it beside dataset_client.py, or run"
             " pip install . in a checkout",
         )
+
+    def test_the_command_lines_loader_in_this_process(self) -> None:
+        """The CLI's own loader of the library beside it, which the subprocess tests run in
+        copies coverage.py does not measure: none there, this checkout's, each refusal (a copy
+        is never run here: coverage.py would measure a file named dataset_client.py, then gone)."""
+        directory = self.tmp()
+        beside = directory / "dataset_client.py"
+
+        def load(where: Path) -> tuple[object, str, object]:
+            err = io.StringIO()
+            cli_file = str(where / "dataset_client_cli.py")
+            with mock.patch.object(cli, "__file__", cli_file), mock.patch.dict(sys.modules):
+                with contextlib.redirect_stderr(err):
+                    outcome = outcome_of(cli._load_library_beside)
+                loaded = sys.modules.get("dataset_client")
+            return outcome, err.getvalue(), loaded
+
+        self.assertEqual(load(directory), (None, "", dc), "none there: the installed one")
+        outcome, said, loaded = load(ROOT)
+        self.assertEqual((outcome, said), (None, ""))
+        self.assertIsNot(loaded, dc, "compiled from its source into a module of its own")
+        self.assertEqual(getattr(loaded, "__file__", None), str(ROOT / "dataset_client.py"))
+        me = os.geteuid()
+        beside.write_text("x = (\n")
+        for what, make in (
+            ("Python cannot compile it", lambda: beside.chmod(0o644)),
+            ("writable by group or others; run chmod go-w", lambda: beside.chmod(0o646)),
+            ("a symbolic link", lambda: (beside.unlink(), beside.symlink_to(ROOT / "README.md"))),
+        ):
+            with self.subTest(what=what):
+                make()
+                outcome, said, loaded = load(directory)
+                self.assertIsInstance(outcome, SystemExit)
+                assert isinstance(outcome, SystemExit)
+                self.assertEqual(outcome.code, 2)
+                self.assertEqual(said.count("\n"), 1, said)
+                if what == "Python cannot compile it":
+                    self.assertTrue(
+                        said.startswith(f"dataset-client: error: {beside} is not run: ")
+                    )
+                else:
+                    self.assertIn(f"{beside} is not run (owner: uid {me}): {what}", said)
 
 
 class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
@@ -491,6 +620,21 @@ class OneWayBetweenTheCommandLineAndTheLibraryTests(ServerTestCase):
             dc.ServiceError(404, "Not Found", "GET", "http://h/x").worded(x="y"),
             "404 Not Found: GET http://h/x",
         )
+
+    def test_an_errors_pieces_are_the_librarys_own_and_str_never_raises(self) -> None:
+        # The fourth review's second pass: parts and named were keyword fields, and
+        # DatasetClientError("x", parts=["a"], named={"deadline": 4}) or parts=[1, 2] made str()
+        # raise (through pickle and copy too); so did attempts="3".
+        for fields in (
+            {"parts": ["a"], "named": {"deadline": 4}},
+            {"parts": [1, 2]},
+            {"named": {}},
+        ):
+            with self.subTest(fields=fields), self.assertRaisesRegex(TypeError, "has no field"):
+                dc.DatasetClientError("x", **fields)
+        error = dc.DatasetClientError("x", attempts="3")  # type: ignore[arg-type]
+        for shown in (error, pickle.loads(pickle.dumps(error))):
+            self.assertEqual(str(shown), "x (after 3 attempts)")
 
     def test_the_command_line_reaches_no_more_than_three_private_names(self) -> None:
         sys.path.insert(0, str(ROOT / ".ci"))
