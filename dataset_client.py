@@ -746,7 +746,14 @@ class DatasetClient:
         """A 2xx response; ``trusted``: credentials in ``headers``, dropped off the origin."""
         hops = 0
         while True:
-            response = self._send_single_request(method, url, body, headers, deadline)
+            # origin_req_host: else urlparse, for cookies.
+            request = _Request(url, body, method=method, origin_req_host=self._origin[1])
+            # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
+            request.headers = (
+                {**headers, "Content-Type": "application/json"} if body else dict(headers)
+            )
+            request.deadline = deadline
+            response = self._send_single_request(request)
             status = response.status
             if status < 300:
                 return response
@@ -771,25 +778,15 @@ class DatasetClient:
                 headers = {k: v for k, v in headers.items() if k.lower() not in private}
             hops += 1
 
-    def _send_single_request(
-        self,
-        method: str,
-        url: str,
-        body: bytes | None,
-        headers: dict[str, str],
-        deadline: _Deadline,
-    ) -> _PooledResponse:
-        # origin_req_host: else urlparse, for cookies.
-        request = _Request(url, body, method=method, origin_req_host=self._origin[1])
-        # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
-        request.headers = {**headers, "Content-Type": "application/json"} if body else dict(headers)
-        request.deadline = deadline
+    def _send_single_request(self, request: _Request) -> _PooledResponse:
+        method = request.get_method()
+        url = request.full_url
         started = time.monotonic()
         if request.type in self._proxies:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
             # The opener would only pass it on, and tell audit hooks (PEP 578).
-            sys.audit("urllib.Request", url, body, request.headers, method)
+            sys.audit("urllib.Request", url, request.data, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
         # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
