@@ -884,9 +884,7 @@ def _redirect_target(method: str, url: str, location: str) -> str:
     try:
         # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
         target = urllib.parse.urljoin(url, location.strip())
-        target = urllib.parse.quote(
-            target, safe="!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", encoding="iso-8859-1"
-        )
+        target = urllib.parse.quote(target, safe=_ASCII_PUNCTUATION, encoding="iso-8859-1")
         return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
     except ValueError as exc:
         text = f"{method} {url}: refusing to follow a redirect: {exc}"
