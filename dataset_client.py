@@ -767,7 +767,14 @@ class DatasetClient:
             # A small body read lets its connection be reused; a large one closes it.
             with contextlib.suppress(DatasetClientError), response:
                 response.read(_ERROR_BODY_LIMIT)
-            url = _redirect_target(method, url, location)
+            try:
+                # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
+                target = urllib.parse.urljoin(url, location.strip())
+                target = urllib.parse.quote(target, safe=_ASCII_PUNCTUATION, encoding="iso-8859-1")
+                url = urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
+            except ValueError as exc:
+                text = f"{method} {url}: refusing to follow a redirect: {exc}"
+                raise InvalidResponseError(text, method=method, url=url) from None
             # As browsers, requests and httpx do.
             if status == 303 or (status in (301, 302) and method == "POST"):
                 method = "GET"
@@ -877,18 +884,6 @@ def _parse_retry_after(value: str | None) -> float | None:
         when = when.replace(tzinfo=datetime.UTC)
     seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
     return min(max(0.0, seconds), _LONGEST_RETRY_AFTER)
-
-
-def _redirect_target(method: str, url: str, location: str) -> str:
-    """The absolute http(s) URL a redirect points to."""
-    try:
-        # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
-        target = urllib.parse.urljoin(url, location.strip())
-        target = urllib.parse.quote(target, safe=_ASCII_PUNCTUATION, encoding="iso-8859-1")
-        return urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
-    except ValueError as exc:
-        text = f"{method} {url}: refusing to follow a redirect: {exc}"
-        raise InvalidResponseError(text, method=method, url=url) from None
 
 
 def _is_loopback(host: str) -> bool:
@@ -1475,7 +1470,7 @@ class _Deadline:
         left = self.left()
         if left <= 0:
             raise self.reached(method, url)
-        return left if timeout is None or left < timeout else timeout
+        return left if timeout is None else min(left, timeout)
 
     def reached(
         self, method: str, url: str, what: str = "was reached", asked: float | None = None
@@ -2177,28 +2172,25 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
         if scheme == "no":
             continue
         url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
-        if (reason := _unreadable_url(url)) is not None:
+        # The port too: else InvalidURL at each request.
+        reason: str | None = None
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018
+        except ValueError as exc:
+            reason = str(exc)
+        # Raised outside the except clause: the exception caught holds the URL.
+        if reason is not None:
             variable = f"{scheme.upper()}_PROXY"
             raise ValueError(
                 f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
             )
-        parts = urllib.parse.urlsplit(url)
         if parts.password:
             password = _Secret(urllib.parse.unquote(parts.password))
             user = _Secret(urllib.parse.unquote(parts.username or ""))
             basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
             found.append((_Secret(parts.password), basic))
     return found
-
-
-def _unreadable_url(url: str) -> str | None:
-    """Why ``url`` cannot be split, or None (the exception, holding the URL, ends here)."""
-    try:
-        # The port too: else InvalidURL at each request.
-        urllib.parse.urlsplit(url).port  # noqa: B018
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
@@ -2614,34 +2606,30 @@ class _Checks:
         raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
 
     def verify_file(self) -> bool:
-        """Check the file; True when failed parts are fetched again."""
+        """Check the file; True when parts whose (deferred) Content-Digest failed are refetched."""
         if self.digest is None:
             return False
         for stated in self.stated:
             actual = self.digest.hexdigest(stated.hash)
-            if actual != stated.value:
-                if self._refetch_mismatched_parts():
-                    return True
+            if actual == stated.value:
+                continue
+            again = False
+            for part in self.parts.all:
+                if self.target.read_at is not None and part.deferred is not None:
+                    check = _PartCheck(*part.deferred, True, self.target)
+                    check.add(part.offset)
+                    if not self._matches(part, check):
+                        part.taken = False
+                        part.deferred = None
+                        again = True
+            if not again:
                 self.mismatch(stated, actual)
-        self.verified = [stated.name for stated in self.stated]
-        return False
-
-    def _refetch_mismatched_parts(self) -> bool:
-        """Check the parts' deferred Content-Digests; True when some failed."""
-        again = False
-        for part in self.parts.all:
-            if self.target.read_at is not None and part.deferred is not None:
-                check = _PartCheck(*part.deferred, True, self.target)
-                check.add(part.offset)
-                if not self._matches(part, check):
-                    part.taken = False
-                    part.deferred = None
-                    again = True
-        if again:
             self.close()
             self.digest = None
             self.start()
-        return again
+            return True
+        self.verified = [stated.name for stated in self.stated]
+        return False
 
 
 class _Acceptance:
@@ -2920,7 +2908,17 @@ class _Transfer:
                 # Ended by _fail: stop, not retry.
                 self.parts.check_running()
                 raise
-            self._check_complete(part, response)
+            if part.end is None:
+                part.end = part.offset
+                with self.parts.lock:
+                    self.report()
+            elif part.remaining:
+                expected = part.end - part.start
+                fields = dict(method="GET", url=response.url, expected=expected, received=part.done)
+                cut = f"GET {response.url}: connection closed after "
+                received = ("received", f"{part.done}")
+                of = ("expected", f"{expected} bytes")
+                raise _named(IncompleteResponseError, cut, received, " of ", of, **fields)
             return self.checks.verify_part(part)
 
         while not self.requests.retry(attempt, lambda: part.done):
@@ -2980,19 +2978,6 @@ class _Transfer:
             state.save({**saved, "parts": parts, "digests": digests})
         if self.progress is not None:
             self.progress(self._written, total)
-
-    def _check_complete(self, part: _Part, response: _PooledResponse) -> None:
-        if part.end is None:
-            part.end = part.offset
-            with self.parts.lock:
-                self.report()
-        elif part.remaining:
-            expected = part.end - part.start
-            fields = dict(method="GET", url=response.url, expected=expected, received=part.done)
-            cut = f"GET {response.url}: connection closed after "
-            received = ("received", f"{part.done}")
-            of = ("expected", f"{expected} bytes")
-            raise _named(IncompleteResponseError, cut, received, " of ", of, **fields)
 
     def _fail(self, error: BaseException) -> None:
         """Record the first failure; end every wait and read."""
