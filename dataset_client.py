@@ -264,7 +264,10 @@ class ServiceError(DatasetClientError, RuntimeError):
         proxy: str | None = None,
     ) -> None:
         headers = http.client.HTTPMessage() if headers is None else headers
-        payload = _json_or_none(body)
+        try:
+            payload = json.loads(body) if body.strip() else None
+        except (ValueError, RecursionError):
+            payload = None
         message = message or _message_of(payload, body)
         text = f"{status} {reason}: {_request_name(method, url, proxy)}"
         text = f"{text}: {message}" if message else text
@@ -1069,13 +1072,6 @@ def _service_error(
     )
 
 
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text) if text.strip() else None
-    except (ValueError, RecursionError):
-        return None
-
-
 def _message_of(payload: Any, body: str = "") -> str | None:
     """The service's own message in a JSON error body; for another body, _reason_in_text's."""
     if payload is None:
@@ -1822,12 +1818,21 @@ class _ConnectionPool(urllib.request.BaseHandler):
     http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
+        """An idle connection with nothing to read (else the server closed it), or None."""
         with self._lock:
             self._check_open()
             idle = self._idle.get(key)
             while idle:
                 connection = idle.pop()
-                if _is_still_open(connection):
+                readable: object = True
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    if hasattr(select, "poll"):
+                        poller = select.poll()
+                        poller.register(connection.sock, select.POLLIN)
+                        readable = poller.poll(0)
+                    else:
+                        readable = select.select([connection.sock], [], [], 0)[0]
+                if not readable:
                     self._busy[connection] = _thread.get_ident()
                     return connection
                 connection.close()
@@ -1907,18 +1912,6 @@ _pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
 # A hook: nothing checked at each request. Embedders that fork from C run it too.
 if _HAS_FORK_HOOKS:
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _is_still_open(connection: http.client.HTTPConnection) -> bool:
-    """Whether an idle connection has nothing to read (else the server closed it)."""
-    try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(connection.sock, select.POLLIN)
-            return not poller.poll(0)
-        return not select.select([connection.sock], [], [], 0)[0]
-    except (OSError, ValueError, TypeError):
-        return False
 
 
 def _shut_down(sock: socket.socket | None) -> None:
