@@ -809,16 +809,12 @@ class DatasetClient:
 
     def _download_requests(self, url: str, deadline: _Deadline) -> _DownloadRequests:
         trusted = _origin_of(url) == self._origin
-        send = self._send_handling_redirects
-        return _DownloadRequests(
-            headers=self._trusted_download_headers if trusted else self._download_headers,
-            deadline=deadline,
-            send=functools.partial(send, "GET", url, None, deadline=deadline, trusted=trusted),
-            retry=functools.partial(self._retrying, "GET", url, deadline),
-            pool=self._pool,
-            secrets=self._secrets,
-            timeout=self._timeout,
-        )
+        headers = self._trusted_download_headers if trusted else self._download_headers
+        redirects = self._send_handling_redirects
+        send = functools.partial(redirects, "GET", url, None, deadline=deadline, trusted=trusted)
+        retry = functools.partial(self._retrying, "GET", url, deadline)
+        pool = self._pool
+        return _DownloadRequests(headers, deadline, send, retry, pool, self._secrets, self._timeout)
 
 
 _MAX_REDIRECTS = 10
@@ -2405,7 +2401,6 @@ class _DownloadRequests:
 
     def __init__(
         self,
-        *,
         headers: dict[str, str],
         deadline: _Deadline,
         send: Callable[[dict[str, str]], _PooledResponse],
