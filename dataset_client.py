@@ -136,7 +136,6 @@ _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *s
 _CHUNK_SIZE = 1024 * 1024
 # The decoded bytes of an error body kept in ServiceError.body.
 _ERROR_BODY_LIMIT = 64 * 1024
-# The most connections one download may use.
 _MAX_CONNECTIONS = 32
 # The longest time-out a lock or a socket takes.
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)
@@ -1027,7 +1026,6 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
         if not response.chunked or response.watch is not None:
             piece = response.read(wanted)
         else:
-            # Chunked and unwatched: by readinto.
             buffer = bytearray(wanted)
             del buffer[response.readinto(buffer) :]
             piece = bytes(buffer)
@@ -1051,7 +1049,6 @@ def _service_error(
         raw = b""
     finally:
         response.close()
-    # In its charset, else (unknown, or no text encoding) in UTF-8.
     try:
         body = raw.decode(response.headers.get_content_charset() or "utf-8", errors="replace")
     except (LookupError, UnicodeError, ValueError, TypeError):
@@ -1449,7 +1446,6 @@ class _Deadline:
 
     @classmethod
     def starting(cls, seconds: float | None) -> _Deadline:
-        """A call's deadline, ``seconds`` from now, else never."""
         return _NO_DEADLINE if seconds is None else cls(seconds)
 
     def left(self) -> float:
@@ -2263,7 +2259,6 @@ def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it (urllib3 accepts them).
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
-    # The default store's file and directory, as OpenSSL finds them.
     paths = ssl.get_default_verify_paths()
     places = []
     for variable, default in (("SSL_CERT_FILE", paths.cafile), ("SSL_CERT_DIR", paths.capath)):
@@ -2521,7 +2516,6 @@ class _Checks:
             self.digest.close()
 
     def start_part_check(self, response: _PooledResponse, part: _Part) -> None:
-        """Check this 206's bytes against its Content-Digest, if any."""
         # A response cut short: its bytes stay unchecked.
         if part.check is not None:
             part.check.close()
@@ -2844,7 +2838,6 @@ class _Transfer:
         if self.parts.error is not None:
             raise self.parts.error
         self.target.finish(self.parts.total)
-        # Parts whose Content-Digest failed are fetched again.
         if self.checks.verify_file():
             self._fetch_all()
 
