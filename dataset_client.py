@@ -755,7 +755,7 @@ class DatasetClient:
                 {**headers, "Content-Type": "application/json"} if body else dict(headers)
             )
             request.deadline = deadline
-            response = self._send_single_request(request)
+            response = self._send_single_request(request, url)
             status = response.status
             if status < 300:
                 return response
@@ -787,9 +787,8 @@ class DatasetClient:
                 headers = {k: v for k, v in headers.items() if k.lower() not in private}
             hops += 1
 
-    def _send_single_request(self, request: _Request) -> _PooledResponse:
-        method = request.get_method()
-        url = request.full_url
+    def _send_single_request(self, request: _Request, url: str) -> _PooledResponse:
+        method = request.method
         started = time.monotonic()
         if request.type in self._proxies:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
@@ -1816,14 +1815,16 @@ class _ConnectionPool(urllib.request.BaseHandler):
             idle = self._idle.get(key)
             while idle:
                 connection = idle.pop()
-                readable: object = True
-                with contextlib.suppress(OSError, ValueError, TypeError):
+                readable: object
+                try:
                     if hasattr(select, "poll"):
                         poller = select.poll()
                         poller.register(connection.sock, select.POLLIN)
                         readable = poller.poll(0)
                     else:
                         readable = select.select([connection.sock], [], [], 0)[0]
+                except (OSError, ValueError, TypeError):
+                    readable = True
                 if not readable:
                     self._busy[connection] = _thread.get_ident()
                     return connection
@@ -1948,11 +1949,12 @@ class _PooledResponse(http.client.HTTPResponse):
             http.client.parse_headers(self.fp)
             version, status, reason = super()._read_status()  # type: ignore[misc]
         ahead = self.fp.peek()
-        # No headers, or lines ending in LF alone: http.client reads those whole.
-        whole = ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead
-        if b"\r\n\r\n" not in ahead and not whole:
-            # The head's rest read via a _HeadReader: http.client takes a cut for its end.
-            self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
+        if b"\r\n\r\n" not in ahead:
+            # No headers, or lines ending in LF alone: http.client reads those whole.
+            whole = ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead
+            if not whole:
+                # The head's rest read via a _HeadReader: http.client takes a cut for its end.
+                self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
         return version, status, reason
 
     def read(self, amount: int | None = None) -> bytes:
