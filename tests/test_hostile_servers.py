@@ -143,8 +143,20 @@ class FramingTests(ServerTestCase):
                 self.assertEqual(list(out.parent.iterdir()), [])
                 ranges = [r.headers["Range"] for r in self.requests]
                 self.assertIsNone(ranges[0])
-                part = f"bytes={len(BIG) // 4}-{len(BIG) // 2 - 1}"
-                self.assertIn("bytes=100000-" if connections == 1 else part, ranges)
+                if connections == 1:
+                    self.assertEqual(ranges, [None, "bytes=100000-"])
+                else:
+                    self.assert_parts_asked_once(ranges[1:])
+
+    def assert_parts_asked_once(self, ranges: list[str]) -> None:
+        """``ranges`` are some of BIG's last three quarters, each asked once: the first part
+        to fail stops the others, and a part stopped before it sent has asked nothing."""
+        quarters = [len(BIG) * index // 4 for index in range(1, 4)]
+        parts = {f"bytes={quarters[0]}-{quarters[1] - 1}"}
+        parts |= {f"bytes={quarters[1]}-{quarters[2] - 1}", f"bytes={quarters[2]}-"}
+        self.assertTrue(ranges, "a part was asked for")
+        self.assertLessEqual(set(ranges), parts, "each part with its own range")
+        self.assertEqual(len(ranges), len(set(ranges)), "each part asked once")
 
     def test_a_flood_of_interim_responses_is_refused(self) -> None:
         def flood(connection: socket.socket) -> None:
