@@ -535,7 +535,8 @@ class Checks:
             self.attacker, f"echo \"open('{ran}', 'w').close()\" > '{cli}'"
         ).check_returncode()
         done = self.as_user(self.victim, f"{self.python} -I '{library}' --version")
-        said = f"{cli} is not run: not a regular file of yours (owner: uid {pwd.getpwnam(self.attacker).pw_uid})"
+        uid = pwd.getpwnam(self.attacker).pw_uid
+        said = f"{cli} is not run (owner: uid {uid}): another user's file"
         if done.returncode != 2 or said.encode() not in done.stderr or ran.exists():
             return f"their CLI: exit {done.returncode}, ran: {ran.exists()}: {done.stderr!r}"
         self.as_user(self.attacker, f"rm -f '{cli}'").check_returncode()
@@ -553,7 +554,7 @@ class Checks:
             self.attacker, f"cp '{self.work / library.name}' '{library}'"
         ).check_returncode()
         done = self.as_user(self.victim, f"{self.python} -I '{cli}' --version")
-        if done.returncode != 2 or b"is not a regular file of yours" not in done.stderr:
+        if done.returncode != 2 or b"another user's file" not in done.stderr:
             return f"their library: exit {done.returncode}: {done.stderr!r}"
         return None
 
