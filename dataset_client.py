@@ -73,8 +73,7 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
-# _thread, not threading: threading itself is imported where a thread is started, off the import
-# path.
+# _thread, not threading: threading is imported where a thread starts, off the import path.
 import _thread
 import collections.abc
 import contextlib
@@ -134,12 +133,9 @@ __version__ = "1.1.0"
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 # Bytes read at once: 1 MiB reads measured faster than 64 KiB ones.
 _CHUNK_SIZE = 1024 * 1024
-# The decoded bytes of an error body kept in ServiceError.body.
 _ERROR_BODY_LIMIT = 64 * 1024
 _MAX_CONNECTIONS = 32
-# The longest time-out a lock or a socket takes.
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)
-# The largest file offset there is.
 _MAX_SIZE = 2**63 - 1
 
 # Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
@@ -222,9 +218,8 @@ def _rebuilt_error(
 
 
 def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
-    """``kind(message, **fields)``, the message joined from ``pieces``; a piece ``(name, words)``
-    names what a caller may word its own way. The error keeps ``parts`` and ``named`` (each name's
-    piece), not as fields: see worded."""
+    """``kind(message, **fields)`` from ``pieces``; a piece ``(name, words)``: what a caller may
+    word its own way (kept in ``parts`` and ``named``, not as fields: see worded)."""
     parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
     error = kind("".join(parts), **fields)
     error.parts = parts  # type: ignore[attr-defined]
@@ -277,9 +272,8 @@ class ServiceError(DatasetClientError, RuntimeError):
         super().__init__(text, method=method, url=url, **fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload as JSON text: pickle recurses deeper per level than json.
+        # The payload as JSON text (pickle recurses deeper per level), unless json cannot write it.
         rebuilt, (cls, args, state) = super().__reduce__()
-        # A payload json cannot write (or nested past its depth) is pickled as it is.
         with contextlib.suppress(ValueError, TypeError, RecursionError):
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
         return rebuilt, (cls, args, state)
@@ -333,7 +327,6 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
-# What a call after close() is told, wherever the client finds it closed.
 _CLOSED = "the DatasetClient is closed"
 
 
@@ -384,7 +377,6 @@ class DatasetClient:
         api_key = _as_secret(api_key)
         headers = _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
-        # A time-out is at most what a lock or socket takes.
         if timeout is not None:
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
             timeout = min(float(timeout), _MAX_WAIT)
@@ -437,7 +429,7 @@ class DatasetClient:
     def __copy__(self, memo: object = None) -> DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
-    # A deep copy is a copy: the settings are immutable or copies already.
+    # The settings are immutable or copies already.
     __deepcopy__ = __copy__
 
     def __enter__(self) -> DatasetClient:
@@ -464,7 +456,7 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:
-            # A ca_bundle from the profile is named so.
+            # A ca_bundle from the profile is named with it.
             named = getattr(exc, "named", {})
             if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
