@@ -1108,6 +1108,8 @@ _SIGNED_PARAMETERS = (
 )
 # How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
 _EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
+# An escape (percent, JSON, HTML): how a secret's other forms start.
+_ESCAPE = r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;"
 # Never shown as sent where server text is (the command line escapes the same): C0, DEL, C1,
 # bidirectional controls ("denied\u202e :ko" reads "ok"), zero-width and invisible ones (soft
 # hyphen, fillers, tags), line and paragraph separators, lone surrogates. A pattern's ranges.
@@ -1161,7 +1163,7 @@ class _Secrets:
         if not self.texts:
             return text
         # No escape in the text: a secret is there as itself, if at all.
-        if _escape_finder()(text) is None:
+        if re.search(_ESCAPE, text) is None:
             for secret in self.texts:
                 text = text.replace(secret, _REDACTED)
             return text
@@ -1182,12 +1184,6 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
     # Base64 with its padding and without: servers echo both.
     texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]
     return _Secrets(text for text in texts if len(text) >= 4)
-
-
-@functools.cache
-def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: how other forms start."""
-    return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
@@ -1857,8 +1853,15 @@ class _ConnectionPool(urllib.request.BaseHandler):
             exc.with_traceback(None)
             method = request.get_method()
             url = request.full_url
-            if key[2]:
-                _check_tunnel(exc, method, url, proxy or "", bool(authorization))
+            # A CONNECT refused for want of credentials, in http.client's words (3.11 to 3.15;
+            # tinyproxy refuses with a 401).
+            refusal = str(exc).partition("Tunnel connection failed: ")[2]
+            if key[2] and refusal[:4] in ("407 ", "401 "):
+                sent = bool(authorization)
+                error = _proxy_credentials_error(
+                    method, url, proxy or "", "HTTPS_PROXY", sent, refusal
+                )
+                raise error from _ProxyAuthenticationRequired(refusal)
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
         except BaseException as exc:
@@ -2189,15 +2192,6 @@ def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> Net
     )
     error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
     return error
-
-
-def _check_tunnel(exc: BaseException, method: str, url: str, proxy: str, sent: bool) -> None:
-    """Raise a proxy's refusal of a CONNECT for want of credentials, if it is one."""
-    # http.client's words, 3.11 to 3.15; tinyproxy refuses with a 401.
-    refusal = str(exc).partition("Tunnel connection failed: ")[2]
-    if refusal[:4] in ("407 ", "401 "):
-        error = _proxy_credentials_error(method, url, proxy, "HTTPS_PROXY", sent, refusal)
-        raise error from _ProxyAuthenticationRequired(refusal)
 
 
 def _proxy_credentials_error(
