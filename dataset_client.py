@@ -67,7 +67,6 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
-    # Run as python -m dataset_client: one line, not a traceback from inside.
     if __name__ == "__main__":
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
@@ -101,7 +100,7 @@ import weakref
 import zlib
 
 TYPE_CHECKING = False
-# Names for the type checker only: importing typing would cost every import of this module.
+# For the type checker only: importing typing would cost every import of this module.
 if TYPE_CHECKING:
     import queue
     import threading
@@ -197,7 +196,7 @@ class DatasetClientError(Exception):
         text = "".join(parts)
         attempts = self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
-            # One attempt goes unsaid, but for a deadline's error: it says it after one attempt too.
+            # One attempt goes unsaid, but for a deadline's error.
             return text
         return f"{text} (after {attempts} attempt{'' if attempts == 1 else 's'})"
 
@@ -704,7 +703,6 @@ class DatasetClient:
         return wrong, None
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
-        """Seconds to wait before retrying after ``error``, or None: not retried."""
         # A redirect made the POST a GET: it was acted on.
         if error.method != method:
             return None
@@ -909,8 +907,7 @@ _MAX_DECODED_BODY = 256 * 1024 * 1024
 
 
 def _check_framing(response: _PooledResponse) -> None:
-    """Refuse a head the stream's end cut short (read line by line: see _read_status) or an
-    ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    """Refuse a cut head (see _read_status) or an ambiguous length (RFC 9112 6.3); note encoding."""
     head: Any = response.fp
     if isinstance(head, _HeadReader):
         response.fp = head.raw
@@ -1110,9 +1107,8 @@ _SIGNED_PARAMETERS = (
 _EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
 # An escape (percent, JSON, HTML): how a secret's other forms start.
 _ESCAPE = r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;"
-# Never shown as sent where server text is (the command line escapes the same): C0, DEL, C1,
-# bidirectional controls ("denied\u202e :ko" reads "ok"), zero-width and invisible ones (soft
-# hyphen, fillers, tags), line and paragraph separators, lone surrogates. A pattern's ranges.
+# Escaped wherever server text is shown (by the command line too): C0, DEL, C1, bidirectional
+# controls ("denied\u202e :ko" reads "ok"), invisible ones, line separators, lone surrogates.
 _UNSEEN = (
     "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
     "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
@@ -1228,7 +1224,7 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
 
 
 def _showable_url(url: str, secrets: _Secrets) -> str:
-    """``url`` as logs and errors show it: secrets and signed URLs' credentials redacted."""
+    """``url`` as logs and errors show it."""
     return secrets.shown().redact(url)
 
 
@@ -2324,8 +2320,6 @@ _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 # The download engine
 # ============================================================================
 
-# Bytes waiting for the hashing thread; restarts of a download whose file keeps changing;
-# bytes of parts waiting for their turn into a stream; members read of a digest field.
 _HASH_QUEUE_BYTES = 16 * 1024 * 1024
 _MIN_PART_SIZE = _CHUNK_SIZE
 _MAX_RESTARTS = 3
@@ -4242,7 +4236,6 @@ def _is_finite(value: float) -> bool:
 
 
 def _check_positive(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number as a float."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
@@ -4368,7 +4361,7 @@ _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """{name: (value, where from)}: ``settings`` (key, headers wrapped in place), the variables,
-    the profile's; None for its key if the base_url is elsewhere."""
+    the profile's (its key None if its base_url is another)."""
     for name in {"api_key", "headers"} & settings.keys():
         settings[name] = _as_secret(settings[name])
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
@@ -4545,8 +4538,7 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run dataset_client_cli.py beside this file (by path: -I leaves it off sys.path), else an
-    installed one; else say why in one line."""
+    """Run dataset_client_cli.py beside this file (-I leaves it off sys.path), or one installed."""
     # Run as __main__, this module is dataset_client too: compiled once.
     sys.modules.setdefault("dataset_client", sys.modules[__name__])
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
@@ -4559,8 +4551,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_line(path: str) -> Any:
-    """dataset_client_cli from ``path``, compiled from its source (a .pyc may be anyone's), else
-    the installed one; else ImportError."""
+    """dataset_client_cli from ``path``'s source (a .pyc may be anyone's), or the one installed."""
     source = _own_source(path)
     if source is None:
         try:
@@ -4588,8 +4579,7 @@ def _command_line(path: str) -> Any:
 
 
 def _own_source(path: str) -> bytes | None:
-    """``path``'s text, read through one descriptor, if _refusal_to_run allows; None if there is
-    none; else ImportError."""
+    """``path``'s text through one descriptor if _refusal_to_run allows (none: None)."""
     try:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
