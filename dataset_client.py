@@ -230,9 +230,8 @@ def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: An
 class ServiceError(DatasetClientError, RuntimeError):
     """The service answered >= 400, or a 3xx was left after redirects:
     ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``,
-    ``headers``, ``body`` (its start), ``payload`` (JSON or None),
-    ``message`` (the service's), ``request_id``, ``retry_after``
-    (seconds), ``proxy``."""
+    ``headers``, ``body`` (its start), ``payload`` (JSON or None), ``message``
+    (the service's), ``request_id``, ``retry_after`` (seconds), ``proxy``."""
 
     status: int
     reason: str
@@ -944,9 +943,7 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     except json.JSONDecodeError as exc:
         clean = json.JSONDecodeError(exc.msg, "", 0)
         clean.args = exc.args
-        clean.pos = exc.pos
-        clean.lineno = exc.lineno
-        clean.colno = exc.colno
+        vars(clean).update(pos=exc.pos, lineno=exc.lineno, colno=exc.colno)
         cause: ValueError = clean
     except (ValueError, RecursionError) as exc:
         cause = ValueError(str(exc))
@@ -1224,7 +1221,6 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
 
 
 def _showable_url(url: str, secrets: _Secrets) -> str:
-    """``url`` as logs and errors show it."""
     return secrets.shown().redact(url)
 
 
@@ -1702,7 +1698,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             return True
 
     def interrupt(self, threads: Collection[int]) -> None:
-        """End what those threads wait for on their connections."""
         with self._lock:
             socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
             # Under the lock: connected() closes them under the lock too.
@@ -1735,7 +1730,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             raise ClientClosedError(_CLOSED)
 
     def handle_request(self, request: _Request) -> _PooledResponse:
-        """Send ``request`` on a kept-alive connection or a new one; its response."""
         method = request.get_method()
         url = request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
@@ -2160,9 +2154,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
         # Raised outside the except clause: the exception caught holds the URL.
         if reason is not None:
             variable = f"{scheme.upper()}_PROXY"
-            raise ValueError(
-                f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
-            )
+            said = f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
+            raise ValueError(said)
         if parts.password:
             password = _Secret(urllib.parse.unquote(parts.password))
             user = _Secret(urllib.parse.unquote(parts.username or ""))
