@@ -26,26 +26,21 @@ The file's regions, each under a banner, in the order a call flows::
 
     The public face: the imports, the limits and platform features that
         several regions share, the errors, DatasetClient's public methods
-    The request pipeline: DatasetClient's methods after "end of public
-        API" (a call, its retries, redirects, the send), the scheme probe,
-        Retry-After, origins
+    The request pipeline: DatasetClient's private methods (a call, retries,
+        redirects, the send), the scheme probe, Retry-After, origins
     Bodies and decoding: a body's framing checked, read within its limits,
         gzip undone, JSON decoded; an error response made a ServiceError
     Secrets and redaction: _Secret, _Secrets, what no error, log, repr or
         frame shows; the characters never shown raw (_escaped)
-    Messages and the log: how a request, a size, a long text are named in
-        messages; the logger (_logger)
+    Messages and the log: a request, a size, a long text named; _logger
     The deadline and the stall watch: _Deadline, one a call, on each
         _Request to the pool: connecting, resolving, reading; _Watch
     Connections and the pool: _ConnectionPool (kept-alive connections,
-        close(), a fork), _PooledResponse (the head), the client's error
-        for a socket, TLS or HTTP failure
-    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407;
-        what is trusted (the system store, REQUESTS_CA_BUNDLE, ca_bundle)
-        and the advice when a certificate is refused
-    The download engine: _Transfer (the run), _Parts (the parts and their
-        threads), _Acceptance (ranges, restarts, resuming), _Checks
-        (digests), _Limits (rates), _Digest (hashing)
+        close(), a fork), _PooledResponse (the head), _transport_error
+    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407; the
+        CAs trusted, and the advice when a certificate is refused
+    The download engine: _Transfer (the run), _Parts (and threads),
+        _Acceptance (ranges, resuming), _Checks, _Limits (rates), _Digest
     Sinks: where a download's bytes go: a file beside the destination,
         moved over it by commit (_FileTarget), a stream, the reorder buffer
     Safe file operations: links followed only as the kernel would, the
@@ -1375,7 +1370,6 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
 
 
 def _shortened(text: str, limit: int = 60, *, kept: int | None = None) -> str:
-    """``text``, or when longer than ``limit`` its first ``kept`` (else ``limit``) characters."""
     if len(text) <= limit:
         return text
     return f"{text[: limit if kept is None else kept]}... ({len(text)} characters)"
@@ -2916,7 +2910,6 @@ class _Transfer:
             self.limits.take(len(data), self.requests.deadline)
 
     def _written_to_stream(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data``: hashed, reported."""
         if self.checks.digest is not None:
             self.checks.digest.add(data)
         if self.progress is not None:
