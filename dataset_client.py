@@ -385,7 +385,6 @@ class DatasetClient:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
             self._credentials = _merge_headers(key, extra)
-        # For a copy or an unpickled client.
         self._arguments: dict[str, Any] = dict(base_url=base_url, api_key=api_key, headers=extra)
         self._arguments.update(timeout=timeout, max_retries=self._max_retries, user_agent=agent)
         self._arguments.update(ssl_context=ssl_context, backoff_factor=self._backoff_factor)
@@ -547,7 +546,7 @@ class DatasetClient:
         below which a connection is cut and resumed; ``verified(check)``: told
         each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``)."""
         seconds = self._deadline if deadline is None else _check_positive(deadline, "deadline")
-        within = _Deadline.starting(seconds)
+        within = _NO_DEADLINE if seconds is None else _Deadline(seconds)
         limits = _Limits(min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
         digest = _check_sha256(sha256)
@@ -589,7 +588,7 @@ class DatasetClient:
                 text = "the request contains text that is not valid Unicode (a lone surrogate)"
                 raise ValueError(text) from None
         sent = self._service_headers if headers is None else {**self._service_headers, **headers}
-        deadline = _Deadline.starting(self._deadline)
+        deadline = _NO_DEADLINE if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
             send = self._send_handling_redirects
@@ -1417,10 +1416,6 @@ class _Deadline:
         self.ends = time.monotonic() + seconds
         self.finite = seconds < _NEVER
 
-    @classmethod
-    def starting(cls, seconds: float | None) -> _Deadline:
-        return _NO_DEADLINE if seconds is None else cls(seconds)
-
     def left(self) -> float:
         return self.ends - time.monotonic()
 
@@ -2167,23 +2162,19 @@ def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) 
 
 
 def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> NetworkError:
-    """A plain-HTTP proxy's 407, saying where credentials go."""
+    """A plain-HTTP proxy's 407 (the status line it sent: the cause)."""
     response.close()
     sent = "@" in urllib.parse.urlsplit(proxies.get("http", "")).netloc
+    status = "407 Proxy Authentication Required"
     error = _proxy_credentials_error(
-        response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
+        response.method, response.url, response.proxy or "", "HTTP_PROXY", sent, status
     )
     error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
     return error
 
 
 def _proxy_credentials_error(
-    method: str,
-    url: str,
-    proxy: str,
-    variable: str,
-    sent: bool,
-    status: str = "407 Proxy Authentication Required",
+    method: str, url: str, proxy: str, variable: str, sent: bool, status: str
 ) -> NetworkError:
     """A proxy's 407, saying where credentials go; never retried."""
     wants = f"wants credentials; {variable} has none"
@@ -2786,7 +2777,6 @@ class _Transfer:
                     self.log(_INFO, "starting over: %s", changed.reason)
                     self.acceptance.start_over()
         except DatasetClientError as error:
-            # Its message and url may name a secret.
             _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
