@@ -132,7 +132,7 @@ _MAX_CONNECTIONS = 32
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)
 _MAX_SIZE = 2**63 - 1
 
-# Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
+# Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests it).
 _WINDOWS = os.name == "nt"
 # Without pwrite and pread, parts are written after a seek, under a lock.
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")
@@ -265,7 +265,7 @@ class ServiceError(DatasetClientError, RuntimeError):
         super().__init__(text, method=method, url=url, **fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload as JSON text (pickle recurses deeper per level), unless json cannot write it.
+        # The payload as JSON text (pickle recurses deeper), unless json cannot write it.
         rebuilt, (cls, args, state) = super().__reduce__()
         with contextlib.suppress(ValueError, TypeError, RecursionError):
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
@@ -647,7 +647,7 @@ class DatasetClient:
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
         """``error`` redacted; a ClientClosedError raised once close() ended the call."""
         _redact_error(error, self._secrets.shown())
-        # Its frames go, key or not: their locals hold the URLs (a redirect's signed Location).
+        # Its frames go, key or not: their locals hold URLs (a redirect's signed Location).
         error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
@@ -753,7 +753,7 @@ class DatasetClient:
             with contextlib.suppress(DatasetClientError), response:
                 response.read(_ERROR_BODY_LIMIT)
             try:
-                # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
+                # As urllib quotes it: a Location may carry spaces or non-ASCII characters.
                 target = urllib.parse.urljoin(url, location.strip())
                 target = urllib.parse.quote(target, safe=_ASCII_PUNCTUATION, encoding="iso-8859-1")
                 url = urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
@@ -780,7 +780,7 @@ class DatasetClient:
             sys.audit("urllib.Request", url, request.data, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
-        # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
+        # A DEBUG line (-v): logging (twice this module's import time) is not imported for it.
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
             reason = self._secrets.shown().redact(response.reason)
@@ -944,7 +944,7 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
     content_type = response.headers.get("Content-Type", "no content type")
     start = _redact_value(start, secrets)[:200]
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
-    # Raised outside the except clause: the one caught, body and all, would be its context.
+    # Raised outside the except clause: the one caught (body and all) would be its context.
     raise _invalid(response, text) from cause
 
 
@@ -972,7 +972,7 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate ``data``'s gzip members onto ``decoded`` (up to ``limit + 1`` bytes); how many."""
+    """Inflate ``data``'s gzip members onto ``decoded`` (to ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
         decoder = zlib.decompressobj(wbits=47)
@@ -1020,7 +1020,7 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
-    """An error response's ServiceError, from a bounded part of its body, secrets redacted."""
+    """An error response's ServiceError, from a bounded part of its body, redacted."""
     # A little more than is kept: a secret across the cut redacted whole, then cut.
     try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
@@ -1060,7 +1060,7 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 
 def _reason_in_text(body: str) -> str | None:
-    """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
+    """A non-JSON error body's reason: XML Code and Message, HTML title or first line."""
     import html
 
     text = body.lstrip("\ufeff \t\r\n")
@@ -1160,7 +1160,7 @@ class _Secrets:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
+    """``values`` (4 characters or more), proxy passwords and Basic credentials, in base64 too."""
     # urllib.request has imported it already.
     import base64
 
@@ -1220,7 +1220,7 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
+    """A signed URL's credential parameter (any case or percent-encoding) and value."""
 
     # A letter as itself (any case) or percent-encoded: s, %73, %53.
     def spelled(letter: re.Match[str]) -> str:
@@ -1386,7 +1386,7 @@ def _size(count: float) -> str:
 
 @functools.cache
 def _logger() -> Any:
-    # Here: only retries, resumes and (at DEBUG) requests log, so logging is off the import path.
+    # Only retries, resumes and (at DEBUG) requests log: logging is off the import path.
     import logging
 
     logger = logging.getLogger("dataset_client")
@@ -1420,7 +1420,7 @@ class _Deadline:
         return self.ends - time.monotonic()
 
     def wait(self, timeout: float | None, method: str, url: str) -> float | None:
-        """The next wait's time-out: ``timeout``, or the time left if less (raised if none)."""
+        """The next wait's time-out: ``timeout``, or the time left if less (none: raised)."""
         if not self.finite:
             return timeout
         left = self.left()
@@ -1438,7 +1438,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached, or ``delay`` past)."""
+        """The error ending the call after ``error`` (deadline reached, or ``delay`` past it)."""
         if isinstance(error, RequestTimeoutError) and error.deadline:
             return error
         left = self.left()
@@ -1552,7 +1552,7 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A body read a receive at a time, within its deadline, and above ``min_rate`` if given."""
+    """A body read a receive at a time, within its deadline, above ``min_rate`` if given."""
 
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
@@ -1634,7 +1634,7 @@ _MAX_INTERIM_RESPONSES = 100
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A thread-safe urllib handler keeping HTTP/1.1 connections alive; close() ends them all."""
+    """A thread-safe urllib handler keeping HTTP/1.1 connections alive."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1702,7 +1702,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup of this thread's connecting socket to shut down (one tried before closed)."""
+        """Keep a dup of this thread's connecting socket, for close() to shut down."""
         self.connected()
         with self._lock:
             self._check_open()
@@ -1726,7 +1726,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         key = (request.type, request.host, tunnel)
         headers = request.headers
         authorization = _proxy_authorization(headers, tunnel)
-        # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
+        # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go does).
         replayable = method == "GET" or "Idempotency-Key" in headers
         timeout = request.timeout
         responses: Callable[..., _PooledResponse] = _PooledResponse
@@ -1890,7 +1890,7 @@ def _shut_down(sock: socket.socket | None) -> None:
 
 
 class _PooledResponse(http.client.HTTPResponse):
-    """An HTTPResponse that maps its read errors and gives its connection back when closed."""
+    """An HTTPResponse mapping its read errors, its connection given back when closed."""
 
     method = ""
     encoding = "identity"
@@ -1967,7 +1967,7 @@ class _PooledResponse(http.client.HTTPResponse):
 
 
 class _HeadReader:
-    """A response's stream while its head is read: notes a line the stream's end cut short."""
+    """A response's stream while its head is read: notes a line cut short by the stream's end."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -2039,7 +2039,7 @@ def _transport_error(
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not at every request."""
+    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not each request."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -2217,7 +2217,7 @@ def _checked_trust(
 
 
 def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
-    """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
+    """As requests verifies: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it (urllib3 accepts them).
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
@@ -2243,7 +2243,7 @@ _trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.We
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add a PEM file's or directory's CAs to ``context``; others able to change it: a warning."""
+    """Add a PEM file's or directory's CAs to ``context``; warn if others can change it."""
     try:
         # Before any read: OpenSSL waits on a FIFO, reads /dev/zero.
         status = os.stat(path)
@@ -2274,7 +2274,7 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
 
 
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
-    """What was trusted and how to trust another CA; nothing when another CA would not help."""
+    """What was trusted and how to trust another CA; "" when another CA would not help."""
     if exc.verify_code in _NOT_A_CA_PROBLEM:
         return ""
     trusted = _trusted_by_default.get(context) if context is not None else None
@@ -2290,7 +2290,7 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
     )
 
 
-# OpenSSL's X509_V_ERR_ codes for a certificate out of its dates, or for another name or address.
+# OpenSSL's X509_V_ERR_ codes for a certificate out of its dates, or for another name.
 _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
@@ -2440,7 +2440,7 @@ class _Checks:
         return [*self.sha256, *(self.digests or ())]
 
     def start(self) -> None:
-        """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
+        """Start hashing (again) when a digest needs an algorithm the running hash lacks."""
         names = {stated.hash for stated in self.stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
@@ -2449,7 +2449,7 @@ class _Checks:
             self.digest.add(self.parts.contiguous())
 
     def take(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests the first response states (a Content-Digest: on a plain 200)."""
+        """Note the digests the first response states (a Content-Digest: a plain 200's)."""
         plain = whole and response.encoding == "identity"
         names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
@@ -2548,7 +2548,7 @@ class _Checks:
         raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
 
     def verify_file(self) -> bool:
-        """Check the file; True when parts whose (deferred) Content-Digest failed are refetched."""
+        """Check the file; True when parts failing their deferred Content-Digest are refetched."""
         if self.digest is None:
             return False
         for stated in self.stated:
@@ -2575,7 +2575,7 @@ class _Checks:
 
 
 class _Acceptance:
-    """Which bytes a response brings: a 206 exactly the range asked for, a 200 the whole file."""
+    """Which bytes a response brings: a 206 the range asked for, a 200 the whole file."""
 
     def __init__(self, download: _Transfer) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
@@ -2692,7 +2692,7 @@ class _Acceptance:
         connections = self.parts.connections
         count = min(connections, total // _MIN_PART_SIZE)
         if connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
-            # Why connections=N fetched in one stream, in a DEBUG line (-v), as each request is.
+            # Why connections=N fetched in one stream, at DEBUG (-v), as each request is.
             small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
             self.download.log(_DEBUG, small, connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
@@ -2972,7 +2972,7 @@ class _Limits:
         self.started, self.taken = time.monotonic(), 0
 
     def take(self, count: int, deadline: _Deadline) -> None:
-        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
+        """Count bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
         if self.rate is None:
             return
         with self.lock:
@@ -3013,7 +3013,7 @@ class _Digest:
         self._jobs = None if self.inline else self._start()
 
     def add(self, job: bytes | int) -> None:
-        """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
+        """Hash the bytes that follow, or (an offset) the file read back up to there."""
         if self._jobs is None:
             size = len(job) if isinstance(job, bytes) else job - self._position
             if self._inline + size <= self.inline:
@@ -3051,7 +3051,7 @@ class _Digest:
 
     def _run(self, jobs: queue.Queue[bytes | int | None]) -> None:
         while (job := jobs.get()) is not None:
-            # A failure is raised by hexdigest(); the jobs after it are drained until close().
+            # hexdigest() raises a failure; the jobs after it are drained until close().
             try:
                 if self._error is None:
                     self._hash(job)
@@ -4165,7 +4165,7 @@ def _check_url_characters(url: str, argument: str) -> None:
 
 
 def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
-    """``url`` (against ``base``) split, no fragment: http(s), a host, a port, no user:password."""
+    """``url`` (against ``base``) split, no fragment: http(s), a host and port, no user:password."""
     try:
         parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
         parts.port  # noqa: B018 (it validates the port)
@@ -4379,7 +4379,7 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
         _check_config_file_is_own(path, status)
         config, reason = _parsed_config(file)
     if config is None:
-        # Not in the except clause: tomllib's error, the context, keeps frames holding the text.
+        # Not in the except clause: tomllib's error (the context) keeps frames holding the text.
         raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
@@ -4397,7 +4397,7 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
-    """The TOML in ``file``, each key in it as _Secret; else None and why it cannot be read."""
+    """The TOML in ``file``, each key in it as _Secret; else None and why not."""
     import tomllib
 
     try:
@@ -4417,7 +4417,7 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
 
 
 def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME or ~/.config."""
+    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME, ~/.config."""
     configured = os.environ.get("DATASET_CLIENT_CONFIG")
     if configured:
         return configured
@@ -4432,7 +4432,7 @@ def _open_config(path: str) -> BinaryIO:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    # Who can write it sets base_url, where the key goes: checked as ssh checks its config.
+    # Who can write it sets base_url (where the key goes): checked as ssh checks its config.
     # A FIFO or a device would hang, or never end.
     if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"{path} is not a regular file: not used")
@@ -4575,7 +4575,7 @@ def _own_source(path: str) -> bytes | None:
 
 
 def _refusal_to_run(path: str, status: os.stat_result, failure: str = "") -> str:
-    """Why ``path`` is not run, or "": the config file's rule (else others' code runs as yours)."""
+    """Why ``path`` is not run, or "": the config file's rule (others' code would run as yours)."""
     why = failure
     if stat.S_ISLNK(status.st_mode):
         why = "a symbolic link"
