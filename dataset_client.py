@@ -150,7 +150,6 @@ _NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
 
 @functools.cache
 def _fcntl() -> Any:
-    """The fcntl module, or None (Windows); imported when first needed."""
     try:
         import fcntl
     except ImportError:
@@ -288,7 +287,7 @@ class NetworkError(DatasetClientError, ConnectionError):
     was refused)."""
 
     certificate: bool = False
-    # A failure a server speaking the other scheme causes too: the pipeline asks it once.
+    # The other scheme's server fails so too: the pipeline asks it once.
     _scheme_in_doubt: bool = False
 
 
@@ -1089,7 +1088,7 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 # ============================================================================
 
 _REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth): shared starts once.
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
 _SIGNED_PARAMETERS = (
     "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
     "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
@@ -1263,7 +1262,6 @@ def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
         if isinstance(value, tuple):
             return tuple(items)
         return frozenset(items) if isinstance(value, frozenset) else set(items)
-    # Numbers, None and booleans hold no text.
     if strict and not isinstance(value, (int, float, type(None))):
         raise TypeError(f"cannot redact a {type(value).__name__}: text or containers of it only")
     return value
@@ -1985,7 +1983,7 @@ class _HeadReader:
 
 
 class _HeadCutOff(http.client.HTTPException):
-    """The connection closed before the blank line that ends a response's head."""
+    """The connection closed before a response's head ended."""
 
 
 class _TooManyInterimResponses(http.client.HTTPException):
@@ -2102,7 +2100,7 @@ class _NoProxy:
                     self.names.append((host.strip("."), port))
 
     def matches(self, scheme: str, host: str) -> bool:
-        """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
+        """Whether a request to ``host`` (``name[:port]``) goes direct."""
         import ipaddress
 
         if self.everything:
@@ -2195,7 +2193,7 @@ class _ProxyAuthenticationRequired(OSError):
 def _checked_trust(
     ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
 ) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context (None: the default, made when needed) and ``ca_bundle``, absolute."""
+    """The context (None: the default, made when needed) and ``ca_bundle`` made absolute."""
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
     if ca_bundle is None:
@@ -2352,7 +2350,7 @@ class _Part:
 
 
 class _DownloadRequests:
-    """What a download needs of its client, handed over (never the client itself)."""
+    """What a download needs of its client (never the client itself)."""
 
     def __init__(
         self,
@@ -2386,7 +2384,7 @@ class _Parts:
         return self.all[-1].end
 
     def next(self) -> _Part | None:
-        """The first part not complete that no thread fetches, taken; else None."""
+        """The first part not complete that no thread fetches, taken."""
         with self.lock:
             for part in self.all:
                 if self.error is None and not part.taken and part.remaining != 0:
@@ -2426,8 +2424,6 @@ class _Parts:
 
 
 class _Checks:
-    """What a download's bytes must hash to, and their hashing."""
-
     def __init__(self, download: _Transfer, sha256: str | None) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
@@ -2504,7 +2500,7 @@ class _Checks:
         self.digest.add(data if one else self.parts.contiguous())
 
     def verify_part(self, part: _Part) -> bool:
-        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
+        """False when a 206's bytes failed its Content-Digest (fetched again)."""
         check = part.check
         if check is None:
             return True
@@ -4193,7 +4189,7 @@ def _percent_encoded(text: str) -> str:
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
+    """Finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise _refused(argument, f"must be {kind}, not {type(value).__name__}", TypeError)
@@ -4331,7 +4327,7 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 # tomllib reads the config file whole: a larger one is refused.
 _MAX_CONFIG_SIZE = 1024 * 1024
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
-# A key's names in a config file, in lower case with "_" for "-": its value is a secret.
+# A key's names in a config file (lower case, "_" for "-"): its value is a secret.
 _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
@@ -4361,7 +4357,7 @@ def _netloc(url: str) -> tuple[str, ...]:
 
 
 def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
-    """The config file's path and its profile ``asked`` for (else [default], or {})."""
+    """The config file's path and profile ``asked`` (else [default], or {})."""
     path = _config_path()
     try:
         file = _open_config(path)
@@ -4405,7 +4401,7 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # What may be a key (any spelling, misspelt, what no profile reads) is in no frame.
+    # What may be a key (any spelling, what no profile reads) is in no frame.
     for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
         for key, value in table.items():
             kept = key in _PROFILE_KEYS and key != "api_key"
@@ -4549,7 +4545,6 @@ def _command_line(path: str) -> Any:
             raise ImportError(f"it is version {version}, this {__version__}")
     except Exception as exc:
         del sys.modules["dataset_client_cli"]
-        # Another version's, cut short, a later Python's.
         raise ImportError(f"{path} does not fit this dataset_client.py: {exc}") from None
     return cli
 
