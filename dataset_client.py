@@ -24,7 +24,7 @@ file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
 
 The file's regions, each under a banner, in the order a call flows::
 
-    The public face: the imports, the limits and platform features that
+    The public face: the imports, limits and platform features that
         several regions share, the errors, DatasetClient's public methods
     The request pipeline: DatasetClient's private methods (a call, retries,
         redirects, the send), the scheme probe, Retry-After, origins
@@ -95,7 +95,7 @@ import weakref
 import zlib
 
 TYPE_CHECKING = False
-# For the type checker only: importing typing would cost every import of this module.
+# For the type checker only: importing typing would cost every import.
 if TYPE_CHECKING:
     import queue
     import threading
@@ -132,7 +132,7 @@ _MAX_CONNECTIONS = 32
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)
 _MAX_SIZE = 2**63 - 1
 
-# Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests it).
+# Platform features, probed once (Windows has none: .ci/without_posix_extras.py).
 _WINDOWS = os.name == "nt"
 # Without pwrite and pread, parts are written after a seek, under a lock.
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")
@@ -264,7 +264,7 @@ class ServiceError(DatasetClientError, RuntimeError):
         super().__init__(text, method=method, url=url, **fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload as JSON text (pickle recurses deeper), unless json cannot write it.
+        # As JSON text (pickle recurses deeper), unless json cannot write it.
         rebuilt, (cls, args, state) = super().__reduce__()
         with contextlib.suppress(ValueError, TypeError, RecursionError):
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
@@ -779,7 +779,7 @@ class DatasetClient:
             sys.audit("urllib.Request", url, request.data, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
-        # A DEBUG line (-v): logging (twice this module's import time) is not imported for it.
+        # A DEBUG line (-v), without importing logging (twice this module's import time).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
             reason = self._secrets.shown().redact(response.reason)
@@ -1281,7 +1281,6 @@ def _redact_nested(
     # A container met twice (or inside itself) is copied once.
     copies = {id(value): top}
     pending = [top]
-    # Each container once: bounded by their number.
     while pending:
         container = pending.pop()
         places = container.keys() if isinstance(container, dict) else range(len(container))
@@ -1318,7 +1317,6 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
     """``error``, its causes and contexts (``raise X from Y`` in ``except Z``: both)."""
     chain: list[BaseException] = []
     pending = [error]
-    # Bounded: each exception once.
     while pending:
         exc = pending.pop()
         if any(exc is seen for seen in chain):
@@ -1724,7 +1722,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         key = (request.type, request.host, tunnel)
         headers = request.headers
         authorization = _proxy_authorization(headers, tunnel)
-        # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go does).
+        # A GET or keyed POST is sent again when a kept-alive connection was dead (as Go does).
         replayable = method == "GET" or "Idempotency-Key" in headers
         timeout = request.timeout
         responses: Callable[..., _PooledResponse] = _PooledResponse
@@ -2617,7 +2615,6 @@ class _Acceptance:
             self.checks.digests = [_Stated(*digest) for digest in digests]
 
     def start_over(self) -> _Part:
-        """Forget what was received: the server sends the file anew."""
         self.checks.close()
         first = _Part(0, None)
         self.parts.all = [first]
@@ -2688,7 +2685,7 @@ class _Acceptance:
         connections = self.parts.connections
         count = min(connections, total // _MIN_PART_SIZE)
         if connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
-            # Why connections=N fetched in one stream, at DEBUG (-v), as each request is.
+            # Why connections=N fetched in one stream, at DEBUG (-v).
             small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
             self.download.log(_DEBUG, small, connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
@@ -2704,7 +2701,6 @@ class _Acceptance:
 
 
 def _check_in_time(requests: _DownloadRequests, url: str) -> None:
-    """Raise once a download must end: its deadline reached, or its client closed."""
     requests.deadline.wait(None, "GET", url)
     if requests.pool.closed:
         text = f"the DatasetClient was closed during GET {url}"
@@ -2758,7 +2754,6 @@ class _Transfer:
         _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
 
     def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
         try:
             self.checks.start()
             for restarts in itertools.count():
@@ -2810,7 +2805,6 @@ class _Transfer:
                 self.target.wake()
 
     def _fetch(self, part: _Part) -> None:
-        """Fetch one part, resumed where a cut response stopped."""
         attempts = 0
 
         def attempt() -> bool:
@@ -2915,7 +2909,6 @@ class _Transfer:
             self.progress(self._written, total)
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure; end every wait and read."""
         with self.parts.lock:
             self.parts.error = self.parts.error or error
         self.target.stop()
@@ -2952,8 +2945,6 @@ def _is_offset(value: Any) -> bool:
 
 
 class _Limits:
-    """A download's lowest rate a connection may bring, and highest rate in all."""
-
     def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
         self.min_rate = _check_positive(min_rate, "min_rate")
         self.rate = max_rate
