@@ -287,7 +287,7 @@ class NetworkError(DatasetClientError, ConnectionError):
     was refused)."""
 
     certificate: bool = False
-    # The other scheme's server fails so too: the pipeline asks it once.
+    # A server speaking the other scheme fails so too: the pipeline asks it once.
     _scheme_in_doubt: bool = False
 
 
@@ -1088,7 +1088,7 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 # ============================================================================
 
 _REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth).
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth), shared starts once.
 _SIGNED_PARAMETERS = (
     "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
     "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
