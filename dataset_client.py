@@ -1828,8 +1828,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             exc.with_traceback(None)
             method = request.get_method()
             url = request.full_url
-            # A CONNECT refused for want of credentials, in http.client's words (3.11 to 3.15;
-            # tinyproxy refuses with a 401).
+            # A CONNECT refused for credentials (http.client's words, 3.11 to 3.15; tinyproxy: 401).
             refusal = str(exc).partition("Tunnel connection failed: ")[2]
             if key[2] and refusal[:4] in ("407 ", "401 "):
                 sent = bool(authorization)
@@ -1963,7 +1962,7 @@ class _PooledResponse(http.client.HTTPResponse):
 
 
 class _HeadReader:
-    """A response's stream while its head is read: notes a line cut short by the stream's end."""
+    """A response's stream while its head is read: notes a line the stream's end cut short."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
