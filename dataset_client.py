@@ -559,7 +559,15 @@ class DatasetClient:
             raise _refused("connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
             raise ClientClosedError(_CLOSED)
-        requests = self._download_requests(url, within)
+        trusted = _origin_of(url) == self._origin
+        headers = self._trusted_download_headers if trusted else self._download_headers
+        redirects = self._send_handling_redirects
+        send = functools.partial(redirects, "GET", url, None, deadline=within, trusted=trusted)
+        retry = functools.partial(self._retrying, "GET", url, within)
+        pool = self._pool
+        requests = _DownloadRequests(
+            headers, within, send, retry, pool, self._secrets, self._timeout
+        )
         in_time = functools.partial(_check_in_time, requests, url)
         with _open_target(destination, resume, in_time) as target:
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
@@ -742,7 +750,13 @@ class DatasetClient:
             if status < 300:
                 return response
             if status == 407 and response.proxy is not None and url.startswith("http:"):
-                raise _proxy_refused(response, self._proxies)
+                # A plain-HTTP proxy's 407: the status line it sent is the cause.
+                response.close()
+                sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
+                said = (response.proxy, "HTTP_PROXY", sent, "407 Proxy Authentication Required")
+                error = _proxy_credentials_error(response.method, response.url, *said)
+                error.__cause__ = _ProxyAuthenticationRequired(f"{status} {response.reason}")
+                raise error
             redirect = status in {301, 302, 303, 307, 308}
             location = response.headers.get("Location") if redirect else None
             if location is None or hops == _MAX_REDIRECTS:
@@ -787,15 +801,6 @@ class DatasetClient:
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
 
-    def _download_requests(self, url: str, deadline: _Deadline) -> _DownloadRequests:
-        trusted = _origin_of(url) == self._origin
-        headers = self._trusted_download_headers if trusted else self._download_headers
-        redirects = self._send_handling_redirects
-        send = functools.partial(redirects, "GET", url, None, deadline=deadline, trusted=trusted)
-        retry = functools.partial(self._retrying, "GET", url, deadline)
-        pool = self._pool
-        return _DownloadRequests(headers, deadline, send, retry, pool, self._secrets, self._timeout)
-
 
 _MAX_REDIRECTS = 10
 _MAX_RETRY_AFTER = 60.0
@@ -808,20 +813,6 @@ _RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((
 
 class _WrongSchemeError(NetworkError):
     """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS)."""
-
-
-def _may_speak_the_other_scheme(
-    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
-) -> bool:
-    scheme = urllib.parse.urlsplit(url).scheme
-    if proxy is not None:
-        return False
-    if scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
-        # TLS was spoken: a certificate to verify, or an alert refusing the handshake.
-        spoken = isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or "")
-        return not spoken
-    hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
-    return scheme == "http" and fresh and hung_up
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
@@ -2023,7 +2014,12 @@ def _transport_error(
     failed = "could not connect" if connecting else "connection lost"
     detail = f"{failed}: {str(exc) or type(exc).__name__}"
     error = NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
-    if _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh):
+    scheme = urllib.parse.urlsplit(url).scheme
+    # As a server speaking the other scheme fails: https:// and no TLS spoken back (an alert is
+    # TLS, a certificate's failure returned above), or http:// hung up on a new connection.
+    no_tls = connecting and isinstance(exc, ssl.SSLError) and "ALERT" not in (exc.reason or "")
+    hung_up = fresh and isinstance(exc, (ConnectionError, http.client.BadStatusLine))
+    if proxy is None and ((scheme == "https" and no_tls) or (scheme == "http" and hung_up)):
         error._scheme_in_doubt = True
     return error
 
@@ -2154,18 +2150,6 @@ def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) 
     if authorization and not tunnel:
         headers["Proxy-Authorization"] = authorization
     return authorization
-
-
-def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> NetworkError:
-    """A plain-HTTP proxy's 407 (the status line it sent: the cause)."""
-    response.close()
-    sent = "@" in urllib.parse.urlsplit(proxies.get("http", "")).netloc
-    status = "407 Proxy Authentication Required"
-    error = _proxy_credentials_error(
-        response.method, response.url, response.proxy or "", "HTTP_PROXY", sent, status
-    )
-    error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
-    return error
 
 
 def _proxy_credentials_error(
@@ -4449,7 +4433,21 @@ def _checked_profile(profile: dict[str, Any], where: str, path: str) -> dict[str
         warnings.warn(f"unknown key {key!r} in {where} (ignored): {guess}", stacklevel=5)
     profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
-        _check_profile_value(key, value, where)
+        if key == "timeout":
+            right = isinstance(value, (int, float)) and not isinstance(value, bool)
+            right = right and value >= 0 and _is_finite(value)
+        else:
+            right = isinstance(value, str) and bool(value)
+        if right:
+            continue
+        kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
+        shown = _shortened(repr(value), 40, kept=20)
+        # A key is never shown: its kind is, in TOML's words.
+        if key == "api_key":
+            kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
+            kinds[dict] = "a table"
+            shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
+        raise ValueError(f"{key} in {where} must be {kind}, not {shown}")
     if "timeout" in profile:
         # A timeout of 0 is no limit.
         profile["timeout"] = profile["timeout"] or None
@@ -4468,23 +4466,6 @@ def _edits(text: str, other: str) -> int:
         for j, wanted in enumerate(other, 1):
             row.append(min(above[j] + 1, row[j - 1] + 1, above[j - 1] + (character != wanted)))
     return row[-1]
-
-
-def _check_profile_value(key: str, value: Any, where: str) -> None:
-    if key == "timeout":
-        right = isinstance(value, (int, float)) and not isinstance(value, bool)
-        right = right and value >= 0 and _is_finite(value)
-    else:
-        right = isinstance(value, str) and bool(value)
-    if not right:
-        kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-        shown = _shortened(repr(value), 40, kept=20)
-        # A key is never shown: its kind is, in TOML's words.
-        if key == "api_key":
-            kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
-            kinds[dict] = "a table"
-            shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
-        raise ValueError(f"{key} in {where} must be {kind}, not {shown}")
 
 
 def _shell_quoted(text: str) -> str:
