@@ -24,23 +24,15 @@ file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
 
 The file's regions, each under a banner, in the order a call flows::
 
-    The public face: the imports, limits and platform features that
-        several regions share, the errors, DatasetClient's public methods
-    The request pipeline: DatasetClient's private methods (a call, retries,
-        redirects, the send), the scheme probe, Retry-After, origins
-    Bodies and decoding: a body's framing checked, read within its limits,
-        gzip undone, JSON decoded; an error response made a ServiceError
-    Secrets and redaction: _Secret, _Secrets, what no error, log, repr or
-        frame shows; the characters never shown raw (_escaped)
+    The public face: the imports, shared limits, the errors, DatasetClient
+    The request pipeline: a call, its retries, redirects, the send, origins
+    Bodies and decoding: framing, limits, gzip, JSON; a ServiceError made
+    Secrets and redaction: _Secret, _Secrets; what is never shown (_escaped)
     Messages and the log: a request, a size, a long text named; _logger
-    The deadline and the stall watch: _Deadline, one a call, on each
-        _Request to the pool: connecting, resolving, reading; _Watch
-    Connections and the pool: _ConnectionPool (kept-alive connections,
-        close(), a fork), _PooledResponse (the head), _transport_error
-    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407; the
-        CAs trusted, and the advice when a certificate is refused
-    The download engine: _Transfer (the run), _Parts (and threads),
-        _Acceptance (ranges, resuming), _Checks, _Limits (rates), _Digest
+    The deadline and the stall watch: _Deadline (one a call), _Watch
+    Connections and the pool: _ConnectionPool, _PooledResponse, its errors
+    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a 407; CAs trusted
+    The download engine: _Transfer, _Parts, _Acceptance, _Checks, _Digest
     Sinks: where a download's bytes go: a file beside the destination,
         moved over it by commit (_FileTarget), a stream, the reorder buffer
     Safe file operations: links followed only as the kernel would, the
