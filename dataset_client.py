@@ -151,8 +151,7 @@ def _fcntl() -> Any:
 
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
-    ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
-    subclass's. ``named``: what its message names (see ``worded``)."""
+    ``method``, ``url``, ``connecting`` (never sent), ``attempts``, its own."""
 
     method: str = ""
     url: str = ""
@@ -173,9 +172,8 @@ class DatasetClientError(Exception):
         return self.worded()
 
     def worded(self, **words: str) -> str:
-        """The message, each setting or size it names (``named``) in ``words``
-        instead: ``worded(deadline="--max-time 5")`` for ``the deadline
-        of 5 s``."""
+        """The message, what it names (``named``) in ``words`` instead:
+        ``worded(deadline="--max-time 5")`` for ``the deadline of 5 s``."""
         parts = list(vars(self).get("parts") or [super().__str__()])
         for name, index in vars(self).get("named", {}).items():
             parts[index] = words.get(name, parts[index])
@@ -203,8 +201,7 @@ def _rebuilt_error(
 
 
 def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
-    """``kind(message, **fields)`` from ``pieces``; a piece ``(name, words)``: what a caller may
-    word its own way (kept in ``parts`` and ``named``, not as fields: see worded)."""
+    """``kind(text, **fields)``, ``text`` joined from ``pieces`` (``(name, words)``: see worded)."""
     parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
     error = kind("".join(parts), **fields)
     error.parts = parts  # type: ignore[attr-defined]
@@ -337,11 +334,10 @@ def _as_secret(value: Any) -> Any:
 class DatasetClient:
     """A client for one service, which threads may share.
 
-    ``close()`` ends its connections. ``api_key`` and ``headers`` go to
-    ``base_url``'s origin only; ``timeout`` bounds connecting and each wait,
-    ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides
-    the system's. A copy or pickle (holding the key) is a new client with the
-    same settings; one given an ``ssl_context`` does not pickle."""
+    ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout``
+    bounds connecting and each wait, ``deadline`` a whole call; ``ca_bundle``:
+    CAs trusted besides the system's. A copy or pickle (holding the key) is a
+    new client, same settings; one with an ``ssl_context`` does not pickle."""
 
     def __init__(
         self,
@@ -1222,8 +1218,7 @@ def _signed_parameter() -> re.Pattern[str]:
 
 
 def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
-    """A copy of ``value`` (text, bytes, headers, containers of them), secrets replaced; anything
-    else as it is (``strict``: TypeError)."""
+    """A redacted copy of text, bytes, headers, containers; else ``value`` (strict: TypeError)."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -1387,8 +1382,7 @@ _NEVER = float("inf")
 
 
 class _Deadline:
-    """When a call must have ended (inf: never), handed on each _Request it sends to the pool:
-    not ``finite``, no thread looks a name up, no response is watched."""
+    """When a call must end, on each _Request (inf: no lookup thread, no response watched)."""
 
     def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
