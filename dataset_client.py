@@ -323,7 +323,6 @@ def _rebuilt_client(
 
 
 def _as_secret(value: Any) -> Any:
-    """A key as _Secret, or headers' values (in a dict): in no traceback's locals."""
     if isinstance(value, str):
         return _Secret(value)
     if isinstance(value, collections.abc.Mapping):
@@ -600,7 +599,7 @@ class DatasetClient:
         attempt: Callable[[], _T],
         progress: Callable[[], int] | None = None,
     ) -> _T:
-        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
+        """``attempt()`` until done or failed for good; ``progress()`` renews retries."""
         attempts = 0
         retries_left = self._max_retries
         last_progress = 0 if progress is None else progress()
@@ -640,7 +639,7 @@ class DatasetClient:
                 raise
 
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
-        """``error`` redacted; a ClientClosedError raised once close() ended the call."""
+        """``error`` redacted; ClientClosedError once close() ended the call."""
         _redact_error(error, self._secrets.shown())
         # Its frames go, key or not: their locals hold URLs (a redirect's signed Location).
         error = error.with_traceback(None)
@@ -800,11 +799,11 @@ _RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((
 
 
 class _WrongSchemeError(NetworkError):
-    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS)."""
+    """https:// to a plain HTTP server, or http:// to TLS."""
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
+    """Whether ``OPTIONS *`` (RFC 9110 9.3.7) is answered in plain HTTP."""
     within = _Deadline(timeout)
     with _connect_within(within, hold, (host, port), timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
@@ -830,7 +829,7 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
 
 
 def _parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    """Delay-seconds or an HTTP date (RFC 9110 10.2.3), in seconds."""
     value = (value or "").strip()
     if value.isascii() and value.isdigit():
         return min(float(value), _LONGEST_RETRY_AFTER)
@@ -845,7 +844,6 @@ def _parse_retry_after(value: str | None) -> float | None:
 
 
 def _is_loopback(host: str) -> bool:
-    """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
         return True
     parts = host.split(".")
@@ -927,7 +925,7 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
+    """The body, gzip undone, at most ``limit`` bytes (``truncate``: cut, not refused)."""
     identity = response.encoding == "identity"
     most = _CHUNK_SIZE if truncate and not identity else limit
     raw = _read_at_most(response, most, truncate=truncate)
@@ -950,7 +948,7 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate ``data``'s gzip members onto ``decoded`` (to ``limit + 1`` bytes); how many."""
+    """Inflate gzip members onto ``decoded`` (to ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
         decoder = zlib.decompressobj(wbits=47)
@@ -970,7 +968,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
 
 
 def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body as sent, at most ``limit`` bytes; more (unless ``truncate``) refused unread."""
+    """The body as sent, at most ``limit`` bytes; more refused unread (or cut)."""
     if response.length is not None and response.length <= limit:
         return response.read()
     refused = f"a body of more than {_size(limit)}: refused"
@@ -998,7 +996,6 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
-    """An error response's ServiceError, from a bounded part of its body, redacted."""
     # A little more than is kept: a secret across the cut redacted whole, then cut.
     try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
@@ -1023,7 +1020,7 @@ def _service_error(
 
 
 def _message_of(payload: Any, body: str = "") -> str | None:
-    """The service's own message in a JSON error body; for another body, _reason_in_text's."""
+    """The service's message in a JSON error body, else _reason_in_text's."""
     if payload is None:
         return _reason_in_text(body)
     if not isinstance(payload, dict):
@@ -1038,7 +1035,7 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 
 def _reason_in_text(body: str) -> str | None:
-    """A non-JSON error body's reason: XML Code and Message, HTML title or first line."""
+    """XML Code and Message, an HTML title, or the first line."""
     import html
 
     text = body.lstrip("\ufeff \t\r\n")
@@ -1086,7 +1083,7 @@ _UNSEEN = (
 
 
 class _Secret(str):
-    """A header value that may carry a credential: its repr never shows it."""
+    """A value that may be a credential: its repr never shows it."""
 
     __slots__ = ()
 
@@ -1095,7 +1092,7 @@ class _Secret(str):
 
 
 class _Secrets:
-    """Secrets to redact in every form a server echoes (``signed``: signed URLs' too)."""
+    """Secrets to redact in any form a server echoes (``signed``: signed URLs' too)."""
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
@@ -1138,7 +1135,7 @@ class _Secrets:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """``values`` (4 characters or more), proxy passwords and Basic credentials, in base64 too."""
+    """``values`` (4 characters or more), proxy passwords, Basic credentials, and base64."""
     # urllib.request has imported it already.
     import base64
 
@@ -1152,7 +1149,7 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
 
 
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in any mix of the forms servers echo."""
+    """Replaces each secret in any mix of the forms servers echo."""
     # Only an error or a log path gets here.
     from html.entities import html5
 
@@ -1178,7 +1175,7 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
+    """A character, percent-encoded, JSON or HTML escaped too."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     # JSON's \uXXXX: four hex digits a UTF-16 unit.
@@ -1198,7 +1195,7 @@ def _showable_url(url: str, secrets: _Secrets) -> str:
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter (any case or percent-encoding) and value."""
+    """A signed URL's credential and its value, in any case or percent-encoding."""
 
     # A letter as itself (any case) or percent-encoded: s, %73, %53.
     def spelled(letter: re.Match[str]) -> str:
@@ -1218,7 +1215,7 @@ def _signed_parameter() -> re.Pattern[str]:
 
 
 def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
-    """A redacted copy of text, bytes, headers, containers; else ``value`` (strict: TypeError)."""
+    """A redacted copy of text, bytes, headers, containers (others: as they are, or TypeError)."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -1248,7 +1245,7 @@ def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
 def _redact_nested(
     value: list[Any] | Mapping[Any, Any], secrets: _Secrets, strict: bool
 ) -> dict[Any, Any] | list[Any]:
-    """A copy (a mapping: a dict), not recursive: JSON may nest thousands deep."""
+    """A copy (a mapping's: a dict), not recursive: JSON may nest thousands deep."""
 
     def shallow(container: list[Any] | Mapping[Any, Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, collections.abc.Mapping):
@@ -1275,7 +1272,7 @@ def _redact_nested(
 
 
 def _redact_error(error: BaseException, secrets: _Secrets) -> None:
-    """Redact what a server echoed in ``error`` and its causes; drop the causes' frames."""
+    """Redact ``error`` and its causes; drop the causes' frames."""
     limit = _ERROR_BODY_LIMIT
     for exc in _exception_chain(error):
         exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
@@ -1292,7 +1289,7 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts (``raise X from Y`` in ``except Z``: both)."""
+    """``error``, its causes and contexts."""
     chain: list[BaseException] = []
     pending = [error]
     while pending:
@@ -1305,7 +1302,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of finished library frames in ``error``'s chain (not a caller's)."""
+    """Clear finished library frames' locals in ``error``'s chain (not a caller's)."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -1321,7 +1318,7 @@ def _clear_library_frames(error: BaseException) -> None:
 
 
 def _escaped(text: str) -> str:
-    """``text``, _UNSEEN's characters escaped as a terminal shows them (``\\u202e``)."""
+    """``text``, _UNSEEN's characters escaped (``\\u202e``)."""
     return re.sub(f"[{_UNSEEN}]", _escape, text)
 
 
@@ -1437,7 +1434,7 @@ class _Request(urllib.request.Request):
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline (a head trickled)."""
+    """A socket's stream whose receives end at a deadline."""
 
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
@@ -1470,7 +1467,7 @@ def _connect_within(
     timeout: float | None,
     source: tuple[str, int] | None = None,
 ) -> socket.socket:
-    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
+    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket."""
     host, port = address
     failure = OSError(f"no address for {host}")
     if deadline.finite:
@@ -1500,7 +1497,7 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be stopped)."""
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: a lookup cannot be stopped)."""
     with contextlib.suppress(socket.gaierror):
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1525,7 +1522,7 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A body read a receive at a time, within its deadline, above ``min_rate`` if given."""
+    """A body read a receive at a time, within its deadline and above ``min_rate``."""
 
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
@@ -1627,7 +1624,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: the parent's sockets closed, not through io's locks."""
+        """The parent's sockets closed, not through io's locks."""
         socks = [connection.sock for connection in self._busy]
         socks += [connection.sock for idle in self._idle.values() for connection in idle]
         socks += self._connecting.values()
@@ -1749,7 +1746,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
     http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
-        """An idle connection with nothing to read (else the server closed it), or None."""
+        """An idle connection with nothing to read (else the server closed it)."""
         with self._lock:
             self._check_open()
             idle = self._idle.get(key)
@@ -1780,7 +1777,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         timeout: float | None,
         responses: Callable[..., _PooledResponse],
     ) -> http.client.HTTPConnection:
-        """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
+        """TCP, the proxy's CONNECT tunnel, TLS; failures mapped."""
         connection: http.client.HTTPConnection
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
             self._ssl_context = _default_ssl_context(self.ca_bundle)
@@ -1854,7 +1851,7 @@ if _HAS_FORK_HOOKS:
 
 
 def _shut_down(sock: socket.socket | None) -> None:
-    """Shut a socket down: a read or write blocked on it in another thread ends now."""
+    """A read or write blocked on it in another thread ends now."""
     if sock is not None:
         # The plain socket's shutdown: SSLSocket's would drop its TLS state under a reader.
         with contextlib.suppress(OSError):
@@ -1862,7 +1859,7 @@ def _shut_down(sock: socket.socket | None) -> None:
 
 
 class _PooledResponse(http.client.HTTPResponse):
-    """An HTTPResponse mapping its read errors, its connection given back when closed."""
+    """Maps its read errors; gives its connection back when closed."""
 
     method = ""
     encoding = "identity"
@@ -1939,7 +1936,7 @@ class _PooledResponse(http.client.HTTPResponse):
 
 
 class _HeadReader:
-    """A response's stream while its head is read: notes a line the stream's end cut short."""
+    """A stream while the head is read: notes a line the stream's end cut short."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -1957,11 +1954,11 @@ class _HeadReader:
 
 
 class _HeadCutOff(http.client.HTTPException):
-    """The connection closed before a response's head ended."""
+    """Closed before the head ended."""
 
 
 class _TooManyInterimResponses(http.client.HTTPException):
-    """More 1xx responses than any server sends before its answer."""
+    """More 1xx responses than any server sends."""
 
 
 def _transport_error(
@@ -1974,7 +1971,7 @@ def _transport_error(
     context: ssl.SSLContext | None = None,
     fresh: bool = False,
 ) -> DatasetClientError:
-    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection's)."""
+    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection)."""
     where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
@@ -2016,7 +2013,7 @@ def _transport_error(
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not each request."""
+    """NO_PROXY read by _NoProxy, once a host."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -2051,7 +2048,7 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
 
 class _NoProxy:
-    """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
+    """NO_PROXY as requests and curl read it (names, suffixes, addresses, CIDR, ports, ``*``)."""
 
     def __init__(self, text: str) -> None:
         import ipaddress
@@ -2101,7 +2098,7 @@ class _NoProxy:
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError."""
+    """Each proxy's password and Basic credentials (a bad proxy URL: ValueError)."""
     import base64
 
     found = []
@@ -2131,7 +2128,7 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
 
 def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
-    """The Proxy-Authorization urllib added, sent with the request unless a CONNECT's."""
+    """The Proxy-Authorization urllib added, sent unless a CONNECT's."""
     authorization = headers.pop("Proxy-authorization", None)
     if authorization and not tunnel:
         headers["Proxy-Authorization"] = authorization
@@ -2154,13 +2151,13 @@ def _proxy_credentials_error(
 
 
 class _ProxyAuthenticationRequired(OSError):
-    """The cause of a proxy's 407 NetworkError (its status line)."""
+    """A proxy's status line, a 407's cause."""
 
 
 def _checked_trust(
     ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
 ) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context (None: the default, made when needed) and ``ca_bundle`` made absolute."""
+    """The context (None: the default, made when needed), ``ca_bundle`` absolute."""
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
     if ca_bundle is None:
@@ -2208,7 +2205,7 @@ _trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.We
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add a PEM file's or directory's CAs to ``context``; warn if others can change it."""
+    """Add a PEM file's or directory's CAs; warn if others can change it."""
     try:
         # Before any read: OpenSSL waits on a FIFO, reads /dev/zero.
         status = os.stat(path)
@@ -2239,7 +2236,7 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
 
 
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
-    """What was trusted and how to trust another CA; "" when another CA would not help."""
+    """What was trusted, how to trust another CA; "" when that would not help."""
     if exc.verify_code in _NOT_A_CA_PROBLEM:
         return ""
     trusted = _trusted_by_default.get(context) if context is not None else None
@@ -2273,23 +2270,23 @@ _DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 
 
 class _FileChanged(Exception):
-    """Another version of the file answered: the transfer starts over."""
+    """Another version of the file answered: start over."""
 
     reason = "the file changed on the server"
 
 
 class _ResumeRefused(_FileChanged):
-    """A 416 to a resumed range: the kept bytes are not the file's."""
+    """A 416 to a resumed range: the kept bytes are another version's."""
 
     reason = "the server refused the kept range (416)"
 
 
 class _PartStopped(Exception):
-    """This part stops: another failed, or the first response carries it."""
+    """Another part failed, or the first response carries this one."""
 
 
 class _Stated:
-    """A digest the file must have: the caller's ``sha256``, or one a header states."""
+    """A digest the file must have: ``sha256``, or one a header states."""
 
     def __init__(self, header: str, algorithm: str, value: str) -> None:
         self.header, self.algorithm, self.value = header, algorithm, value
@@ -2298,7 +2295,7 @@ class _Stated:
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
+    """Bytes ``[start, end)`` (``end`` None: unknown yet), ``done`` of them in."""
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
@@ -2334,7 +2331,7 @@ class _DownloadRequests:
 
 
 class _Parts:
-    """A download's parts and the threads fetching them (each runs ``work``)."""
+    """A download's parts and the threads that run ``work``."""
 
     def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
         self.lock = _thread.allocate_lock()
@@ -2483,7 +2480,7 @@ class _Checks:
         return True
 
     def _matches(self, part: _Part, check: _PartCheck) -> bool:
-        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
+        """False when ``part`` fails ``check`` (fetched again once; then raised)."""
         actual = check.hexdigest(check.stated.hash)
         if actual == check.stated.value:
             return True
@@ -2538,7 +2535,7 @@ class _Checks:
 
 
 class _Acceptance:
-    """Which bytes a response brings: a 206 the range asked for, a 200 the whole file."""
+    """A 206 must bring the range asked for, a 200 the whole file."""
 
     def __init__(self, download: _Transfer) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
@@ -2593,7 +2590,7 @@ class _Acceptance:
         return first
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
-        """A 206: exactly the bytes asked for, of the same version."""
+        """Exactly the bytes asked for, of the same version."""
         given = response.headers.get("Content-Range")
         parsed = _content_range(given or "")
         known = self.parts.total
@@ -2619,7 +2616,7 @@ class _Acceptance:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered whole: one part again (the first response's while read, else this)."""
+        """A range answered whole: one part (the first response's while read, else this)."""
         same = response.status == 200 and _validator(response.headers) == self.validator
         if not same or self.checks.other_version(response):
             raise _FileChanged
@@ -2649,7 +2646,7 @@ class _Acceptance:
         return whole
 
     def _split(self, response: _PooledResponse) -> None:
-        """Cut the file into parts when the server serves ranges of it (a strong ETag)."""
+        """Cut the file into parts when the server serves ranges (a strong ETag)."""
         total = self.parts.total or 0
         connections = self.parts.connections
         count = min(connections, total // _MIN_PART_SIZE)
@@ -2677,7 +2674,7 @@ def _check_in_time(requests: _DownloadRequests, url: str) -> None:
 
 
 class _Transfer:
-    """One download: its _Parts fetched, each response accepted (_Acceptance), bytes checked."""
+    """One download: its _Parts fetched, accepted (_Acceptance), checked (_Checks)."""
 
     def __init__(
         self,
@@ -2712,7 +2709,7 @@ class _Transfer:
 
     @property
     def _written(self) -> int:
-        """Bytes at the destination (into a stream in parts: written in order)."""
+        """Bytes at the destination (a stream in parts: written in order)."""
         position = self.target.position
         return sum(part.done for part in self.parts.all) if position is None else position
 
@@ -2837,7 +2834,7 @@ class _Transfer:
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
+        """Into ``part``, never past its end (a merge may move it)."""
         chunk = self.limits.chunk
         while True:
             left = part.remaining
@@ -2886,7 +2883,7 @@ class _Transfer:
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``."""
+    """The validator and parts ``(start, end, done)`` of a sound state saved for ``url``."""
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
     validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
@@ -2940,7 +2937,7 @@ class _Limits:
 
 
 def _content_range(value: str) -> tuple[int, int, int | None] | None:
-    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4)."""
+    """First, last byte and total (None: ``*``), RFC 9110 14.4."""
     # At most 19 digits: a file offset holds no more, and int() refuses thousands.
     match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
     if match is None:
@@ -2956,7 +2953,7 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """Hashes of a download in order: the first ``inline`` bytes here, the rest on a thread."""
+    """Hashes in order: the first ``inline`` bytes here, the rest on a thread."""
 
     inline = _CHUNK_SIZE
 
@@ -3027,7 +3024,7 @@ class _Digest:
 
 
 class _PartCheck(_Digest):
-    """A 206's Content-Digest of its bytes from ``start`` (``held``: until it checks)."""
+    """A 206's Content-Digest from ``start`` (``held``: its bytes until it checks)."""
 
     # Its thread starts with it: a parallel download's parts are large.
     inline = 0
@@ -3050,7 +3047,7 @@ def _is_saved_digest(saved: Any) -> bool:
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230)."""
+    """The sha-256 and sha-512 members of ``header`` (RFC 9530, 3230)."""
     import binascii
 
     digests = []
@@ -4088,12 +4085,11 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))
 
 
 def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
-    """``kind``: ``argument`` (a piece: _named) and ``why``, a signed URL in it redacted."""
+    """``kind``: ``argument`` (a _named piece) ``why``, a signed URL redacted."""
     return _named(kind, (argument, argument), f" {_showable_url(why, _Secrets())}")
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
-    """base_url without a trailing slash, and its origin."""
     _check_url_characters(base_url, "base_url")
     # "localhost:8000" would parse as the scheme "localhost".
     if "://" not in base_url:
@@ -4121,7 +4117,7 @@ def _check_url_characters(url: str, argument: str) -> None:
 
 
 def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
-    """``url`` (against ``base``) split, no fragment: http(s), a host and port, no user:password."""
+    """``url`` (against ``base``) split, without fragment: http(s), host, port, no user."""
     try:
         parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
         parts.port  # noqa: B018 (it validates the port)
@@ -4142,14 +4138,14 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
 
 
 def _percent_encoded(text: str) -> str:
-    """``text`` (UTF-8), non-ASCII percent-encoded: http.client sends ASCII."""
+    """Non-ASCII percent-encoded (UTF-8): http.client sends ASCII."""
     return text if text.isascii() else urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
 
 
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """Finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
+    """Finite, an int if ``whole``, > 0 if ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise _refused(argument, f"must be {kind}, not {type(value).__name__}", TypeError)
@@ -4172,7 +4168,7 @@ def _check_positive(value: float | None, argument: str) -> float | None:
 
 
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
-    """Latin-1 without control characters (a ``token``: ASCII, no whitespace); never shown."""
+    """Latin-1, no control characters (a ``token``: ASCII, no space); never shown."""
     if not isinstance(value, str):
         raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if token and not value.strip():
@@ -4229,7 +4225,7 @@ def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
 
 
 def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[str]:
-    """The dates as sent: a string as given, a date in ISO 8601 (two dates in order)."""
+    """The dates as sent: strings as given, dates in ISO 8601 (in order)."""
     for value, argument in ((start, "start_date"), (end, "end_date")):
         if isinstance(value, str):
             _check_text(value, argument)
@@ -4261,7 +4257,7 @@ def _check_sha256(sha256: str | None) -> str | None:
 
 
 def _resolve_download_url(base_url: str, download_url: str) -> str:
-    """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
+    """``download_url`` resolved as RFC 3986 says."""
     # Checked before urljoin, which drops CR, LF and tab.
     _check_url_characters(download_url, "download_url")
     parts = _split_http_url(download_url, "download_url", base_url + "/")
@@ -4353,7 +4349,7 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
-    """The TOML in ``file``, each key in it as _Secret; else None and why not."""
+    """The TOML, its keys as _Secret; else None and why."""
     import tomllib
 
     try:
@@ -4373,7 +4369,7 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
 
 
 def _config_path() -> str:
-    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME, ~/.config."""
+    """$DATASET_CLIENT_CONFIG, else dataset-client/config.toml in $XDG_CONFIG_HOME or ~/.config."""
     configured = os.environ.get("DATASET_CLIENT_CONFIG")
     if configured:
         return configured
@@ -4480,7 +4476,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_line(path: str) -> Any:
-    """dataset_client_cli from ``path``'s source (a .pyc may be anyone's), or the one installed."""
+    """dataset_client_cli from ``path``'s source (a .pyc may be anyone's), else installed."""
     source = _own_source(path)
     if source is None:
         try:
@@ -4507,7 +4503,7 @@ def _command_line(path: str) -> Any:
 
 
 def _own_source(path: str) -> bytes | None:
-    """``path``'s text through one descriptor if _refusal_to_run allows (none: None)."""
+    """``path``'s text, one descriptor, if _refusal_to_run allows (none: None)."""
     try:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
@@ -4527,7 +4523,7 @@ def _own_source(path: str) -> bytes | None:
 
 
 def _refusal_to_run(path: str, status: os.stat_result, failure: str = "") -> str:
-    """Why ``path`` is not run, or "": the config file's rule (others' code would run as yours)."""
+    """Why ``path`` is not run, or "" (others' code would run as yours)."""
     why = failure
     if stat.S_ISLNK(status.st_mode):
         why = "a symbolic link"
