@@ -59,7 +59,7 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
-# _thread, not threading: threading is imported where a thread starts, off the import path.
+# _thread, not threading: threading is imported off the import path, where a thread starts.
 import _thread
 import collections.abc
 import contextlib
@@ -124,9 +124,8 @@ _MAX_CONNECTIONS = 32
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)
 _MAX_SIZE = 2**63 - 1
 
-# Platform features, probed once (Windows has none: .ci/without_posix_extras.py).
+# Platform features, probed once (Windows: none; .ci/without_posix_extras.py).
 _WINDOWS = os.name == "nt"
-# Without pwrite and pread, parts are written after a seek, under a lock.
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
 # Without geteuid (Windows), every file is taken for the user's own.
@@ -134,7 +133,6 @@ _HAS_GETEUID = hasattr(os, "geteuid")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-# Linux opens a link as itself with O_PATH.
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
@@ -180,7 +178,6 @@ class DatasetClientError(Exception):
         text = "".join(parts)
         attempts = self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
-            # One attempt goes unsaid, but for a deadline's error.
             return text
         return f"{text} (after {attempts} attempt{'' if attempts == 1 else 's'})"
 
@@ -192,7 +189,7 @@ def _rebuilt_error(
     cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], payload: str = ""
 ) -> DatasetClientError:
     error = cls.__new__(cls, *args)
-    # OSError's __new__ leaves the arguments to __init__, which is not called here.
+    # OSError's __new__ leaves the arguments to __init__, not called here.
     error.args = args
     error.__setstate__(state)
     if payload:
@@ -276,7 +273,7 @@ class NetworkError(DatasetClientError, ConnectionError):
     was refused)."""
 
     certificate: bool = False
-    # A server speaking the other scheme fails so too: the pipeline asks it once.
+    # A server speaking the other scheme fails so: the pipeline asks it once.
     _scheme_in_doubt: bool = False
 
 
@@ -380,7 +377,6 @@ class DatasetClient:
         self._trusted_download_headers = _merge_headers(self._download_headers, self._credentials)
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
-        # HTTP(S)_PROXY and NO_PROXY are read now, once.
         proxies = _ProxyHandler()
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
@@ -434,7 +430,6 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:
-            # A ca_bundle from the profile is named with it.
             named = getattr(exc, "named", {})
             if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
@@ -609,7 +604,7 @@ class DatasetClient:
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
-                # Progress: a chunk, not a byte trickled; a stall counts whatever came.
+                # Progress: a chunk, not a trickle; a stall counts whatever came.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
                     last_progress = done
@@ -641,7 +636,7 @@ class DatasetClient:
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
         """``error`` redacted; ClientClosedError once close() ended the call."""
         _redact_error(error, self._secrets.shown())
-        # Its frames go, key or not: their locals hold URLs (a redirect's signed Location).
+        # Its frames go, key or not: their locals hold URLs (a signed Location).
         error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
@@ -661,7 +656,7 @@ class DatasetClient:
         if wait <= 0 or not self._pool.first_probe(error.url):
             return error, delay
         parts = urllib.parse.urlsplit(error.url)
-        # https:// failed its handshake: is the server plain HTTP? (http://: is it TLS?)
+        # https:// failed its handshake: is the server plain HTTP? (http://: TLS?)
         plain = parts.scheme == "https"
         host = parts.hostname or ""
         port = parts.port or (443 if plain else 80)
@@ -727,7 +722,7 @@ class DatasetClient:
         while True:
             # origin_req_host: else urlparse, for cookies.
             request = _Request(url, body, method=method, origin_req_host=self._origin[1])
-            # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
+            # Not add_header, which re-cases names; a copy: ProxyHandler adds to it.
             request.headers = (
                 {**headers, "Content-Type": "application/json"} if body else dict(headers)
             )
@@ -737,7 +732,6 @@ class DatasetClient:
             if status < 300:
                 return response
             if status == 407 and response.proxy is not None and url.startswith("http:"):
-                # A plain-HTTP proxy's 407: the status line it sent is the cause.
                 response.close()
                 sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
                 said = (response.proxy, "HTTP_PROXY", sent, "407 Proxy Authentication Required")
@@ -749,11 +743,11 @@ class DatasetClient:
             if location is None or hops == _MAX_REDIRECTS:
                 too_many = location is not None
                 raise _service_error(response, self._secrets, too_many_redirects=too_many)
-            # A small body read lets its connection be reused; a large one closes it.
+            # A small body read keeps its connection; a large one closes it.
             with contextlib.suppress(DatasetClientError), response:
                 response.read(_ERROR_BODY_LIMIT)
             try:
-                # As urllib quotes it: a Location may carry spaces or non-ASCII characters.
+                # As urllib quotes it: a Location may carry spaces or non-ASCII.
                 target = urllib.parse.urljoin(url, location.strip())
                 target = urllib.parse.quote(target, safe=_ASCII_PUNCTUATION, encoding="iso-8859-1")
                 url = urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
@@ -776,11 +770,11 @@ class DatasetClient:
         if request.type in self._proxies:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
-            # The opener would only pass it on, and tell audit hooks (PEP 578).
+            # The opener would only pass it on, telling audit hooks (PEP 578).
             sys.audit("urllib.Request", url, request.data, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
-        # A DEBUG line (-v), without importing logging (twice this module's import time).
+        # A DEBUG line (-v), without importing logging (twice this module's cost).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
             reason = self._secrets.shown().redact(response.reason)
@@ -1069,11 +1063,11 @@ _SIGNED_PARAMETERS = (
     "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
     "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
 )
-# How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
+# How each "=" _signed_parameter knows starts (its pattern runs only then).
 _EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
 # An escape (percent, JSON, HTML): how a secret's other forms start.
 _ESCAPE = r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;"
-# Escaped wherever server text is shown (by the command line too): C0, DEL, C1, bidirectional
+# Escaped wherever server text is shown (the command line too): C0, DEL, C1, bidirectional
 # controls ("denied\u202e :ko" reads "ok"), invisible ones, line separators, lone surrogates.
 _UNSEEN = (
     "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
@@ -1157,16 +1151,16 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     for name, character in html5.items():
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
-    # A pattern a secret (alternatives stop the engine skipping ahead), with base64's "==".
+    # A pattern a secret (alternatives stop the engine skipping ahead), base64's "==" too.
     stems = dict.fromkeys(text.rstrip("=") or text for text in texts)
     padding = f"(?:{_character_forms('=', entities)})?" * 2
     patterns = [
         re.compile("".join(_character_forms(c, entities) for c in stem) + padding) for stem in stems
     ]
 
-    # A closure: no repr shows the patterns, which spell the secrets out.
+    # A closure: no repr shows the patterns (they spell the secrets out).
     def redact(text: str) -> str:
-        # The longest first: a secret inside a longer one is replaced with it.
+        # The longest first: a secret in a longer one goes with it.
         for pattern in patterns:
             text = pattern.sub(_REDACTED, text)
         return text
@@ -1280,7 +1274,7 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
             if name.startswith("__"):
                 continue
             body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
-            # A cause's copy of a body (IncompleteRead.partial) keeps its start only.
+            # A cause's copy of a body (IncompleteRead.partial): its start only.
             if body and exc is not error:
                 value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
             setattr(exc, name, _redact_value(value, secrets))
@@ -1527,7 +1521,7 @@ class _Watch:
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
         self.period = timeout or 30.0
-        # With min_rate, no wait is longer: a stretch that brings nothing is measured too.
+        # With min_rate, no wait is longer: a stretch bringing nothing is measured too.
         self.timeout = self.period if min_rate else timeout
         self.started, self.received = time.monotonic(), 0
         self.ended: DatasetClientError | None = None
@@ -1727,7 +1721,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                         dead.close()
                     connection = None
                     continue
-                # Without its traceback: http.client's frames hold the request's header bytes.
+                # Without its traceback: http.client's frames hold the header bytes.
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
             except BaseException as exc:
@@ -1737,7 +1731,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if not reused:
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
-            # getresponse() lets go of a close-delimited response's socket: kept, for close().
+            # getresponse() drops a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _check_framing(response)
@@ -1802,7 +1796,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             exc.with_traceback(None)
             method = request.get_method()
             url = request.full_url
-            # A CONNECT refused for credentials (http.client's words, 3.11 to 3.15; tinyproxy: 401).
+            # A CONNECT refused for credentials (http.client's words, 3.11-3.15; tinyproxy: 401).
             refusal = str(exc).partition("Tunnel connection failed: ")[2]
             if key[2] and refusal[:4] in ("407 ", "401 "):
                 sent = bool(authorization)
@@ -1845,7 +1839,7 @@ def _after_fork_in_child() -> None:
 
 
 _pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
-# A hook: nothing checked at each request. Embedders that fork from C run it too.
+# A hook, not a check each request; embedders that fork from C run it too.
 if _HAS_FORK_HOOKS:
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
@@ -1853,7 +1847,7 @@ if _HAS_FORK_HOOKS:
 def _shut_down(sock: socket.socket | None) -> None:
     """A read or write blocked on it in another thread ends now."""
     if sock is not None:
-        # The plain socket's shutdown: SSLSocket's would drop its TLS state under a reader.
+        # socket.socket's shutdown: SSLSocket's would drop its TLS state under a reader.
         with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
@@ -1880,7 +1874,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return response
 
     def _read_status(self) -> tuple[str, int, str]:
-        # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
+        # http.client skips only 100 Continue: skip each 1xx (103 Early Hints...), a few.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
         while 100 <= status < 200:
@@ -1896,7 +1890,7 @@ class _PooledResponse(http.client.HTTPResponse):
             # No headers, or lines ending in LF alone: http.client reads those whole.
             whole = ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead
             if not whole:
-                # The head's rest read via a _HeadReader: http.client takes a cut for its end.
+                # The head's rest via a _HeadReader: http.client takes a cut for its end.
                 self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
         return version, status, reason
 
@@ -2060,7 +2054,7 @@ class _NoProxy:
             if entry == "*":
                 self.everything = True
                 continue
-            # "[::1]:8080", "name:8080", or a name or address (with colons: IPv6) alone.
+            # "[::1]:8080", "name:8080", or a name or address (colons: IPv6) alone.
             if entry.startswith("["):
                 host, _, rest = entry[1:].partition("]")
                 port = int(rest[1:]) if rest[1:].isdigit() else None
@@ -2200,7 +2194,7 @@ def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     return context
 
 
-# What each context _default_ssl_context made trusts, for a verification failure's message.
+# What each context _default_ssl_context made trusts, for a verification failure.
 _trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.WeakKeyDictionary()
 
 
@@ -2448,7 +2442,7 @@ class _Checks:
         if self.target.read_at is not None and self.digest is not None:
             part.deferred = (part.offset, chosen)
             return
-        # Held bytes that did not fit would wait for room only their own release makes.
+        # Held bytes that did not fit would wait for room only their release makes.
         size = part.remaining
         held = size is not None and self.target.can_hold(size + self.download.limits.chunk)
         part.check = _PartCheck(part.offset, chosen, held)
@@ -2573,7 +2567,7 @@ class _Acceptance:
         """The parts ``(start, end, done)`` and digests an earlier run kept."""
         self.parts.all = [_Part(*span) for span in spans]
         self.validator = validator
-        # All in: the last byte is asked again, with If-Range, to know the file is the same.
+        # All in: the last byte asked again, with If-Range: is the file the same?
         if all(part.remaining == 0 for part in self.parts.all):
             next(part for part in reversed(self.parts.all) if part.done).done -= 1
         digests = getattr(self.target.state, "saved", {}).get("digests")
@@ -2651,7 +2645,6 @@ class _Acceptance:
         connections = self.parts.connections
         count = min(connections, total // _MIN_PART_SIZE)
         if connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
-            # Why connections=N fetched in one stream, at DEBUG (-v).
             small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
             self.download.log(_DEBUG, small, connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
@@ -2843,7 +2836,7 @@ class _Transfer:
                 with self.parts.lock:
                     if response is not self.parts.whole_file_response:
                         return
-                    # Parts merged into this one: it reads on, and no merge comes after.
+                    # Parts merged into this one: it reads on (no merge comes after).
                     self.parts.whole_file_response = None
                 continue
             self.parts.check_running(part)
@@ -2938,7 +2931,7 @@ class _Limits:
 
 def _content_range(value: str) -> tuple[int, int, int | None] | None:
     """First, last byte and total (None: ``*``), RFC 9110 14.4."""
-    # At most 19 digits: a file offset holds no more, and int() refuses thousands.
+    # At most 19 digits: a file offset holds no more (int() refuses thousands).
     match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
     if match is None:
         return None
@@ -3004,7 +2997,7 @@ class _Digest:
 
     def _run(self, jobs: queue.Queue[bytes | int | None]) -> None:
         while (job := jobs.get()) is not None:
-            # hexdigest() raises a failure; the jobs after it are drained until close().
+            # hexdigest() raises a failure; later jobs are drained until close().
             try:
                 if self._error is None:
                     self._hash(job)
@@ -4105,7 +4098,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
 
 def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
-    # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
+    # urlsplit silently drops CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
         said = f"must be a URL without whitespace or control characters, got {url!r}"
         raise _refused(argument, said)
@@ -4124,7 +4117,6 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         # Encoded as getaddrinfo will encode it.
         urllib.parse.unquote(parts.hostname or "").encode("idna")
     except ValueError as exc:
-        # A broken IPv6 literal, a bad port, or a UnicodeError.
         raise _refused(argument, f"has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
@@ -4331,7 +4323,7 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
         _check_config_file_is_own(path, status)
         config, reason = _parsed_config(file)
     if config is None:
-        # Not in the except clause: tomllib's error (the context) keeps frames holding the text.
+        # Not in the except clause: tomllib's error (the context) keeps frames with the text.
         raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
@@ -4357,7 +4349,7 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # What may be a key (any spelling, what no profile reads) is in no frame.
+    # What may be a key (any spelling, unread) is in no frame.
     for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
         for key, value in table.items():
             kept = key in _PROFILE_KEYS and key != "api_key"
@@ -4384,8 +4376,7 @@ def _open_config(path: str) -> BinaryIO:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    # Who can write it sets base_url (where the key goes): checked as ssh checks its config.
-    # A FIFO or a device would hang, or never end.
+    # As ssh checks its config: who can write it sets base_url; a FIFO or device would hang.
     if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
