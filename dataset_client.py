@@ -1,12 +1,10 @@
 """A synchronous client for the dataset query and export service (Python
 3.11+, stdlib only).
 
-Copy ``dataset_client.py`` into your tree to import the client; put
-``dataset_client_cli.py`` beside it for the ``dataset-client`` command line
-(``pip install`` gives both).
+Copy ``dataset_client.py`` into your tree; ``dataset_client_cli.py`` beside
+it is the ``dataset-client`` command (``pip install`` gives both).
 
-Every error about a request derives from ``DatasetClientError`` and the
-built-in in brackets::
+Errors about a request derive from ``DatasetClientError`` and a built-in::
 
     DatasetClientError
     ├── ServiceError (RuntimeError)         the service answered >= 400
@@ -1103,14 +1101,14 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """Signed URLs' credentials too: for errors and logs, not results (URLs that work)."""
+        """Signed URLs' credentials too: for errors and logs, not results."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
 
     @property
     def longest(self) -> int:
-        """The most characters a secret's escaped form can take."""
+        """The most characters an escaped secret can take."""
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
@@ -1384,7 +1382,7 @@ class _Deadline:
         return self.ends - time.monotonic()
 
     def wait(self, timeout: float | None, method: str, url: str) -> float | None:
-        """The next wait's time-out: ``timeout``, or the time left if less (none: raised)."""
+        """``timeout``, or the time left if less (none: raised)."""
         if not self.finite:
             return timeout
         left = self.left()
@@ -1402,7 +1400,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (deadline reached, or ``delay`` past it)."""
+        """The error ending the call (its deadline reached, or ``delay`` past it)."""
         if isinstance(error, RequestTimeoutError) and error.deadline:
             return error
         left = self.left()
@@ -1527,7 +1525,7 @@ class _Watch:
         self.ended: DatasetClientError | None = None
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``: bytes before a stall returned, the next read raises."""
+        """``response.read(amount)``: bytes before a stall returned; the next read raises."""
         if self.ended is not None:
             # The body is whole: a stall with its last bytes ends nothing.
             if response.length == 0:
@@ -1642,7 +1640,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme: once, before any answer."""
+        """Whether to probe ``url``'s origin: once, before any answer."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1666,7 +1664,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup of this thread's connecting socket, for close() to shut down."""
+        """Keep a dup of this thread's connecting socket for close() to shut down."""
         self.connected()
         with self._lock:
             self._check_open()
@@ -1907,7 +1905,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return self.mapped(super().readinto, buffer)
 
     def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
-        """``read(*arguments)``, a failure raised as the client's error."""
+        """``read(*arguments)``, failures mapped."""
         try:
             return read(*arguments)
         except DatasetClientError:
@@ -2070,7 +2068,7 @@ class _NoProxy:
                     self.names.append((host.strip("."), port))
 
     def matches(self, scheme: str, host: str) -> bool:
-        """Whether a request to ``host`` (``name[:port]``) goes direct."""
+        """Whether ``host`` (``name[:port]``) is reached directly."""
         import ipaddress
 
         if self.everything:
@@ -2351,7 +2349,7 @@ class _Parts:
         return None
 
     def contiguous(self) -> int:
-        """How far from the first byte the file is complete (and checked)."""
+        """How far from the start the file is complete (and checked)."""
         end = 0
         for part in self.all:
             end = part.offset if part.check is None else part.check.start
@@ -2394,7 +2392,7 @@ class _Checks:
         return [*self.sha256, *(self.digests or ())]
 
     def start(self) -> None:
-        """Start hashing (again) when a digest needs an algorithm the running hash lacks."""
+        """Start hashing (again) when a digest needs another algorithm."""
         names = {stated.hash for stated in self.stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
@@ -2403,14 +2401,14 @@ class _Checks:
             self.digest.add(self.parts.contiguous())
 
     def take(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests the first response states (a Content-Digest: a plain 200's)."""
+        """Note the first response's digests (a Content-Digest: a plain 200's)."""
         plain = whole and response.encoding == "identity"
         names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self.start()
 
     def other_version(self, response: _PooledResponse) -> bool:
-        """Whether ``response``'s Repr-Digest differs from the first response's."""
+        """Whether its Repr-Digest differs from the first response's."""
         stated = _parse_digests(response.headers, "Repr-Digest")
         return any(
             first.header == "Repr-Digest"
@@ -2421,7 +2419,7 @@ class _Checks:
         )
 
     def close(self, keep: _Part | None = None) -> None:
-        """End the parts' hashing (but ``keep``'s) and, without ``keep``, the file's."""
+        """End the parts' hashing (but ``keep``'s), without ``keep`` the file's."""
         for part in self.parts.all:
             if part.check is not None and part is not keep:
                 part.check.close()
@@ -2448,7 +2446,7 @@ class _Checks:
         part.check = _PartCheck(part.offset, chosen, held)
 
     def received(self, part: _Part, data: bytes) -> None:
-        """(Under the parts' lock) hash ``data``, just received into ``part``."""
+        """(Under the parts' lock) hash ``data`` received into ``part``."""
         if part.check is not None:
             part.check.add(data)
         if self.digest is None or self.target.hashes_in_order:
@@ -2458,7 +2456,7 @@ class _Checks:
         self.digest.add(data if one else self.parts.contiguous())
 
     def verify_part(self, part: _Part) -> bool:
-        """False when a 206's bytes failed its Content-Digest (fetched again)."""
+        """False when a 206 failed its Content-Digest (fetched again)."""
         check = part.check
         if check is None:
             return True
@@ -2502,7 +2500,7 @@ class _Checks:
         raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
 
     def verify_file(self) -> bool:
-        """Check the file; True when parts failing their deferred Content-Digest are refetched."""
+        """Check the file; True when parts failing a deferred Content-Digest are refetched."""
         if self.digest is None:
             return False
         for stated in self.stated:
@@ -2543,7 +2541,7 @@ class _Acceptance:
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """The part ``response``'s body fills: ``part``, or the whole file."""
+        """The part its body fills: ``part``, or the whole file."""
         self.parts.check_running(part)
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
@@ -2564,7 +2562,7 @@ class _Acceptance:
         return part
 
     def take_up(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """The parts ``(start, end, done)`` and digests an earlier run kept."""
+        """The parts ``(start, end, done)`` and digests a run kept."""
         self.parts.all = [_Part(*span) for span in spans]
         self.validator = validator
         # All in: the last byte asked again, with If-Range: is the file the same?
@@ -2855,7 +2853,7 @@ class _Transfer:
             self.progress(self._written, self.parts.total)
 
     def report(self) -> None:
-        """(Under the parts' lock) save the state, for a resume, and report progress."""
+        """(Under the parts' lock) save the state for a resume; report progress."""
         state = self.target.state
         validator = self.acceptance.validator
         total = self.parts.total
@@ -2918,7 +2916,7 @@ class _Limits:
         self.started, self.taken = time.monotonic(), 0
 
     def take(self, count: int, deadline: _Deadline) -> None:
-        """Count bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
+        """Wait as ``max_rate`` asks, never past ``deadline``."""
         if self.rate is None:
             return
         with self.lock:
@@ -2959,7 +2957,7 @@ class _Digest:
         self._jobs = None if self.inline else self._start()
 
     def add(self, job: bytes | int) -> None:
-        """Hash the bytes that follow, or (an offset) the file read back up to there."""
+        """Hash bytes that follow, or (an offset) the file read back to there."""
         if self._jobs is None:
             size = len(job) if isinstance(job, bytes) else job - self._position
             if self._inline + size <= self.inline:
