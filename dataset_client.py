@@ -1167,7 +1167,6 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A character, percent-encoded, JSON or HTML escaped too."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     # JSON's \uXXXX: four hex digits a UTF-16 unit.
@@ -1281,7 +1280,6 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts."""
     chain: list[BaseException] = []
     pending = [error]
     while pending:
@@ -1426,8 +1424,6 @@ class _Request(urllib.request.Request):
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline."""
-
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
         self.raw = raw
@@ -1905,7 +1901,6 @@ class _PooledResponse(http.client.HTTPResponse):
         return self.mapped(super().readinto, buffer)
 
     def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
-        """``read(*arguments)``, failures mapped."""
         try:
             return read(*arguments)
         except DatasetClientError:
@@ -2323,8 +2318,6 @@ class _DownloadRequests:
 
 
 class _Parts:
-    """A download's parts and the threads that run ``work``."""
-
     def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
         self.lock = _thread.allocate_lock()
         self.all = [_Part(0, None)]
