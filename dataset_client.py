@@ -1777,9 +1777,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         # The CONNECT's answer is read as the response will be: within the deadline.
         connection.response_class = responses  # type: ignore[assignment]
         if key[2]:
-            connection.set_tunnel(
-                key[2], headers={"Proxy-Authorization": authorization} if authorization else None
-            )
+            tunnel_headers = {"Proxy-Authorization": authorization} if authorization else None
+            connection.set_tunnel(key[2], headers=tunnel_headers)
         connect = functools.partial(_connect_within, request.deadline, self.hold)
         connection._create_connection = connect  # type: ignore[attr-defined]
         try:
@@ -1793,10 +1792,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
             # A CONNECT refused for credentials (http.client's words, 3.11-3.15; tinyproxy: 401).
             refusal = str(exc).partition("Tunnel connection failed: ")[2]
             if key[2] and refusal[:4] in ("407 ", "401 "):
-                sent = bool(authorization)
-                error = _proxy_credentials_error(
-                    method, url, proxy or "", "HTTPS_PROXY", sent, refusal
-                )
+                said = (proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
+                error = _proxy_credentials_error(method, url, *said)
                 raise error from _ProxyAuthenticationRequired(refusal)
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
