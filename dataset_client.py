@@ -267,8 +267,7 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """Refused, reset, closed early, or TLS failed (``certificate``: the server's
-    was refused)."""
+    """Refused, reset, cut, or TLS failed (``certificate``: the server's refused)."""
 
     certificate: bool = False
     # A server speaking the other scheme fails so: the pipeline asks it once.
@@ -291,8 +290,7 @@ class InvalidResponseError(DatasetClientError, ValueError):
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
-    """The bytes' digest is ``actual``, not ``expected`` (``sha256``, or the
-    server's)."""
+    """The digest is ``actual``, not ``expected`` (``sha256``, or the server's)."""
 
     method = "GET"
     expected: str = ""
@@ -464,8 +462,7 @@ class DatasetClient:
         return redacted
 
     def resolve(self, download_url: str) -> str:
-        """The URL ``download`` fetches for ``download_url``; ValueError for
-        one it refuses."""
+        """The URL ``download`` fetches for ``download_url`` (else ValueError)."""
         return _resolve_download_url(self._base_url, download_url)
 
     def list_datasets(self) -> Any:
@@ -487,18 +484,25 @@ class DatasetClient:
         format: str = "parquet",
         idempotency_key: str | None = None,
     ) -> Any:
-        """``POST /exports``; return the decoded JSON. ``symbols``: one or an
-        iterable; a date: a ``datetime.date`` or a string; ``idempotency_key``:
-        by default a fresh UUID each call."""
+        """``POST /exports``; return the decoded JSON. ``symbols``: one or more;
+        dates: ``datetime.date`` or str; ``idempotency_key`` (None: a new UUID)."""
         import uuid
 
         key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
         _check_header_value(key, "idempotency_key", token=True)
         _check_text(dataset, "dataset")
         _check_text(format, "format")
-        symbols = _check_symbols(symbols)
+        iterable = isinstance(symbols, collections.abc.Iterable)
+        if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
+            kind = type(symbols).__name__
+            raise _refused("symbols", f"must be a str or an iterable of str, not {kind}", TypeError)
+        checked = [symbols] if isinstance(symbols, str) else list(symbols)
+        for index, symbol in enumerate(checked):
+            _check_text(symbol, f"symbols[{index}]")
+        if not checked:
+            raise _refused("symbols", "must not be empty")
         start, end = _format_dates(start_date, end_date)
-        body = dict(dataset=dataset, symbols=symbols, start_date=start, end_date=end, format=format)
+        body = dict(dataset=dataset, symbols=checked, start_date=start, end_date=end, format=format)
         return self._call("POST", "/exports", body, {"Idempotency-Key": key})
 
     def download(
@@ -903,10 +907,9 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
         return json.loads(text)
     # The cause kept without the body the one raised holds.
     except json.JSONDecodeError as exc:
-        clean = json.JSONDecodeError(exc.msg, "", 0)
-        clean.args = exc.args
-        vars(clean).update(pos=exc.pos, lineno=exc.lineno, colno=exc.colno)
-        cause: ValueError = clean
+        cause: ValueError = json.JSONDecodeError(exc.msg, "", 0)
+        cause.args = exc.args
+        vars(cause).update(pos=exc.pos, lineno=exc.lineno, colno=exc.colno)
     except (ValueError, RecursionError) as exc:
         cause = ValueError(str(exc))
     content_type = response.headers.get("Content-Type", "no content type")
@@ -4191,19 +4194,6 @@ def _check_text(value: str, argument: str) -> None:
         raise _refused(argument, "must not be empty")
 
 
-def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
-    iterable = isinstance(symbols, collections.abc.Iterable)
-    if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
-        kind = type(symbols).__name__
-        raise _refused("symbols", f"must be a str or an iterable of str, not {kind}", TypeError)
-    checked = [symbols] if isinstance(symbols, str) else list(symbols)
-    for index, symbol in enumerate(checked):
-        _check_text(symbol, f"symbols[{index}]")
-    if not checked:
-        raise _refused("symbols", "must not be empty")
-    return checked
-
-
 def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[str]:
     """The dates as sent: strings as given, dates in ISO 8601 (in order)."""
     for value, argument in ((start, "start_date"), (end, "end_date")):
@@ -4268,8 +4258,7 @@ _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
 def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)}: ``settings`` (key, headers wrapped in place), the variables,
-    the profile's (its key None if its base_url is another)."""
+    """{name: (value, where from)}: ``settings`` (wrapped in place), variables, the profile's."""
     for name in {"api_key", "headers"} & settings.keys():
         settings[name] = _as_secret(settings[name])
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
