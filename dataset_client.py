@@ -16,9 +16,8 @@ Errors about a request derive from ``DatasetClientError`` and a built-in::
     └── ClientClosedError (RuntimeError)    used after (or during) close()
 
 Bad arguments raise ``TypeError``/``ValueError`` before anything is sent
-(the service judges ``format`` and each symbol: ``"A,B"`` is one); the
-file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
-2026 the dataset-client authors.
+(the service judges ``format`` and each symbol: ``"A,B"`` is one); file
+errors: ``OSError``. Licence: MIT. (c) 2026 the dataset-client authors.
 
 The file's regions, each under a banner, in the order a call flows::
 
@@ -256,9 +255,8 @@ class ServiceError(DatasetClientError, RuntimeError):
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """A wait outlasted ``timeout``, the call its ``deadline`` (then set, with
-    ``retry_after`` when the server asked to wait past it), or a download
-    stalled below ``min_rate``."""
+    """A wait outlasted ``timeout``, a call its ``deadline`` (set; ``retry_after``
+    if the server asked to wait past it), or a download fell below ``min_rate``."""
 
     deadline: float | None = None
     retry_after: float | None = None
@@ -991,7 +989,7 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
-    # A little more than is kept: a secret across the cut redacted whole, then cut.
+    # A little more than is kept, as _read_json reads.
     try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
     except DatasetClientError:
