@@ -3793,7 +3793,7 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
     made = _sweep(directory, stem, claim=True)
     tries = 100
     while made is None and tries:
-        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl())
+        made = _claim(directory, f"{stem}.part.{os.urandom(6).hex()}", _fcntl())
         tries -= 1
     if made is None:
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
@@ -3801,12 +3801,12 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """Remove what kill -9 left at the temporary file's names (``STEM.N.part``); with ``claim``,
-    make and lock the first one free."""
+    """Remove what kill -9 left at the temporary file's names (``STEM.part.N``: no other
+    destination's side file, DESIGN.md); with ``claim``, make and lock the first one free."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
-        name = f"{stem}.{slot}.part"
+        name = f"{stem}.part.{slot}"
         if claim and made is None:
             made = _claim(directory, name, fcntl)
         elif fcntl is not None:  # without flock (Windows) none is known to be abandoned

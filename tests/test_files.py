@@ -139,7 +139,7 @@ class SharedDirectoryTests(ServerTestCase):
         self.script(serve_file(DATA))
         with mock.patch.object(dc._Directory, "create", swapping):
             self.client().download("files/x", box / "notes.txt")
-        self.assertEqual(swapped, [".notes.txt.1.part"])
+        self.assertEqual(swapped, [".notes.txt.part.1"])
         self.assertEqual(notes.read_text(), "the victim's notes")
         self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
         self.assertEqual((shared / "box.away" / "notes.txt").read_bytes(), DATA)
@@ -318,9 +318,9 @@ class SharedDirectoryTests(ServerTestCase):
                 self.plant(theirs, user, data=b"the teammate's rows")
 
                 def swap(done: int, total: int | None, planted: Path = theirs) -> None:
-                    for temporary in planted.parent.glob(".data.csv*.part"):
-                        if planted.exists():
-                            os.replace(planted, temporary)
+                    for name in (".data.csv.part", ".data.csv.part.1"):
+                        if planted.exists() and (planted.parent / name).exists():
+                            os.replace(planted, planted.parent / name)
 
                 self.script(serve_file(DATA))
                 fetch = self.client().download
@@ -447,7 +447,8 @@ class SharedDirectoryTests(ServerTestCase):
                     lambda d=directory, e=empty, n=asked: (  # type: ignore[misc]
                         len(self.requests) > n
                         and any(
-                            p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                            p.name == ".out.bin.part.1" and (e or p.stat().st_size > 0)
+                            for p in d.iterdir()
                         )
                     ),
                     10,
@@ -455,9 +456,9 @@ class SharedDirectoryTests(ServerTestCase):
                 process.kill()
                 process.wait(10)
                 (left,) = directory.iterdir()
-                self.assertEqual(left.name, ".out.bin.1.part")
+                self.assertEqual(left.name, ".out.bin.part.1")
                 # Another download's, in progress: held, kept.
-                busy = directory / ".out.bin.2.part"
+                busy = directory / ".out.bin.part.2"
                 busy.write_bytes(b"")
                 with busy.open("rb") as held:
                     fcntl.flock(held.fileno(), fcntl.LOCK_EX)
@@ -471,7 +472,8 @@ class SharedDirectoryTests(ServerTestCase):
         # Found in review: a download to notes.txt removed .notes.txt.from-laptop1.part (its length matched).
         import_or_skip(self, "fcntl")
         # Issue 35: the names a download probes for (no listing); the earlier scheme's random names
-        # (.NAME.<12 hex>.part, .NAME.part.json.<8 hex>.tmp) are looked for no more.
+        # (.NAME.<12 hex>.part, .NAME.part.json.<8 hex>.tmp) are looked for no more, nor its
+        # .NAME.1.part (the partial file of NAME.1) or this one's random .NAME.part.<12 hex>.
         users = [
             ".notes.txt.from-laptop1.part",
             ".notes.txt.0123456789AB.part",
@@ -480,11 +482,15 @@ class SharedDirectoryTests(ServerTestCase):
             ".notes.txt.part.json.0123abcd.tmp",
             ".notes.txt.4.part",
             ".notes.txt.01.part",
+            ".notes.txt.1.part",
+            ".notes.txt.part.4",
+            ".notes.txt.part.01",
+            ".notes.txt.part.0123456789ab",
         ]
         for resume in (False, True):
             with self.subTest(resume=resume):
                 directory = self.tmp()
-                for name in [*users, *(f".notes.txt.{n}.part" for n in (1, 2, 3))]:
+                for name in [*users, *(f".notes.txt.part.{n}" for n in (1, 2, 3))]:
                     (directory / name).write_bytes(b"kept")
                 if resume:  # a save of the state that kill -9 cut short
                     (directory / ".notes.txt.part.json.tmp").write_bytes(b"{")
@@ -492,6 +498,23 @@ class SharedDirectoryTests(ServerTestCase):
                 self.client().download("files/x", directory / "notes.txt", resume=resume)
                 left = sorted(p.name for p in directory.iterdir())
                 self.assertEqual(left, sorted([*users, "notes.txt"]))
+
+    def test_a_download_never_takes_another_destinations_partial_file(self) -> None:
+        # Found in review (issue 35, H1): a download to sales tried .sales.1.part for its temporary
+        # file, the partial file of sales.1: it removed it as abandoned (the next resume of sales.1
+        # started over), or a resume of sales.1 took up what a killed download to sales left there.
+        directory = self.tmp()
+        self.script(cut(DATA, 1_200_000, {"ETag": '"v1"'}))
+        with self.assertRaises(dc.DatasetClientError):
+            self.client(max_retries=0).download("files/x", directory / "sales.1", resume=True)
+        kept = (directory / ".sales.1.part").read_bytes()
+        self.script(serve_file(DATA[::-1]))
+        self.client().download("files/y", directory / "sales")
+        self.assertEqual((directory / ".sales.1.part").read_bytes(), kept)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "sales.1", resume=True, sha256=DATA_SHA)
+        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={len(kept)}-")
+        self.assertEqual(sorted(os.listdir(directory)), ["sales", "sales.1"])
 
 
 class FileTestCase(ServerTestCase):
