@@ -3285,9 +3285,8 @@ class _FileTarget(_Sink):
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` and its state, ours and locked; else None."""
         name = self.stem + ".part"
-        state = _StateFile(self.directory, name + ".json")
         try:
-            found = _is_own_regular_file(self.directory.status_of(state.name))
+            found = _is_own_regular_file(self.directory.status_of(name + ".json"))
             # Not ours to read or replace: left alone.
             if not found:
                 return None
@@ -3301,6 +3300,7 @@ class _FileTarget(_Sink):
             fd = self.directory.open_own(name)
         if fd is None:
             return None
+        state = _StateFile(self.directory, name + ".json", fd)
         try:
             # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
@@ -3747,25 +3747,36 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
-    this download's is there (found or saved), the only one it removes. Only the partial file's
-    lock holder saves, through one name (``.json.tmp``)."""
+    """A resumable download's state (``.NAME.part.json``) of the partial file ``fd``. ``kept``:
+    left on disk; ``ours``: this download's is there (found or saved), the only one it removes.
+    Only the partial file's lock holder saves, through one name (``.json.tmp``)."""
 
-    def __init__(self, directory: _Directory, name: str) -> None:
+    def __init__(self, directory: _Directory, name: str, fd: int) -> None:
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
+        self.fd = fd
         self.saved: Any = None
         self.kept = False
         self.ours = False
 
     def load(self, found: bool) -> None:
-        self.saved = _read_state(self.directory, self.name)
+        saved = _read_state(self.directory, self.name)
+        status = os.fstat(self.fd)
+        # Saved with another file than this .part (renamed in since): dropped. (An earlier
+        # version's names none.)
+        file = saved.get("file") if isinstance(saved, dict) else None
+        same = isinstance(file, list) and file[:2] == [status.st_dev, status.st_ino]
+        if file is not None and not (same and _is_offset(file[-1]) and file[-1] <= status.st_size):
+            saved = None
+        self.saved = saved
         self.kept = self.saved is not None
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
         """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
+        status = os.fstat(self.fd)
+        state["file"] = [status.st_dev, status.st_ino, status.st_size]
         data = json.dumps(state).encode()
         with contextlib.suppress(FileExistsError):
             return self.write(data)
