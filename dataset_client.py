@@ -3294,7 +3294,7 @@ class _FileTarget(_Sink):
             found = False
         made = True
         try:
-            fd: int | None = self.directory.create(name, 0o666)
+            fd: int | None = self.directory.create(name)
         except FileExistsError:
             made = False
             fd = self.directory.open_own(name)
@@ -3412,6 +3412,9 @@ class _FileTarget(_Sink):
                 raise _named(InvalidResponseError, *text, ": not committed", **fields)
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
+            # Made 0600: no one else could write into it after its bytes were hashed.
+            if not _WINDOWS:
+                os.fchmod(self.fd, _final_mode(self.directory.status))
             try:
                 self.directory.replace(self.temporary, self.name)
             except OSError as exc:
@@ -3829,7 +3832,7 @@ def _claim(directory: _Directory, name: str, fcntl: Any) -> tuple[int, str] | No
     """``name`` made and locked; None when taken (but by what kill -9 left: removed first)."""
     for _ in range(2):
         try:
-            fd = directory.create(name, 0o666)
+            fd = directory.create(name)
         except FileExistsError:
             if fcntl and _remove_abandoned(directory, name, fcntl):
                 continue
@@ -3863,6 +3866,21 @@ def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _final_mode(earlier: os.stat_result | None) -> int:
+    """A committed file's mode: ``earlier``'s if the user's own file (as curl -o keeps it), else
+    0666 less the umask, read where Linux shows it: os.umask's set and set back is a moment in
+    which another thread's new file gets the mask set."""
+    if earlier and stat.S_ISREG(earlier.st_mode) and _is_mine(earlier):
+        return earlier.st_mode & 0o777
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"Umask:"):
+                return 0o666 & ~int(line[6:], 8)
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:

@@ -1097,3 +1097,47 @@ class NeighboursStateFileTests(FileTestCase):
             self.client().download("files/x", directory / "out.bin", resume=True)
         self.assertEqual(theirs.read_bytes(), b"the neighbour's")
         self.assertEqual([path.name for path in directory.iterdir()], [theirs.name])
+
+
+class FileModeTests(FileTestCase):
+    """The file written is the user's alone until the commit gives it its mode."""
+
+    def test_the_file_is_private_until_the_commit_gives_it_the_destinations_mode(self) -> None:
+        # Found in review (issue 35, H2, L6): with umask 002 the temporary and .part files were
+        # 0664, and a teammate wrote into them after the bytes were hashed: the download said
+        # sha256 verified. A 0600 destination downloaded again became 0644 (curl -o keeps 0600).
+        umask = os.umask(0o002)
+        self.addCleanup(os.umask, umask)
+        for resume in (False, True):
+            for earlier in (None, 0o600, 0o640, "another user's 0600"):
+                with self.subTest(resume=resume, earlier=earlier):
+                    directory = self.tmp()
+                    destination = directory / "out.bin"
+                    if earlier is not None:
+                        destination.write_bytes(b"earlier")
+                        destination.chmod(0o600 if isinstance(earlier, str) else earlier)
+                    if isinstance(earlier, str):
+                        self.as_stranger(destination)
+                    modes: set[int] = set()
+
+                    def look(
+                        done: int, total: int | None, seen: set[int] = modes, at: Path = directory
+                    ) -> None:
+                        for path in at.iterdir():
+                            with contextlib.suppress(FileNotFoundError):
+                                if path.name != "out.bin":
+                                    seen.add(path.lstat().st_mode & 0o777)
+
+                    self.script(serve_file(DATA))
+                    self.client().download("files/x", destination, resume=resume, progress=look)
+                    self.assertEqual(modes, {0o600})
+                    final = earlier if isinstance(earlier, int) else 0o664
+                    self.assertEqual(destination.stat().st_mode & 0o777, final)
+                    self.assertEqual(destination.read_bytes(), DATA)
+
+    def test_without_proc_the_umask_is_read_by_setting_it_back(self) -> None:
+        umask = os.umask(0o027)
+        self.addCleanup(os.umask, umask)
+        with mock.patch.object(dc, "open", side_effect=FileNotFoundError, create=True):
+            self.assertEqual(dc._final_mode(None), 0o640)
+        self.assertEqual(os.umask(0o027), 0o027, "set back")
