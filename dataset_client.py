@@ -3762,6 +3762,7 @@ class _StateFile:
         self.saved: Any = None
         self.kept = False
         self.ours = False
+        self.failed = False
 
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
@@ -3777,24 +3778,29 @@ class _StateFile:
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
+        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole.
+        Once that fails (another user's file at the name, which a sticky directory keeps, or a
+        directory), no more: the download goes on, not resumable."""
+        if self.failed:
+            return
         status = os.fstat(self.fd)
         state["file"] = [status.st_dev, status.st_ino, status.st_size]
         data = json.dumps(state).encode()
-        with contextlib.suppress(FileExistsError):
-            return self.write(data)
-        # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
-        if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
-            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
-        self.write(data)
+        try:
+            with contextlib.suppress(FileExistsError):
+                return self.write(data)
+            # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
+            if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+            self.write(data)
+        except OSError as exc:
+            self.failed = True
+            self.kept = self.ours = False
+            _logger().warning("%s: not resumable (%s)", self.name, exc.strerror or exc)
 
     def write(self, data: bytes) -> None:
-        try:
-            self.directory.write_new(self.temporary, data, self.name)
-            self.kept = self.ours = True
-        except PermissionError:
-            # Another user's file at the name, which a sticky directory keeps: not resumable.
-            self.kept = False
+        self.directory.write_new(self.temporary, data, self.name)
+        self.kept = self.ours = True
 
     def remove(self) -> None:
         if self.ours:

@@ -1098,6 +1098,35 @@ class NeighboursStateFileTests(FileTestCase):
         self.assertEqual(theirs.read_bytes(), b"the neighbour's")
         self.assertEqual([path.name for path in directory.iterdir()], [theirs.name])
 
+    def test_a_directory_made_at_the_states_name_makes_the_download_not_resumable(self) -> None:
+        # Found in review (issue 35, M2): a neighbour's mkdir of .NAME.part.json once .NAME.part
+        # appeared made the download fail (IsADirectoryError from the state's rename), in a
+        # team directory: 30 of 60.
+        lock = dc._FileTarget._lock
+        for holding in ("", "theirs"):
+            with self.subTest(empty=not holding):
+                directory = self.tmp()
+                state = directory / ".out.bin.part.json"
+
+                def made_after_the_look(
+                    target: Any, fd: int, inside: str = holding, at: Path = state
+                ) -> bool:
+                    at.mkdir()
+                    if inside:
+                        (at / inside).write_bytes(b"")
+                    return lock(target, fd)  # type: ignore[no-any-return]
+
+                self.script(serve_file(DATA))
+                with (
+                    mock.patch.object(dc._FileTarget, "_lock", made_after_the_look),
+                    self.assertLogs("dataset_client", "WARNING") as logged,
+                ):
+                    self.client().download("files/x", directory / "out.bin", resume=True)
+                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                self.assertEqual(sorted(os.listdir(directory)), [state.name, "out.bin"])
+                self.assertEqual(os.listdir(state), [holding] if holding else [])
+                self.assertIn(f"{state.name}: not resumable", logged.output[0])
+
 
 class FileModeTests(FileTestCase):
     """The file written is the user's alone until the commit gives it its mode."""
