@@ -4168,7 +4168,7 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
     if not _is_mine(status):
         parent = found.status_of(".")
         if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
-            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device or socket"
             message = f"refusing to write to {what} another user made in a sticky world-writable"
             raise PermissionError(errno.EACCES, f"{message} directory", found.given)
     fd = _open_without_waiting(found, os.O_WRONLY | _O_NOFOLLOW, in_time)
@@ -4181,14 +4181,18 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
 
 def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], None]) -> int:
     """``found`` opened to be written, never waiting in open() for a FIFO's reader: one not
-    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
+    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows; a socket's
+    (ENXIO too) never is: it fails at once, as curl does."""
     while True:
         try:
             fd = found.open(found.name, flags | _O_NONBLOCK)
             break
         except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise OSError(exc.errno, exc.strerror, found.given) from None
+            name = found.prefix + found.name
+            mode = os.stat(name, dir_fd=found.fd).st_mode if exc.errno == errno.ENXIO else 0
+            if not stat.S_ISFIFO(mode):
+                reason = f"{exc.strerror} (a socket)" if stat.S_ISSOCK(mode) else exc.strerror
+                raise OSError(exc.errno, reason, found.given) from None
         in_time()
         time.sleep(_WAKE_SECONDS)
     if _O_NONBLOCK:  # written as any stream: a write that would wait is polled for

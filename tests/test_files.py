@@ -9,6 +9,7 @@ import errno
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -805,6 +806,30 @@ class FifoAndDescriptorTests(FileTestCase):
         self.assertEqual(
             len(self.requests), len(names), "nothing asked for a descriptor there is not"
         )
+
+    def test_a_socket_at_the_destination_fails_at_once(self) -> None:
+        # Found in review (issue 35, L3): opening a socket fails with ENXIO, as a FIFO with no
+        # reader yet does: the download waited for a reader until its deadline (for ever without
+        # one). curl fails at once. A socket file, and another process's descriptor of a socket.
+        listening = socket.socket(socket.AF_UNIX)
+        self.addCleanup(listening.close)
+        listening.bind(str(self.tmp() / "out.bin"))
+        code = "import socket, sys; s = socket.socket(); print(s.fileno(), flush=True)"
+        code += "; sys.stdin.read()"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.addCleanup(holder.wait, 10)
+        self.addCleanup(holder.stdin.close)  # type: ignore[union-attr]
+        descriptor = int(holder.stdout.readline())  # type: ignore[union-attr]
+        for name in (listening.getsockname(), f"/proc/{holder.pid}/fd/{descriptor}"):
+            with self.subTest(name):
+                with self.assertRaises(OSError) as caught:
+                    self.client().download("files/x", name, deadline=5)
+                self.assertEqual(caught.exception.errno, errno.ENXIO)
+                self.assertEqual(caught.exception.filename, name)
+                self.assertIn("a socket", str(caught.exception))
+        self.assertEqual(self.requests, [])
 
     def test_a_descriptor_named_with_a_trailing_slash_is_the_same_stream(self) -> None:
         # Found in review2: "download URL /dev/fd/1/" was "invalid literal for int() with base 10: ''", exit 2.
