@@ -3087,6 +3087,8 @@ class _Digest:
         import threading
 
         jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        # Before the thread: close() after a Ctrl-C in start() ends it through them.
+        self._jobs = jobs
         self._thread = threading.Thread(
             target=self._run, args=(jobs,), name="dataset-client-sha256", daemon=True
         )
@@ -4028,8 +4030,10 @@ class _Directory:
                     raise OSError(exc.errno, exc.strerror, shown) from None
                 # Not readable, and no O_PATH (not on Linux): by path from here.
                 fd = None
-            os.close(self.fd)
+            # Held before the old one is closed: a Ctrl-C in between never has it closed twice.
+            old = self.fd
             self.fd = fd
+            os.close(old)
         self.path = shown
 
     def follow(self, target: str) -> None:
@@ -4041,8 +4045,9 @@ class _Directory:
         if target.startswith("/"):
             self.path = "/"
             if self.fd is not None:
-                os.close(self.fd)
+                old = self.fd
                 self.fd = os.open("/", _WALK_FLAGS)
+                os.close(old)
 
     def end(self, name: str) -> None:
         """Look at the last name: a link followed (the walk goes on), else the end."""

@@ -221,6 +221,40 @@ class SharedDirectoryTests(ServerTestCase):
         self.assertFalse(os.path.lexists(shared / "theirs"), "renamed")
         self.assertEqual((own.read_bytes(), notes.read_text()), (DATA, "the victim's notes"))
 
+    def test_ctrl_c_in_the_walk_never_closes_a_descriptor_twice(self) -> None:
+        # Found in review (issue 35, L4): Ctrl-C just after the walk closed a directory's
+        # descriptor, before it held the next, closed that number again on the way out: EBADF
+        # replaced the KeyboardInterrupt (in a threaded program: another thread's descriptor).
+        nested = self.tmp() / "a" / "b"
+        nested.mkdir(parents=True)
+        link = nested.parent / "link"
+        link.symlink_to(nested)  # absolute: the walk starts again from /
+        close, closes = os.close, [0]
+
+        def counted(fd: int) -> None:
+            close(fd)
+            closes[0] += 1
+
+        with mock.patch.object(dc.os, "close", counted):
+            dc._Directory(str(link / "out.bin")).close()
+        for interrupted in range(1, closes[0]):
+            closed = [0]
+
+            def close_then_ctrl_c(
+                fd: int, at: int = interrupted, count: list[int] = closed
+            ) -> None:
+                close(fd)
+                count[0] += 1
+                if count[0] == at:
+                    raise KeyboardInterrupt
+
+            with (
+                self.subTest(interrupted=interrupted),
+                mock.patch.object(dc.os, "close", close_then_ctrl_c),
+                self.assertRaises(KeyboardInterrupt),
+            ):
+                dc._Directory(str(link / "out.bin")).close()
+
     def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
         user = self.user()
         # The partial file, its state, and a save of the state that kill -9 cut short (which is cleaned up).
