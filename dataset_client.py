@@ -3183,8 +3183,7 @@ _WAKE_SECONDS = 0.1
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. A FIFO's
-    reader is waited for until ``in_time()`` raises."""
+    """A stream for a file object, device, FIFO (its reader awaited) or descriptor, else a file."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     found = _Directory(_check_destination_path(destination))
@@ -3259,8 +3258,8 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit;
-    every name in the directory walked to (``found.directory``, held, closed on exit)."""
+    """A file beside the destination in the directory walked to (held, closed on exit), moved
+    over it by commit."""
 
     def __init__(self, found: _Directory, resume: bool) -> None:
         self.directory = found
@@ -3289,7 +3288,6 @@ class _FileTarget(_Sink):
         name = self.stem + ".part"
         try:
             found = _is_own_regular_file(self.directory.status_of(name + ".json"))
-            # Not ours to read or replace: left alone.
             if not found:
                 return None
         except FileNotFoundError:
@@ -3430,9 +3428,8 @@ class _FileTarget(_Sink):
         self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
-        """Another file at the destination after the move: the user's, this one linked nowhere,
-        is another download's commit after this one (the last wins, as with two ``curl -o``);
-        else the error (another user's file removed)."""
+        """The user's file at the destination, this one linked nowhere, is a later commit (the last
+        wins, as with two ``curl -o``); else the error (another user's file removed)."""
         with contextlib.suppress(OSError):
             there = self.directory.status_of(self.name)
             if not _is_mine(there):
@@ -3474,9 +3471,8 @@ class _PartialFile:
         return _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
-        """True when the destination is already the user's own regular file (not reached through
-        another user's link: _Directory) with ``sha256``: a download adds nothing.
-        A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
+        """True when the destination is already the user's own regular file with ``sha256`` (a
+        stream, FIFO or device is not opened to be read): a download adds nothing."""
         path = self.file_path
         try:
             if self.descriptor or not stat.S_ISREG(os.lstat(path).st_mode):
@@ -3752,9 +3748,9 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``) of the partial file ``fd``. ``kept``:
-    left on disk; ``ours``: this download's is there (found or saved), the only one it removes.
-    Only the partial file's lock holder saves, through one name (``.json.tmp``)."""
+    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
+    this download's is there (found or saved), the only one it removes. Only the partial file's
+    lock holder saves, through one name (``.json.tmp``)."""
 
     def __init__(self, directory: _Directory, name: str, fd: int) -> None:
         self.directory = directory
@@ -3769,40 +3765,35 @@ class _StateFile:
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
         status = os.fstat(self.fd)
-        # Saved with another file than this .part (renamed in since): dropped. (An earlier
-        # version's names none.)
-        file = saved.get("file") if isinstance(saved, dict) else None
-        same = isinstance(file, list) and file[:2] == [status.st_dev, status.st_ino]
-        if file is not None and not (same and _is_offset(file[-1]) and file[-1] <= status.st_size):
+        # Saved with another file than this .part (one renamed in since; 0: an earlier version).
+        file = saved.get("file", 0) if isinstance(saved, dict) else 0
+        if file not in (0, [status.st_dev, status.st_ino]):
             saved = None
         self.saved = saved
         self.kept = self.saved is not None
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole.
-        Once that fails (another user's file at the name, which a sticky directory keeps, or a
-        directory), no more: the download goes on, not resumable."""
+        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole;
+        once that fails (a sticky directory keeps another user's file there), no more."""
         if self.failed:
             return
         status = os.fstat(self.fd)
-        state["file"] = [status.st_dev, status.st_ino, status.st_size]
+        state["file"] = [status.st_dev, status.st_ino]
         data = json.dumps(state).encode()
         try:
-            with contextlib.suppress(FileExistsError):
-                return self.write(data)
-            # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
-            if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
-                self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
-            self.write(data)
+            try:
+                self.directory.write_new(self.temporary, data, self.name)
+            except FileExistsError:
+                # Left by a save cut short (removed), or a neighbour's: then a name no one guesses.
+                if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                    self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+                self.directory.write_new(self.temporary, data, self.name)
+            self.kept = self.ours = True
         except OSError as exc:
             self.failed = True
             self.kept = self.ours = False
             _logger().warning("%s: not resumable (%s)", self.name, exc.strerror or exc)
-
-    def write(self, data: bytes) -> None:
-        self.directory.write_new(self.temporary, data, self.name)
-        self.kept = self.ours = True
 
     def remove(self) -> None:
         if self.ours:
@@ -3823,8 +3814,8 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """Remove what kill -9 left at the temporary file's names (``STEM.part.N``: no other
-    destination's side file, DESIGN.md); with ``claim``, make and lock the first one free."""
+    """Remove what kill -9 left at the temporary file's names (``STEM.part.N``); with ``claim``,
+    make and lock the first one free."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
@@ -3877,15 +3868,12 @@ def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
 
 
 def _final_mode(earlier: os.stat_result | None) -> int:
-    """A committed file's mode: ``earlier``'s if the user's own file (as curl -o keeps it), else
-    0666 less the umask, read where Linux shows it: os.umask's set and set back is a moment in
-    which another thread's new file gets the mask set."""
+    """``earlier``'s mode if the user's own file (as curl -o keeps it), else 0666 less the umask."""
     if earlier and stat.S_ISREG(earlier.st_mode) and _is_mine(earlier):
         return earlier.st_mode & 0o777
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status", "rb") as status:
-        for line in status:
-            if line.startswith(b"Umask:"):
-                return 0o666 & ~int(line[6:], 8)
+    # Read, not set and set back: other threads' new files would get the mask set meanwhile.
+    with contextlib.suppress(OSError, LookupError), open("/proc/self/status", "rb") as status:
+        return 0o666 & ~int(status.read().split(b"\nUmask:")[1].split()[0], 8)
     mask = os.umask(0o077)
     os.umask(mask)
     return 0o666 & ~mask
@@ -4185,9 +4173,8 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
 
 
 def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], None]) -> int:
-    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one not
-    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows; a socket's
-    (ENXIO too) never is: it fails at once, as curl does."""
+    """``found`` opened to be written, never waiting in open(): a FIFO's reader not there yet
+    (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows; a socket's, never."""
     while True:
         try:
             fd = found.open(found.name, flags | _O_NONBLOCK)
