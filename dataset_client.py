@@ -3375,7 +3375,7 @@ class _FileTarget(_Sink):
 
     def reserve(self, size: int | None) -> None:
         directory = self.directory.path or "."
-        free = shutil.disk_usage(directory).free
+        free = shutil.disk_usage(directory if self.directory.fd is None else self.directory.fd).free
         if size is not None and size > free:
             message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
@@ -3909,7 +3909,8 @@ def _hidden_stem(directory: _Directory, name: str) -> str:
     if len(encoded) <= _SHORT_NAME:
         return "." + name
     try:
-        limit = os.pathconf(directory.path or ".", "PC_NAME_MAX")
+        held = directory.fd
+        limit = os.pathconf(directory.path or "." if held is None else held, "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):  # Windows has no pathconf
         limit = 255
     room = limit - 24

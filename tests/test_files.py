@@ -1130,6 +1130,24 @@ class SwappedDirectoryTests(FileTestCase):
         with self.swap_around("unlink", removing):
             self.check(self.download(resume=True))
 
+    def test_swapped_as_the_free_space_is_looked_at(self) -> None:
+        # Found in review (issue 35, L1): the free space was looked at by path: box swapped for a
+        # link to /proc at that moment failed the download, "not enough space ... (0 B free)".
+        reserve, away = dc._FileTarget.reserve, self.box.with_name("box.away")
+
+        def looked_at_through_a_link_to_proc(target: Any, size: int | None) -> None:
+            self.box.rename(away)
+            self.box.symlink_to("/proc")
+            try:
+                reserve(target, size)
+            finally:
+                self.box.unlink()
+                away.rename(self.box)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc._FileTarget, "reserve", looked_at_through_a_link_to_proc):
+            self.check(self.download())
+
 
 class NeighboursStateFileTests(FileTestCase):
     """Issue 35: a download removes only the state it found or saved, never a file put there."""
