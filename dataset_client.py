@@ -3872,8 +3872,9 @@ def _final_mode(earlier: os.stat_result | None) -> int:
     if earlier and stat.S_ISREG(earlier.st_mode) and _is_mine(earlier):
         return earlier.st_mode & 0o777
     # Read, not set and set back: other threads' new files would get the mask set meanwhile.
-    with contextlib.suppress(OSError, LookupError), open("/proc/self/status", "rb") as status:
-        return 0o666 & ~int(status.read().split(b"\nUmask:")[1].split()[0], 8)
+    with contextlib.suppress(OSError, LookupError), open("/proc/self/status", "rb", 0) as status:
+        # Its second line (the first, Name, is at most 67 bytes).
+        return 0o666 & ~int(status.read(128).split(b"\nUmask:")[1].split()[0], 8)
     mask = os.umask(0o077)
     os.umask(mask)
     return 0o666 & ~mask
