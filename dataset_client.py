@@ -3087,7 +3087,7 @@ class _Digest:
         import threading
 
         jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
-        # Before the thread: close() after a Ctrl-C in start() ends it through them.
+        # Before it starts: close() after a Ctrl-C in start() ends it.
         self._jobs = jobs
         self._thread = threading.Thread(
             target=self._run, args=(jobs,), name="dataset-client-sha256", daemon=True
@@ -3258,15 +3258,12 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination in the directory walked to (held, closed on exit), moved
-    over it by commit."""
+    """A file beside the destination, in the directory walked to, moved over it by commit."""
 
     def __init__(self, found: _Directory, resume: bool) -> None:
         self.directory = found
         self.name = found.name
-        # As given: errors name it, not the client's files.
         self.destination = found.given
-        # Writes and reads without os.pwrite (Windows) seek under it.
         self.seeking = _thread.allocate_lock()
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
@@ -3354,9 +3351,8 @@ class _FileTarget(_Sink):
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
         os.ftruncate(self.fd, size)
-        return validator, [
-            (start, end, min(done, max(0, size - start))) for start, end, done in spans
-        ]
+        kept = [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
+        return validator, kept
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):
@@ -3412,13 +3408,12 @@ class _FileTarget(_Sink):
                 raise _named(InvalidResponseError, *text, ": not committed", **fields)
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
-            # Made 0600: no one else could write into it after its bytes were hashed.
+            # Made 0600: no one else could write into it once its bytes were hashed.
             if not _WINDOWS:
                 os.fchmod(self.fd, _final_mode(self.directory.status))
             try:
                 self.directory.replace(self.temporary, self.name)
             except OSError as exc:
-                # Named as the caller's file, not the temporary one.
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
@@ -3428,8 +3423,8 @@ class _FileTarget(_Sink):
         self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
-        """The user's file at the destination, this one linked nowhere, is a later commit (the last
-        wins, as with two ``curl -o``); else the error (another user's file removed)."""
+        """The user's file there, this one linked nowhere: a later commit (the last wins); else
+        the error."""
         with contextlib.suppress(OSError):
             there = self.directory.status_of(self.name)
             if not _is_mine(there):
@@ -3449,8 +3444,7 @@ _SWAPPED = "another file was put in place of the temporary file"
 
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
-    the download names it (for the command line)."""
+    """Where a ``resume=True`` download to ``destination`` keeps its partial file (``path``)."""
 
     def __init__(self, destination: str) -> None:
         self.destination = destination
@@ -3471,15 +3465,13 @@ class _PartialFile:
         return _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
-        """True when the destination is already the user's own regular file with ``sha256`` (a
-        stream, FIFO or device is not opened to be read): a download adds nothing."""
+        """True when the destination is already the user's own regular file with ``sha256``."""
         path = self.file_path
         try:
             if self.descriptor or not stat.S_ISREG(os.lstat(path).st_mode):
                 return False
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
         except OSError:
-            # Not there, a link, not the user's to read: the download decides what to do.
             return False
         with open(fd, "rb") as existing:
             status = os.fstat(fd)
@@ -3507,12 +3499,9 @@ class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
+        writes = callable(getattr(stream, "write", None)) and not isinstance(stream, io.TextIOBase)
         writable = getattr(stream, "writable", None)
-        if (
-            not callable(getattr(stream, "write", None))
-            or isinstance(stream, io.TextIOBase)
-            or (callable(writable) and not writable())
-        ):
+        if not writes or (callable(writable) and not writable()):
             wanted = "a path or a binary file object open for writing"
             raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
         self.stream = stream
@@ -3737,7 +3726,7 @@ class _ReorderBuffer(_Sink):
 _MAX_STATE_SIZE = 1024 * 1024
 # An empty or garbled .part.lock this young may be being written.
 _LOCK_WRITE_GRACE = 5.0
-_SLOTS = 3  # the temporary file's names (DESIGN.md: "The temporary file's names")
+_SLOTS = 3  # DESIGN.md: "The temporary file's names"
 # With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
 _SHORT_NAME = 143 - len("..part.json.01234567.tmp")
 # O_PATH (Linux): a directory one may search but not read is walked too.
@@ -3748,9 +3737,8 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
-    this download's is there (found or saved), the only one it removes. Only the partial file's
-    lock holder saves, through one name (``.json.tmp``)."""
+    """A resumable download's state (``.NAME.part.json``; only the lock holder saves). ``kept``:
+    on disk; ``ours``: this download's (found or saved), the only one removed."""
 
     def __init__(self, directory: _Directory, name: str, fd: int) -> None:
         self.directory = directory
@@ -3758,14 +3746,12 @@ class _StateFile:
         self.temporary = name + ".tmp"
         self.fd = fd
         self.saved: Any = None
-        self.kept = False
-        self.ours = False
-        self.failed = False
+        self.kept = self.ours = self.failed = False
 
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
         status = os.fstat(self.fd)
-        # Saved with another file than this .part (one renamed in since; 0: an earlier version).
+        # Of another file than this .part (renamed in since; 0: an earlier version's).
         file = saved.get("file", 0) if isinstance(saved, dict) else 0
         if file not in (0, [status.st_dev, status.st_ino]):
             saved = None
@@ -3774,8 +3760,7 @@ class _StateFile:
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole;
-        once that fails (a sticky directory keeps another user's file there), no more."""
+        """Record ``state`` (0600: the URL may hold a signature) whole; once that fails, no more."""
         if self.failed:
             return
         status = os.fstat(self.fd)
@@ -3814,8 +3799,7 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """Remove what kill -9 left at the temporary file's names (``STEM.part.N``); with ``claim``,
-    make and lock the first one free."""
+    """Remove what kill -9 left at ``STEM.part.1``-3; with ``claim``, make and lock one free."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
@@ -3871,9 +3855,8 @@ def _final_mode(earlier: os.stat_result | None) -> int:
     """``earlier``'s mode if the user's own file (as curl -o keeps it), else 0666 less the umask."""
     if earlier and stat.S_ISREG(earlier.st_mode) and _is_mine(earlier):
         return earlier.st_mode & 0o777
-    # Read, not set and set back: other threads' new files would get the mask set meanwhile.
+    # Read (line 2; line 1 is at most 67 bytes), not set and set back: racing other threads.
     with contextlib.suppress(OSError, LookupError), open("/proc/self/status", "rb", 0) as status:
-        # Its second line (the first, Name, is at most 67 bytes).
         return 0o666 & ~int(status.read(128).split(b"\nUmask:")[1].split()[0], 8)
     mask = os.umask(0o077)
     os.umask(mask)
@@ -3910,8 +3893,7 @@ def _hidden_stem(directory: _Directory, name: str) -> str:
     if len(encoded) <= _SHORT_NAME:
         return "." + name
     try:
-        held = directory.fd
-        limit = os.pathconf(directory.path or "." if held is None else held, "PC_NAME_MAX")
+        limit = os.pathconf(directory.path or ".", "PC_NAME_MAX")
     except (OSError, ValueError, AttributeError):  # Windows has no pathconf
         limit = 255
     room = limit - 24
@@ -3972,12 +3954,11 @@ def _process_exists(pid: int) -> bool:
 
 
 class _Directory:
-    """A destination's directory, walked to a descriptor at a time (openat, O_NOFOLLOW), each
-    link (the last name's too) read where it stands: the user's or root's followed, another's
-    refused. Held (``fd``): the names beside ``name`` are made, moved and removed in it, never
-    by a path one could re-point; without directory descriptors (Windows, or no O_PATH for a
-    directory one may not read), by ``path``. ``status``: what is at ``name``; ``descriptor``:
-    a process's ("own", "other")."""
+    """A destination's directory, walked a descriptor at a time (openat, O_NOFOLLOW), each link
+    read where it stands (the user's or root's followed, another's refused). Held (``fd``): the
+    names beside ``name`` are made, moved and removed in it, never by a path one could re-point
+    (by ``path`` where there is none). ``status``: what is at ``name``; ``descriptor``: a
+    process's ("own", "other")."""
 
     def __init__(self, path: str) -> None:
         self.given = path
@@ -4020,7 +4001,7 @@ class _Directory:
                     raise OSError(exc.errno, exc.strerror, shown) from None
                 # Not readable, and no O_PATH (not on Linux): by path from here.
                 fd = None
-            # Held before the old one is closed: a Ctrl-C in between never has it closed twice.
+            # Held first: a Ctrl-C in between never has the old one closed twice.
             old = self.fd
             self.fd = fd
             os.close(old)
@@ -4077,8 +4058,7 @@ class _Directory:
         return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
 
     def open_own(self, name: str) -> int | None:
-        """``name`` opened (not through a link, nor waiting) if the user's own regular file with
-        one link; else None."""
+        """``name`` opened (no link followed, no wait) if the user's own regular file, one link."""
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
@@ -4185,8 +4165,7 @@ def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], N
             name = found.prefix + found.name
             mode = os.stat(name, dir_fd=found.fd).st_mode if exc.errno == errno.ENXIO else 0
             if not stat.S_ISFIFO(mode):
-                reason = f"{exc.strerror} (a socket)" if stat.S_ISSOCK(mode) else exc.strerror
-                raise OSError(exc.errno, reason, found.given) from None
+                raise OSError(exc.errno, exc.strerror, found.given) from None
         in_time()
         time.sleep(_WAKE_SECONDS)
     if _O_NONBLOCK:  # written as any stream: a write that would wait is polled for
