@@ -2978,6 +2978,8 @@ class _Digest:
         import threading
 
         jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        # Before it starts: close() after a Ctrl-C in start() ends it.
+        self._jobs = jobs
         self._thread = threading.Thread(
             target=self._run, args=(jobs,), name="dataset-client-sha256", daemon=True
         )
@@ -3072,8 +3074,7 @@ _WAKE_SECONDS = 0.1
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. A FIFO's
-    reader is waited for until ``in_time()`` raises."""
+    """A stream for a file object, device, FIFO (its reader awaited) or descriptor, else a file."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     found = _Directory(_check_destination_path(destination))
@@ -3148,15 +3149,12 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit;
-    every name in the directory walked to (``found.directory``, held, closed on exit)."""
+    """A file beside the destination, in the directory walked to, moved over it by commit."""
 
     def __init__(self, found: _Directory, resume: bool) -> None:
         self.directory = found
         self.name = found.name
-        # As given: errors name it, not the client's files.
         self.destination = found.given
-        # Writes and reads without os.pwrite (Windows) seek under it.
         self.seeking = _thread.allocate_lock()
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
@@ -3176,22 +3174,21 @@ class _FileTarget(_Sink):
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` and its state, ours and locked; else None."""
         name = self.stem + ".part"
-        state = _StateFile(self.directory, name + ".json")
         try:
-            found = _is_own_regular_file(self.directory.status_of(state.name))
-            # Not ours to read or replace: left alone.
+            found = _is_own_regular_file(self.directory.status_of(name + ".json"))
             if not found:
                 return None
         except FileNotFoundError:
             found = False
         made = True
         try:
-            fd: int | None = self.directory.create(name, 0o666)
+            fd: int | None = self.directory.create(name)
         except FileExistsError:
             made = False
             fd = self.directory.open_own(name)
         if fd is None:
             return None
+        state = _StateFile(self.directory, name + ".json", fd)
         try:
             # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
@@ -3245,9 +3242,8 @@ class _FileTarget(_Sink):
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
         os.ftruncate(self.fd, size)
-        return validator, [
-            (start, end, min(done, max(0, size - start))) for start, end, done in spans
-        ]
+        kept = [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
+        return validator, kept
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):
@@ -3266,7 +3262,7 @@ class _FileTarget(_Sink):
 
     def reserve(self, size: int | None) -> None:
         directory = self.directory.path or "."
-        free = shutil.disk_usage(directory).free
+        free = shutil.disk_usage(directory if self.directory.fd is None else self.directory.fd).free
         if size is not None and size > free:
             message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
@@ -3303,10 +3299,12 @@ class _FileTarget(_Sink):
                 raise _named(InvalidResponseError, *text, ": not committed", **fields)
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
+            # Made 0600: no one else could write into it once its bytes were hashed.
+            if not _WINDOWS:
+                os.fchmod(self.fd, _final_mode(self.directory.status))
             try:
                 self.directory.replace(self.temporary, self.name)
             except OSError as exc:
-                # Named as the caller's file, not the temporary one.
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
@@ -3316,9 +3314,8 @@ class _FileTarget(_Sink):
         self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
-        """Another file at the destination after the move: the user's, this one linked nowhere,
-        is another download's commit after this one (the last wins, as with two ``curl -o``);
-        else the error (another user's file removed)."""
+        """The user's file there, this one linked nowhere: a later commit (the last wins); else
+        the error."""
         with contextlib.suppress(OSError):
             there = self.directory.status_of(self.name)
             if not _is_mine(there):
@@ -3338,8 +3335,7 @@ _SWAPPED = "another file was put in place of the temporary file"
 
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
-    the download names it (for the command line)."""
+    """Where a ``resume=True`` download to ``destination`` keeps its partial file (``path``)."""
 
     def __init__(self, destination: str) -> None:
         self.destination = destination
@@ -3360,16 +3356,13 @@ class _PartialFile:
         return _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
-        """True when the destination is already the user's own regular file (not reached through
-        another user's link: _Directory) with ``sha256``: a download adds nothing.
-        A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
+        """True when the destination is already the user's own regular file with ``sha256``."""
         path = self.file_path
         try:
             if self.descriptor or not stat.S_ISREG(os.lstat(path).st_mode):
                 return False
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
         except OSError:
-            # Not there, a link, not the user's to read: the download decides what to do.
             return False
         with open(fd, "rb") as existing:
             status = os.fstat(fd)
@@ -3397,12 +3390,9 @@ class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
+        writes = callable(getattr(stream, "write", None)) and not isinstance(stream, io.TextIOBase)
         writable = getattr(stream, "writable", None)
-        if (
-            not callable(getattr(stream, "write", None))
-            or isinstance(stream, io.TextIOBase)
-            or (callable(writable) and not writable())
-        ):
+        if not writes or (callable(writable) and not writable()):
             wanted = "a path or a binary file object open for writing"
             raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
         self.stream = stream
@@ -3627,7 +3617,7 @@ class _ReorderBuffer(_Sink):
 _MAX_STATE_SIZE = 1024 * 1024
 # An empty or garbled .part.lock this young may be being written.
 _LOCK_WRITE_GRACE = 5.0
-_SLOTS = 3  # the temporary file's names (DESIGN.md: "The temporary file's names")
+_SLOTS = 3  # DESIGN.md: "The temporary file's names"
 # With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
 _SHORT_NAME = 143 - len("..part.json.01234567.tmp")
 # O_PATH (Linux): a directory one may search but not read is walked too.
@@ -3638,40 +3628,48 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
-    this download's is there (found or saved), the only one it removes. Only the partial file's
-    lock holder saves, through one name (``.json.tmp``)."""
+    """A resumable download's state (``.NAME.part.json``; only the lock holder saves). ``kept``:
+    on disk; ``ours``: this download's (found or saved), the only one removed."""
 
-    def __init__(self, directory: _Directory, name: str) -> None:
+    def __init__(self, directory: _Directory, name: str, fd: int) -> None:
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
+        self.fd = fd
         self.saved: Any = None
-        self.kept = False
-        self.ours = False
+        self.kept = self.ours = self.failed = False
 
     def load(self, found: bool) -> None:
-        self.saved = _read_state(self.directory, self.name)
+        saved = _read_state(self.directory, self.name)
+        status = os.fstat(self.fd)
+        # Of another file than this .part (renamed in since; 0: an earlier version's).
+        file = saved.get("file", 0) if isinstance(saved, dict) else 0
+        if file not in (0, [status.st_dev, status.st_ino]):
+            saved = None
+        self.saved = saved
         self.kept = self.saved is not None
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
+        """Record ``state`` (0600: the URL may hold a signature) whole; once that fails, no more."""
+        if self.failed:
+            return
+        status = os.fstat(self.fd)
+        state["file"] = [status.st_dev, status.st_ino]
         data = json.dumps(state).encode()
-        with contextlib.suppress(FileExistsError):
-            return self.write(data)
-        # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
-        if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
-            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
-        self.write(data)
-
-    def write(self, data: bytes) -> None:
         try:
-            self.directory.write_new(self.temporary, data, self.name)
+            try:
+                self.directory.write_new(self.temporary, data, self.name)
+            except FileExistsError:
+                # Left by a save cut short (removed), or a neighbour's: then a name no one guesses.
+                if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                    self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+                self.directory.write_new(self.temporary, data, self.name)
             self.kept = self.ours = True
-        except PermissionError:
-            # Another user's file at the name, which a sticky directory keeps: not resumable.
-            self.kept = False
+        except OSError as exc:
+            self.failed = True
+            self.kept = self.ours = False
+            _logger().warning("%s: not resumable (%s)", self.name, exc.strerror or exc)
 
     def remove(self) -> None:
         if self.ours:
@@ -3684,7 +3682,7 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
     made = _sweep(directory, stem, claim=True)
     tries = 100
     while made is None and tries:
-        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl())
+        made = _claim(directory, f"{stem}.part.{os.urandom(6).hex()}", _fcntl())
         tries -= 1
     if made is None:
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
@@ -3692,12 +3690,11 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """Remove what kill -9 left at the temporary file's names (``STEM.N.part``); with ``claim``,
-    make and lock the first one free."""
+    """Remove what kill -9 left at ``STEM.part.1``-3; with ``claim``, make and lock one free."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
-        name = f"{stem}.{slot}.part"
+        name = f"{stem}.part.{slot}"
         if claim and made is None:
             made = _claim(directory, name, fcntl)
         elif fcntl is not None:  # without flock (Windows) none is known to be abandoned
@@ -3709,7 +3706,7 @@ def _claim(directory: _Directory, name: str, fcntl: Any) -> tuple[int, str] | No
     """``name`` made and locked; None when taken (but by what kill -9 left: removed first)."""
     for _ in range(2):
         try:
-            fd = directory.create(name, 0o666)
+            fd = directory.create(name)
         except FileExistsError:
             if fcntl and _remove_abandoned(directory, name, fcntl):
                 continue
@@ -3743,6 +3740,18 @@ def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _final_mode(earlier: os.stat_result | None) -> int:
+    """``earlier``'s mode if the user's own file (as curl -o keeps it), else 0666 less the umask."""
+    if earlier and stat.S_ISREG(earlier.st_mode) and _is_mine(earlier):
+        return earlier.st_mode & 0o777
+    # Read (line 2; line 1 is at most 67 bytes), not set and set back: racing other threads.
+    with contextlib.suppress(OSError, LookupError), open("/proc/self/status", "rb", 0) as status:
+        return 0o666 & ~int(status.read(128).split(b"\nUmask:")[1].split()[0], 8)
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
@@ -3836,12 +3845,11 @@ def _process_exists(pid: int) -> bool:
 
 
 class _Directory:
-    """A destination's directory, walked to a descriptor at a time (openat, O_NOFOLLOW), each
-    link (the last name's too) read where it stands: the user's or root's followed, another's
-    refused. Held (``fd``): the names beside ``name`` are made, moved and removed in it, never
-    by a path one could re-point; without directory descriptors (Windows, or no O_PATH for a
-    directory one may not read), by ``path``. ``status``: what is at ``name``; ``descriptor``:
-    a process's ("own", "other")."""
+    """A destination's directory, walked a descriptor at a time (openat, O_NOFOLLOW), each link
+    read where it stands (the user's or root's followed, another's refused). Held (``fd``): the
+    names beside ``name`` are made, moved and removed in it, never by a path one could re-point
+    (by ``path`` where there is none). ``status``: what is at ``name``; ``descriptor``: a
+    process's ("own", "other")."""
 
     def __init__(self, path: str) -> None:
         self.given = path
@@ -3884,8 +3892,10 @@ class _Directory:
                     raise OSError(exc.errno, exc.strerror, shown) from None
                 # Not readable, and no O_PATH (not on Linux): by path from here.
                 fd = None
-            os.close(self.fd)
+            # Held first: a Ctrl-C in between never has the old one closed twice.
+            old = self.fd
             self.fd = fd
+            os.close(old)
         self.path = shown
 
     def follow(self, target: str) -> None:
@@ -3897,8 +3907,9 @@ class _Directory:
         if target.startswith("/"):
             self.path = "/"
             if self.fd is not None:
-                os.close(self.fd)
+                old = self.fd
                 self.fd = os.open("/", _WALK_FLAGS)
+                os.close(old)
 
     def end(self, name: str) -> None:
         """Look at the last name: a link followed (the walk goes on), else the end."""
@@ -3938,8 +3949,7 @@ class _Directory:
         return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
 
     def open_own(self, name: str) -> int | None:
-        """``name`` opened (not through a link, nor waiting) if the user's own regular file with
-        one link; else None."""
+        """``name`` opened (no link followed, no wait) if the user's own regular file, one link."""
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
@@ -4024,7 +4034,7 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
     if not _is_mine(status):
         parent = found.status_of(".")
         if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
-            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device or socket"
             message = f"refusing to write to {what} another user made in a sticky world-writable"
             raise PermissionError(errno.EACCES, f"{message} directory", found.given)
     fd = _open_without_waiting(found, os.O_WRONLY | _O_NOFOLLOW, in_time)
@@ -4036,14 +4046,16 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
 
 
 def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], None]) -> int:
-    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one not
-    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
+    """``found`` opened to be written, never waiting in open(): a FIFO's reader not there yet
+    (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows; a socket's, never."""
     while True:
         try:
             fd = found.open(found.name, flags | _O_NONBLOCK)
             break
         except OSError as exc:
-            if exc.errno != errno.ENXIO:
+            name = found.prefix + found.name
+            mode = os.stat(name, dir_fd=found.fd).st_mode if exc.errno == errno.ENXIO else 0
+            if not stat.S_ISFIFO(mode):
                 raise OSError(exc.errno, exc.strerror, found.given) from None
         in_time()
         time.sleep(_WAKE_SECONDS)
