@@ -1,5 +1,4 @@
-"""A synchronous client for the dataset query and export service (Python
-3.11+, stdlib only).
+"""Synchronous client for the dataset query/export service: 3.11+, stdlib only.
 
 Copy ``dataset_client.py`` into your tree; ``dataset_client_cli.py`` beside
 it is the ``dataset-client`` command (``pip install`` gives both).
@@ -30,10 +29,8 @@ The file's regions, each under a banner, in the order a call flows::
     Connections and the pool: _ConnectionPool, _PooledResponse, its errors
     Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a 407; CAs trusted
     The download engine: _Transfer, _Parts, _Acceptance, _Checks, _Digest
-    Sinks: where a download's bytes go: a file beside the destination,
-        moved over it by commit (_FileTarget), a stream, the reorder buffer
-    Safe file operations: links followed only as the kernel would, the
-        user's own files, temporaries, locks, the state file
+    Sinks: _FileTarget (committed over the destination), streams, reordering
+    Safe file operations: links, own files, temporaries, locks, state files
     Argument checks: each argument checked before anything is sent
     Configuration: the variables, the config file and its profiles
     The command line's entry: main() runs dataset_client_cli.py
