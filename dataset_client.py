@@ -3638,10 +3638,11 @@ class _StateFile:
 
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
-        status = os.fstat(self.fd)
-        # Of another file than this .part (renamed in since; 0: an earlier version's).
-        file = saved.get("file", 0) if isinstance(saved, dict) else 0
-        if file not in (0, [status.st_dev, status.st_ino]):
+        ino = [os.fstat(self.fd).st_ino]
+        # Of another file than this .part (renamed in since; none: an earlier version's). Its
+        # inode only: mounted again, a filesystem may get another device number (saved before it).
+        file = saved.get("file", ino) if isinstance(saved, dict) else ino
+        if not isinstance(file, list) or file[-1:] != ino:
             saved = None
         self.saved = saved
         self.kept = self.saved is not None

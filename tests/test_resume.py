@@ -523,6 +523,32 @@ class StateFileTests(ServerTestCase):
                     [r.headers["Range"] for r in self.requests], [None, None], "started over"
                 )
 
+    def test_a_state_saved_before_a_remount_is_taken_up(self) -> None:
+        # Found in review (issue 37, F2): mounted again (a container's restart: overlayfs, NFS,
+        # btrfs, tmpfs), the partial file kept its inode under another device number, and the
+        # resume started over. A state of the earlier scheme, [dev, ino], is read as well.
+        url = self.server.url + "/api/v1/files/x"
+        state = {
+            "url": url,
+            "validator": '"v1"',
+            "total": len(DATA),
+            "parts": [[0, len(DATA), 1000]],
+        }
+        for recorded in ("[dev + 1, ino]", "[dev, ino]"):
+            with self.subTest(recorded):
+                self.server.requests.clear()
+                directory = self.prepare(None)
+                partial = (directory / ".out.bin.part").stat()
+                dev, ino = partial.st_dev, partial.st_ino
+                file = [dev + 1, ino] if recorded == "[dev + 1, ino]" else [dev, ino]
+                (directory / ".out.bin.part.json").write_text(json.dumps({**state, "file": file}))
+                self.script(serve_file(DATA))
+                self.client().download(
+                    "files/x", directory / "out.bin", resume=True, sha256=DATA_SHA
+                )
+                self.assertEqual([r.headers["Range"] for r in self.requests], ["bytes=1000-"])
+                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+
     def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
         url = self.server.url + "/api/v1/files/x"
         state = json.dumps(
