@@ -3174,6 +3174,7 @@ class _FileTarget(_Sink):
         try:
             found = _is_own_regular_file(self.directory.status_of(name + ".json"))
             if not found:
+                _not_resumable(name + ".json", _NOT_OURS)
                 return None
         except FileNotFoundError:
             found = False
@@ -3184,6 +3185,7 @@ class _FileTarget(_Sink):
             made = False
             fd = self.directory.open_own(name)
         if fd is None:
+            _not_resumable(name, _NOT_OURS)
             return None
         state = _StateFile(self.directory, name + ".json", fd)
         try:
@@ -3329,6 +3331,11 @@ class _FileTarget(_Sink):
 
 
 _SWAPPED = "another file was put in place of the temporary file"
+_NOT_OURS = "not your own regular file: another user's, a link, a directory"
+
+
+def _not_resumable(name: str, why: object) -> None:
+    _logger().warning("%s: not resumable (%s)", name, why, extra={"lasting": True})
 
 
 class _PartialFile:
@@ -3346,11 +3353,13 @@ class _PartialFile:
     def resumable(self, url: str) -> bool:
         """True when an earlier download of ``url`` (resolved) left it to continue."""
         found = _Directory(self.destination)
+        name = os.path.basename(self.path)
         try:
-            saved = _read_state(found, os.path.basename(self.path) + ".json")
+            saved = _read_state(found, name + ".json")
+            ours = _is_own_regular_file(found.status_of(name))
         finally:
             found.close()
-        return _checked_state(saved, url) is not None
+        return ours and _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
         """True when the destination is already the user's own regular file with ``sha256``."""
@@ -3667,7 +3676,7 @@ class _StateFile:
         except OSError as exc:
             self.failed = True
             self.kept = self.ours = False
-            _logger().warning("%s: not resumable (%s)", self.name, exc.strerror or exc)
+            _not_resumable(self.name, exc.strerror or exc)
 
     def remove(self) -> None:
         if self.ours:

@@ -1166,7 +1166,7 @@ def _cli_download(
             total = f" of {_size(progress.total)}" if progress.total else ""
             went = f"stdout's reader went away after {_size(stdout.written)}{total} was written"
             raise _Refused(f"{went}: the file is incomplete") from None
-        hint = _partial_file_hint(target, partial, resume, received=progress.done > 0)
+        hint = _partial_file_hint(partial, client, url, resume, received=progress.done > 0)
         # As curl says it.
         if isinstance(exc, RequestTimeoutError) and exc.deadline is not None:
             ran = time.monotonic() - progress.created
@@ -1213,18 +1213,18 @@ class _CountedStdout(io.FileIO):
 
 
 def _partial_file_hint(
-    target: str, partial: _PartialFile | None, resume: bool, *, received: bool
+    partial: _PartialFile | None, client: DatasetClient, url: str, resume: bool, *, received: bool
 ) -> str:
-    """What an interrupted download leaves to continue: with -c, where its partial file is;
-    without, that -c would have kept one (when anything was received)."""
-    if target == "-":
+    """After an interruption: -c's partial file (the user's own, of url), or that -c keeps it."""
+    if partial is None:
         return ""
     if not resume:
         kept = "; with -c, the partial file is kept and the same command continues it"
         return kept if received else ""
-    if partial is None or not os.path.exists(partial.path):
-        return ""
-    return f"; the same command continues its partial file {partial.path}"
+    with contextlib.suppress(OSError, ValueError):
+        if partial.resumable(client.resolve(url)):
+            return f"; the same command continues its partial file {partial.path}"
+    return ""
 
 
 # --- The terminal: stderr's lines, results, the pager, tables, progress, completion ---

@@ -436,6 +436,26 @@ class ResumeCommandTests(StandInTestCase):
             asked, [(None, None), *[("bytes=1500000-", '"v1"')] * 2, ("bytes=2500000-", '"v1"')]
         )
 
+    def test_the_hint_never_names_a_partial_file_that_is_not_the_users(self) -> None:
+        # Found in review (issue 37, F1): with another user's empty .NAME.part there, -c cut
+        # said "the same command continues its partial file" of theirs; the next run started
+        # over.
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give a file to another user")
+        directory = self.tmp()
+        directory.chmod(0o1777)
+        theirs = directory / ".out.bin.part"
+        theirs.write_bytes(b"")
+        os.chown(theirs, 4242, 4242)
+        url = self.server.url + "/files/x"
+        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
+        out = str(directory / "out.bin")
+        status, _, err = self.run_main("--retries", "0", "download", url, out, "-c")
+        self.assertEqual(status, 3)
+        self.assertIn(".out.bin.part: not resumable (", err)
+        self.assertNotIn("continues its partial file", err)
+        self.assertEqual(os.listdir(directory), [theirs.name])
+
     def idempotent_service(self) -> dict[str, int]:
         """POST /api/exports gives one export per Idempotency-Key (its number, in what is returned); its file's
         first GET stalls after 1.5 MB, later ones serve it whole or the range asked for."""

@@ -1203,6 +1203,39 @@ class NeighboursStateFileTests(FileTestCase):
                 self.assertEqual(os.listdir(state), [holding] if holding else [])
                 self.assertIn(f"{state.name}: not resumable", logged.output[0])
 
+    def test_a_neighbours_entry_at_a_resumable_name_is_said_not_resumable(self) -> None:
+        # Found in review (issue 37, F1): another user's file, a directory or a dangling link at
+        # .NAME.part.json, or another user's empty .NAME.part, turned resume=True off without a
+        # word: a download cut then kept nothing, and no one was told why.
+        cases = [
+            (".out.bin.part.json", "another user's file"),
+            (".out.bin.part.json", "a directory"),
+            (".out.bin.part.json", "a dangling link"),
+            (".out.bin.part", "another user's empty file"),
+        ]
+        for name, kind in cases:
+            with self.subTest(name, kind=kind):
+                directory = self.sticky()
+                planted = directory / name
+                if kind == "a directory":
+                    planted.mkdir()
+                elif kind == "a dangling link":
+                    planted.symlink_to("nowhere")
+                else:
+                    planted.write_bytes(b"")
+                    self.as_stranger(planted)
+                self.script(cut(DATA, 1_200_000, {"ETag": '"v1"'}))
+                with (
+                    self.assertLogs("dataset_client", "WARNING") as logged,
+                    self.assertRaises(dc.DatasetClientError),
+                ):
+                    self.client(max_retries=0).download(
+                        "files/x", directory / "out.bin", resume=True
+                    )
+                self.assertIn(f"{name}: not resumable (", logged.output[0])
+                self.assertIn("another user's", logged.output[0])
+                self.assertEqual(os.listdir(directory), [name], "theirs is left alone")
+
 
 class FileModeTests(FileTestCase):
     """The file written is the user's alone until the commit gives it its mode."""
