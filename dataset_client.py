@@ -3805,7 +3805,8 @@ def _take_over_abandoned_lock(directory: _Directory, name: str) -> bool:
     judged = _abandoned_lock(directory, name)
     if judged is None:
         return False
-    claim = f"{name}.{judged.st_dev:x}-{judged.st_ino:x}.claim"
+    # Within _hidden_stem's 24 bytes; one directory, one device: its inode's low 28 bits.
+    claim = f"{name}.{judged.st_ino & 0xFFFFFFF:07x}.claim"
     try:  # one process at a time checks it is still that file, still abandoned
         os.close(directory.create(claim))
     except OSError:

@@ -924,6 +924,25 @@ class LockFileTests(ServerTestCase):
             target._unlock()
         self.assertEqual(list(directory.iterdir()), [])
 
+    def test_an_abandoned_lock_of_a_name_of_any_length_is_taken_over(self) -> None:
+        # Found in review (issue 37, L2): names of 229 bytes and more never resumed after kill -9
+        # and left their side files for ever: the takeover's claim,
+        # .NAME.part.lock.<dev hex>-<ino hex>.claim, was past NAME_MAX (ENAMETOOLONG, swallowed).
+        directory = self.tmp()
+        for length in (100, 119, 120, 200, 229, 254, 255):
+            destination = str(directory / ("d" * length))
+            with (
+                self.subTest(length=length),
+                mock.patch.object(dc, "_process_exists", lambda pid: pid == os.getpid()),
+                dc._FileTarget(dc._Directory(destination), resume=False) as target,
+            ):
+                lock = directory / (target.stem + ".part.lock")
+                lock.write_text("4194303")  # a process that is gone
+                self.assertTrue(target._lock_with_a_file())
+                self.assertEqual(lock.read_text(), str(os.getpid()))
+                target._unlock()
+            self.assertEqual(list(directory.iterdir()), [])
+
     def test_an_empty_or_garbled_lock_is_abandoned_once_it_is_a_few_seconds_old(self) -> None:
         # Found in review: an empty lock (a process killed before it wrote) was never taken over, and
         # a pid too large for os.kill raised OverflowError.
