@@ -1868,8 +1868,7 @@ _PROFILES_FUNCTION = r"""_dataset_client_profiles() {
 _BASH_COMPLETION = """\
 # dataset-client completion for bash: eval "$(dataset-client completion bash)"
 PROFILES_FUNCTION
-# File names, each one word whatever it holds (spaces, glob characters), but not the hidden files a
-# download makes beside its destination (.NAME.part, its state, lock and temporaries).
+# File names, each one word (spaces, glob characters), not the files a download makes beside DEST.
 _dataset_client_files() {
     local name
     compopt +o bashdefault 2>/dev/null  # its fallback would offer what is left out here
@@ -1904,9 +1903,7 @@ _ZSH_COMPLETION = """\
 # dataset-client completion for zsh: eval "$(dataset-client completion zsh)" (after compinit)
 PROFILES_FUNCTION
 # File names, quoted by _files, but not the hidden files a download makes beside its destination.
-_dataset_client_files() {
-    _files -F "(HIDDEN_LIST)"
-}
+_dataset_client_files() { _files -F "(HIDDEN_LIST)" }
 _dataset_client() {
     local command="" word
     case "${words[CURRENT-1]}" in
@@ -1945,9 +1942,12 @@ fi
 """
 
 
-# The files a download makes beside DEST (the library's _FileTarget, _StateFile): never offered.
-_HIDDEN_FILES: tuple[str, ...] = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp")
-_HIDDEN_FILES += (".*.part.json.tmp", ".*.????????????.new", ".*.part.?", ".*.part.????????????")
+# Exactly the files a download makes beside DEST (the library's _FileTarget, _StateFile and lock):
+# never offered; anything else is (a user's .x.part.a). _HEX: one hex digit.
+_HEX = "[0-9a-f]"
+_HIDDEN_FILES: tuple[str, ...] = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.tmp")
+_HIDDEN_FILES += (".*.part.[1-3]", f".*.part.{_HEX * 12}", f".*.part.json.{_HEX * 8}.tmp")
+_HIDDEN_FILES += (f".*.part.lock.{_HEX * 8}.new", f".*.part.lock.{_HEX * 7}.claim")
 
 
 def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:

@@ -15,6 +15,7 @@ import time
 import unittest
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import dataset_client_cli as cli
 from tests.support import NO_BYTECODE_HERE, ROOT, import_or_skip, readme_alias
@@ -88,6 +89,49 @@ class CompletionTests(unittest.TestCase):
         for (typed, expected), got in zip(COMPLETION_CASES, offered, strict=True):
             with self.subTest(typed=typed):
                 self.assertEqual(got.split(), sorted(expected))
+
+    # Found in review (issue 37, L3): the user's .x.part.a was hidden (.*.part.?), and the lock's
+    # .new and .claim were offered. Hidden: exactly the names the library makes beside d.
+    MADE_BESIDE: ClassVar[list[str]] = [
+        ".d.part",
+        ".d.part.json",
+        ".d.part.lock",
+        ".d.part.json.tmp",
+        ".d.part.1",
+    ]
+    MADE_BESIDE += [".d.part.3", ".d.part.0123456789ab", ".d.part.json.0a1b2c3d.tmp"]
+    MADE_BESIDE += [".d.part.lock.0a1b2c3d.new", ".d.part.lock.0a1b2c3.claim"]
+    USERS: ClassVar[list[str]] = [
+        ".x.part.a",
+        ".d.part.4",
+        ".d.part.json.x.tmp",
+        ".d.part.0123456789",
+        ".d.part.l",
+    ]
+    USERS += [".d.0123456789ab.new", ".d.part.lock.2a-16420f.claim", ".d.part.lock.new"]
+
+    def test_bash_hides_exactly_the_files_a_download_makes(self) -> None:
+        for name in self.MADE_BESIDE + self.USERS:
+            (self.directory / name).touch()
+        lines = ['eval "$SCRIPT"', "COMP_WORDS=(dataset-client download http://h/f .)"]
+        lines.append('COMP_CWORD=3; _dataset_client; printf "%s\\n" "${COMPREPLY[@]}"')
+        stdout = self.run_shell(["bash", "--norc", "--noprofile", "-c"], lines, "bash")
+        offered = [name for name in stdout.split() if name not in (".", "..")]
+        self.assertEqual(sorted(offered), sorted(self.USERS))
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
+    def test_zsh_hides_exactly_the_files_a_download_makes(self) -> None:
+        # _files stood in for: each name printed unless one of the patterns given to -F matches it.
+        names = " ".join(shlex.quote(name) for name in self.MADE_BESIDE + self.USERS)
+        lines = [f"names=({names})", "compdef() { : }", 'eval "$SCRIPT"']
+        lines.append(
+            '_files() { setopt localoptions noglob; local -a hide; eval "hide=$2"; local n p'
+        )
+        lines.append("for n in $names; do for p in $hide; do [[ $n == ${~p} ]] && continue 2")
+        lines.append("done; print -- $n; done }")
+        lines.append("words=(dataset-client download http://h/f .); CURRENT=4; _dataset_client")
+        stdout = self.run_shell(["zsh", "-f", "-c"], lines, "zsh")
+        self.assertEqual(sorted(stdout.split()), sorted(self.USERS))
 
     @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed here (apt-get install zsh)")
     def test_zsh_completes_commands_options_values_and_file_names(self) -> None:
@@ -221,7 +265,8 @@ class CompletionTests(unittest.TestCase):
             ".out.bin.part.1",
             ".out.bin.part.0123456789ab",
             ".out.bin.0123456789ab.part",
-            ".out.bin.0123456789ab.new",
+            ".out.bin.part.lock.0a1b2c3d.new",
+            ".out.bin.part.lock.0a1b2c3.claim",
             ".out.bin.part.json.tmp",
             ".out.bin.part.json.0a1b2c3d.tmp",
         ]
