@@ -3648,8 +3648,7 @@ class _StateFile:
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
         ino = [os.fstat(self.fd).st_ino]
-        # Of another file than this .part (renamed in since; none: an earlier version's). Its
-        # inode only: mounted again, a filesystem may get another device number (saved before it).
+        # Of another .part (renamed in since; none: older). The inode alone: remounts change st_dev.
         file = saved.get("file", ino) if isinstance(saved, dict) else ino
         if not isinstance(file, list) or file[-1:] != ino:
             saved = None
@@ -3661,8 +3660,7 @@ class _StateFile:
         """Record ``state`` (0600: the URL may hold a signature) whole; once that fails, no more."""
         if self.failed:
             return
-        status = os.fstat(self.fd)
-        state["file"] = [status.st_dev, status.st_ino]
+        state["file"] = [os.fstat(self.fd).st_ino]
         data = json.dumps(state).encode()
         try:
             try:
