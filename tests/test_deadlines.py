@@ -196,6 +196,8 @@ class DeadlineTests(ServerTestCase):
             str(error),
             f"GET {self.server.url}/api/v1/datasets: timed out waiting for data (after 2 attempts)",
         )
+        # The second request was sent (its answer timed out), but the server may read it later.
+        wait_for(lambda: len(self.requests) >= 2)
         self.assertEqual([r.path for r in self.requests], ["/api/v1/datasets"] * 2)
 
     def test_a_retry_after_longer_than_the_deadline_is_not_waited_for(self) -> None:
