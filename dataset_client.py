@@ -1,12 +1,9 @@
-"""A synchronous client for the dataset query and export service (Python
-3.11+, stdlib only).
+"""Synchronous client for the dataset query/export service: 3.11+, stdlib only.
 
-Copy ``dataset_client.py`` into your tree to import the client; put
-``dataset_client_cli.py`` beside it for the ``dataset-client`` command line
-(``pip install`` gives both).
+Copy ``dataset_client.py`` into your tree; ``dataset_client_cli.py`` beside
+it is the ``dataset-client`` command (``pip install`` gives both).
 
-Every error about a request derives from ``DatasetClientError`` and the
-built-in in brackets::
+Errors about a request derive from ``DatasetClientError`` and a built-in::
 
     DatasetClientError
     ├── ServiceError (RuntimeError)         the service answered >= 400
@@ -18,38 +15,22 @@ built-in in brackets::
     └── ClientClosedError (RuntimeError)    used after (or during) close()
 
 Bad arguments raise ``TypeError``/``ValueError`` before anything is sent
-(the service judges ``format`` and each symbol: ``"A,B"`` is one); the
-file system's errors are its ``OSError``. Licence: MIT. Copyright (c)
-2026 the dataset-client authors.
+(the service judges ``format`` and each symbol: ``"A,B"`` is one); file
+errors: ``OSError``. Licence: MIT. (c) 2026 the dataset-client authors.
 
 The file's regions, each under a banner, in the order a call flows::
 
-    The public face: the imports, the limits and platform features that
-        several regions share, the errors, DatasetClient's public methods
-    The request pipeline: DatasetClient's methods after "end of public
-        API" (a call, its retries, redirects, the send), the scheme probe,
-        Retry-After, origins
-    Bodies and decoding: a body's framing checked, read within its limits,
-        gzip undone, JSON decoded; an error response made a ServiceError
-    Secrets and redaction: _Secret, _Secrets, what no error, log, repr or
-        frame shows; the characters never shown raw (_escaped)
-    Messages and the log: how a request, a size, a long text are named in
-        messages; the logger (_logger)
-    The deadline and the stall watch: _Deadline, one a call, on each
-        _Request to the pool: connecting, resolving, reading; _Watch
-    Connections and the pool: _ConnectionPool (kept-alive connections,
-        close(), a fork), _PooledResponse (the head), the client's error
-        for a socket, TLS or HTTP failure
-    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a proxy's 407;
-        what is trusted (the system store, REQUESTS_CA_BUNDLE, ca_bundle)
-        and the advice when a certificate is refused
-    The download engine: _Transfer (the run), _Parts (the parts and their
-        threads), _Acceptance (ranges, restarts, resuming), _Checks
-        (digests), _Limits (rates), _Digest (hashing)
-    Sinks: where a download's bytes go: a file beside the destination,
-        moved over it by commit (_FileTarget), a stream, the reorder buffer
-    Safe file operations: links followed only as the kernel would, the
-        user's own files, temporaries, locks, the state file
+    The public face: the imports, shared limits, the errors, DatasetClient
+    The request pipeline: a call, its retries, redirects, the send, origins
+    Bodies and decoding: framing, limits, gzip, JSON; a ServiceError made
+    Secrets and redaction: _Secret, _Secrets; what is never shown (_escaped)
+    Messages and the log: a request, a size, a long text named; _logger
+    The deadline and the stall watch: _Deadline (one a call), _Watch
+    Connections and the pool: _ConnectionPool, _PooledResponse, its errors
+    Proxies and TLS trust: HTTP(S)_PROXY and NO_PROXY, a 407; CAs trusted
+    The download engine: _Transfer, _Parts, _Acceptance, _Checks, _Digest
+    Sinks: _FileTarget (committed over the destination), streams, reordering
+    Safe file operations: links, own files, temporaries, locks, state files
     Argument checks: each argument checked before anything is sent
     Configuration: the variables, the config file and its profiles
     The command line's entry: main() runs dataset_client_cli.py
@@ -67,14 +48,12 @@ if sys.version_info < (3, 11):  # noqa: UP036 (one clear line, not an error from
     _TOO_OLD = "dataset_client needs Python 3.11 or later; this is Python {}.{}.{}".format(
         *sys.version_info[:3]
     )
-    # Run as python -m dataset_client: one line, not a traceback from inside.
     if __name__ == "__main__":
         sys.stderr.write(f"dataset-client: error: {_TOO_OLD}\n")
         raise SystemExit(2)
     raise ImportError(_TOO_OLD)
 
-# _thread, not threading: threading itself is imported where a thread is started, off the import
-# path.
+# _thread, not threading: threading is imported off the import path, where a thread starts.
 import _thread
 import collections.abc
 import contextlib
@@ -102,7 +81,7 @@ import weakref
 import zlib
 
 TYPE_CHECKING = False
-# Names for the type checker only: importing typing would cost every import of this module.
+# For the type checker only: importing typing would cost every import.
 if TYPE_CHECKING:
     import queue
     import threading
@@ -134,17 +113,13 @@ __version__ = "1.1.0"
 _DEFAULT_USER_AGENT = "dataset-client/{} Python/{}.{}.{}".format(__version__, *sys.version_info[:3])
 # Bytes read at once: 1 MiB reads measured faster than 64 KiB ones.
 _CHUNK_SIZE = 1024 * 1024
-# The decoded bytes of an error body kept in ServiceError.body.
 _ERROR_BODY_LIMIT = 64 * 1024
 _MAX_CONNECTIONS = 32
-# The longest time-out a lock or a socket takes.
 _MAX_WAIT = float(_thread.TIMEOUT_MAX)
-# The largest file offset there is.
 _MAX_SIZE = 2**63 - 1
 
-# Platform features, probed once (Windows has none: .ci/without_posix_extras.py tests that).
+# Platform features, probed once (Windows: none; .ci/without_posix_extras.py).
 _WINDOWS = os.name == "nt"
-# Without pwrite and pread, parts are written after a seek, under a lock.
 _HAS_PWRITE = hasattr(os, "pwrite") and hasattr(os, "pread")
 _HAS_FORK_HOOKS = hasattr(os, "register_at_fork")
 # Without geteuid (Windows), every file is taken for the user's own.
@@ -152,7 +127,6 @@ _HAS_GETEUID = hasattr(os, "geteuid")
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_BINARY = getattr(os, "O_BINARY", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-# Linux opens a link as itself with O_PATH.
 _O_PATH = getattr(os, "O_PATH", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
@@ -160,7 +134,6 @@ _NOT_FOLLOWED = "refusing to follow a symbolic link another user made"
 
 @functools.cache
 def _fcntl() -> Any:
-    """The fcntl module, or None (Windows); imported when first needed."""
     try:
         import fcntl
     except ImportError:
@@ -170,8 +143,7 @@ def _fcntl() -> Any:
 
 class DatasetClientError(Exception):
     """Base of the client's errors about a request. Fields (keyword arguments):
-    ``method``, ``url``, ``connecting`` (never sent), ``attempts``, and a
-    subclass's. ``named``: what its message names (see ``worded``)."""
+    ``method``, ``url``, ``connecting`` (never sent), ``attempts``, its own."""
 
     method: str = ""
     url: str = ""
@@ -192,16 +164,14 @@ class DatasetClientError(Exception):
         return self.worded()
 
     def worded(self, **words: str) -> str:
-        """The message, each setting or size it names (``named``) in ``words``
-        instead: ``worded(deadline="--max-time 5")`` for ``the deadline
-        of 5 s``."""
+        """The message, what it names (``named``) in ``words`` instead:
+        ``worded(deadline="--max-time 5")`` for ``the deadline of 5 s``."""
         parts = list(vars(self).get("parts") or [super().__str__()])
         for name, index in vars(self).get("named", {}).items():
             parts[index] = words.get(name, parts[index])
         text = "".join(parts)
         attempts = self.attempts
         if attempts == 1 and getattr(self, "deadline", None) is None:
-            # One attempt goes unsaid, but for a deadline's error: it says it after one attempt too.
             return text
         return f"{text} (after {attempts} attempt{'' if attempts == 1 else 's'})"
 
@@ -213,7 +183,7 @@ def _rebuilt_error(
     cls: type[DatasetClientError], args: tuple[Any, ...], state: dict[str, Any], payload: str = ""
 ) -> DatasetClientError:
     error = cls.__new__(cls, *args)
-    # OSError's __new__ leaves the arguments to __init__, which is not called here.
+    # OSError's __new__ leaves the arguments to __init__, not called here.
     error.args = args
     error.__setstate__(state)
     if payload:
@@ -222,9 +192,7 @@ def _rebuilt_error(
 
 
 def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: Any) -> _E:
-    """``kind(message, **fields)``, the message joined from ``pieces``; a piece ``(name, words)``
-    names what a caller may word its own way. The error keeps ``parts`` and ``named`` (each name's
-    piece), not as fields: see worded."""
+    """``kind(text, **fields)``, ``text`` joined from ``pieces`` (``(name, words)``: see worded)."""
     parts = [piece if isinstance(piece, str) else piece[1] for piece in pieces]
     error = kind("".join(parts), **fields)
     error.parts = parts  # type: ignore[attr-defined]
@@ -236,9 +204,8 @@ def _named(kind: Callable[..., _E], *pieces: str | tuple[str, str], **fields: An
 class ServiceError(DatasetClientError, RuntimeError):
     """The service answered >= 400, or a 3xx was left after redirects:
     ``404 Not Found: GET URL: message``. Fields: ``status``, ``reason``,
-    ``headers``, ``body`` (its start), ``payload`` (JSON or None),
-    ``message`` (the service's), ``request_id``, ``retry_after``
-    (seconds), ``proxy``."""
+    ``headers``, ``body`` (its start), ``payload`` (JSON or None), ``message``
+    (the service's), ``request_id``, ``retry_after`` (seconds), ``proxy``."""
 
     status: int
     reason: str
@@ -277,18 +244,16 @@ class ServiceError(DatasetClientError, RuntimeError):
         super().__init__(text, method=method, url=url, **fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The payload as JSON text: pickle recurses deeper per level than json.
+        # As JSON text (pickle recurses deeper), unless json cannot write it.
         rebuilt, (cls, args, state) = super().__reduce__()
-        # A payload json cannot write (or nested past its depth) is pickled as it is.
         with contextlib.suppress(ValueError, TypeError, RecursionError):
             return rebuilt, (cls, args, {**state, "payload": None}, json.dumps(self.payload))
         return rebuilt, (cls, args, state)
 
 
 class RequestTimeoutError(DatasetClientError, TimeoutError):
-    """A wait outlasted ``timeout``, the call its ``deadline`` (then set, with
-    ``retry_after`` when the server asked to wait past it), or a download
-    stalled below ``min_rate``."""
+    """A wait outlasted ``timeout``, a call its ``deadline`` (set; ``retry_after``
+    if the server asked to wait past it), or a download fell below ``min_rate``."""
 
     deadline: float | None = None
     retry_after: float | None = None
@@ -297,11 +262,10 @@ class RequestTimeoutError(DatasetClientError, TimeoutError):
 
 
 class NetworkError(DatasetClientError, ConnectionError):
-    """Refused, reset, closed early, or TLS failed (``certificate``: the server's
-    was refused)."""
+    """Refused, reset, cut, or TLS failed (``certificate``: the server's refused)."""
 
     certificate: bool = False
-    # A failure a server speaking the other scheme causes too: the pipeline asks it once.
+    # A server speaking the other scheme fails so: the pipeline asks it once.
     _scheme_in_doubt: bool = False
 
 
@@ -321,8 +285,7 @@ class InvalidResponseError(DatasetClientError, ValueError):
 
 
 class ChecksumMismatchError(DatasetClientError, ValueError):
-    """The bytes' digest is ``actual``, not ``expected`` (``sha256``, or the
-    server's)."""
+    """The digest is ``actual``, not ``expected`` (``sha256``, or the server's)."""
 
     method = "GET"
     expected: str = ""
@@ -333,7 +296,6 @@ class ClientClosedError(DatasetClientError, RuntimeError):
     """The client was used after ``close()``, or closed while a call was running."""
 
 
-# What a call after close() is told, wherever the client finds it closed.
 _CLOSED = "the DatasetClient is closed"
 
 
@@ -349,7 +311,6 @@ def _rebuilt_client(
 
 
 def _as_secret(value: Any) -> Any:
-    """A key as _Secret, or headers' values (in a dict): in no traceback's locals."""
     if isinstance(value, str):
         return _Secret(value)
     if isinstance(value, collections.abc.Mapping):
@@ -360,11 +321,10 @@ def _as_secret(value: Any) -> Any:
 class DatasetClient:
     """A client for one service, which threads may share.
 
-    ``close()`` ends its connections. ``api_key`` and ``headers`` go to
-    ``base_url``'s origin only; ``timeout`` bounds connecting and each wait,
-    ``deadline`` a whole call; ``ca_bundle``: CA certificates trusted besides
-    the system's. A copy or pickle (holding the key) is a new client with the
-    same settings; one given an ``ssl_context`` does not pickle."""
+    ``api_key`` and ``headers`` go to ``base_url``'s origin only; ``timeout``
+    bounds connecting and each wait, ``deadline`` a whole call; ``ca_bundle``:
+    CAs trusted besides the system's. A copy or pickle (holding the key) is a
+    new client, same settings; one with an ``ssl_context`` does not pickle."""
 
     def __init__(
         self,
@@ -384,7 +344,6 @@ class DatasetClient:
         api_key = _as_secret(api_key)
         headers = _as_secret(headers)
         self._base_url, self._origin = _parse_base_url(base_url)
-        # A time-out is at most what a lock or socket takes.
         if timeout is not None:
             timeout = _check_number(timeout, "timeout", positive=True, none=True)
             timeout = min(float(timeout), _MAX_WAIT)
@@ -400,7 +359,6 @@ class DatasetClient:
             _check_header_value(api_key, "api_key", token=True)
             key = {"Authorization": _Secret(f"Bearer {api_key}")}
             self._credentials = _merge_headers(key, extra)
-        # For a copy or an unpickled client.
         self._arguments: dict[str, Any] = dict(base_url=base_url, api_key=api_key, headers=extra)
         self._arguments.update(timeout=timeout, max_retries=self._max_retries, user_agent=agent)
         self._arguments.update(ssl_context=ssl_context, backoff_factor=self._backoff_factor)
@@ -410,7 +368,6 @@ class DatasetClient:
         self._trusted_download_headers = _merge_headers(self._download_headers, self._credentials)
         self._service_headers = _merge_headers(service, self._credentials)
         self._pool = _ConnectionPool(context)
-        # HTTP(S)_PROXY and NO_PROXY are read now, once.
         proxies = _ProxyHandler()
         self._opener = urllib.request.OpenerDirector()
         self._opener.add_handler(proxies)
@@ -437,7 +394,7 @@ class DatasetClient:
     def __copy__(self, memo: object = None) -> DatasetClient:
         return _rebuilt_client(type(self), self._arguments, self._pool.closed)
 
-    # A deep copy is a copy: the settings are immutable or copies already.
+    # The settings are immutable or copies already.
     __deepcopy__ = __copy__
 
     def __enter__(self) -> DatasetClient:
@@ -464,7 +421,6 @@ class DatasetClient:
         try:
             return cls(**arguments)
         except OSError as exc:
-            # A ca_bundle from the profile is named so.
             named = getattr(exc, "named", {})
             if "ca_bundle" in settings or "ca_bundle" not in named:
                 raise
@@ -501,8 +457,7 @@ class DatasetClient:
         return redacted
 
     def resolve(self, download_url: str) -> str:
-        """The URL ``download`` fetches for ``download_url``; ValueError for
-        one it refuses."""
+        """The URL ``download`` fetches for ``download_url`` (else ValueError)."""
         return _resolve_download_url(self._base_url, download_url)
 
     def list_datasets(self) -> Any:
@@ -524,18 +479,25 @@ class DatasetClient:
         format: str = "parquet",
         idempotency_key: str | None = None,
     ) -> Any:
-        """``POST /exports``; return the decoded JSON. ``symbols``: one or an
-        iterable; a date: a ``datetime.date`` or a string; ``idempotency_key``:
-        by default a fresh UUID each call."""
+        """``POST /exports``; return the decoded JSON. ``symbols``: one or more;
+        dates: ``datetime.date`` or str; ``idempotency_key`` (None: a new UUID)."""
         import uuid
 
         key = str(uuid.uuid4()) if idempotency_key is None else idempotency_key
         _check_header_value(key, "idempotency_key", token=True)
         _check_text(dataset, "dataset")
         _check_text(format, "format")
-        symbols = _check_symbols(symbols)
+        iterable = isinstance(symbols, collections.abc.Iterable)
+        if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
+            kind = type(symbols).__name__
+            raise _refused("symbols", f"must be a str or an iterable of str, not {kind}", TypeError)
+        checked = [symbols] if isinstance(symbols, str) else list(symbols)
+        for index, symbol in enumerate(checked):
+            _check_text(symbol, f"symbols[{index}]")
+        if not checked:
+            raise _refused("symbols", "must not be empty")
         start, end = _format_dates(start_date, end_date)
-        body = dict(dataset=dataset, symbols=symbols, start_date=start, end_date=end, format=format)
+        body = dict(dataset=dataset, symbols=checked, start_date=start, end_date=end, format=format)
         return self._call("POST", "/exports", body, {"Idempotency-Key": key})
 
     def download(
@@ -562,7 +524,7 @@ class DatasetClient:
         below which a connection is cut and resumed; ``verified(check)``: told
         each check passed (``"sha256"``, ``"Repr-Digest (sha-256)"``)."""
         seconds = self._deadline if deadline is None else _check_positive(deadline, "deadline")
-        within = _Deadline.starting(seconds)
+        within = _NO_DEADLINE if seconds is None else _Deadline(seconds)
         limits = _Limits(min_rate, max_rate)
         url = _resolve_download_url(self._base_url, download_url)
         digest = _check_sha256(sha256)
@@ -576,7 +538,15 @@ class DatasetClient:
             raise _refused("connections", f"must be at most {_MAX_CONNECTIONS}")
         if self._pool.closed:
             raise ClientClosedError(_CLOSED)
-        requests = self._download_requests(url, within)
+        trusted = _origin_of(url) == self._origin
+        headers = self._trusted_download_headers if trusted else self._download_headers
+        redirects = self._send_handling_redirects
+        send = functools.partial(redirects, "GET", url, None, deadline=within, trusted=trusted)
+        retry = functools.partial(self._retrying, "GET", url, within)
+        pool = self._pool
+        requests = _DownloadRequests(
+            headers, within, send, retry, pool, self._secrets, self._timeout
+        )
         in_time = functools.partial(_check_in_time, requests, url)
         with _open_target(destination, resume, in_time) as target:
             transfer = _Transfer(requests, url, target, progress, digest, connections, limits)
@@ -604,7 +574,7 @@ class DatasetClient:
                 text = "the request contains text that is not valid Unicode (a lone surrogate)"
                 raise ValueError(text) from None
         sent = self._service_headers if headers is None else {**self._service_headers, **headers}
-        deadline = _Deadline.starting(self._deadline)
+        deadline = _NO_DEADLINE if self._deadline is None else _Deadline(self._deadline)
 
         def attempt() -> Any:
             send = self._send_handling_redirects
@@ -621,7 +591,7 @@ class DatasetClient:
         attempt: Callable[[], _T],
         progress: Callable[[], int] | None = None,
     ) -> _T:
-        """``attempt()`` until done or failed for good; ``progress()`` (bytes) renews retries."""
+        """``attempt()`` until done or failed for good; ``progress()`` renews retries."""
         attempts = 0
         retries_left = self._max_retries
         last_progress = 0 if progress is None else progress()
@@ -631,7 +601,7 @@ class DatasetClient:
                 return attempt()
             except DatasetClientError as error:
                 done = 0 if progress is None else progress()
-                # Progress: a chunk, not a byte trickled; a stall counts whatever came.
+                # Progress: a chunk, not a trickle; a stall counts whatever came.
                 stalled = isinstance(error, RequestTimeoutError) and error._stalled
                 if stalled or done - last_progress >= _CHUNK_SIZE:
                     last_progress = done
@@ -661,9 +631,9 @@ class DatasetClient:
                 raise
 
     def _failed(self, error: DatasetClientError, method: str, url: str) -> DatasetClientError:
-        """``error`` redacted; a ClientClosedError raised once close() ended the call."""
+        """``error`` redacted; ClientClosedError once close() ended the call."""
         _redact_error(error, self._secrets.shown())
-        # Its frames go, key or not: their locals hold the URLs (a redirect's signed Location).
+        # Its frames go, key or not: their locals hold URLs (a signed Location).
         error = error.with_traceback(None)
         if self._pool.closed and not isinstance(error, ClientClosedError):
             shown = _showable_url(url, self._secrets)
@@ -683,7 +653,7 @@ class DatasetClient:
         if wait <= 0 or not self._pool.first_probe(error.url):
             return error, delay
         parts = urllib.parse.urlsplit(error.url)
-        # https:// failed its handshake: is the server plain HTTP? (http://: is it TLS?)
+        # https:// failed its handshake: is the server plain HTTP? (http://: TLS?)
         plain = parts.scheme == "https"
         host = parts.hostname or ""
         port = parts.port or (443 if plain else 80)
@@ -712,7 +682,6 @@ class DatasetClient:
         return wrong, None
 
     def _retry_delay(self, method: str, error: DatasetClientError, attempts: int) -> float | None:
-        """Seconds to wait before retrying after ``error``, or None: not retried."""
         # A redirect made the POST a GET: it was acted on.
         if error.method != method:
             return None
@@ -750,7 +719,7 @@ class DatasetClient:
         while True:
             # origin_req_host: else urlparse, for cookies.
             request = _Request(url, body, method=method, origin_req_host=self._origin[1])
-            # Not add_header, which re-cases names; a copy: ProxyHandler adds Proxy-Authorization.
+            # Not add_header, which re-cases names; a copy: ProxyHandler adds to it.
             request.headers = (
                 {**headers, "Content-Type": "application/json"} if body else dict(headers)
             )
@@ -760,17 +729,22 @@ class DatasetClient:
             if status < 300:
                 return response
             if status == 407 and response.proxy is not None and url.startswith("http:"):
-                raise _proxy_refused(response, self._proxies)
+                response.close()
+                sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
+                said = (response.proxy, "HTTP_PROXY", sent, "407 Proxy Authentication Required")
+                error = _proxy_credentials_error(response.method, response.url, *said)
+                error.__cause__ = _ProxyAuthenticationRequired(f"{status} {response.reason}")
+                raise error
             redirect = status in {301, 302, 303, 307, 308}
             location = response.headers.get("Location") if redirect else None
             if location is None or hops == _MAX_REDIRECTS:
                 too_many = location is not None
                 raise _service_error(response, self._secrets, too_many_redirects=too_many)
-            # A small body read lets its connection be reused; a large one closes it.
+            # A small body read keeps its connection; a large one closes it.
             with contextlib.suppress(DatasetClientError), response:
                 response.read(_ERROR_BODY_LIMIT)
             try:
-                # urllib quotes the same way: a Location may carry spaces or non-ASCII characters.
+                # As urllib quotes it: a Location may carry spaces or non-ASCII.
                 target = urllib.parse.urljoin(url, location.strip())
                 target = urllib.parse.quote(target, safe=_ASCII_PUNCTUATION, encoding="iso-8859-1")
                 url = urllib.parse.urlunsplit(_split_http_url(target, "the redirect's Location"))
@@ -793,26 +767,17 @@ class DatasetClient:
         if request.type in self._proxies:
             response: _PooledResponse = self._opener.open(request, timeout=self._timeout)
         else:
-            # The opener would only pass it on, and tell audit hooks (PEP 578).
+            # The opener would only pass it on, telling audit hooks (PEP 578).
             sys.audit("urllib.Request", url, request.data, request.headers, method)
             request.timeout = self._timeout
             response = self._pool.handle_request(request)
-        # A DEBUG line (-v); logging, twice this module's import time, is not imported for it.
+        # A DEBUG line (-v), without importing logging (twice this module's cost).
         if "logging" in sys.modules and _logger().isEnabledFor(_DEBUG):
             ms = 1e3 * (time.monotonic() - started)
             reason = self._secrets.shown().redact(response.reason)
             shown = _showable_url(url, self._secrets)
             _logger().debug("%s %s: %d %s (%.0f ms)", method, shown, response.status, reason, ms)
         return response
-
-    def _download_requests(self, url: str, deadline: _Deadline) -> _DownloadRequests:
-        trusted = _origin_of(url) == self._origin
-        headers = self._trusted_download_headers if trusted else self._download_headers
-        redirects = self._send_handling_redirects
-        send = functools.partial(redirects, "GET", url, None, deadline=deadline, trusted=trusted)
-        retry = functools.partial(self._retrying, "GET", url, deadline)
-        pool = self._pool
-        return _DownloadRequests(headers, deadline, send, retry, pool, self._secrets, self._timeout)
 
 
 _MAX_REDIRECTS = 10
@@ -825,25 +790,11 @@ _RETRIED_STATUSES = {"GET": frozenset((429, 502, 503, 504)), "POST": frozenset((
 
 
 class _WrongSchemeError(NetworkError):
-    """The server speaks the other scheme (https:// to plain HTTP, http:// to TLS)."""
-
-
-def _may_speak_the_other_scheme(
-    exc: BaseException, url: str, proxy: str | None, *, connecting: bool, fresh: bool
-) -> bool:
-    scheme = urllib.parse.urlsplit(url).scheme
-    if proxy is not None:
-        return False
-    if scheme == "https" and connecting and isinstance(exc, ssl.SSLError):
-        # TLS was spoken: a certificate to verify, or an alert refusing the handshake.
-        spoken = isinstance(exc, ssl.SSLCertVerificationError) or "ALERT" in (exc.reason or "")
-        return not spoken
-    hung_up = isinstance(exc, (ConnectionError, http.client.BadStatusLine))
-    return scheme == "http" and fresh and hung_up
+    """https:// to a plain HTTP server, or http:// to TLS."""
 
 
 def _speaks_plain_http(host: str, port: int, timeout: float, hold: _Hold) -> bool:
-    """Whether the server at host:port answers ``OPTIONS *`` (RFC 9110 9.3.7) in plain HTTP."""
+    """Whether ``OPTIONS *`` (RFC 9110 9.3.7) is answered in plain HTTP."""
     within = _Deadline(timeout)
     with _connect_within(within, hold, (host, port), timeout) as sock:
         sock.sendall(b"OPTIONS * HTTP/1.0\r\n\r\n")
@@ -869,7 +820,7 @@ def _speaks_tls(host: str, port: int, timeout: float, hold: _Hold) -> bool:
 
 
 def _parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header: delay-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    """Delay-seconds or an HTTP date (RFC 9110 10.2.3), in seconds."""
     value = (value or "").strip()
     if value.isascii() and value.isdigit():
         return min(float(value), _LONGEST_RETRY_AFTER)
@@ -884,7 +835,6 @@ def _parse_retry_after(value: str | None) -> float | None:
 
 
 def _is_loopback(host: str) -> bool:
-    """Whether ``host`` (urlsplit's hostname) is localhost, 127.0.0.0/8 or ::1."""
     if host == "localhost":
         return True
     parts = host.split(".")
@@ -917,8 +867,7 @@ _MAX_DECODED_BODY = 256 * 1024 * 1024
 
 
 def _check_framing(response: _PooledResponse) -> None:
-    """Refuse a head the stream's end cut short (read line by line: see _read_status) or an
-    ambiguous length (RFC 9112 6.3); note the Content-Encoding."""
+    """Refuse a cut head (see _read_status) or an ambiguous length (RFC 9112 6.3); note encoding."""
     head: Any = response.fp
     if isinstance(head, _HeadReader):
         response.fp = head.raw
@@ -953,23 +902,20 @@ def _read_json(response: _PooledResponse, secrets: _Secrets) -> Any:
         return json.loads(text)
     # The cause kept without the body the one raised holds.
     except json.JSONDecodeError as exc:
-        clean = json.JSONDecodeError(exc.msg, "", 0)
-        clean.args = exc.args
-        clean.pos = exc.pos
-        clean.lineno = exc.lineno
-        clean.colno = exc.colno
-        cause: ValueError = clean
+        cause: ValueError = json.JSONDecodeError(exc.msg, "", 0)
+        cause.args = exc.args
+        vars(cause).update(pos=exc.pos, lineno=exc.lineno, colno=exc.colno)
     except (ValueError, RecursionError) as exc:
         cause = ValueError(str(exc))
     content_type = response.headers.get("Content-Type", "no content type")
     start = _redact_value(start, secrets)[:200]
     text = f"{response.status} response is not JSON ({content_type}): {start!r}"
-    # Raised outside the except clause: the one caught, body and all, would be its context.
+    # Raised outside the except clause: the one caught (body and all) would be its context.
     raise _invalid(response, text) from cause
 
 
 def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body, gzip undone, at most ``limit`` decoded bytes (more: cut if ``truncate``)."""
+    """The body, gzip undone, at most ``limit`` bytes (``truncate``: cut, not refused)."""
     identity = response.encoding == "identity"
     most = _CHUNK_SIZE if truncate and not identity else limit
     raw = _read_at_most(response, most, truncate=truncate)
@@ -992,7 +938,7 @@ def _read_body(response: _PooledResponse, limit: int, *, truncate: bool = False)
 
 
 def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
-    """Inflate ``data``'s gzip members onto ``decoded`` (up to ``limit + 1`` bytes); how many."""
+    """Inflate gzip members onto ``decoded`` (to ``limit + 1`` bytes); how many."""
     offset = inflated = 0
     while offset < len(data):
         decoder = zlib.decompressobj(wbits=47)
@@ -1012,7 +958,7 @@ def _inflate_members(data: memoryview, limit: int, decoded: list[bytes]) -> int:
 
 
 def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = False) -> bytes:
-    """The body as sent, at most ``limit`` bytes; more (unless ``truncate``) refused unread."""
+    """The body as sent, at most ``limit`` bytes; more refused unread (or cut)."""
     if response.length is not None and response.length <= limit:
         return response.read()
     refused = f"a body of more than {_size(limit)}: refused"
@@ -1040,8 +986,7 @@ def _read_at_most(response: _PooledResponse, limit: int, *, truncate: bool = Fal
 def _service_error(
     response: _PooledResponse, secrets: _Secrets, *, too_many_redirects: bool = False
 ) -> ServiceError:
-    """An error response's ServiceError, from a bounded part of its body, secrets redacted."""
-    # A little more than is kept: a secret across the cut redacted whole, then cut.
+    # A little more than is kept, as _read_json reads.
     try:
         raw = _read_body(response, _ERROR_BODY_LIMIT + secrets.longest, truncate=True)
     except DatasetClientError:
@@ -1065,7 +1010,7 @@ def _service_error(
 
 
 def _message_of(payload: Any, body: str = "") -> str | None:
-    """The service's own message in a JSON error body; for another body, _reason_in_text's."""
+    """The service's message in a JSON error body, else _reason_in_text's."""
     if payload is None:
         return _reason_in_text(body)
     if not isinstance(payload, dict):
@@ -1080,7 +1025,7 @@ def _message_of(payload: Any, body: str = "") -> str | None:
 
 
 def _reason_in_text(body: str) -> str | None:
-    """A non-JSON error body's reason: XML Code and Message, HTML title or first line, escaped."""
+    """XML Code and Message, an HTML title, or the first line."""
     import html
 
     text = body.lstrip("\ufeff \t\r\n")
@@ -1109,16 +1054,17 @@ def _invalid(response: _PooledResponse, text: str) -> InvalidResponseError:
 # ============================================================================
 
 _REDACTED = "<redacted>"
-# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth): shared starts once.
+# Credentials in signed URLs (S3, GCS, CloudFront, Azure SAS, OAuth), shared starts once.
 _SIGNED_PARAMETERS = (
     "X-(?:Amz-(?:Signature|Credential|Security-Token)|Goog-(?:Signature|Credential))"
     "|sig(?:nature)?|Policy|Key-Pair-Id|token|access_token"
 )
-# How each way of writing "=" that _signed_parameter knows starts (its pattern, only then).
+# How each "=" _signed_parameter knows starts (its pattern runs only then).
 _EQUALS_MARKS = ("=", "%3", "%25", "\\u00", "\\x3", "&#", "&equals;")
-# Never shown as sent where server text is (the command line escapes the same): C0, DEL, C1,
-# bidirectional controls ("denied\u202e :ko" reads "ok"), zero-width and invisible ones (soft
-# hyphen, fillers, tags), line and paragraph separators, lone surrogates. A pattern's ranges.
+# An escape (percent, JSON, HTML): how a secret's other forms start.
+_ESCAPE = r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;"
+# Escaped wherever server text is shown (the command line too): C0, DEL, C1, bidirectional
+# controls ("denied\u202e :ko" reads "ok"), invisible ones, line separators, lone surrogates.
 _UNSEEN = (
     "\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u206f\ufeff"
     "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u3164\uffa0\ufff9-\ufffb\U000e0000-\U000e007f"
@@ -1127,7 +1073,7 @@ _UNSEEN = (
 
 
 class _Secret(str):
-    """A header value that may carry a credential: its repr never shows it."""
+    """A value that may be a credential: its repr never shows it."""
 
     __slots__ = ()
 
@@ -1136,7 +1082,7 @@ class _Secret(str):
 
 
 class _Secrets:
-    """Secrets to redact in every form a server echoes (``signed``: signed URLs' too)."""
+    """Secrets to redact in any form a server echoes (``signed``: signed URLs' too)."""
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
@@ -1153,14 +1099,14 @@ class _Secrets:
         return (_Secrets, (self.texts, self.signed))
 
     def shown(self) -> _Secrets:
-        """Signed URLs' credentials too: for errors and logs, not results (URLs that work)."""
+        """Signed URLs' credentials too: for errors and logs, not results."""
         if self._shown is None:
             self._shown = self if self.signed else _Secrets(self.texts, signed=True)
         return self._shown
 
     @property
     def longest(self) -> int:
-        """The most characters a secret's escaped form can take."""
+        """The most characters an escaped secret can take."""
         return 8 * len(self.texts[0]) if self.texts else 0
 
     def redact(self, text: str) -> str:
@@ -1169,7 +1115,7 @@ class _Secrets:
         if not self.texts:
             return text
         # No escape in the text: a secret is there as itself, if at all.
-        if _escape_finder()(text) is None:
+        if re.search(_ESCAPE, text) is None:
             for secret in self.texts:
                 text = text.replace(secret, _REDACTED)
             return text
@@ -1179,7 +1125,7 @@ class _Secrets:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """``values`` (4 characters or more), proxy passwords and Basic credentials, and base64."""
+    """``values`` (4 characters or more), proxy passwords, Basic credentials, and base64."""
     # urllib.request has imported it already.
     import base64
 
@@ -1192,14 +1138,8 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
     return _Secrets(text for text in texts if len(text) >= 4)
 
 
-@functools.cache
-def _escape_finder() -> Callable[[str], re.Match[str] | None]:
-    """The first escape (percent, JSON, HTML) in a text: how other forms start."""
-    return re.compile(r"%[0-9A-Fa-f]{2}|\\[uU/\"\\]|&#|&[A-Za-z][A-Za-z0-9]*;").search
-
-
 def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
-    """A function replacing each secret in any mix of the forms servers echo."""
+    """Replaces each secret in any mix of the forms servers echo."""
     # Only an error or a log path gets here.
     from html.entities import html5
 
@@ -1207,16 +1147,16 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
     for name, character in html5.items():
         if name.endswith(";") and len(character) == 1:
             entities.setdefault(character, []).append(name)
-    # A pattern a secret (alternatives stop the engine skipping ahead), with base64's "==".
+    # A pattern a secret (alternatives stop the engine skipping ahead), base64's "==" too.
     stems = dict.fromkeys(text.rstrip("=") or text for text in texts)
     padding = f"(?:{_character_forms('=', entities)})?" * 2
     patterns = [
         re.compile("".join(_character_forms(c, entities) for c in stem) + padding) for stem in stems
     ]
 
-    # A closure: no repr shows the patterns, which spell the secrets out.
+    # A closure: no repr shows the patterns (they spell the secrets out).
     def redact(text: str) -> str:
-        # The longest first: a secret inside a longer one is replaced with it.
+        # The longest first: a secret in a longer one goes with it.
         for pattern in patterns:
             text = pattern.sub(_REDACTED, text)
         return text
@@ -1225,7 +1165,6 @@ def _forms_redactor(texts: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
-    """A pattern for a secret's character: itself, percent-encoded, JSON or HTML escaped."""
     code = ord(character)
     percent = "".join(f"%(?i:{byte:02x})" for byte in character.encode("utf-8", "surrogatepass"))
     # JSON's \uXXXX: four hex digits a UTF-16 unit.
@@ -1240,13 +1179,12 @@ def _character_forms(character: str, entities: Mapping[str, list[str]]) -> str:
 
 
 def _showable_url(url: str, secrets: _Secrets) -> str:
-    """``url`` as logs and errors show it: secrets and signed URLs' credentials redacted."""
     return secrets.shown().redact(url)
 
 
 @functools.cache
 def _signed_parameter() -> re.Pattern[str]:
-    """A signed URL's credential parameter (any case or percent-encoding) and value, in a text."""
+    """A signed URL's credential and its value, in any case or percent-encoding."""
 
     # A letter as itself (any case) or percent-encoded: s, %73, %53.
     def spelled(letter: re.Match[str]) -> str:
@@ -1266,8 +1204,7 @@ def _signed_parameter() -> re.Pattern[str]:
 
 
 def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
-    """A copy of ``value`` (text, bytes, headers, containers of them), secrets replaced; anything
-    else as it is (``strict``: TypeError)."""
+    """A redacted copy of text, bytes, headers, containers (others: as they are, or TypeError)."""
     if not secrets:
         return value
     if isinstance(value, str):
@@ -1289,7 +1226,6 @@ def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
         if isinstance(value, tuple):
             return tuple(items)
         return frozenset(items) if isinstance(value, frozenset) else set(items)
-    # Numbers, None and booleans hold no text.
     if strict and not isinstance(value, (int, float, type(None))):
         raise TypeError(f"cannot redact a {type(value).__name__}: text or containers of it only")
     return value
@@ -1298,7 +1234,7 @@ def _redact_value(value: Any, secrets: _Secrets, strict: bool = False) -> Any:
 def _redact_nested(
     value: list[Any] | Mapping[Any, Any], secrets: _Secrets, strict: bool
 ) -> dict[Any, Any] | list[Any]:
-    """A copy (a mapping: a dict), not recursive: JSON may nest thousands deep."""
+    """A copy (a mapping's: a dict), not recursive: JSON may nest thousands deep."""
 
     def shallow(container: list[Any] | Mapping[Any, Any]) -> dict[Any, Any] | list[Any]:
         if isinstance(container, collections.abc.Mapping):
@@ -1309,7 +1245,6 @@ def _redact_nested(
     # A container met twice (or inside itself) is copied once.
     copies = {id(value): top}
     pending = [top]
-    # Each container once: bounded by their number.
     while pending:
         container = pending.pop()
         places = container.keys() if isinstance(container, dict) else range(len(container))
@@ -1326,7 +1261,7 @@ def _redact_nested(
 
 
 def _redact_error(error: BaseException, secrets: _Secrets) -> None:
-    """Redact what a server echoed in ``error`` and its causes; drop the causes' frames."""
+    """Redact ``error`` and its causes; drop the causes' frames."""
     limit = _ERROR_BODY_LIMIT
     for exc in _exception_chain(error):
         exc.args = tuple(_redact_value(arg, secrets) for arg in exc.args)
@@ -1334,7 +1269,7 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
             if name.startswith("__"):
                 continue
             body = isinstance(value, (str, bytes, bytearray)) and len(value) > limit
-            # A cause's copy of a body (IncompleteRead.partial) keeps its start only.
+            # A cause's copy of a body (IncompleteRead.partial): its start only.
             if body and exc is not error:
                 value = _redact_value(value[: limit + secrets.longest], secrets)[:limit]
             setattr(exc, name, _redact_value(value, secrets))
@@ -1343,10 +1278,8 @@ def _redact_error(error: BaseException, secrets: _Secrets) -> None:
 
 
 def _exception_chain(error: BaseException) -> list[BaseException]:
-    """``error``, its causes and contexts (``raise X from Y`` in ``except Z``: both)."""
     chain: list[BaseException] = []
     pending = [error]
-    # Bounded: each exception once.
     while pending:
         exc = pending.pop()
         if any(exc is seen for seen in chain):
@@ -1357,7 +1290,7 @@ def _exception_chain(error: BaseException) -> list[BaseException]:
 
 
 def _clear_library_frames(error: BaseException) -> None:
-    """Clear the locals of finished library frames in ``error``'s chain (not a caller's)."""
+    """Clear finished library frames' locals in ``error``'s chain (not a caller's)."""
     stdlib = os.path.dirname(os.__file__)
     for exc in _exception_chain(error):
         tb = exc.__traceback__
@@ -1373,7 +1306,7 @@ def _clear_library_frames(error: BaseException) -> None:
 
 
 def _escaped(text: str) -> str:
-    """``text``, _UNSEEN's characters escaped as a terminal shows them (``\\u202e``)."""
+    """``text``, _UNSEEN's characters escaped (``\\u202e``)."""
     return re.sub(f"[{_UNSEEN}]", _escape, text)
 
 
@@ -1395,7 +1328,6 @@ def _request_name(method: str, url: str, proxy: str | None) -> str:
 
 
 def _shortened(text: str, limit: int = 60, *, kept: int | None = None) -> str:
-    """``text``, or when longer than ``limit`` its first ``kept`` (else ``limit``) characters."""
     if len(text) <= limit:
         return text
     return f"{text[: limit if kept is None else kept]}... ({len(text)} characters)"
@@ -1413,7 +1345,7 @@ def _size(count: float) -> str:
 
 @functools.cache
 def _logger() -> Any:
-    # Here: only retries, resumes and (at DEBUG) requests log, so logging is off the import path.
+    # Only retries, resumes and (at DEBUG) requests log: logging is off the import path.
     import logging
 
     logger = logging.getLogger("dataset_client")
@@ -1435,23 +1367,18 @@ _NEVER = float("inf")
 
 
 class _Deadline:
-    """When a call must have ended (inf: never), handed on each _Request it sends to the pool:
-    not ``finite``, no thread looks a name up, no response is watched."""
+    """When a call must end, on each _Request (inf: no lookup thread, no response watched)."""
 
     def __init__(self, seconds: float = _NEVER) -> None:
         self.seconds = seconds
         self.ends = time.monotonic() + seconds
         self.finite = seconds < _NEVER
 
-    @classmethod
-    def starting(cls, seconds: float | None) -> _Deadline:
-        return _NO_DEADLINE if seconds is None else cls(seconds)
-
     def left(self) -> float:
         return self.ends - time.monotonic()
 
     def wait(self, timeout: float | None, method: str, url: str) -> float | None:
-        """The next wait's time-out: ``timeout``, or the time left if less (raised if none)."""
+        """``timeout``, or the time left if less (none: raised)."""
         if not self.finite:
             return timeout
         left = self.left()
@@ -1469,7 +1396,7 @@ class _Deadline:
     def stop(
         self, error: DatasetClientError, method: str, url: str, delay: float | None
     ) -> RequestTimeoutError | None:
-        """The error ending the call after ``error`` (the deadline reached, or ``delay`` past)."""
+        """The error ending the call (its deadline reached, or ``delay`` past it)."""
         if isinstance(error, RequestTimeoutError) and error.deadline:
             return error
         left = self.left()
@@ -1495,8 +1422,6 @@ class _Request(urllib.request.Request):
 
 
 class _ReceivingWithin(io.RawIOBase):
-    """A socket's stream whose receives end at a deadline (a head trickled)."""
-
     def __init__(self, raw: Any, deadline: _Deadline) -> None:
         super().__init__()
         self.raw = raw
@@ -1528,7 +1453,7 @@ def _connect_within(
     timeout: float | None,
     source: tuple[str, int] | None = None,
 ) -> socket.socket:
-    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket first."""
+    """socket.create_connection ended by ``deadline``; ``hold`` gets each socket."""
     host, port = address
     failure = OSError(f"no address for {host}")
     if deadline.finite:
@@ -1558,7 +1483,7 @@ def _connect_within(
 
 
 def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
-    """``getaddrinfo`` given up at ``deadline`` (in a thread: no lookup can be stopped)."""
+    """``getaddrinfo`` given up at ``deadline`` (in a thread: a lookup cannot be stopped)."""
     with contextlib.suppress(socket.gaierror):
         return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
     import threading
@@ -1583,18 +1508,18 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 
 
 class _Watch:
-    """A body read a receive at a time, within its deadline, and above ``min_rate`` if given."""
+    """A body read a receive at a time, within its deadline and above ``min_rate``."""
 
     def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
         self.min_rate = min_rate
         self.period = timeout or 30.0
-        # With min_rate, no wait is longer: a stretch that brings nothing is measured too.
+        # With min_rate, no wait is longer: a stretch bringing nothing is measured too.
         self.timeout = self.period if min_rate else timeout
         self.started, self.received = time.monotonic(), 0
         self.ended: DatasetClientError | None = None
 
     def read(self, response: _PooledResponse, amount: int | None = None) -> bytes:
-        """``response.read(amount)``: bytes before a stall returned, the next read raises."""
+        """``response.read(amount)``: bytes before a stall returned; the next read raises."""
         if self.ended is not None:
             # The body is whole: a stall with its last bytes ends nothing.
             if response.length == 0:
@@ -1665,7 +1590,7 @@ _MAX_INTERIM_RESPONSES = 100
 
 
 class _ConnectionPool(urllib.request.BaseHandler):
-    """A thread-safe urllib handler keeping HTTP/1.1 connections alive; close() ends them all."""
+    """A thread-safe urllib handler keeping HTTP/1.1 connections alive."""
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         self._ssl_context = ssl_context
@@ -1685,7 +1610,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self._open.acquire()
 
     def _leave_parents_connections(self) -> None:
-        """In a forked child: the parent's sockets closed, not through io's locks."""
+        """The parent's sockets closed, not through io's locks."""
         socks = [connection.sock for connection in self._busy]
         socks += [connection.sock for idle in self._idle.values() for connection in idle]
         socks += self._connecting.values()
@@ -1709,7 +1634,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         self.interrupt(threads)
 
     def first_probe(self, url: str) -> bool:
-        """Whether to probe ``url``'s origin for the other scheme: once, before any answer."""
+        """Whether to probe ``url``'s origin: once, before any answer."""
         origin = _origin_of(url)
         with self._lock:
             if self.closed or origin in self._settled:
@@ -1718,7 +1643,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             return True
 
     def interrupt(self, threads: Collection[int]) -> None:
-        """End what those threads wait for on their connections."""
         with self._lock:
             socks = [busy.sock for busy, thread in self._busy.items() if thread in threads]
             # Under the lock: connected() closes them under the lock too.
@@ -1734,7 +1658,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             self._open.release()
 
     def hold(self, sock: socket.socket) -> None:
-        """Keep a dup of this thread's connecting socket to shut down (one tried before closed)."""
+        """Keep a dup of this thread's connecting socket for close() to shut down."""
         self.connected()
         with self._lock:
             self._check_open()
@@ -1751,7 +1675,6 @@ class _ConnectionPool(urllib.request.BaseHandler):
             raise ClientClosedError(_CLOSED)
 
     def handle_request(self, request: _Request) -> _PooledResponse:
-        """Send ``request`` on a kept-alive connection or a new one; its response."""
         method = request.get_method()
         url = request.full_url
         tunnel: str | None = request._tunnel_host  # type: ignore[attr-defined]
@@ -1759,7 +1682,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         key = (request.type, request.host, tunnel)
         headers = request.headers
         authorization = _proxy_authorization(headers, tunnel)
-        # A GET or keyed POST is sent again when a kept-alive connection is dead (as Go's does).
+        # A GET or keyed POST is sent again when a kept-alive connection was dead (as Go does).
         replayable = method == "GET" or "Idempotency-Key" in headers
         timeout = request.timeout
         responses: Callable[..., _PooledResponse] = _PooledResponse
@@ -1790,7 +1713,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
                         dead.close()
                     connection = None
                     continue
-                # Without its traceback: http.client's frames hold the request's header bytes.
+                # Without its traceback: http.client's frames hold the header bytes.
                 error = _transport_error(exc, method, url, proxy=proxy, fresh=not reused)
                 raise error from exc.with_traceback(None)
             except BaseException as exc:
@@ -1800,7 +1723,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
             if not reused:
                 self._settled.add(_origin_of(url))
             response.method, response.url, response.proxy = method, url, proxy
-            # getresponse() lets go of a close-delimited response's socket: kept, for close().
+            # getresponse() drops a close-delimited response's socket: kept, for close().
             connection.sock = response.sock = sock
             response._release = functools.partial(self._release, key, connection)
             _check_framing(response)
@@ -1809,7 +1732,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
     http_open = https_open = handle_request
 
     def _checkout(self, key: _PoolKey) -> http.client.HTTPConnection | None:
-        """An idle connection with nothing to read (else the server closed it), or None."""
+        """An idle connection with nothing to read (else the server closed it)."""
         with self._lock:
             self._check_open()
             idle = self._idle.get(key)
@@ -1840,7 +1763,7 @@ class _ConnectionPool(urllib.request.BaseHandler):
         timeout: float | None,
         responses: Callable[..., _PooledResponse],
     ) -> http.client.HTTPConnection:
-        """A new connection: TCP, the proxy's CONNECT tunnel, TLS; its failures mapped."""
+        """TCP, the proxy's CONNECT tunnel, TLS; failures mapped."""
         connection: http.client.HTTPConnection
         if self._ssl_context is None and (request.type == "https" or self.ca_bundle):
             self._ssl_context = _default_ssl_context(self.ca_bundle)
@@ -1852,9 +1775,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
         # The CONNECT's answer is read as the response will be: within the deadline.
         connection.response_class = responses  # type: ignore[assignment]
         if key[2]:
-            connection.set_tunnel(
-                key[2], headers={"Proxy-Authorization": authorization} if authorization else None
-            )
+            tunnel_headers = {"Proxy-Authorization": authorization} if authorization else None
+            connection.set_tunnel(key[2], headers=tunnel_headers)
         connect = functools.partial(_connect_within, request.deadline, self.hold)
         connection._create_connection = connect  # type: ignore[attr-defined]
         try:
@@ -1865,8 +1787,12 @@ class _ConnectionPool(urllib.request.BaseHandler):
             exc.with_traceback(None)
             method = request.get_method()
             url = request.full_url
-            if key[2]:
-                _check_tunnel(exc, method, url, proxy or "", bool(authorization))
+            # A CONNECT refused for credentials (http.client's words, 3.11-3.15; tinyproxy: 401).
+            refusal = str(exc).partition("Tunnel connection failed: ")[2]
+            if key[2] and refusal[:4] in ("407 ", "401 "):
+                said = (proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
+                error = _proxy_credentials_error(method, url, *said)
+                raise error from _ProxyAuthenticationRequired(refusal)
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
         except BaseException as exc:
@@ -1902,21 +1828,21 @@ def _after_fork_in_child() -> None:
 
 
 _pools: weakref.WeakSet[_ConnectionPool] = weakref.WeakSet()
-# A hook: nothing checked at each request. Embedders that fork from C run it too.
+# A hook, not a check each request; embedders that fork from C run it too.
 if _HAS_FORK_HOOKS:
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _shut_down(sock: socket.socket | None) -> None:
-    """Shut a socket down: a read or write blocked on it in another thread ends now."""
+    """A read or write blocked on it in another thread ends now."""
     if sock is not None:
-        # The plain socket's shutdown: SSLSocket's would drop its TLS state under a reader.
+        # socket.socket's shutdown: SSLSocket's would drop its TLS state under a reader.
         with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class _PooledResponse(http.client.HTTPResponse):
-    """An HTTPResponse that maps its read errors and gives its connection back when closed."""
+    """Maps its read errors; gives its connection back when closed."""
 
     method = ""
     encoding = "identity"
@@ -1937,7 +1863,7 @@ class _PooledResponse(http.client.HTTPResponse):
         return response
 
     def _read_status(self) -> tuple[str, int, str]:
-        # http.client skips only 100 Continue: skip every 1xx (103 Early Hints...), a few.
+        # http.client skips only 100 Continue: skip each 1xx (103 Early Hints...), a few.
         version, status, reason = super()._read_status()  # type: ignore[misc]
         interim = 0
         while 100 <= status < 200:
@@ -1953,7 +1879,7 @@ class _PooledResponse(http.client.HTTPResponse):
             # No headers, or lines ending in LF alone: http.client reads those whole.
             whole = ahead.startswith((b"\r\n", b"\n")) or b"\n\r\n" in ahead or b"\n\n" in ahead
             if not whole:
-                # The head's rest read via a _HeadReader: http.client takes a cut for its end.
+                # The head's rest via a _HeadReader: http.client takes a cut for its end.
                 self.fp = _HeadReader(self.fp)  # type: ignore[assignment]
         return version, status, reason
 
@@ -1970,7 +1896,6 @@ class _PooledResponse(http.client.HTTPResponse):
         return self.mapped(super().readinto, buffer)
 
     def mapped(self, read: Callable[..., _T], *arguments: Any) -> _T:
-        """``read(*arguments)``, a failure raised as the client's error."""
         try:
             return read(*arguments)
         except DatasetClientError:
@@ -1993,7 +1918,7 @@ class _PooledResponse(http.client.HTTPResponse):
 
 
 class _HeadReader:
-    """A response's stream while its head is read: notes a line the stream's end cut short."""
+    """A stream while the head is read: notes a line the stream's end cut short."""
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
@@ -2011,11 +1936,11 @@ class _HeadReader:
 
 
 class _HeadCutOff(http.client.HTTPException):
-    """The connection closed before the blank line that ends a response's head."""
+    """Closed before the head ended."""
 
 
 class _TooManyInterimResponses(http.client.HTTPException):
-    """More 1xx responses than any server sends before its answer."""
+    """More 1xx responses than any server sends."""
 
 
 def _transport_error(
@@ -2028,7 +1953,7 @@ def _transport_error(
     context: ssl.SSLContext | None = None,
     fresh: bool = False,
 ) -> DatasetClientError:
-    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection's)."""
+    """The client's error for a socket, TLS or HTTP failure (``fresh``: a new connection)."""
     where = _request_name(method, url, proxy)
     if isinstance(exc, TimeoutError):
         message = f"{where}: timed out {'connecting' if connecting else 'waiting for data'}"
@@ -2054,7 +1979,12 @@ def _transport_error(
     failed = "could not connect" if connecting else "connection lost"
     detail = f"{failed}: {str(exc) or type(exc).__name__}"
     error = NetworkError(f"{where}: {detail}", method=method, url=url, connecting=connecting)
-    if _may_speak_the_other_scheme(exc, url, proxy, connecting=connecting, fresh=fresh):
+    scheme = urllib.parse.urlsplit(url).scheme
+    # As a server speaking the other scheme fails: https:// and no TLS spoken back (an alert is
+    # TLS, a certificate's failure returned above), or http:// hung up on a new connection.
+    no_tls = connecting and isinstance(exc, ssl.SSLError) and "ALERT" not in (exc.reason or "")
+    hung_up = fresh and isinstance(exc, (ConnectionError, http.client.BadStatusLine))
+    if proxy is None and ((scheme == "https" and no_tls) or (scheme == "http" and hung_up)):
         error._scheme_in_doubt = True
     return error
 
@@ -2065,7 +1995,7 @@ def _transport_error(
 
 
 class _ProxyHandler(urllib.request.ProxyHandler):
-    """urllib's ProxyHandler, NO_PROXY read by _NoProxy once a host, not at every request."""
+    """NO_PROXY read by _NoProxy, once a host."""
 
     def __init__(self) -> None:
         proxies = urllib.request.getproxies()
@@ -2100,7 +2030,7 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 
 
 class _NoProxy:
-    """NO_PROXY as requests and curl read it: names, suffixes, addresses, CIDR, ports, ``*``."""
+    """NO_PROXY as requests and curl read it (names, suffixes, addresses, CIDR, ports, ``*``)."""
 
     def __init__(self, text: str) -> None:
         import ipaddress
@@ -2112,7 +2042,7 @@ class _NoProxy:
             if entry == "*":
                 self.everything = True
                 continue
-            # "[::1]:8080", "name:8080", or a name or address (with colons: IPv6) alone.
+            # "[::1]:8080", "name:8080", or a name or address (colons: IPv6) alone.
             if entry.startswith("["):
                 host, _, rest = entry[1:].partition("]")
                 port = int(rest[1:]) if rest[1:].isdigit() else None
@@ -2128,7 +2058,7 @@ class _NoProxy:
                     self.names.append((host.strip("."), port))
 
     def matches(self, scheme: str, host: str) -> bool:
-        """Whether a request to ``host`` (``name[:port]``, as in a URL) goes direct."""
+        """Whether ``host`` (``name[:port]``) is reached directly."""
         import ipaddress
 
         if self.everything:
@@ -2150,7 +2080,7 @@ class _NoProxy:
 
 
 def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password and Basic credentials; a bad proxy URL: a ValueError."""
+    """Each proxy's password and Basic credentials (a bad proxy URL: ValueError)."""
     import base64
 
     found = []
@@ -2169,9 +2099,8 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
         # Raised outside the except clause: the exception caught holds the URL.
         if reason is not None:
             variable = f"{scheme.upper()}_PROXY"
-            raise ValueError(
-                f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
-            )
+            said = f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
+            raise ValueError(said)
         if parts.password:
             password = _Secret(urllib.parse.unquote(parts.password))
             user = _Secret(urllib.parse.unquote(parts.username or ""))
@@ -2181,40 +2110,15 @@ def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]
 
 
 def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
-    """The Proxy-Authorization urllib added, sent with the request unless a CONNECT's."""
+    """The Proxy-Authorization urllib added, sent unless a CONNECT's."""
     authorization = headers.pop("Proxy-authorization", None)
     if authorization and not tunnel:
         headers["Proxy-Authorization"] = authorization
     return authorization
 
 
-def _proxy_refused(response: _PooledResponse, proxies: Mapping[str, str]) -> NetworkError:
-    """A plain-HTTP proxy's 407, saying where credentials go."""
-    response.close()
-    sent = "@" in urllib.parse.urlsplit(proxies.get("http", "")).netloc
-    error = _proxy_credentials_error(
-        response.method, response.url, response.proxy or "", "HTTP_PROXY", sent
-    )
-    error.__cause__ = _ProxyAuthenticationRequired(f"{response.status} {response.reason}")
-    return error
-
-
-def _check_tunnel(exc: BaseException, method: str, url: str, proxy: str, sent: bool) -> None:
-    """Raise a proxy's refusal of a CONNECT for want of credentials, if it is one."""
-    # http.client's words, 3.11 to 3.15; tinyproxy refuses with a 401.
-    refusal = str(exc).partition("Tunnel connection failed: ")[2]
-    if refusal[:4] in ("407 ", "401 "):
-        error = _proxy_credentials_error(method, url, proxy, "HTTPS_PROXY", sent, refusal)
-        raise error from _ProxyAuthenticationRequired(refusal)
-
-
 def _proxy_credentials_error(
-    method: str,
-    url: str,
-    proxy: str,
-    variable: str,
-    sent: bool,
-    status: str = "407 Proxy Authentication Required",
+    method: str, url: str, proxy: str, variable: str, sent: bool, status: str
 ) -> NetworkError:
     """A proxy's 407, saying where credentials go; never retried."""
     wants = f"wants credentials; {variable} has none"
@@ -2229,13 +2133,13 @@ def _proxy_credentials_error(
 
 
 class _ProxyAuthenticationRequired(OSError):
-    """The cause of a proxy's 407 NetworkError (its status line)."""
+    """A proxy's status line, a 407's cause."""
 
 
 def _checked_trust(
     ssl_context: ssl.SSLContext | None, ca_bundle: str | os.PathLike[str] | None
 ) -> tuple[ssl.SSLContext | None, str | None]:
-    """The context (None: the default, made when needed) and ``ca_bundle``, absolute."""
+    """The context (None: the default, made when needed), ``ca_bundle`` absolute."""
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(ssl_context).__name__}")
     if ca_bundle is None:
@@ -2257,7 +2161,7 @@ def _checked_trust(
 
 
 def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
-    """Verification as requests does it: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
+    """As requests verifies: the system store, REQUESTS_CA_BUNDLE's and ca_bundle."""
     context = ssl.create_default_context()
     # 3.13's default; many TLS-inspecting proxies' CAs fail it (urllib3 accepts them).
     context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
@@ -2278,12 +2182,12 @@ def _default_ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     return context
 
 
-# What each context _default_ssl_context made trusts, for a verification failure's message.
+# What each context _default_ssl_context made trusts, for a verification failure.
 _trusted_by_default: weakref.WeakKeyDictionary[ssl.SSLContext, str] = weakref.WeakKeyDictionary()
 
 
 def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
-    """Add a PEM file's or directory's CAs to ``context``; others able to change it: a warning."""
+    """Add a PEM file's or directory's CAs; warn if others can change it."""
     try:
         # Before any read: OpenSSL waits on a FIFO, reads /dev/zero.
         status = os.stat(path)
@@ -2314,7 +2218,7 @@ def _load_ca_bundle(context: ssl.SSLContext, path: str, source: str) -> None:
 
 
 def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | None) -> str:
-    """What was trusted and how to trust another CA; nothing when another CA would not help."""
+    """What was trusted, how to trust another CA; "" when that would not help."""
     if exc.verify_code in _NOT_A_CA_PROBLEM:
         return ""
     trusted = _trusted_by_default.get(context) if context is not None else None
@@ -2330,7 +2234,7 @@ def _trust_advice(exc: ssl.SSLCertVerificationError, context: ssl.SSLContext | N
     )
 
 
-# OpenSSL's X509_V_ERR_ codes for a certificate out of its dates, or for another name or address.
+# OpenSSL's X509_V_ERR_ codes for a certificate out of its dates, or for another name.
 _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 
 
@@ -2338,8 +2242,6 @@ _NOT_A_CA_PROBLEM = frozenset((9, 10, 62, 64))
 # The download engine
 # ============================================================================
 
-# Bytes waiting for the hashing thread; restarts of a download whose file keeps changing;
-# bytes of parts waiting for their turn into a stream; members read of a digest field.
 _HASH_QUEUE_BYTES = 16 * 1024 * 1024
 _MIN_PART_SIZE = _CHUNK_SIZE
 _MAX_RESTARTS = 3
@@ -2350,23 +2252,23 @@ _DIGEST_ALGORITHMS = {"sha-512": "sha512", "sha-256": "sha256"}
 
 
 class _FileChanged(Exception):
-    """Another version of the file answered: the transfer starts over."""
+    """Another version of the file answered: start over."""
 
     reason = "the file changed on the server"
 
 
 class _ResumeRefused(_FileChanged):
-    """A 416 to a resumed range: the kept bytes are not the file's."""
+    """A 416 to a resumed range: the kept bytes are another version's."""
 
     reason = "the server refused the kept range (416)"
 
 
 class _PartStopped(Exception):
-    """This part stops: another failed, or the first response carries it."""
+    """Another part failed, or the first response carries this one."""
 
 
 class _Stated:
-    """A digest the file must have: the caller's ``sha256``, or one a header states."""
+    """A digest the file must have: ``sha256``, or one a header states."""
 
     def __init__(self, header: str, algorithm: str, value: str) -> None:
         self.header, self.algorithm, self.value = header, algorithm, value
@@ -2375,7 +2277,7 @@ class _Stated:
 
 
 class _Part:
-    """Bytes ``[start, end)`` of a download (``end`` None: unknown yet), ``done`` of them in."""
+    """Bytes ``[start, end)`` (``end`` None: unknown yet), ``done`` of them in."""
 
     def __init__(self, start: int, end: int | None, done: int = 0) -> None:
         self.start, self.end, self.done = start, end, done
@@ -2394,7 +2296,7 @@ class _Part:
 
 
 class _DownloadRequests:
-    """What a download needs of its client, handed over (never the client itself)."""
+    """What a download needs of its client (never the client itself)."""
 
     def __init__(
         self,
@@ -2411,8 +2313,6 @@ class _DownloadRequests:
 
 
 class _Parts:
-    """A download's parts and the threads fetching them (each runs ``work``)."""
-
     def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
         self.lock = _thread.allocate_lock()
         self.all = [_Part(0, None)]
@@ -2428,7 +2328,7 @@ class _Parts:
         return self.all[-1].end
 
     def next(self) -> _Part | None:
-        """The first part not complete that no thread fetches, taken; else None."""
+        """The first part not complete that no thread fetches, taken."""
         with self.lock:
             for part in self.all:
                 if self.error is None and not part.taken and part.remaining != 0:
@@ -2437,7 +2337,7 @@ class _Parts:
         return None
 
     def contiguous(self) -> int:
-        """How far from the first byte the file is complete (and checked)."""
+        """How far from the start the file is complete (and checked)."""
         end = 0
         for part in self.all:
             end = part.offset if part.check is None else part.check.start
@@ -2468,8 +2368,6 @@ class _Parts:
 
 
 class _Checks:
-    """What a download's bytes must hash to, and their hashing."""
-
     def __init__(self, download: _Transfer, sha256: str | None) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
@@ -2482,7 +2380,7 @@ class _Checks:
         return [*self.sha256, *(self.digests or ())]
 
     def start(self) -> None:
-        """Start hashing (again) when a digest needs an algorithm the hash running lacks."""
+        """Start hashing (again) when a digest needs another algorithm."""
         names = {stated.hash for stated in self.stated}
         if names and not (self.digest is not None and names <= self.digest.hashes.keys()):
             if self.digest is not None:
@@ -2491,14 +2389,14 @@ class _Checks:
             self.digest.add(self.parts.contiguous())
 
     def take(self, response: _PooledResponse, *, whole: bool) -> None:
-        """Note the digests the first response states (a Content-Digest: on a plain 200)."""
+        """Note the first response's digests (a Content-Digest: a plain 200's)."""
         plain = whole and response.encoding == "identity"
         names = ["Repr-Digest", "Content-Digest", "Digest"] if plain else ["Repr-Digest", "Digest"]
         self.digests = [d for name in names for d in _parse_digests(response.headers, name)]
         self.start()
 
     def other_version(self, response: _PooledResponse) -> bool:
-        """Whether ``response``'s Repr-Digest differs from the first response's."""
+        """Whether its Repr-Digest differs from the first response's."""
         stated = _parse_digests(response.headers, "Repr-Digest")
         return any(
             first.header == "Repr-Digest"
@@ -2509,7 +2407,7 @@ class _Checks:
         )
 
     def close(self, keep: _Part | None = None) -> None:
-        """End the parts' hashing (but ``keep``'s) and, without ``keep``, the file's."""
+        """End the parts' hashing (but ``keep``'s), without ``keep`` the file's."""
         for part in self.parts.all:
             if part.check is not None and part is not keep:
                 part.check.close()
@@ -2530,13 +2428,13 @@ class _Checks:
         if self.target.read_at is not None and self.digest is not None:
             part.deferred = (part.offset, chosen)
             return
-        # Held bytes that did not fit would wait for room only their own release makes.
+        # Held bytes that did not fit would wait for room only their release makes.
         size = part.remaining
         held = size is not None and self.target.can_hold(size + self.download.limits.chunk)
         part.check = _PartCheck(part.offset, chosen, held)
 
     def received(self, part: _Part, data: bytes) -> None:
-        """(Under the parts' lock) hash ``data``, just received into ``part``."""
+        """(Under the parts' lock) hash ``data`` received into ``part``."""
         if part.check is not None:
             part.check.add(data)
         if self.digest is None or self.target.hashes_in_order:
@@ -2546,7 +2444,7 @@ class _Checks:
         self.digest.add(data if one else self.parts.contiguous())
 
     def verify_part(self, part: _Part) -> bool:
-        """False when a 206's bytes did not match its Content-Digest (fetched again)."""
+        """False when a 206 failed its Content-Digest (fetched again)."""
         check = part.check
         if check is None:
             return True
@@ -2562,7 +2460,7 @@ class _Checks:
         return True
 
     def _matches(self, part: _Part, check: _PartCheck) -> bool:
-        """False when ``part``'s bytes fail ``check`` (fetched again once; then raised)."""
+        """False when ``part`` fails ``check`` (fetched again once; then raised)."""
         actual = check.hexdigest(check.stated.hash)
         if actual == check.stated.value:
             return True
@@ -2590,7 +2488,7 @@ class _Checks:
         raise ChecksumMismatchError(message, url=url, expected=expected, actual=actual)
 
     def verify_file(self) -> bool:
-        """Check the file; True when parts whose (deferred) Content-Digest failed are refetched."""
+        """Check the file; True when parts failing a deferred Content-Digest are refetched."""
         if self.digest is None:
             return False
         for stated in self.stated:
@@ -2617,7 +2515,7 @@ class _Checks:
 
 
 class _Acceptance:
-    """Which bytes a response brings: a 206 exactly the range asked for, a 200 the whole file."""
+    """A 206 must bring the range asked for, a 200 the whole file."""
 
     def __init__(self, download: _Transfer) -> None:
         self.download, self.parts, self.target = download, download.parts, download.target
@@ -2631,7 +2529,7 @@ class _Acceptance:
         return {**headers, "Range": f"bytes={part.offset}-{last}", "If-Range": self.validator}
 
     def accept(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> _Part:
-        """The part ``response``'s body fills: ``part``, or the whole file."""
+        """The part its body fills: ``part``, or the whole file."""
         self.parts.check_running(part)
         if response.status == 206:
             self._accept_range(response, part, ranged=ranged)
@@ -2652,10 +2550,10 @@ class _Acceptance:
         return part
 
     def take_up(self, validator: str, spans: list[tuple[int, int, int]]) -> None:
-        """The parts ``(start, end, done)`` and digests an earlier run kept."""
+        """The parts ``(start, end, done)`` and digests a run kept."""
         self.parts.all = [_Part(*span) for span in spans]
         self.validator = validator
-        # All in: the last byte is asked again, with If-Range, to know the file is the same.
+        # All in: the last byte asked again, with If-Range: is the file the same?
         if all(part.remaining == 0 for part in self.parts.all):
             next(part for part in reversed(self.parts.all) if part.done).done -= 1
         digests = getattr(self.target.state, "saved", {}).get("digests")
@@ -2663,7 +2561,6 @@ class _Acceptance:
             self.checks.digests = [_Stated(*digest) for digest in digests]
 
     def start_over(self) -> _Part:
-        """Forget what was received: the server sends the file anew."""
         self.checks.close()
         first = _Part(0, None)
         self.parts.all = [first]
@@ -2673,7 +2570,7 @@ class _Acceptance:
         return first
 
     def _accept_range(self, response: _PooledResponse, part: _Part, *, ranged: bool) -> None:
-        """A 206: exactly the bytes asked for, of the same version."""
+        """Exactly the bytes asked for, of the same version."""
         given = response.headers.get("Content-Range")
         parsed = _content_range(given or "")
         known = self.parts.total
@@ -2699,7 +2596,7 @@ class _Acceptance:
         part.end = end
 
     def _refused_range(self, response: _PooledResponse) -> _Part:
-        """A range answered whole: one part again (the first response's while read, else this)."""
+        """A range answered whole: one part (the first response's while read, else this)."""
         same = response.status == 200 and _validator(response.headers) == self.validator
         if not same or self.checks.other_version(response):
             raise _FileChanged
@@ -2729,12 +2626,11 @@ class _Acceptance:
         return whole
 
     def _split(self, response: _PooledResponse) -> None:
-        """Cut the file into parts when the server serves ranges of it (a strong ETag)."""
+        """Cut the file into parts when the server serves ranges (a strong ETag)."""
         total = self.parts.total or 0
         connections = self.parts.connections
         count = min(connections, total // _MIN_PART_SIZE)
         if connections > 1 and 0 < total < 2 * _MIN_PART_SIZE and "logging" in sys.modules:
-            # Why connections=N fetched in one stream, in a DEBUG line (-v), as each request is.
             small = "one stream, not %d connections: %s is too small for parts of at least 1 MiB"
             self.download.log(_DEBUG, small, connections, _size(total))
         ranges = response.headers.get("Accept-Ranges", "").strip().lower()
@@ -2750,7 +2646,6 @@ class _Acceptance:
 
 
 def _check_in_time(requests: _DownloadRequests, url: str) -> None:
-    """Raise once a download must end: its deadline reached, or its client closed."""
     requests.deadline.wait(None, "GET", url)
     if requests.pool.closed:
         text = f"the DatasetClient was closed during GET {url}"
@@ -2758,7 +2653,7 @@ def _check_in_time(requests: _DownloadRequests, url: str) -> None:
 
 
 class _Transfer:
-    """One download: its _Parts fetched, each response accepted (_Acceptance), bytes checked."""
+    """One download: its _Parts fetched, accepted (_Acceptance), checked (_Checks)."""
 
     def __init__(
         self,
@@ -2793,7 +2688,7 @@ class _Transfer:
 
     @property
     def _written(self) -> int:
-        """Bytes at the destination (into a stream in parts: written in order)."""
+        """Bytes at the destination (a stream in parts: written in order)."""
         position = self.target.position
         return sum(part.done for part in self.parts.all) if position is None else position
 
@@ -2804,7 +2699,6 @@ class _Transfer:
         _logger().log(level, f"{message}, GET %s", *arguments, shown, extra=event)
 
     def run(self) -> None:
-        """Fetch the file; start over (at most _MAX_RESTARTS times) when it changed."""
         try:
             self.checks.start()
             for restarts in itertools.count():
@@ -2819,7 +2713,6 @@ class _Transfer:
                     self.log(_INFO, "starting over: %s", changed.reason)
                     self.acceptance.start_over()
         except DatasetClientError as error:
-            # Its message and url may name a secret.
             _redact_error(error, self.requests.secrets.shown())
             raise
         finally:
@@ -2857,7 +2750,6 @@ class _Transfer:
                 self.target.wake()
 
     def _fetch(self, part: _Part) -> None:
-        """Fetch one part, resumed where a cut response stopped."""
         attempts = 0
 
         def attempt() -> bool:
@@ -2921,7 +2813,7 @@ class _Transfer:
         return response
 
     def _copy_body(self, response: _PooledResponse, part: _Part) -> None:
-        """Write ``response``'s body into ``part``, never past its end (a merge may move it)."""
+        """Into ``part``, never past its end (a merge may move it)."""
         chunk = self.limits.chunk
         while True:
             left = part.remaining
@@ -2930,7 +2822,7 @@ class _Transfer:
                 with self.parts.lock:
                     if response is not self.parts.whole_file_response:
                         return
-                    # Parts merged into this one: it reads on, and no merge comes after.
+                    # Parts merged into this one: it reads on (no merge comes after).
                     self.parts.whole_file_response = None
                 continue
             self.parts.check_running(part)
@@ -2943,14 +2835,13 @@ class _Transfer:
             self.limits.take(len(data), self.requests.deadline)
 
     def _written_to_stream(self, data: bytes) -> None:
-        """The reorder buffer wrote ``data``: hashed, reported."""
         if self.checks.digest is not None:
             self.checks.digest.add(data)
         if self.progress is not None:
             self.progress(self._written, self.parts.total)
 
     def report(self) -> None:
-        """(Under the parts' lock) save the state, for a resume, and report progress."""
+        """(Under the parts' lock) save the state for a resume; report progress."""
         state = self.target.state
         validator = self.acceptance.validator
         total = self.parts.total
@@ -2963,7 +2854,6 @@ class _Transfer:
             self.progress(self._written, total)
 
     def _fail(self, error: BaseException) -> None:
-        """Record the first failure; end every wait and read."""
         with self.parts.lock:
             self.parts.error = self.parts.error or error
         self.target.stop()
@@ -2972,7 +2862,7 @@ class _Transfer:
 
 
 def _checked_state(saved: Any, url: str) -> tuple[str, list[tuple[int, int, int]]] | None:
-    """The validator and parts ``(start, end, done)`` of a sound saved state of ``url``."""
+    """The validator and parts ``(start, end, done)`` of a sound state saved for ``url``."""
     if not isinstance(saved, dict) or saved.get("url") != url:
         return None
     validator, total, parts = saved.get("validator"), saved.get("total"), saved.get("parts")
@@ -3000,8 +2890,6 @@ def _is_offset(value: Any) -> bool:
 
 
 class _Limits:
-    """A download's lowest rate a connection may bring, and highest rate in all."""
-
     def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
         self.min_rate = _check_positive(min_rate, "min_rate")
         self.rate = max_rate
@@ -3016,7 +2904,7 @@ class _Limits:
         self.started, self.taken = time.monotonic(), 0
 
     def take(self, count: int, deadline: _Deadline) -> None:
-        """Count ``count`` bytes received; wait as ``max_rate`` asks, never past ``deadline``."""
+        """Wait as ``max_rate`` asks, never past ``deadline``."""
         if self.rate is None:
             return
         with self.lock:
@@ -3028,8 +2916,8 @@ class _Limits:
 
 
 def _content_range(value: str) -> tuple[int, int, int | None] | None:
-    """First byte, last byte and total (None: ``*``) of a Content-Range (RFC 9110 14.4)."""
-    # At most 19 digits: a file offset holds no more, and int() refuses thousands.
+    """First, last byte and total (None: ``*``), RFC 9110 14.4."""
+    # At most 19 digits: a file offset holds no more (int() refuses thousands).
     match = re.fullmatch(r"\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*", value)
     if match is None:
         return None
@@ -3044,7 +2932,7 @@ def _validator(headers: http.client.HTTPMessage) -> str | None:
 
 
 class _Digest:
-    """Hashes of a download in order: the first ``inline`` bytes here, the rest on a thread."""
+    """Hashes in order: the first ``inline`` bytes here, the rest on a thread."""
 
     inline = _CHUNK_SIZE
 
@@ -3057,7 +2945,7 @@ class _Digest:
         self._jobs = None if self.inline else self._start()
 
     def add(self, job: bytes | int) -> None:
-        """Hash the bytes that follow, or (an offset) the file on disk up to there, read back."""
+        """Hash bytes that follow, or (an offset) the file read back to there."""
         if self._jobs is None:
             size = len(job) if isinstance(job, bytes) else job - self._position
             if self._inline + size <= self.inline:
@@ -3087,6 +2975,8 @@ class _Digest:
         import threading
 
         jobs: queue.Queue[bytes | int | None] = queue.Queue(_HASH_QUEUE_BYTES // _CHUNK_SIZE)
+        # Before it starts: close() after a Ctrl-C in start() ends it.
+        self._jobs = jobs
         self._thread = threading.Thread(
             target=self._run, args=(jobs,), name="dataset-client-sha256", daemon=True
         )
@@ -3095,7 +2985,7 @@ class _Digest:
 
     def _run(self, jobs: queue.Queue[bytes | int | None]) -> None:
         while (job := jobs.get()) is not None:
-            # A failure is raised by hexdigest(); the jobs after it are drained until close().
+            # hexdigest() raises a failure; later jobs are drained until close().
             try:
                 if self._error is None:
                     self._hash(job)
@@ -3115,7 +3005,7 @@ class _Digest:
 
 
 class _PartCheck(_Digest):
-    """A 206's Content-Digest of its bytes from ``start`` (``held``: until it checks)."""
+    """A 206's Content-Digest from ``start`` (``held``: its bytes until it checks)."""
 
     # Its thread starts with it: a parallel download's parts are large.
     inline = 0
@@ -3138,7 +3028,7 @@ def _is_saved_digest(saved: Any) -> bool:
 
 
 def _parse_digests(headers: http.client.HTTPMessage, header: str) -> list[_Stated]:
-    """The sha-256 and sha-512 members of the ``header`` fields (RFC 9530, 3230)."""
+    """The sha-256 and sha-512 members of ``header`` (RFC 9530, 3230)."""
     import binascii
 
     digests = []
@@ -3181,8 +3071,7 @@ _WAKE_SECONDS = 0.1
 def _open_target(
     destination: str | os.PathLike[str] | BinaryIO, resume: bool, in_time: Callable[[], None]
 ) -> _FileTarget | _StreamTarget:
-    """A stream for a file object, device, FIFO or descriptor; else a _FileTarget. A FIFO's
-    reader is waited for until ``in_time()`` raises."""
+    """A stream for a file object, device, FIFO (its reader awaited) or descriptor, else a file."""
     if not isinstance(destination, (str, os.PathLike)):
         return _StreamTarget(destination)
     found = _Directory(_check_destination_path(destination))
@@ -3257,15 +3146,12 @@ class _Sink:
 
 
 class _FileTarget(_Sink):
-    """A file beside the destination (with ``resume``: ``.NAME.part``), moved over it by commit;
-    every name in the directory walked to (``found.directory``, held, closed on exit)."""
+    """A file beside the destination, in the directory walked to, moved over it by commit."""
 
     def __init__(self, found: _Directory, resume: bool) -> None:
         self.directory = found
         self.name = found.name
-        # As given: errors name it, not the client's files.
         self.destination = found.given
-        # Writes and reads without os.pwrite (Windows) seek under it.
         self.seeking = _thread.allocate_lock()
         self.stem = _hidden_stem(self.directory, self.name)
         self.temporary = ""
@@ -3285,22 +3171,21 @@ class _FileTarget(_Sink):
     def _open_resumable(self) -> int | None:
         """``.NAME.part`` and its state, ours and locked; else None."""
         name = self.stem + ".part"
-        state = _StateFile(self.directory, name + ".json")
         try:
-            found = _is_own_regular_file(self.directory.status_of(state.name))
-            # Not ours to read or replace: left alone.
+            found = _is_own_regular_file(self.directory.status_of(name + ".json"))
             if not found:
                 return None
         except FileNotFoundError:
             found = False
         made = True
         try:
-            fd: int | None = self.directory.create(name, 0o666)
+            fd: int | None = self.directory.create(name)
         except FileExistsError:
             made = False
             fd = self.directory.open_own(name)
         if fd is None:
             return None
+        state = _StateFile(self.directory, name + ".json", fd)
         try:
             # Still that file once locked: its holder may have committed it since.
             if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
@@ -3354,9 +3239,8 @@ class _FileTarget(_Sink):
         validator, spans = checked
         size = min(os.fstat(self.fd).st_size, spans[-1][1])
         os.ftruncate(self.fd, size)
-        return validator, [
-            (start, end, min(done, max(0, size - start))) for start, end, done in spans
-        ]
+        kept = [(start, end, min(done, max(0, size - start))) for start, end, done in spans]
+        return validator, kept
 
     def __exit__(self, *exc_info: object) -> None:
         if not self.committed and not (self.state and self.state.kept):
@@ -3375,7 +3259,7 @@ class _FileTarget(_Sink):
 
     def reserve(self, size: int | None) -> None:
         directory = self.directory.path or "."
-        free = shutil.disk_usage(directory).free
+        free = shutil.disk_usage(directory if self.directory.fd is None else self.directory.fd).free
         if size is not None and size > free:
             message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
@@ -3412,10 +3296,12 @@ class _FileTarget(_Sink):
                 raise _named(InvalidResponseError, *text, ": not committed", **fields)
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
+            # Made 0600: no one else could write into it once its bytes were hashed.
+            if not _WINDOWS:
+                os.fchmod(self.fd, _final_mode(self.directory.status))
             try:
                 self.directory.replace(self.temporary, self.name)
             except OSError as exc:
-                # Named as the caller's file, not the temporary one.
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
@@ -3425,9 +3311,8 @@ class _FileTarget(_Sink):
         self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
-        """Another file at the destination after the move: the user's, this one linked nowhere,
-        is another download's commit after this one (the last wins, as with two ``curl -o``);
-        else the error (another user's file removed)."""
+        """The user's file there, this one linked nowhere: a later commit (the last wins); else
+        the error."""
         with contextlib.suppress(OSError):
             there = self.directory.status_of(self.name)
             if not _is_mine(there):
@@ -3447,8 +3332,7 @@ _SWAPPED = "another file was put in place of the temporary file"
 
 
 class _PartialFile:
-    """The partial file (``path``) a ``resume=True`` download to ``destination`` keeps, named as
-    the download names it (for the command line)."""
+    """Where a ``resume=True`` download to ``destination`` keeps its partial file (``path``)."""
 
     def __init__(self, destination: str) -> None:
         self.destination = destination
@@ -3469,16 +3353,13 @@ class _PartialFile:
         return _checked_state(saved, url) is not None
 
     def holds(self, sha256: str) -> bool:
-        """True when the destination is already the user's own regular file (not reached through
-        another user's link: _Directory) with ``sha256``: a download adds nothing.
-        A stream (/dev/stdout) is not looked at, nor a FIFO or device opened only to be read."""
+        """True when the destination is already the user's own regular file with ``sha256``."""
         path = self.file_path
         try:
             if self.descriptor or not stat.S_ISREG(os.lstat(path).st_mode):
                 return False
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
         except OSError:
-            # Not there, a link, not the user's to read: the download decides what to do.
             return False
         with open(fd, "rb") as existing:
             status = os.fstat(fd)
@@ -3506,12 +3387,9 @@ class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
     def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
+        writes = callable(getattr(stream, "write", None)) and not isinstance(stream, io.TextIOBase)
         writable = getattr(stream, "writable", None)
-        if (
-            not callable(getattr(stream, "write", None))
-            or isinstance(stream, io.TextIOBase)
-            or (callable(writable) and not writable())
-        ):
+        if not writes or (callable(writable) and not writable()):
             wanted = "a path or a binary file object open for writing"
             raise TypeError(f"destination must be {wanted}, not {type(stream).__name__}")
         self.stream = stream
@@ -3736,7 +3614,7 @@ class _ReorderBuffer(_Sink):
 _MAX_STATE_SIZE = 1024 * 1024
 # An empty or garbled .part.lock this young may be being written.
 _LOCK_WRITE_GRACE = 5.0
-_SLOTS = 3  # the temporary file's names (DESIGN.md: "The temporary file's names")
+_SLOTS = 3  # DESIGN.md: "The temporary file's names"
 # With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
 _SHORT_NAME = 143 - len("..part.json.01234567.tmp")
 # O_PATH (Linux): a directory one may search but not read is walked too.
@@ -3747,40 +3625,48 @@ _DESCRIPTOR_DIRECTORY = r"/(?:dev|proc/(self|thread-self|[0-9]+)(?:/task/[0-9]+)
 
 
 class _StateFile:
-    """A resumable download's state (``.NAME.part.json``). ``kept``: left on disk; ``ours``:
-    this download's is there (found or saved), the only one it removes. Only the partial file's
-    lock holder saves, through one name (``.json.tmp``)."""
+    """A resumable download's state (``.NAME.part.json``; only the lock holder saves). ``kept``:
+    on disk; ``ours``: this download's (found or saved), the only one removed."""
 
-    def __init__(self, directory: _Directory, name: str) -> None:
+    def __init__(self, directory: _Directory, name: str, fd: int) -> None:
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
+        self.fd = fd
         self.saved: Any = None
-        self.kept = False
-        self.ours = False
+        self.kept = self.ours = self.failed = False
 
     def load(self, found: bool) -> None:
-        self.saved = _read_state(self.directory, self.name)
+        saved = _read_state(self.directory, self.name)
+        status = os.fstat(self.fd)
+        # Of another file than this .part (renamed in since; 0: an earlier version's).
+        file = saved.get("file", 0) if isinstance(saved, dict) else 0
+        if file not in (0, [status.st_dev, status.st_ino]):
+            saved = None
+        self.saved = saved
         self.kept = self.saved is not None
         self.ours = found or self.kept
 
     def save(self, state: dict[str, Any]) -> None:
-        """Record ``state``, mode 0600 (the URL may hold a signature), replacing the old whole."""
+        """Record ``state`` (0600: the URL may hold a signature) whole; once that fails, no more."""
+        if self.failed:
+            return
+        status = os.fstat(self.fd)
+        state["file"] = [status.st_dev, status.st_ino]
         data = json.dumps(state).encode()
-        with contextlib.suppress(FileExistsError):
-            return self.write(data)
-        # What a save cut short left (removed), or a neighbour's: then a name no one guesses.
-        if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
-            self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
-        self.write(data)
-
-    def write(self, data: bytes) -> None:
         try:
-            self.directory.write_new(self.temporary, data, self.name)
+            try:
+                self.directory.write_new(self.temporary, data, self.name)
+            except FileExistsError:
+                # Left by a save cut short (removed), or a neighbour's: then a name no one guesses.
+                if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                    self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
+                self.directory.write_new(self.temporary, data, self.name)
             self.kept = self.ours = True
-        except PermissionError:
-            # Another user's file at the name, which a sticky directory keeps: not resumable.
-            self.kept = False
+        except OSError as exc:
+            self.failed = True
+            self.kept = self.ours = False
+            _logger().warning("%s: not resumable (%s)", self.name, exc.strerror or exc)
 
     def remove(self) -> None:
         if self.ours:
@@ -3793,7 +3679,7 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
     made = _sweep(directory, stem, claim=True)
     tries = 100
     while made is None and tries:
-        made = _claim(directory, f"{stem}.{os.urandom(6).hex()}.part", _fcntl())
+        made = _claim(directory, f"{stem}.part.{os.urandom(6).hex()}", _fcntl())
         tries -= 1
     if made is None:
         raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
@@ -3801,12 +3687,11 @@ def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
-    """Remove what kill -9 left at the temporary file's names (``STEM.N.part``); with ``claim``,
-    make and lock the first one free."""
+    """Remove what kill -9 left at ``STEM.part.1``-3; with ``claim``, make and lock one free."""
     fcntl = _fcntl()
     made = None
     for slot in range(1, _SLOTS + 1):
-        name = f"{stem}.{slot}.part"
+        name = f"{stem}.part.{slot}"
         if claim and made is None:
             made = _claim(directory, name, fcntl)
         elif fcntl is not None:  # without flock (Windows) none is known to be abandoned
@@ -3818,7 +3703,7 @@ def _claim(directory: _Directory, name: str, fcntl: Any) -> tuple[int, str] | No
     """``name`` made and locked; None when taken (but by what kill -9 left: removed first)."""
     for _ in range(2):
         try:
-            fd = directory.create(name, 0o666)
+            fd = directory.create(name)
         except FileExistsError:
             if fcntl and _remove_abandoned(directory, name, fcntl):
                 continue
@@ -3852,6 +3737,18 @@ def _remove_abandoned(directory: _Directory, name: str, fcntl: Any) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _final_mode(earlier: os.stat_result | None) -> int:
+    """``earlier``'s mode if the user's own file (as curl -o keeps it), else 0666 less the umask."""
+    if earlier and stat.S_ISREG(earlier.st_mode) and _is_mine(earlier):
+        return earlier.st_mode & 0o777
+    # Read (line 2; line 1 is at most 67 bytes), not set and set back: racing other threads.
+    with contextlib.suppress(OSError, LookupError), open("/proc/self/status", "rb", 0) as status:
+        return 0o666 & ~int(status.read(128).split(b"\nUmask:")[1].split()[0], 8)
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _is_own_regular_file(status: os.stat_result) -> bool:
@@ -3945,12 +3842,11 @@ def _process_exists(pid: int) -> bool:
 
 
 class _Directory:
-    """A destination's directory, walked to a descriptor at a time (openat, O_NOFOLLOW), each
-    link (the last name's too) read where it stands: the user's or root's followed, another's
-    refused. Held (``fd``): the names beside ``name`` are made, moved and removed in it, never
-    by a path one could re-point; without directory descriptors (Windows, or no O_PATH for a
-    directory one may not read), by ``path``. ``status``: what is at ``name``; ``descriptor``:
-    a process's ("own", "other")."""
+    """A destination's directory, walked a descriptor at a time (openat, O_NOFOLLOW), each link
+    read where it stands (the user's or root's followed, another's refused). Held (``fd``): the
+    names beside ``name`` are made, moved and removed in it, never by a path one could re-point
+    (by ``path`` where there is none). ``status``: what is at ``name``; ``descriptor``: a
+    process's ("own", "other")."""
 
     def __init__(self, path: str) -> None:
         self.given = path
@@ -3993,8 +3889,10 @@ class _Directory:
                     raise OSError(exc.errno, exc.strerror, shown) from None
                 # Not readable, and no O_PATH (not on Linux): by path from here.
                 fd = None
-            os.close(self.fd)
+            # Held first: a Ctrl-C in between never has the old one closed twice.
+            old = self.fd
             self.fd = fd
+            os.close(old)
         self.path = shown
 
     def follow(self, target: str) -> None:
@@ -4006,8 +3904,9 @@ class _Directory:
         if target.startswith("/"):
             self.path = "/"
             if self.fd is not None:
-                os.close(self.fd)
+                old = self.fd
                 self.fd = os.open("/", _WALK_FLAGS)
+                os.close(old)
 
     def end(self, name: str) -> None:
         """Look at the last name: a link followed (the walk goes on), else the end."""
@@ -4047,8 +3946,7 @@ class _Directory:
         return self.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, mode)
 
     def open_own(self, name: str) -> int | None:
-        """``name`` opened (not through a link, nor waiting) if the user's own regular file with
-        one link; else None."""
+        """``name`` opened (no link followed, no wait) if the user's own regular file, one link."""
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
@@ -4133,7 +4031,7 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
     if not _is_mine(status):
         parent = found.status_of(".")
         if parent.st_mode & 0o1002 == 0o1002 and status.st_uid != parent.st_uid:  # +t, o+w
-            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device"
+            what = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device or socket"
             message = f"refusing to write to {what} another user made in a sticky world-writable"
             raise PermissionError(errno.EACCES, f"{message} directory", found.given)
     fd = _open_without_waiting(found, os.O_WRONLY | _O_NOFOLLOW, in_time)
@@ -4145,14 +4043,16 @@ def _open_special_destination(found: _Directory, in_time: Callable[[], None]) ->
 
 
 def _open_without_waiting(found: _Directory, flags: int, in_time: Callable[[], None]) -> int:
-    """``found`` opened to be written, never waiting in open() for a FIFO's reader: one not
-    there yet (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows."""
+    """``found`` opened to be written, never waiting in open(): a FIFO's reader not there yet
+    (ENXIO) is looked for every _WAKE_SECONDS while ``in_time()`` allows; a socket's, never."""
     while True:
         try:
             fd = found.open(found.name, flags | _O_NONBLOCK)
             break
         except OSError as exc:
-            if exc.errno != errno.ENXIO:
+            name = found.prefix + found.name
+            mode = os.stat(name, dir_fd=found.fd).st_mode if exc.errno == errno.ENXIO else 0
+            if not stat.S_ISFIFO(mode):
                 raise OSError(exc.errno, exc.strerror, found.given) from None
         in_time()
         time.sleep(_WAKE_SECONDS)
@@ -4176,12 +4076,11 @@ _CONTROL_CHARACTERS = frozenset(map(chr, (*range(9), *range(10, 32), 127)))
 
 
 def _refused(argument: str, why: str, kind: Callable[[str], Exception] = ValueError) -> Exception:
-    """``kind``: ``argument`` (a piece: _named) and ``why``, a signed URL in it redacted."""
+    """``kind``: ``argument`` (a _named piece) ``why``, a signed URL redacted."""
     return _named(kind, (argument, argument), f" {_showable_url(why, _Secrets())}")
 
 
 def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
-    """base_url without a trailing slash, and its origin."""
     _check_url_characters(base_url, "base_url")
     # "localhost:8000" would parse as the scheme "localhost".
     if "://" not in base_url:
@@ -4197,7 +4096,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
 
 def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
-    # urlsplit silently removes CR, LF and tab (bpo-43882): refuse them, and spaces, first.
+    # urlsplit silently drops CR, LF and tab (bpo-43882): refuse them, and spaces, first.
     if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
         said = f"must be a URL without whitespace or control characters, got {url!r}"
         raise _refused(argument, said)
@@ -4209,14 +4108,13 @@ def _check_url_characters(url: str, argument: str) -> None:
 
 
 def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
-    """``url`` (against ``base``) split, no fragment: http(s), a host, a port, no user:password."""
+    """``url`` (against ``base``) split, without fragment: http(s), host, port, no user."""
     try:
         parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
         parts.port  # noqa: B018 (it validates the port)
         # Encoded as getaddrinfo will encode it.
         urllib.parse.unquote(parts.hostname or "").encode("idna")
     except ValueError as exc:
-        # A broken IPv6 literal, a bad port, or a UnicodeError.
         raise _refused(argument, f"has an invalid host or port: {exc}") from None
     if parts.scheme.lower() not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
@@ -4230,14 +4128,14 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
 
 
 def _percent_encoded(text: str) -> str:
-    """``text`` (UTF-8), non-ASCII percent-encoded: http.client sends ASCII."""
+    """Non-ASCII percent-encoded (UTF-8): http.client sends ASCII."""
     return text if text.isascii() else urllib.parse.quote(text, safe=_ASCII_PUNCTUATION)
 
 
 def _check_number(
     value: float, argument: str, *, whole: bool = False, positive: bool = False, none: bool = False
 ) -> float:
-    """``value``: finite, an int when ``whole``, > 0 when ``positive``, else >= 0."""
+    """Finite, an int if ``whole``, > 0 if ``positive``, else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         kind = "an int" if whole else "a number"
         raise _refused(argument, f"must be {kind}, not {type(value).__name__}", TypeError)
@@ -4256,12 +4154,11 @@ def _is_finite(value: float) -> bool:
 
 
 def _check_positive(value: float | None, argument: str) -> float | None:
-    """None, or a positive finite number as a float."""
     return None if value is None else float(_check_number(value, argument, positive=True))
 
 
 def _check_header_value(value: str, argument: str, *, token: bool = False) -> str:
-    """Latin-1 without control characters (a ``token``: ASCII, no whitespace); never shown."""
+    """Latin-1, no control characters (a ``token``: ASCII, no space); never shown."""
     if not isinstance(value, str):
         raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if token and not value.strip():
@@ -4304,21 +4201,8 @@ def _check_text(value: str, argument: str) -> None:
         raise _refused(argument, "must not be empty")
 
 
-def _check_symbols(symbols: str | Iterable[str]) -> list[str]:
-    iterable = isinstance(symbols, collections.abc.Iterable)
-    if not iterable or isinstance(symbols, (bytes, bytearray, collections.abc.Mapping)):
-        kind = type(symbols).__name__
-        raise _refused("symbols", f"must be a str or an iterable of str, not {kind}", TypeError)
-    checked = [symbols] if isinstance(symbols, str) else list(symbols)
-    for index, symbol in enumerate(checked):
-        _check_text(symbol, f"symbols[{index}]")
-    if not checked:
-        raise _refused("symbols", "must not be empty")
-    return checked
-
-
 def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[str]:
-    """The dates as sent: a string as given, a date in ISO 8601 (two dates in order)."""
+    """The dates as sent: strings as given, dates in ISO 8601 (in order)."""
     for value, argument in ((start, "start_date"), (end, "end_date")):
         if isinstance(value, str):
             _check_text(value, argument)
@@ -4350,7 +4234,7 @@ def _check_sha256(sha256: str | None) -> str | None:
 
 
 def _resolve_download_url(base_url: str, download_url: str) -> str:
-    """The URL ``download`` fetches, ``download_url`` resolved as RFC 3986 says."""
+    """``download_url`` resolved as RFC 3986 says."""
     # Checked before urljoin, which drops CR, LF and tab.
     _check_url_characters(download_url, "download_url")
     parts = _split_http_url(download_url, "download_url", base_url + "/")
@@ -4376,13 +4260,12 @@ def _check_destination_path(destination: str | os.PathLike[str]) -> str:
 # tomllib reads the config file whole: a larger one is refused.
 _MAX_CONFIG_SIZE = 1024 * 1024
 _PROFILE_KEYS = ("base_url", "api_key", "ca_bundle", "timeout")
-# A key's names in a config file, in lower case with "_" for "-": its value is a secret.
+# A key's names in a config file (lower case, "_" for "-"): its value is a secret.
 _KEY_SPELLINGS = frozenset({"api_key", "apikey"})
 
 
 def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    """{name: (value, where from)}: ``settings`` (key, headers wrapped in place), the variables,
-    the profile's; None for its key if the base_url is elsewhere."""
+    """{name: (value, where from)}: ``settings`` (wrapped in place), variables, the profile's."""
     for name in {"api_key", "headers"} & settings.keys():
         settings[name] = _as_secret(settings[name])
     asked = profile or os.environ.get("DATASET_CLIENT_PROFILE")
@@ -4406,7 +4289,7 @@ def _netloc(url: str) -> tuple[str, ...]:
 
 
 def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
-    """The config file's path and its profile ``asked`` for (else [default], or {})."""
+    """The config file's path and profile ``asked`` (else [default], or {})."""
     path = _config_path()
     try:
         file = _open_config(path)
@@ -4424,7 +4307,7 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
         _check_config_file_is_own(path, status)
         config, reason = _parsed_config(file)
     if config is None:
-        # Not in the except clause: tomllib's error, the context, keeps frames holding the text.
+        # Not in the except clause: tomllib's error (the context) keeps frames with the text.
         raise ValueError(f"cannot read the config file {path}: {reason}")
     tables = {name: table for name, table in config.items() if isinstance(table, dict)}
     keys = {key.lower().replace("-", "_") for table in (config, *tables.values()) for key in table}
@@ -4442,7 +4325,7 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
-    """The TOML in ``file``, each key in it as _Secret; else None and why it cannot be read."""
+    """The TOML, its keys as _Secret; else None and why."""
     import tomllib
 
     try:
@@ -4450,7 +4333,7 @@ def _parsed_config(file: BinaryIO) -> tuple[dict[str, Any] | None, str]:
     except (OSError, ValueError, RecursionError) as exc:
         deep = isinstance(exc, RecursionError)
         return None, "nested too deeply" if deep else str(getattr(exc, "strerror", None) or exc)
-    # What may be a key (any spelling, misspelt, what no profile reads) is in no frame.
+    # What may be a key (any spelling, unread) is in no frame.
     for table in [config, *(value for value in config.values() if isinstance(value, dict))]:
         for key, value in table.items():
             kept = key in _PROFILE_KEYS and key != "api_key"
@@ -4477,8 +4360,7 @@ def _open_config(path: str) -> BinaryIO:
 
 
 def _check_config_file_is_own(path: str, status: os.stat_result) -> None:
-    # Who can write it sets base_url, where the key goes: checked as ssh checks its config.
-    # A FIFO or a device would hang, or never end.
+    # As ssh checks its config: who can write it sets base_url; a FIFO or device would hang.
     if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"{path} is not a regular file: not used")
     if status.st_size > _MAX_CONFIG_SIZE:
@@ -4508,7 +4390,21 @@ def _checked_profile(profile: dict[str, Any], where: str, path: str) -> dict[str
         warnings.warn(f"unknown key {key!r} in {where} (ignored): {guess}", stacklevel=5)
     profile = {key: value for key, value in profile.items() if key in _PROFILE_KEYS}
     for key, value in profile.items():
-        _check_profile_value(key, value, where)
+        if key == "timeout":
+            right = isinstance(value, (int, float)) and not isinstance(value, bool)
+            right = right and value >= 0 and _is_finite(value)
+        else:
+            right = isinstance(value, str) and bool(value)
+        if right:
+            continue
+        kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
+        shown = _shortened(repr(value), 40, kept=20)
+        # A key is never shown: its kind is, in TOML's words.
+        if key == "api_key":
+            kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
+            kinds[dict] = "a table"
+            shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
+        raise ValueError(f"{key} in {where} must be {kind}, not {shown}")
     if "timeout" in profile:
         # A timeout of 0 is no limit.
         profile["timeout"] = profile["timeout"] or None
@@ -4529,23 +4425,6 @@ def _edits(text: str, other: str) -> int:
     return row[-1]
 
 
-def _check_profile_value(key: str, value: Any, where: str) -> None:
-    if key == "timeout":
-        right = isinstance(value, (int, float)) and not isinstance(value, bool)
-        right = right and value >= 0 and _is_finite(value)
-    else:
-        right = isinstance(value, str) and bool(value)
-    if not right:
-        kind = "a number of seconds (0: no limit)" if key == "timeout" else "a non-empty string"
-        shown = _shortened(repr(value), 40, kept=20)
-        # A key is never shown: its kind is, in TOML's words.
-        if key == "api_key":
-            kinds = {int: "an integer", float: "a float", bool: "a boolean", list: "an array"}
-            kinds[dict] = "a table"
-            shown = kinds.get(type(value), "an empty string" if value == "" else "a date or time")
-        raise ValueError(f"{key} in {where} must be {kind}, not {shown}")
-
-
 def _shell_quoted(text: str) -> str:
     """``text`` as shlex.quote gives it."""
     if text and all(c.isascii() and (c.isalnum() or c in "@%+=:,./-_") for c in text):
@@ -4559,8 +4438,7 @@ def _shell_quoted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run dataset_client_cli.py beside this file (by path: -I leaves it off sys.path), else an
-    installed one; else say why in one line."""
+    """Run dataset_client_cli.py beside this file (-I leaves it off sys.path), or one installed."""
     # Run as __main__, this module is dataset_client too: compiled once.
     sys.modules.setdefault("dataset_client", sys.modules[__name__])
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataset_client_cli.py")
@@ -4573,8 +4451,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command_line(path: str) -> Any:
-    """dataset_client_cli from ``path``, compiled from its source (a .pyc may be anyone's), else
-    the installed one; else ImportError."""
+    """dataset_client_cli from ``path``'s source (a .pyc may be anyone's), else installed."""
     source = _own_source(path)
     if source is None:
         try:
@@ -4596,14 +4473,12 @@ def _command_line(path: str) -> Any:
             raise ImportError(f"it is version {version}, this {__version__}")
     except Exception as exc:
         del sys.modules["dataset_client_cli"]
-        # Another version's, cut short, a later Python's.
         raise ImportError(f"{path} does not fit this dataset_client.py: {exc}") from None
     return cli
 
 
 def _own_source(path: str) -> bytes | None:
-    """``path``'s text, read through one descriptor, if _refusal_to_run allows; None if there is
-    none; else ImportError."""
+    """``path``'s text, one descriptor, if _refusal_to_run allows (none: None)."""
     try:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
@@ -4623,7 +4498,7 @@ def _own_source(path: str) -> bytes | None:
 
 
 def _refusal_to_run(path: str, status: os.stat_result, failure: str = "") -> str:
-    """Why ``path`` is not run, or "": the config file's rule (else others' code runs as yours)."""
+    """Why ``path`` is not run, or "" (others' code would run as yours)."""
     why = failure
     if stat.S_ISLNK(status.st_mode):
         why = "a symbolic link"

@@ -1947,7 +1947,7 @@ fi
 
 # The files a download makes beside DEST (the library's _FileTarget, _StateFile): never offered.
 _HIDDEN_FILES: tuple[str, ...] = (".*.part", ".*.part.json", ".*.part.lock", ".*.part.json.*.tmp")
-_HIDDEN_FILES += (".*.part.json.tmp", ".*.????????????.new")
+_HIDDEN_FILES += (".*.part.json.tmp", ".*.????????????.new", ".*.part.?", ".*.part.????????????")
 
 
 def _completion_script(shell: str, parser: argparse.ArgumentParser) -> str:

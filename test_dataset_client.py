@@ -875,7 +875,7 @@ class DownloadTests(ServerTestCase):
             thread.join(10)
         self.assertEqual(len(temporary), 2)
         self.assertTrue(
-            all(name.startswith(".out.bin.") and name.endswith(".part") for name in temporary),
+            all(name.startswith(".out.bin.part.") for name in temporary),
             temporary,
         )
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)

@@ -59,7 +59,7 @@ import os, re, sys, time
 team, renamed, ends = sys.argv[1], 0, time.monotonic() + 20
 while time.monotonic() < ends and not os.path.exists(os.path.join(team, "stop")):
     for name in os.listdir(team):
-        if re.fullmatch(r"[.]data[.]csv[.](?:[0-9]|[0-9a-f]{12})[.]part", name):
+        if re.fullmatch(r"[.]data[.]csv[.]part[.](?:[0-9]|[0-9a-f]{12})", name):
             with open(os.path.join(team, "theirs"), "wb") as file:
                 file.write(b"the teammate's rows")
             os.replace(os.path.join(team, "theirs"), os.path.join(team, name))
@@ -73,9 +73,9 @@ print(renamed)
 # one can guess, of which a few of that pattern), the partial file's, its state's, the state's own
 # temporary file's, the lock's where there is no flock.
 SIDE_NAMES = [
-    *(f".data.csv.{slot}.part" for slot in (1, 2, 3)),
-    ".data.csv.000000000000.part",
-    ".data.csv.ffffffffffff.part",
+    *(f".data.csv.part.{slot}" for slot in (1, 2, 3)),
+    ".data.csv.part.000000000000",
+    ".data.csv.part.ffffffffffff",
     ".data.csv.part",
     ".data.csv.part.json",
     ".data.csv.part.json.tmp",

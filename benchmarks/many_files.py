@@ -1,6 +1,6 @@
 """Many small files, one after the other: the client's cost per file against what users script instead.
 
-    python3 benchmarks/many_files.py                  # 1,000 files of 64 KiB, 7 rounds (about 3 minutes)
+    python3 benchmarks/many_files.py                  # 1,000 files of 64 KiB, 7 rounds (under a minute)
     python3 benchmarks/many_files.py --quick          # 100 files, 2 rounds: a smoke run of seconds
     python3 benchmarks/many_files.py --library /tmp/old/dataset_client.py   # another copy
     python3 benchmarks/many_files.py --profile client # cProfile of one variant's loop (top functions)

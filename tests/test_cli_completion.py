@@ -218,6 +218,8 @@ class CompletionTests(unittest.TestCase):
         ]
         names += [
             ".out.bin.1.part",
+            ".out.bin.part.1",
+            ".out.bin.part.0123456789ab",
             ".out.bin.0123456789ab.part",
             ".out.bin.0123456789ab.new",
             ".out.bin.part.json.tmp",

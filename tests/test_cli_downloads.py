@@ -76,6 +76,8 @@ def waiting(pid: int) -> bool:
 
 
 HINT = "; with -c, the partial file is kept and the same command continues it"  # after an error without -c
+# What a download to out.bin writes into: with -c, and without (its first temporary name).
+PARTIAL_FILES = (".out.bin.part", ".out.bin.part.1")
 
 
 class DownloadCommandTests(StandInTestCase):
@@ -846,7 +848,7 @@ class SignalTests(StandInTestCase):
             with self.subTest(signal=signal_name, keep=keep):
                 wait_for(
                     lambda d=directory: any(
-                        p.name.endswith(".part") and p.stat().st_size for p in d.iterdir()
+                        p.name in PARTIAL_FILES and p.stat().st_size for p in d.iterdir()
                     )
                 )
                 wait_for(
@@ -894,7 +896,7 @@ class SignalTests(StandInTestCase):
         self.addCleanup(process.kill)
         wait_for(
             lambda: any(
-                p.name.endswith(".part") and p.stat().st_size for p in destination.parent.iterdir()
+                p.name in PARTIAL_FILES and p.stat().st_size for p in destination.parent.iterdir()
             )
         )
         self.assertIn(

@@ -346,3 +346,22 @@ class SmallFileHashTests(ServerTestCase):
         with self.assertRaises(dc.ChecksumMismatchError):
             self.script(serve_file(b"x" * 1000))
             self.client().download("files/x", io.BytesIO(), sha256="0" * 64)
+
+    def test_ctrl_c_as_the_hashing_thread_starts_still_ends_it(self) -> None:
+        # Found in review (issue 35, L4): Ctrl-C inside the hashing thread's start() left the
+        # digest without its queue: close() raised AttributeError ('NoneType' has no attribute
+        # 'put') in place of the KeyboardInterrupt, and the thread stayed blocked.
+        start = threading.Thread.start
+
+        def start_then_ctrl_c(thread: threading.Thread) -> None:
+            start(thread)
+            raise KeyboardInterrupt
+
+        digest = dc._Digest(None, ["sha256"])
+        with (
+            mock.patch.object(threading.Thread, "start", start_then_ctrl_c),
+            self.assertRaises(KeyboardInterrupt),
+        ):
+            digest.add(b"x" * (dc._Digest.inline + 1))
+        digest.close()
+        self.assertFalse(digest._thread and digest._thread.is_alive())

@@ -9,6 +9,7 @@ import errno
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -139,7 +140,7 @@ class SharedDirectoryTests(ServerTestCase):
         self.script(serve_file(DATA))
         with mock.patch.object(dc._Directory, "create", swapping):
             self.client().download("files/x", box / "notes.txt")
-        self.assertEqual(swapped, [".notes.txt.1.part"])
+        self.assertEqual(swapped, [".notes.txt.part.1"])
         self.assertEqual(notes.read_text(), "the victim's notes")
         self.assertEqual(sorted(p.name for p in notes.parent.iterdir()), ["notes.txt"])
         self.assertEqual((shared / "box.away" / "notes.txt").read_bytes(), DATA)
@@ -219,6 +220,40 @@ class SharedDirectoryTests(ServerTestCase):
             self.client().download("files/x", shared / "data.csv")
         self.assertFalse(os.path.lexists(shared / "theirs"), "renamed")
         self.assertEqual((own.read_bytes(), notes.read_text()), (DATA, "the victim's notes"))
+
+    def test_ctrl_c_in_the_walk_never_closes_a_descriptor_twice(self) -> None:
+        # Found in review (issue 35, L4): Ctrl-C just after the walk closed a directory's
+        # descriptor, before it held the next, closed that number again on the way out: EBADF
+        # replaced the KeyboardInterrupt (in a threaded program: another thread's descriptor).
+        nested = self.tmp() / "a" / "b"
+        nested.mkdir(parents=True)
+        link = nested.parent / "link"
+        link.symlink_to(nested)  # absolute: the walk starts again from /
+        close, closes = os.close, [0]
+
+        def counted(fd: int) -> None:
+            close(fd)
+            closes[0] += 1
+
+        with mock.patch.object(dc.os, "close", counted):
+            dc._Directory(str(link / "out.bin")).close()
+        for interrupted in range(1, closes[0]):
+            closed = [0]
+
+            def close_then_ctrl_c(
+                fd: int, at: int = interrupted, count: list[int] = closed
+            ) -> None:
+                close(fd)
+                count[0] += 1
+                if count[0] == at:
+                    raise KeyboardInterrupt
+
+            with (
+                self.subTest(interrupted=interrupted),
+                mock.patch.object(dc.os, "close", close_then_ctrl_c),
+                self.assertRaises(KeyboardInterrupt),
+            ):
+                dc._Directory(str(link / "out.bin")).close()
 
     def test_links_planted_at_the_side_files_names_are_never_followed(self) -> None:
         user = self.user()
@@ -318,9 +353,9 @@ class SharedDirectoryTests(ServerTestCase):
                 self.plant(theirs, user, data=b"the teammate's rows")
 
                 def swap(done: int, total: int | None, planted: Path = theirs) -> None:
-                    for temporary in planted.parent.glob(".data.csv*.part"):
-                        if planted.exists():
-                            os.replace(planted, temporary)
+                    for name in (".data.csv.part", ".data.csv.part.1"):
+                        if planted.exists() and (planted.parent / name).exists():
+                            os.replace(planted, planted.parent / name)
 
                 self.script(serve_file(DATA))
                 fetch = self.client().download
@@ -447,7 +482,8 @@ class SharedDirectoryTests(ServerTestCase):
                     lambda d=directory, e=empty, n=asked: (  # type: ignore[misc]
                         len(self.requests) > n
                         and any(
-                            p.suffix == ".part" and (e or p.stat().st_size > 0) for p in d.iterdir()
+                            p.name == ".out.bin.part.1" and (e or p.stat().st_size > 0)
+                            for p in d.iterdir()
                         )
                     ),
                     10,
@@ -455,9 +491,9 @@ class SharedDirectoryTests(ServerTestCase):
                 process.kill()
                 process.wait(10)
                 (left,) = directory.iterdir()
-                self.assertEqual(left.name, ".out.bin.1.part")
+                self.assertEqual(left.name, ".out.bin.part.1")
                 # Another download's, in progress: held, kept.
-                busy = directory / ".out.bin.2.part"
+                busy = directory / ".out.bin.part.2"
                 busy.write_bytes(b"")
                 with busy.open("rb") as held:
                     fcntl.flock(held.fileno(), fcntl.LOCK_EX)
@@ -471,7 +507,8 @@ class SharedDirectoryTests(ServerTestCase):
         # Found in review: a download to notes.txt removed .notes.txt.from-laptop1.part (its length matched).
         import_or_skip(self, "fcntl")
         # Issue 35: the names a download probes for (no listing); the earlier scheme's random names
-        # (.NAME.<12 hex>.part, .NAME.part.json.<8 hex>.tmp) are looked for no more.
+        # (.NAME.<12 hex>.part, .NAME.part.json.<8 hex>.tmp) are looked for no more, nor its
+        # .NAME.1.part (the partial file of NAME.1) or this one's random .NAME.part.<12 hex>.
         users = [
             ".notes.txt.from-laptop1.part",
             ".notes.txt.0123456789AB.part",
@@ -480,11 +517,15 @@ class SharedDirectoryTests(ServerTestCase):
             ".notes.txt.part.json.0123abcd.tmp",
             ".notes.txt.4.part",
             ".notes.txt.01.part",
+            ".notes.txt.1.part",
+            ".notes.txt.part.4",
+            ".notes.txt.part.01",
+            ".notes.txt.part.0123456789ab",
         ]
         for resume in (False, True):
             with self.subTest(resume=resume):
                 directory = self.tmp()
-                for name in [*users, *(f".notes.txt.{n}.part" for n in (1, 2, 3))]:
+                for name in [*users, *(f".notes.txt.part.{n}" for n in (1, 2, 3))]:
                     (directory / name).write_bytes(b"kept")
                 if resume:  # a save of the state that kill -9 cut short
                     (directory / ".notes.txt.part.json.tmp").write_bytes(b"{")
@@ -492,6 +533,23 @@ class SharedDirectoryTests(ServerTestCase):
                 self.client().download("files/x", directory / "notes.txt", resume=resume)
                 left = sorted(p.name for p in directory.iterdir())
                 self.assertEqual(left, sorted([*users, "notes.txt"]))
+
+    def test_a_download_never_takes_another_destinations_partial_file(self) -> None:
+        # Found in review (issue 35, H1): a download to sales tried .sales.1.part for its temporary
+        # file, the partial file of sales.1: it removed it as abandoned (the next resume of sales.1
+        # started over), or a resume of sales.1 took up what a killed download to sales left there.
+        directory = self.tmp()
+        self.script(cut(DATA, 1_200_000, {"ETag": '"v1"'}))
+        with self.assertRaises(dc.DatasetClientError):
+            self.client(max_retries=0).download("files/x", directory / "sales.1", resume=True)
+        kept = (directory / ".sales.1.part").read_bytes()
+        self.script(serve_file(DATA[::-1]))
+        self.client().download("files/y", directory / "sales")
+        self.assertEqual((directory / ".sales.1.part").read_bytes(), kept)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "sales.1", resume=True, sha256=DATA_SHA)
+        self.assertEqual(self.requests[-1].headers["Range"], f"bytes={len(kept)}-")
+        self.assertEqual(sorted(os.listdir(directory)), ["sales", "sales.1"])
 
 
 class FileTestCase(ServerTestCase):
@@ -783,6 +841,29 @@ class FifoAndDescriptorTests(FileTestCase):
             len(self.requests), len(names), "nothing asked for a descriptor there is not"
         )
 
+    def test_a_socket_at_the_destination_fails_at_once(self) -> None:
+        # Found in review (issue 35, L3): opening a socket fails with ENXIO, as a FIFO with no
+        # reader yet does: the download waited for a reader until its deadline (for ever without
+        # one). curl fails at once. A socket file, and another process's descriptor of a socket.
+        listening = socket.socket(socket.AF_UNIX)
+        self.addCleanup(listening.close)
+        listening.bind(str(self.tmp() / "out.bin"))
+        code = "import socket, sys; s = socket.socket(); print(s.fileno(), flush=True)"
+        code += "; sys.stdin.read()"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        self.addCleanup(holder.wait, 10)
+        self.addCleanup(holder.stdin.close)  # type: ignore[union-attr]
+        descriptor = int(holder.stdout.readline())  # type: ignore[union-attr]
+        for name in (listening.getsockname(), f"/proc/{holder.pid}/fd/{descriptor}"):
+            with self.subTest(name):
+                with self.assertRaises(OSError) as caught:
+                    self.client().download("files/x", name, deadline=5)
+                self.assertEqual(caught.exception.errno, errno.ENXIO)
+                self.assertEqual(caught.exception.filename, name)
+        self.assertEqual(self.requests, [])
+
     def test_a_descriptor_named_with_a_trailing_slash_is_the_same_stream(self) -> None:
         # Found in review2: "download URL /dev/fd/1/" was "invalid literal for int() with base 10: ''", exit 2.
         log = self.tmp() / "t.log"
@@ -1048,6 +1129,24 @@ class SwappedDirectoryTests(FileTestCase):
         with self.swap_around("unlink", removing):
             self.check(self.download(resume=True))
 
+    def test_swapped_as_the_free_space_is_looked_at(self) -> None:
+        # Found in review (issue 35, L1): the free space was looked at by path: box swapped for a
+        # link to /proc at that moment failed the download, "not enough space ... (0 B free)".
+        reserve, away = dc._FileTarget.reserve, self.box.with_name("box.away")
+
+        def looked_at_through_a_link_to_proc(target: Any, size: int | None) -> None:
+            self.box.rename(away)
+            self.box.symlink_to("/proc")
+            try:
+                reserve(target, size)
+            finally:
+                self.box.unlink()
+                away.rename(self.box)
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc._FileTarget, "reserve", looked_at_through_a_link_to_proc):
+            self.check(self.download())
+
 
 class NeighboursStateFileTests(FileTestCase):
     """Issue 35: a download removes only the state it found or saved, never a file put there."""
@@ -1074,3 +1173,76 @@ class NeighboursStateFileTests(FileTestCase):
             self.client().download("files/x", directory / "out.bin", resume=True)
         self.assertEqual(theirs.read_bytes(), b"the neighbour's")
         self.assertEqual([path.name for path in directory.iterdir()], [theirs.name])
+
+    def test_a_directory_made_at_the_states_name_makes_the_download_not_resumable(self) -> None:
+        # Found in review (issue 35, M2): a neighbour's mkdir of .NAME.part.json once .NAME.part
+        # appeared made the download fail (IsADirectoryError from the state's rename), in a
+        # team directory: 30 of 60.
+        lock = dc._FileTarget._lock
+        for holding in ("", "theirs"):
+            with self.subTest(empty=not holding):
+                directory = self.tmp()
+                state = directory / ".out.bin.part.json"
+
+                def made_after_the_look(
+                    target: Any, fd: int, inside: str = holding, at: Path = state
+                ) -> bool:
+                    at.mkdir()
+                    if inside:
+                        (at / inside).write_bytes(b"")
+                    return lock(target, fd)  # type: ignore[no-any-return]
+
+                self.script(serve_file(DATA))
+                with (
+                    mock.patch.object(dc._FileTarget, "_lock", made_after_the_look),
+                    self.assertLogs("dataset_client", "WARNING") as logged,
+                ):
+                    self.client().download("files/x", directory / "out.bin", resume=True)
+                self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                self.assertEqual(sorted(os.listdir(directory)), [state.name, "out.bin"])
+                self.assertEqual(os.listdir(state), [holding] if holding else [])
+                self.assertIn(f"{state.name}: not resumable", logged.output[0])
+
+
+class FileModeTests(FileTestCase):
+    """The file written is the user's alone until the commit gives it its mode."""
+
+    def test_the_file_is_private_until_the_commit_gives_it_the_destinations_mode(self) -> None:
+        # Found in review (issue 35, H2, L6): with umask 002 the temporary and .part files were
+        # 0664, and a teammate wrote into them after the bytes were hashed: the download said
+        # sha256 verified. A 0600 destination downloaded again became 0644 (curl -o keeps 0600).
+        umask = os.umask(0o002)
+        self.addCleanup(os.umask, umask)
+        for resume in (False, True):
+            for earlier in (None, 0o600, 0o640, "another user's 0600"):
+                with self.subTest(resume=resume, earlier=earlier):
+                    directory = self.tmp()
+                    destination = directory / "out.bin"
+                    if earlier is not None:
+                        destination.write_bytes(b"earlier")
+                        destination.chmod(0o600 if isinstance(earlier, str) else earlier)
+                    if isinstance(earlier, str):
+                        self.as_stranger(destination)
+                    modes: set[int] = set()
+
+                    def look(
+                        done: int, total: int | None, seen: set[int] = modes, at: Path = directory
+                    ) -> None:
+                        for path in at.iterdir():
+                            with contextlib.suppress(FileNotFoundError):
+                                if path.name != "out.bin":
+                                    seen.add(path.lstat().st_mode & 0o777)
+
+                    self.script(serve_file(DATA))
+                    self.client().download("files/x", destination, resume=resume, progress=look)
+                    self.assertEqual(modes, {0o600})
+                    final = earlier if isinstance(earlier, int) else 0o664
+                    self.assertEqual(destination.stat().st_mode & 0o777, final)
+                    self.assertEqual(destination.read_bytes(), DATA)
+
+    def test_without_proc_the_umask_is_read_by_setting_it_back(self) -> None:
+        umask = os.umask(0o027)
+        self.addCleanup(os.umask, umask)
+        with mock.patch.object(dc, "open", side_effect=FileNotFoundError, create=True):
+            self.assertEqual(dc._final_mode(None), 0o640)
+        self.assertEqual(os.umask(0o027), 0o027, "set back")

@@ -379,6 +379,22 @@ class ResumeAcrossRunsTests(ServerTestCase):
         self.assertEqual((directory / "out.bin").read_bytes(), DATA)
         self.assertIsNone(self.requests[-1].headers["Range"])
 
+    def test_another_file_renamed_in_as_the_partial_file_is_not_continued(self) -> None:
+        # Found in review (issue 35, M4): a teammate renamed another of the user's own files in as
+        # .NAME.part between runs; the next run kept its first bytes, appended, and reported ok.
+        directory = self.tmp()
+        self.script(cut(DATA, 1_200_000, {"ETag": '"v1"'}))
+        with self.assertRaises(dc.DatasetClientError):
+            self.client(max_retries=0).download("files/x", directory / "out.bin", resume=True)
+        partial, spare = directory / ".out.bin.part", directory / "spare.csv"
+        spare.write_bytes(b"S" * partial.stat().st_size)
+        spare.replace(partial)
+        self.script(serve_file(DATA))
+        self.client().download("files/x", directory / "out.bin", resume=True)
+        self.assertIsNone(self.requests[-1].headers["Range"], "started over")
+        self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+        self.assertEqual(os.listdir(directory), ["out.bin"])
+
     def test_two_processes_to_one_destination_at_once(self) -> None:
         look = self.serve_two_at_once()
         directory = self.tmp()
@@ -482,6 +498,9 @@ class StateFileTests(ServerTestCase):
             "a part of two numbers": {**good, "parts": [[0, len(DATA)]]},
             "parts not a list": {**good, "parts": "0-100"},
             "not an object": [1, 2, 3],
+            "saved with another partial file": {**good, "file": [0, 0, 1000]},
+            "its partial file an object": {**good, "file": {"st_ino": 1}},
+            "its partial file an empty list": {**good, "file": []},
         }
         directory = self.prepare(
             good
