@@ -845,6 +845,8 @@ class SignalTests(StandInTestCase):
                     stderr=subprocess.PIPE,
                 )
             self.addCleanup(process.kill)
+            # communicate() closes it; a subtest that fails before must not leave it to the GC.
+            self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
             with self.subTest(signal=signal_name, keep=keep):
                 wait_for(
                     lambda d=directory: any(
