@@ -1023,11 +1023,13 @@ class StandInTestCase(ServerTestCase):
         columns: int,
         on_screen: Callable[[str], None] | None = None,
         variables: dict[str, str] | None = None,
+        directory: Path = ROOT,
     ) -> tuple[int, str]:
         """The command run on a pseudo-terminal (stdout and stderr) of ``columns`` columns: its status, all it drew.
 
         ``on_screen`` is given all drawn so far, each time more is; the process is ``self.in_terminal``;
-        ``variables``: set on top of the others (a pager, say)."""
+        ``variables``: set on top of the others (a pager, say); ``directory``: where it runs (this
+        tree's module imported wherever that is)."""
         fcntl, pty, termios = (import_or_skip(self, name) for name in ("fcntl", "pty", "termios"))
 
         master, slave = pty.openpty()
@@ -1038,6 +1040,7 @@ class StandInTestCase(ServerTestCase):
             "DATASET_CLIENT_API_KEY": "stand-in-key",
             "TERM": "xterm",
             "DATASET_CLIENT_PAGER": "",  # output taller than the screen is drawn, not paged (that is tested apart)
+            "PYTHONPATH": str(ROOT),
             **(variables or {}),
         }
         process = subprocess.Popen(
@@ -1046,7 +1049,7 @@ class StandInTestCase(ServerTestCase):
             stdout=slave,
             stderr=slave,
             env=environment,
-            cwd=ROOT,
+            cwd=directory,
         )
         self.addCleanup(process.kill)
         self.in_terminal = process

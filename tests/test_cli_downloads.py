@@ -688,6 +688,9 @@ class FileNameTests(ScriptedCommandLineTestCase):
                     r"^dataset-client: error: GET .*: (connection closed after 0 B of 3\.0 MiB|.*timed out.*)\n$",
                 )
                 self.assertNotIn("with -c", err)
+        # A request that timed out may be read by the server after the command ended: once it
+        # is, the next command's request gets the next scripted response, not the stall.
+        wait_for(lambda: not self.server.script)
         for again in (["-c"], []):  # the same command, or without -c
             with self.subTest(again=again):
                 self.script(cut(data, 150_000, {"ETag": '"v1"'}), serve_file(data))
@@ -862,6 +865,8 @@ class SignalTests(StandInTestCase):
                     stderr=subprocess.PIPE,
                 )
             self.addCleanup(process.kill)
+            # communicate() closes it; a subtest that fails before must not leave it to the GC.
+            self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
             with self.subTest(signal=signal_name, keep=keep):
                 wait_for(
                     lambda d=directory: any(

@@ -855,6 +855,8 @@ class FifoAndDescriptorTests(FileTestCase):
         )
         self.addCleanup(holder.wait, 10)
         self.addCleanup(holder.stdin.close)  # type: ignore[union-attr]
+        # Left open, its ResourceWarning came when collected: in another test's captured stderr.
+        self.addCleanup(holder.stdout.close)  # type: ignore[union-attr]
         descriptor = int(holder.stdout.readline())  # type: ignore[union-attr]
         for name in (listening.getsockname(), f"/proc/{holder.pid}/fd/{descriptor}"):
             with self.subTest(name):
