@@ -478,14 +478,18 @@ class StateFileTests(ServerTestCase):
         )
         return directory
 
-    def test_states_that_do_not_hold_are_discarded(self) -> None:
+    def sound_state(self) -> dict[str, Any]:
+        """A state that holds: DATA's first 1000 bytes kept of files/x."""
         url = self.server.url + "/api/v1/files/x"
-        good = {
+        return {
             "url": url,
             "validator": '"v1"',
             "total": len(DATA),
             "parts": [[0, len(DATA), 1000]],
         }
+
+    def test_states_that_do_not_hold_are_discarded(self) -> None:
+        good = self.sound_state()
         cases: dict[str, object] = {
             "parts ending early": {**good, "parts": [[0, 1000, 1000]]},
             "a gap between parts": {**good, "parts": [[0, 1000, 1000], [2000, len(DATA), 0]]},
@@ -527,17 +531,11 @@ class StateFileTests(ServerTestCase):
         # Found in review (issue 37, F2): mounted again (a container's restart: overlayfs, NFS,
         # btrfs, tmpfs), the partial file kept its inode under another device number, and the
         # resume started over. A state of the earlier scheme, [dev, ino], is read as well.
-        url = self.server.url + "/api/v1/files/x"
-        state = {
-            "url": url,
-            "validator": '"v1"',
-            "total": len(DATA),
-            "parts": [[0, len(DATA), 1000]],
-        }
         for recorded in ("[dev + 1, ino]", "[dev, ino]"):
             with self.subTest(recorded):
                 self.server.requests.clear()
                 directory = self.prepare(None)
+                state = self.sound_state()
                 partial = (directory / ".out.bin.part").stat()
                 dev, ino = partial.st_dev, partial.st_ino
                 file = [dev + 1, ino] if recorded == "[dev + 1, ino]" else [dev, ino]
