@@ -150,7 +150,7 @@ class DatasetClientError(Exception):
     connecting: bool = False
     attempts: int = 1
 
-    def __init__(self, text: str = "", /, **fields: Any) -> None:
+    def __init__(self, text: str = "", /, **fields: Any):
         super().__init__(text)
         known = {
             name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", ())
@@ -228,7 +228,7 @@ class ServiceError(DatasetClientError, RuntimeError):
         body: str = "",
         message: str | None = None,
         proxy: str | None = None,
-    ) -> None:
+    ):
         headers = http.client.HTTPMessage() if headers is None else headers
         try:
             payload = json.loads(body) if body.strip() else None
@@ -339,7 +339,7 @@ class DatasetClient:
         deadline: float | None = None,
         backoff_factor: float = 0.5,
         ca_bundle: str | os.PathLike[str] | None = None,
-    ) -> None:
+    ):
         # As _Secret first: no traceback's locals show a secret.
         api_key = _as_secret(api_key)
         headers = _as_secret(headers)
@@ -1086,7 +1086,7 @@ class _Secrets:
 
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
-    def __init__(self, texts: Iterable[str] = (), signed: bool = False) -> None:
+    def __init__(self, texts: Iterable[str] = (), signed: bool = False):
         self.texts = tuple(_Secret(text) for text in sorted(set(texts), key=len, reverse=True))
         self.signed = signed
         self._redact_forms: Callable[[str], str] | None = None
@@ -1369,7 +1369,7 @@ _NEVER = float("inf")
 class _Deadline:
     """When a call must end, on each _Request (inf: no lookup thread, no response watched)."""
 
-    def __init__(self, seconds: float = _NEVER) -> None:
+    def __init__(self, seconds: float = _NEVER):
         self.seconds = seconds
         self.ends = time.monotonic() + seconds
         self.finite = seconds < _NEVER
@@ -1422,7 +1422,7 @@ class _Request(urllib.request.Request):
 
 
 class _ReceivingWithin(io.RawIOBase):
-    def __init__(self, raw: Any, deadline: _Deadline) -> None:
+    def __init__(self, raw: Any, deadline: _Deadline):
         super().__init__()
         self.raw = raw
         self.deadline = deadline
@@ -1510,7 +1510,7 @@ def _resolve_within(host: str, port: int, deadline: _Deadline) -> list[Any]:
 class _Watch:
     """A body read a receive at a time, within its deadline and above ``min_rate``."""
 
-    def __init__(self, timeout: float | None, min_rate: float | None = None) -> None:
+    def __init__(self, timeout: float | None, min_rate: float | None = None):
         self.min_rate = min_rate
         self.period = timeout or 30.0
         # With min_rate, no wait is longer: a stretch bringing nothing is measured too.
@@ -1592,7 +1592,7 @@ _MAX_INTERIM_RESPONSES = 100
 class _ConnectionPool(urllib.request.BaseHandler):
     """A thread-safe urllib handler keeping HTTP/1.1 connections alive."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None):
         self._ssl_context = ssl_context
         self.ca_bundle: str | None = None
         self.closed = False
@@ -1920,7 +1920,7 @@ class _PooledResponse(http.client.HTTPResponse):
 class _HeadReader:
     """A stream while the head is read: notes a line the stream's end cut short."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any):
         self.raw = raw
         self.cut = False
 
@@ -2032,7 +2032,7 @@ class _ProxyHandler(urllib.request.ProxyHandler):
 class _NoProxy:
     """NO_PROXY as requests and curl read it (names, suffixes, addresses, CIDR, ports, ``*``)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str):
         import ipaddress
 
         self.everything = False
@@ -2270,7 +2270,7 @@ class _PartStopped(Exception):
 class _Stated:
     """A digest the file must have: ``sha256``, or one a header states."""
 
-    def __init__(self, header: str, algorithm: str, value: str) -> None:
+    def __init__(self, header: str, algorithm: str, value: str):
         self.header, self.algorithm, self.value = header, algorithm, value
         self.hash = _DIGEST_ALGORITHMS[algorithm]
         self.name = header if header == "sha256" else f"{header} ({algorithm})"
@@ -2279,7 +2279,7 @@ class _Stated:
 class _Part:
     """Bytes ``[start, end)`` (``end`` None: unknown yet), ``done`` of them in."""
 
-    def __init__(self, start: int, end: int | None, done: int = 0) -> None:
+    def __init__(self, start: int, end: int | None, done: int = 0):
         self.start, self.end, self.done = start, end, done
         self.taken = self.dropped = False
         self.check: _PartCheck | None = None
@@ -2307,13 +2307,13 @@ class _DownloadRequests:
         pool: _ConnectionPool,
         secrets: _Secrets,
         timeout: float | None,
-    ) -> None:
+    ):
         self.headers, self.deadline, self.send, self.retry = headers, deadline, send, retry
         self.pool, self.secrets, self.timeout = pool, secrets, timeout
 
 
 class _Parts:
-    def __init__(self, connections: int, work: Callable[[threading.Event], None]) -> None:
+    def __init__(self, connections: int, work: Callable[[threading.Event], None]):
         self.lock = _thread.allocate_lock()
         self.all = [_Part(0, None)]
         self.connections, self.work = connections, work
@@ -2368,7 +2368,7 @@ class _Parts:
 
 
 class _Checks:
-    def __init__(self, download: _Transfer, sha256: str | None) -> None:
+    def __init__(self, download: _Transfer, sha256: str | None):
         self.download, self.parts, self.target = download, download.parts, download.target
         self.sha256 = [] if sha256 is None else [_Stated("sha256", "sha-256", sha256)]
         self.digests: list[_Stated] | None = None
@@ -2517,7 +2517,7 @@ class _Checks:
 class _Acceptance:
     """A 206 must bring the range asked for, a 200 the whole file."""
 
-    def __init__(self, download: _Transfer) -> None:
+    def __init__(self, download: _Transfer):
         self.download, self.parts, self.target = download, download.parts, download.target
         self.checks = download.checks
         self.validator: str | None = None
@@ -2664,7 +2664,7 @@ class _Transfer:
         sha256: str | None,
         connections: int,
         limits: _Limits,
-    ) -> None:
+    ):
         self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
         if isinstance(target, _StreamTarget):
@@ -2890,7 +2890,7 @@ def _is_offset(value: Any) -> bool:
 
 
 class _Limits:
-    def __init__(self, min_rate: float | None, max_rate: float | None) -> None:
+    def __init__(self, min_rate: float | None, max_rate: float | None):
         self.min_rate = _check_positive(min_rate, "min_rate")
         self.rate = max_rate
         self.chunk = _CHUNK_SIZE
@@ -2936,7 +2936,7 @@ class _Digest:
 
     inline = _CHUNK_SIZE
 
-    def __init__(self, sink: _Sink | None, algorithms: Iterable[str]) -> None:
+    def __init__(self, sink: _Sink | None, algorithms: Iterable[str]):
         self.read_at = None if sink is None else sink.read_at
         self.hashes = {name: hashlib.new(name) for name in algorithms}
         self._position = self._inline = 0
@@ -3010,7 +3010,7 @@ class _PartCheck(_Digest):
     # Its thread starts with it: a parallel download's parts are large.
     inline = 0
 
-    def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None) -> None:
+    def __init__(self, start: int, stated: _Stated, held: bool, sink: _Sink | None = None):
         super().__init__(sink, (stated.hash,))
         self.start, self.stated, self.held, self._position = start, stated, held, start
 
@@ -3148,7 +3148,7 @@ class _Sink:
 class _FileTarget(_Sink):
     """A file beside the destination, in the directory walked to, moved over it by commit."""
 
-    def __init__(self, found: _Directory, resume: bool) -> None:
+    def __init__(self, found: _Directory, resume: bool):
         self.directory = found
         self.name = found.name
         self.destination = found.given
@@ -3341,7 +3341,7 @@ def _not_resumable(name: str, why: object) -> None:
 class _PartialFile:
     """Where a ``resume=True`` download to ``destination`` keeps its partial file (``path``)."""
 
-    def __init__(self, destination: str) -> None:
+    def __init__(self, destination: str):
         self.destination = destination
         found = _Directory(destination)
         stem = _hidden_stem(found, found.name)
@@ -3395,7 +3395,7 @@ class _PartialFile:
 class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
-    def __init__(self, stream: BinaryIO, *, opened: bool = False) -> None:
+    def __init__(self, stream: BinaryIO, *, opened: bool = False):
         writes = callable(getattr(stream, "write", None)) and not isinstance(stream, io.TextIOBase)
         writable = getattr(stream, "writable", None)
         if not writes or (callable(writable) and not writable()):
@@ -3490,7 +3490,7 @@ class _ReorderBuffer(_Sink):
         limit: int,
         written: Callable[[bytes], None],
         in_time: Callable[[], None],
-    ) -> None:
+    ):
         import threading
 
         self.target = target
@@ -3637,7 +3637,7 @@ class _StateFile:
     """A resumable download's state (``.NAME.part.json``; only the lock holder saves). ``kept``:
     on disk; ``ours``: this download's (found or saved), the only one removed."""
 
-    def __init__(self, directory: _Directory, name: str, fd: int) -> None:
+    def __init__(self, directory: _Directory, name: str, fd: int):
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
@@ -3857,7 +3857,7 @@ class _Directory:
     (by ``path`` where there is none). ``status``: what is at ``name``; ``descriptor``: a
     process's ("own", "other")."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str):
         self.given = path
         self.names = path.rstrip("/").split("/")[::-1]
         # As walked: links read where they stood, never realpath (which follows anyone's).
