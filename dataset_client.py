@@ -2009,24 +2009,20 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         self, req: urllib.request.Request, proxy: str, type: str
     ) -> http.client.HTTPResponse | None:
         key = (req.type, req.host)
-        bypass = self._bypass.get(key)
-        if bypass is None:
-            bypass = self._bypass[key] = bool(req.host) and self._bypasses(req.type, req.host)
-        if bypass:
+        if key not in self._bypass and self._no_proxy is not None:
+            if self._rules is None:
+                self._rules = _NoProxy(self._no_proxy)
+            self._bypass[key] = bool(req.host) and self._rules.matches(req.type, req.host)
+        elif key not in self._bypass:
+            # No variable: the system's settings (macOS, Windows), as urllib reads them.
+            self._bypass[key] = bool(req.host) and bool(urllib.request.proxy_bypass(req.host))
+        if self._bypass[key]:
             return None
         response = super().proxy_open(req, proxy, type)
         credentials = req.headers.get("Proxy-authorization")
         if credentials:
             req.headers["Proxy-authorization"] = _Secret(credentials)
         return response
-
-    def _bypasses(self, scheme: str, host: str) -> bool:
-        # No variable: the system's settings (macOS, Windows), as urllib reads them.
-        if self._no_proxy is None:
-            return bool(urllib.request.proxy_bypass(host))
-        if self._rules is None:
-            self._rules = _NoProxy(self._no_proxy)
-        return self._rules.matches(scheme, host)
 
 
 class _NoProxy:
@@ -3160,7 +3156,16 @@ class _FileTarget(_Sink):
         try:
             fd = self._open_resumable() if resume else None
             if fd is None:
-                fd, self.temporary = _open_temporary(self.directory, self.stem)
+                # A new temporary file, locked: one of _sweep's, else a random one.
+                made = _sweep(self.directory, self.stem, claim=True)
+                tries = 100
+                while made is None and tries:
+                    random_name = f"{self.stem}.part.{os.urandom(6).hex()}"
+                    made = _claim(self.directory, random_name, _fcntl())
+                    tries -= 1
+                if made is None:
+                    raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
+                fd, self.temporary = made
             else:
                 # What a killed download without resume left is removed all the same.
                 _sweep(self.directory, self.stem, claim=False)
@@ -3680,18 +3685,6 @@ class _StateFile:
         if self.ours:
             self.directory.remove(self.name)
         self.kept = self.ours = False
-
-
-def _open_temporary(directory: _Directory, stem: str) -> tuple[int, str]:
-    """A new temporary file, locked, and its name: one of ``_sweep``'s, else a random one."""
-    made = _sweep(directory, stem, claim=True)
-    tries = 100
-    while made is None and tries:
-        made = _claim(directory, f"{stem}.part.{os.urandom(6).hex()}", _fcntl())
-        tries -= 1
-    if made is None:
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
-    return made
 
 
 def _sweep(directory: _Directory, stem: str, *, claim: bool) -> tuple[int, str] | None:
