@@ -1125,13 +1125,34 @@ class _Secrets:
 
 
 def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets:
-    """``values`` (4 characters or more), proxy passwords, Basic credentials, and base64."""
+    """``values`` (4 characters or more), proxy passwords, Basic credentials, and base64 (a bad
+    proxy URL: ValueError)."""
     # urllib.request has imported it already.
     import base64
 
     texts = [_Secret(value) for value in values if len(value) >= 4]
-    for password, basic in _proxy_passwords(proxies):
-        texts += [password, _Secret(urllib.parse.unquote(password)), basic]
+    for scheme, proxy in proxies.items():
+        # NO_PROXY, which urllib lists with them: hosts, not a URL.
+        if scheme == "no":
+            continue
+        url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
+        # The port too: else InvalidURL at each request.
+        reason: str | None = None
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018
+        except ValueError as exc:
+            reason = str(exc)
+        # Raised outside the except clause: the exception caught holds the URL.
+        if reason is not None:
+            variable = f"{scheme.upper()}_PROXY"
+            said = f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
+            raise ValueError(said)
+        if parts.password:
+            password = _Secret(urllib.parse.unquote(parts.password))
+            user = _Secret(urllib.parse.unquote(parts.username or ""))
+            basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
+            texts += [_Secret(parts.password), password, basic]
     encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
     # Base64 with its padding and without: servers echo both.
     texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]
@@ -2073,36 +2094,6 @@ class _NoProxy:
                 for suffix, wanted in self.names
             )
         return any(wanted in (None, port) and address in net for net, wanted in self.networks)
-
-
-def _proxy_passwords(proxies: Mapping[str, str]) -> list[tuple[_Secret, _Secret]]:
-    """Each proxy's password and Basic credentials (a bad proxy URL: ValueError)."""
-    import base64
-
-    found = []
-    for scheme, proxy in proxies.items():
-        # NO_PROXY, which urllib lists with them: hosts, not a URL.
-        if scheme == "no":
-            continue
-        url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
-        # The port too: else InvalidURL at each request.
-        reason: str | None = None
-        try:
-            parts = urllib.parse.urlsplit(url)
-            parts.port  # noqa: B018
-        except ValueError as exc:
-            reason = str(exc)
-        # Raised outside the except clause: the exception caught holds the URL.
-        if reason is not None:
-            variable = f"{scheme.upper()}_PROXY"
-            said = f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
-            raise ValueError(said)
-        if parts.password:
-            password = _Secret(urllib.parse.unquote(parts.password))
-            user = _Secret(urllib.parse.unquote(parts.username or ""))
-            basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
-            found.append((_Secret(parts.password), basic))
-    return found
 
 
 def _proxy_authorization(headers: MutableMapping[str, str], tunnel: str | None) -> str | None:
