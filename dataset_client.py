@@ -676,8 +676,9 @@ class DatasetClient:
         instead = urllib.parse.urlunsplit(parts._replace(scheme=other, netloc=netloc))
         spoken = "plain HTTP, not HTTPS (TLS)" if plain else "HTTPS (TLS), not plain HTTP"
         text = f"{error.method} {error.url}: the server answered in {spoken}: use {instead} instead"
-        fields = dict(method=error.method, url=error.url, connecting=error.connecting)
-        wrong = _WrongSchemeError(text, **fields)
+        wrong = _WrongSchemeError(
+            text, method=error.method, url=error.url, connecting=error.connecting
+        )
         wrong.__cause__ = error.__cause__
         return wrong, None
 
@@ -1811,8 +1812,9 @@ class _ConnectionPool(urllib.request.BaseHandler):
             # A CONNECT refused for credentials (http.client's words, 3.11-3.15; tinyproxy: 401).
             refusal = str(exc).partition("Tunnel connection failed: ")[2]
             if key[2] and refusal[:4] in ("407 ", "401 "):
-                said = (proxy or "", "HTTPS_PROXY", bool(authorization), refusal)
-                error = _proxy_credentials_error(method, url, *said)
+                error = _proxy_credentials_error(
+                    method, url, proxy or "", "HTTPS_PROXY", bool(authorization), refusal
+                )
                 raise error from _ProxyAuthenticationRequired(refusal)
             failure = _transport_error(exc, method, url, connecting=True, proxy=proxy, context=tls)
             raise failure from exc
@@ -2658,8 +2660,7 @@ class _Transfer:
             target.in_time = functools.partial(_check_in_time, requests, url)
             if connections > 1:
                 limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-                written = self._written_to_stream
-                self.target = _ReorderBuffer(target, limit, written, target.in_time)
+                self.target = _ReorderBuffer(target, limit, self._written_to_stream, target.in_time)
         self.parts = _Parts(connections, self._work)
         self.checks = _Checks(self, sha256)
         self.acceptance = _Acceptance(self)
@@ -4077,8 +4078,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
     _check_url_characters(base_url, "base_url")
     # "localhost:8000" would parse as the scheme "localhost".
     if "://" not in base_url:
-        guess = f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?"
-        raise _refused("base_url", guess)
+        raise _refused("base_url", f"{base_url!r} has no scheme: did you mean 'http://{base_url}'?")
     parts = _split_http_url(base_url, "base_url")
     if "?" in base_url or "#" in base_url:
         raise _refused("base_url", f"must not have a query or fragment: {base_url!r}")
@@ -4113,8 +4113,13 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         scheme = parts.scheme or "no scheme"
         raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
-        said = (" must not contain a user:password part (pass ", ("api_key", "api_key"))
-        raise _named(ValueError, (argument, argument), *said, " or headers instead)")
+        raise _named(
+            ValueError,
+            (argument, argument),
+            " must not contain a user:password part (pass ",
+            ("api_key", "api_key"),
+            " or headers instead)",
+        )
     if not parts.hostname:
         raise _refused(argument, f"has no host: {url!r}")
     return parts._replace(scheme=parts.scheme.lower(), fragment="")
@@ -4210,8 +4215,13 @@ def _format_dates(start: datetime.date | str, end: datetime.date | str) -> list[
         # Naive and aware datetimes cannot be ordered: the service decides.
         with contextlib.suppress(TypeError):
             if first > last:
-                said = (("start_date", "start_date"), f" {start.isoformat()} is after ")
-                raise _named(ValueError, *said, ("end_date", "end_date"), f" {end.isoformat()}")
+                raise _named(
+                    ValueError,
+                    ("start_date", "start_date"),
+                    f" {start.isoformat()} is after ",
+                    ("end_date", "end_date"),
+                    f" {end.isoformat()}",
+                )
     return [d if isinstance(d, str) else d.isoformat() for d in (start, end)]
 
 
@@ -4288,8 +4298,8 @@ def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
         file = _open_config(path)
     except FileNotFoundError:
         if asked:
-            said = (f"no config file {path} for ", ("profile", "profile"), f" {asked}")
-            raise _named(LookupError, *said) from None
+            no_config = f"no config file {path} for "
+            raise _named(LookupError, no_config, ("profile", "profile"), f" {asked}") from None
         if os.environ.get("DATASET_CLIENT_CONFIG"):
             raise LookupError(f"no config file {path}") from None
         return path, {}
