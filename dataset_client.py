@@ -1038,9 +1038,9 @@ def _reason_in_text(body: str) -> str | None:
         found = [re.search(f"<{name}>{content}", text) for name in ("Code", "Message")]
         parts = [element[1] for element in found if element]
         title = None if parts else re.search(f"(?i)<title(?:\\s[^<>]*)?>{content}", text)
-        parts = [html.unescape(part) for part in (parts if title is None else [title[1]])]
+        parts = list(map(html.unescape, parts if title is None else [title[1]]))
     lines = [re.sub("[ \t]+", " ", part.strip().partition("\n")[0]).strip() for part in parts]
-    reason = ": ".join(line for line in lines if line)
+    reason = ": ".join(filter(None, lines))
     # Escaped as far as kept: escapes only lengthen it.
     return _escaped(reason[:200])[:200] or None
 
@@ -1088,7 +1088,7 @@ class _Secrets:
     __slots__ = ("_redact_forms", "_shown", "signed", "texts")
 
     def __init__(self, texts: Iterable[str] = (), signed: bool = False):
-        self.texts = tuple(_Secret(text) for text in sorted(set(texts), key=len, reverse=True))
+        self.texts = tuple(map(_Secret, sorted(set(texts), key=len, reverse=True)))
         self.signed = signed
         self._redact_forms: Callable[[str], str] | None = None
         self._shown: _Secrets | None = None
@@ -2546,7 +2546,7 @@ class _Acceptance:
         if all(part.remaining == 0 for part in self.parts.all):
             next(part for part in reversed(self.parts.all) if part.done).done -= 1
         digests = getattr(self.target.state, "saved", {}).get("digests")
-        if isinstance(digests, list) and all(_is_saved_digest(digest) for digest in digests):
+        if isinstance(digests, list) and all(map(_is_saved_digest, digests)):
             self.checks.digests = [_Stated(*digest) for digest in digests]
 
     def start_over(self) -> _Part:
@@ -4090,7 +4090,7 @@ def _parse_base_url(base_url: str) -> tuple[str, tuple[str, str, int]]:
 def _check_url_characters(url: str, argument: str) -> None:
     _check_text(url, argument)
     # urlsplit silently drops CR, LF and tab (bpo-43882): refuse them, and spaces, first.
-    if not _CONTROL_CHARACTERS.isdisjoint(url) or any(c.isspace() for c in url):
+    if not _CONTROL_CHARACTERS.isdisjoint(url) or any(map(str.isspace, url)):
         said = f"must be a URL without whitespace or control characters, got {url!r}"
         raise _refused(argument, said)
     try:
@@ -4161,7 +4161,7 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
         raise _refused(argument, f"must be a str, not {type(value).__name__}", TypeError)
     if token and not value.strip():
         raise _refused(argument, "must not be empty (pass None for no key)")
-    if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(c.isspace() for c in value)):
+    if not _CONTROL_CHARACTERS.isdisjoint(value) or (token and any(map(str.isspace, value))):
         space = "whitespace or " if token else ""
         raise _refused(argument, f"contains {space}a control character (CR, LF, ...)")
     if any(ord(c) > (127 if token else 255) for c in value):
