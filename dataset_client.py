@@ -543,9 +543,8 @@ class DatasetClient:
         redirects = self._send_handling_redirects
         send = functools.partial(redirects, "GET", url, None, deadline=within, trusted=trusted)
         retry = functools.partial(self._retrying, "GET", url, within)
-        pool = self._pool
         requests = _DownloadRequests(
-            headers, within, send, retry, pool, self._secrets, self._timeout
+            headers, within, send, retry, self._pool, self._secrets, self._timeout
         )
         in_time = functools.partial(_check_in_time, requests, url)
         with _open_target(destination, resume, in_time) as target:
@@ -758,7 +757,7 @@ class DatasetClient:
                 body = None
             if trusted and _origin_of(url) != self._origin:
                 trusted = False
-                private = {name.lower() for name in self._credentials}
+                private = set(map(str.lower, self._credentials))
                 headers = {k: v for k, v in headers.items() if k.lower() not in private}
             hops += 1
 
@@ -1154,9 +1153,10 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
             user = _Secret(urllib.parse.unquote(parts.username or ""))
             basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
             texts += [_Secret(parts.password), password, basic]
-    encoded = [base64.b64encode(text.encode("utf-8", "surrogatepass")).decode() for text in texts]
-    # Base64 with its padding and without: servers echo both.
-    texts += [_Secret(form) for text in encoded for form in (text, text.rstrip("="))]
+    # Each one's base64 with its padding and without: servers echo both.
+    for text in tuple(texts):
+        encoded = base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
+        texts += [_Secret(encoded), _Secret(encoded.rstrip("="))]
     return _Secrets(text for text in texts if len(text) >= 4)
 
 
@@ -1633,8 +1633,8 @@ class _ConnectionPool(urllib.request.BaseHandler):
 
     def _leave_parents_connections(self) -> None:
         """The parent's sockets closed, not through io's locks."""
-        socks = [connection.sock for connection in self._busy]
-        socks += [connection.sock for idle in self._idle.values() for connection in idle]
+        connections = itertools.chain(self._busy, *self._idle.values())
+        socks = [connection.sock for connection in connections]
         socks += self._connecting.values()
         # A new lock too: the parent's may have been held at the fork.
         self._start_afresh()
