@@ -2032,13 +2032,17 @@ class _ProxyHandler(urllib.request.ProxyHandler):
         self, req: urllib.request.Request, proxy: str, type: str
     ) -> http.client.HTTPResponse | None:
         key = (req.type, req.host)
-        if key not in self._bypass and self._no_proxy is not None:
-            if self._rules is None:
-                self._rules = _NoProxy(self._no_proxy)
-            self._bypass[key] = bool(req.host) and self._rules.matches(req.type, req.host)
-        elif key not in self._bypass:
-            # No variable: the system's settings (macOS, Windows), as urllib reads them.
-            self._bypass[key] = bool(req.host) and bool(urllib.request.proxy_bypass(req.host))
+        if key not in self._bypass:
+            if not req.host:
+                bypass = False
+            elif self._no_proxy is None:
+                # No variable: the system's settings (macOS, Windows), as urllib reads them.
+                bypass = bool(urllib.request.proxy_bypass(req.host))
+            else:
+                if self._rules is None:
+                    self._rules = _NoProxy(self._no_proxy)
+                bypass = self._rules.matches(req.type, req.host)
+            self._bypass[key] = bypass
         if self._bypass[key]:
             return None
         response = super().proxy_open(req, proxy, type)
