@@ -455,6 +455,18 @@ class ResumeCommandTests(StandInTestCase):
         self.assertIn(".out.bin.part: not resumable (", err)
         self.assertNotIn("continues its partial file", err)
         self.assertEqual(os.listdir(directory), [theirs.name])
+        # Nothing of theirs taken up: one GET of the whole file.
+        sent = [(r.method, r.path, r.headers["Range"]) for r in self.requests]
+        self.assertEqual(sent, [("GET", "/files/x", None)])
+        # A sound state of the user's own beside their .part: still theirs, still not named.
+        state = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 0]]}
+        (directory / ".out.bin.part.json").write_text(json.dumps(state))
+        self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
+        status, _, err = self.run_main("--retries", "0", "download", url, out, "-c")
+        self.assertEqual(status, 3)
+        self.assertIn(".out.bin.part: not resumable (", err)
+        self.assertNotIn("continues its partial file", err)
+        self.assertEqual(theirs.stat().st_size, 0, "theirs is left alone")
 
     def idempotent_service(self) -> dict[str, int]:
         """POST /api/exports gives one export per Idempotency-Key (its number, in what is returned); its file's
