@@ -1256,6 +1256,9 @@ class NeighboursStateFileTests(FileTestCase):
                 self.assertIn(f"{name}: not resumable (", logged.output[0])
                 self.assertIn("another user's", logged.output[0])
                 self.assertEqual(os.listdir(directory), [name], "theirs is left alone")
+                # The server was asked for the whole file: nothing of theirs was taken up.
+                sent = [(r.method, r.path, r.headers["Range"]) for r in self.requests[-1:]]
+                self.assertEqual(sent, [("GET", "/api/v1/files/x", None)])
 
 
 class FileModeTests(FileTestCase):

@@ -546,6 +546,8 @@ class StateFileTests(ServerTestCase):
                 )
                 self.assertEqual([r.headers["Range"] for r in self.requests], ["bytes=1000-"])
                 self.assertEqual((directory / "out.bin").read_bytes(), DATA)
+                self.assertEqual([r.headers["If-Range"] for r in self.requests], ['"v1"'])
+                self.assertEqual(os.listdir(directory), ["out.bin"], "the state's side files gone")
 
     def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
         url = self.server.url + "/api/v1/files/x"
