@@ -876,6 +876,8 @@ class SignalTests(StandInTestCase):
                     cwd=ROOT,
                     stderr=subprocess.PIPE,
                 )
+            # Reaped after the kill: a subtest that fails before communicate() leaves no zombie.
+            self.addCleanup(process.wait, 10)
             self.addCleanup(process.kill)
             # communicate() closes it; a subtest that fails before must not leave it to the GC.
             self.addCleanup(process.stderr.close)  # type: ignore[union-attr]
