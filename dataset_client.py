@@ -3188,10 +3188,11 @@ class _FileTarget(_Sink):
         if fd is None:
             _not_resumable(name, _NOT_OURS)
             return None
-        state = _StateFile(self.directory, name + ".json", fd)
+        status = os.fstat(fd)
+        state = _StateFile(self.directory, name + ".json", status.st_ino)
         try:
             # Still that file once locked: its holder may have committed it since.
-            if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
+            if self._lock(fd) and self.directory.holds(status, name):
                 # A new partial file takes up nothing (a state without one is dropped).
                 if made:
                     state.ours = found
@@ -3638,20 +3639,20 @@ class _StateFile:
     """A resumable download's state (``.NAME.part.json``; only the lock holder saves). ``kept``:
     on disk; ``ours``: this download's (found or saved), the only one removed."""
 
-    def __init__(self, directory: _Directory, name: str, fd: int):
+    def __init__(self, directory: _Directory, name: str, ino: int):
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
-        self.fd = fd
+        # The partial file's inode alone: remounts change st_dev.
+        self.file = [ino]
         self.saved: Any = None
         self.kept = self.ours = self.failed = False
 
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
-        ino = [os.fstat(self.fd).st_ino]
-        # Of another .part (renamed in since; none: older). The inode alone: remounts change st_dev.
-        file = saved.get("file", ino) if isinstance(saved, dict) else ino
-        if not isinstance(file, list) or file[-1:] != ino:
+        # Of another .part (renamed in since; none: older): dropped.
+        file = saved.get("file", self.file) if isinstance(saved, dict) else self.file
+        if not isinstance(file, list) or file[-1:] != self.file:
             saved = None
         self.saved = saved
         self.kept = self.saved is not None
@@ -3661,7 +3662,7 @@ class _StateFile:
         """Record ``state`` (0600: the URL may hold a signature) whole; once that fails, no more."""
         if self.failed:
             return
-        state["file"] = [os.fstat(self.fd).st_ino]
+        state["file"] = self.file
         data = json.dumps(state).encode()
         try:
             try:
