@@ -3379,19 +3379,15 @@ class _PartialFile:
             return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
     def remove(self) -> None:
-        """Remove it and its state: only the user's own, when no download holds them."""
-        if not os.path.lexists(self.path):
-            return
+        """Remove it, then its state: only the user's own, when no download holds it (as the
+        sweep does; no download opened: it would warn of a neighbour's and make a file)."""
         found = _Directory(self.destination)
+        name = os.path.basename(self.path)
         try:
-            files = _FileTarget(found, resume=True)
-        except BaseException:
+            if _remove_abandoned(found, name, _fcntl()):
+                _remove_abandoned(found, name + ".json", None)
+        finally:
             found.close()
-            raise
-        with files:
-            if files.state is not None:
-                # So that closing it removes both.
-                files.state.kept = False
 
 
 class _StreamTarget(_Sink):

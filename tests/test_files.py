@@ -699,6 +699,28 @@ class OtherUsersFileTests(FileTestCase):
         self.assertEqual(self.requests, [])
         self.assertEqual([p.name for p in directory.iterdir()], ["out.bin"])
 
+    def test_a_skipped_download_says_nothing_of_a_neighbours_partial_files(self) -> None:
+        # Found in review: a neighbour's .out.bin.part or .out.bin.part.json in a shared directory
+        # made the skip warn "not resumable" of a download that never ran (it opened one to clear
+        # them, making and removing a .out.bin.part.1); the user's own partial file stayed.
+        shared = self.sticky()
+        out = shared / "out.bin"
+        out.write_bytes(DATA)
+        skipped = f"{out} already has the expected sha256: not downloaded again\n"
+        theirs = shared / ".out.bin.part"
+        theirs.write_bytes(b"theirs")
+        self.as_stranger(theirs)
+        argv = ("download", self.server.url + "/files/x", str(out), "--sha256", DATA_SHA)
+        self.assertEqual(self.cli(*argv), (0, skipped))
+        self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", "out.bin"])
+        self.assertEqual(theirs.read_bytes(), b"theirs")
+        theirs.rename(shared / ".out.bin.part.json")
+        (shared / ".out.bin.part").write_bytes(DATA[:1000])
+        self.assertEqual(self.cli(*argv), (0, skipped))
+        names = sorted(p.name for p in shared.iterdir())
+        self.assertEqual(names, [".out.bin.part.json", "out.bin"], "the user's own, removed")
+        self.assertEqual(self.requests, [])
+
     def config_file(self, *, mode: int = 0o600) -> Path:
         config = self.tmp() / "config.toml"
         config.write_text(f'[default]\nbase_url = "{self.server.url}/api/v1"\napi_key = "{KEY}"\n')
