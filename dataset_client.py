@@ -3357,8 +3357,9 @@ class _PartialFile:
         found = _Directory(self.destination)
         name = os.path.basename(self.path)
         try:
-            saved = _read_state(found, name + ".json")
+            # No partial file (FileNotFoundError, the common case): its state is not opened.
             ours = _is_own_regular_file(found.status_of(name))
+            saved = _read_state(found, name + ".json")
         finally:
             found.close()
         return ours and _checked_state(saved, url) is not None

@@ -721,6 +721,18 @@ class OtherUsersFileTests(FileTestCase):
         self.assertEqual(names, [".out.bin.part.json", "out.bin"], "the user's own, removed")
         self.assertEqual(self.requests, [])
 
+    def test_a_download_with_no_partial_file_never_opens_a_state(self) -> None:
+        # Found in review: the CLI's look for a -c partial file opened .NAME.part.json before it
+        # looked whether there was a .NAME.part at all (one openat more a download).
+        out = self.tmp() / "out.bin"
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc, "_read_state", wraps=dc._read_state) as read_state:
+            status, err = self.cli("download", self.server.url + "/files/x", str(out))
+        self.assertEqual(status, 0, err)
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None])
+        self.assertEqual(read_state.call_count, 0)
+
     def config_file(self, *, mode: int = 0o600) -> Path:
         config = self.tmp() / "config.toml"
         config.write_text(f'[default]\nbase_url = "{self.server.url}/api/v1"\napi_key = "{KEY}"\n')
