@@ -3624,7 +3624,7 @@ _MAX_STATE_SIZE = 1024 * 1024
 _LOCK_WRITE_GRACE = 5.0
 _SLOTS = 3  # DESIGN.md: "The temporary file's names"
 # With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
-_SHORT_NAME = 143 - len("..part.json.01234567.tmp")
+_SHORT_NAME = 143 - len("..part.lock.0123456.claim")
 # O_PATH (Linux): a directory one may search but not read is walked too.
 _WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
 _HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd

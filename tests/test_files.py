@@ -979,6 +979,19 @@ class LockFileTests(ServerTestCase):
                 target._unlock()
             self.assertEqual(list(directory.iterdir()), [])
 
+    def test_every_side_files_name_fits_ecryptfs_name_max(self) -> None:
+        # Found in review: the names short enough not to ask the directory's NAME_MAX were sized
+        # for .part.json.<8 hex>.tmp, one byte short of the takeover's .part.lock.<7 hex>.claim.
+        directory = dc._Directory(str(self.tmp()))
+        longest = max((".part.json.01234567.tmp", ".part.lock.0123456.claim"), key=len)
+        try:
+            for length in range(100, 144):
+                with mock.patch.object(dc.os, "pathconf", lambda path, name: 143):
+                    stem = dc._hidden_stem(directory, "d" * length)
+                self.assertLessEqual(len(stem + longest), 143, length)
+        finally:
+            directory.close()
+
     def test_an_empty_or_garbled_lock_is_abandoned_once_it_is_a_few_seconds_old(self) -> None:
         # Found in review: an empty lock (a process killed before it wrote) was never taken over, and
         # a pid too large for os.kill raised OverflowError.
