@@ -3262,9 +3262,11 @@ class _FileTarget(_Sink):
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
+        if size is None:
+            return
         directory = self.directory.path or "."
         free = shutil.disk_usage(directory if self.directory.fd is None else self.directory.fd).free
-        if size is not None and size > free:
+        if size > free:
             message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
