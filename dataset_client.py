@@ -3188,10 +3188,11 @@ class _FileTarget(_Sink):
         if fd is None:
             _not_resumable(name, _NOT_OURS)
             return None
-        state = _StateFile(self.directory, name + ".json", fd)
+        status = os.fstat(fd)
+        state = _StateFile(self.directory, name + ".json", status.st_ino)
         try:
             # Still that file once locked: its holder may have committed it since.
-            if self._lock(fd) and self.directory.holds(os.fstat(fd), name):
+            if self._lock(fd) and self.directory.holds(status, name):
                 # A new partial file takes up nothing (a state without one is dropped).
                 if made:
                     state.ours = found
@@ -3261,9 +3262,11 @@ class _FileTarget(_Sink):
             self.state.remove()
 
     def reserve(self, size: int | None) -> None:
+        if size is None:
+            return
         directory = self.directory.path or "."
         free = shutil.disk_usage(directory if self.directory.fd is None else self.directory.fd).free
-        if size is not None and size > free:
+        if size > free:
             message = f"not enough space for {_size(size)} in {directory} ({_size(free)} free)"
             raise OSError(errno.ENOSPC, message, self.destination)
 
@@ -3356,8 +3359,9 @@ class _PartialFile:
         found = _Directory(self.destination)
         name = os.path.basename(self.path)
         try:
-            saved = _read_state(found, name + ".json")
+            # No partial file (FileNotFoundError, the common case): its state is not opened.
             ours = _is_own_regular_file(found.status_of(name))
+            saved = _read_state(found, name + ".json")
         finally:
             found.close()
         return ours and _checked_state(saved, url) is not None
@@ -3378,19 +3382,15 @@ class _PartialFile:
             return hashlib.file_digest(existing, "sha256").hexdigest() == sha256.lower()
 
     def remove(self) -> None:
-        """Remove it and its state: only the user's own, when no download holds them."""
-        if not os.path.lexists(self.path):
-            return
+        """Remove it, then its state: only the user's own, when no download holds it (as the
+        sweep does; no download opened: it would warn of a neighbour's and make a file)."""
         found = _Directory(self.destination)
+        name = os.path.basename(self.path)
         try:
-            files = _FileTarget(found, resume=True)
-        except BaseException:
+            if _remove_abandoned(found, name, _fcntl()):
+                _remove_abandoned(found, name + ".json", None)
+        finally:
             found.close()
-            raise
-        with files:
-            if files.state is not None:
-                # So that closing it removes both.
-                files.state.kept = False
 
 
 class _StreamTarget(_Sink):
@@ -3626,7 +3626,7 @@ _MAX_STATE_SIZE = 1024 * 1024
 _LOCK_WRITE_GRACE = 5.0
 _SLOTS = 3  # DESIGN.md: "The temporary file's names"
 # With the longest suffix, such a name fits any NAME_MAX (eCryptfs's 143 is the least).
-_SHORT_NAME = 143 - len("..part.json.01234567.tmp")
+_SHORT_NAME = 143 - len("..part.lock.0123456.claim")
 # O_PATH (Linux): a directory one may search but not read is walked too.
 _WALK_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_PATH
 _HAS_DIRECTORY_DESCRIPTORS = _HAS_GETEUID and os.open in os.supports_dir_fd
@@ -3638,20 +3638,20 @@ class _StateFile:
     """A resumable download's state (``.NAME.part.json``; only the lock holder saves). ``kept``:
     on disk; ``ours``: this download's (found or saved), the only one removed."""
 
-    def __init__(self, directory: _Directory, name: str, fd: int):
+    def __init__(self, directory: _Directory, name: str, ino: int):
         self.directory = directory
         self.name = name
         self.temporary = name + ".tmp"
-        self.fd = fd
+        # The partial file's inode alone: remounts change st_dev.
+        self.file = [ino]
         self.saved: Any = None
         self.kept = self.ours = self.failed = False
 
     def load(self, found: bool) -> None:
         saved = _read_state(self.directory, self.name)
-        ino = [os.fstat(self.fd).st_ino]
-        # Of another .part (renamed in since; none: older). The inode alone: remounts change st_dev.
-        file = saved.get("file", ino) if isinstance(saved, dict) else ino
-        if not isinstance(file, list) or file[-1:] != ino:
+        # Of another .part (renamed in since; none: older): dropped.
+        file = saved.get("file", self.file) if isinstance(saved, dict) else self.file
+        if not isinstance(file, list) or file[-1:] != self.file:
             saved = None
         self.saved = saved
         self.kept = self.saved is not None
@@ -3661,7 +3661,7 @@ class _StateFile:
         """Record ``state`` (0600: the URL may hold a signature) whole; once that fails, no more."""
         if self.failed:
             return
-        state["file"] = [os.fstat(self.fd).st_ino]
+        state["file"] = self.file
         data = json.dumps(state).encode()
         try:
             try:

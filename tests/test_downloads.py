@@ -39,6 +39,7 @@ from tests.support import (
     outcome_of,
     reply,
     serve_file,
+    until_closed,
     wait_for,
 )
 
@@ -675,6 +676,20 @@ class CrowdedDirectoryTests(ServerTestCase):
         names = {path.name for path in directory.iterdir()}
         self.assertEqual(len(names), 20_030)
         self.assertTrue(all(not name.startswith(".") for name in names), "nothing left beside")
+
+    def test_the_free_space_is_looked_at_only_for_a_known_length(self) -> None:
+        # Found in review: a body of no stated length (read until the connection closes) had the
+        # file system's free space asked all the same, for nothing to compare it with.
+        out = self.tmp() / "out.bin"
+        self.server.default = until_closed(DATA)
+        with mock.patch.object(dc.shutil, "disk_usage", wraps=dc.shutil.disk_usage) as usage:
+            self.client().download("files/x", out)
+            self.assertEqual(usage.call_count, 0)
+            self.server.default = serve_file(DATA)
+            self.client().download("files/x", out)
+            self.assertEqual(usage.call_count, 1, "the control: a Content-Length, looked at")
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual([r.path for r in self.requests], ["/api/v1/files/x"] * 2)
 
 
 class KilledInACrowdedDirectoryTests(ServerTestCase):

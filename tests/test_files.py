@@ -699,6 +699,40 @@ class OtherUsersFileTests(FileTestCase):
         self.assertEqual(self.requests, [])
         self.assertEqual([p.name for p in directory.iterdir()], ["out.bin"])
 
+    def test_a_skipped_download_says_nothing_of_a_neighbours_partial_files(self) -> None:
+        # Found in review: a neighbour's .out.bin.part or .out.bin.part.json in a shared directory
+        # made the skip warn "not resumable" of a download that never ran (it opened one to clear
+        # them, making and removing a .out.bin.part.1); the user's own partial file stayed.
+        shared = self.sticky()
+        out = shared / "out.bin"
+        out.write_bytes(DATA)
+        skipped = f"{out} already has the expected sha256: not downloaded again\n"
+        theirs = shared / ".out.bin.part"
+        theirs.write_bytes(b"theirs")
+        self.as_stranger(theirs)
+        argv = ("download", self.server.url + "/files/x", str(out), "--sha256", DATA_SHA)
+        self.assertEqual(self.cli(*argv), (0, skipped))
+        self.assertEqual(sorted(p.name for p in shared.iterdir()), [".out.bin.part", "out.bin"])
+        self.assertEqual(theirs.read_bytes(), b"theirs")
+        theirs.rename(shared / ".out.bin.part.json")
+        (shared / ".out.bin.part").write_bytes(DATA[:1000])
+        self.assertEqual(self.cli(*argv), (0, skipped))
+        names = sorted(p.name for p in shared.iterdir())
+        self.assertEqual(names, [".out.bin.part.json", "out.bin"], "the user's own, removed")
+        self.assertEqual(self.requests, [])
+
+    def test_a_download_with_no_partial_file_never_opens_a_state(self) -> None:
+        # Found in review: the CLI's look for a -c partial file opened .NAME.part.json before it
+        # looked whether there was a .NAME.part at all (one openat more a download).
+        out = self.tmp() / "out.bin"
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc, "_read_state", wraps=dc._read_state) as read_state:
+            status, err = self.cli("download", self.server.url + "/files/x", str(out))
+        self.assertEqual(status, 0, err)
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None])
+        self.assertEqual(read_state.call_count, 0)
+
     def config_file(self, *, mode: int = 0o600) -> Path:
         config = self.tmp() / "config.toml"
         config.write_text(f'[default]\nbase_url = "{self.server.url}/api/v1"\napi_key = "{KEY}"\n')
@@ -944,6 +978,19 @@ class LockFileTests(ServerTestCase):
                 self.assertEqual(lock.read_text(), str(os.getpid()))
                 target._unlock()
             self.assertEqual(list(directory.iterdir()), [])
+
+    def test_every_side_files_name_fits_ecryptfs_name_max(self) -> None:
+        # Found in review: the names short enough not to ask the directory's NAME_MAX were sized
+        # for .part.json.<8 hex>.tmp, one byte short of the takeover's .part.lock.<7 hex>.claim.
+        directory = dc._Directory(str(self.tmp()))
+        longest = max((".part.json.01234567.tmp", ".part.lock.0123456.claim"), key=len)
+        try:
+            for length in range(100, 144):
+                with mock.patch.object(dc.os, "pathconf", lambda path, name: 143):
+                    stem = dc._hidden_stem(directory, "d" * length)
+                self.assertLessEqual(len(stem + longest), 143, length)
+        finally:
+            directory.close()
 
     def test_an_empty_or_garbled_lock_is_abandoned_once_it_is_a_few_seconds_old(self) -> None:
         # Found in review: an empty lock (a process killed before it wrote) was never taken over, and

@@ -4,6 +4,7 @@ across runs from the state file, which is discarded when it does not hold.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -51,6 +52,27 @@ class ResumeTests(ServerTestCase):
         ranges = [(r.headers["Range"], r.headers["If-Range"]) for r in self.requests]
         self.assertEqual(ranges, [(None, None)] + [(f"bytes={c}-", '"v1"') for c in cuts])
         self.assertEqual(self.server.bytes_served, len(DATA))  # type: ignore[attr-defined]
+
+    def test_the_partial_files_identity_is_read_once_not_at_each_save(self) -> None:
+        # Found in review: the state's load and each save fstat'd the partial file again for an
+        # inode its descriptor cannot change (seven fstat calls for this download, where two do).
+        self.server.default = serve_file(DATA)
+        out = self.tmp() / "out.bin"
+        fstat = os.fstat
+        partial_file_calls: list[int] = []
+
+        def counted_fstat(fd: int) -> os.stat_result:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/self/fd/{fd}").endswith("/.out.bin.part"):
+                    partial_file_calls.append(fd)
+            return fstat(fd)
+
+        with mock.patch.object(dc.os, "fstat", counted_fstat):
+            self.client().download("files/x", out, resume=True, sha256=DATA_SHA)
+        self.assertEqual(out.read_bytes(), DATA)
+        self.assertEqual([r.headers["Range"] for r in self.requests], [None])
+        # Once made (its identity, for the state and the lock's check), once at the commit.
+        self.assertEqual(len(partial_file_calls), 2)
 
     def test_resume_uses_last_modified_without_a_strong_etag(self) -> None:
         modified = "Wed, 21 Oct 2026 07:28:00 GMT"
