@@ -4286,13 +4286,11 @@ def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str
         found["api_key"] = (_Secret(os.environ["DATASET_CLIENT_API_KEY"]), "DATASET_CLIENT_API_KEY")
     service = settings.get("base_url") or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
-    if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
+    # The profile's key goes to its base_url's scheme and host[:port] alone.
+    elsewhere = urllib.parse.urlsplit(service.lower())[:2] != urllib.parse.urlsplit(own.lower())[:2]
+    if service and elsewhere and found.get("api_key", (0, ""))[1] == where:
         found["api_key"] = (None, where)
     return {**found, **{name: (value, "argument") for name, value in settings.items()}}
-
-
-def _netloc(url: str) -> tuple[str, ...]:
-    return urllib.parse.urlsplit(url.lower())[:2]
 
 
 def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
