@@ -4487,8 +4487,8 @@ def _own_source(path: str) -> bytes | None:
     try:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
-    except FileNotFoundError:
-        # None there, or gone since lstat (another user's loop).
+    except (FileNotFoundError, NotADirectoryError):
+        # None there (or a zip's: ENOTDIR), or gone since lstat (another user's loop).
         return None
     except OSError as exc:
         # A link (ELOOP), or not the user's to read: as lstat found it.
