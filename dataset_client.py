@@ -731,8 +731,10 @@ class DatasetClient:
             if status == 407 and response.proxy is not None and url.startswith("http:"):
                 response.close()
                 sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
-                said = (response.proxy, "HTTP_PROXY", sent, "407 Proxy Authentication Required")
-                error = _proxy_credentials_error(response.method, response.url, *said)
+                said = "407 Proxy Authentication Required"
+                error = _proxy_credentials_error(
+                    response.method, response.url, response.proxy, "HTTP_PROXY", sent, said
+                )
                 error.__cause__ = _ProxyAuthenticationRequired(f"{status} {response.reason}")
                 raise error
             redirect = status in {301, 302, 303, 307, 308}
