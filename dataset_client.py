@@ -731,8 +731,10 @@ class DatasetClient:
             if status == 407 and response.proxy is not None and url.startswith("http:"):
                 response.close()
                 sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
-                said = (response.proxy, "HTTP_PROXY", sent, "407 Proxy Authentication Required")
-                error = _proxy_credentials_error(response.method, response.url, *said)
+                said = "407 Proxy Authentication Required"
+                error = _proxy_credentials_error(
+                    response.method, response.url, response.proxy, "HTTP_PROXY", sent, said
+                )
                 error.__cause__ = _ProxyAuthenticationRequired(f"{status} {response.reason}")
                 raise error
             redirect = status in {301, 302, 303, 307, 308}
@@ -4286,13 +4288,11 @@ def _profile_settings(profile: str | None, settings: dict[str, Any]) -> dict[str
         found["api_key"] = (_Secret(os.environ["DATASET_CLIENT_API_KEY"]), "DATASET_CLIENT_API_KEY")
     service = settings.get("base_url") or found.get("base_url", ("",))[0]
     own = table.get("base_url") or service
-    if service and _netloc(service) != _netloc(own) and found.get("api_key", (0, ""))[1] == where:
+    # The profile's key goes to its base_url's scheme and host[:port] alone.
+    elsewhere = urllib.parse.urlsplit(service.lower())[:2] != urllib.parse.urlsplit(own.lower())[:2]
+    if service and elsewhere and found.get("api_key", (0, ""))[1] == where:
         found["api_key"] = (None, where)
     return {**found, **{name: (value, "argument") for name, value in settings.items()}}
-
-
-def _netloc(url: str) -> tuple[str, ...]:
-    return urllib.parse.urlsplit(url.lower())[:2]
 
 
 def _read_profile(asked: str | None) -> tuple[str, dict[str, Any]]:
@@ -4489,8 +4489,8 @@ def _own_source(path: str) -> bytes | None:
     try:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
-    except FileNotFoundError:
-        # None there, or gone since lstat (another user's loop).
+    except (FileNotFoundError, NotADirectoryError):
+        # None there (or a zip's: ENOTDIR), or gone since lstat (another user's loop).
         return None
     except OSError as exc:
         # A link (ELOOP), or not the user's to read: as lstat found it.

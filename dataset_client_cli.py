@@ -54,8 +54,8 @@ def _load_library_beside() -> None:
         fd = os.open(path, flags | getattr(os, "O_BINARY", 0))
         # A FIFO or a device is opened without waiting, and never read.
         status = os.fstat(fd)
-    except FileNotFoundError:
-        # None there, or gone since lstat (another user's loop of links).
+    except (FileNotFoundError, NotADirectoryError):
+        # None there (beside a zip's module: ENOTDIR), or gone since lstat (another user's loop).
         return
     except OSError as exc:
         # A symbolic link (ELOOP), or not the user's to read: why, as lstat found it.

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import unittest
+import zipfile
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -108,6 +109,21 @@ class TwoFilesTests(ServerTestCase):
                     self.assertEqual((status, out), (2, ""))
                     self.assertTrue(err.startswith("usage: dataset-client "), err)
                     self.assertIn("unknown option '--outptu' (did you mean '--output'?)", err)
+
+    def test_the_two_files_vendored_in_a_zip_run_every_way_in(self) -> None:
+        # Beside a module imported from a zip is a path through the zip file: ENOTDIR, no file.
+        archive = self.tmp() / "vendored.zip"
+        with zipfile.ZipFile(archive, "w") as vendored:
+            for name in ("dataset_client.py", "dataset_client_cli.py"):
+                vendored.write(ROOT / name, name)
+        self.server.default = reply(body=[{"name": "daily_bars"}])
+        main = "import sys, dataset_client; sys.exit(dataset_client.main(['datasets']))"
+        ways = (["-m", "dataset_client", "datasets"], ["-m", "dataset_client_cli", "datasets"])
+        for argv in (*ways, ["-c", main]):
+            with self.subTest(argv=argv):
+                outcome = self.run_python(*argv, cwd=self.tmp(), path=archive)
+                self.assertEqual(outcome, (0, '[\n  {\n    "name": "daily_bars"\n  }\n]\n', ""))
+        self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/datasets")] * 3)
 
     def test_a_lone_library_says_where_to_get_the_command_line(self) -> None:
         lone = self.copied("dataset_client.py")
