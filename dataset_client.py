@@ -3947,6 +3947,9 @@ class _Directory:
 
     def open_own(self, name: str) -> int | None:
         """``name`` opened (no link followed, no wait) if the user's own regular file, one link."""
+        # Most often nothing is there: asked first, without an exception's cost.
+        if self.fd is not None and not os.access(name, 0, dir_fd=self.fd, follow_symlinks=False):
+            return None
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
@@ -4109,7 +4112,10 @@ def _check_url_characters(url: str, argument: str) -> None:
 def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.SplitResult:
     """``url`` (against ``base``) split, without fragment: http(s), host, port, no user."""
     try:
-        parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
+        parts = urllib.parse.urlsplit(url)
+        # An absolute URL is its own resolution: urljoin would only put it together again.
+        if not (parts.scheme and parts.netloc):
+            parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, url))
         parts.port  # noqa: B018 (it validates the port)
         # Encoded as getaddrinfo will encode it.
         urllib.parse.unquote(parts.hostname or "").encode("idna")
@@ -4128,7 +4134,8 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         )
     if not parts.hostname:
         raise _refused(argument, f"has no host: {url!r}")
-    return parts._replace(scheme=parts.scheme.lower(), fragment="")
+    # urlsplit has made the scheme lower case.
+    return parts._replace(fragment="") if parts.fragment else parts
 
 
 def _percent_encoded(text: str) -> str:
