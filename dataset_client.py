@@ -3947,9 +3947,6 @@ class _Directory:
 
     def open_own(self, name: str) -> int | None:
         """``name`` opened (no link followed, no wait) if the user's own regular file, one link."""
-        # Most often nothing is there: asked first, without an exception's cost.
-        if self.fd is not None and not os.access(name, 0, dir_fd=self.fd, follow_symlinks=False):
-            return None
         try:
             fd = self.open(name, os.O_RDWR | _O_NOFOLLOW | _O_NONBLOCK)
         except OSError:
