@@ -550,6 +550,9 @@ class SharedDirectoryTests(ServerTestCase):
         self.client().download("files/x", directory / "sales.1", resume=True, sha256=DATA_SHA)
         self.assertEqual(self.requests[-1].headers["Range"], f"bytes={len(kept)}-")
         self.assertEqual(sorted(os.listdir(directory)), ["sales", "sales.1"])
+        sent = [(r.path, r.headers["Range"]) for r in self.requests]
+        resumed = ("/api/v1/files/x", f"bytes={len(kept)}-")
+        self.assertEqual(sent, [("/api/v1/files/x", None), ("/api/v1/files/y", None), resumed])
 
 
 class FileTestCase(ServerTestCase):
@@ -1214,6 +1217,7 @@ class SwappedDirectoryTests(FileTestCase):
         self.script(serve_file(DATA))
         with mock.patch.object(dc._FileTarget, "reserve", looked_at_through_a_link_to_proc):
             self.check(self.download())
+        self.assertEqual([(r.method, r.path) for r in self.requests], [("GET", "/api/v1/files/x")])
 
 
 class NeighboursStateFileTests(FileTestCase):
@@ -1270,6 +1274,9 @@ class NeighboursStateFileTests(FileTestCase):
                 self.assertEqual(sorted(os.listdir(directory)), [state.name, "out.bin"])
                 self.assertEqual(os.listdir(state), [holding] if holding else [])
                 self.assertIn(f"{state.name}: not resumable", logged.output[0])
+                # One GET of the whole file: nothing was taken up, nothing asked again.
+                sent = [(r.method, r.path, r.headers["Range"]) for r in self.requests[-1:]]
+                self.assertEqual(sent, [("GET", "/api/v1/files/x", None)])
 
     def test_a_neighbours_entry_at_a_resumable_name_is_said_not_resumable(self) -> None:
         # Found in review (issue 37, F1): another user's file, a directory or a dangling link at
@@ -1338,8 +1345,11 @@ class FileModeTests(FileTestCase):
                                     seen.add(path.lstat().st_mode & 0o777)
 
                     self.script(serve_file(DATA))
+                    asked = len(self.requests)
                     self.client().download("files/x", destination, resume=resume, progress=look)
                     self.assertEqual(modes, {0o600})
+                    sent = [(r.path, r.headers["Range"]) for r in self.requests[asked:]]
+                    self.assertEqual(sent, [("/api/v1/files/x", None)])
                     final = earlier if isinstance(earlier, int) else 0o664
                     self.assertEqual(destination.stat().st_mode & 0o777, final)
                     self.assertEqual(destination.read_bytes(), DATA)

@@ -1104,6 +1104,7 @@ class MoreSignedFormsTests(ServerTestCase):
                     self.assertEqual(cli.main(["--base-url", base_url, "datasets"]), 2)
                 self.assertEqual([v for v in MORE_VALUES if v in err.getvalue()], [])
                 self.assertIn("--base-url", err.getvalue())
+        self.assertEqual(self.requests, [])
 
 
 class RedirectLocalsTests(ServerTestCase):
