@@ -45,12 +45,11 @@ PATCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ),
     "walk": (
         "the walk by descriptor (the parent opened by path, links followed)",
-        [("        try:\n            while self.names:\n",
-          "        self.names = [os.path.basename(path)]\n        if os.path.dirname(path):\n"
-          "            os.close(self.fd)\n"
-          "            self.fd = os.open(os.path.dirname(path), _WALK_FLAGS)\n"
-          "            self.path = os.path.dirname(path)\n"
-          "        try:\n            while self.names:\n")],
+        # The parent opened in place of the walk's first directory ("/" or "."), not after it.
+        [("        self.fd = os.open(self.path or \".\", _WALK_FLAGS) if _HAS_DIRECTORY_DESCRIPTORS else None\n",
+          "        self.names = [os.path.basename(path)]\n"
+          "        self.path = os.path.dirname(path)\n"
+          "        self.fd = os.open(self.path or \".\", _WALK_FLAGS)\n")],
     ),
     "probes": (
         "the probes for what a killed download left (.NAME.part.2 and .3)",
