@@ -900,6 +900,10 @@ class KeyReadFromAProfileTests(ServerTestCase):
                         continue
                     assert isinstance(error, Exception), repr(error)
                     self.assertEqual(secrets_in_frames(error, KEY, number, header), [])
+                    # Emptied of its type, not dropped: the error still names the type given.
+                    kind = {"an integer key": "an integer", "a float key": "a float"}.get(name)
+                    if kind is not None:
+                        self.assertIn(f"must be a non-empty string, not {kind}", str(error))
         self.config(good + f'tokn = "{KEY}"\n')
         with warnings.catch_warnings():
             warnings.simplefilter("error")
