@@ -13,8 +13,9 @@ Each variant's files are checked as many_files.py checks them. A patch that no l
 stops the run, naming it: the library changed under it.
 
 ``--instructions`` adds user-space instructions per file (valgrind's callgrind, 250 files less 50
-in separate processes): exact whatever the machine's load, but blind to the kernel's share (the
-umask read is nearly all kernel).
+in separate processes): whatever the machine's load, though a few thousand a file apart between
+runs (how the server's bytes arrive), and blind to the kernel's share (the umask read is nearly
+all kernel).
 """
 
 from __future__ import annotations
