@@ -14,8 +14,7 @@ stops the run, naming it: the library changed under it.
 
 ``--instructions`` adds user-space instructions per file (valgrind's callgrind, 250 files less 50
 in separate processes): whatever the machine's load, though a few thousand a file apart between
-runs (how the server's bytes arrive), and blind to the kernel's share (the umask read is nearly
-all kernel).
+runs (unchanged code), and blind to the kernel's share (the umask read is nearly all kernel).
 """
 
 from __future__ import annotations
