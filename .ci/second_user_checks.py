@@ -600,8 +600,20 @@ def make_user(prefix: str, group: str) -> str:
     return name
 
 
+def remove_user(name: str) -> None:
+    """userdel, once the user's last process is gone: it refuses a user a process still runs as."""
+    for _ in range(50):
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        done = subprocess.run(["userdel", name], capture_output=True, text=True)
+        if done.returncode != 8:  # 8: the user is logged in (a process of theirs)
+            break
+        time.sleep(0.1)
+    if done.returncode != 0:
+        print(f"WARNING: user {name} not removed: {done.stderr.strip()}")
+
+
 def main() -> int:
-    tools = ("useradd", "userdel", "groupadd", "groupdel", "runuser")
+    tools = ("useradd", "userdel", "groupadd", "groupdel", "runuser", "pkill")
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if os.geteuid() != 0 or missing:
         print(
@@ -677,7 +689,7 @@ def main() -> int:
         server.server_close()
         shutil.rmtree(work, ignore_errors=True)
         for user in users:
-            subprocess.run(["userdel", user], capture_output=True)
+            remove_user(user)
         subprocess.run(["groupdel", group], capture_output=True)
     assert checks is not None
     print(f"{checks.passed} passed, {checks.failed} failed")
