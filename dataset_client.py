@@ -730,7 +730,7 @@ class DatasetClient:
                 return response
             if status == 407 and response.proxy is not None and url.startswith("http:"):
                 response.close()
-                sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
+                sent = "Proxy-Authorization" in request.headers
                 said = "407 Proxy Authentication Required"
                 error = _proxy_credentials_error(
                     response.method, response.url, response.proxy, "HTTP_PROXY", sent, said

@@ -378,6 +378,14 @@ class ProxyAuthenticationTests(ServerTestCase):
         )
         self.assertEqual(self.requests, [])
 
+    def test_wrong_credentials_with_a_slash_in_the_password_are_said_sent(self) -> None:
+        # Review 39: "sent" was an "@" in urlsplit's netloc, which ends at the password's "/".
+        os.environ["HTTP_PROXY"] = f"http://alice:wrong/{self.PASSWORD}@{self.where}"
+        error = self.refused(self.server.url + "/api")
+        self.assertIn("the proxy refused the credentials in HTTP_PROXY:", str(error))
+        self.assertEqual(self.proxy.proxy_authorizations, [self.basic(f"wrong/{self.PASSWORD}")])
+        self.assertEqual(self.requests, [])
+
     def test_missing_and_wrong_credentials_through_connect(self) -> None:
         tls = self.start_server(server_tls_context())
         url = tls.url + "/api"
