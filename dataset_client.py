@@ -4185,19 +4185,18 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
 
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """A checked copy, its values as _Secret."""
+    """A checked copy (its values _Secret already: _as_secret)."""
     if headers is None:
         return {}
     if not isinstance(headers, collections.abc.Mapping):
         raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")
-    checked = dict(headers)
-    for name, value in checked.items():
+    for name, value in headers.items():
         if not isinstance(name, str) or not name or not _TOKEN_CHARACTERS.issuperset(name):
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if name.lower() in ("content-length", "transfer-encoding", "connection"):
             raise ValueError(f"headers: {name} is set by the client itself")
-        checked[name] = _check_header_value(value, f"headers[{name!r}]")
-    return checked
+        _check_header_value(value, f"headers[{name!r}]")
+    return dict(headers)
 
 
 def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
