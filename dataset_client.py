@@ -730,7 +730,7 @@ class DatasetClient:
                 return response
             if status == 407 and response.proxy is not None and url.startswith("http:"):
                 response.close()
-                sent = "@" in urllib.parse.urlsplit(self._proxies.get("http", "")).netloc
+                sent = "Proxy-Authorization" in request.headers
                 said = "407 Proxy Authentication Required"
                 error = _proxy_credentials_error(
                     response.method, response.url, response.proxy, "HTTP_PROXY", sent, said
@@ -1137,24 +1137,28 @@ def _secret_texts(values: Iterable[str], proxies: Mapping[str, str]) -> _Secrets
         # NO_PROXY, which urllib lists with them: hosts, not a URL.
         if scheme == "no":
             continue
-        url = _Secret(proxy if "://" in proxy else f"http://{proxy}")
-        # The port too: else InvalidURL at each request.
-        reason: str | None = None
+        reason = "no // after its scheme"
         try:
-            parts = urllib.parse.urlsplit(url)
-            parts.port  # noqa: B018
+            # Split as urllib sends it: urlsplit ends a password at "/" (its port, in its error).
+            _, user, raw, hostport = map(
+                _as_secret,
+                urllib.request._parse_proxy(proxy),  # type: ignore[attr-defined]
+            )
+            reason = ""
+            # The port too: else InvalidURL at each request. Its error shows no more.
+            urllib.parse.urlsplit(f"//{hostport}").port  # noqa: B018
         except ValueError as exc:
-            reason = str(exc)
+            reason = reason or str(exc)
         # Raised outside the except clause: the exception caught holds the URL.
-        if reason is not None:
+        if reason:
             variable = f"{scheme.upper()}_PROXY"
             said = f"{variable} is not a valid proxy URL ({reason}); its value is not shown"
             raise ValueError(said)
-        if parts.password:
-            password = _Secret(urllib.parse.unquote(parts.password))
-            user = _Secret(urllib.parse.unquote(parts.username or ""))
+        if raw:
+            password = _Secret(urllib.parse.unquote(raw))
+            user = _Secret(urllib.parse.unquote(user or ""))
             basic = _Secret(base64.b64encode(f"{user}:{password}".encode()).decode())
-            texts += [_Secret(parts.password), password, basic]
+            texts += [raw, password, basic]
     # Each one's base64 with its padding and without: servers echo both.
     for text in tuple(texts):
         encoded = base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
@@ -4181,19 +4185,18 @@ def _check_header_value(value: str, argument: str, *, token: bool = False) -> st
 
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """A checked copy, its values as _Secret."""
+    """A checked copy (its values _Secret already: _as_secret)."""
     if headers is None:
         return {}
     if not isinstance(headers, collections.abc.Mapping):
         raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")
-    checked = dict(headers)
-    for name, value in checked.items():
+    for name, value in headers.items():
         if not isinstance(name, str) or not name or not _TOKEN_CHARACTERS.issuperset(name):
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if name.lower() in ("content-length", "transfer-encoding", "connection"):
             raise ValueError(f"headers: {name} is set by the client itself")
-        checked[name] = _check_header_value(value, f"headers[{name!r}]")
-    return checked
+        _check_header_value(value, f"headers[{name!r}]")
+    return dict(headers)
 
 
 def _merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:

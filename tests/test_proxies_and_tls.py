@@ -143,6 +143,26 @@ class ProxyAndTLSTests(ServerTestCase):
                 self.assertNotIn("proxy-pass-0099", str(error))
         self.assertEqual(self.requests, [])
 
+    def test_a_proxy_password_with_a_slash_is_read_as_urllib_sends_it(self) -> None:
+        # Review 39: the bad-port check split the URL with urlsplit, which ends the authority at
+        # the password's "/": the client refused to start, and the error said the password's start
+        # ("Port could not be cast to integer value as 'alice-pa'") though "its value is not shown".
+        proxy = self.start_proxy()
+        os.environ["HTTP_PROXY"] = f"http://alice:alice-pa/ss99@127.0.0.1:{proxy.server_address[1]}"
+        os.environ["NO_PROXY"] = ""
+        self.script(reply(body=["via proxy"]))
+        client = self.client()
+        self.assertEqual(client.list_datasets(), ["via proxy"])
+        basic = base64.b64encode(b"alice:alice-pa/ss99").decode()
+        self.assertEqual(proxy.proxy_authorizations, [f"Basic {basic}"])
+        echoed = f"alice-pa/ss99 {basic} {urllib_parse.quote(basic)}"
+        self.assertEqual(client.redact(echoed), "<redacted> <redacted> <redacted>")
+        os.environ["HTTP_PROXY"] = "http://alice:alice-pa/ss99@127.0.0.1:notaport"
+        error = outcome_of(lambda: DatasetClient(self.server.url, max_retries=0))
+        self.assertIsInstance(error, ValueError)
+        self.assertTrue(str(error).startswith("HTTP_PROXY is not a valid proxy URL ("))
+        self.assertNotIn("alice-pa", str(error))
+
     def test_tls_with_a_given_context(self) -> None:
         tls = self.start_server(server_tls_context())
         tls.default = reply(body={"tls": True})
@@ -356,6 +376,14 @@ class ProxyAuthenticationTests(ServerTestCase):
         self.assertEqual(
             self.proxy.proxy_authorizations, [self.basic("wrong" + self.PASSWORD)], "sent once"
         )
+        self.assertEqual(self.requests, [])
+
+    def test_wrong_credentials_with_a_slash_in_the_password_are_said_sent(self) -> None:
+        # Review 39: "sent" was an "@" in urlsplit's netloc, which ends at the password's "/".
+        os.environ["HTTP_PROXY"] = f"http://alice:wrong/{self.PASSWORD}@{self.where}"
+        error = self.refused(self.server.url + "/api")
+        self.assertIn("the proxy refused the credentials in HTTP_PROXY:", str(error))
+        self.assertEqual(self.proxy.proxy_authorizations, [self.basic(f"wrong/{self.PASSWORD}")])
         self.assertEqual(self.requests, [])
 
     def test_missing_and_wrong_credentials_through_connect(self) -> None:
