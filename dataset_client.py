@@ -4493,6 +4493,7 @@ def _command_line(path: str) -> Any:
 
 def _own_source(path: str) -> bytes | None:
     """``path``'s text, one descriptor, if _refusal_to_run allows (none: None)."""
+    status = None
     try:
         status = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY)
@@ -4500,8 +4501,11 @@ def _own_source(path: str) -> bytes | None:
         # None there (or a zip's: ENOTDIR), or gone since lstat (another user's loop).
         return None
     except OSError as exc:
-        # A link (ELOOP), or not the user's to read: as lstat found it.
-        raise ImportError(_refusal_to_run(path, status, exc.strerror or str(exc))) from None
+        # A link (ELOOP), or not the user's to read: as lstat found it (or not to be looked at).
+        why = exc.strerror or str(exc)
+        raise ImportError(
+            _refusal_to_run(path, status, why) if status else f"{path} is not run: {why}"
+        ) from None
     # A FIFO or a device is opened without waiting, and never read.
     refusal = _refusal_to_run(path, os.fstat(fd))
     if refusal:

@@ -485,6 +485,11 @@ class PlantedBesideInProcessTests(ServerTestCase):
         gone.symlink_to(directory / "own.py")
         with mock.patch.object(dc.os, "open", side_effect=FileNotFoundError):
             self.assertIsNone(dc._own_source(str(gone)), "gone since lstat: none there")
+        # Not to be looked at (a path past PATH_MAX): one line, not an UnboundLocalError.
+        too_long = f"{directory}/" + f"{'x' * 250}/" * 20 + "own.py"
+        with self.assertRaises(ImportError) as caught:
+            dc._own_source(too_long)
+        self.assertEqual(caught.exception.msg, f"{too_long} is not run: File name too long")
 
     def test_a_command_line_of_another_version_is_refused_and_not_left_registered(self) -> None:
         # Not named dataset_client_cli.py: coverage.py would take it for the one it measures.
