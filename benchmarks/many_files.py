@@ -279,11 +279,12 @@ def describe(library: str) -> str:
 
 
 def start_measuring(
-    run: Any, python: str, files: Files, variant: str, *extra: str
+    run: Any, python: str, files: Files, variant: str, *extra: str, library: str = ""
 ) -> dict[str, float]:
+    """``variant`` measured in a process of its own (``library``: another copy's directory)."""
     destination = files.destination(VARIANTS[variant][1])
     command = [python, os.path.abspath(__file__), "measure", variant, files.base, destination]
-    command += [files.manifest, files.library, *extra]
+    command += [files.manifest, library or files.library, *extra]
     done = subprocess.run(
         command, capture_output=True, text=True, env=run.clean_environment(), timeout=900
     )

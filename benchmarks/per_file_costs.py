@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -112,16 +111,11 @@ def main() -> None:
 
         def one_run(variant: str) -> dict[str, float]:
             kind = "bare" if variant == "bare" else "client"
-            destination = files.destination(crowded=False)
-            command = [python, os.path.join(HERE, "many_files.py"), "measure", kind, files.base]
-            command += [destination, files.manifest, libraries.get(variant, files.library)]
-            done = subprocess.run(
-                command, capture_output=True, text=True, env=run.clean_environment(), timeout=900
+            library = libraries.get(variant, "")
+            result: dict[str, float] = many_files.start_measuring(
+                run, python, files, kind, library=library
             )
-            if done.returncode != 0:
-                raise SystemExit(f"{variant} failed:\n{done.stderr}")
             many_files.check_and_clear(files, kind)
-            result: dict[str, float] = json.loads(done.stdout)
             return result
 
         result = run.interleaved(runs, ["bare", *libraries], one_run)
@@ -142,11 +136,14 @@ def patched(source: str, cuts: list[str]) -> str:
 
 
 def per_file(run: Any, python: str, files: Any, variant: str, libraries: dict[str, str]) -> float:
-    """User-space instructions per file: a run of 250 files less one of 50, each a process."""
+    """User-space instructions per file: a run of 250 files (or all, if fewer) less one of a
+    fifth as many, each a process."""
     kind = "bare" if variant == "bare" else "client"
+    most = min(250, len(files.names))
+    numbers = (most // 5, most)
     counts = []
     with tempfile.TemporaryDirectory(dir=files.work) as scratch:
-        for number in (50, 250):
+        for number in numbers:
             manifest = os.path.join(scratch, f"{number}.json")
             with open(manifest, "w") as out:
                 json.dump({"names": files.names[:number], "digests": files.digests}, out)
@@ -157,7 +154,7 @@ def per_file(run: Any, python: str, files: Any, variant: str, libraries: dict[st
             world = argparse.Namespace(python=python)
             environment = run.clean_environment(PYTHONHASHSEED="0")
             counts.append(run.callgrind(world, command, scratch, environment))
-    return (counts[1] - counts[0]) / 200
+    return (counts[1] - counts[0]) / (numbers[1] - numbers[0])
 
 
 def report(
