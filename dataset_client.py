@@ -2662,11 +2662,9 @@ class _Transfer:
     ):
         self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
-        if isinstance(target, _StreamTarget):
-            target.in_time = functools.partial(_check_in_time, requests, url)
-            if connections > 1:
-                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-                self.target = _ReorderBuffer(target, limit, self._written_to_stream, target.in_time)
+        if isinstance(target, _StreamTarget) and connections > 1:
+            limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+            self.target = _ReorderBuffer(target, limit, self._written_to_stream, target.in_time)
         self.parts = _Parts(connections, self._work)
         self.checks = _Checks(self, sha256)
         self.acceptance = _Acceptance(self)
@@ -3067,7 +3065,7 @@ def _open_target(
 ) -> _FileTarget | _StreamTarget:
     """A stream for a file object, device, FIFO (its reader awaited) or descriptor, else a file."""
     if not isinstance(destination, (str, os.PathLike)):
-        return _StreamTarget(destination)
+        return _StreamTarget(destination, in_time)
     found = _Directory(_check_destination_path(destination))
     try:
         stream = _open_special_destination(found, in_time)
@@ -3077,7 +3075,7 @@ def _open_target(
         found.close()
         raise
     found.close()
-    return _StreamTarget(stream, opened=True)
+    return _StreamTarget(stream, in_time, opened=True)
 
 
 def _said_of(destination: str, error: OSError, directory: str) -> OSError:
@@ -3398,7 +3396,7 @@ class _PartialFile:
 class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
-    def __init__(self, stream: BinaryIO, *, opened: bool = False):
+    def __init__(self, stream: BinaryIO, in_time: Callable[[], None], *, opened: bool = False):
         writes = callable(getattr(stream, "write", None)) and not isinstance(stream, io.TextIOBase)
         writable = getattr(stream, "writable", None)
         if not writes or (callable(writable) and not writable()):
@@ -3410,7 +3408,7 @@ class _StreamTarget(_Sink):
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.in_time: Callable[[], None] = lambda: None
+        self.in_time = in_time
         # A pipe's, FIFO's or socket's: its reader may stop reading.
         self.poller: Any = None
         try:
