@@ -3296,10 +3296,17 @@ class _FileTarget(_Sink):
         try:
             if total is not None and size != total:
                 has = ("received", f"{size} bytes")
-                announced = ("expected", f"{total}")
-                fields = dict(method="GET", received=size, expected=total)
-                text = ("the downloaded file has ", has, " where the server announced ", announced)
-                raise _named(InvalidResponseError, *text, ": not committed", **fields)
+                raise _named(
+                    InvalidResponseError,
+                    "the downloaded file has ",
+                    has,
+                    " where the server announced ",
+                    ("expected", f"{total}"),
+                    ": not committed",
+                    method="GET",
+                    received=size,
+                    expected=total,
+                )
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             # Made 0600: no one else could write into it once its bytes were hashed.
