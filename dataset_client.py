@@ -3765,11 +3765,15 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
 
 
 def _read_state(directory: _Directory, name: str) -> Any:
-    """The JSON in the user's own file ``name``; None when there is none, too large or not JSON."""
+    """The JSON in the user's own file ``name`` (saved 0600); None when there is none, its group
+    or others may write it, it is too large or not JSON."""
     fd = directory.open_own(name)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
+        # A teammate may fill one of the user's group-writable files and rename it in.
+        if _HAS_GETEUID and os.fstat(fd).st_mode & 0o022:
+            return None
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
         return None

@@ -293,6 +293,8 @@ class SharedDirectoryTests(ServerTestCase):
         )
         own = self.tmp()  # the control: the same files, this user's own, are taken up (their last byte asked again)
         (own / ".out.bin.part").write_bytes(b"EVIL")
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (own / ".out.bin.part.json").touch(0o600)
         (own / ".out.bin.part.json").write_text(json.dumps(forged))
         self.server.default = serve_file(
             DATA
@@ -687,6 +689,8 @@ class OtherUsersFileTests(FileTestCase):
             "total": len(DATA),
             "parts": [[0, len(DATA), 1000]],
         }
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
         (directory / "out.bin").write_bytes(DATA)
         status, err = self.cli(
