@@ -3675,7 +3675,7 @@ class _StateFile:
                 self.directory.write_new(self.temporary, data, self.name)
             except FileExistsError:
                 # Left by a save cut short (removed), or a neighbour's: then a name no one guesses.
-                if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                if not _remove_abandoned(self.directory, self.temporary, None):
                     self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
                 self.directory.write_new(self.temporary, data, self.name)
             self.kept = self.ours = True
@@ -4127,7 +4127,8 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         urllib.parse.unquote(parts.hostname or "").encode("idna")
     except ValueError as exc:
         raise _refused(argument, f"has an invalid host or port: {exc}") from None
-    if parts.scheme.lower() not in ("http", "https"):
+    # urlsplit has made the scheme lower case.
+    if parts.scheme not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
         raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
@@ -4140,7 +4141,6 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         )
     if not parts.hostname:
         raise _refused(argument, f"has no host: {url!r}")
-    # urlsplit has made the scheme lower case.
     return parts._replace(fragment="") if parts.fragment else parts
 
 
