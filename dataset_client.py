@@ -3316,12 +3316,13 @@ class _FileTarget(_Sink):
                 self.directory.replace(self.temporary, self.name)
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
+            # Moved: another download may take the temporary's name from now on.
+            self.committed = True
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
         finally:
             if self.state is not None:
                 self.state.remove()
-        self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
         """The user's file there, this one linked nowhere: a later commit (the last wins); else

@@ -407,6 +407,28 @@ class SharedDirectoryTests(ServerTestCase):
                     self.assertEqual(destination.read_text(), "own")
                     self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
 
+    def test_a_commit_that_fails_after_the_move_leaves_the_temporary_name_alone(self) -> None:
+        # Found in review: once moved, the temporary's name is free, and another download to the same
+        # destination may take it; when the check after the move failed (this download's file moved
+        # away, another put in its place), the clean-up removed that download's temporary file.
+        directory, replace = self.tmp(), os.replace
+
+        def moved_then_taken(source: Any, target: Any, **at: Any) -> None:
+            replace(source, target, **at)
+            if Path(target).name == "data.csv":
+                replace(directory / "data.csv", directory / "moved.csv")
+                (directory / "data.csv").write_text("own")
+                (directory / ".data.csv.part.1").write_text("another download's")
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc.os, "replace", moved_then_taken):
+            outcome = outcome_of(lambda: self.client().download("files/x", directory / "data.csv"))
+        self.assertIsInstance(outcome, PermissionError)
+        self.assertIn("moved into place: left there", str(outcome))
+        self.assertEqual(len(self.requests), 1)
+        self.assertEqual((directory / ".data.csv.part.1").read_text(), "another download's")
+        self.assertEqual((directory / "moved.csv").read_bytes(), DATA)
+
     def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(
         self,
     ) -> None:
