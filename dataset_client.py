@@ -2666,11 +2666,9 @@ class _Transfer:
     ):
         self.requests, self.url, self.progress, self.limits = requests, url, progress, limits
         self.target: _Sink = target
-        if isinstance(target, _StreamTarget):
-            target.in_time = functools.partial(_check_in_time, requests, url)
-            if connections > 1:
-                limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
-                self.target = _ReorderBuffer(target, limit, self._written_to_stream, target.in_time)
+        if isinstance(target, _StreamTarget) and connections > 1:
+            limit = min(_MAX_REORDER_BYTES, connections * _CHUNK_SIZE)
+            self.target = _ReorderBuffer(target, limit, self._written_to_stream, target.in_time)
         self.parts = _Parts(connections, self._work)
         self.checks = _Checks(self, sha256)
         self.acceptance = _Acceptance(self)
@@ -3071,7 +3069,7 @@ def _open_target(
 ) -> _FileTarget | _StreamTarget:
     """A stream for a file object, device, FIFO (its reader awaited) or descriptor, else a file."""
     if not isinstance(destination, (str, os.PathLike)):
-        return _StreamTarget(destination)
+        return _StreamTarget(destination, in_time)
     found = _Directory(_check_destination_path(destination))
     try:
         stream = _open_special_destination(found, in_time)
@@ -3081,7 +3079,7 @@ def _open_target(
         found.close()
         raise
     found.close()
-    return _StreamTarget(stream, opened=True)
+    return _StreamTarget(stream, in_time, opened=True)
 
 
 def _said_of(destination: str, error: OSError, directory: str) -> OSError:
@@ -3302,10 +3300,17 @@ class _FileTarget(_Sink):
         try:
             if total is not None and size != total:
                 has = ("received", f"{size} bytes")
-                announced = ("expected", f"{total}")
-                fields = dict(method="GET", received=size, expected=total)
-                text = ("the downloaded file has ", has, " where the server announced ", announced)
-                raise _named(InvalidResponseError, *text, ": not committed", **fields)
+                raise _named(
+                    InvalidResponseError,
+                    "the downloaded file has ",
+                    has,
+                    " where the server announced ",
+                    ("expected", f"{total}"),
+                    ": not committed",
+                    method="GET",
+                    received=size,
+                    expected=total,
+                )
             if not self.directory.holds(status, self.temporary):
                 raise PermissionError(errno.EACCES, f"{_SWAPPED}: not committed", self.destination)
             # Made 0600: no one else could write into it once its bytes were hashed.
@@ -3315,12 +3320,13 @@ class _FileTarget(_Sink):
                 self.directory.replace(self.temporary, self.name)
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror or str(exc), self.destination) from None
+            # Moved: another download may take the temporary's name from now on.
+            self.committed = True
             if not self.directory.holds(status, self.name):
                 self._check_replaced_after_the_move()
         finally:
             if self.state is not None:
                 self.state.remove()
-        self.committed = True
 
     def _check_replaced_after_the_move(self) -> None:
         """The user's file there, this one linked nowhere: a later commit (the last wins); else
@@ -3402,7 +3408,7 @@ class _PartialFile:
 class _StreamTarget(_Sink):
     """A binary file object (or a device or FIFO opened here): written in order, left open."""
 
-    def __init__(self, stream: BinaryIO, *, opened: bool = False):
+    def __init__(self, stream: BinaryIO, in_time: Callable[[], None], *, opened: bool = False):
         writes = callable(getattr(stream, "write", None)) and not isinstance(stream, io.TextIOBase)
         writable = getattr(stream, "writable", None)
         if not writes or (callable(writable) and not writable()):
@@ -3414,7 +3420,7 @@ class _StreamTarget(_Sink):
             self.start = stream.tell() if stream.seekable() else None
         except OSError:
             self.start = None
-        self.in_time: Callable[[], None] = lambda: None
+        self.in_time = in_time
         # A pipe's, FIFO's or socket's: its reader may stop reading.
         self.poller: Any = None
         try:
@@ -3674,7 +3680,7 @@ class _StateFile:
                 self.directory.write_new(self.temporary, data, self.name)
             except FileExistsError:
                 # Left by a save cut short (removed), or a neighbour's: then a name no one guesses.
-                if not _remove_abandoned(self.directory, self.temporary, _fcntl()):
+                if not _remove_abandoned(self.directory, self.temporary, None):
                     self.temporary = f"{self.name}.{os.urandom(4).hex()}.tmp"
                 self.directory.write_new(self.temporary, data, self.name)
             self.kept = self.ours = True
@@ -3764,11 +3770,15 @@ def _is_mine(status: os.stat_result, *, or_root: bool = False) -> bool:
 
 
 def _read_state(directory: _Directory, name: str) -> Any:
-    """The JSON in the user's own file ``name``; None when there is none, too large or not JSON."""
+    """The JSON in the user's own file ``name`` (saved 0600); None when there is none, its group
+    or others may write it, it is too large or not JSON."""
     fd = directory.open_own(name)
     if fd is None:
         return None
     with os.fdopen(fd, "rb") as file:
+        # A teammate may fill one of the user's group-writable files and rename it in.
+        if _HAS_GETEUID and os.fstat(fd).st_mode & 0o022:
+            return None
         data = file.read(_MAX_STATE_SIZE + 1)
     if len(data) > _MAX_STATE_SIZE:
         return None
@@ -4122,7 +4132,8 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         urllib.parse.unquote(parts.hostname or "").encode("idna")
     except ValueError as exc:
         raise _refused(argument, f"has an invalid host or port: {exc}") from None
-    if parts.scheme.lower() not in ("http", "https"):
+    # urlsplit has made the scheme lower case.
+    if parts.scheme not in ("http", "https"):
         scheme = parts.scheme or "no scheme"
         raise _refused(argument, f"must be an http:// or https:// URL, not {scheme!r}")
     if "@" in parts.netloc:
@@ -4135,7 +4146,6 @@ def _split_http_url(url: str, argument: str, base: str = "") -> urllib.parse.Spl
         )
     if not parts.hostname:
         raise _refused(argument, f"has no host: {url!r}")
-    # urlsplit has made the scheme lower case.
     return parts._replace(fragment="") if parts.fragment else parts
 
 

@@ -460,6 +460,8 @@ class ResumeCommandTests(StandInTestCase):
         self.assertEqual(sent, [("GET", "/files/x", None)])
         # A sound state of the user's own beside their .part: still theirs, still not named.
         state = {"url": url, "validator": '"v1"', "total": len(DATA), "parts": [[0, len(DATA), 0]]}
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
         self.script(cut(DATA, 1_500_000, {"ETag": '"v1"'}))
         status, _, err = self.run_main("--retries", "0", "download", url, out, "-c")

@@ -478,6 +478,8 @@ class DownloadFaultTests(ServerTestCase):
             "total": len(BIG),
             "parts": parts,
         }
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
 
         self.server.default = ignoring_ranges
@@ -500,6 +502,8 @@ class DownloadFaultTests(ServerTestCase):
             "total": len(data),
             "parts": [[0, len(data), len(data)]],
         }
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
 
     def test_a_complete_partial_file_is_checked_with_the_server_before_it_is_committed(
@@ -574,6 +578,8 @@ class DownloadFaultTests(ServerTestCase):
         )
         url = self.server.url + "/api/v1/files/x"
         state = {"url": url, "validator": '"v1"', "total": len(BIG), "parts": parts}
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
         new = bytes(reversed(BIG))
         self.server.default = serve_file(new, etag='"v2"')

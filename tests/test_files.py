@@ -293,6 +293,8 @@ class SharedDirectoryTests(ServerTestCase):
         )
         own = self.tmp()  # the control: the same files, this user's own, are taken up (their last byte asked again)
         (own / ".out.bin.part").write_bytes(b"EVIL")
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (own / ".out.bin.part.json").touch(0o600)
         (own / ".out.bin.part.json").write_text(json.dumps(forged))
         self.server.default = serve_file(
             DATA
@@ -404,6 +406,28 @@ class SharedDirectoryTests(ServerTestCase):
                     self.assertIsNone(outcome)
                     self.assertEqual(destination.read_text(), "own")
                     self.assertEqual([p.name for p in shared.iterdir()], ["data.csv"])
+
+    def test_a_commit_that_fails_after_the_move_leaves_the_temporary_name_alone(self) -> None:
+        # Found in review: once moved, the temporary's name is free, and another download to the same
+        # destination may take it; when the check after the move failed (this download's file moved
+        # away, another put in its place), the clean-up removed that download's temporary file.
+        directory, replace = self.tmp(), os.replace
+
+        def moved_then_taken(source: Any, target: Any, **at: Any) -> None:
+            replace(source, target, **at)
+            if Path(target).name == "data.csv":
+                replace(directory / "data.csv", directory / "moved.csv")
+                (directory / "data.csv").write_text("own")
+                (directory / ".data.csv.part.1").write_text("another download's")
+
+        self.script(serve_file(DATA))
+        with mock.patch.object(dc.os, "replace", moved_then_taken):
+            outcome = outcome_of(lambda: self.client().download("files/x", directory / "data.csv"))
+        self.assertIsInstance(outcome, PermissionError)
+        self.assertIn("moved into place: left there", str(outcome))
+        self.assertEqual(len(self.requests), 1)
+        self.assertEqual((directory / ".data.csv.part.1").read_text(), "another download's")
+        self.assertEqual((directory / "moved.csv").read_bytes(), DATA)
 
     def test_a_fifo_swapped_for_a_link_once_looked_at_never_gets_the_links_target_written(
         self,
@@ -690,6 +714,8 @@ class OtherUsersFileTests(FileTestCase):
             "total": len(DATA),
             "parts": [[0, len(DATA), 1000]],
         }
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_text(json.dumps(state))
         (directory / "out.bin").write_bytes(DATA)
         status, err = self.cli(

@@ -340,7 +340,7 @@ class ParallelIntoStreamsTests(ServerTestCase):
     ) -> None:
         # Found in reread: a server announcing 2**62 bytes (with Accept-Ranges and a strong ETag) had
         # 2**42 parts listed at once for a stream: memory until MemoryError, before a byte was written.
-        target, limit = dc._StreamTarget(io.BytesIO()), 2 * dc._CHUNK_SIZE
+        target, limit = dc._StreamTarget(io.BytesIO(), lambda: None), 2 * dc._CHUNK_SIZE
         buffer = dc._ReorderBuffer(target, limit, lambda _: None, lambda: None)
         self.assertEqual(
             buffer.part_count(10 * dc._CHUNK_SIZE, 2, 2), 10, "a part a chunk, as before"

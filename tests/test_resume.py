@@ -495,6 +495,8 @@ class StateFileTests(ServerTestCase):
     def prepare(self, state: object, *, raw: bytes | None = None) -> Path:
         directory = self.tmp()
         (directory / ".out.bin.part").write_bytes(DATA[:1000])
+        # Made as the client saves a state: no one else may write it (whatever the umask).
+        (directory / ".out.bin.part.json").touch(0o600)
         (directory / ".out.bin.part.json").write_bytes(
             raw if raw is not None else json.dumps(state).encode()
         )
@@ -561,6 +563,8 @@ class StateFileTests(ServerTestCase):
                 partial = (directory / ".out.bin.part").stat()
                 dev, ino = partial.st_dev, partial.st_ino
                 file = [dev + 1, ino] if recorded == "[dev + 1, ino]" else [dev, ino]
+                # Made as the client saves a state: no one else may write it (whatever the umask).
+                (directory / ".out.bin.part.json").touch(0o600)
                 (directory / ".out.bin.part.json").write_text(json.dumps({**state, "file": file}))
                 self.script(serve_file(DATA))
                 self.client().download(
@@ -570,6 +574,24 @@ class StateFileTests(ServerTestCase):
                 self.assertEqual((directory / "out.bin").read_bytes(), DATA)
                 self.assertEqual([r.headers["If-Range"] for r in self.requests], ['"v1"'])
                 self.assertEqual(os.listdir(directory), ["out.bin"], "the state's side files gone")
+
+    def test_a_state_others_may_write_is_not_taken_up(self) -> None:
+        # Found in review (issue 37): in a 2775 team directory a teammate wrote a state into one of
+        # the user's group-writable files and renamed it in as .NAME.part.json, and the user's 0600
+        # file in as .NAME.part (no inode in the state: one of an earlier version); resume=True
+        # kept that file's bytes and committed them at 0664, for the teammate to read.
+        for mode, asked in ((0o600, "bytes=1000-"), (0o620, None), (0o602, None)):
+            with self.subTest(mode=oct(mode)):
+                self.server.requests.clear()
+                directory = self.prepare(self.sound_state())
+                (directory / ".out.bin.part").write_bytes(b"S" * 1000)
+                os.chmod(directory / ".out.bin.part.json", mode)
+                self.script(serve_file(DATA))
+                self.client().download("files/x", directory / "out.bin", resume=True)
+                self.assertEqual([r.headers["Range"] for r in self.requests], [asked])
+                kept = b"S" * 1000 + DATA[1000:] if asked else DATA
+                self.assertEqual((directory / "out.bin").read_bytes(), kept)
+                self.assertEqual(os.listdir(directory), ["out.bin"])
 
     def test_a_state_larger_than_1_mib_is_not_read(self) -> None:
         url = self.server.url + "/api/v1/files/x"
