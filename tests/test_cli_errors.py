@@ -217,6 +217,8 @@ class ErrorMessageTests(StandInTestCase):
         self.assertEqual((status, json.loads(out)), (0, []), err)
         config = self.tmp() / "config.toml"
         config.write_text(f'[default]\nca_bundle = "{CA_FILE}"\n')
+        # Whatever the umask of who runs the tests: a config file others may write is refused.
+        config.chmod(0o600)
         status, out, err = self.run_main(
             "datasets", environment={**environment, "DATASET_CLIENT_CONFIG": str(config)}
         )
