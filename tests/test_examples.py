@@ -728,11 +728,13 @@ class StandInAtATerminalTests(unittest.TestCase):
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
         variables = {"PATH": os.environ["PATH"], "TERM": "dumb", "PS1": "$ ", **NO_BYTECODE_HERE}
-        # Its own session: the pty becomes its terminal, with job control.
+        # Its own session: the pty becomes its terminal, with job control. Ctrl-C as in a terminal,
+        # whatever the test run inherited (a shell ignores for good what it starts ignoring).
         bash = ["bash", "--norc", "--noprofile", "-i"]
-        shell = subprocess.Popen(
-            bash, stdin=slave, stdout=slave, stderr=slave, env=variables, start_new_session=True
-        )
+        with inherited_signals(signal.SIG_DFL, "SIGINT"):
+            shell = subprocess.Popen(
+                bash, stdin=slave, stdout=slave, stderr=slave, env=variables, start_new_session=True
+            )
         self.addCleanup(lambda: (shell.kill(), shell.wait()))  # type: ignore[func-returns-value]
         os.close(slave)
         screen = b""
